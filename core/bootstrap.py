@@ -1,0 +1,41 @@
+"""The composition root: settings + plugin manager -> services. Every adapter can be passed in instead."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pluggy
+
+from duckgraph.core.config import Settings, load_settings
+from duckgraph.core.plugins import build_plugin_manager, create
+from duckgraph.core.service import KnowledgeBase
+from duckgraph.ports import Embedder, Extractor, GraphStore
+
+
+@dataclass
+class Services:
+    settings: Settings
+    plugin_manager: pluggy.PluginManager
+    knowledge_base: KnowledgeBase
+    extractor: Extractor | None = None
+
+
+def bootstrap(
+    settings: Settings | None = None,
+    *,
+    plugin_manager: pluggy.PluginManager | None = None,
+    store: GraphStore | None = None,
+    embedder: Embedder | None = None,
+    extractor: Extractor | None = None,
+) -> Services:
+    """Wire the services. Nothing is opened or loaded here: the store opens and the model loads on first use."""
+    settings = settings or load_settings()
+    pm = plugin_manager or build_plugin_manager()
+    if store is None:
+        store = create(pm, "store", settings.store.use, settings.db, **settings.store.options)
+    if embedder is None:
+        embedder = create(pm, "embedder", settings.embedder.use, **settings.embedder.options)
+    if extractor is None and settings.extractor is not None:
+        extractor = create(pm, "extractor", settings.extractor.use, **settings.extractor.options)
+    knowledge_base = KnowledgeBase(store, embedder, namespace=settings.namespace)
+    return Services(settings=settings, plugin_manager=pm, knowledge_base=knowledge_base, extractor=extractor)

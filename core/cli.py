@@ -1,0 +1,189 @@
+"""The `duckgraph` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from duckgraph.core import __version__
+from duckgraph.ports import DuckgraphError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.run(args) or 0
+    except DuckgraphError as exc:
+        print(f"duckgraph: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="duckgraph", description="Local GraphRAG memory for AI agents, over MCP.")
+    parser.add_argument("--version", action="version", version=f"duckgraph {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", help="database file (default: DUCKGRAPH_DB, the config file, or the user data dir)")
+    common.add_argument("--config", help="TOML config file (default: DUCKGRAPH_CONFIG or the user config dir)")
+    common.add_argument("--log-level", help="DEBUG, INFO, WARNING (default) or ERROR; logs go to stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", parents=[common], help="run the MCP server on stdio")
+    serve.set_defaults(run=_serve)
+
+    demo = sub.add_parser("demo", parents=[common], help="load a small sample into a fresh file and search it")
+    demo.set_defaults(run=_demo)
+
+    search = sub.add_parser("search", parents=[common], help="anchor & expand search")
+    search.add_argument("query")
+    search.add_argument("--json", action="store_true", help="print the structured result")
+    search.add_argument("--hops", type=int)
+    search.add_argument("--k-anchors", type=int)
+    search.add_argument("--max-nodes", type=int)
+    search.add_argument("--max-passages", type=int)
+    search.add_argument("--token-budget", type=int, default=2_000)
+    search.set_defaults(run=_search)
+
+    stats = sub.add_parser("stats", parents=[common], help="counts of nodes, edges, documents and types")
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(run=_stats)
+
+    doctor = sub.add_parser("doctor", parents=[common], help="check the installation and the database")
+    doctor.add_argument("--json", action="store_true")
+    doctor.set_defaults(run=_doctor)
+    return parser
+
+
+def _setup(args: argparse.Namespace, **overrides: Any):
+    from duckgraph.core.bootstrap import bootstrap
+    from duckgraph.core.config import load_settings
+
+    settings = load_settings(args.config, db=overrides.pop("db", None) or args.db,
+                             log_level=args.log_level, **overrides)
+    logging.basicConfig(
+        level=settings.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return bootstrap(settings)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from duckgraph.core.server import serve
+
+    # Settings errors must reach the user before the MCP handshake, not as a crash inside it.
+    services = _setup(args)
+    serve(services)
+    return 0
+
+
+def _search(args: argparse.Namespace) -> int:
+    with _setup(args).knowledge_base as kb:
+        result = kb.search(args.query, hops=args.hops, k_anchors=args.k_anchors, max_nodes=args.max_nodes,
+                           max_passages=args.max_passages, token_budget=args.token_budget)
+    print(result.model_dump_json(indent=2) if args.json else result.text)
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    with _setup(args).knowledge_base as kb:
+        stats = kb.stats()
+    if args.json:
+        print(json.dumps(stats, indent=2))
+    else:
+        print(f"{stats['nodes']} nodes, {stats['edges']} edges, {stats['documents']} documents, "
+              f"{stats['chunks']} passages")
+        for label in ("node_types", "edge_types"):
+            if stats[label]:
+                print(f"{label.replace('_', ' ')}: " + ", ".join(f"{k} ({v})" for k, v in stats[label].items()))
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    services = _setup(args)
+    kb = services.knowledge_base
+    report: dict[str, Any] = {
+        "duckgraph": __version__,
+        "python": sys.version.split()[0],
+        "settings": {"db": str(services.settings.db), "embedder": services.settings.embedder.model_dump(),
+                     "store": services.settings.store.model_dump()},
+        "plugins": sorted(name for name, _ in services.plugin_manager.list_name_plugin()),
+        "embedder": {"id": kb.embedder.id},
+    }
+    problems: list[str] = []
+    try:
+        with kb:
+            report["store"] = kb.health()
+    except DuckgraphError as exc:
+        problems.append(str(exc))
+    store = report.get("store", {})
+    if store and not store["vss"]["loaded"]:
+        problems.append(f"vss is not loaded ({store['vss']['problem']}): vector search uses an exact scan")
+    recorded = store.get("embedder")
+    if recorded and recorded["id"] != kb.embedder.id:
+        problems.append(f"the file was built with {recorded['id']!r} but {kb.embedder.id!r} is configured")
+    report["problems"] = problems
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        _print_doctor(report)
+    return 1 if any("built with" in p or "cannot" in p or "not a" in p for p in problems) else 0
+
+
+def _print_doctor(report: dict[str, Any]) -> None:
+    print(f"duckgraph {report['duckgraph']} on Python {report['python']}")
+    print(f"database:  {report['settings']['db']}")
+    print(f"embedder:  {report['embedder']['id']}")
+    store = report.get("store")
+    if store:
+        recorded = store["embedder"]
+        print(f"schema:    version {store['schema_version']}")
+        print(f"built with: {recorded['id']} ({recorded['dimensions']} dimensions)" if recorded
+              else "built with: (no embedder recorded yet)")
+        vss = store["vss"]
+        print(f"vss:       {'loaded from ' + vss['path'] if vss['loaded'] else 'NOT loaded: ' + vss['problem']}")
+        for kind, mode in store["vector_search"].items():
+            print(f"{kind} vector search: {mode}")
+    print("plugins:   " + ", ".join(report["plugins"]))
+    for problem in report["problems"]:
+        print(f"problem:   {problem}")
+    if not report["problems"]:
+        print("no problems found")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
+
+    data = json.loads(resources.files("duckgraph.core").joinpath("data/demo.json").read_text(encoding="utf-8"))
+    if args.db:
+        path = Path(args.db).expanduser()
+        if path.exists():
+            print(f"duckgraph: {path} exists; the demo needs a fresh file", file=sys.stderr)
+            return 1
+    else:
+        path = Path(tempfile.mkdtemp(prefix="duckgraph-demo-")) / "demo.duckdb"
+    print(f"Loading the demo knowledge base into {path} ...", file=sys.stderr)
+    with _setup(args, db=str(path)).knowledge_base as kb:
+        docs = kb.add_documents([DocumentInput(**d) for d in data["documents"]])
+        graph = kb.add_knowledge_graph([NodeInput(**n) for n in data["nodes"]],
+                                       [EdgeInput(**e) for e in data["edges"]])
+        print(f"{len(docs.documents)} documents, {graph.nodes_created} entities, {graph.edges_created} relations\n")
+        for query in data["queries"]:
+            result = kb.search(query, max_passages=2, token_budget=600)
+            print(f"== search: {query}")
+            print(result.text)
+            print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,109 @@
+"""Settings: built-in defaults < TOML file < DUCKGRAPH_* environment variables < explicit overrides."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from duckgraph.ports import ConfigError
+
+ENV_PREFIX = "DUCKGRAPH_"
+
+
+class PluginChoice(BaseModel):
+    """Which plugin fills a port, and the options only that plugin receives."""
+
+    model_config = ConfigDict(extra="forbid")
+    use: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    db: Path = Field(default_factory=lambda: default_data_dir() / "duckgraph.duckdb")
+    namespace: str = "default"
+    store: PluginChoice = Field(default_factory=lambda: PluginChoice(use="duckdb"))
+    embedder: PluginChoice = Field(default_factory=lambda: PluginChoice(use="sentence-transformers"))
+    extractor: PluginChoice | None = None
+    #: Load the embedding model in the background as soon as the server starts.
+    warm_up: bool = True
+    log_level: str = "WARNING"
+
+
+def default_data_dir() -> Path:
+    import platformdirs  # only needed when no database path is configured
+
+    return Path(platformdirs.user_data_dir("duckgraph", appauthor=False))
+
+
+def default_config_file() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("duckgraph", appauthor=False)) / "config.toml"
+
+
+def load_settings(
+    config_file: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Merge the layers; a wrong value anywhere is a ConfigError naming where it came from."""
+    env = os.environ if env is None else env
+    data: dict[str, Any] = {}
+
+    explicit = config_file or env.get(ENV_PREFIX + "CONFIG")
+    path = Path(explicit).expanduser() if explicit else default_config_file()
+    if explicit and not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+
+    _apply_env(data, env)
+    for key, value in overrides.items():
+        if value is not None:
+            data[key] = value
+    if "db" in data:
+        data["db"] = Path(str(data["db"])).expanduser()
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid settings ({path if path.is_file() else 'environment'}): {problems}") from exc
+
+
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    for key in ("db", "namespace", "log_level"):
+        if value := env.get(ENV_PREFIX + key.upper()):
+            data[key] = value
+    if value := env.get(ENV_PREFIX + "WARM_UP"):
+        data["warm_up"] = value.strip().lower() not in {"0", "false", "no", "off"}
+    for section in ("store", "embedder", "extractor"):
+        use = env.get(ENV_PREFIX + section.upper())
+        options = env.get(f"{ENV_PREFIX}{section.upper()}_OPTIONS")
+        if not use and not options:
+            continue
+        current = dict(data.get(section) or {})
+        if use and use != current.get("use"):
+            # Options written for another plugin must not leak into this one.
+            current = {"use": use}
+        if options:
+            try:
+                parsed = json.loads(options)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{ENV_PREFIX}{section.upper()}_OPTIONS is not valid JSON: {exc}") from exc
+            if not isinstance(parsed, dict):
+                raise ConfigError(f"{ENV_PREFIX}{section.upper()}_OPTIONS must be a JSON object")
+            current["options"] = {**current.get("options", {}), **parsed}
+        if "use" not in current:
+            raise ConfigError(f"{ENV_PREFIX}{section.upper()}_OPTIONS is set but no {section} plugin is chosen")
+        data[section] = current

@@ -1,0 +1,153 @@
+"""The domain model as the outside world sees it: validated inputs and structured results."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+MAX_NODES_PER_CALL = 5_000
+MAX_EDGES_PER_CALL = 10_000
+MAX_DOCUMENTS_PER_CALL = 1_000
+MAX_DOCUMENT_CHARS = 2_000_000
+MAX_PROPERTIES_BYTES = 16_384
+
+
+def _no_control_characters(value: str) -> str:
+    if any(ord(ch) < 32 and ch not in "\t\n\r" for ch in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+def _json_object(value: dict[str, Any]) -> dict[str, Any]:
+    try:
+        encoded = json.dumps(value, allow_nan=False)
+    except ValueError as exc:
+        raise ValueError("must be plain JSON (no NaN or infinite numbers)") from exc
+    if len(encoded) > MAX_PROPERTIES_BYTES:
+        raise ValueError(f"is {len(encoded)} bytes as JSON; the limit is {MAX_PROPERTIES_BYTES}")
+    return value
+
+
+Name = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300), AfterValidator(_no_control_characters)
+]
+TypeLabel = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=80), AfterValidator(_no_control_characters)
+]
+Description = Annotated[str, StringConstraints(strip_whitespace=True, max_length=4_000)]
+SourceId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+Properties = Annotated[dict[str, Any], AfterValidator(_json_object)]
+
+
+class _Input(BaseModel):
+    # Unknown fields are refused so a misspelt field ("entityType") is reported, not silently dropped.
+    model_config = ConfigDict(extra="forbid")
+
+
+class NodeInput(_Input):
+    """An entity to add or merge into the graph."""
+
+    name: Name = Field(description="The entity's name, e.g. 'Marie Curie'. Same name (any case) = same entity.")
+    type: TypeLabel = Field(description="A specific type, e.g. Person, Organization, Drug, Paper.")
+    description: Description | None = Field(None, description="One or two sentences that say what it is.")
+    aliases: list[Name] = Field(default_factory=list, max_length=50, description="Other names for it.")
+    properties: Properties = Field(default_factory=dict, description="Extra facts as a flat JSON object.")
+    source_ids: list[SourceId] = Field(
+        default_factory=list, max_length=100, description="Ids of stored documents this entity was learned from."
+    )
+
+
+class EdgeInput(_Input):
+    """A relationship between two entities, named by their names."""
+
+    source: Name = Field(description="Name of the source entity (in this call or already stored).")
+    target: Name = Field(description="Name of the target entity (in this call or already stored).")
+    type: TypeLabel = Field(description="A specific relation, e.g. FOUNDED, EMPLOYED_BY, TREATS (not RELATED_TO).")
+    description: Description | None = Field(None, description="The fact in one sentence.")
+    weight: float | None = Field(
+        None, ge=0, le=1_000_000, allow_inf_nan=False, description="Strength or confidence; default 1."
+    )
+    properties: Properties = Field(default_factory=dict, description="Extra facts as a flat JSON object.")
+    source_ids: list[SourceId] = Field(
+        default_factory=list, max_length=100, description="Ids of stored documents this fact came from."
+    )
+
+
+class DocumentInput(_Input):
+    """A text to store, chunk and embed."""
+
+    id: SourceId | None = Field(None, description="Your id for the document; generated when absent.")
+    title: Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)] | None = None
+    text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_DOCUMENT_CHARS)]
+    metadata: Properties = Field(default_factory=dict)
+
+
+class NodeRef(BaseModel):
+    id: int
+    name: str
+    type: str
+    created: bool
+
+
+class AddGraphResult(BaseModel):
+    """What `add_knowledge_graph` stored."""
+
+    nodes_created: int
+    nodes_updated: int
+    edges_created: int
+    edges_updated: int
+    nodes: list[NodeRef]
+
+
+class StoredDocument(BaseModel):
+    id: str
+    title: str
+    chunk_ids: list[int]
+    unchanged: bool = Field(False, description="True when the same text was already stored under this id.")
+
+
+class AddDocumentsResult(BaseModel):
+    """What `add_documents` stored."""
+
+    documents: list[StoredDocument]
+    chunks_written: int
+
+
+class ScoredNode(BaseModel):
+    id: int
+    name: str
+    type: str
+    description: str = ""
+    score: float
+    hop: int = Field(description="Graph distance from the nearest anchor (0 = anchor).")
+
+
+class ResultEdge(BaseModel):
+    id: int
+    source: str
+    target: str
+    type: str
+    description: str = ""
+    weight: float
+
+
+class Passage(BaseModel):
+    document_id: str
+    chunk_id: int
+    title: str = ""
+    text: str
+    score: float
+
+
+class SearchResult(BaseModel):
+    """A connected, on-topic subgraph and the passages that support it."""
+
+    query: str
+    anchors: list[ScoredNode]
+    nodes: list[ScoredNode]
+    edges: list[ResultEdge]
+    passages: list[Passage]
+    text: str = Field(description="Compact rendering of the result within the token budget.")
+    truncated: bool = Field(description="True when the text rendering had to leave things out.")

@@ -1,0 +1,370 @@
+"""The use cases: add a graph, add documents, search. Everything the server and the CLI do goes through here."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from duckgraph.core.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, chunk_text
+from duckgraph.core.model import (
+    MAX_DOCUMENT_CHARS,
+    MAX_DOCUMENTS_PER_CALL,
+    MAX_EDGES_PER_CALL,
+    MAX_NODES_PER_CALL,
+    AddDocumentsResult,
+    AddGraphResult,
+    DocumentInput,
+    EdgeInput,
+    NodeInput,
+    NodeRef,
+    Passage,
+    ResultEdge,
+    ScoredNode,
+    SearchResult,
+    StoredDocument,
+)
+from duckgraph.core.render import render_search
+from duckgraph.core.retrieval import SearchOptions, anchor_and_expand
+from duckgraph.ports import (
+    ChunkRecord,
+    DocumentRecord,
+    EdgeWrite,
+    Embedder,
+    EmbedderMismatchError,
+    GraphStore,
+    InvalidInputError,
+    NodeRecord,
+    WriteBatch,
+    entity_key,
+    relation_type,
+)
+
+log = logging.getLogger(__name__)
+
+#: Progress callback: (done, total, message).
+Progress = Callable[[int, int, str], None]
+MAX_TOTAL_DOCUMENT_CHARS = 20_000_000
+MAX_DESCRIPTION_CHARS = 4_000
+
+
+class KnowledgeBase:
+    """One knowledge base: a store and the embedder its vectors come from.
+
+    Opening is lazy and thread-safe, so a server can be constructed and answer the MCP handshake before
+    the database is opened or the model is loaded.
+    """
+
+    def __init__(
+        self,
+        store: GraphStore,
+        embedder: Embedder,
+        *,
+        namespace: str = "default",
+        chunk_chars: int = DEFAULT_CHUNK_CHARS,
+        chunk_overlap: int = DEFAULT_OVERLAP_CHARS,
+        search_defaults: SearchOptions = SearchOptions(),
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.namespace = namespace
+        self.chunk_chars = chunk_chars
+        self.chunk_overlap = chunk_overlap
+        self.search_defaults = search_defaults
+        self._open_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._opened = False
+        self._bound = False
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def open(self) -> KnowledgeBase:
+        """Open the store (idempotent) and check the configured embedder's id against the file."""
+        with self._open_lock:
+            if not self._opened:
+                self.store.open()
+                self._opened = True
+                info = self.store.embedder_info()
+                if info is not None and info[0] != self.embedder.id:
+                    log.warning("embedder mismatch: file has %s, configured %s", info[0], self.embedder.id)
+        return self
+
+    def close(self) -> None:
+        with self._open_lock:
+            if self._opened:
+                self.store.close()
+                self._opened = False
+                self._bound = False
+
+    def __enter__(self) -> KnowledgeBase:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _vectors_ready(self) -> None:
+        """Bind the embedder to the file once; refuse a different one before any model is loaded."""
+        self.open()
+        if self._bound:
+            return
+        info = self.store.embedder_info()
+        if info is not None and info[0] != self.embedder.id:
+            raise EmbedderMismatchError(
+                f"{getattr(self.store, 'path', 'this knowledge base')} was built with embedder {info[0]!r}, but "
+                f"{self.embedder.id!r} is configured. Configure {info[0]!r} again (DUCKGRAPH_EMBEDDER and its "
+                "options) or use another database file."
+            )
+        self.store.bind_embedder(self.embedder.id, self.embedder.dimensions)
+        self._bound = True
+
+    # -- use cases -------------------------------------------------------------------------------------
+
+    def add_knowledge_graph(
+        self, nodes: Sequence[NodeInput], edges: Sequence[EdgeInput], *, namespace: str | None = None
+    ) -> AddGraphResult:
+        """Merge entities and relationships into the graph in one transaction.
+
+        Same name after normalisation = same entity: descriptions are combined, aliases and properties
+        merged, the newest type wins. The same (source, type, target) twice is one edge.
+        """
+        namespace = namespace or self.namespace
+        if len(nodes) > MAX_NODES_PER_CALL or len(edges) > MAX_EDGES_PER_CALL:
+            raise InvalidInputError(
+                f"too many items in one call ({len(nodes)} nodes, {len(edges)} edges); the limits are "
+                f"{MAX_NODES_PER_CALL} nodes and {MAX_EDGES_PER_CALL} edges: split the graph into several calls"
+            )
+        if not nodes and not edges:
+            raise InvalidInputError("nothing to add: give at least one node or edge")
+        self._vectors_ready()
+        with self._write_lock:
+            merged = self._merge_nodes(nodes, namespace)
+            edge_writes = self._resolve_edges(edges, merged, namespace)
+            changed = [n for n, text_changed in merged.values() if text_changed]
+            if changed:
+                vectors = self.embedder.embed_documents([node_text(n) for n in changed])
+                for node, vector in zip(changed, vectors):
+                    node.embedding = vector
+            records = [n for n, _ in merged.values()]
+            created_before = {n.key for n in records if n.id is None}
+            summary = self.store.write(WriteBatch(nodes=records, edges=edge_writes))
+        return AddGraphResult(
+            nodes_created=summary.nodes_created,
+            nodes_updated=summary.nodes_updated,
+            edges_created=summary.edges_created,
+            edges_updated=summary.edges_updated,
+            nodes=[NodeRef(id=n.id, name=n.name, type=n.type, created=n.key in created_before) for n in records],
+        )
+
+    def _merge_nodes(self, nodes: Sequence[NodeInput], namespace: str) -> dict[str, tuple[NodeRecord, bool]]:
+        """Node records to write, by key, each with whether its embedded text changed."""
+        keys = [entity_key(n.name) for n in nodes]
+        existing = {n.key: n for n in self.store.find_nodes(namespace, keys) if n.key in set(keys)}
+        merged: dict[str, tuple[NodeRecord, bool]] = {}
+        for node, key in zip(nodes, keys):
+            if key in merged:
+                base, changed = merged[key]
+            elif key in existing:
+                base, changed = existing[key], False
+            else:
+                base, changed = NodeRecord(namespace=namespace, key=key, name=node.name, type=node.type), True
+            before = node_text(base)
+            update = _merge_node(base, node)
+            merged[key] = (update, changed or node_text(update) != before)
+        return merged
+
+    def _resolve_edges(
+        self, edges: Sequence[EdgeInput], merged: dict[str, tuple[NodeRecord, bool]], namespace: str
+    ) -> list[EdgeWrite]:
+        wanted = {entity_key(name) for e in edges for name in (e.source, e.target)} - merged.keys()
+        by_key: dict[str, str] = {key: key for key in merged}
+        alias_owners: dict[str, set[str]] = {}
+        for node in self.store.find_nodes(namespace, wanted):
+            if node.key in wanted:
+                by_key[node.key] = node.key
+            for alias in node.aliases:
+                alias_owners.setdefault(entity_key(alias), set()).add(node.key)
+        for alias_key, owners in alias_owners.items():
+            if alias_key not in by_key and len(owners) == 1:
+                by_key[alias_key] = next(iter(owners))
+        writes: list[EdgeWrite] = []
+        for i, edge in enumerate(edges):
+            label = f"edges[{i}] ({edge.source} -{edge.type}-> {edge.target})"
+            endpoints = []
+            for role, name in (("source", edge.source), ("target", edge.target)):
+                key = entity_key(name)
+                if key not in by_key:
+                    hint = (
+                        f"it is an alias of several entities ({', '.join(sorted(alias_owners[key]))}); use the exact name"
+                        if key in alias_owners
+                        else "add it to `nodes` in this call, or use the exact name of a stored entity"
+                    )
+                    raise InvalidInputError(f"{label}: the {role} entity {name!r} does not exist; {hint}")
+                endpoints.append(by_key[key])
+            edge_type = relation_type(edge.type)
+            if not edge_type:
+                raise InvalidInputError(f"{label}: the type must contain letters or digits, e.g. FOUNDED")
+            if endpoints[0] == endpoints[1]:
+                raise InvalidInputError(f"{label}: source and target are the same entity")
+            writes.append(EdgeWrite(
+                namespace=namespace, source_key=endpoints[0], target_key=endpoints[1], type=edge_type,
+                description=edge.description or "", weight=edge.weight, properties=dict(edge.properties),
+                source_ids=tuple(dict.fromkeys(edge.source_ids)),
+            ))
+        return writes
+
+    def add_documents(
+        self,
+        documents: Sequence[DocumentInput],
+        *,
+        namespace: str | None = None,
+        progress: Progress | None = None,
+    ) -> AddDocumentsResult:
+        """Store, chunk and embed documents in one transaction. A document keeps the caller's id; re-adding
+        the same id with the same text changes nothing, with new text replaces the old chunks."""
+        namespace = namespace or self.namespace
+        if not documents:
+            raise InvalidInputError("nothing to add: give at least one document")
+        if len(documents) > MAX_DOCUMENTS_PER_CALL:
+            raise InvalidInputError(
+                f"{len(documents)} documents in one call; the limit is {MAX_DOCUMENTS_PER_CALL}: split them"
+            )
+        total = sum(len(d.text) for d in documents)
+        if total > MAX_TOTAL_DOCUMENT_CHARS:
+            raise InvalidInputError(
+                f"{total} characters in one call; the limit is {MAX_TOTAL_DOCUMENT_CHARS} "
+                f"(and {MAX_DOCUMENT_CHARS} per document): split them"
+            )
+        for i, doc in enumerate(documents):
+            if not doc.text.strip():
+                raise InvalidInputError(f"documents[{i}]: the text is empty")
+        ids = [doc.id or _content_id(doc.text) for doc in documents]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise InvalidInputError(f"the same document id appears twice in one call: {', '.join(duplicates)}")
+        self._vectors_ready()
+        with self._write_lock:
+            stored = {d.id: d for d in self.store.get_documents(ids, namespace)}
+            batch = WriteBatch()
+            results: list[StoredDocument] = []
+            for doc_id, doc in zip(ids, documents):
+                title = doc.title or ""
+                old = stored.get(doc_id)
+                if old is not None and old.text == doc.text and old.title == title and old.metadata == doc.metadata:
+                    results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[], unchanged=True))
+                    continue
+                batch.documents.append(DocumentRecord(
+                    id=doc_id, namespace=namespace, text=doc.text, title=title, metadata=dict(doc.metadata)
+                ))
+                for ordinal, text in enumerate(chunk_text(doc.text, self.chunk_chars, self.chunk_overlap)):
+                    batch.chunks.append(ChunkRecord(document_id=doc_id, ordinal=ordinal, text=text))
+                results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[]))
+            self._embed_chunks(batch, progress)
+            summary = self.store.write(batch) if batch.documents else None
+        for result in results:
+            if summary is not None and not result.unchanged:
+                result.chunk_ids = summary.chunk_ids.get(result.id, [])
+        return AddDocumentsResult(documents=results, chunks_written=summary.chunks_written if summary else 0)
+
+    def _embed_chunks(self, batch: WriteBatch, progress: Progress | None) -> None:
+        titles = {d.id: d.title for d in batch.documents}
+        texts = [_chunk_embedding_text(titles[c.document_id], c.text) for c in batch.chunks]
+        step = max(1, self.embedder.batch_size * 4)
+        for start in range(0, len(texts), step):
+            vectors = self.embedder.embed_documents(texts[start : start + step])
+            for chunk, vector in zip(batch.chunks[start : start + step], vectors):
+                chunk.embedding = vector
+            if progress is not None:
+                progress(min(start + step, len(texts)), len(texts), "embedding passages")
+
+    def search(self, query: str, *, namespace: str | None = None, token_budget: int = 2_000, **options: Any) -> SearchResult:
+        """Anchor & expand: the subgraph around the entities the query is about, and supporting passages."""
+        namespace = namespace or self.namespace
+        query = query.strip()
+        if not query:
+            raise InvalidInputError("the query is empty: ask a question or name what you are looking for")
+        unknown = set(options) - set(SearchOptions.__dataclass_fields__)
+        if unknown:
+            raise InvalidInputError(f"unknown search options: {', '.join(sorted(unknown))}")
+        settings = replace(self.search_defaults, **{k: v for k, v in options.items() if v is not None})
+        self._vectors_ready()
+        vector = self.embedder.embed_query(query)
+        found = anchor_and_expand(self.store, query, vector, namespace, settings)
+
+        def scored(reached) -> ScoredNode:
+            record = found.records[reached.node_id]
+            return ScoredNode(id=record.id, name=record.name, type=record.type, description=record.description,
+                              score=round(reached.score, 4), hop=reached.hop)
+
+        names = {node_id: record.name for node_id, record in found.records.items()}
+        chunks = {c.id: c for c in self.store.get_chunks([chunk_id for chunk_id, _ in found.passages])}
+        titles = {d.id: d.title for d in self.store.get_documents({c.document_id for c in chunks.values()}, namespace)}
+        passages = [
+            Passage(document_id=chunks[chunk_id].document_id, chunk_id=chunk_id,
+                    title=titles.get(chunks[chunk_id].document_id, ""), text=chunks[chunk_id].text,
+                    score=round(score, 4))
+            for chunk_id, score in found.passages if chunk_id in chunks
+        ]
+        result = SearchResult(
+            query=query,
+            anchors=[scored(a) for a in found.anchors],
+            nodes=[scored(n) for n in found.nodes],
+            edges=[ResultEdge(id=e.id, source=names[e.source_id], target=names[e.target_id], type=e.type,
+                              description=e.description, weight=e.weight) for e in found.edges],
+            passages=passages,
+            text="",
+            truncated=False,
+        )
+        result.text, result.truncated = render_search(result, token_budget)
+        return result
+
+    def stats(self, namespace: str | None = None) -> dict[str, Any]:
+        self.open()
+        return self.store.stats(namespace)
+
+    def health(self) -> dict[str, Any]:
+        self.open()
+        return self.store.health()
+
+
+def node_text(node: NodeRecord) -> str:
+    """The text a node's vector is computed from: its name, type, aliases and description."""
+    text = f"{node.name} ({node.type})"
+    if node.aliases:
+        text += f", also known as {', '.join(node.aliases)}"
+    if node.description:
+        text += f": {node.description}"
+    return text
+
+
+def _merge_node(base: NodeRecord, node: NodeInput) -> NodeRecord:
+    description = base.description
+    new = (node.description or "").strip()
+    if new and new.casefold() not in description.casefold():
+        description = f"{description} {new}".strip() if description else new
+    description = description[:MAX_DESCRIPTION_CHARS]
+    names = {entity_key(base.name)}
+    aliases = list(base.aliases)
+    for alias in [node.name, *node.aliases]:
+        key = entity_key(alias)
+        if key not in names and key not in {entity_key(a) for a in aliases}:
+            aliases.append(alias)
+    return replace(
+        base,
+        type=node.type,
+        description=description,
+        aliases=tuple(aliases[:50]),
+        properties={**base.properties, **node.properties},
+        source_ids=tuple(dict.fromkeys([*base.source_ids, *node.source_ids])),
+    )
+
+
+def _content_id(text: str) -> str:
+    """Ids for documents given without one: the same text always gets the same id."""
+    return "doc-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _chunk_embedding_text(title: str, text: str) -> str:
+    return text if not title or text.startswith(title) else f"{title}\n{text}"

@@ -1,0 +1,925 @@
+"""The DuckDB graph store: nodes, edges, documents, chunks and vectors in one file.
+
+Vectors live in side tables created when the file is bound to an embedder (their width is the embedder's).
+The nearest-neighbour index is derived data kept in memory and rebuilt from those tables at every open, so
+a crash or an unclean close can never leave a stale index behind: below `hnsw_min_rows` vectors an exact
+scan over a numpy matrix answers; above it an in-memory vss HNSW index does, where vss loads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from duckgraph.ports import (
+    ChunkRecord,
+    DocumentRecord,
+    EdgeRecord,
+    EmbedderMismatchError,
+    GraphStore,
+    InvalidInputError,
+    NodeRecord,
+    StoreError,
+    VectorKind,
+    WriteBatch,
+    WriteSummary,
+    entity_key,
+    hookimpl,
+)
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+#: Below this many vectors an exact scan is both exact and faster than HNSW.
+DEFAULT_HNSW_MIN_ROWS = 50_000
+
+_SCHEMA = """
+CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
+CREATE SEQUENCE node_ids START 1;
+CREATE SEQUENCE edge_ids START 1;
+CREATE SEQUENCE chunk_ids START 1;
+CREATE TABLE nodes (
+    id BIGINT PRIMARY KEY,
+    namespace VARCHAR NOT NULL,
+    key VARCHAR NOT NULL,
+    name VARCHAR NOT NULL,
+    type VARCHAR NOT NULL,
+    description VARCHAR NOT NULL DEFAULT '',
+    aliases VARCHAR[] NOT NULL DEFAULT [],
+    properties JSON NOT NULL DEFAULT '{}',
+    created_at TIMESTAMP NOT NULL,
+    updated_at TIMESTAMP NOT NULL,
+    UNIQUE (namespace, key)
+);
+-- Every name a node answers to (its key and its alias keys), for exact name lookups.
+CREATE TABLE node_names (namespace VARCHAR NOT NULL, key VARCHAR NOT NULL, node_id BIGINT NOT NULL);
+CREATE INDEX node_names_key ON node_names (namespace, key);
+CREATE INDEX node_names_node ON node_names (node_id);
+CREATE TABLE observations (node_id BIGINT NOT NULL, text VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL);
+CREATE TABLE edges (
+    id BIGINT PRIMARY KEY,
+    namespace VARCHAR NOT NULL,
+    source_id BIGINT NOT NULL,
+    target_id BIGINT NOT NULL,
+    type VARCHAR NOT NULL,
+    description VARCHAR NOT NULL DEFAULT '',
+    weight DOUBLE NOT NULL DEFAULT 1.0,
+    properties JSON NOT NULL DEFAULT '{}',
+    valid_from TIMESTAMP,
+    valid_until TIMESTAMP,
+    created_at TIMESTAMP NOT NULL,
+    updated_at TIMESTAMP NOT NULL
+);
+CREATE INDEX edges_source ON edges (source_id);
+CREATE INDEX edges_target ON edges (target_id);
+CREATE TABLE documents (
+    namespace VARCHAR NOT NULL,
+    id VARCHAR NOT NULL,
+    title VARCHAR NOT NULL DEFAULT '',
+    text VARCHAR NOT NULL,
+    metadata JSON NOT NULL DEFAULT '{}',
+    created_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (namespace, id)
+);
+CREATE TABLE chunks (
+    id BIGINT PRIMARY KEY,
+    namespace VARCHAR NOT NULL,
+    document_id VARCHAR NOT NULL,
+    ordinal INTEGER NOT NULL,
+    text VARCHAR NOT NULL
+);
+CREATE INDEX chunks_document ON chunks (namespace, document_id);
+-- Provenance: which chunks mention a node, which chunks support an edge.
+CREATE TABLE mentions (chunk_id BIGINT NOT NULL, node_id BIGINT NOT NULL, PRIMARY KEY (chunk_id, node_id));
+CREATE INDEX mentions_node ON mentions (node_id);
+CREATE TABLE edge_evidence (edge_id BIGINT NOT NULL, chunk_id BIGINT NOT NULL, PRIMARY KEY (edge_id, chunk_id));
+CREATE TABLE communities (
+    id BIGINT PRIMARY KEY,
+    namespace VARCHAR NOT NULL,
+    level INTEGER NOT NULL,
+    title VARCHAR NOT NULL DEFAULT '',
+    summary VARCHAR NOT NULL DEFAULT ''
+);
+CREATE TABLE community_members (community_id BIGINT NOT NULL, node_id BIGINT NOT NULL);
+"""
+_EXPECTED_TABLES = {
+    "meta", "nodes", "node_names", "observations", "edges", "documents", "chunks", "mentions", "edge_evidence",
+    "communities", "community_members",
+}
+_VECTOR_TABLES: dict[str, tuple[str, str]] = {"node": ("node_vectors", "node_id"), "chunk": ("chunk_vectors", "chunk_id")}
+
+
+def _now() -> datetime:
+    """Times are stored as naive UTC (TIMESTAMP): reading TIMESTAMPTZ back would need pytz."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def vss_extension_path() -> Path | None:
+    """The vss extension file shipped by the duckdb-extension-vss package, if installed."""
+    try:
+        import duckdb_extension_vss  # a data-only package: its folder holds the extension binary
+    except ImportError:
+        return None
+    import duckdb
+
+    candidates = sorted(Path(duckdb_extension_vss.__file__).parent.glob(f"extensions/{duckdb.__version__}/*.duckdb_extension"))
+    if not candidates:
+        candidates = sorted(Path(duckdb_extension_vss.__file__).parent.glob("extensions/*/vss.duckdb_extension"))
+    return candidates[0] if candidates else None
+
+
+class VectorIndex:
+    """Unit vectors of one kind (nodes or chunks) held in memory, searched by dot product.
+
+    Rows are appended and deleted in place (swap with the last row), so writes cost O(rows written).
+    """
+
+    def __init__(self, dimensions: int) -> None:
+        self.dimensions = dimensions
+        self._matrix = np.zeros((0, dimensions), dtype=np.float32)
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._namespaces = np.zeros(0, dtype=np.int32)
+        self._size = 0
+        self._row_of: dict[int, int] = {}
+        self._namespace_codes: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return self._size
+
+    def namespace_code(self, namespace: str) -> int:
+        return self._namespace_codes.setdefault(namespace, len(self._namespace_codes))
+
+    def upsert(self, ids: Sequence[int], vectors: np.ndarray, namespace: str) -> None:
+        code = self.namespace_code(namespace)
+        for node_id, vector in zip(ids, vectors):
+            row = self._row_of.get(node_id)
+            if row is None:
+                row = self._append_row()
+                self._row_of[node_id] = row
+                self._ids[row] = node_id
+            self._matrix[row] = vector
+            self._namespaces[row] = code
+
+    def remove(self, ids: Iterable[int]) -> None:
+        for node_id in ids:
+            row = self._row_of.pop(node_id, None)
+            if row is None:
+                continue
+            last = self._size - 1
+            if row != last:
+                moved = int(self._ids[last])
+                self._matrix[row] = self._matrix[last]
+                self._ids[row] = moved
+                self._namespaces[row] = self._namespaces[last]
+                self._row_of[moved] = row
+            self._size -= 1
+
+    def search(self, query: np.ndarray, k: int, namespace: str) -> list[tuple[int, float]]:
+        code = self._namespace_codes.get(namespace)
+        if code is None or k <= 0 or self._size == 0:
+            return []
+        scores = self._matrix[: self._size] @ query
+        scores = np.where(self._namespaces[: self._size] == code, scores, -np.inf)
+        k = min(k, self._size)
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(self._ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def contains(self, item_id: int) -> bool:
+        return item_id in self._row_of
+
+    def similarities(self, ids: Sequence[int], query: np.ndarray, namespace: str | None = None) -> dict[int, float]:
+        code = None if namespace is None else self._namespace_codes.get(namespace, -1)
+        rows = [(i, self._row_of[i]) for i in ids if i in self._row_of]
+        if code is not None:
+            rows = [(i, row) for i, row in rows if self._namespaces[row] == code]
+        if not rows:
+            return {}
+        scores = self._matrix[[row for _, row in rows]] @ query
+        return {node_id: float(score) for (node_id, _), score in zip(rows, scores)}
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ids, vectors, namespace codes) of every row, as views."""
+        return self._ids[: self._size], self._matrix[: self._size], self._namespaces[: self._size]
+
+    def _append_row(self) -> int:
+        if self._size == len(self._ids):
+            capacity = max(1024, 2 * len(self._ids))
+            self._matrix = np.resize(self._matrix, (capacity, self.dimensions))
+            self._ids = np.resize(self._ids, capacity)
+            self._namespaces = np.resize(self._namespaces, capacity)
+        self._size += 1
+        return self._size - 1
+
+
+class HnswMirror:
+    """An in-memory vss HNSW index over a snapshot of a VectorIndex, for large vector sets.
+
+    Built in the background; rows written after the snapshot are searched exactly and merged in.
+    """
+
+    def __init__(self, kind: str, dimensions: int, extension: Path) -> None:
+        import duckdb
+
+        self.kind = kind
+        self.dimensions = dimensions
+        self._con = duckdb.connect(":memory:")
+        self._con.execute(f"LOAD '{extension}'")
+        self._con.execute(f"CREATE TABLE v (id BIGINT, ns INTEGER, e FLOAT[{dimensions}])")
+        self._lock = threading.Lock()
+        self.ready = False
+        #: Ids written since the snapshot was taken; searched exactly and merged with the HNSW hits.
+        self.fresh: set[int] = set()
+
+    def build(self, ids: np.ndarray, vectors: np.ndarray, namespaces: np.ndarray) -> None:
+        with self._lock:
+            self._con.execute(
+                "INSERT INTO v SELECT unnest($1), unnest($2), unnest($3)",
+                [ids.tolist(), namespaces.tolist(), vectors.tolist()],
+            )
+            self._con.execute("CREATE INDEX v_hnsw ON v USING HNSW (e) WITH (metric = 'cosine')")
+            self.ready = True
+
+    def search(self, query: np.ndarray, k: int, namespace_code: int) -> list[tuple[int, float]]:
+        with self._lock:
+            rows = self._con.execute(
+                f"SELECT id, ns, array_cosine_distance(e, $1::FLOAT[{self.dimensions}]) AS d "
+                "FROM v ORDER BY d LIMIT $2",
+                [query.tolist(), k * 4],
+            ).fetchall()
+        return [(int(i), 1.0 - float(d)) for i, ns, d in rows if ns == namespace_code][:k]
+
+    def close(self) -> None:
+        self._con.close()
+
+
+class DuckDBStore(GraphStore):
+    """GraphStore on one DuckDB file. One connection, serialised by a lock (DuckDB connections are not
+    thread-safe, and the MCP server calls tools from worker threads)."""
+
+    def __init__(
+        self, path: str | Path, *, read_only: bool = False, hnsw_min_rows: int = DEFAULT_HNSW_MIN_ROWS,
+        use_vss: bool = True,
+    ) -> None:
+        self.path = Path(path).expanduser()
+        self.read_only = read_only
+        self.hnsw_min_rows = hnsw_min_rows
+        self.use_vss = use_vss
+        self._con: Any = None
+        self._lock = threading.RLock()
+        self._indexes: dict[str, VectorIndex] = {}
+        self._hnsw: dict[str, HnswMirror] = {}
+        self._vss: Path | None = None
+        self._vss_problem = "not tried"
+        self._hnsw_problem = ""
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        import duckdb  # imported on open so that registering the plugin stays cheap
+
+        with self._lock:
+            if self._con is not None:
+                return
+            if not self.read_only:
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise StoreError(f"cannot create the folder for {self.path}: {exc}") from exc
+            try:
+                self._con = duckdb.connect(str(self.path), read_only=self.read_only)
+            except duckdb.IOException as exc:
+                raise StoreError(_explain_open_error(self.path, exc)) from exc
+            except duckdb.Error as exc:
+                raise StoreError(f"{self.path} is not a usable DuckDB file: {exc}") from exc
+            try:
+                self._load_vss()
+                self._ensure_schema()
+                self._load_vectors()
+            except BaseException:
+                self._con.close()
+                self._con = None
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            for mirror in self._hnsw.values():
+                mirror.close()
+            self._hnsw.clear()
+            if self._con is not None:
+                if not self.read_only:
+                    try:
+                        self._con.execute("CHECKPOINT")
+                    except Exception as exc:  # closing must not fail; the WAL still holds the data
+                        log.warning("checkpoint on close failed: %s", exc)
+                self._con.close()
+                self._con = None
+
+    def _load_vss(self) -> None:
+        if not self.use_vss:
+            self._vss_problem = "disabled by the store option use_vss = false"
+            return
+        path = vss_extension_path()
+        if path is None:
+            self._vss_problem = "the duckdb-extension-vss package is not installed for this DuckDB version"
+            return
+        try:
+            self._con.execute(f"LOAD '{path}'")
+        except Exception as exc:
+            self._vss_problem = f"loading {path} failed: {exc}"
+            log.warning("vss could not be loaded, vector search uses an exact scan: %s", exc)
+            return
+        self._vss = path
+        self._vss_problem = ""
+
+    def _ensure_schema(self) -> None:
+        tables = {row[0] for row in self._con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+        ).fetchall()}
+        if not tables:
+            if self.read_only:
+                raise StoreError(f"{self.path} is empty and opened read-only; open it writable once to create it")
+            with self._transaction():
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._con.execute(statement)
+                now = _now().isoformat()
+                self._con.executemany(
+                    "INSERT INTO meta VALUES (?, ?)",
+                    [["schema_version", str(SCHEMA_VERSION)], ["created_at", now], ["updated_at", now]],
+                )
+            return
+        if "meta" not in tables or not _EXPECTED_TABLES <= tables:
+            raise StoreError(
+                f"{self.path} is a DuckDB file but not a duckgraph knowledge base "
+                f"(tables: {', '.join(sorted(tables)[:8])}); choose another file with --db or DUCKGRAPH_DB"
+            )
+        version = self._meta("schema_version")
+        if version is None or not version.isdigit():
+            raise StoreError(f"{self.path} has no valid schema version; it was not written by duckgraph")
+        if int(version) > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} uses schema version {version}, newer than this duckgraph understands "
+                f"({SCHEMA_VERSION}); upgrade duckgraph"
+            )
+
+    def _load_vectors(self) -> None:
+        info = self.embedder_info()
+        if info is None:
+            return
+        _, dimensions = info
+        for kind, (table, id_column) in _VECTOR_TABLES.items():
+            index = VectorIndex(dimensions)
+            namespace_column = "n.namespace" if kind == "node" else "c.namespace"
+            join = "nodes n ON n.id = v.node_id" if kind == "node" else "chunks c ON c.id = v.chunk_id"
+            rows = self._con.execute(
+                f"SELECT {namespace_column}, list(v.{id_column}), list(v.embedding) "
+                f"FROM {table} v JOIN {join} GROUP BY ALL"
+            ).fetchall()
+            for namespace, ids, vectors in rows:
+                index.upsert(ids, np.asarray(vectors, dtype=np.float32), namespace)
+            self._indexes[kind] = index
+            self._maybe_start_hnsw(kind)
+
+    def _maybe_start_hnsw(self, kind: str) -> None:
+        index = self._indexes[kind]
+        if kind in self._hnsw or len(index) < self.hnsw_min_rows or self._vss is None:
+            return
+        try:
+            mirror = HnswMirror(kind, index.dimensions, self._vss)
+        except Exception as exc:
+            self._hnsw_problem = f"could not start the HNSW index: {exc}"
+            log.warning("%s; vector search uses an exact scan", self._hnsw_problem)
+            return
+        self._hnsw[kind] = mirror
+        ids, vectors, namespaces = (a.copy() for a in index.rows())
+
+        def build() -> None:
+            try:
+                mirror.build(ids, vectors, namespaces)
+                log.info("HNSW index over %d %s vectors ready", len(ids), kind)
+            except Exception as exc:
+                self._hnsw_problem = f"building the HNSW index failed: {exc}"
+                log.warning("%s; vector search uses an exact scan", self._hnsw_problem)
+
+        threading.Thread(target=build, name=f"duckgraph-hnsw-{kind}", daemon=True).start()
+
+    @property
+    def _db(self) -> Any:
+        if self._con is None:
+            raise StoreError(f"the store {self.path} is not open")
+        return self._con
+
+    @contextmanager
+    def _transaction(self):
+        with self._lock:
+            self._db.execute("BEGIN TRANSACTION")
+            try:
+                yield self._con
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
+            else:
+                self._con.execute("COMMIT")
+
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    # -- embedder binding ------------------------------------------------------------------------------
+
+    def embedder_info(self) -> tuple[str, int] | None:
+        with self._lock:
+            embedder_id, dimensions = self._meta("embedder_id"), self._meta("dimensions")
+        if embedder_id is None or dimensions is None:
+            return None
+        return embedder_id, int(dimensions)
+
+    def bind_embedder(self, embedder_id: str, dimensions: int) -> None:
+        with self._lock:
+            info = self.embedder_info()
+            if info is not None:
+                if info != (embedder_id, dimensions):
+                    raise EmbedderMismatchError(
+                        f"{self.path} was built with embedder {info[0]!r} ({info[1]} dimensions), but "
+                        f"{embedder_id!r} ({dimensions} dimensions) is configured. Configure {info[0]!r} "
+                        "again (DUCKGRAPH_EMBEDDER / [embedder] in the config) or use another --db file."
+                    )
+                return
+            if self.read_only:
+                raise StoreError(f"{self.path} is read-only and has no embedder recorded yet")
+            with self._transaction() as con:
+                for table, id_column in _VECTOR_TABLES.values():
+                    con.execute(
+                        f"CREATE TABLE {table} ({id_column} BIGINT PRIMARY KEY, embedding FLOAT[{int(dimensions)}] NOT NULL)"
+                    )
+                con.executemany(
+                    "INSERT INTO meta VALUES (?, ?)", [["embedder_id", embedder_id], ["dimensions", str(dimensions)]]
+                )
+            self._indexes = {kind: VectorIndex(dimensions) for kind in _VECTOR_TABLES}
+
+    # -- writes ----------------------------------------------------------------------------------------
+
+    def write(self, batch: WriteBatch) -> WriteSummary:
+        if self.read_only:
+            raise StoreError(f"{self.path} is open read-only")
+        with self._lock:
+            dimensions = self._require_dimensions(batch)
+            with self._transaction() as con:
+                now = _now()
+                removed_chunks = self._replace_documents(con, batch, now)
+                chunk_ids = self._insert_chunks(con, batch, dimensions)
+                node_ids, created, updated = self._upsert_nodes(con, batch, now, dimensions)
+                self._link_node_sources(con, batch, node_ids)
+                edges_created, edges_updated = self._upsert_edges(con, batch, now)
+                con.execute("INSERT OR REPLACE INTO meta VALUES ('updated_at', ?)", [now.isoformat()])
+            self._update_indexes(batch, removed_chunks)
+        return WriteSummary(
+            nodes_created=created, nodes_updated=updated, edges_created=edges_created, edges_updated=edges_updated,
+            documents_written=len(batch.documents), chunks_written=len(batch.chunks), node_ids=node_ids,
+            chunk_ids=chunk_ids,
+        )
+
+    def _require_dimensions(self, batch: WriteBatch) -> int | None:
+        has_vectors = any(n.embedding is not None for n in batch.nodes) or any(
+            c.embedding is not None for c in batch.chunks
+        )
+        info = self.embedder_info()
+        if has_vectors and info is None:
+            raise StoreError("no embedder is bound to this file yet; call bind_embedder first")
+        if info is None:
+            return None
+        for item in [*batch.nodes, *batch.chunks]:
+            if item.embedding is not None and len(item.embedding) != info[1]:
+                raise EmbedderMismatchError(
+                    f"a vector of {len(item.embedding)} dimensions cannot be stored in {self.path}, "
+                    f"which holds {info[1]}-dimensional vectors of {info[0]!r}"
+                )
+        return info[1]
+
+    def _replace_documents(self, con: Any, batch: WriteBatch, now: datetime) -> list[int]:
+        removed: list[int] = []
+        for doc in batch.documents:
+            old = [row[0] for row in con.execute(
+                "SELECT id FROM chunks WHERE namespace = ? AND document_id = ?", [doc.namespace, doc.id]
+            ).fetchall()]
+            if old:
+                for statement in (
+                    "DELETE FROM mentions WHERE chunk_id IN (SELECT unnest($1))",
+                    "DELETE FROM edge_evidence WHERE chunk_id IN (SELECT unnest($1))",
+                    "DELETE FROM chunk_vectors WHERE chunk_id IN (SELECT unnest($1))",
+                    "DELETE FROM chunks WHERE id IN (SELECT unnest($1))",
+                ):
+                    con.execute(statement, [old])
+                removed.extend(old)
+            con.execute("DELETE FROM documents WHERE namespace = ? AND id = ?", [doc.namespace, doc.id])
+            con.execute(
+                "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?)",
+                [doc.namespace, doc.id, doc.title, doc.text, json.dumps(doc.metadata), now],
+            )
+        return removed
+
+    def _insert_chunks(self, con: Any, batch: WriteBatch, dimensions: int | None) -> dict[str, list[int]]:
+        if not batch.chunks:
+            return {}
+        namespace_of = {doc.id: doc.namespace for doc in batch.documents}
+        missing = sorted({c.document_id for c in batch.chunks} - namespace_of.keys())
+        if missing:
+            raise InvalidInputError(f"chunks refer to documents not in the batch: {', '.join(missing)}")
+        ids = [r[0] for r in con.execute(
+            "SELECT nextval('chunk_ids') FROM range(?)", [len(batch.chunks)]
+        ).fetchall()]
+        con.execute(
+            "INSERT INTO chunks SELECT unnest($1), unnest($2), unnest($3), unnest($4), unnest($5)",
+            [ids, [namespace_of[c.document_id] for c in batch.chunks], [c.document_id for c in batch.chunks],
+             [c.ordinal for c in batch.chunks], [c.text for c in batch.chunks]],
+        )
+        with_vectors = [(i, c.embedding) for i, c in zip(ids, batch.chunks) if c.embedding is not None]
+        if with_vectors:
+            con.execute(
+                f"INSERT INTO chunk_vectors SELECT unnest($1), unnest($2::FLOAT[{dimensions}][])",
+                [[i for i, _ in with_vectors], [np.asarray(v, dtype=np.float32).tolist() for _, v in with_vectors]],
+            )
+        by_document: dict[str, list[int]] = {}
+        for chunk_id, chunk in zip(ids, batch.chunks):
+            chunk.id = chunk_id
+            by_document.setdefault(chunk.document_id, []).append(chunk_id)
+        return by_document
+
+    def _upsert_nodes(
+        self, con: Any, batch: WriteBatch, now: datetime, dimensions: int | None
+    ) -> tuple[dict[str, int], int, int]:
+        node_ids: dict[str, int] = {}
+        new = [n for n in batch.nodes if n.id is None]
+        old = [n for n in batch.nodes if n.id is not None]
+        if new:
+            ids = [r[0] for r in con.execute("SELECT nextval('node_ids') FROM range(?)", [len(new)]).fetchall()]
+            for node, node_id in zip(new, ids):
+                node.id = node_id
+            try:
+                con.execute(
+                    "INSERT INTO nodes SELECT unnest($1), unnest($2), unnest($3), unnest($4), unnest($5), "
+                    "unnest($6), unnest($7::VARCHAR[][]), unnest($8)::JSON, $9, $9",
+                    [[n.id for n in new], [n.namespace for n in new], [n.key for n in new], [n.name for n in new],
+                     [n.type for n in new], [n.description for n in new], [list(n.aliases) for n in new],
+                     [json.dumps(n.properties) for n in new], now],
+                )
+            except Exception as exc:
+                if "Duplicate key" in str(exc) or "unique" in str(exc).lower():
+                    raise InvalidInputError(f"a node with one of these names already exists: {exc}") from exc
+                raise
+        for node in old:
+            con.execute(
+                "UPDATE nodes SET key = ?, name = ?, type = ?, description = ?, aliases = ?, properties = ?, "
+                "updated_at = ? WHERE id = ?",
+                [node.key, node.name, node.type, node.description, list(node.aliases), json.dumps(node.properties),
+                 now, node.id],
+            )
+        if batch.nodes:
+            touched = [n.id for n in batch.nodes]
+            con.execute("DELETE FROM node_names WHERE node_id IN (SELECT unnest($1))", [touched])
+            names = [(n.namespace, key, n.id) for n in batch.nodes for key in _name_keys(n)]
+            con.execute(
+                "INSERT INTO node_names SELECT unnest($1), unnest($2), unnest($3)",
+                [[a for a, _, _ in names], [b for _, b, _ in names], [c for _, _, c in names]],
+            )
+        with_vectors = [n for n in batch.nodes if n.embedding is not None]
+        if with_vectors:
+            con.execute(
+                f"INSERT OR REPLACE INTO node_vectors SELECT unnest($1), unnest($2::FLOAT[{dimensions}][])",
+                [[n.id for n in with_vectors], [np.asarray(n.embedding, dtype=np.float32).tolist() for n in with_vectors]],
+            )
+        for node in batch.nodes:
+            node_ids[node.key] = node.id
+        return node_ids, len(new), len(old)
+
+    def _link_node_sources(self, con: Any, batch: WriteBatch, node_ids: dict[str, int]) -> None:
+        wanted = [(node.id, node.namespace, doc_id) for node in batch.nodes for doc_id in node.source_ids]
+        if not wanted:
+            return
+        chunks = self._chunks_of_documents(con, {(ns, doc) for _, ns, doc in wanted})
+        pairs: set[tuple[int, int]] = set()
+        names_of = {node.id: [k for k in _name_keys(node)] for node in batch.nodes}
+        for node_id, namespace, doc_id in wanted:
+            pairs.update((chunk_id, node_id) for chunk_id in _mentioning(chunks[(namespace, doc_id)], names_of[node_id]))
+        _insert_pairs(con, "mentions", pairs)
+
+    def _chunks_of_documents(
+        self, con: Any, documents: set[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[tuple[int, str]]]:
+        found: dict[tuple[str, str], list[tuple[int, str]]] = {doc: [] for doc in documents}
+        rows = con.execute(
+            "SELECT d.namespace, d.id, c.id, c.text FROM documents d "
+            "LEFT JOIN chunks c ON c.namespace = d.namespace AND c.document_id = d.id "
+            "WHERE (d.namespace, d.id) IN (SELECT unnest($1), unnest($2)) ORDER BY c.ordinal",
+            [[ns for ns, _ in documents], [doc for _, doc in documents]],
+        ).fetchall()
+        present = set()
+        for namespace, doc_id, chunk_id, text in rows:
+            present.add((namespace, doc_id))
+            if chunk_id is not None:
+                found[(namespace, doc_id)].append((chunk_id, text))
+        missing = sorted(doc for _, doc in documents - present)
+        if missing:
+            raise InvalidInputError(
+                f"source_ids name documents that are not stored: {', '.join(missing)}; "
+                "add them with add_documents first (or drop source_ids)"
+            )
+        return found
+
+    def _upsert_edges(self, con: Any, batch: WriteBatch, now: datetime) -> tuple[int, int]:
+        if not batch.edges:
+            return 0, 0
+        keys = {(e.namespace, k) for e in batch.edges for k in (e.source_key, e.target_key)}
+        rows = con.execute(
+            "SELECT namespace, key, id FROM nodes WHERE (namespace, key) IN (SELECT unnest($1), unnest($2))",
+            [[ns for ns, _ in keys], [k for _, k in keys]],
+        ).fetchall()
+        id_of = {(ns, key): node_id for ns, key, node_id in rows}
+        for i, edge in enumerate(batch.edges):
+            for key in (edge.source_key, edge.target_key):
+                if (edge.namespace, key) not in id_of:
+                    raise InvalidInputError(f"edges[{i}]: node {key!r} does not exist")
+        resolved = [(e, id_of[(e.namespace, e.source_key)], id_of[(e.namespace, e.target_key)]) for e in batch.edges]
+        existing = {
+            (ns, s, t, ty): (edge_id, description, weight, props)
+            for edge_id, ns, s, t, ty, description, weight, props in con.execute(
+                "SELECT id, namespace, source_id, target_id, type, description, weight, properties FROM edges "
+                "WHERE valid_until IS NULL AND (namespace, source_id, target_id, type) IN "
+                "(SELECT unnest($1), unnest($2), unnest($3), unnest($4))",
+                [[e.namespace for e, _, _ in resolved], [s for _, s, _ in resolved], [t for _, _, t in resolved],
+                 [e.type for e, _, _ in resolved]],
+            ).fetchall()
+        }
+        created = updated = 0
+        edge_id_of: list[int] = []
+        for edge, source_id, target_id in resolved:
+            identity = (edge.namespace, source_id, target_id, edge.type)
+            if identity in existing:
+                edge_id, description, weight, props = existing[identity]
+                merged = {**json.loads(props), **edge.properties}
+                description = edge.description or description
+                weight = edge.weight if edge.weight is not None else weight
+                con.execute(
+                    "UPDATE edges SET description = ?, weight = ?, properties = ?, updated_at = ? WHERE id = ?",
+                    [description, weight, json.dumps(merged), now, edge_id],
+                )
+                existing[identity] = (edge_id, description, weight, json.dumps(merged))
+                updated += 1
+            else:
+                edge_id = con.execute("SELECT nextval('edge_ids')").fetchone()[0]
+                con.execute(
+                    "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+                    [edge_id, edge.namespace, source_id, target_id, edge.type, edge.description,
+                     1.0 if edge.weight is None else edge.weight, json.dumps(edge.properties), now, now, now],
+                )
+                existing[identity] = (edge_id, edge.description, edge.weight, json.dumps(edge.properties))
+                created += 1
+            edge_id_of.append(edge_id)
+        self._link_edge_sources(con, batch, resolved, edge_id_of)
+        return created, updated
+
+    def _link_edge_sources(self, con: Any, batch: WriteBatch, resolved: list, edge_ids: list[int]) -> None:
+        wanted = [(edge_id, e.namespace, doc) for edge_id, (e, _, _) in zip(edge_ids, resolved) for doc in e.source_ids]
+        if not wanted:
+            return
+        chunks = self._chunks_of_documents(con, {(ns, doc) for _, ns, doc in wanted})
+        names = {edge_id: [e.source_key, e.target_key] for edge_id, (e, _, _) in zip(edge_ids, resolved)}
+        pairs = {
+            (edge_id, chunk_id)
+            for edge_id, namespace, doc in wanted
+            for chunk_id in _mentioning(chunks[(namespace, doc)], names[edge_id])
+        }
+        _insert_pairs(con, "edge_evidence", pairs)
+
+    def _update_indexes(self, batch: WriteBatch, removed_chunks: list[int]) -> None:
+        if not self._indexes:
+            return
+        if removed_chunks:
+            self._indexes["chunk"].remove(removed_chunks)
+        by_namespace: dict[str, list[NodeRecord]] = {}
+        for node in batch.nodes:
+            if node.embedding is not None:
+                by_namespace.setdefault(node.namespace, []).append(node)
+        for namespace, nodes in by_namespace.items():
+            self._indexes["node"].upsert([n.id for n in nodes], np.vstack([n.embedding for n in nodes]), namespace)
+        namespace_of = {doc.id: doc.namespace for doc in batch.documents}
+        chunk_groups: dict[str, list[ChunkRecord]] = {}
+        for chunk in batch.chunks:
+            if chunk.embedding is not None:
+                chunk_groups.setdefault(namespace_of[chunk.document_id], []).append(chunk)
+        for namespace, chunks in chunk_groups.items():
+            self._indexes["chunk"].upsert([c.id for c in chunks], np.vstack([c.embedding for c in chunks]), namespace)
+        written = {"node": [n.id for n in batch.nodes if n.embedding is not None],
+                   "chunk": [c.id for c in batch.chunks if c.embedding is not None]}
+        for kind in self._indexes:
+            if kind in self._hnsw:
+                self._hnsw[kind].fresh.update(written[kind])
+            self._maybe_start_hnsw(kind)
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    def find_nodes(self, namespace: str, keys: Iterable[str]) -> list[NodeRecord]:
+        keys = list(set(keys))
+        if not keys:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id IN "
+                "(SELECT node_id FROM node_names WHERE namespace = $1 AND key IN (SELECT unnest($2))) ORDER BY id",
+                [namespace, keys],
+            ).fetchall()
+        return [_node(row) for row in rows]
+
+    def get_nodes(self, ids: Iterable[int]) -> list[NodeRecord]:
+        ids = list(set(ids))
+        if not ids:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_NODE_COLUMNS} FROM nodes WHERE id IN (SELECT unnest($1)) ORDER BY id", [ids]
+            ).fetchall()
+        return [_node(row) for row in rows]
+
+    def get_documents(self, ids: Iterable[str], namespace: str) -> list[DocumentRecord]:
+        ids = list(set(ids))
+        if not ids:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, namespace, text, title, metadata FROM documents WHERE namespace = $1 AND id IN "
+                "(SELECT unnest($2))",
+                [namespace, ids],
+            ).fetchall()
+        return [DocumentRecord(id=r[0], namespace=r[1], text=r[2], title=r[3], metadata=json.loads(r[4])) for r in rows]
+
+    def get_chunks(self, ids: Iterable[int]) -> list[ChunkRecord]:
+        ids = list(set(ids))
+        if not ids:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, document_id, ordinal, text FROM chunks WHERE id IN (SELECT unnest($1))", [ids]
+            ).fetchall()
+        return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3]) for r in rows]
+
+    def neighbors(
+        self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
+    ) -> list[EdgeRecord]:
+        if not node_ids:
+            return []
+        validity = (
+            "valid_until IS NULL" if as_of is None
+            else "(valid_from IS NULL OR valid_from <= $3) AND (valid_until IS NULL OR valid_until > $3)"
+        )
+        if as_of is not None and as_of.tzinfo is not None:
+            as_of = as_of.astimezone(timezone.utc).replace(tzinfo=None)
+        params: list[Any] = [list(node_ids), namespace] + ([as_of] if as_of is not None else [])
+        # Two index lookups (by source, by target) instead of one OR that would scan the table.
+        query = (
+            "SELECT id, source_id, target_id, type, description, weight, properties, valid_from, valid_until "
+            f"FROM edges WHERE source_id IN (SELECT unnest($1)) AND namespace = $2 AND {validity} "
+            "UNION "
+            "SELECT id, source_id, target_id, type, description, weight, properties, valid_from, valid_until "
+            f"FROM edges WHERE target_id IN (SELECT unnest($1)) AND namespace = $2 AND {validity} "
+            f"ORDER BY weight DESC, id LIMIT {int(limit)}"
+        )
+        with self._lock:
+            rows = self._db.execute(query, params).fetchall()
+        return [EdgeRecord(id=r[0], source_id=r[1], target_id=r[2], type=r[3], description=r[4], weight=r[5],
+                           properties=json.loads(r[6]), valid_from=r[7], valid_until=r[8]) for r in rows]
+
+    def chunks_mentioning(self, node_ids: Sequence[int], *, limit: int = 1000) -> list[tuple[int, int]]:
+        if not node_ids:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT chunk_id, node_id FROM mentions WHERE node_id IN (SELECT unnest($1)) LIMIT {int(limit)}",
+                [list(node_ids)],
+            ).fetchall()
+        return [(int(c), int(n)) for c, n in rows]
+
+    def vector_search(self, kind: VectorKind, query: np.ndarray, k: int, namespace: str) -> list[tuple[int, float]]:
+        with self._lock:
+            index = self._indexes.get(kind)
+            mirror = self._hnsw.get(kind)
+        if index is None:
+            return []
+        if mirror is not None and mirror.ready:
+            hits = mirror.search(query, k, index.namespace_code(namespace))
+            with self._lock:
+                # Rows written after the snapshot are scored exactly; rows deleted since are dropped.
+                fresh = index.similarities(list(mirror.fresh), query, namespace)
+                hits = [(i, s) for i, s in hits if index.contains(i) and i not in fresh]
+            hits = sorted([*hits, *fresh.items()], key=lambda hit: -hit[1])[:k]
+            if len(hits) >= min(k, len(index)):
+                return hits
+        with self._lock:
+            return index.search(query, k, namespace)
+
+    def similarities(self, kind: VectorKind, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+        with self._lock:
+            index = self._indexes.get(kind)
+            return index.similarities(ids, query) if index is not None else {}
+
+    def stats(self, namespace: str | None = None) -> dict[str, Any]:
+        where = "" if namespace is None else "WHERE namespace = $1"
+        params = [] if namespace is None else [namespace]
+        with self._lock:
+            counts = {
+                table: self._db.execute(f"SELECT count(*) FROM {table} {where}", params).fetchone()[0]
+                for table in ("nodes", "documents", "chunks")
+            }
+            counts["edges"] = self._db.execute(
+                f"SELECT count(*) FROM edges {where or 'WHERE'} {'AND' if where else ''} valid_until IS NULL",
+                params,
+            ).fetchone()[0]
+            node_types = dict(self._db.execute(
+                f"SELECT type, count(*) FROM nodes {where} GROUP BY type ORDER BY count(*) DESC LIMIT 50", params
+            ).fetchall())
+            edge_types = dict(self._db.execute(
+                f"SELECT type, count(*) FROM edges {where} GROUP BY type ORDER BY count(*) DESC LIMIT 50", params
+            ).fetchall())
+        return {**counts, "node_types": node_types, "edge_types": edge_types}
+
+    def health(self) -> dict[str, Any]:
+        with self._lock:
+            info = self.embedder_info()
+            sizes = {kind: len(index) for kind, index in self._indexes.items()}
+            modes = {}
+            for kind in _VECTOR_TABLES:
+                mirror = self._hnsw.get(kind)
+                if kind not in self._indexes:
+                    modes[kind] = "none (no embedder bound yet)"
+                elif mirror is not None and mirror.ready:
+                    modes[kind] = "hnsw (vss, in memory)"
+                elif mirror is not None:
+                    modes[kind] = "exact scan while the HNSW index builds"
+                elif self._vss is None:
+                    modes[kind] = f"exact scan (vss unavailable: {self._vss_problem})"
+                elif self._hnsw_problem:
+                    modes[kind] = f"exact scan ({self._hnsw_problem})"
+                else:
+                    modes[kind] = f"exact scan ({sizes[kind]} vectors, below hnsw_min_rows={self.hnsw_min_rows})"
+            return {
+                "path": str(self.path),
+                "schema_version": int(self._meta("schema_version") or 0),
+                "embedder": None if info is None else {"id": info[0], "dimensions": info[1]},
+                "vss": {"loaded": self._vss is not None, "path": str(self._vss) if self._vss else None,
+                        "problem": self._vss_problem or None},
+                "vector_search": modes,
+                "vectors": sizes,
+            }
+
+
+_NODE_COLUMNS = "id, namespace, key, name, type, description, aliases, properties, created_at, updated_at"
+
+
+def _node(row: tuple) -> NodeRecord:
+    return NodeRecord(
+        id=row[0], namespace=row[1], key=row[2], name=row[3], type=row[4], description=row[5],
+        aliases=tuple(row[6]), properties=json.loads(row[7]), created_at=row[8], updated_at=row[9],
+    )
+
+
+def _name_keys(node: NodeRecord) -> list[str]:
+    return list(dict.fromkeys([node.key, *(entity_key(alias) for alias in node.aliases)]))
+
+
+def _mentioning(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
+    """Chunks whose text names one of `names`; all of them when none does (the fact came from the document)."""
+    hits = [chunk_id for chunk_id, text in chunks if any(name in text.casefold() for name in names)]
+    return hits or [chunk_id for chunk_id, _ in chunks]
+
+
+def _insert_pairs(con: Any, table: str, pairs: set[tuple[int, int]]) -> None:
+    if pairs:
+        con.execute(
+            f"INSERT OR IGNORE INTO {table} SELECT unnest($1), unnest($2)",
+            [[a for a, _ in pairs], [b for _, b in pairs]],
+        )
+
+
+def _explain_open_error(path: Path, exc: Exception) -> str:
+    message = str(exc)
+    if "lock" in message.lower():
+        return (
+            f"{path} is in use by another process ({message.strip()}). Close the other program, "
+            "or point this one at another file with --db / DUCKGRAPH_DB."
+        )
+    if "permission" in message.lower() or "read-only" in message.lower():
+        return f"cannot open {path}: {message.strip()} (check the file and folder permissions)"
+    return f"cannot open {path}: {message.strip()}"
+
+
+@hookimpl
+def register_stores(register):
+    register("duckdb", DuckDBStore)

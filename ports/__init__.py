@@ -1,0 +1,35 @@
+"""The contract between duckgraph's core and its adapters. Imports nothing else of duckgraph."""
+
+from duckgraph.ports.embedder import Embedder, normalize
+from duckgraph.ports.errors import (
+    ConfigError,
+    DuckgraphError,
+    EmbedderError,
+    EmbedderMismatchError,
+    ExtractionError,
+    InvalidInputError,
+    NotFoundError,
+    StoreError,
+)
+from duckgraph.ports.extractor import Extractor
+from duckgraph.ports.hookspecs import hookimpl
+from duckgraph.ports.names import entity_key, name_candidates, relation_type
+from duckgraph.ports.records import (
+    ChunkRecord,
+    DocumentRecord,
+    EdgeRecord,
+    EdgeWrite,
+    GraphFragment,
+    NodeRecord,
+    VectorKind,
+    WriteBatch,
+    WriteSummary,
+)
+from duckgraph.ports.store import GraphStore
+
+__all__ = [
+    "ChunkRecord", "ConfigError", "DocumentRecord", "DuckgraphError", "EdgeRecord", "EdgeWrite", "Embedder",
+    "EmbedderError", "EmbedderMismatchError", "ExtractionError", "Extractor", "GraphFragment", "GraphStore",
+    "InvalidInputError", "NodeRecord", "NotFoundError", "StoreError", "VectorKind", "WriteBatch", "WriteSummary",
+    "entity_key", "hookimpl", "name_candidates", "normalize", "relation_type",
+]

@@ -1,0 +1,75 @@
+"""The embedder port: turns texts into vectors."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+from duckgraph.ports.errors import EmbedderError
+
+
+class Embedder(ABC):
+    """Embeds texts as unit-length float32 vectors.
+
+    A plugin implements `id`, `dimensions` and `embed_batch`; batching, normalisation and shape checks live
+    here. Constructing an embedder must be cheap: load models or open connections on first use.
+    """
+
+    #: How many texts `embed_documents` sends to `embed_batch` at once.
+    batch_size: int = 32
+
+    @property
+    @abstractmethod
+    def id(self) -> str:
+        """Stable identity of the vector space, e.g. ``sentence-transformers:all-MiniLM-L6-v2``.
+
+        Two embedders with the same id must produce comparable vectors; the store records it.
+        """
+
+    @property
+    @abstractmethod
+    def dimensions(self) -> int:
+        """Length of every vector. May load the model to find out."""
+
+    @abstractmethod
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed one batch: an array of shape (len(texts), dimensions)."""
+
+    def warm_up(self) -> None:
+        """Load whatever the first call would load; the server calls it in the background."""
+        self.embed_batch(["warm-up"])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query text; a unit vector of shape (dimensions,)."""
+        return self.embed_documents([text])[0]
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed any number of texts in batches of `batch_size`; unit vectors, shape (n, dimensions)."""
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        parts = [self._checked(self.embed_batch(texts[i : i + self.batch_size]), len(texts[i : i + self.batch_size]))
+                 for i in range(0, len(texts), self.batch_size)]
+        return normalize(np.vstack(parts))
+
+    def _checked(self, vectors: np.ndarray, expected_rows: int) -> np.ndarray:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != expected_rows:
+            raise EmbedderError(
+                f"embedder {self.id!r} returned shape {vectors.shape} for {expected_rows} texts"
+            )
+        if vectors.shape[1] != self.dimensions:
+            raise EmbedderError(
+                f"embedder {self.id!r} returned {vectors.shape[1]}-dimensional vectors, "
+                f"expected {self.dimensions}"
+            )
+        if not np.isfinite(vectors).all():
+            raise EmbedderError(f"embedder {self.id!r} returned NaN or infinite values")
+        return vectors
+
+
+def normalize(vectors: np.ndarray) -> np.ndarray:
+    """Scale rows to unit length (zero rows stay zero), so a dot product is the cosine."""
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32, copy=False)

