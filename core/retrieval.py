@@ -2,11 +2,12 @@
 
 1. Anchors: the query's nearest node vectors fused (reciprocal rank fusion) with nodes named verbatim in it.
 2. Expansion: a breadth-first walk up to `hops`, at most `frontier` nodes carried into each next hop (the
-   most promising by proximity x relevance). Proximity starts at the anchor's relevance and decays per hop
-   and with weak edges.
-3. Pruning: a reached node is kept when its relevance to the query (cosine) is at least `keep_ratio` times
-   the best relevance among the anchors; the nodes on the path that reached it are kept too, so the result
-   stays connected.
+   most promising by proximity x relevance). Proximity decays per hop and with weak edges. A reached node's
+   relevance is the better of its own similarity to the query and that of the fact (edge) that reached it:
+   "Harvard University" alone is far from "which university did Bill Gates drop out of?", the fact
+   "Bill Gates dropped out of Harvard University" is close.
+3. Pruning: a reached node is kept when its relevance is at least `keep_ratio` times the best relevance
+   among the anchors; the nodes on the path that reached it are kept too, so the result stays connected.
 4. Passages: chunks that match the query directly, plus chunks that mention kept nodes, ranked by their own
    similarity plus a bonus for supporting high-scoring nodes.
 """
@@ -15,10 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from duckgraph.ports import EdgeRecord, GraphStore, NodeRecord, name_candidates
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,10 @@ def _expand(
             break
         in_frontier = set(frontier)
         found: dict[int, Reached] = {}
-        for edge in store.neighbors(frontier, namespace, as_of=options.as_of, limit=options.frontier * 20):
+        fact_relevance: dict[int, float] = {}
+        hop_edges = store.neighbors(frontier, namespace, as_of=options.as_of, limit=options.frontier * 20)
+        edge_similarity = store.similarities("edge", [e.id for e in hop_edges], query)
+        for edge in hop_edges:
             edges[edge.id] = edge
             for here, there in ((edge.source_id, edge.target_id), (edge.target_id, edge.source_id)):
                 if here not in in_frontier or there in reached:
@@ -120,8 +126,11 @@ def _expand(
                 proximity = reached[here].proximity * options.hop_decay * min(edge.weight, 1.0)
                 if there not in found or proximity > found[there].proximity:
                     found[there] = Reached(there, hop, proximity, parent=here, via_edge=edge.id)
+                fact_relevance[there] = max(fact_relevance.get(there, -1.0), edge_similarity.get(edge.id, -1.0))
         for node_id, similarity in store.similarities("node", list(found), query).items():
             found[node_id].relevance = similarity
+        for node_id, similarity in fact_relevance.items():
+            found[node_id].relevance = max(found[node_id].relevance, similarity)
         reached.update(found)
         frontier = [r.node_id for r in sorted(found.values(), key=lambda r: -r.score)[: options.frontier]]
     return reached, edges

@@ -143,10 +143,13 @@ class KnowledgeBase:
             merged = self._merge_nodes(nodes, namespace)
             edge_writes = self._resolve_edges(edges, merged, namespace)
             changed = [n for n, text_changed in merged.values() if text_changed]
-            if changed:
-                vectors = self.embedder.embed_documents([node_text(n) for n in changed])
-                for node, vector in zip(changed, vectors):
-                    node.embedding = vector
+            names = {key: node.name for key, (node, _) in merged.items()}
+            names.update({n.key: n.name for n in self.store.find_nodes(
+                namespace, {k for e in edge_writes for k in (e.source_key, e.target_key)} - names.keys())})
+            texts = [node_text(n) for n in changed] + [edge_text(e, names) for e in edge_writes]
+            vectors = self.embedder.embed_documents(texts)
+            for item, vector in zip([*changed, *edge_writes], vectors):
+                item.embedding = vector
             records = [n for n, _ in merged.values()]
             created_before = {n.key for n in records if n.id is None}
             summary = self.store.write(WriteBatch(nodes=records, edges=edge_writes))
@@ -337,6 +340,12 @@ def node_text(node: NodeRecord) -> str:
     if node.description:
         text += f": {node.description}"
     return text
+
+
+def edge_text(edge: EdgeWrite, names: dict[str, str]) -> str:
+    """The fact an edge states, as a sentence for its vector: "Marie Curie won Nobel Prize: in 1903"."""
+    text = f"{names[edge.source_key]} {edge.type.replace('_', ' ').lower()} {names[edge.target_key]}"
+    return f"{text}: {edge.description}" if edge.description else text
 
 
 def _merge_node(base: NodeRecord, node: NodeInput) -> NodeRecord:

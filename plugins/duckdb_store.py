@@ -17,8 +17,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from duckgraph.ports import (
     ChunkRecord,
     DocumentRecord,
@@ -36,6 +34,20 @@ from duckgraph.ports import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class _NumpyOnFirstUse:
+    """Stands in for `numpy` until first used: registering the plugin must not cost the MCP handshake
+    numpy's ~0.1 s import."""
+
+    def __getattr__(self, name: str) -> Any:
+        import numpy
+
+        globals()["np"] = numpy
+        return getattr(numpy, name)
+
+
+np: Any = _NumpyOnFirstUse()
 
 SCHEMA_VERSION = 1
 #: Below this many vectors an exact scan is both exact and faster than HNSW.
@@ -114,7 +126,12 @@ _EXPECTED_TABLES = {
     "meta", "nodes", "node_names", "observations", "edges", "documents", "chunks", "mentions", "edge_evidence",
     "communities", "community_members",
 }
-_VECTOR_TABLES: dict[str, tuple[str, str]] = {"node": ("node_vectors", "node_id"), "chunk": ("chunk_vectors", "chunk_id")}
+#: Vector kind -> (vector table, its id column, the table of the things it embeds).
+_VECTOR_TABLES: dict[str, tuple[str, str, str]] = {
+    "node": ("node_vectors", "node_id", "nodes"),
+    "chunk": ("chunk_vectors", "chunk_id", "chunks"),
+    "edge": ("edge_vectors", "edge_id", "edges"),
+}
 
 
 def _now() -> datetime:
@@ -376,13 +393,11 @@ class DuckDBStore(GraphStore):
         if info is None:
             return
         _, dimensions = info
-        for kind, (table, id_column) in _VECTOR_TABLES.items():
+        for kind, (table, id_column, owner) in _VECTOR_TABLES.items():
             index = VectorIndex(dimensions)
-            namespace_column = "n.namespace" if kind == "node" else "c.namespace"
-            join = "nodes n ON n.id = v.node_id" if kind == "node" else "chunks c ON c.id = v.chunk_id"
             rows = self._con.execute(
-                f"SELECT {namespace_column}, list(v.{id_column}), list(v.embedding) "
-                f"FROM {table} v JOIN {join} GROUP BY ALL"
+                f"SELECT o.namespace, list(v.{id_column}), list(v.embedding) "
+                f"FROM {table} v JOIN {owner} o ON o.id = v.{id_column} GROUP BY ALL"
             ).fetchall()
             for namespace, ids, vectors in rows:
                 index.upsert(ids, np.asarray(vectors, dtype=np.float32), namespace)
@@ -457,7 +472,7 @@ class DuckDBStore(GraphStore):
             if self.read_only:
                 raise StoreError(f"{self.path} is read-only and has no embedder recorded yet")
             with self._transaction() as con:
-                for table, id_column in _VECTOR_TABLES.values():
+                for table, id_column, _ in _VECTOR_TABLES.values():
                     con.execute(
                         f"CREATE TABLE {table} ({id_column} BIGINT PRIMARY KEY, embedding FLOAT[{int(dimensions)}] NOT NULL)"
                     )
@@ -479,9 +494,10 @@ class DuckDBStore(GraphStore):
                 chunk_ids = self._insert_chunks(con, batch, dimensions)
                 node_ids, created, updated = self._upsert_nodes(con, batch, now, dimensions)
                 self._link_node_sources(con, batch, node_ids)
-                edges_created, edges_updated = self._upsert_edges(con, batch, now)
+                edge_ids, edges_created, edges_updated = self._upsert_edges(con, batch, now, dimensions)
                 con.execute("INSERT OR REPLACE INTO meta VALUES ('updated_at', ?)", [now.isoformat()])
-            self._update_indexes(batch, removed_chunks)
+            # Only after the commit: the in-memory index must never hold what the file does not.
+            self._update_indexes(batch, removed_chunks, edge_ids)
         return WriteSummary(
             nodes_created=created, nodes_updated=updated, edges_created=edges_created, edges_updated=edges_updated,
             documents_written=len(batch.documents), chunks_written=len(batch.chunks), node_ids=node_ids,
@@ -489,15 +505,13 @@ class DuckDBStore(GraphStore):
         )
 
     def _require_dimensions(self, batch: WriteBatch) -> int | None:
-        has_vectors = any(n.embedding is not None for n in batch.nodes) or any(
-            c.embedding is not None for c in batch.chunks
-        )
+        has_vectors = any(item.embedding is not None for item in [*batch.nodes, *batch.chunks, *batch.edges])
         info = self.embedder_info()
         if has_vectors and info is None:
             raise StoreError("no embedder is bound to this file yet; call bind_embedder first")
         if info is None:
             return None
-        for item in [*batch.nodes, *batch.chunks]:
+        for item in [*batch.nodes, *batch.chunks, *batch.edges]:
             if item.embedding is not None and len(item.embedding) != info[1]:
                 raise EmbedderMismatchError(
                     f"a vector of {len(item.embedding)} dimensions cannot be stored in {self.path}, "
@@ -635,9 +649,11 @@ class DuckDBStore(GraphStore):
             )
         return found
 
-    def _upsert_edges(self, con: Any, batch: WriteBatch, now: datetime) -> tuple[int, int]:
+    def _upsert_edges(
+        self, con: Any, batch: WriteBatch, now: datetime, dimensions: int | None
+    ) -> tuple[list[int], int, int]:
         if not batch.edges:
-            return 0, 0
+            return [], 0, 0
         keys = {(e.namespace, k) for e in batch.edges for k in (e.source_key, e.target_key)}
         rows = con.execute(
             "SELECT namespace, key, id FROM nodes WHERE (namespace, key) IN (SELECT unnest($1), unnest($2))",
@@ -684,8 +700,14 @@ class DuckDBStore(GraphStore):
                 existing[identity] = (edge_id, edge.description, edge.weight, json.dumps(edge.properties))
                 created += 1
             edge_id_of.append(edge_id)
+        with_vectors = {i: e.embedding for i, e in zip(edge_id_of, batch.edges) if e.embedding is not None}
+        if with_vectors:
+            con.execute(
+                f"INSERT OR REPLACE INTO edge_vectors SELECT unnest($1), unnest($2::FLOAT[{dimensions}][])",
+                [list(with_vectors), [np.asarray(v, dtype=np.float32).tolist() for v in with_vectors.values()]],
+            )
         self._link_edge_sources(con, batch, resolved, edge_id_of)
-        return created, updated
+        return edge_id_of, created, updated
 
     def _link_edge_sources(self, con: Any, batch: WriteBatch, resolved: list, edge_ids: list[int]) -> None:
         wanted = [(edge_id, e.namespace, doc) for edge_id, (e, _, _) in zip(edge_ids, resolved) for doc in e.source_ids]
@@ -700,29 +722,27 @@ class DuckDBStore(GraphStore):
         }
         _insert_pairs(con, "edge_evidence", pairs)
 
-    def _update_indexes(self, batch: WriteBatch, removed_chunks: list[int]) -> None:
+    def _update_indexes(self, batch: WriteBatch, removed_chunks: list[int], edge_ids: list[int]) -> None:
         if not self._indexes:
             return
         if removed_chunks:
             self._indexes["chunk"].remove(removed_chunks)
-        by_namespace: dict[str, list[NodeRecord]] = {}
-        for node in batch.nodes:
-            if node.embedding is not None:
-                by_namespace.setdefault(node.namespace, []).append(node)
-        for namespace, nodes in by_namespace.items():
-            self._indexes["node"].upsert([n.id for n in nodes], np.vstack([n.embedding for n in nodes]), namespace)
         namespace_of = {doc.id: doc.namespace for doc in batch.documents}
-        chunk_groups: dict[str, list[ChunkRecord]] = {}
+        written: dict[tuple[str, str], list[tuple[int, Any]]] = {}
+        for node in batch.nodes:
+            written.setdefault(("node", node.namespace), []).append((node.id, node.embedding))
         for chunk in batch.chunks:
-            if chunk.embedding is not None:
-                chunk_groups.setdefault(namespace_of[chunk.document_id], []).append(chunk)
-        for namespace, chunks in chunk_groups.items():
-            self._indexes["chunk"].upsert([c.id for c in chunks], np.vstack([c.embedding for c in chunks]), namespace)
-        written = {"node": [n.id for n in batch.nodes if n.embedding is not None],
-                   "chunk": [c.id for c in batch.chunks if c.embedding is not None]}
-        for kind in self._indexes:
+            written.setdefault(("chunk", namespace_of[chunk.document_id]), []).append((chunk.id, chunk.embedding))
+        for edge_id, edge in zip(edge_ids, batch.edges):
+            written.setdefault(("edge", edge.namespace), []).append((edge_id, edge.embedding))
+        for (kind, namespace), items in written.items():
+            items = [(item_id, vector) for item_id, vector in items if vector is not None]
+            if not items:
+                continue
+            self._indexes[kind].upsert([i for i, _ in items], np.vstack([v for _, v in items]), namespace)
             if kind in self._hnsw:
-                self._hnsw[kind].fresh.update(written[kind])
+                self._hnsw[kind].fresh.update(i for i, _ in items)
+        for kind in self._indexes:
             self._maybe_start_hnsw(kind)
 
     # -- reads -----------------------------------------------------------------------------------------

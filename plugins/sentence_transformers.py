@@ -8,11 +8,12 @@ import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from duckgraph.ports import Embedder, EmbedderError, hookimpl
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ class SentenceTransformersEmbedder(Embedder):
                 list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
                 show_progress_bar=False,
             )
+        import numpy as np  # already loaded with torch
+
         return np.asarray(vectors, dtype=np.float32)
 
     def _model_location(self) -> str:

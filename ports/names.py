@@ -27,10 +27,17 @@ def name_candidates(text: str, max_words: int = 6) -> set[str]:
 
     Finds entities named verbatim in a query without scanning every name in the graph.
     """
-    words = [_POSSESSIVE.sub("", w).strip(".'’") for w in _WORD.findall(unicodedata.normalize("NFKC", text))]
-    words = [w for w in words if w]
+    # Each word as written ("Dr.", "U.S.": keys keep periods) and bare ("Louis" in "...St. Louis.").
+    words: list[tuple[str, str]] = []
+    for word in _WORD.findall(unicodedata.normalize("NFKC", text)):
+        word = _POSSESSIVE.sub("", word).rstrip("'’")
+        if bare := word.strip(".'’"):
+            words.append((word, bare))
     found: set[str] = set()
     for start in range(len(words)):
         for length in range(1, min(max_words, len(words) - start) + 1):
-            found.add(entity_key(" ".join(words[start : start + length])))
+            run = words[start : start + length]
+            for inner in ([w for w, _ in run[:-1]], [b for _, b in run[:-1]]):
+                for last in run[-1]:
+                    found.add(entity_key(" ".join([*inner, last])))
     return found

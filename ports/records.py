@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
-VectorKind = Literal["node", "chunk"]
+VectorKind = Literal["node", "chunk", "edge"]
 
 
 @dataclass(slots=True)
@@ -42,6 +43,8 @@ class EdgeWrite:
     weight: float | None = None
     properties: dict[str, Any] = field(default_factory=dict)
     source_ids: tuple[str, ...] = ()
+    #: Vector of the fact as a sentence ("Marie Curie won Nobel Prize in Physics").
+    embedding: np.ndarray | None = None
 
 
 @dataclass(slots=True, frozen=True)
