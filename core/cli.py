@@ -119,7 +119,8 @@ def _doctor(args: argparse.Namespace) -> int:
         "plugins": sorted(name for name, _ in services.plugin_manager.list_name_plugin()),
         "embedder": {"id": kb.embedder.id},
     }
-    problems: list[str] = []
+    problems: list[str] = []  # the knowledge base cannot be used as configured
+    warnings: list[str] = []  # it works, in a degraded way
     try:
         with kb:
             report["store"] = kb.health()
@@ -127,16 +128,16 @@ def _doctor(args: argparse.Namespace) -> int:
         problems.append(str(exc))
     store = report.get("store", {})
     if store and not store["vss"]["loaded"]:
-        problems.append(f"vss is not loaded ({store['vss']['problem']}): vector search uses an exact scan")
+        warnings.append(f"vss is not loaded ({store['vss']['problem']}): vector search uses an exact scan")
     recorded = store.get("embedder")
     if recorded and recorded["id"] != kb.embedder.id:
         problems.append(f"the file was built with {recorded['id']!r} but {kb.embedder.id!r} is configured")
-    report["problems"] = problems
+    report["problems"], report["warnings"] = problems, warnings
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:
         _print_doctor(report)
-    return 1 if any("built with" in p or "cannot" in p or "not a" in p for p in problems) else 0
+    return 1 if problems else 0
 
 
 def _print_doctor(report: dict[str, Any]) -> None:
@@ -156,7 +157,9 @@ def _print_doctor(report: dict[str, Any]) -> None:
     print("plugins:   " + ", ".join(report["plugins"]))
     for problem in report["problems"]:
         print(f"problem:   {problem}")
-    if not report["problems"]:
+    for warning in report["warnings"]:
+        print(f"warning:   {warning}")
+    if not report["problems"] and not report["warnings"]:
         print("no problems found")
 
 
