@@ -1,6 +1,8 @@
 """Anchor & expand: find the entities a query is about, walk the graph around them, keep what is on topic.
 
 1. Anchors: the query's nearest node vectors fused (reciprocal rank fusion) with nodes named verbatim in it.
+   An anchor far less relevant than the best one (picked for its name alone: "apple" the fruit for a
+   question about the company) is dropped before expansion, so its neighbourhood is never entered.
 2. Expansion: a breadth-first walk up to `hops`, at most `frontier` nodes carried into each next hop (the
    most promising by proximity x relevance). Proximity decays per hop and with weak edges. A reached node's
    relevance is the better of its own similarity to the query and that of the fact (edge) that reached it:
@@ -101,7 +103,9 @@ def _anchors(
         for rank, node_id in enumerate(ranking):
             fused[node_id] = fused.get(node_id, 0.0) + 1.0 / (options.rrf_k + rank + 1)
     chosen = sorted(fused, key=lambda node_id: -fused[node_id])[: options.k_anchors]
-    return [Reached(node_id=i, hop=0, proximity=1.0, relevance=relevance.get(i, 0.0)) for i in chosen]
+    anchors = [Reached(node_id=i, hop=0, proximity=1.0, relevance=relevance.get(i, 0.0)) for i in chosen]
+    threshold = options.keep_ratio * max((a.relevance for a in anchors), default=0.0)
+    return [a for a in anchors if a.relevance >= threshold]
 
 
 def _expand(
@@ -147,9 +151,6 @@ def _prune(reached: dict[int, Reached], anchors: list[Reached], options: SearchO
         if len(kept) >= options.max_nodes:
             break
         if item.hop > 0 and item.relevance < threshold:
-            continue
-        if item.hop == 0 and item.relevance < threshold and any(a.relevance >= threshold for a in anchors):
-            # An anchor chosen for its name alone but off topic ("apple" the fruit for a question on iPhones).
             continue
         chain = [item]
         while chain[-1].parent is not None and chain[-1].parent not in kept:
