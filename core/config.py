@@ -78,7 +78,8 @@ def load_settings(
         return Settings.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"invalid settings ({path if path.is_file() else 'environment'}): {problems}") from exc
+        sources = f"{path}, DUCKGRAPH_* variables or flags" if path.is_file() else "DUCKGRAPH_* variables or flags"
+        raise ConfigError(f"invalid settings (from {sources}): {problems}") from exc
 
 
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
@@ -56,7 +57,12 @@ def create(pm: pluggy.PluginManager, kind: PluginKind, plugin_id: str, /, *args:
     if plugin_id not in available:
         known = ", ".join(sorted(available)) or "none"
         raise ConfigError(f"no {kind} plugin with id {plugin_id!r} is installed (available: {known})")
+    factory = available[plugin_id]
     try:
-        return available[plugin_id](*args, **options)
+        # Checked against the signature so a TypeError raised inside a plugin is not mistaken for bad options.
+        inspect.signature(factory).bind(*args, **options)
     except TypeError as exc:
         raise ConfigError(f"bad options for {kind} {plugin_id!r}: {exc}") from exc
+    except ValueError:  # no signature to check (some builtins); let the call speak for itself
+        pass
+    return factory(*args, **options)

@@ -1,0 +1,171 @@
+"""The Embedder contract, as a reusable check any embedder plugin can run against its own class.
+
+    from tests.contract.test_embedder_contract import check_embedder_contract
+    check_embedder_contract(MyEmbedder(...))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from duckgraph.ports import Embedder, EmbedderError
+from tests.fakes import HashingEmbedder
+
+TEXTS = [
+    "Marie Curie discovered polonium and radium.",
+    "The Eiffel Tower is in Paris.",
+    "Photosynthesis turns light into chemical energy.",
+    "Ada Lovelace wrote the first published algorithm.",
+    "DuckDB is an in-process analytical database.",
+    "A short one.",
+    "Graphs have nodes and edges.",
+]
+
+
+class _Wrong(Embedder):
+    """Wraps an embedder and damages what its embed_batch returns."""
+
+    def __init__(self, inner: Embedder, damage) -> None:
+        self.inner = inner
+        self.damage = damage
+        self.batch_size = inner.batch_size
+
+    @property
+    def id(self) -> str:
+        return self.inner.id
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        return self.damage(np.asarray(self.inner.embed_batch(texts)))
+
+
+def check_embedder_contract(embedder: Embedder, *, atol: float = 1e-5) -> None:
+    """Everything the core relies on from an embedder. Restores `batch_size` when done."""
+    d = embedder.dimensions
+    assert isinstance(embedder.id, str) and embedder.id.strip()
+    assert isinstance(d, int) and d > 0
+
+    # embed_batch: one row per text, `dimensions` columns.
+    raw = np.asarray(embedder.embed_batch(TEXTS[:3]))
+    assert raw.shape == (3, d)
+
+    # embed_documents: unit-length float32 rows, shape (n, d).
+    vectors = embedder.embed_documents(TEXTS)
+    assert isinstance(vectors, np.ndarray)
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (len(TEXTS), d)
+    assert np.all(np.isfinite(vectors))
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+    # Deterministic, and different texts get different vectors.
+    np.testing.assert_allclose(embedder.embed_documents(TEXTS), vectors, atol=atol)
+    assert len({v.tobytes() for v in vectors}) == len(TEXTS)
+
+    # embed_query == embed_documents([q])[0]
+    query = embedder.embed_query(TEXTS[0])
+    assert query.shape == (d,)
+    assert query.dtype == np.float32
+    np.testing.assert_allclose(query, embedder.embed_documents([TEXTS[0]])[0], atol=atol)
+    np.testing.assert_allclose(query, vectors[0], atol=atol)
+
+    # Empty input: an empty (0, d) float32 array.
+    empty = embedder.embed_documents([])
+    assert empty.shape == (0, d)
+    assert empty.dtype == np.float32
+
+    # Batching over more than batch_size texts: the same as embedding each batch on its own.
+    original = embedder.batch_size
+    calls: list[int] = []
+    inner_batch = embedder.embed_batch
+    try:
+        embedder.batch_size = 3
+
+        def counting(texts: Sequence[str]) -> np.ndarray:
+            calls.append(len(texts))
+            return inner_batch(texts)
+
+        embedder.embed_batch = counting  # type: ignore[method-assign]
+        batched = embedder.embed_documents(TEXTS)
+        assert calls == [3, 3, 1]
+        per_batch = np.vstack([embedder.embed_documents(TEXTS[i : i + 3]) for i in range(0, len(TEXTS), 3)])
+    finally:
+        embedder.batch_size = original
+        del embedder.embed_batch  # back to the class's method
+    assert batched.shape == (len(TEXTS), d)
+    np.testing.assert_allclose(batched, per_batch, atol=atol)
+    np.testing.assert_allclose(batched, vectors, atol=max(atol, 1e-4))
+
+    # Wrong output from embed_batch is an EmbedderError, never silently stored.
+    for damage in (
+        lambda v: v[:-1],  # a row missing
+        lambda v: v[:, :-1],  # too few dimensions
+        lambda v: v[0],  # 1-D
+        lambda v: np.full_like(v, np.nan),  # NaN
+    ):
+        with pytest.raises(EmbedderError):
+            _Wrong(embedder, damage).embed_documents(TEXTS[:2])
+
+
+# -- the built-in embedder and the test double --------------------------------------------------------------
+
+
+def test_hashing_embedder_meets_the_contract() -> None:
+    check_embedder_contract(HashingEmbedder())
+
+
+def test_hashing_embedder_with_other_dimensions_meets_the_contract() -> None:
+    check_embedder_contract(HashingEmbedder(dimensions=7))
+
+
+@pytest.mark.model
+def test_sentence_transformers_embedder_meets_the_contract(minilm) -> None:
+    assert minilm.id == "sentence-transformers:all-MiniLM-L6-v2"
+    assert minilm.dimensions == 384
+    check_embedder_contract(minilm, atol=1e-4)
+
+
+@pytest.mark.model
+def test_sentence_transformers_vectors_are_semantic(minilm) -> None:
+    cat, kitten, tax = minilm.embed_documents(["a cat", "a small kitten", "income tax return deadline"])
+    assert float(cat @ kitten) > float(cat @ tax) + 0.2
+
+
+# -- the base class's own guarantees -------------------------------------------------------------------------
+
+
+def test_zero_vectors_stay_zero_rather_than_nan() -> None:
+    class Zero(HashingEmbedder):
+        def embed_batch(self, texts):
+            return np.zeros((len(texts), self.dimensions), dtype=np.float64)
+
+    vectors = Zero().embed_documents(["x"])
+    assert vectors.dtype == np.float32
+    assert not np.isnan(vectors).any()
+
+
+def test_float64_output_is_converted_to_float32() -> None:
+    class Doubles(HashingEmbedder):
+        def embed_batch(self, texts):
+            return super().embed_batch(texts).astype(np.float64) * 10
+
+    vectors = Doubles().embed_documents(TEXTS)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_embed_documents_checks_each_batch() -> None:
+    class Short(HashingEmbedder):
+        batch_size = 2
+
+        def embed_batch(self, texts):
+            out = super().embed_batch(texts)
+            return out if len(self.calls) == 1 else out[:-1]  # the second batch loses a row
+
+    with pytest.raises(EmbedderError, match="shape"):
+        Short().embed_documents(TEXTS[:4])

@@ -1,0 +1,128 @@
+"""Splitting documents into passages."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from duckgraph.core.chunking import DEFAULT_CHUNK_CHARS, chunk_text
+
+VOCAB = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "omicron", "sigma"]
+
+
+def _document(seed: int, paragraphs: int = 6) -> str:
+    """Paragraphs of sentences of numbered words: every word is unique enough to be traced."""
+    rng = random.Random(seed)
+    counter = iter(range(1_000_000))
+    out = []
+    for _ in range(paragraphs):
+        sentences = []
+        for _ in range(rng.randint(1, 7)):
+            words = [f"{rng.choice(VOCAB)}{next(counter)}" for _ in range(rng.randint(3, 20))]
+            sentences.append(" ".join(words).capitalize() + rng.choice(".!?"))
+        out.append(rng.choice([" ", "  ", "\n"]).join(sentences))
+    return "\n\n".join(out)
+
+
+def _check_cover(text: str, chunks: list[str], max_chars: int) -> None:
+    source_words = text.split()
+    assert chunks, "a non-empty text gives at least one chunk"
+    assert all(0 < len(c) <= max_chars for c in chunks)
+    assert all(c == c.strip() for c in chunks)
+    chunk_words = [w for c in chunks for w in c.split()]
+    # Every word of the source appears whole in some chunk ...
+    assert set(source_words) <= set(chunk_words)
+    # ... and no chunk starts (or ends) with a fragment of a word.
+    vocabulary = set(source_words)
+    for chunk in chunks:
+        words = chunk.split()
+        assert words[0] in vocabulary, f"chunk starts mid-word: {chunk[:40]!r}"
+        assert words[-1] in vocabulary, f"chunk ends mid-word: {chunk[-40:]!r}"
+    # Chunks follow the text in order.
+    positions = [text.find(c.split()[0]) for c in chunks]
+    assert positions == sorted(positions)
+
+
+def test_short_text_is_one_chunk() -> None:
+    assert chunk_text("  Marie Curie discovered polonium.  ") == ["Marie Curie discovered polonium."]
+
+
+def test_text_of_exactly_max_chars_is_one_chunk() -> None:
+    text = "x" * 50
+    assert chunk_text(text, max_chars=50, overlap=10) == [text]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\n\t "])
+def test_empty_text_has_no_chunks(text: str) -> None:
+    assert chunk_text(text) == []
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("max_chars, overlap", [(80, 0), (200, 40), (DEFAULT_CHUNK_CHARS, 150)])
+def test_long_text_chunks_are_bounded_and_cover_every_word(seed: int, max_chars: int, overlap: int) -> None:
+    text = _document(seed, paragraphs=30 if max_chars == DEFAULT_CHUNK_CHARS else 6)
+    assert len(text) > max_chars
+    chunks = chunk_text(text, max_chars=max_chars, overlap=overlap)
+    assert len(chunks) > 1
+    _check_cover(text, chunks, max_chars)
+
+
+def test_default_sizes_apply() -> None:
+    text = _document(1, paragraphs=40)
+    chunks = chunk_text(text)
+    assert len(chunks) > 1
+    _check_cover(text, chunks, DEFAULT_CHUNK_CHARS)
+
+
+def test_cuts_prefer_paragraph_boundaries() -> None:
+    para = "Word " * 15  # 75 characters with the trailing space
+    paragraphs = [f"Paragraph {i}. " + para.strip() + "." for i in range(6)]
+    text = "\n\n".join(paragraphs)
+    chunks = chunk_text(text, max_chars=200, overlap=0)
+    # Each chunk is made of whole paragraphs: it starts a paragraph and ends one.
+    for chunk in chunks:
+        assert chunk.startswith("Paragraph "), chunk
+        assert chunk.endswith("Word."), chunk
+    assert sum(c.count("Paragraph ") for c in chunks) == 6
+
+
+def test_cuts_prefer_sentence_boundaries_over_word_boundaries() -> None:
+    sentences = [f"Sentence number {i} has a few more words in it." for i in range(30)]
+    text = " ".join(sentences)
+    chunks = chunk_text(text, max_chars=150, overlap=0)
+    assert len(chunks) > 3
+    for chunk in chunks:
+        assert chunk.startswith("Sentence number"), chunk
+        assert chunk.endswith("in it."), chunk
+
+
+def test_overlap_repeats_the_end_of_the_previous_chunk() -> None:
+    text = " ".join(f"w{i}" for i in range(400))  # unique words: a word's position locates a chunk
+    chunks = chunk_text(text, max_chars=100, overlap=30)
+    _check_cover(text, chunks, 100)
+    for previous, current in zip(chunks, chunks[1:]):
+        previous_end = text.index(f" {previous.split()[-1]} ") + 1 + len(previous.split()[-1])
+        current_start = text.index(f" {current.split()[0]} ") + 1
+        assert current_start < previous_end, "consecutive chunks share some text"
+        assert previous_end - current_start <= 30, "at most `overlap` characters are repeated"
+
+
+def test_no_overlap_means_no_repeated_words() -> None:
+    text = " ".join(f"w{i}" for i in range(400))
+    chunks = chunk_text(text, max_chars=100, overlap=0)
+    words = [w for c in chunks for w in c.split()]
+    assert words == text.split()
+
+
+def test_text_without_spaces_is_cut_hard_but_fully_covered() -> None:
+    text = "x" * 250
+    chunks = chunk_text(text, max_chars=100, overlap=0)
+    assert all(len(c) <= 100 for c in chunks)
+    assert "".join(chunks) == text
+
+
+def test_newline_separated_words_are_not_split() -> None:
+    text = "\n".join(f"line{i}" for i in range(200))
+    chunks = chunk_text(text, max_chars=90, overlap=20)
+    _check_cover(text, chunks, 90)

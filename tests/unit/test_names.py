@@ -1,0 +1,126 @@
+"""Name normalisation: the rule that decides when two names denote the same entity."""
+
+from __future__ import annotations
+
+import pytest
+
+from duckgraph.ports import entity_key, name_candidates, relation_type
+
+
+# -- entity_key ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ("Marie Curie", "marie curie"),
+        ("MARIE CURIE", "Marie Curie"),
+        ("  Marie Curie  ", "Marie Curie"),  # surrounding spaces
+        ("Journal of  Math ", "journal of math"),  # multiple inner spaces
+        ("Journal\tof\nMath", "journal of math"),  # any whitespace
+        ("ＡＢＣ Corp", "ABC Corp"),  # full-width letters (NFKC)
+        ("ABC\u3000Corp", "ABC Corp"),  # ideographic space (NFKC)
+        ("Straße", "STRASSE"),  # casefold, not lower
+        ("ﬁnance", "finance"),  # ligature (NFKC)
+    ],
+)
+def test_entity_key_equates_spellings_of_one_name(a: str, b: str) -> None:
+    assert entity_key(a) == entity_key(b)
+
+
+def test_entity_key_is_the_normalised_form() -> None:
+    assert entity_key("  Journal of  Math ") == "journal of math"
+    assert entity_key("ＡＢＣ　Corp") == "abc corp"
+
+
+def test_entity_key_is_idempotent() -> None:
+    for name in ["  Journal of  Math ", "ＡＢＣ Corp", "Straße", "U.S."]:
+        assert entity_key(entity_key(name)) == entity_key(name)
+
+
+@pytest.mark.parametrize("a, b", [("Apple", "Apple Inc"), ("New York", "New York Times"), ("U.S.", "US")])
+def test_entity_key_keeps_different_names_apart(a: str, b: str) -> None:
+    assert entity_key(a) != entity_key(b)
+
+
+# -- relation_type ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "label", ["works at", "Works-At", "WORKS_AT", "works_at", "  works   at ", "Works At", "works__at", "works - at"]
+)
+def test_relation_type_is_upper_snake_case(label: str) -> None:
+    assert relation_type(label) == "WORKS_AT"
+
+
+def test_relation_type_keeps_digits_and_non_ascii_letters() -> None:
+    assert relation_type("part of 2024 plan") == "PART_OF_2024_PLAN"
+    assert relation_type("née") == "NÉE"
+    assert relation_type("ＦＯＵＮＤＥＤ") == "FOUNDED"  # full width
+
+
+def test_relation_type_of_punctuation_only_is_empty() -> None:
+    # The service rejects an empty type; it must not turn "--" into a type.
+    assert relation_type("--") == ""
+    assert relation_type("   ") == ""
+
+
+# -- name_candidates -------------------------------------------------------------------------------------
+
+
+def test_name_candidates_are_word_ngrams_as_keys() -> None:
+    found = name_candidates("Where did Marie Curie work?")
+    assert {"marie curie", "marie", "curie", "where did marie curie work"} <= found
+    assert "marie curie work?" not in found  # punctuation is not part of a word
+    assert all(c == entity_key(c) for c in found)
+
+
+def test_name_candidates_respect_max_words() -> None:
+    found = name_candidates("a b c d e f g h", max_words=3)
+    assert "a b c" in found and "f g h" in found
+    assert not any(len(c.split()) > 3 for c in found)
+    # n words, runs of up to 3: 8 + 7 + 6 distinct runs here.
+    assert len(found) == 8 + 7 + 6
+
+
+def test_name_candidates_only_consecutive_words() -> None:
+    found = name_candidates("Marie and Pierre Curie")
+    assert "pierre curie" in found
+    assert "marie curie" not in found
+
+
+@pytest.mark.parametrize("text", ["What does Apple's CEO do?", "What does Apple’s CEO do?", "APPLE'S CEO"])
+def test_name_candidates_drop_possessives(text: str) -> None:
+    found = name_candidates(text)
+    assert "apple" in found
+    assert "apple ceo" in found
+    assert not any("'" in c or "’" in c for c in found)
+
+
+def test_name_candidates_normalise_like_entity_key() -> None:
+    assert entity_key("ＡＢＣ Corp") in name_candidates("Who owns ＡＢＣ Corp?")
+
+
+def test_name_candidates_keep_inner_punctuation_of_names() -> None:
+    found = name_candidates("Is Node.js faster than C++ for AT&T?")
+    assert {"node.js", "c++", "at&t"} <= found
+
+
+@pytest.mark.parametrize(
+    "query, name",
+    [
+        ("What is U.S. trade policy?", "U.S."),
+        ("Who is Dr. Smith", "Dr. Smith"),
+        ("Tickets for the St. Louis Cardinals", "St. Louis Cardinals"),
+        ("I grew up in St. Louis.", "St. Louis"),
+        ("Where is Washington, D.C.?", "D.C."),
+    ],
+)
+def test_name_candidates_find_names_with_periods(query: str, name: str) -> None:
+    # The store keys "Dr. Smith" as "dr. smith": a query naming it verbatim must produce that key.
+    assert entity_key(name) in name_candidates(query)
+
+
+def test_name_candidates_of_empty_text() -> None:
+    assert name_candidates("") == set()
+    assert name_candidates("  ?! ") == set()

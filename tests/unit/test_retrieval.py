@@ -1,0 +1,272 @@
+"""Anchor & expand on a real DuckDB file with the hashing embedder: texts sharing words are similar.
+
+The graphs are built so that relevance is decided by shared words with the query "Who was Ada Lovelace?":
+on-topic nodes and facts mention Ada Lovelace, off-topic ones share no word with the query.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+import pytest
+
+from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput, Passage, ResultEdge, ScoredNode, SearchResult
+from duckgraph.core.render import CHARS_PER_TOKEN, estimate_tokens, render_search
+from duckgraph.core.service import KnowledgeBase
+from duckgraph.plugins.duckdb_store import DuckDBStore
+from tests.fakes import HashingEmbedder
+
+QUERY = "Who was Ada Lovelace?"
+
+
+def node(name: str, type_: str, description: str) -> NodeInput:
+    return NodeInput(name=name, type=type_, description=description)
+
+
+def edge(source: str, type_: str, target: str, description: str | None = None) -> EdgeInput:
+    return EdgeInput(source=source, target=target, type=type_, description=description)
+
+
+def add_ada_graph(kb) -> None:
+    """Ada Lovelace -- Charles Babbage -- {Analytical Engine (on topic), Banana Bread (off topic)} -- ..."""
+    kb.add_knowledge_graph(
+        [
+            node("Ada Lovelace", "Person", "Mathematician and writer."),
+            node("Charles Babbage", "Person", "Engineer; friend and mentor of Ada Lovelace."),
+            node("Analytical Engine", "Machine", "Mechanical computer; Ada Lovelace wrote its first program."),
+            node("Banana Bread", "Recipe", "Sweet loaf baked with ripe fruit."),
+            node("Oven", "Appliance", "Hot box for baking loaves."),
+            node("Lovelace Medal", "Award", "Prize named after Ada Lovelace, the mathematician."),
+        ],
+        [
+            edge("Ada Lovelace", "knew", "Charles Babbage"),
+            edge("Charles Babbage", "designed", "Analytical Engine"),
+            edge("Charles Babbage", "baked", "Banana Bread"),
+            edge("Banana Bread", "baked in", "Oven"),
+            edge("Oven", "displayed at", "Lovelace Medal"),
+        ],
+    )
+    kb.add_documents([
+        DocumentInput(id=f"doc{i}", title=f"Notes {i}",
+                      text=f"Ada Lovelace wrote note {i} about the engine. " + "It was long and detailed. " * 20)
+        for i in range(6)
+    ])
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory):
+    """The fake_kb set-up (real DuckDB file, hashing embedder) with the Ada graph, shared: searches only read."""
+    knowledge_base = KnowledgeBase(DuckDBStore(tmp_path_factory.mktemp("ada") / "kb.duckdb"), HashingEmbedder())
+    with knowledge_base:
+        add_ada_graph(knowledge_base)
+        yield knowledge_base
+
+
+def test_the_shared_graph_is_the_fake_kb_setup(fake_kb, kb) -> None:
+    # The module-scoped graph saves a second per test; this checks it is built like the fake_kb fixture.
+    assert type(fake_kb.store) is type(kb.store)
+    assert type(fake_kb.embedder) is type(kb.embedder)
+    add_ada_graph(fake_kb)
+    assert fake_kb.search(QUERY, k_anchors=1, hops=2) == kb.search(QUERY, k_anchors=1, hops=2)
+
+
+def names(nodes) -> set[str]:
+    return {n.name for n in nodes}
+
+
+def assert_connected(result: SearchResult) -> None:
+    """Every kept non-anchor node has a path to an anchor over the result's edges."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for e in result.edges:
+        graph[e.source].add(e.target)
+        graph[e.target].add(e.source)
+    anchors = names(result.anchors)
+    seen = set(anchors)
+    queue = deque(anchors)
+    while queue:
+        for neighbour in graph[queue.popleft()]:
+            if neighbour not in seen:
+                seen.add(neighbour)
+                queue.append(neighbour)
+    assert names(result.nodes) <= seen, f"not connected to an anchor: {names(result.nodes) - seen}"
+    kept = names(result.nodes)
+    assert all(e.source in kept and e.target in kept for e in result.edges), "an edge leads out of the result"
+
+
+# -- anchors -----------------------------------------------------------------------------------------------
+
+
+def test_the_named_entity_is_an_anchor(kb) -> None:
+    result = kb.search(QUERY)
+    assert "Ada Lovelace" in names(result.anchors)
+    assert all(a.hop == 0 for a in result.anchors)
+    assert names(result.anchors) <= names(result.nodes)
+
+
+def test_the_named_entity_is_the_single_anchor(kb) -> None:
+    result = kb.search(QUERY, k_anchors=1)
+    assert names(result.anchors) == {"Ada Lovelace"}
+
+
+def test_a_name_with_periods_is_found_verbatim(fake_kb) -> None:
+    # The vector path prefers "Surgery Team Rota" (more shared words); the name path must still find
+    # "Dr. Smith", whose key keeps its period.
+    fake_kb.add_knowledge_graph(
+        [
+            node("Dr. Smith", "Person", "Cardiologist."),
+            node("Surgery Team Rota", "Schedule", "Who is on the surgery team this week."),
+        ],
+        [edge("Dr. Smith", "leads", "Surgery Team Rota")],
+    )
+    result = fake_kb.search("Who is on the surgery team with Dr. Smith this week?", k_anchors=1, hops=0)
+    assert names(result.anchors) == {"Dr. Smith"}
+
+
+def test_no_anchor_without_nodes(fake_kb) -> None:
+    fake_kb.add_documents([DocumentInput(id="d1", text="Ada Lovelace wrote notes on the engine.")])
+    result = fake_kb.search(QUERY)
+    assert result.anchors == [] and result.nodes == [] and result.edges == []
+    assert [p.document_id for p in result.passages] == ["d1"]
+
+
+# -- expansion ---------------------------------------------------------------------------------------------
+
+
+def test_hops_0_is_no_expansion(kb) -> None:
+    result = kb.search(QUERY, k_anchors=1, hops=0)
+    assert names(result.nodes) == {"Ada Lovelace"}
+    assert result.edges == []
+
+
+def test_hops_1_reaches_neighbours_but_not_two_hops_out(kb) -> None:
+    result = kb.search(QUERY, k_anchors=1, hops=1)
+    assert names(result.nodes) == {"Ada Lovelace", "Charles Babbage"}
+    assert {n.name: n.hop for n in result.nodes} == {"Ada Lovelace": 0, "Charles Babbage": 1}
+    assert [(e.source, e.type, e.target) for e in result.edges] == [("Ada Lovelace", "KNEW", "Charles Babbage")]
+
+
+def test_hops_2_reaches_on_topic_and_prunes_off_topic(kb) -> None:
+    result = kb.search(QUERY, k_anchors=1, hops=2)
+    kept = names(result.nodes)
+    assert "Analytical Engine" in kept  # mentions Ada Lovelace
+    assert "Banana Bread" not in kept  # shares no word with the query, nor does the fact that reaches it
+    assert {n.name: n.hop for n in result.nodes}["Analytical Engine"] == 2
+    assert_connected(result)
+
+
+def test_scores_rank_anchors_first_and_decay_with_hops(kb) -> None:
+    result = kb.search(QUERY, k_anchors=1, hops=2)
+    hops = [n.hop for n in result.nodes]
+    assert hops == sorted(hops)
+    by_name = {n.name: n for n in result.nodes}
+    assert by_name["Ada Lovelace"].score > by_name["Charles Babbage"].score > by_name["Analytical Engine"].score
+
+
+def test_an_on_topic_node_beyond_an_off_topic_one_keeps_the_path(kb) -> None:
+    # Lovelace Medal (on topic) is reached only through Banana Bread and Oven (off topic): those stay in
+    # the result so that it is connected.
+    result = kb.search(QUERY, k_anchors=1, hops=4)
+    kept = names(result.nodes)
+    assert "Lovelace Medal" in kept
+    assert {"Charles Babbage", "Banana Bread", "Oven"} <= kept
+    assert_connected(result)
+
+
+def test_a_node_reached_over_a_matching_fact_is_kept(fake_kb) -> None:
+    # The node's own text shares nothing with the query, but the fact that reaches it is about Ada Lovelace.
+    fake_kb.add_knowledge_graph(
+        [node("Ada Lovelace", "Person", "Mathematician."), node("Somerset", "Place", "English county.")],
+        [edge("Ada Lovelace", "lived in", "Somerset", "Ada Lovelace lived there.")],
+    )
+    result = fake_kb.search(QUERY, k_anchors=1, hops=1)
+    assert "Somerset" in names(result.nodes)
+
+
+def test_max_nodes_is_respected(fake_kb) -> None:
+    fans = [node(f"Ada Lovelace Society {i}", "Club", f"Club number {i} for fans of Ada Lovelace.") for i in range(8)]
+    fake_kb.add_knowledge_graph(
+        [node("Ada Lovelace", "Person", "Mathematician."), *fans],
+        [edge("Ada Lovelace", "inspired", fan.name) for fan in fans],
+    )
+    unlimited = fake_kb.search(QUERY, k_anchors=1, hops=1, max_nodes=100)
+    assert len(unlimited.nodes) == 9
+    for max_nodes in (1, 2, 3, 8):
+        result = fake_kb.search(QUERY, k_anchors=1, hops=1, max_nodes=max_nodes)
+        assert len(result.nodes) == max_nodes
+        assert "Ada Lovelace" in names(result.nodes)
+        assert_connected(result)
+
+
+def test_max_nodes_never_breaks_connectivity(kb) -> None:
+    # With room for only 3 nodes, Lovelace Medal (4 hops, needs its whole path) cannot be kept.
+    result = kb.search(QUERY, k_anchors=1, hops=4, max_nodes=3)
+    assert len(result.nodes) <= 3
+    assert "Lovelace Medal" not in names(result.nodes)
+    assert_connected(result)
+
+
+def test_result_is_connected_with_several_anchors(kb) -> None:
+    result = kb.search(QUERY, hops=2)
+    assert len(result.anchors) > 1
+    assert_connected(result)
+
+
+# -- passages and the text rendering ------------------------------------------------------------------------
+
+
+def test_passages_mentioning_the_query_are_found(kb) -> None:
+    result = kb.search(QUERY, max_passages=3)
+    assert len(result.passages) == 3
+    assert all(p.document_id.startswith("doc") for p in result.passages)
+    scores = [p.score for p in result.passages]
+    assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.parametrize("budget", [40, 100, 250])
+def test_search_text_respects_the_token_budget(kb, budget: int) -> None:
+    result = kb.search(QUERY, token_budget=budget, hops=4)
+    assert len(result.text) / CHARS_PER_TOKEN <= budget + 10
+    assert result.truncated
+    assert "truncated" in result.text.splitlines()[-1]
+
+
+def test_search_text_is_whole_with_a_large_budget(kb) -> None:
+    result = kb.search(QUERY, token_budget=100_000)
+    assert not result.truncated
+    assert "truncated" not in result.text
+    for n in result.nodes:
+        assert n.name in result.text
+    for p in result.passages:
+        assert f"[{p.document_id}#{p.chunk_id}]" in result.text
+
+
+def _synthetic_result(n: int) -> SearchResult:
+    nodes = [ScoredNode(id=i, name=f"Entity {i}", type="Thing", description="word " * 30, score=1.0, hop=min(i, 1))
+             for i in range(n)]
+    edges = [ResultEdge(id=i, source="Entity 0", target=f"Entity {i}", type="REL", weight=1.0) for i in range(1, n)]
+    passages = [Passage(document_id=f"d{i}", chunk_id=i, text="text " * 100, score=0.5) for i in range(n)]
+    return SearchResult(query="q", anchors=nodes[:1], nodes=nodes, edges=edges, passages=passages, text="",
+                        truncated=False)
+
+
+@pytest.mark.parametrize("budget", [1, 5, 20, 50, 100, 300, 1000, 3000])
+def test_render_search_fits_any_budget(budget: int) -> None:
+    text, truncated = render_search(_synthetic_result(10), budget)
+    assert estimate_tokens(text) <= budget + 10
+    full, _ = render_search(_synthetic_result(10), 10**9)
+    assert truncated == (text != full)
+
+
+def test_render_search_keeps_whole_lines_in_order() -> None:
+    full, truncated = render_search(_synthetic_result(10), 10**9)
+    assert not truncated
+    text, truncated = render_search(_synthetic_result(10), 300)
+    assert truncated
+    kept = text.splitlines()[:-1]  # the last line says it was truncated
+    full_lines = full.splitlines()
+    assert kept[:-1] == full_lines[: len(kept) - 1]  # a prefix of the full text (the last kept line may be cut)
+
+
+def test_render_search_of_an_empty_result() -> None:
+    empty = SearchResult(query="q", anchors=[], nodes=[], edges=[], passages=[], text="", truncated=False)
+    assert render_search(empty, 100) == ("No matching entities or passages.", False)
