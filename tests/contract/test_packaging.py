@@ -26,7 +26,8 @@ def test_installed_files_live_under_duckgraph():
     dist = _installed_distribution()
     if dist is None or _is_editable(dist):
         pytest.skip("an editable install has no file list; CI installs the built wheel")
-    top_levels = {file.parts[0] for file in dist.files or []}
+    # Entries starting with ".." are the console script, installed beside the interpreter.
+    top_levels = {file.parts[0] for file in dist.files or [] if file.parts[0] != ".."}
     unexpected = {name for name in top_levels if name != "duckgraph" and not name.endswith((".dist-info", ".data"))}
     assert "duckgraph" in top_levels
     assert not unexpected, f"the wheel installs top-level names besides duckgraph: {sorted(unexpected)}"
