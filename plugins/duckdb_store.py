@@ -207,7 +207,7 @@ class VectorIndex:
         scores = np.where(self._namespaces[: self._size] == code, scores, -np.inf)
         k = min(k, self._size)
         top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
+        top = top[np.lexsort((self._ids[top], -scores[top]))]  # ties by id: the same order after a reopen
         return [(int(self._ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
 
     def contains(self, item_id: int) -> bool:
@@ -250,7 +250,7 @@ class HnswMirror:
         self.dimensions = dimensions
         self._con = duckdb.connect(":memory:")
         self._con.execute(f"LOAD '{extension}'")
-        self._con.execute(f"CREATE TABLE v (id BIGINT, ns INTEGER, e FLOAT[{dimensions}])")
+        self._con.execute(f"CREATE TABLE v (id BIGINT PRIMARY KEY, ns INTEGER, e FLOAT[{dimensions}])")
         self._lock = threading.Lock()
         self.ready = False
         #: Ids written since the snapshot was taken; searched exactly and merged with the HNSW hits.
@@ -258,19 +258,17 @@ class HnswMirror:
 
     def build(self, ids: np.ndarray, vectors: np.ndarray, namespaces: np.ndarray) -> None:
         with self._lock:
-            self._con.execute(
-                "INSERT INTO v SELECT unnest($1), unnest($2), unnest($3)",
-                [ids.tolist(), namespaces.tolist(), vectors.tolist()],
-            )
+            _insert_vectors(self._con, "v", ids, vectors, self.dimensions, extra={"ns": namespaces})
             self._con.execute("CREATE INDEX v_hnsw ON v USING HNSW (e) WITH (metric = 'cosine')")
             self.ready = True
 
     def search(self, query: np.ndarray, k: int, namespace_code: int) -> list[tuple[int, float]]:
         with self._lock:
+            # The vector goes in as a literal of our own floats: as a bound list parameter it costs ~75 ms.
+            literal = "[" + ",".join(repr(float(x)) for x in query) + "]"
             rows = self._con.execute(
-                f"SELECT id, ns, array_cosine_distance(e, $1::FLOAT[{self.dimensions}]) AS d "
-                "FROM v ORDER BY d LIMIT $2",
-                [query.tolist(), k * 4],
+                f"SELECT id, ns, array_cosine_distance(e, {literal}::FLOAT[{self.dimensions}]) AS d "
+                f"FROM v ORDER BY d LIMIT {int(k) * 4}"
             ).fetchall()
         return [(int(i), 1.0 - float(d)) for i, ns, d in rows if ns == namespace_code][:k]
 
@@ -393,6 +391,8 @@ class DuckDBStore(GraphStore):
         if info is None:
             return
         _, dimensions = info
+        if not self.read_only:
+            self._create_vector_tables(self._con, dimensions)  # files bound before edge vectors existed lack one
         for kind, (table, id_column, owner) in _VECTOR_TABLES.items():
             index = VectorIndex(dimensions)
             rows = self._con.execute(
@@ -472,14 +472,19 @@ class DuckDBStore(GraphStore):
             if self.read_only:
                 raise StoreError(f"{self.path} is read-only and has no embedder recorded yet")
             with self._transaction() as con:
-                for table, id_column, _ in _VECTOR_TABLES.values():
-                    con.execute(
-                        f"CREATE TABLE {table} ({id_column} BIGINT PRIMARY KEY, embedding FLOAT[{int(dimensions)}] NOT NULL)"
-                    )
+                self._create_vector_tables(con, dimensions)
                 con.executemany(
                     "INSERT INTO meta VALUES (?, ?)", [["embedder_id", embedder_id], ["dimensions", str(dimensions)]]
                 )
             self._indexes = {kind: VectorIndex(dimensions) for kind in _VECTOR_TABLES}
+
+    @staticmethod
+    def _create_vector_tables(con: Any, dimensions: int) -> None:
+        for table, id_column, _ in _VECTOR_TABLES.values():
+            con.execute(
+                f"CREATE TABLE IF NOT EXISTS {table} "
+                f"({id_column} BIGINT PRIMARY KEY, embedding FLOAT[{int(dimensions)}] NOT NULL)"
+            )
 
     # -- writes ----------------------------------------------------------------------------------------
 
@@ -488,14 +493,21 @@ class DuckDBStore(GraphStore):
             raise StoreError(f"{self.path} is open read-only")
         with self._lock:
             dimensions = self._require_dimensions(batch)
-            with self._transaction() as con:
-                now = _now()
-                removed_chunks = self._replace_documents(con, batch, now)
-                chunk_ids = self._insert_chunks(con, batch, dimensions)
-                node_ids, created, updated = self._upsert_nodes(con, batch, now, dimensions)
-                self._link_node_sources(con, batch, node_ids)
-                edge_ids, edges_created, edges_updated = self._upsert_edges(con, batch, now, dimensions)
-                con.execute("INSERT OR REPLACE INTO meta VALUES ('updated_at', ?)", [now.isoformat()])
+            # Ids handed out inside a transaction that rolls back must not stick to the caller's records.
+            ids_before = [(item, item.id) for item in [*batch.nodes, *batch.chunks]]
+            try:
+                with self._transaction() as con:
+                    now = _now()
+                    removed_chunks = self._replace_documents(con, batch, now)
+                    chunk_ids = self._insert_chunks(con, batch, dimensions)
+                    node_ids, created, updated = self._upsert_nodes(con, batch, now, dimensions)
+                    self._link_node_sources(con, batch, node_ids)
+                    edge_ids, edges_created, edges_updated = self._upsert_edges(con, batch, now, dimensions)
+                    con.execute("INSERT OR REPLACE INTO meta VALUES ('updated_at', ?)", [now.isoformat()])
+            except BaseException:
+                for item, item_id in ids_before:
+                    item.id = item_id
+                raise
             # Only after the commit: the in-memory index must never hold what the file does not.
             self._update_indexes(batch, removed_chunks, edge_ids)
         return WriteSummary(
@@ -558,10 +570,7 @@ class DuckDBStore(GraphStore):
         )
         with_vectors = [(i, c.embedding) for i, c in zip(ids, batch.chunks) if c.embedding is not None]
         if with_vectors:
-            con.execute(
-                f"INSERT INTO chunk_vectors SELECT unnest($1), unnest($2::FLOAT[{dimensions}][])",
-                [[i for i, _ in with_vectors], [np.asarray(v, dtype=np.float32).tolist() for _, v in with_vectors]],
-            )
+            _insert_vectors(con, "chunk_vectors", [i for i, _ in with_vectors], [v for _, v in with_vectors], dimensions)
         by_document: dict[str, list[int]] = {}
         for chunk_id, chunk in zip(ids, batch.chunks):
             chunk.id = chunk_id
@@ -607,10 +616,8 @@ class DuckDBStore(GraphStore):
             )
         with_vectors = [n for n in batch.nodes if n.embedding is not None]
         if with_vectors:
-            con.execute(
-                f"INSERT OR REPLACE INTO node_vectors SELECT unnest($1), unnest($2::FLOAT[{dimensions}][])",
-                [[n.id for n in with_vectors], [np.asarray(n.embedding, dtype=np.float32).tolist() for n in with_vectors]],
-            )
+            _insert_vectors(con, "node_vectors", [n.id for n in with_vectors], [n.embedding for n in with_vectors],
+                            dimensions)
         for node in batch.nodes:
             node_ids[node.key] = node.id
         return node_ids, len(new), len(old)
@@ -692,20 +699,19 @@ class DuckDBStore(GraphStore):
                 updated += 1
             else:
                 edge_id = con.execute("SELECT nextval('edge_ids')").fetchone()[0]
+                weight = 1.0 if edge.weight is None else edge.weight
                 con.execute(
                     "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)",
                     [edge_id, edge.namespace, source_id, target_id, edge.type, edge.description,
-                     1.0 if edge.weight is None else edge.weight, json.dumps(edge.properties), now, now, now],
+                     weight, json.dumps(edge.properties), now, now, now],
                 )
-                existing[identity] = (edge_id, edge.description, edge.weight, json.dumps(edge.properties))
+                # The stored weight, not None: the same edge again in this batch keeps it.
+                existing[identity] = (edge_id, edge.description, weight, json.dumps(edge.properties))
                 created += 1
             edge_id_of.append(edge_id)
         with_vectors = {i: e.embedding for i, e in zip(edge_id_of, batch.edges) if e.embedding is not None}
         if with_vectors:
-            con.execute(
-                f"INSERT OR REPLACE INTO edge_vectors SELECT unnest($1), unnest($2::FLOAT[{dimensions}][])",
-                [list(with_vectors), [np.asarray(v, dtype=np.float32).tolist() for v in with_vectors.values()]],
-            )
+            _insert_vectors(con, "edge_vectors", list(with_vectors), list(with_vectors.values()), dimensions)
         self._link_edge_sources(con, batch, resolved, edge_id_of)
         return edge_id_of, created, updated
 
@@ -918,6 +924,33 @@ def _mentioning(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
     """Chunks whose text names one of `names`; all of them when none does (the fact came from the document)."""
     hits = [chunk_id for chunk_id, text in chunks if any(name in text.casefold() for name in names)]
     return hits or [chunk_id for chunk_id, _ in chunks]
+
+
+def _insert_vectors(
+    con: Any, table: str, ids: Sequence[int], vectors: Sequence[Any], dimensions: int,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Insert (or replace) rows of (id, [extra columns,] vector) from numpy arrays.
+
+    Vectors go through a registered columnar view, one row per component, and are reassembled in SQL:
+    binding them as Python list parameters costs ~0.2 ms per float in DuckDB 1.5.5 (300 x 384 floats: 20 s).
+    """
+    matrix = np.asarray(vectors, dtype=np.float32).reshape(len(ids), dimensions)
+    columns = {"id": np.repeat(np.asarray(ids, dtype=np.int64), dimensions)}
+    for name, values in (extra or {}).items():
+        columns[name] = np.repeat(np.asarray(values), dimensions)
+    columns["pos"] = np.tile(np.arange(dimensions, dtype=np.int32), len(ids))
+    columns["x"] = matrix.ravel()
+    view = f"_incoming_{table}"
+    con.register(view, columns)
+    try:
+        selected = ", ".join(f"any_value({name})" for name in (extra or {}))
+        con.execute(
+            f"INSERT OR REPLACE INTO {table} SELECT id, {selected + ', ' if selected else ''}"
+            f"list(x ORDER BY pos)::FLOAT[{int(dimensions)}] FROM {view} GROUP BY id"
+        )
+    finally:
+        con.unregister(view)
 
 
 def _insert_pairs(con: Any, table: str, pairs: set[tuple[int, int]]) -> None:

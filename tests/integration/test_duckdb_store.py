@@ -1,0 +1,449 @@
+"""The DuckDB store on real files: schema, embedder binding, atomic writes, the derived vector index, crash
+safety and the vss/HNSW path."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.core.service import KnowledgeBase
+from duckgraph.plugins.duckdb_store import SCHEMA_VERSION, DuckDBStore, vss_extension_path
+from duckgraph.ports import (
+    EdgeWrite,
+    EmbedderMismatchError,
+    InvalidInputError,
+    NodeRecord,
+    StoreError,
+    WriteBatch,
+    entity_key,
+    normalize,
+)
+from tests.fakes import HashingEmbedder
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DIMS = 8
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.zeros(DIMS, dtype=np.float32)
+    vector[: len(values)] = values
+    return normalize(vector)
+
+
+def node(name: str, embedding: np.ndarray | None = None, namespace: str = "default") -> NodeRecord:
+    return NodeRecord(namespace=namespace, key=entity_key(name), name=name, type="Thing", embedding=embedding)
+
+
+@pytest.fixture
+def store(db_path: Path):
+    s = DuckDBStore(db_path)
+    s.open()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def bound_store(store: DuckDBStore) -> DuckDBStore:
+    store.bind_embedder("test:unit", DIMS)
+    return store
+
+
+# -- 1. schema ---------------------------------------------------------------------------------------------
+
+
+def test_fresh_file_gets_meta_with_schema_version(db_path: Path):
+    store = DuckDBStore(db_path)
+    store.open()
+    assert store.health()["schema_version"] == SCHEMA_VERSION
+    store.close()
+    store.close()  # safe twice
+
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    finally:
+        con.close()
+    assert meta["schema_version"] == str(SCHEMA_VERSION)
+    assert "created_at" in meta
+
+
+def test_reopening_keeps_the_data(db_path: Path):
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        kb.add_knowledge_graph([NodeInput(name="Ada Lovelace", type="Person")], [])
+
+    store = DuckDBStore(db_path)
+    store.open()
+    try:
+        assert store.health()["schema_version"] == SCHEMA_VERSION
+        assert store.embedder_info() == ("test:fake-hashing", 64)
+        assert [n.name for n in store.find_nodes("default", ["ada lovelace"])] == ["Ada Lovelace"]
+    finally:
+        store.close()
+
+
+def test_foreign_duckdb_file_is_refused_naming_the_file(tmp_path: Path):
+    path = tmp_path / "foreign.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE x (a INTEGER)")
+    con.execute("INSERT INTO x VALUES (1)")
+    con.close()
+
+    with pytest.raises(StoreError) as err:
+        DuckDBStore(path).open()
+    message = str(err.value)
+    assert str(path) in message
+    assert "not a duckgraph knowledge base" in message
+
+    # The failed open released the file and did not touch the foreign table.
+    con = duckdb.connect(str(path))
+    try:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        assert tables == {"x"}
+    finally:
+        con.close()
+
+
+def test_newer_schema_version_asks_for_an_upgrade(db_path: Path):
+    store = DuckDBStore(db_path)
+    store.open()
+    store.close()
+    con = duckdb.connect(str(db_path))
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION + 1)])
+    con.close()
+
+    with pytest.raises(StoreError) as err:
+        DuckDBStore(db_path).open()
+    message = str(err.value)
+    assert str(db_path) in message
+    assert str(SCHEMA_VERSION + 1) in message
+    assert "upgrade" in message
+
+
+def test_non_duckdb_file_is_refused(tmp_path: Path):
+    path = tmp_path / "noise.duckdb"
+    path.write_bytes(np.random.default_rng(7).bytes(16_384))
+
+    with pytest.raises(StoreError) as err:
+        DuckDBStore(path).open()
+    assert path.name in str(err.value)
+
+
+# -- 2. embedder binding -----------------------------------------------------------------------------------
+
+
+def test_embedder_is_bound_once_and_survives_reopen(db_path: Path):
+    store = DuckDBStore(db_path)
+    store.open()
+    assert store.embedder_info() is None
+    store.bind_embedder("test:a", DIMS)
+    store.bind_embedder("test:a", DIMS)  # the same embedder again is fine
+    assert store.embedder_info() == ("test:a", DIMS)
+    store.close()
+
+    store.open()
+    try:
+        assert store.embedder_info() == ("test:a", DIMS)
+        store.bind_embedder("test:a", DIMS)
+        assert store.health()["embedder"] == {"id": "test:a", "dimensions": DIMS}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("other", [("test:b", DIMS), ("test:a", 2 * DIMS)], ids=["other-id", "other-dims"])
+def test_reopening_with_another_embedder_is_refused(db_path: Path, other: tuple[str, int]):
+    store = DuckDBStore(db_path)
+    store.open()
+    store.bind_embedder("test:a", DIMS)
+    store.close()
+
+    store = DuckDBStore(db_path)
+    store.open()
+    try:
+        with pytest.raises(EmbedderMismatchError) as err:
+            store.bind_embedder(*other)
+        message = str(err.value)
+        assert str(db_path) in message
+        assert "'test:a'" in message and f"{DIMS} dimensions" in message
+        assert repr(other[0]) in message and f"{other[1]} dimensions" in message
+        # Actionable: says what to do about it.
+        assert "Configure 'test:a' again" in message and "--db" in message
+        assert store.embedder_info() == ("test:a", DIMS)
+    finally:
+        store.close()
+
+
+def test_vector_of_the_wrong_width_is_refused(bound_store: DuckDBStore):
+    with pytest.raises(EmbedderMismatchError, match=f"{DIMS}-dimensional"):
+        bound_store.write(WriteBatch(nodes=[node("A", np.ones(DIMS + 1, dtype=np.float32))]))
+    assert bound_store.stats()["nodes"] == 0
+
+
+# -- 4. atomic batches (store level) -----------------------------------------------------------------------
+
+
+def test_batch_with_a_missing_edge_endpoint_rolls_back_everything(bound_store: DuckDBStore):
+    bound_store.write(WriteBatch(
+        nodes=[node("Alpha", unit(1, 0)), node("Beta", unit(0, 1))],
+        edges=[EdgeWrite("default", "alpha", "beta", "KNOWS")],
+    ))
+    query = unit(1, 1, 1)
+    stats_before = bound_store.stats()
+    search_before = bound_store.vector_search("node", query, 10, "default")
+    vectors_before = bound_store.health()["vectors"]
+
+    bad = WriteBatch(
+        # Gamma is the best match for the query: if its vector leaked into the index, the search would change.
+        nodes=[node("Gamma", query), node("Alpha", unit(0, 0, 1))],
+        edges=[EdgeWrite("default", "alpha", "beta", "KNOWS"), EdgeWrite("default", "gamma", "nobody", "KNOWS")],
+    )
+    bad.nodes[1].id = bound_store.find_nodes("default", ["alpha"])[0].id
+    with pytest.raises(InvalidInputError) as err:
+        bound_store.write(bad)
+    assert "edges[1]" in str(err.value) and "'nobody'" in str(err.value)
+
+    assert bound_store.stats() == stats_before
+    assert bound_store.find_nodes("default", ["gamma"]) == []
+    assert bound_store.health()["vectors"] == vectors_before
+    assert bound_store.vector_search("node", query, 10, "default") == search_before
+
+
+def test_failed_batch_can_be_fixed_and_retried(bound_store: DuckDBStore):
+    """Ids handed out inside a rolled-back transaction must not stick to the caller's records."""
+    batch = WriteBatch(nodes=[node("Alpha", unit(1))], edges=[EdgeWrite("default", "alpha", "nobody", "KNOWS")])
+    with pytest.raises(InvalidInputError):
+        bound_store.write(batch)
+    assert [n.id for n in batch.nodes] == [None]
+
+    batch.edges = []
+    summary = bound_store.write(batch)
+    assert (summary.nodes_created, summary.nodes_updated) == (1, 0)
+    stored = bound_store.find_nodes("default", ["alpha"])
+    assert [n.id for n in stored] == [summary.node_ids["alpha"]]
+    assert bound_store.health()["vectors"]["node"] == bound_store.stats()["nodes"] == 1
+    assert bound_store.vector_search("node", unit(1), 5, "default")[0][0] == stored[0].id
+
+
+# -- 7. the vector index is derived data -------------------------------------------------------------------
+
+
+def _snapshot(kb: KnowledgeBase, queries: list[str]) -> dict:
+    out = {}
+    for kind in ("node", "chunk", "edge"):
+        for q in queries:
+            hits = kb.store.vector_search(kind, kb.embedder.embed_query(q), 8, "default")
+            out[(kind, q)] = [(i, round(s, 5)) for i, s in hits]
+    return out
+
+
+def test_vector_index_is_rebuilt_identically_on_reopen(db_path: Path):
+    queries = ["curie radium", "einstein relativity", "cooking pasta", "volcano lava"]
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder(), chunk_chars=200, chunk_overlap=0) as kb:
+        kb.add_documents([
+            DocumentInput(id="d1", text="Marie Curie discovered radium and polonium. " * 8),
+            DocumentInput(id="d2", text="Volcanoes erupt lava and ash over the island. " * 8),
+        ])
+        kb.add_knowledge_graph(
+            [NodeInput(name="Marie Curie", type="Person", description="physicist who studied radium"),
+             NodeInput(name="Albert Einstein", type="Person", description="relativity"),
+             NodeInput(name="Radium", type="Element")],
+            [EdgeInput(source="Marie Curie", target="Radium", type="discovered")],
+        )
+        # Replace d2: its old chunk vectors must not come back after reopening.
+        kb.add_documents([DocumentInput(id="d2", text="Pasta is cooked in salted boiling water. " * 8)])
+        kb.add_knowledge_graph([NodeInput(name="Radium", type="Element", description="radioactive metal")], [])
+        before = _snapshot(kb, queries)
+        health_before = kb.health()["vectors"]
+        stats = kb.stats()
+    assert health_before == {"node": stats["nodes"], "chunk": stats["chunks"], "edge": stats["edges"]}
+
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        assert kb.health()["vectors"] == health_before
+        assert _snapshot(kb, queries) == before
+
+
+CRASH_WRITER = textwrap.dedent("""
+    import sys
+    from duckgraph.core.model import EdgeInput, NodeInput
+    from duckgraph.core.service import KnowledgeBase
+    from duckgraph.plugins.duckdb_store import DuckDBStore
+    from tests.fakes import HashingEmbedder
+
+    path, size = sys.argv[1], int(sys.argv[2])
+    kb = KnowledgeBase(DuckDBStore(path), HashingEmbedder()).open()
+
+    def write(i):
+        nodes = [NodeInput(name=f"entity {i} {j}", type="Thing", description=f"item {j} of batch {i}")
+                 for j in range(size)]
+        kb.add_knowledge_graph(nodes, [EdgeInput(source=f"entity {i} 0", target=f"entity {i} 1", type="next")])
+
+    write(0)
+    print("ready", flush=True)
+    i = 1
+    while True:
+        write(i)
+        i += 1
+""")
+
+
+def test_killed_writer_leaves_a_consistent_file(db_path: Path):
+    batch_size = 7
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASH_WRITER, str(db_path), str(batch_size)],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "ready", f"writer did not start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}"
+        time.sleep(1.0)
+        assert proc.poll() is None, f"writer died on its own: {proc.stderr.read()}"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        stats = kb.stats()
+        health = kb.health()
+        assert stats["nodes"] >= batch_size
+        assert stats["nodes"] % batch_size == 0, stats  # every batch all or nothing
+        assert stats["edges"] == stats["nodes"] // batch_size  # one edge per batch
+        assert health["vectors"]["node"] == stats["nodes"]
+        assert health["vectors"]["edge"] == stats["edges"]
+        hits = kb.store.vector_search("node", kb.embedder.embed_query("item 3 of batch 0"), 5, "default")
+        assert len(hits) == 5
+        names = {n.id: n.name for n in kb.store.get_nodes([i for i, _ in hits])}
+        assert names[hits[0][0]] == "entity 0 3"
+        # The file is still writable.
+        kb.add_knowledge_graph([NodeInput(name="after the crash", type="Thing")], [])
+        assert kb.stats()["nodes"] == stats["nodes"] + 1
+
+
+# -- 8. vss and HNSW ---------------------------------------------------------------------------------------
+
+
+def test_vss_is_loaded_by_default(bound_store: DuckDBStore):
+    vss = bound_store.health()["vss"]
+    assert vss["loaded"] is True
+    assert vss["problem"] is None
+    assert vss["path"] == str(vss_extension_path())
+    assert "duckdb_extension_vss" in vss["path"] and Path(vss["path"]).is_file()
+    mode = bound_store.health()["vector_search"]["node"]
+    assert mode.startswith("exact scan") and "below hnsw_min_rows" in mode
+
+
+def test_without_vss_search_is_an_exact_scan_and_still_works(db_path: Path):
+    with KnowledgeBase(DuckDBStore(db_path, use_vss=False), HashingEmbedder()) as kb:
+        kb.add_knowledge_graph(
+            [NodeInput(name="Marie Curie", type="Person", description="physicist"),
+             NodeInput(name="Radium", type="Element")],
+            [EdgeInput(source="Marie Curie", target="Radium", type="discovered")],
+        )
+        health = kb.health()
+        assert health["vss"]["loaded"] is False
+        assert health["vss"]["path"] is None
+        for kind in ("node", "chunk", "edge"):
+            mode = health["vector_search"][kind]
+            assert mode.startswith("exact scan")
+            assert "use_vss = false" in mode
+        result = kb.search("Marie Curie")
+        assert result.anchors[0].name == "Marie Curie"
+        hits = kb.store.vector_search("node", kb.embedder.embed_query("Radium (Element)"), 2, "default")
+        assert [n.name for n in kb.store.get_nodes([hits[0][0]])] == ["Radium"]
+
+
+def _sentences(count: int, seed: int) -> list[str]:
+    subjects = ["The old fisherman", "A young violinist", "My neighbour's cat", "The city council", "An astronaut",
+                "The chemistry teacher", "A retired pilot", "The bakery owner", "A nervous student", "The museum guard"]
+    verbs = ["repaired", "painted", "sold", "studied", "photographed", "lost", "borrowed", "described", "hid",
+             "measured"]
+    objects = ["a wooden boat", "the broken telescope", "three silver coins", "an ancient map", "the red bicycle",
+               "a jar of honey", "the stone bridge", "a crate of oranges", "the antique clock", "a wool blanket"]
+    places = ["near the harbour", "in the desert", "during the storm", "at the train station", "on the mountain",
+              "before breakfast", "in the library", "under the bridge", "at midnight", "in the greenhouse"]
+    combos = list(itertools.product(subjects, verbs, objects, places))
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(len(combos), size=count, replace=False)
+    return [" ".join(combos[i]) + "." for i in picks]
+
+
+def _write_vectors(store: DuckDBStore, names: list[str], vectors: np.ndarray) -> dict[str, int]:
+    return store.write(WriteBatch(nodes=[node(n, v) for n, v in zip(names, vectors)])).node_ids
+
+
+def _wait_for_hnsw(store: DuckDBStore, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if store.health()["vector_search"]["node"].startswith("hnsw"):
+            return
+        time.sleep(0.05)
+    pytest.fail(f"the HNSW index was not ready after {timeout} s: {store.health()['vector_search']}")
+
+
+@pytest.mark.model
+def test_hnsw_recall_and_fresh_rows(db_path: Path, minilm):
+    texts = _sentences(320, seed=1)
+    stored, fresh_texts, queries = texts[:300], texts[300:], _sentences(20, seed=2)
+    vectors = minilm.embed_documents(stored + fresh_texts)
+    query_vectors = minilm.embed_documents(queries)
+
+    hnsw = DuckDBStore(db_path, hnsw_min_rows=1)
+    # The exact reference reads the same file: same data, same ids, searched by an exact scan.
+    exact = DuckDBStore(db_path, use_vss=False)
+    try:
+        hnsw.open()
+        hnsw.bind_embedder(minilm.id, minilm.dimensions)
+        ids = _write_vectors(hnsw, stored, vectors[:300])
+        _wait_for_hnsw(hnsw)
+        exact.open()
+        assert exact.health()["vector_search"]["node"].startswith("exact scan")
+        assert exact.health()["vectors"]["node"] == 300
+        # The mirror really answers through the vss index, not a scan.
+        plan = hnsw._hnsw["node"]._con.execute(
+            f"EXPLAIN SELECT id FROM v ORDER BY array_cosine_distance(e, $1::FLOAT[{minilm.dimensions}]) LIMIT 10",
+            [query_vectors[0].tolist()],
+        ).fetchall()
+        assert "HNSW_INDEX_SCAN" in "".join(row[1] for row in plan)
+
+        recalls = []
+        for q in query_vectors:
+            got = [i for i, _ in hnsw.vector_search("node", q, 10, "default")]
+            want = [i for i, _ in exact.vector_search("node", q, 10, "default")]
+            assert len(got) == len(want) == 10
+            recalls.append(len(set(got) & set(want)) / 10)
+        assert np.mean(recalls) >= 0.9, recalls
+
+        # Rows written after the HNSW snapshot are searched exactly and merged in.
+        ids.update(_write_vectors(hnsw, fresh_texts, vectors[300:]))
+        assert hnsw.health()["vector_search"]["node"].startswith("hnsw")
+        assert hnsw.health()["vectors"]["node"] == 320
+        exact.close()
+        exact.open()
+        assert exact.health()["vectors"]["node"] == 320
+        for text, vector in zip(fresh_texts, vectors[300:]):
+            hits = hnsw.vector_search("node", vector, 10, "default")
+            assert hits[0][0] == ids[entity_key(text)]
+            assert hits[0][1] == pytest.approx(1.0, abs=1e-4)
+            exact_hits = exact.vector_search("node", vector, 10, "default")
+            assert len({i for i, _ in hits} & {i for i, _ in exact_hits}) >= 9
+    finally:
+        exact.close()
+        hnsw.close()
