@@ -1,0 +1,356 @@
+"""End-to-end tests of the MCP server in memory: the real server, the real DuckDB store, the real MiniLM model.
+
+The client is the MCP SDK's own `Client`, connected to the `MCPServer` in-process, so tool schemas, argument
+validation, error results and structured output all go through the SDK exactly as a host would see them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from duckgraph.core.bootstrap import Services, bootstrap
+from duckgraph.core.config import load_settings
+from duckgraph.core.model import MAX_NODES_PER_CALL, SearchResult
+from duckgraph.core.plugins import build_plugin_manager
+from duckgraph.core.server import build_server
+from duckgraph.plugins.duckdb_store import DuckDBStore
+from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
+
+pytestmark = pytest.mark.model
+
+TOOLS = {"add_knowledge_graph", "add_documents", "search"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def make_services(folder: Path, db: Path, embedder, plugin_manager=None) -> Services:
+    """Services over `db`, isolated from the developer's environment (env={}) and config file (an empty one)."""
+    config = folder / "config.toml"
+    config.write_text("", encoding="utf-8")
+    settings = load_settings(config, env={}, db=str(db), warm_up=False)
+    assert settings.db == db
+    return bootstrap(settings, plugin_manager=plugin_manager, embedder=embedder)
+
+
+@pytest.fixture
+def services(tmp_path: Path, db_path: Path, plugin_manager, minilm) -> Services:
+    """Services over a fresh file."""
+    return make_services(tmp_path, db_path, minilm, plugin_manager)
+
+
+@pytest.fixture(scope="module")
+def seeded_file(tmp_path_factory, minilm) -> Path:
+    """A file holding the astronomers' documents and graph, written once through the MCP server and closed."""
+    folder = tmp_path_factory.mktemp("seeded")
+    path = folder / "kb.duckdb"
+    services = make_services(folder, path, minilm, build_plugin_manager(load_entry_points=False))
+
+    async def write() -> None:
+        async with Client(build_server(services)) as client:
+            await seed(client)
+
+    anyio.run(write)
+    return path
+
+
+@pytest.fixture
+def seeded_services(seeded_file: Path, tmp_path: Path, db_path: Path, plugin_manager, minilm) -> Services:
+    """Services over a private copy of the seeded file (copying is much faster than embedding again)."""
+    for source in seeded_file.parent.glob(seeded_file.name + "*"):  # the file and a WAL, should one be left
+        shutil.copy(source, db_path.parent / source.name.replace(seeded_file.name, db_path.name))
+    return make_services(tmp_path, db_path, minilm, plugin_manager)
+
+
+def counts(services: Services) -> dict[str, int]:
+    """Rows in the file, read through the knowledge base the server itself uses (same process, same connection)."""
+    stats = services.knowledge_base.stats()
+    return {key: stats[key] for key in ("nodes", "edges", "documents", "chunks")}
+
+
+def counts_on_disk(path: Path) -> dict[str, int]:
+    """Rows in the file, read by a fresh store once the server has closed it."""
+    store = DuckDBStore(path)
+    store.open()
+    try:
+        stats = store.stats()
+    finally:
+        store.close()
+    return {key: stats[key] for key in ("nodes", "edges", "documents", "chunks")}
+
+
+async def call_ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def seed(client: Client) -> dict[str, Any]:
+    """Store the astronomers' documents and graph; returns the document ids mapped to their chunk ids."""
+    docs = await call_ok(client, "add_documents", {"documents": DOCUMENTS})
+    await call_ok(client, "add_knowledge_graph", {"nodes": NODES, "edges": EDGES})
+    return {d["id"]: d["chunk_ids"] for d in docs["documents"]}
+
+
+def error_text(result) -> str:
+    assert result.is_error, f"expected an error result, got {result.structured_content or result.content}"
+    assert result.content, "an error result must say what went wrong"
+    return "\n".join(block.text for block in result.content)
+
+
+# -- tools/list ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_lists_exactly_the_three_tools_with_schemas_and_annotations(services):
+    async with Client(build_server(services)) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert client.instructions and "add_knowledge_graph" in client.instructions
+
+    assert set(tools) == TOOLS
+    for name, tool in tools.items():
+        assert tool.description and tool.description.strip(), name
+        assert tool.input_schema["type"] == "object", name
+        assert tool.input_schema["properties"], name
+        assert tool.output_schema and tool.output_schema.get("properties"), name
+        assert tool.annotations is not None, name
+        assert tool.annotations.title, name
+        assert tool.annotations.destructive_hint is False, name
+        assert tool.annotations.idempotent_hint is True, name
+
+    assert tools["search"].annotations.read_only_hint is True
+    assert tools["add_knowledge_graph"].annotations.read_only_hint is False
+    assert tools["add_documents"].annotations.read_only_hint is False
+
+    assert tools["search"].input_schema["required"] == ["query"]
+    assert tools["add_documents"].input_schema["required"] == ["documents"]
+    assert {"anchors", "nodes", "edges", "passages", "text"} <= set(tools["search"].output_schema["properties"])
+    assert {"nodes_created", "nodes_updated", "edges_created", "edges_updated"} <= set(
+        tools["add_knowledge_graph"].output_schema["properties"]
+    )
+    # The per-call limit is advertised, so a host can split a big graph before it is refused.
+    assert tools["add_knowledge_graph"].input_schema["properties"]["nodes"]["maxItems"] == MAX_NODES_PER_CALL
+    # Unknown fields are refused, and the schema says so.
+    node_schema = tools["add_knowledge_graph"].input_schema["$defs"]["NodeInput"]
+    assert node_schema["additionalProperties"] is False
+    assert set(node_schema["required"]) == {"name", "type"}
+
+
+# -- the full scenario ---------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_documents_graph_and_search_scenario(services, db_path):
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async with Client(build_server(services)) as client:
+        docs = await client.call_tool("add_documents", {"documents": DOCUMENTS}, progress_callback=on_progress)
+        assert not docs.is_error, docs.content
+        stored = docs.structured_content
+        assert [d["id"] for d in stored["documents"]] == ["doc-rubin", "doc-payne", "doc-bell"]
+        assert all(d["chunk_ids"] and not d["unchanged"] for d in stored["documents"])
+        assert stored["chunks_written"] == sum(len(d["chunk_ids"]) for d in stored["documents"])
+        chunks_of = {d["id"]: d["chunk_ids"] for d in stored["documents"]}
+        assert progress and progress[-1][0] == progress[-1][1] == stored["chunks_written"]
+
+        graph = await call_ok(client, "add_knowledge_graph", {"nodes": NODES, "edges": EDGES})
+        assert graph["nodes_created"] == len(NODES)
+        assert graph["edges_created"] == len(EDGES)
+        assert graph["nodes_updated"] == graph["edges_updated"] == 0
+        assert [n["name"] for n in graph["nodes"]] == [n["name"] for n in NODES]
+        assert all(n["created"] and isinstance(n["id"], int) for n in graph["nodes"])
+
+        result = await client.call_tool("search", {"query": "Which institution employed Vera Rubin?"})
+        assert not result.is_error, result.content
+        found = result.structured_content
+
+    # The structured result is the documented SearchResult.
+    SearchResult.model_validate(found)
+    assert found["query"] == "Which institution employed Vera Rubin?"
+    assert found["anchors"][0]["name"] == "Vera Rubin"
+    names = [n["name"] for n in found["nodes"]]
+    assert "Carnegie Institution for Science" in names
+    # The employer of another astronomer is off topic and is dropped, although it is an Organization too.
+    assert "Harvard College Observatory" not in names
+    assert any(
+        e["source"] == "Vera Rubin" and e["type"] == "EMPLOYED_BY" and e["target"] == "Carnegie Institution for Science"
+        for e in found["edges"]
+    )
+    assert all({"source", "target", "type", "weight"} <= set(e) for e in found["edges"])
+
+    passages = found["passages"]
+    assert passages, "the source passage of the fact must come back"
+    for passage in passages:
+        assert passage["document_id"] in chunks_of
+        assert passage["chunk_id"] in chunks_of[passage["document_id"]]
+        assert passage["text"].strip()
+        assert isinstance(passage["score"], float)
+    assert [p["score"] for p in passages] == sorted((p["score"] for p in passages), reverse=True)
+    top = passages[0]
+    assert top["document_id"] == "doc-rubin"
+    assert top["title"] == "Vera Rubin"
+    assert "Carnegie Institution for Science" in top["text"]
+
+    # The text content is the compact rendering for the model, not a JSON dump of the structure.
+    [block] = result.content
+    assert block.type == "text"
+    assert block.text == found["text"]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(block.text)
+    assert block.text.startswith("Anchors: Vera Rubin [Person]")
+    assert "- Vera Rubin -EMPLOYED_BY-> Carnegie Institution for Science" in block.text
+    assert f"[doc-rubin#{top['chunk_id']}]" in block.text
+    assert found["truncated"] is False
+
+    # The server closed the file when the session ended; everything is on disk.
+    assert counts_on_disk(db_path) == {
+        "nodes": len(NODES), "edges": len(EDGES), "documents": len(DOCUMENTS),
+        "chunks": sum(len(c) for c in chunks_of.values()),
+    }
+
+
+@pytest.mark.anyio
+async def test_search_respects_its_limits(seeded_services):
+    async with Client(build_server(seeded_services)) as client:
+        found = await call_ok(client, "search", {"query": "Vera Rubin", "hops": 0, "max_passages": 1,
+                                                 "max_nodes": 2})
+        assert len(found["passages"]) <= 1
+        assert len(found["nodes"]) <= 2
+        assert all(n["hop"] == 0 for n in found["nodes"])
+
+        small = await call_ok(client, "search", {"query": "Vera Rubin", "token_budget": 100})
+        assert small["truncated"] is True
+        assert len(small["text"]) <= 100 * 4 + 80  # about four characters per token, plus the truncation note
+
+        # An unrelated question gets an answer, not an error.
+        unrelated = await call_ok(client, "search", {"query": "recipe for sourdough bread", "max_passages": 0})
+        assert unrelated["passages"] == []
+
+
+# -- idempotency ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_adding_the_same_graph_and_documents_twice_changes_nothing(services, db_path):
+    async with Client(build_server(services)) as client:
+        docs = await call_ok(client, "add_documents", {"documents": DOCUMENTS})
+        first = await call_ok(client, "add_knowledge_graph", {"nodes": NODES, "edges": EDGES})
+        after_first = counts(services)
+
+        again_docs = await call_ok(client, "add_documents", {"documents": DOCUMENTS})
+        assert [d["id"] for d in again_docs["documents"]] == [d["id"] for d in docs["documents"]]
+        assert all(d["unchanged"] and d["chunk_ids"] == [] for d in again_docs["documents"])
+        assert again_docs["chunks_written"] == 0
+
+        second = await call_ok(client, "add_knowledge_graph", {"nodes": NODES, "edges": EDGES})
+        assert second["nodes_created"] == 0
+        assert second["nodes_updated"] == len(NODES)
+        assert second["edges_created"] == 0
+        assert second["edges_updated"] == len(EDGES)
+        assert [(n["id"], n["name"]) for n in second["nodes"]] == [(n["id"], n["name"]) for n in first["nodes"]]
+        assert not any(n["created"] for n in second["nodes"])
+        assert counts(services) == after_first
+
+        # The same entity under another spelling of its name is merged, not duplicated.
+        variant = await call_ok(client, "add_knowledge_graph", {
+            "nodes": [{"name": "  vera   RUBIN ", "type": "Person"}],
+            "edges": [{"source": "VERA RUBIN", "target": "kent ford", "type": "collaborated with"}],
+        })
+        assert variant["nodes_created"] == 0 and variant["edges_created"] == 0
+        assert variant["nodes"][0]["id"] == first["nodes"][0]["id"]
+        assert counts(services) == after_first
+
+        found = await call_ok(client, "search", {"query": "Vera Rubin"})
+        assert [n["name"] for n in found["nodes"]].count("Vera Rubin") == 1
+
+    assert counts_on_disk(db_path) == after_first == {
+        "nodes": len(NODES), "edges": len(EDGES), "documents": len(DOCUMENTS), "chunks": after_first["chunks"],
+    }
+
+
+# -- bad input -----------------------------------------------------------------------------------------
+
+NEW_NODE = {"name": "Henrietta Swan Leavitt", "type": "Person", "description": "Astronomer of variable stars."}
+
+BAD_CALLS = [
+    pytest.param("add_knowledge_graph", {"nodes": [{"name": "Henrietta Swan Leavitt"}]},
+                 ["nodes.0.type", "Field required"], id="node-without-type"),
+    pytest.param("add_knowledge_graph", {"nodes": "Henrietta Swan Leavitt"},
+                 ["nodes", "valid list"], id="nodes-as-string"),
+    pytest.param("add_knowledge_graph", {"nodes": [{"name": ["Henrietta"], "type": "Person"}]},
+                 ["nodes.0.name", "valid string"], id="name-as-list"),
+    pytest.param("add_knowledge_graph", {"nodes": [{"name": "Henrietta Swan Leavitt", "entityType": "Person"}]},
+                 ["entityType", "Extra inputs are not permitted"], id="unknown-field"),
+    pytest.param("add_knowledge_graph", {"nodes": [{**NEW_NODE, "type": "   "}]},
+                 ["nodes.0.type"], id="blank-type"),
+    pytest.param("add_knowledge_graph", {"nodes": [{"name": f"Star {i}", "type": "Star"}
+                                                   for i in range(MAX_NODES_PER_CALL + 1)]},
+                 ["nodes", str(MAX_NODES_PER_CALL)], id="too-many-nodes"),
+    # A valid new node and an edge to a missing one: neither is written.
+    pytest.param("add_knowledge_graph",
+                 {"nodes": [NEW_NODE], "edges": [{"source": "Henrietta Swan Leavitt", "target": "Edward Pickering",
+                                                  "type": "EMPLOYED_BY"}]},
+                 ["'Edward Pickering'", "does not exist", "edges[0]"], id="edge-to-unknown-node"),
+    pytest.param("add_knowledge_graph",
+                 {"edges": [{"source": "Vera Rubin", "target": "Vera Rubin", "type": "KNOWS"}]},
+                 ["same entity"], id="self-loop"),
+    pytest.param("add_knowledge_graph",
+                 {"nodes": [NEW_NODE], "edges": [{"source": "Henrietta Swan Leavitt", "target": "Vera Rubin",
+                                                  "type": "KNEW", "weight": "NaN"}]},
+                 ["edges.0.weight", "finite number"], id="nan-weight"),
+    pytest.param("add_knowledge_graph",
+                 {"nodes": [NEW_NODE], "edges": [{"source": "Henrietta Swan Leavitt", "target": "Vera Rubin",
+                                                  "type": "KNEW", "weight": "-Infinity"}]},
+                 ["edges.0.weight"], id="infinite-weight"),
+    pytest.param("add_knowledge_graph",
+                 {"nodes": [NEW_NODE], "edges": [{"source": "Henrietta Swan Leavitt", "target": "Vera Rubin",
+                                                  "type": "KNEW", "weight": -1}]},
+                 ["edges.0.weight", "greater than or equal to 0"], id="negative-weight"),
+    pytest.param("add_knowledge_graph", {"nodes": [{**NEW_NODE, "source_ids": ["doc-leavitt"]}]},
+                 ["doc-leavitt", "add_documents"], id="source-id-of-missing-document"),
+    pytest.param("add_knowledge_graph", {}, ["nothing to add"], id="empty-graph"),
+    pytest.param("add_documents", {"documents": []}, ["documents", "at least 1"], id="no-documents"),
+    pytest.param("add_documents", {"documents": [{"id": "doc-empty", "text": "  \n "}]},
+                 ["documents[0]", "empty"], id="blank-document"),
+    pytest.param("add_documents", {"documents": [{"id": "d", "text": "one"}, {"id": "d", "text": "two"}]},
+                 ["same document id", "d"], id="duplicate-document-ids"),
+    pytest.param("add_documents", {"documents": [{"id": "doc-x", "text": "Some text.", "metadata": "astronomy"}]},
+                 ["documents.0.metadata"], id="metadata-as-string"),
+    pytest.param("search", {"query": ""}, ["query", "at least 1 character"], id="empty-query"),
+    pytest.param("search", {"query": "   \t "}, ["query is empty"], id="blank-query"),
+    pytest.param("search", {}, ["query", "Field required"], id="missing-query"),
+    pytest.param("search", {"query": "Vera Rubin", "hops": 7}, ["hops", "less than or equal to 3"], id="too-many-hops"),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("tool", "arguments", "expected"), BAD_CALLS)
+async def test_bad_input_is_a_tool_error_that_writes_nothing(seeded_services, tool, arguments, expected):
+    services = seeded_services
+    async with Client(build_server(services)) as client:
+        before = counts(services)
+        assert before["nodes"] == len(NODES) and before["documents"] == len(DOCUMENTS)
+        result = await client.call_tool(tool, copy.deepcopy(arguments))
+        message = error_text(result)
+        for fragment in expected:
+            assert fragment in message, f"{fragment!r} not in the error message:\n{message}"
+        assert "Traceback" not in message and "internal error" not in message
+        assert counts(services) == before
+
+        # Nothing half-written sneaks into the in-memory vector index either, and the server still works.
+        found = await call_ok(client, "search", {"query": "Henrietta Swan Leavitt, astronomer of variable stars"})
+        assert "Henrietta Swan Leavitt" not in [n["name"] for n in found["nodes"]]
