@@ -354,3 +354,19 @@ async def test_bad_input_is_a_tool_error_that_writes_nothing(seeded_services, to
         # Nothing half-written sneaks into the in-memory vector index either, and the server still works.
         found = await call_ok(client, "search", {"query": "Henrietta Swan Leavitt, astronomer of variable stars"})
         assert "Henrietta Swan Leavitt" not in [n["name"] for n in found["nodes"]]
+
+
+@pytest.mark.anyio
+async def test_handshake_and_tools_list_load_no_model_and_open_no_file(tmp_path: Path, db_path: Path, plugin_manager):
+    from duckgraph.plugins.sentence_transformers import SentenceTransformersEmbedder
+
+    cold = SentenceTransformersEmbedder()  # a fresh instance, not the session's warmed one
+    services = make_services(tmp_path, db_path, cold, plugin_manager)
+    async with Client(build_server(services)) as client:
+        listed = await client.list_tools()
+        assert {tool.name for tool in listed.tools} == TOOLS
+        assert cold._model is None
+        assert not db_path.exists()
+        result = await client.call_tool("search", {"query": "anything at all"})
+        assert not result.is_error
+        assert cold._model is not None and db_path.exists()
