@@ -1,0 +1,27 @@
+"""The sentence-transformers embedder with a model given by path, and its errors."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from duckgraph.plugins.sentence_transformers import SentenceTransformersEmbedder, bundled_model_path
+from duckgraph.ports import EmbedderError
+
+pytestmark = pytest.mark.model
+
+
+def test_a_model_given_by_path_loads_and_matches_the_default(tmp_path, minilm):
+    copy = tmp_path / "my-minilm"
+    shutil.copytree(bundled_model_path(), copy)
+    embedder = SentenceTransformersEmbedder(model=str(copy))
+    assert embedder.id == f"sentence-transformers:{copy}"
+    assert embedder.dimensions == 384
+    texts = ["Marie Curie discovered radium.", "The Nile flows north."]
+    np.testing.assert_allclose(embedder.embed_documents(texts), minilm.embed_documents(texts), atol=1e-5)
+
+
+def test_a_missing_model_is_a_clear_error(tmp_path):
+    embedder = SentenceTransformersEmbedder(model=str(tmp_path / "no-such-model"))
+    with pytest.raises(EmbedderError, match="no-such-model"):
+        embedder.embed_query("hello")
