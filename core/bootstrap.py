@@ -37,5 +37,5 @@ def bootstrap(
         embedder = create(pm, "embedder", settings.embedder.use, **settings.embedder.options)
     if extractor is None and settings.extractor is not None:
         extractor = create(pm, "extractor", settings.extractor.use, **settings.extractor.options)
-    knowledge_base = KnowledgeBase(store, embedder, namespace=settings.namespace)
+    knowledge_base = KnowledgeBase(store, embedder, namespace=settings.namespace, extractor=extractor)
     return Services(settings=settings, plugin_manager=pm, knowledge_base=knowledge_base, extractor=extractor)

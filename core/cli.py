@@ -45,6 +45,15 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", parents=[common], help="load a small sample into a fresh file and search it")
     demo.set_defaults(run=_demo)
 
+    ingest = sub.add_parser("ingest", parents=[common], help="add .txt and .md files or folders as documents")
+    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    extract = ingest.add_mutually_exclusive_group()
+    extract.add_argument("--extract", dest="extract", action="store_true", default=None,
+                         help="extract entities and relationships (default: when an extractor is configured)")
+    extract.add_argument("--no-extract", dest="extract", action="store_false")
+    ingest.add_argument("--json", action="store_true", help="print the result of every batch as JSON")
+    ingest.set_defaults(run=_ingest)
+
     search = sub.add_parser("search", parents=[common], help="anchor & expand search")
     search.add_argument("query")
     search.add_argument("--json", action="store_true", help="print the structured result")
@@ -84,6 +93,93 @@ def _serve(args: argparse.Namespace) -> int:
     services = _setup(args)
     serve(services)
     return 0
+
+
+INGEST_SUFFIXES = {".txt", ".md", ".markdown"}
+INGEST_BATCH = 20
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from duckgraph.core.model import DocumentInput
+
+    files = _files_to_ingest(args.paths)
+    if not files:
+        print("duckgraph: no .txt or .md files found in " + ", ".join(args.paths), file=sys.stderr)
+        return 1
+    services = _setup(args)
+    extract = services.knowledge_base.extractor is not None if args.extract is None else args.extract
+    stored = chunks = extracted = failed = 0
+    bar = ProgressBar()
+    with services.knowledge_base as kb:
+        for start in range(0, len(files), INGEST_BATCH):
+            batch = files[start : start + INGEST_BATCH]
+            documents = []
+            for document_id, path in batch:
+                try:
+                    text = path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    print(f"\nduckgraph: skipping {path}: {exc}", file=sys.stderr)
+                    continue
+                if text.strip():
+                    documents.append(DocumentInput(id=document_id, title=path.stem, text=text))
+            if not documents:
+                continue
+            bar.label = f"files {start + 1}-{start + len(batch)} of {len(files)}"
+            result = kb.add_documents(documents, extract=extract, progress=bar.update)
+            stored += sum(not d.unchanged for d in result.documents)
+            chunks += result.chunks_written
+            extracted += sum(1 for e in result.extractions if not e.error)
+            failed += result.extraction_errors
+            for entry in result.extractions:
+                if entry.error:
+                    print(f"\nduckgraph: extraction failed for {entry.document_id}#{entry.chunk_id}: {entry.error}",
+                          file=sys.stderr)
+            if args.json:
+                print(result.model_dump_json())
+    bar.finish()
+    summary = f"{stored} documents stored ({len(files) - stored} unchanged or skipped), {chunks} passages"
+    if extract:
+        summary += f", {extracted} passages extracted, {failed} failed"
+    print(summary, file=sys.stderr if args.json else sys.stdout)
+    return 1 if failed else 0
+
+
+def _files_to_ingest(paths: list[str]) -> list[tuple[str, Path]]:
+    """(document id, file) pairs; the id is the path as given, so re-ingesting a file updates it in place."""
+    found: dict[str, Path] = {}
+    for argument in paths:
+        root = Path(argument).expanduser()
+        if root.is_dir():
+            for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in INGEST_SUFFIXES):
+                found[(root / path.relative_to(root)).as_posix()] = path
+        elif root.is_file():
+            found[root.as_posix()] = root
+        else:
+            raise DuckgraphError(f"{argument} does not exist")
+    return list(found.items())
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, width: int = 30) -> None:
+        self.width = width
+        self.label = ""
+        self._interactive = sys.stderr.isatty()
+        self._last: tuple[str, int] | None = None
+
+    def update(self, done: int, total: int, message: str) -> None:
+        filled = self.width * done // max(total, 1)
+        line = f"{self.label}: {message} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}"
+        if self._interactive:
+            print("\r" + line, end="", file=sys.stderr, flush=True)
+        elif self._last != (message, 10 * done // max(total, 1)):
+            print(line, file=sys.stderr, flush=True)
+        self._last = (message, 10 * done // max(total, 1))
+
+    def finish(self) -> None:
+        if self._interactive and self._last is not None:
+            print(file=sys.stderr)
 
 
 def _search(args: argparse.Namespace) -> int:

@@ -108,11 +108,25 @@ class StoredDocument(BaseModel):
     unchanged: bool = Field(False, description="True when the same text was already stored under this id.")
 
 
+class ChunkExtraction(BaseModel):
+    """What extraction found in one passage, or why it failed (the passage is stored either way)."""
+
+    document_id: str
+    chunk_id: int
+    nodes: int = 0
+    edges: int = 0
+    error: str | None = None
+
+
 class AddDocumentsResult(BaseModel):
     """What `add_documents` stored."""
 
     documents: list[StoredDocument]
     chunks_written: int
+    extractions: list[ChunkExtraction] = Field(
+        default_factory=list, description="Per passage, when extraction was asked for."
+    )
+    extraction_errors: int = 0
 
 
 class ScoredNode(BaseModel):

@@ -16,6 +16,7 @@ ENTRY_POINT_GROUP = "duckgraph"
 BUILTIN_PLUGINS = (
     "duckgraph.plugins.duckdb_store",
     "duckgraph.plugins.sentence_transformers",
+    "duckgraph.plugins.ollama",
 )
 PluginKind = Literal["embedder", "store", "extractor"]
 _HOOKS: dict[PluginKind, str] = {

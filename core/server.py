@@ -129,14 +129,19 @@ def _register_tools(server: MCPServer) -> None:
     async def add_documents(
         ctx: Context,
         documents: Annotated[list[DocumentInput], Field(min_length=1, max_length=MAX_DOCUMENTS_PER_CALL)],
+        extract: Annotated[bool, Field(description="Also extract entities and relationships with the "
+                                                   "server's extractor, if one is configured.")] = False,
     ) -> AddDocumentsResult:
         """Store source texts (notes, pages, transcripts) so search can return them as supporting passages.
 
         documents: each {id?, title?, text, metadata?}. Long texts are split into passages and embedded. Give
         your own id to refer to the document later (e.g. in source_ids of add_knowledge_graph); adding the same
         id again with new text replaces it. Returns the stored ids and their passage (chunk) ids.
+        extract: when the server has an extractor (a local Ollama model), it also turns every passage into
+        entities and relationships; a passage whose extraction fails is still stored and listed with its error.
+        Without an extractor, extract the graph yourself and call add_knowledge_graph.
         """
-        return await _call(_kb(ctx).add_documents, documents, progress=_progress_reporter(ctx))
+        return await _call(_kb(ctx).add_documents, documents, extract=extract, progress=_progress_reporter(ctx))
 
     @server.tool(
         annotations=ToolAnnotations(title="Search memory", readOnlyHint=True, destructiveHint=False,

@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from duckgraph.core.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, chunk_text
 from duckgraph.core.model import (
     MAX_DOCUMENT_CHARS,
@@ -17,6 +19,7 @@ from duckgraph.core.model import (
     MAX_NODES_PER_CALL,
     AddDocumentsResult,
     AddGraphResult,
+    ChunkExtraction,
     DocumentInput,
     EdgeInput,
     NodeInput,
@@ -32,14 +35,17 @@ from duckgraph.core.retrieval import SearchOptions, anchor_and_expand
 from duckgraph.ports import (
     ChunkRecord,
     DocumentRecord,
+    DuckgraphError,
     EdgeWrite,
     Embedder,
     EmbedderMismatchError,
+    Extractor,
     GraphStore,
     InvalidInputError,
     NodeRecord,
     WriteBatch,
     entity_key,
+    name_candidates,
     relation_type,
 )
 
@@ -49,6 +55,12 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int, str], None]
 MAX_TOTAL_DOCUMENT_CHARS = 20_000_000
 MAX_DESCRIPTION_CHARS = 4_000
+NO_EXTRACTOR = (
+    "no extractor is configured, so duckgraph cannot extract entities from text itself. Either configure one "
+    "(DUCKGRAPH_EXTRACTOR=ollama with a local chat model, see the README), or extract them yourself: call "
+    "add_documents without extract, read the text, and call add_knowledge_graph with the entities and specific "
+    "relationships it states, passing the document id in source_ids."
+)
 
 
 class KnowledgeBase:
@@ -67,9 +79,11 @@ class KnowledgeBase:
         chunk_chars: int = DEFAULT_CHUNK_CHARS,
         chunk_overlap: int = DEFAULT_OVERLAP_CHARS,
         search_defaults: SearchOptions = SearchOptions(),
+        extractor: Extractor | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
+        self.extractor = extractor
         self.namespace = namespace
         self.chunk_chars = chunk_chars
         self.chunk_overlap = chunk_overlap
@@ -123,12 +137,18 @@ class KnowledgeBase:
     # -- use cases -------------------------------------------------------------------------------------
 
     def add_knowledge_graph(
-        self, nodes: Sequence[NodeInput], edges: Sequence[EdgeInput], *, namespace: str | None = None
+        self,
+        nodes: Sequence[NodeInput],
+        edges: Sequence[EdgeInput],
+        *,
+        namespace: str | None = None,
+        source_chunk_ids: Sequence[int] = (),
     ) -> AddGraphResult:
         """Merge entities and relationships into the graph in one transaction.
 
         Same name after normalisation = same entity: descriptions are combined, aliases and properties
-        merged, the newest type wins. The same (source, type, target) twice is one edge.
+        merged, the newest type wins. The same (source, type, target) twice is one edge. `source_chunk_ids`
+        links every node and edge of the call to the passages it was extracted from.
         """
         namespace = namespace or self.namespace
         if len(nodes) > MAX_NODES_PER_CALL or len(edges) > MAX_EDGES_PER_CALL:
@@ -142,6 +162,8 @@ class KnowledgeBase:
         with self._write_lock:
             merged = self._merge_nodes(nodes, namespace)
             edge_writes = self._resolve_edges(edges, merged, namespace)
+            for item in [*(node for node, _ in merged.values()), *edge_writes]:
+                item.source_chunk_ids = tuple(source_chunk_ids)
             changed = [n for n, text_changed in merged.values() if text_changed]
             names = {key: node.name for key, (node, _) in merged.items()}
             names.update({n.key: n.name for n in self.store.find_nodes(
@@ -223,13 +245,21 @@ class KnowledgeBase:
         documents: Sequence[DocumentInput],
         *,
         namespace: str | None = None,
+        extract: bool = False,
         progress: Progress | None = None,
     ) -> AddDocumentsResult:
         """Store, chunk and embed documents in one transaction. A document keeps the caller's id; re-adding
-        the same id with the same text changes nothing, with new text replaces the old chunks."""
+        the same id with the same text changes nothing, with new text replaces the old chunks.
+
+        With `extract`, the configured extractor then reads every passage and its graph is stored with the
+        passage as provenance, one transaction per passage: a passage whose extraction fails is still stored
+        and its error is reported.
+        """
         namespace = namespace or self.namespace
         if not documents:
             raise InvalidInputError("nothing to add: give at least one document")
+        if extract and self.extractor is None:
+            raise InvalidInputError(NO_EXTRACTOR)
         if len(documents) > MAX_DOCUMENTS_PER_CALL:
             raise InvalidInputError(
                 f"{len(documents)} documents in one call; the limit is {MAX_DOCUMENTS_PER_CALL}: split them"
@@ -269,7 +299,33 @@ class KnowledgeBase:
         for result in results:
             if summary is not None and not result.unchanged:
                 result.chunk_ids = summary.chunk_ids.get(result.id, [])
-        return AddDocumentsResult(documents=results, chunks_written=summary.chunks_written if summary else 0)
+        outcome = AddDocumentsResult(documents=results, chunks_written=summary.chunks_written if summary else 0)
+        if extract:
+            outcome.extractions = self._extract(self.store.document_chunks(namespace, ids), namespace, progress)
+            outcome.extraction_errors = sum(1 for e in outcome.extractions if e.error)
+        return outcome
+
+    def _extract(
+        self, chunks: Sequence[ChunkRecord], namespace: str, progress: Progress | None
+    ) -> list[ChunkExtraction]:
+        assert self.extractor is not None
+        report: list[ChunkExtraction] = []
+        for done, chunk in enumerate(chunks, start=1):
+            entry = ChunkExtraction(document_id=chunk.document_id, chunk_id=chunk.id)
+            try:
+                known = [n.name for n in self.store.find_nodes(namespace, name_candidates(chunk.text, 4))]
+                fragment = self.extractor.extract(chunk.text, known_entities=known)
+                nodes, edges = _fragment_inputs(fragment, chunk.document_id)
+                if nodes or edges:
+                    added = self.add_knowledge_graph(nodes, edges, namespace=namespace, source_chunk_ids=[chunk.id])
+                    entry.nodes, entry.edges = len(added.nodes), added.edges_created + added.edges_updated
+            except (DuckgraphError, ValidationError) as exc:
+                entry.error = _one_line(exc)
+                log.warning("extraction of %s#%s failed: %s", chunk.document_id, chunk.id, entry.error)
+            report.append(entry)
+            if progress is not None:
+                progress(done, len(chunks), "extracting entities and relationships")
+        return report
 
     def _embed_chunks(self, batch: WriteBatch, progress: Progress | None) -> None:
         titles = {d.id: d.title for d in batch.documents}
@@ -368,6 +424,18 @@ def _merge_node(base: NodeRecord, node: NodeInput) -> NodeRecord:
         properties={**base.properties, **node.properties},
         source_ids=tuple(dict.fromkeys([*base.source_ids, *node.source_ids])),
     )
+
+
+def _fragment_inputs(fragment: dict[str, Any], document_id: str) -> tuple[list[NodeInput], list[EdgeInput]]:
+    """An extractor's graph as validated inputs, with the document as provenance; self-loops are dropped."""
+    nodes = [NodeInput.model_validate({**node, "source_ids": [document_id]}) for node in fragment.get("nodes", [])]
+    edges = [EdgeInput.model_validate({**edge, "source_ids": [document_id]}) for edge in fragment.get("edges", [])]
+    edges = [e for e in edges if entity_key(e.source) != entity_key(e.target)]
+    return nodes, edges
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:500]
 
 
 def _content_id(text: str) -> str:

@@ -623,14 +623,13 @@ class DuckDBStore(GraphStore):
         return node_ids, len(new), len(old)
 
     def _link_node_sources(self, con: Any, batch: WriteBatch, node_ids: dict[str, int]) -> None:
+        pairs = {(chunk_id, node.id) for node in batch.nodes for chunk_id in node.source_chunk_ids}
         wanted = [(node.id, node.namespace, doc_id) for node in batch.nodes for doc_id in node.source_ids]
-        if not wanted:
-            return
-        chunks = self._chunks_of_documents(con, {(ns, doc) for _, ns, doc in wanted})
-        pairs: set[tuple[int, int]] = set()
-        names_of = {node.id: [k for k in _name_keys(node)] for node in batch.nodes}
-        for node_id, namespace, doc_id in wanted:
-            pairs.update((chunk_id, node_id) for chunk_id in _mentioning(chunks[(namespace, doc_id)], names_of[node_id]))
+        if wanted:
+            chunks = self._chunks_of_documents(con, {(ns, doc) for _, ns, doc in wanted})
+            names_of = {node.id: _name_keys(node) for node in batch.nodes}
+            for node_id, namespace, doc_id in wanted:
+                pairs.update((chunk_id, node_id) for chunk_id in _mentioning(chunks[(namespace, doc_id)], names_of[node_id]))
         _insert_pairs(con, "mentions", pairs)
 
     def _chunks_of_documents(
@@ -716,16 +715,16 @@ class DuckDBStore(GraphStore):
         return edge_id_of, created, updated
 
     def _link_edge_sources(self, con: Any, batch: WriteBatch, resolved: list, edge_ids: list[int]) -> None:
+        pairs = {(edge_id, chunk_id) for edge_id, (e, _, _) in zip(edge_ids, resolved) for chunk_id in e.source_chunk_ids}
         wanted = [(edge_id, e.namespace, doc) for edge_id, (e, _, _) in zip(edge_ids, resolved) for doc in e.source_ids]
-        if not wanted:
-            return
-        chunks = self._chunks_of_documents(con, {(ns, doc) for _, ns, doc in wanted})
-        names = {edge_id: [e.source_key, e.target_key] for edge_id, (e, _, _) in zip(edge_ids, resolved)}
-        pairs = {
-            (edge_id, chunk_id)
-            for edge_id, namespace, doc in wanted
-            for chunk_id in _mentioning(chunks[(namespace, doc)], names[edge_id])
-        }
+        if wanted:
+            chunks = self._chunks_of_documents(con, {(ns, doc) for _, ns, doc in wanted})
+            names = {edge_id: [e.source_key, e.target_key] for edge_id, (e, _, _) in zip(edge_ids, resolved)}
+            pairs.update(
+                (edge_id, chunk_id)
+                for edge_id, namespace, doc in wanted
+                for chunk_id in _mentioning(chunks[(namespace, doc)], names[edge_id])
+            )
         _insert_pairs(con, "edge_evidence", pairs)
 
     def _update_indexes(self, batch: WriteBatch, removed_chunks: list[int], edge_ids: list[int]) -> None:
@@ -794,6 +793,18 @@ class DuckDBStore(GraphStore):
         with self._lock:
             rows = self._db.execute(
                 "SELECT id, document_id, ordinal, text FROM chunks WHERE id IN (SELECT unnest($1))", [ids]
+            ).fetchall()
+        return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3]) for r in rows]
+
+    def document_chunks(self, namespace: str, document_ids: Iterable[str]) -> list[ChunkRecord]:
+        ids = list(dict.fromkeys(document_ids))
+        if not ids:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, document_id, ordinal, text FROM chunks WHERE namespace = $1 AND document_id IN "
+                "(SELECT unnest($2)) ORDER BY list_position($2, document_id), ordinal",
+                [namespace, ids],
             ).fetchall()
         return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3]) for r in rows]
 

@@ -27,6 +27,8 @@ class NodeRecord:
     embedding: np.ndarray | None = None
     #: Ids of documents this node was learned from (written as provenance, not read back).
     source_ids: tuple[str, ...] = ()
+    #: Ids of the exact chunks it was extracted from, when known (written as provenance, not read back).
+    source_chunk_ids: tuple[int, ...] = ()
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -43,6 +45,7 @@ class EdgeWrite:
     weight: float | None = None
     properties: dict[str, Any] = field(default_factory=dict)
     source_ids: tuple[str, ...] = ()
+    source_chunk_ids: tuple[int, ...] = ()
     #: Vector of the fact as a sentence ("Marie Curie won Nobel Prize in Physics").
     embedding: np.ndarray | None = None
 

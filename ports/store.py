@@ -75,6 +75,10 @@ class GraphStore(ABC):
         """Chunks by id (without embeddings); unknown ids are skipped."""
 
     @abstractmethod
+    def document_chunks(self, namespace: str, document_ids: Iterable[str]) -> list[ChunkRecord]:
+        """The chunks of the given documents (without embeddings), in document order."""
+
+    @abstractmethod
     def neighbors(
         self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
     ) -> list[EdgeRecord]:

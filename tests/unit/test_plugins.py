@@ -88,7 +88,10 @@ def test_builtins_are_registered_by_module_name(plugin_manager) -> None:
 def test_builtin_factories(plugin_manager) -> None:
     assert factories(plugin_manager, "store")["duckdb"] is DuckDBStore
     assert factories(plugin_manager, "embedder")["sentence-transformers"] is SentenceTransformersEmbedder
-    assert factories(plugin_manager, "extractor") == {}
+    from duckgraph.plugins.ollama import OllamaEmbedder, OllamaExtractor
+
+    assert factories(plugin_manager, "embedder")["ollama"] is OllamaEmbedder
+    assert factories(plugin_manager, "extractor") == {"ollama": OllamaExtractor}
 
 
 def test_builtins_can_be_left_out() -> None:
@@ -149,9 +152,10 @@ def test_create_unknown_id_lists_the_available_ids(plugin_manager, fake_embedder
     assert "fake" in message and "sentence-transformers" in message
 
 
-def test_create_with_nothing_registered_says_none(plugin_manager) -> None:
+def test_create_with_nothing_registered_says_none() -> None:
+    pm = build_plugin_manager(load_entry_points=False, builtins=())
     with pytest.raises(ConfigError, match="none"):
-        create(plugin_manager, "extractor", "ollama")
+        create(pm, "extractor", "ollama")
 
 
 def test_duplicate_id_from_two_plugins_is_an_error(plugin_manager) -> None:
