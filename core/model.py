@@ -165,3 +165,64 @@ class SearchResult(BaseModel):
     passages: list[Passage]
     text: str = Field(description="Compact rendering of the result within the token budget.")
     truncated: bool = Field(description="True when the text rendering had to leave things out.")
+
+
+class EntityDetail(BaseModel):
+    """An entity with its observations and (a bounded number of) its relations."""
+
+    id: int
+    name: str
+    type: str
+    description: str = ""
+    aliases: list[str] = Field(default_factory=list)
+    properties: dict[str, Any] = Field(default_factory=dict)
+    observations: list[str] = Field(default_factory=list)
+    relations: list[ResultEdge] = Field(default_factory=list)
+
+
+class EntitiesResult(BaseModel):
+    entities: list[EntityDetail]
+    not_found: list[str] = Field(default_factory=list)
+
+
+class GraphPage(BaseModel):
+    """One page of the graph: entities in creation order and the relations among them."""
+
+    entities: list[EntityDetail]
+    relations: list[ResultEdge]
+    offset: int
+    next_offset: int | None = Field(description="Pass as offset to read the next page; null on the last page.")
+
+
+class RelationRef(_Input):
+    """A relation named by its ends and type."""
+
+    source: Name
+    target: Name
+    type: TypeLabel
+
+
+class DeletedSummary(BaseModel):
+    deleted: list[str] = Field(default_factory=list)
+    not_found: list[str] = Field(default_factory=list)
+    edges_deleted: int = 0
+
+
+class MergeResult(BaseModel):
+    target: str
+    merged: list[str]
+    aliases: list[str]
+    edges_collapsed: int = Field(description="Self-loops and duplicate relations removed by the merge.")
+
+
+class ObservationResult(BaseModel):
+    entity: str
+    added: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+
+
+class PathResult(BaseModel):
+    source: str
+    target: str
+    hops: int | None = Field(description="Length of the shortest paths; null when none was found.")
+    paths: list[str] = Field(description="Readable chains such as 'A -FOUNDED-> B <-EMPLOYED_BY- C'.")

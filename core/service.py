@@ -165,10 +165,11 @@ class KnowledgeBase:
             for item in [*(node for node, _ in merged.values()), *edge_writes]:
                 item.source_chunk_ids = tuple(source_chunk_ids)
             changed = [n for n, text_changed in merged.values() if text_changed]
+            observations = self.store.get_observations([n.id for n in changed if n.id is not None])
             names = {key: node.name for key, (node, _) in merged.items()}
             names.update({n.key: n.name for n in self.store.find_nodes(
                 namespace, {k for e in edge_writes for k in (e.source_key, e.target_key)} - names.keys())})
-            texts = [node_text(n) for n in changed] + [edge_text(e, names) for e in edge_writes]
+            texts = [node_text(n, observations.get(n.id, ())) for n in changed] + [edge_text(e, names) for e in edge_writes]
             vectors = self.embedder.embed_documents(texts)
             for item, vector in zip([*changed, *edge_writes], vectors):
                 item.embedding = vector
@@ -387,14 +388,27 @@ class KnowledgeBase:
         self.open()
         return self.store.health()
 
+    @property
+    def curation(self):
+        """Reading and editing the graph by entity name (get, update, merge, delete, paths)."""
+        from duckgraph.core.curation import GraphCuration  # curation imports this module
 
-def node_text(node: NodeRecord) -> str:
-    """The text a node's vector is computed from: its name, type, aliases and description."""
+        return GraphCuration(self)
+
+
+#: Observations that go into a node's vector; the rest stay searchable through get_entities only.
+OBSERVATIONS_IN_VECTOR = 10
+
+
+def node_text(node: NodeRecord, observations: Sequence[str] = ()) -> str:
+    """The text a node's vector is computed from: name, type, aliases, description, first observations."""
     text = f"{node.name} ({node.type})"
     if node.aliases:
         text += f", also known as {', '.join(node.aliases)}"
     if node.description:
         text += f": {node.description}"
+    if observations:
+        text += ". " + " ".join(observations[:OBSERVATIONS_IN_VECTOR])
     return text
 
 

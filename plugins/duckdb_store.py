@@ -532,21 +532,94 @@ class DuckDBStore(GraphStore):
                     now = _now()
                     removed_chunks = self._replace_documents(con, batch, now)
                     chunk_ids = self._insert_chunks(con, batch, dimensions)
+                    collapsed = self._apply_merges(con, batch)
+                    deleted_nodes = self._delete_nodes(con, [*batch.delete_nodes, *(s for _, ss in batch.merges for s in ss)])
                     node_ids, created, updated = self._upsert_nodes(con, batch, now, dimensions)
+                    self._write_observations(con, batch, now)
                     self._link_node_sources(con, batch, node_ids)
                     edge_ids, edges_created, edges_updated = self._upsert_edges(con, batch, now, dimensions)
+                    dropped_edges = self._delete_edges(con, [*collapsed, *batch.delete_edges, *deleted_nodes[1]])
                     con.execute("INSERT OR REPLACE INTO meta VALUES ('updated_at', ?)", [now.isoformat()])
             except BaseException:
                 for item, item_id in ids_before:
                     item.id = item_id
                 raise
             # Only after the commit: the in-memory index must never hold what the file does not.
+            self._indexes.get("node", VectorIndex(1)).remove(deleted_nodes[0])
+            self._indexes.get("edge", VectorIndex(1)).remove(dropped_edges)
             self._update_indexes(batch, removed_chunks, edge_ids)
         return WriteSummary(
             nodes_created=created, nodes_updated=updated, edges_created=edges_created, edges_updated=edges_updated,
-            documents_written=len(batch.documents), chunks_written=len(batch.chunks), node_ids=node_ids,
+            documents_written=len(batch.documents), chunks_written=len(batch.chunks),
+            nodes_deleted=len(deleted_nodes[0]), edges_deleted=len(dropped_edges), node_ids=node_ids,
             chunk_ids=chunk_ids,
         )
+
+    def _apply_merges(self, con: Any, batch: WriteBatch) -> list[int]:
+        """Re-point the sources' edges and mentions at the target; return the ids of edges that collapsed."""
+        collapsed: list[int] = []
+        for target, sources in batch.merges:
+            if not sources:
+                continue
+            for column in ("source_id", "target_id"):
+                con.execute(f"UPDATE edges SET {column} = $1 WHERE {column} IN (SELECT unnest($2))", [target, sources])
+            con.execute(
+                "INSERT OR IGNORE INTO mentions SELECT chunk_id, $1 FROM mentions WHERE node_id IN (SELECT unnest($2))",
+                [target, sources],
+            )
+            # A self-loop made by the merge, and all but the oldest of edges that became identical, go.
+            rows = con.execute(
+                "SELECT id FROM edges WHERE source_id = $1 AND target_id = $1 UNION "
+                "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY namespace, source_id, target_id, type "
+                "ORDER BY id) AS n FROM edges WHERE (source_id = $1 OR target_id = $1) AND valid_until IS NULL) "
+                "WHERE n > 1",
+                [target],
+            ).fetchall()
+            collapsed += [r[0] for r in rows]
+        return collapsed
+
+    def _delete_nodes(self, con: Any, ids: list[int]) -> tuple[list[int], list[int]]:
+        """Delete nodes and what hangs on them except their edges, whose ids are returned for _delete_edges."""
+        ids = sorted(set(ids))
+        if not ids:
+            return [], []
+        existing = [r[0] for r in con.execute("SELECT id FROM nodes WHERE id IN (SELECT unnest($1))", [ids]).fetchall()]
+        edges = [r[0] for r in con.execute(
+            "SELECT id FROM edges WHERE source_id IN (SELECT unnest($1)) UNION "
+            "SELECT id FROM edges WHERE target_id IN (SELECT unnest($1))", [ids]
+        ).fetchall()]
+        for table, column in (("mentions", "node_id"), ("node_names", "node_id"), ("observations", "node_id"),
+                              ("community_members", "node_id"), ("node_vectors", "node_id")):
+            if table == "node_vectors" and not self._indexes:
+                continue  # no vector tables before an embedder is bound
+            con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest($1))", [ids])
+        con.execute("DELETE FROM nodes WHERE id IN (SELECT unnest($1))", [ids])
+        return existing, edges
+
+    def _delete_edges(self, con: Any, ids: list[int]) -> list[int]:
+        ids = sorted(set(ids))
+        if not ids:
+            return []
+        existing = [r[0] for r in con.execute("SELECT id FROM edges WHERE id IN (SELECT unnest($1))", [ids]).fetchall()]
+        con.execute("DELETE FROM edge_evidence WHERE edge_id IN (SELECT unnest($1))", [ids])
+        if self._indexes:
+            con.execute("DELETE FROM edge_vectors WHERE edge_id IN (SELECT unnest($1))", [ids])
+        con.execute("DELETE FROM edges WHERE id IN (SELECT unnest($1))", [ids])
+        return existing
+
+    def _write_observations(self, con: Any, batch: WriteBatch, now: datetime) -> None:
+        for node in batch.nodes:
+            if node.observations is None:
+                continue
+            con.execute(
+                "DELETE FROM observations WHERE node_id = $1 AND text NOT IN (SELECT unnest($2))",
+                [node.id, list(node.observations)],
+            )
+            con.execute(
+                "INSERT INTO observations SELECT $1, t, $3 FROM (SELECT unnest($2) AS t) "
+                "WHERE t NOT IN (SELECT text FROM observations WHERE node_id = $1)",
+                [node.id, list(dict.fromkeys(node.observations)), now],
+            )
 
     def _require_dimensions(self, batch: WriteBatch) -> int | None:
         has_vectors = any(item.embedding is not None for item in [*batch.nodes, *batch.chunks, *batch.edges])
@@ -806,6 +879,46 @@ class DuckDBStore(GraphStore):
             ).fetchall()
         return [_node(row) for row in rows]
 
+    def list_nodes(self, namespace: str, *, offset: int = 0, limit: int = 100) -> list[NodeRecord]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_NODE_COLUMNS} FROM nodes WHERE namespace = $1 ORDER BY id LIMIT $2 OFFSET $3",
+                [namespace, limit, offset],
+            ).fetchall()
+        return [_node(row) for row in rows]
+
+    def get_observations(self, node_ids: Iterable[int]) -> dict[int, list[str]]:
+        ids = list(set(node_ids))
+        if not ids:
+            return {}
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT node_id, list(text ORDER BY created_at, rowid) FROM observations "
+                "WHERE node_id IN (SELECT unnest($1)) GROUP BY node_id",
+                [ids],
+            ).fetchall()
+        return {node_id: texts for node_id, texts in rows}
+
+    def edges_among(self, node_ids: Sequence[int], namespace: str) -> list[EdgeRecord]:
+        if not node_ids:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_EDGE_COLUMNS} FROM edges WHERE namespace = $2 AND valid_until IS NULL "
+                "AND source_id IN (SELECT unnest($1)) AND target_id IN (SELECT unnest($1)) ORDER BY id",
+                [list(node_ids), namespace],
+            ).fetchall()
+        return [_edge(row) for row in rows]
+
+    def list_edges(self, namespace: str, *, offset: int = 0, limit: int = 100) -> list[EdgeRecord]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_EDGE_COLUMNS} FROM edges WHERE namespace = $1 AND valid_until IS NULL "
+                "ORDER BY id LIMIT $2 OFFSET $3",
+                [namespace, limit, offset],
+            ).fetchall()
+        return [_edge(row) for row in rows]
+
     def get_documents(self, ids: Iterable[str], namespace: str) -> list[DocumentRecord]:
         ids = list(set(ids))
         if not ids:
@@ -854,17 +967,14 @@ class DuckDBStore(GraphStore):
         params: list[Any] = [list(node_ids), namespace] + ([as_of] if as_of is not None else [])
         # Two index lookups (by source, by target) instead of one OR that would scan the table.
         query = (
-            "SELECT id, source_id, target_id, type, description, weight, properties, valid_from, valid_until "
-            f"FROM edges WHERE source_id IN (SELECT unnest($1)) AND namespace = $2 AND {validity} "
-            "UNION "
-            "SELECT id, source_id, target_id, type, description, weight, properties, valid_from, valid_until "
-            f"FROM edges WHERE target_id IN (SELECT unnest($1)) AND namespace = $2 AND {validity} "
-            f"ORDER BY weight DESC, id LIMIT {int(limit)}"
+            f"SELECT {_EDGE_COLUMNS} FROM edges WHERE source_id IN (SELECT unnest($1)) AND namespace = $2 "
+            f"AND {validity} UNION "
+            f"SELECT {_EDGE_COLUMNS} FROM edges WHERE target_id IN (SELECT unnest($1)) AND namespace = $2 "
+            f"AND {validity} ORDER BY weight DESC, id LIMIT {int(limit)}"
         )
         with self._lock:
             rows = self._db.execute(query, params).fetchall()
-        return [EdgeRecord(id=r[0], source_id=r[1], target_id=r[2], type=r[3], description=r[4], weight=r[5],
-                           properties=json.loads(r[6]), valid_from=r[7], valid_until=r[8]) for r in rows]
+        return [_edge(row) for row in rows]
 
     def chunks_mentioning(self, node_ids: Sequence[int], *, limit: int = 1000) -> list[tuple[int, int]]:
         if not node_ids:
@@ -950,6 +1060,12 @@ class DuckDBStore(GraphStore):
 
 
 _NODE_COLUMNS = "id, namespace, key, name, type, description, aliases, properties, created_at, updated_at"
+_EDGE_COLUMNS = "id, source_id, target_id, type, description, weight, properties, valid_from, valid_until"
+
+
+def _edge(row: tuple) -> EdgeRecord:
+    return EdgeRecord(id=row[0], source_id=row[1], target_id=row[2], type=row[3], description=row[4], weight=row[5],
+                      properties=json.loads(row[6]), valid_from=row[7], valid_until=row[8])
 
 
 def _node(row: tuple) -> NodeRecord:

@@ -29,6 +29,8 @@ class NodeRecord:
     source_ids: tuple[str, ...] = ()
     #: Ids of the exact chunks it was extracted from, when known (written as provenance, not read back).
     source_chunk_ids: tuple[int, ...] = ()
+    #: The node's observations (short facts); None leaves the stored ones as they are.
+    observations: tuple[str, ...] | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -96,6 +98,12 @@ class WriteBatch:
     documents: list[DocumentRecord] = field(default_factory=list)
     #: Chunks of the documents above, replacing any chunks those documents had.
     chunks: list[ChunkRecord] = field(default_factory=list)
+    #: (target node id, source node ids): the sources' edges and provenance move to the target, self-loops
+    #: and duplicate edges that result collapse, and the sources are deleted. Applied before `nodes`.
+    merges: list[tuple[int, list[int]]] = field(default_factory=list)
+    #: Nodes to delete with everything that hangs on them (edges, provenance, vectors, observations).
+    delete_nodes: list[int] = field(default_factory=list)
+    delete_edges: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True, frozen=True)
@@ -108,6 +116,8 @@ class WriteSummary:
     edges_updated: int = 0
     documents_written: int = 0
     chunks_written: int = 0
+    nodes_deleted: int = 0
+    edges_deleted: int = 0
     node_ids: dict[str, int] = field(default_factory=dict)
     chunk_ids: dict[str, list[int]] = field(default_factory=dict)
 

@@ -67,6 +67,22 @@ class GraphStore(ABC):
         """Nodes by id (without embeddings); unknown ids are skipped."""
 
     @abstractmethod
+    def list_nodes(self, namespace: str, *, offset: int = 0, limit: int = 100) -> list[NodeRecord]:
+        """A page of nodes in id order (without embeddings)."""
+
+    @abstractmethod
+    def get_observations(self, node_ids: Iterable[int]) -> dict[int, list[str]]:
+        """Observations of the given nodes, oldest first; nodes without any are left out."""
+
+    @abstractmethod
+    def edges_among(self, node_ids: Sequence[int], namespace: str) -> list[EdgeRecord]:
+        """Edges that still hold and have both ends among `node_ids`."""
+
+    @abstractmethod
+    def list_edges(self, namespace: str, *, offset: int = 0, limit: int = 100) -> list[EdgeRecord]:
+        """A page of edges that still hold, in id order."""
+
+    @abstractmethod
     def get_documents(self, ids: Iterable[str], namespace: str) -> list[DocumentRecord]:
         """Documents by id; unknown ids are skipped."""
 

@@ -1,0 +1,344 @@
+"""Use cases that read and curate the graph: open, update, merge and delete entities, observations, paths."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from duckgraph.core.model import (
+    DeletedSummary,
+    EntityDetail,
+    GraphPage,
+    MergeResult,
+    ObservationResult,
+    PathResult,
+    RelationRef,
+    ResultEdge,
+)
+from duckgraph.core.service import MAX_DESCRIPTION_CHARS, edge_text, node_text
+from duckgraph.ports import (
+    EdgeRecord,
+    EdgeWrite,
+    InvalidInputError,
+    NodeRecord,
+    NotFoundError,
+    WriteBatch,
+    entity_key,
+    relation_type,
+)
+
+if TYPE_CHECKING:
+    from duckgraph.core.service import KnowledgeBase
+
+MAX_OBSERVATIONS = 200
+MAX_PATH_HOPS = 4
+#: Neighbours read per node and hop while looking for paths: hubs would otherwise make the search explode.
+PATH_FANOUT = 200
+
+
+class GraphCuration:
+    """Reading and editing the graph by entity name. Every change is one transaction."""
+
+    def __init__(self, kb: KnowledgeBase) -> None:
+        self.kb = kb
+
+    @property
+    def store(self):
+        return self.kb.store
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def resolve(self, names: Sequence[str], namespace: str) -> tuple[dict[str, NodeRecord], list[str]]:
+        """Nodes by name (exact key first, else an alias only one node has), and the names not found."""
+        self.kb.open()
+        records = self.store.find_nodes(namespace, [entity_key(n) for n in names])
+        by_key = {r.key: r for r in records}
+        by_alias: dict[str, list[NodeRecord]] = {}
+        for record in records:
+            for alias in record.aliases:
+                by_alias.setdefault(entity_key(alias), []).append(record)
+        found: dict[str, NodeRecord] = {}
+        missing: list[str] = []
+        for name in names:
+            key = entity_key(name)
+            if key in by_key:
+                found[name] = by_key[key]
+            elif len(by_alias.get(key, [])) == 1:
+                found[name] = by_alias[key][0]
+            else:
+                missing.append(name)
+        return found, missing
+
+    def require(self, names: Sequence[str], namespace: str) -> dict[str, NodeRecord]:
+        found, missing = self.resolve(names, namespace)
+        if missing:
+            raise NotFoundError(
+                f"no entity named {', '.join(repr(m) for m in missing)}; search first to find the exact name"
+            )
+        return found
+
+    def get_entities(self, names: Sequence[str], namespace: str, *, max_edges: int = 50) -> tuple[list[EntityDetail], list[str]]:
+        found, missing = self.resolve(names, namespace)
+        records = list({r.id: r for r in found.values()}.values())
+        observations = self.store.get_observations([r.id for r in records])
+        details = []
+        for record in records:
+            edges = self.store.neighbors([record.id], namespace, limit=max_edges)
+            details.append(EntityDetail(
+                id=record.id, name=record.name, type=record.type, description=record.description,
+                aliases=list(record.aliases), properties=record.properties,
+                observations=observations.get(record.id, []), relations=self._named_edges(edges),
+            ))
+        return details, missing
+
+    def page(self, namespace: str, *, offset: int, limit: int) -> GraphPage:
+        """A page of entities with the relations among them; `next_offset` is None on the last page."""
+        self.kb.open()
+        records = self.store.list_nodes(namespace, offset=offset, limit=limit + 1)
+        more = len(records) > limit
+        records = records[:limit]
+        observations = self.store.get_observations([r.id for r in records])
+        edges = self.store.edges_among([r.id for r in records], namespace)
+        names = {r.id: r.name for r in records}
+        return GraphPage(
+            entities=[EntityDetail(id=r.id, name=r.name, type=r.type, description=r.description,
+                                   aliases=list(r.aliases), properties=r.properties,
+                                   observations=observations.get(r.id, []), relations=[]) for r in records],
+            relations=[_result_edge(e, names) for e in edges],
+            offset=offset,
+            next_offset=offset + limit if more else None,
+        )
+
+    def _named_edges(self, edges: Sequence[EdgeRecord]) -> list[ResultEdge]:
+        names = {n.id: n.name for n in self.store.get_nodes({i for e in edges for i in (e.source_id, e.target_id)})}
+        return [_result_edge(e, names) for e in edges if e.source_id in names and e.target_id in names]
+
+    # -- editing ---------------------------------------------------------------------------------------
+
+    def update_entity(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        new_name: str | None = None,
+        type: str | None = None,
+        description: str | None = None,
+        aliases: Sequence[str] | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> EntityDetail:
+        """Change an entity in place; a rename keeps every edge and the old name as an alias."""
+        self.kb._vectors_ready()
+        with self.kb._write_lock:
+            record = self.require([name], namespace)[name]
+            updated = replace(record, source_ids=(), source_chunk_ids=())
+            if new_name is not None and entity_key(new_name) != record.key:
+                clash, _ = self.resolve([new_name], namespace)
+                if new_name in clash and clash[new_name].key == entity_key(new_name):
+                    raise InvalidInputError(
+                        f"an entity named {clash[new_name].name!r} exists already; to combine the two use "
+                        f"merge_entities(sources=[{record.name!r}], target={clash[new_name].name!r})"
+                    )
+                updated.aliases = _unique([*record.aliases, record.name], exclude=new_name)
+                updated.key, updated.name = entity_key(new_name), new_name
+            elif new_name is not None:
+                updated.name = new_name  # only the spelling changes
+            if type is not None:
+                updated.type = type
+            if description is not None:
+                updated.description = description[:MAX_DESCRIPTION_CHARS]
+            if aliases is not None:
+                updated.aliases = _unique(aliases, exclude=updated.name)
+            if properties is not None:
+                updated.properties = properties
+            self._write_with_vectors(WriteBatch(nodes=[updated]), namespace, renamed={record.id: updated.name})
+        return self.get_entities([updated.name], namespace)[0][0]
+
+    def merge_entities(self, sources: Sequence[str], target: str, namespace: str) -> MergeResult:
+        """Fold `sources` into `target`: edges, provenance, observations, names (as aliases) and properties."""
+        if not sources:
+            raise InvalidInputError("name at least one source entity to merge into the target")
+        self.kb._vectors_ready()
+        with self.kb._write_lock:
+            found = self.require([*sources, target], namespace)
+            into = found[target]
+            merged_from = list({found[s].id: found[s] for s in sources if found[s].id != into.id}.values())
+            if not merged_from:
+                raise InvalidInputError(f"the sources and the target are all the entity {into.name!r}")
+            observations = self.store.get_observations([into.id, *(n.id for n in merged_from)])
+            result = replace(into, source_ids=(), source_chunk_ids=())
+            description = into.description
+            for other in merged_from:
+                if other.description and other.description.casefold() not in description.casefold():
+                    description = f"{description} {other.description}".strip()
+            result.description = description[:MAX_DESCRIPTION_CHARS]
+            result.aliases = _unique(
+                [*into.aliases, *(n for other in merged_from for n in (other.name, *other.aliases))], exclude=into.name
+            )
+            result.properties = {**{k: v for o in merged_from for k, v in o.properties.items()}, **into.properties}
+            result.observations = tuple(_unique(
+                [*observations.get(into.id, []), *(t for o in merged_from for t in observations.get(o.id, []))]
+            ))[:MAX_OBSERVATIONS]
+            batch = WriteBatch(nodes=[result], merges=[(into.id, [n.id for n in merged_from])])
+            summary = self._write_with_vectors(batch, namespace, renamed={into.id: into.name})
+        return MergeResult(
+            target=into.name, merged=[n.name for n in merged_from], aliases=list(result.aliases),
+            edges_collapsed=summary.edges_deleted,
+        )
+
+    def delete_entities(self, names: Sequence[str], namespace: str) -> DeletedSummary:
+        """Delete exactly the named entities (by exact name or unique alias) with their edges."""
+        with self.kb._write_lock:
+            found, missing = self.resolve(names, namespace)
+            ids = sorted({r.id for r in found.values()})
+            summary = self.store.write(WriteBatch(delete_nodes=ids)) if ids else None
+        return DeletedSummary(
+            deleted=sorted({r.name for r in found.values()}), not_found=missing,
+            edges_deleted=summary.edges_deleted if summary else 0,
+        )
+
+    def delete_relations(self, relations: Sequence[RelationRef], namespace: str) -> DeletedSummary:
+        """Delete the named relations that exist; report the ones that do not."""
+        with self.kb._write_lock:
+            found, _ = self.resolve([n for r in relations for n in (r.source, r.target)], namespace)
+            doomed: set[int] = set()
+            missing: list[str] = []
+            for relation in relations:
+                label = f"{relation.source} -{relation.type}-> {relation.target}"
+                source, target = found.get(relation.source), found.get(relation.target)
+                matches = [] if source is None or target is None else [
+                    e for e in self.store.neighbors([source.id], namespace, limit=10_000)
+                    if e.source_id == source.id and e.target_id == target.id and e.type == relation_type(relation.type)
+                ]
+                doomed.update(e.id for e in matches)
+                if not matches:
+                    missing.append(label)
+            summary = self.store.write(WriteBatch(delete_edges=sorted(doomed))) if doomed else None
+        return DeletedSummary(deleted=[], not_found=missing, edges_deleted=summary.edges_deleted if summary else 0)
+
+    def add_observations(self, name: str, texts: Sequence[str], namespace: str) -> ObservationResult:
+        return self._change_observations(name, namespace, add=texts)
+
+    def delete_observations(self, name: str, texts: Sequence[str], namespace: str) -> ObservationResult:
+        return self._change_observations(name, namespace, remove=texts)
+
+    def _change_observations(
+        self, name: str, namespace: str, *, add: Sequence[str] = (), remove: Sequence[str] = ()
+    ) -> ObservationResult:
+        self.kb._vectors_ready()
+        with self.kb._write_lock:
+            record = self.require([name], namespace)[name]
+            current = self.store.get_observations([record.id]).get(record.id, [])
+            added = [t for t in _unique(add) if t not in current]
+            final = [t for t in current if t not in set(remove)] + added
+            if len(final) > MAX_OBSERVATIONS:
+                raise InvalidInputError(
+                    f"{record.name!r} would have {len(final)} observations; the limit is {MAX_OBSERVATIONS}: "
+                    "fold older ones into its description with update_entity"
+                )
+            if final != current:
+                updated = replace(record, source_ids=(), source_chunk_ids=(), observations=tuple(final))
+                self._write_with_vectors(WriteBatch(nodes=[updated]), namespace)
+        return ObservationResult(entity=record.name, added=added, removed=[t for t in current if t in set(remove)])
+
+    def _write_with_vectors(self, batch: WriteBatch, namespace: str, renamed: dict[int, str] | None = None):
+        """Write with fresh vectors for the batch's nodes and, after a rename or merge, for their edges."""
+        observations = self.store.get_observations([n.id for n in batch.nodes if n.observations is None])
+        texts = [node_text(n, n.observations if n.observations is not None else observations.get(n.id, ()))
+                 for n in batch.nodes]
+        for node, vector in zip(batch.nodes, self.kb.embedder.embed_documents(texts)):
+            node.embedding = vector
+        summary = self.store.write(batch)
+        if renamed:
+            self._refresh_edge_vectors(list(renamed), namespace)
+        return summary
+
+    def _refresh_edge_vectors(self, node_ids: list[int], namespace: str) -> None:
+        """Edges are embedded as sentences naming both ends: re-embed those of renamed or merged nodes."""
+        edges = self.store.neighbors(node_ids, namespace, limit=100_000)
+        if not edges:
+            return
+        nodes = {n.id: n for n in self.store.get_nodes({i for e in edges for i in (e.source_id, e.target_id)})}
+        writes = [
+            EdgeWrite(namespace=namespace, source_key=nodes[e.source_id].key, target_key=nodes[e.target_id].key,
+                      type=e.type, description=e.description, weight=e.weight, properties=e.properties)
+            for e in edges if e.source_id in nodes and e.target_id in nodes
+        ]
+        names = {n.key: n.name for n in nodes.values()}
+        for write, vector in zip(writes, self.kb.embedder.embed_documents([edge_text(w, names) for w in writes])):
+            write.embedding = vector
+        self.store.write(WriteBatch(edges=writes))
+
+    # -- paths -----------------------------------------------------------------------------------------
+
+    def find_paths(
+        self, source: str, target: str, namespace: str, *, max_hops: int = 3, max_paths: int = 5
+    ) -> PathResult:
+        """The shortest chains of relations (either direction) from `source` to `target`."""
+        if not 1 <= max_hops <= MAX_PATH_HOPS:
+            raise InvalidInputError(f"max_hops must be between 1 and {MAX_PATH_HOPS}")
+        found = self.require([source, target], namespace)
+        start, goal = found[source].id, found[target].id
+        if start == goal:
+            raise InvalidInputError(f"{source!r} and {target!r} are the same entity")
+        # Breadth-first, keeping every shortest-path parent so several equally short paths can be listed.
+        parents: dict[int, list[EdgeRecord]] = {start: []}
+        frontier = [start]
+        for _ in range(max_hops):
+            reached: dict[int, list[EdgeRecord]] = {}
+            for edge in self.store.neighbors(frontier, namespace, limit=PATH_FANOUT * len(frontier)):
+                for here, there in ((edge.source_id, edge.target_id), (edge.target_id, edge.source_id)):
+                    if here in frontier and there not in parents:
+                        reached.setdefault(there, []).append(edge)
+            parents.update(reached)
+            frontier = list(reached)
+            if goal in reached or not frontier:
+                break
+        chains = _unwind(goal, start, parents, max_paths) if goal in parents else []
+        names = {n.id: n.name for n in self.store.get_nodes({i for c in chains for e in c for i in (e.source_id, e.target_id)})}
+        rendered = list(dict.fromkeys(_render_chain(chain, start, names) for chain in chains))
+        return PathResult(
+            source=found[source].name, target=found[target].name, hops=len(chains[0]) if chains else None,
+            paths=rendered,
+        )
+
+
+def _unwind(node: int, start: int, parents: dict[int, list[EdgeRecord]], limit: int) -> list[list[EdgeRecord]]:
+    if node == start:
+        return [[]]
+    chains: list[list[EdgeRecord]] = []
+    for edge in parents[node]:
+        previous = edge.source_id if edge.target_id == node else edge.target_id
+        for chain in _unwind(previous, start, parents, limit):
+            chains.append([*chain, edge])
+            if len(chains) >= limit:
+                return chains
+    return chains
+
+
+def _render_chain(chain: list[EdgeRecord], start: int, names: dict[int, str]) -> str:
+    text, here = names.get(start, "?"), start
+    for edge in chain:
+        if edge.source_id == here:
+            here = edge.target_id
+            text += f" -{edge.type}-> {names.get(here, '?')}"
+        else:
+            here = edge.source_id
+            text += f" <-{edge.type}- {names.get(here, '?')}"
+    return text
+
+
+def _result_edge(edge: EdgeRecord, names: dict[int, str]) -> ResultEdge:
+    return ResultEdge(id=edge.id, source=names[edge.source_id], target=names[edge.target_id], type=edge.type,
+                      description=edge.description, weight=edge.weight)
+
+
+def _unique(values: Sequence[str], exclude: str | None = None) -> tuple[str, ...]:
+    """Values without repeats (by entity key), in order, leaving out `exclude`."""
+    seen = {entity_key(exclude)} if exclude else set()
+    kept = []
+    for value in values:
+        if entity_key(value) not in seen:
+            seen.add(entity_key(value))
+            kept.append(value)
+    return tuple(kept)
