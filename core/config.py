@@ -7,7 +7,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -34,6 +34,8 @@ class Settings(BaseModel):
     extractor: PluginChoice | None = None
     #: Load the embedding model in the background as soon as the server starts.
     warm_up: bool = True
+    #: Which MCP tools to expose: duckgraph's own, the reference memory server's, or both.
+    tools: Literal["graphrag", "memory", "all"] = "graphrag"
     log_level: str = "WARNING"
 
 
@@ -83,7 +85,7 @@ def load_settings(
 
 
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
-    for key in ("db", "namespace", "log_level"):
+    for key in ("db", "namespace", "log_level", "tools"):
         if value := env.get(ENV_PREFIX + key.upper()):
             data[key] = value
     if value := env.get(ENV_PREFIX + "WARM_UP"):

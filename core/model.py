@@ -226,3 +226,21 @@ class PathResult(BaseModel):
     target: str
     hops: int | None = Field(description="Length of the shortest paths; null when none was found.")
     paths: list[str] = Field(description="Readable chains such as 'A -FOUNDED-> B <-EMPLOYED_BY- C'.")
+
+
+class RelationInput(_Input):
+    """A relation in the reference memory server's shape: {from, to, relationType}."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    from_: Name = Field(alias="from", description="Name of the source entity.")
+    to: Name = Field(description="Name of the target entity.")
+    relationType: TypeLabel = Field(description="The relation, e.g. works_at or FOUNDED.")  # noqa: N815
+
+
+class GraphStats(BaseModel):
+    nodes: int
+    edges: int
+    documents: int
+    chunks: int
+    node_types: dict[str, int]
+    edge_types: dict[str, int]

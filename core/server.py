@@ -22,6 +22,14 @@ from pydantic import Field
 from duckgraph.core import __version__
 from duckgraph.core.bootstrap import Services
 from duckgraph.core.model import (
+    DeletedSummary,
+    EntitiesResult,
+    EntityDetail,
+    GraphStats,
+    MergeResult,
+    PathResult,
+    RelationInput,
+    RelationRef,
     MAX_DOCUMENTS_PER_CALL,
     MAX_EDGES_PER_CALL,
     MAX_NODES_PER_CALL,
@@ -54,14 +62,13 @@ duckgraph is a long-term memory organised as a knowledge graph with source passa
 WARM_UP_DELAY_SECONDS = 0.5
 
 
-def build_server(services: Services | Callable[[], Services]) -> MCPServer:
-    """An MCP server over the given services (or a factory called when the server starts)."""
+def build_server(services: Services) -> MCPServer:
+    """An MCP server over the given services, exposing the tool set named by `settings.tools`."""
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[KnowledgeBase]:
-        resolved = services() if callable(services) else services
-        kb = resolved.knowledge_base
-        if resolved.settings.warm_up:
+        kb = services.knowledge_base
+        if services.settings.warm_up:
             threading.Thread(target=_warm_up, args=(kb,), name="duckgraph-warm-up", daemon=True).start()
         try:
             yield kb
@@ -72,7 +79,12 @@ def build_server(services: Services | Callable[[], Services]) -> MCPServer:
         "duckgraph", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan,
         warn_on_duplicate_tools=False,
     )
-    _register_tools(server)
+    tool_set = services.settings.tools
+    if tool_set in ("graphrag", "all"):
+        _register_graphrag_tools(server)
+    if tool_set in ("memory", "all"):
+        _register_memory_tools(server)
+    _register_shared_tools(server)
     return server
 
 
@@ -101,7 +113,14 @@ async def _call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise ToolError(f"internal error ({type(exc).__name__}): {exc}. The server log has the details.") from exc
 
 
-def _register_tools(server: MCPServer) -> None:
+READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+ADDITIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+EDITING = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+EntityName = Annotated[str, Field(min_length=1, max_length=300)]
+
+
+def _register_graphrag_tools(server: MCPServer) -> None:
     @server.tool(
         annotations=ToolAnnotations(title="Add knowledge graph", readOnlyHint=False, destructiveHint=False,
                                     idempotentHint=True, openWorldHint=False),
@@ -170,6 +189,103 @@ def _register_tools(server: MCPServer) -> None:
         )
 
 
+    @server.tool(annotations=READ_ONLY)
+    async def get_entities(
+        ctx: Context, names: Annotated[list[EntityName], Field(min_length=1, max_length=100)]
+    ) -> EntitiesResult:
+        """Look up entities by exact name (or a unique alias): type, description, aliases, properties,
+        observations and up to 50 of their relations each. Names not found are listed in not_found."""
+        kb = _kb(ctx)
+        entities, missing = await _call(kb.curation.get_entities, names, kb.namespace)
+        return EntitiesResult(entities=entities, not_found=missing)
+
+    @server.tool(annotations=EDITING)
+    async def update_entity(
+        ctx: Context,
+        name: Annotated[EntityName, Field(description="The entity to change.")],
+        new_name: Annotated[EntityName | None, Field(description="Rename; the old name stays as an alias.")] = None,
+        type: Annotated[str | None, Field(min_length=1, max_length=80)] = None,
+        description: Annotated[str | None, Field(max_length=4_000, description="Replaces the description.")] = None,
+        aliases: Annotated[list[EntityName] | None, Field(max_length=50, description="Replaces the aliases.")] = None,
+        properties: Annotated[dict[str, Any] | None, Field(description="Replaces the properties.")] = None,
+    ) -> EntityDetail:
+        """Change one entity in place: rename it (all its relations stay), or replace its type, description,
+        aliases or properties. To combine two entities that are the same thing, use merge_entities."""
+        kb = _kb(ctx)
+        return await _call(kb.curation.update_entity, name, kb.namespace, new_name=new_name, type=type,
+                           description=description, aliases=aliases, properties=properties)
+
+    @server.tool(annotations=EDITING)
+    async def merge_entities(
+        ctx: Context,
+        sources: Annotated[list[EntityName], Field(min_length=1, max_length=50, description="Duplicates to fold in.")],
+        target: Annotated[EntityName, Field(description="The entity that remains.")],
+    ) -> MergeResult:
+        """Merge duplicate entities into one: the sources' relations, provenance, observations and properties
+        move to the target, their names become its aliases, and the sources are removed. Relations that become
+        duplicates or self-loops collapse."""
+        kb = _kb(ctx)
+        return await _call(kb.curation.merge_entities, sources, target, kb.namespace)
+
+    @server.tool(annotations=READ_ONLY)
+    async def find_paths(
+        ctx: Context,
+        source: EntityName,
+        target: EntityName,
+        max_hops: Annotated[int, Field(ge=1, le=4)] = 3,
+        max_paths: Annotated[int, Field(ge=1, le=20)] = 5,
+    ) -> PathResult:
+        """How are two entities connected? Returns the shortest chains of relations between them (following
+        relations in either direction), e.g. 'Marie Curie -WON-> Nobel Prize <-WON- Pierre Curie'."""
+        kb = _kb(ctx)
+        return await _call(kb.curation.find_paths, source, target, kb.namespace, max_hops=max_hops,
+                           max_paths=max_paths)
+
+    @server.tool(annotations=READ_ONLY)
+    async def graph_stats(ctx: Context) -> GraphStats:
+        """Size of the memory and the entity and relation types in use (the 50 most common of each)."""
+        kb = _kb(ctx)
+        return GraphStats(**await _call(kb.stats, kb.namespace))
+
+
+def _register_shared_tools(server: MCPServer) -> None:
+    """Tools both sets share, with the reference memory server's argument and result shapes."""
+
+    @server.tool(annotations=DESTRUCTIVE)
+    async def delete_entities(
+        ctx: Context,
+        entityNames: Annotated[list[EntityName], Field(min_length=1, max_length=1_000,  # noqa: N803
+                                                       description="Exact names of the entities to delete.")],
+    ) -> Annotated[CallToolResult, DeletedSummary]:
+        """Delete the named entities and every relation that touches them. Only exactly named entities (or a
+        unique alias) are deleted; names that match nothing are reported in not_found."""
+        kb = _kb(ctx)
+        summary = await _call(kb.curation.delete_entities, entityNames, kb.namespace)
+        return _with_text(summary, "Entities deleted successfully")
+
+    @server.tool(annotations=DESTRUCTIVE)
+    async def delete_relations(
+        ctx: Context,
+        relations: Annotated[list[RelationInput], Field(min_length=1, max_length=1_000)],
+    ) -> Annotated[CallToolResult, DeletedSummary]:
+        """Delete the given relations ({from, to, relationType}); relations that do not exist are reported in
+        not_found. The entities stay."""
+        kb = _kb(ctx)
+        refs = [RelationRef(source=r.from_, target=r.to, type=r.relationType) for r in relations]
+        summary = await _call(kb.curation.delete_relations, refs, kb.namespace)
+        return _with_text(summary, "Relations deleted successfully")
+
+
+def _register_memory_tools(server: MCPServer) -> None:
+    """The reference MCP memory server's tools, same names and shapes (see core/memory_compat notes)."""
+
+
+def _with_text(result: Any, text: str) -> CallToolResult:
+    """A result whose text is the reference server's message and whose structured content is `result`."""
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=result.model_dump(mode="json"))
+
+
 def _progress_reporter(ctx: Context) -> Callable[[int, int, str], None]:
     """A callback for worker threads that forwards progress to the client as MCP progress notifications."""
 
@@ -182,5 +298,5 @@ def _progress_reporter(ctx: Context) -> Callable[[int, int, str], None]:
     return report
 
 
-def serve(services: Services | Callable[[], Services], transport: str = "stdio") -> None:
+def serve(services: Services, transport: str = "stdio") -> None:
     build_server(services).run(transport)  # type: ignore[arg-type]
