@@ -1,0 +1,130 @@
+"""Curation use cases on a real DuckDB file: get, update, merge, delete, observations, paths."""
+
+import pytest
+
+from duckgraph.core.model import EdgeInput, NodeInput, RelationRef
+from duckgraph.ports import InvalidInputError, NotFoundError
+
+NS = "default"
+
+
+@pytest.fixture
+def kb(fake_kb):
+    fake_kb.add_knowledge_graph(
+        [NodeInput(name="Bob", type="Person", description="A builder.", aliases=["Bobby"], properties={"age": 40}),
+         NodeInput(name="Robert", type="Person", description="An engineer.", properties={"age": 41, "city": "Oslo"}),
+         NodeInput(name="Acme", type="Organization"),
+         NodeInput(name="Zed", type="Person"),
+         NodeInput(name="Oslo", type="City")],
+        [EdgeInput(source="Bob", target="Acme", type="works at"),
+         EdgeInput(source="Robert", target="Acme", type="WORKS_AT"),
+         EdgeInput(source="Bob", target="Robert", type="KNOWS"),
+         EdgeInput(source="Zed", target="Acme", type="FOUNDED"),
+         EdgeInput(source="Acme", target="Oslo", type="LOCATED_IN")],
+    )
+    return fake_kb
+
+
+def names_of(entity) -> set[tuple[str, str, str]]:
+    return {(r.source, r.type, r.target) for r in entity.relations}
+
+
+def test_get_entities_returns_relations_observations_and_missing_names(kb):
+    kb.curation.add_observations("Bob", ["likes tea"], NS)
+    entities, missing = kb.curation.get_entities(["bob", "Bobby", "nobody"], NS)
+    assert missing == ["nobody"]
+    assert len(entities) == 1  # "bob" and the alias "Bobby" are the same entity
+    bob = entities[0]
+    assert bob.observations == ["likes tea"] and bob.properties == {"age": 40}
+    assert names_of(bob) == {("Bob", "WORKS_AT", "Acme"), ("Bob", "KNOWS", "Robert")}
+
+
+def test_rename_keeps_every_edge_and_the_old_name_as_alias(kb):
+    before = kb.stats()
+    renamed = kb.curation.update_entity("Zed", NS, new_name="Zed Shaw", type="Founder")
+    assert renamed.name == "Zed Shaw" and renamed.type == "Founder" and "Zed" in renamed.aliases
+    assert names_of(renamed) == {("Zed Shaw", "FOUNDED", "Acme")}
+    assert kb.stats()["edges"] == before["edges"] and kb.stats()["nodes"] == before["nodes"]
+    assert kb.curation.get_entities(["Zed"], NS)[0][0].name == "Zed Shaw"  # found by its old name
+
+
+def test_rename_onto_an_existing_name_points_to_merge(kb):
+    with pytest.raises(InvalidInputError, match="merge_entities"):
+        kb.curation.update_entity("Bob", NS, new_name="robert")
+
+
+def test_update_re_embeds_the_entity(kb):
+    vector_before = kb.store.similarities("node", [kb.curation.require(["Oslo"], NS)["Oslo"].id],
+                                          kb.embedder.embed_query("capital of Norway"))
+    kb.curation.update_entity("Oslo", NS, description="Capital of Norway")
+    vector_after = kb.store.similarities("node", list(vector_before), kb.embedder.embed_query("capital of Norway"))
+    assert list(vector_after.values())[0] > list(vector_before.values())[0]
+
+
+def test_merge_moves_edges_collapses_duplicates_and_keeps_aliases(kb):
+    result = kb.curation.merge_entities(["Bob"], "Robert", NS)
+    assert result.merged == ["Bob"] and {"Bob", "Bobby"} <= set(result.aliases)
+    robert = kb.curation.get_entities(["Robert"], NS)[0][0]
+    # Bob -WORKS_AT-> Acme duplicated Robert's edge and Bob -KNOWS-> Robert became a self-loop: both gone.
+    assert names_of(robert) == {("Robert", "WORKS_AT", "Acme")}
+    assert result.edges_collapsed == 2
+    assert robert.properties == {"age": 41, "city": "Oslo"}  # the target's values win
+    assert "A builder." in robert.description and "An engineer." in robert.description
+    assert kb.curation.get_entities(["Bob"], NS)[0][0].name == "Robert"  # the old name now finds the target
+    assert kb.stats()["nodes"] == 4
+    health = kb.store.health()
+    assert health["vectors"]["node"] == 4 and health["vectors"]["edge"] == kb.stats()["edges"]
+
+
+def test_merge_of_unknown_or_identical_entities_is_refused(kb):
+    with pytest.raises(NotFoundError, match="nobody"):
+        kb.curation.merge_entities(["nobody"], "Robert", NS)
+    with pytest.raises(InvalidInputError):
+        kb.curation.merge_entities(["robert"], "Robert", NS)
+
+
+def test_delete_entities_deletes_only_what_is_named(kb):
+    result = kb.curation.delete_entities(["Zed", "ghost"], NS)
+    assert result.deleted == ["Zed"] and result.not_found == ["ghost"] and result.edges_deleted == 1
+    stats = kb.stats()
+    assert stats["nodes"] == 4 and stats["edges"] == 4
+    assert kb.store.health()["vectors"] == {"node": 4, "chunk": 0, "edge": 4}
+
+
+def test_delete_relations_reports_what_did_not_exist(kb):
+    result = kb.curation.delete_relations(
+        [RelationRef(source="Zed", target="Acme", type="founded"), RelationRef(source="Zed", target="Acme", type="OWNS")],
+        NS,
+    )
+    assert result.edges_deleted == 1 and result.not_found == ["Zed -OWNS-> Acme"]
+    assert kb.stats()["nodes"] == 5
+
+
+def test_observations_are_added_once_and_removed(kb):
+    first = kb.curation.add_observations("Acme", ["makes anvils", "founded 1950"], NS)
+    again = kb.curation.add_observations("Acme", ["makes anvils"], NS)
+    assert first.added == ["makes anvils", "founded 1950"] and again.added == []
+    removed = kb.curation.delete_observations("Acme", ["founded 1950", "never said"], NS)
+    assert removed.removed == ["founded 1950"]
+    assert kb.curation.get_entities(["Acme"], NS)[0][0].observations == ["makes anvils"]
+
+
+def test_find_paths_gives_the_shortest_readable_chains(kb):
+    result = kb.curation.find_paths("Zed", "Oslo", NS, max_hops=4)
+    assert result.hops == 2
+    assert result.paths == ["Zed -FOUNDED-> Acme -LOCATED_IN-> Oslo"]
+    two = kb.curation.find_paths("Bob", "Zed", NS)
+    assert two.paths == ["Bob -WORKS_AT-> Acme <-FOUNDED- Zed"]
+    none = kb.curation.find_paths("Zed", "Oslo", NS, max_hops=1)
+    assert none.hops is None and none.paths == []
+    with pytest.raises(InvalidInputError):
+        kb.curation.find_paths("Zed", "Oslo", NS, max_hops=5)
+
+
+def test_pages_cover_the_graph_once(kb):
+    seen, offset = [], 0
+    while offset is not None:
+        page = kb.curation.page(NS, offset=offset, limit=2)
+        seen += [e.name for e in page.entities]
+        offset = page.next_offset
+    assert sorted(seen) == ["Acme", "Bob", "Oslo", "Robert", "Zed"]
