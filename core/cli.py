@@ -39,7 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--log-level", help="DEBUG, INFO, WARNING (default) or ERROR; logs go to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = sub.add_parser("serve", parents=[common], help="run the MCP server on stdio")
+    serve = sub.add_parser("serve", parents=[common], help="run the MCP server (stdio, or streamable HTTP)")
+    serve.add_argument("--http", action="store_true",
+                       help="serve MCP over streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    serve.add_argument("--host", help="address to listen on with --http (default 127.0.0.1; any other than a "
+                                      "loopback address needs a token: DUCKGRAPH_HTTP_TOKEN)")
+    serve.add_argument("--port", type=int, help="port to listen on with --http (default 8765)")
     serve.set_defaults(run=_serve)
 
     demo = sub.add_parser("demo", parents=[common], help="load a small sample into a fresh file and search it")
@@ -71,6 +76,20 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", parents=[common], help="check the installation and the database")
     doctor.add_argument("--json", action="store_true")
     doctor.set_defaults(run=_doctor)
+
+    export = sub.add_parser("export", parents=[common], help="write the whole knowledge base as JSON Lines")
+    export.add_argument("-o", "--output", metavar="FILE", help="file to write (default: standard output)")
+    export.add_argument("--embeddings", action="store_true",
+                        help="include the vectors (a bigger file; importing it computes no embeddings)")
+    export.set_defaults(run=_export)
+
+    imp = sub.add_parser("import", parents=[common],
+                         help="read a duckgraph export or a memory server memory.jsonl into the database")
+    imp.add_argument("file", metavar="FILE", help="the JSON Lines file ('-' for standard input)")
+    imp.add_argument("--re-embed", dest="reembed", action="store_true",
+                     help="ignore the vectors in the file and compute them with the configured embedder")
+    imp.add_argument("--json", action="store_true", help="print the summary as JSON")
+    imp.set_defaults(run=_import)
     return parser
 
 
@@ -87,10 +106,28 @@ def _setup(args: argparse.Namespace, **overrides: Any):
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from duckgraph.core.server import serve
-
+    if not args.http and (args.host is not None or args.port is not None):
+        print("duckgraph: --host and --port go with --http", file=sys.stderr)
+        return 2
     # Settings errors must reach the user before the MCP handshake, not as a crash inside it.
     services = _setup(args)
+    if args.http:
+        from duckgraph.core.http import DEFAULT_HOST, DEFAULT_PORT, check_binding, endpoint_url
+        from duckgraph.core.server import serve_http
+
+        host = DEFAULT_HOST if args.host is None else args.host
+        port = DEFAULT_PORT if args.port is None else args.port
+        if not 0 <= port <= 65_535:
+            print(f"duckgraph: --port {port} is not a port number", file=sys.stderr)
+            return 2
+        token = services.settings.http_token
+        check_binding(host, token.get_secret_value() if token else None)
+        print(f"duckgraph: serving MCP at {endpoint_url(host, port)} "
+              f"({'bearer token required' if token else 'no token: this machine only'})", file=sys.stderr)
+        serve_http(services, host, port)
+        return 0
+    from duckgraph.core.server import serve
+
     serve(services)
     return 0
 
@@ -257,6 +294,60 @@ def _print_doctor(report: dict[str, Any]) -> None:
         print(f"warning:   {warning}")
     if not report["problems"] and not report["warnings"]:
         print("no problems found")
+
+
+def _export(args: argparse.Namespace) -> int:
+    from duckgraph.core.transfer import export_jsonl
+
+    services = _setup(args)
+    with services.knowledge_base as kb:
+        if not args.output or args.output == "-":
+            summary = export_jsonl(kb, sys.stdout, embeddings=args.embeddings)
+            target = "standard output"
+        else:
+            # Written next to the target and renamed over it: an interrupted export leaves no half file.
+            path = Path(args.output).expanduser()
+            partial = path.with_name(path.name + ".partial")
+            try:
+                with partial.open("w", encoding="utf-8", newline="\n") as out:
+                    summary = export_jsonl(kb, out, embeddings=args.embeddings)
+                partial.replace(path)
+            except OSError as exc:
+                partial.unlink(missing_ok=True)
+                raise DuckgraphError(f"cannot write {path}: {exc}") from exc
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+            target = str(path)
+    print(f"exported {summary.documents} documents ({summary.chunks} passages), {summary.nodes} entities, "
+          f"{summary.edges} relations{' with embeddings' if summary.embeddings else ''} to {target}",
+          file=sys.stderr)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from duckgraph.core.transfer import import_file, import_lines
+
+    services = _setup(args)
+    bar = ProgressBar()
+    bar.label = "import"
+    with services.knowledge_base as kb:
+        if args.file == "-":
+            summary = import_lines(kb, sys.stdin, source="<stdin>", reembed=args.reembed, progress=bar.update)
+        else:
+            summary = import_file(kb, args.file, reembed=args.reembed, progress=bar.update)
+    bar.finish()
+    if args.json:
+        print(summary.model_dump_json(indent=2))
+    else:
+        print(f"{summary.format} file imported: {summary.documents_written} documents written "
+              f"({summary.documents_unchanged} unchanged), {summary.nodes_created} entities created, "
+              f"{summary.nodes_updated} updated ({summary.nodes_unchanged} unchanged), {summary.edges_created} "
+              f"relations created, {summary.edges_updated} updated ({summary.edges_unchanged} unchanged), "
+              f"{summary.mentions_added + summary.evidence_added} provenance links added")
+    for reason in summary.skipped:
+        print(f"duckgraph: skipped {reason}", file=sys.stderr)
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from duckgraph.ports import ConfigError
 
@@ -37,6 +37,20 @@ class Settings(BaseModel):
     #: Which MCP tools to expose: duckgraph's own, the reference memory server's, or both.
     tools: Literal["graphrag", "memory", "all"] = "graphrag"
     log_level: str = "WARNING"
+    #: Bearer token every request to `duckgraph serve --http` must carry; required to listen beyond loopback.
+    http_token: SecretStr | None = None
+
+    @field_validator("http_token")
+    @classmethod
+    def _token_is_not_blank(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        token = value.get_secret_value().strip()
+        if not token:
+            raise ValueError("must not be blank (leave it unset for no token)")
+        if any(ord(ch) < 33 or ord(ch) > 126 for ch in token):
+            raise ValueError("must be printable ASCII without spaces (it travels in an HTTP header)")
+        return SecretStr(token)
 
 
 def default_data_dir() -> Path:
@@ -85,7 +99,7 @@ def load_settings(
 
 
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
-    for key in ("db", "namespace", "log_level", "tools"):
+    for key in ("db", "namespace", "log_level", "tools", "http_token"):
         if value := env.get(ENV_PREFIX + key.upper()):
             data[key] = value
     if value := env.get(ENV_PREFIX + "WARM_UP"):

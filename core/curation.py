@@ -84,11 +84,12 @@ class GraphCuration:
         observations = self.store.get_observations([r.id for r in records])
         details = []
         for record in records:
-            edges = self.store.neighbors([record.id], namespace, limit=max_edges)
+            edges = self.store.neighbors([record.id], namespace, limit=max_edges + 1)
             details.append(EntityDetail(
                 id=record.id, name=record.name, type=record.type, description=record.description,
                 aliases=list(record.aliases), properties=record.properties,
-                observations=observations.get(record.id, []), relations=self._named_edges(edges),
+                observations=observations.get(record.id, []), relations=self._named_edges(edges[:max_edges]),
+                relations_truncated=len(edges) > max_edges,
             ))
         return details, missing
 

@@ -178,6 +178,9 @@ class EntityDetail(BaseModel):
     properties: dict[str, Any] = Field(default_factory=dict)
     observations: list[str] = Field(default_factory=list)
     relations: list[ResultEdge] = Field(default_factory=list)
+    relations_truncated: bool = Field(
+        False, description="More relations exist than listed (strongest first); use find_paths or search for them."
+    )
 
 
 class EntitiesResult(BaseModel):
@@ -231,10 +234,11 @@ class PathResult(BaseModel):
 class RelationInput(_Input):
     """A relation in the reference memory server's shape: {from, to, relationType}."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    from_: Name = Field(alias="from", description="Name of the source entity.")
-    to: Name = Field(description="Name of the target entity.")
-    relationType: TypeLabel = Field(description="The relation, e.g. works_at or FOUNDED.")  # noqa: N815
+    # Like the reference server, unknown fields are dropped rather than refused: drop-in prompts keep working.
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    from_: Name = Field(alias="from", description="The name of the entity where the relation starts.")
+    to: Name = Field(description="The name of the entity where the relation ends.")
+    relationType: TypeLabel = Field(description="The type of the relation, e.g. works_at or FOUNDED.")  # noqa: N815
 
 
 class GraphStats(BaseModel):
@@ -244,3 +248,90 @@ class GraphStats(BaseModel):
     chunks: int
     node_types: dict[str, int]
     edge_types: dict[str, int]
+
+
+# -- the reference MCP memory server's shapes (@modelcontextprotocol/server-memory) -------------------------
+# Inputs drop unknown fields as the reference does; outputs have exactly the reference's fields, plus
+# optional ones that are left out when they carry nothing.
+
+
+class MemoryEntityInput(BaseModel):
+    """An entity in the reference memory server's shape."""
+
+    model_config = ConfigDict(extra="ignore")
+    name: Name = Field(description="The name of the entity")
+    entityType: TypeLabel = Field(description="The type of the entity")  # noqa: N815
+    observations: list[str] = Field(
+        max_length=200, description="An array of observation contents associated with the entity"
+    )
+
+
+class ObservationAddition(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    entityName: Name = Field(description="The name of the entity to add the observations to")  # noqa: N815
+    contents: list[str] = Field(max_length=200, description="An array of observation contents to add")
+
+
+class ObservationDeletion(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    entityName: Name = Field(description="The name of the entity containing the observations")  # noqa: N815
+    observations: list[str] = Field(max_length=1_000, description="An array of observations to delete")
+
+
+class MemoryEntity(BaseModel):
+    name: str
+    entityType: str  # noqa: N815
+    observations: list[str]
+
+
+class MemoryRelation(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+    from_: str = Field(alias="from")
+    to: str
+    relationType: str  # noqa: N815
+
+
+class MemoryEntities(BaseModel):
+    entities: list[MemoryEntity]
+
+
+class MemoryRelations(BaseModel):
+    relations: list[MemoryRelation]
+
+
+class AddedObservations(BaseModel):
+    entityName: str  # noqa: N815
+    addedObservations: list[str]  # noqa: N815
+
+
+class AddObservationsResult(BaseModel):
+    results: list[AddedObservations]
+
+
+class MemoryGraph(BaseModel):
+    """Entities and relations, as read_graph, search_nodes and open_nodes return them."""
+
+    entities: list[MemoryEntity]
+    relations: list[MemoryRelation]
+    next_offset: int | None = Field(
+        None, description="read_graph only, and only when more entities remain: pass it as offset to read on."
+    )
+    relations_truncated: bool | None = Field(
+        None, description="Present (true) only when some relations were left out to keep the answer bounded."
+    )
+
+
+class MemoryDeleteResult(DeletedSummary):
+    """The reference's {success, message}, with what was deleted and what was not found."""
+
+    success: bool
+    message: str
+
+
+class ObservationsDeleted(BaseModel):
+    """The reference's {success, message}, with what was removed and the entities that were not found."""
+
+    success: bool
+    message: str
+    removed: list[ObservationResult] = Field(default_factory=list, description="Per entity, what was removed.")
+    not_found: list[str] = Field(default_factory=list, description="Entity names that match nothing (ignored).")

@@ -4,6 +4,7 @@ on a worker thread, and turn domain errors into tool errors the model can act on
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import threading
 import time
@@ -15,14 +16,25 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from duckgraph.core import __version__
 from duckgraph.core.bootstrap import Services
+from duckgraph.core import memory_compat
 from duckgraph.core.model import (
+    AddObservationsResult,
     DeletedSummary,
+    MemoryDeleteResult,
+    MemoryEntities,
+    MemoryEntityInput,
+    MemoryGraph,
+    MemoryRelations,
+    ObservationAddition,
+    ObservationDeletion,
+    ObservationsDeleted,
     EntitiesResult,
     EntityDetail,
     GraphStats,
@@ -40,6 +52,15 @@ from duckgraph.core.model import (
     NodeInput,
     SearchResult,
 )
+from duckgraph.core.http import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    MCP_PATH,
+    BearerTokenMiddleware,
+    check_binding,
+    is_loopback,
+    run_asgi,
+)
 from duckgraph.core.service import KnowledgeBase
 from duckgraph.ports import DuckgraphError
 
@@ -55,6 +76,16 @@ duckgraph is a long-term memory organised as a knowledge graph with source passa
   you extract from them.
 - Before answering from memory, call search: it returns the relevant entities, how they connect, and the
   passages that support them.
+"""
+
+#: With DUCKGRAPH_TOOLS=memory only the reference memory server's tools exist, so only they are named.
+MEMORY_INSTRUCTIONS = """\
+duckgraph is a long-term memory organised as a knowledge graph of entities, relations and observations.
+- Store what you learn with create_entities (specific entity types such as person, organization) and
+  create_relations between existing entities (specific relation types in active voice, e.g. works_at); add
+  facts about an entity with add_observations. Reuse the exact names of entities that already exist.
+- Before answering from memory, call search_nodes: it searches by meaning and returns the relevant entities
+  and the relations among them. open_nodes reads entities by name; read_graph reads the graph page by page.
 """
 
 
@@ -76,7 +107,8 @@ def build_server(services: Services) -> MCPServer:
             await anyio.to_thread.run_sync(kb.close)
 
     server = MCPServer(
-        "duckgraph", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan,
+        "duckgraph", version=__version__, lifespan=lifespan,
+        instructions=MEMORY_INSTRUCTIONS if services.settings.tools == "memory" else INSTRUCTIONS,
         warn_on_duplicate_tools=False,
     )
     tool_set = services.settings.tools
@@ -85,6 +117,7 @@ def build_server(services: Services) -> MCPServer:
     if tool_set in ("memory", "all"):
         _register_memory_tools(server)
     _register_shared_tools(server)
+    _register_prompts_and_resources(server, services)
     return server
 
 
@@ -115,7 +148,6 @@ async def _call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 ADDITIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
-EDITING = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
 DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
 EntityName = Annotated[str, Field(min_length=1, max_length=300)]
 
@@ -189,7 +221,7 @@ def _register_graphrag_tools(server: MCPServer) -> None:
         )
 
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(title="Get entities", annotations=_titled(READ_ONLY, "Get entities"))
     async def get_entities(
         ctx: Context, names: Annotated[list[EntityName], Field(min_length=1, max_length=100)]
     ) -> EntitiesResult:
@@ -199,7 +231,7 @@ def _register_graphrag_tools(server: MCPServer) -> None:
         entities, missing = await _call(kb.curation.get_entities, names, kb.namespace)
         return EntitiesResult(entities=entities, not_found=missing)
 
-    @server.tool(annotations=EDITING)
+    @server.tool(title="Update entity", annotations=_titled(DESTRUCTIVE, "Update entity"))
     async def update_entity(
         ctx: Context,
         name: Annotated[EntityName, Field(description="The entity to change.")],
@@ -215,7 +247,7 @@ def _register_graphrag_tools(server: MCPServer) -> None:
         return await _call(kb.curation.update_entity, name, kb.namespace, new_name=new_name, type=type,
                            description=description, aliases=aliases, properties=properties)
 
-    @server.tool(annotations=EDITING)
+    @server.tool(title="Merge entities", annotations=_titled(DESTRUCTIVE, "Merge entities"))
     async def merge_entities(
         ctx: Context,
         sources: Annotated[list[EntityName], Field(min_length=1, max_length=50, description="Duplicates to fold in.")],
@@ -227,7 +259,7 @@ def _register_graphrag_tools(server: MCPServer) -> None:
         kb = _kb(ctx)
         return await _call(kb.curation.merge_entities, sources, target, kb.namespace)
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(title="Find paths", annotations=_titled(READ_ONLY, "Find paths"))
     async def find_paths(
         ctx: Context,
         source: EntityName,
@@ -241,7 +273,7 @@ def _register_graphrag_tools(server: MCPServer) -> None:
         return await _call(kb.curation.find_paths, source, target, kb.namespace, max_hops=max_hops,
                            max_paths=max_paths)
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(title="Graph stats", annotations=_titled(READ_ONLY, "Graph stats"))
     async def graph_stats(ctx: Context) -> GraphStats:
         """Size of the memory and the entity and relation types in use (the 50 most common of each)."""
         kb = _kb(ctx)
@@ -251,33 +283,131 @@ def _register_graphrag_tools(server: MCPServer) -> None:
 def _register_shared_tools(server: MCPServer) -> None:
     """Tools both sets share, with the reference memory server's argument and result shapes."""
 
-    @server.tool(annotations=DESTRUCTIVE)
+    # The reference accepts empty lists here (and succeeds doing nothing), so these do too.
+    @server.tool(title="Delete Entities", annotations=_titled(DESTRUCTIVE, "Delete Entities"))
     async def delete_entities(
         ctx: Context,
-        entityNames: Annotated[list[EntityName], Field(min_length=1, max_length=1_000,  # noqa: N803
-                                                       description="Exact names of the entities to delete.")],
-    ) -> Annotated[CallToolResult, DeletedSummary]:
-        """Delete the named entities and every relation that touches them. Only exactly named entities (or a
-        unique alias) are deleted; names that match nothing are reported in not_found."""
+        entityNames: Annotated[list[EntityName], Field(max_length=1_000,  # noqa: N803
+                                                       description="An array of entity names to delete")],
+    ) -> Annotated[CallToolResult, MemoryDeleteResult]:
+        """Delete multiple entities and their associated relations from the knowledge graph. Only exactly named
+        entities (or a unique alias) are deleted; names that match nothing are reported in not_found."""
         kb = _kb(ctx)
         summary = await _call(kb.curation.delete_entities, entityNames, kb.namespace)
-        return _with_text(summary, "Entities deleted successfully")
+        return _deleted(summary, "Entities deleted successfully")
 
-    @server.tool(annotations=DESTRUCTIVE)
+    @server.tool(title="Delete Relations", annotations=_titled(DESTRUCTIVE, "Delete Relations"))
     async def delete_relations(
         ctx: Context,
-        relations: Annotated[list[RelationInput], Field(min_length=1, max_length=1_000)],
-    ) -> Annotated[CallToolResult, DeletedSummary]:
-        """Delete the given relations ({from, to, relationType}); relations that do not exist are reported in
-        not_found. The entities stay."""
+        relations: Annotated[list[RelationInput], Field(max_length=1_000,
+                                                        description="An array of relations to delete")],
+    ) -> Annotated[CallToolResult, MemoryDeleteResult]:
+        """Delete multiple relations ({from, to, relationType}) from the knowledge graph; relations that do not
+        exist are reported in not_found. The entities stay."""
         kb = _kb(ctx)
         refs = [RelationRef(source=r.from_, target=r.to, type=r.relationType) for r in relations]
         summary = await _call(kb.curation.delete_relations, refs, kb.namespace)
-        return _with_text(summary, "Relations deleted successfully")
+        return _deleted(summary, "Relations deleted successfully")
 
 
 def _register_memory_tools(server: MCPServer) -> None:
-    """The reference MCP memory server's tools, same names and shapes (see core/memory_compat notes)."""
+    """The reference MCP memory server's tools, same names and shapes (see core/memory_compat notes).
+
+    Their text content is the JSON the reference returns (JSON.stringify(result, null, 2)); their structured
+    content has the reference's fields, plus optional ones that are only present when they say something.
+    """
+
+    @server.tool(title="Create Entities", annotations=_titled(ADDITIVE, "Create Entities"))
+    async def create_entities(
+        ctx: Context,
+        entities: Annotated[list[MemoryEntityInput], Field(max_length=MAX_NODES_PER_CALL)],
+    ) -> Annotated[CallToolResult, MemoryEntities]:
+        """Create multiple new entities in the knowledge graph. An entity whose name exists already (ignoring
+        case and spacing) is skipped: only the entities created are returned."""
+        created = await _call(memory_compat.create_entities, _kb(ctx), entities)
+        return _json_result(MemoryEntities(entities=created), "entities")
+
+    @server.tool(title="Create Relations", annotations=_titled(ADDITIVE, "Create Relations"))
+    async def create_relations(
+        ctx: Context,
+        relations: Annotated[list[RelationInput], Field(max_length=MAX_EDGES_PER_CALL)],
+    ) -> Annotated[CallToolResult, MemoryRelations]:
+        """Create multiple new relations between entities in the knowledge graph. Relations should be in active
+        voice. Both entities must exist (create them with create_entities first). A relation that exists
+        already is skipped: only the relations created are returned."""
+        created = await _call(memory_compat.create_relations, _kb(ctx), relations)
+        return _json_result(MemoryRelations(relations=created), "relations")
+
+    @server.tool(title="Add Observations", annotations=_titled(ADDITIVE, "Add Observations"))
+    async def add_observations(
+        ctx: Context,
+        observations: Annotated[list[ObservationAddition], Field(max_length=1_000)],
+    ) -> Annotated[CallToolResult, AddObservationsResult]:
+        """Add new observations to existing entities in the knowledge graph. Returns, per entity, the
+        observations that were new; an entity that does not exist fails the call and nothing is added."""
+        results = await _call(memory_compat.add_observations, _kb(ctx), observations)
+        return _json_result(AddObservationsResult(results=results), "results")
+
+    @server.tool(title="Delete Observations", annotations=_titled(DESTRUCTIVE, "Delete Observations"))
+    async def delete_observations(
+        ctx: Context,
+        deletions: Annotated[list[ObservationDeletion], Field(max_length=1_000)],
+    ) -> Annotated[CallToolResult, ObservationsDeleted]:
+        """Delete specific observations from entities in the knowledge graph. Entities that do not exist are
+        ignored (and listed in not_found)."""
+        result = await _call(memory_compat.delete_observations, _kb(ctx), deletions)
+        return _with_text(result, result.message)
+
+    @server.tool(title="Read Graph", annotations=_titled(READ_ONLY, "Read Graph"))
+    async def read_graph(
+        ctx: Context,
+        offset: Annotated[int, Field(ge=0, description="Entities to skip (from next_offset).")] = 0,
+        limit: Annotated[int, Field(ge=1, le=memory_compat.MAX_PAGE_SIZE,
+                                    description="Entities per page.")] = memory_compat.DEFAULT_PAGE_SIZE,
+    ) -> Annotated[CallToolResult, MemoryGraph]:
+        """Read the knowledge graph, a page at a time: entities in creation order with the relations that start
+        at them. When more entities remain, the result has next_offset: call again with offset=next_offset."""
+        graph = await _call(memory_compat.read_graph, _kb(ctx), offset=offset, limit=limit)
+        return _json_result(graph)
+
+    @server.tool(title="Search Nodes", annotations=_titled(READ_ONLY, "Search Nodes"))
+    async def search_nodes(
+        ctx: Context,
+        query: Annotated[str, Field(max_length=2_000, description="The search query to match against entity "
+                                                                  "names, types, and observation content")],
+    ) -> Annotated[CallToolResult, MemoryGraph]:
+        """Search for nodes in the knowledge graph based on a query. The search is by meaning, not by substring:
+        it finds the entities the query is about and the on-topic entities around them, best first, with the
+        relations among them."""
+        graph = await _call(memory_compat.search_nodes, _kb(ctx), query)
+        return _json_result(graph)
+
+    @server.tool(title="Open Nodes", annotations=_titled(READ_ONLY, "Open Nodes"))
+    async def open_nodes(
+        ctx: Context,
+        names: Annotated[list[EntityName], Field(max_length=1_000, description="An array of entity names to "
+                                                                              "retrieve")],
+    ) -> Annotated[CallToolResult, MemoryGraph]:
+        """Open specific nodes in the knowledge graph by their names: the entities found (names that match
+        nothing are skipped) and every relation with at least one end among them."""
+        graph = await _call(memory_compat.open_nodes, _kb(ctx), names)
+        return _json_result(graph)
+
+
+def _titled(annotations: ToolAnnotations, title: str) -> ToolAnnotations:
+    return annotations.model_copy(update={"title": title})
+
+
+def _json_result(result: BaseModel, key: str | None = None) -> CallToolResult:
+    """The reference server's result: text content is its JSON (of `result[key]` when given, as the reference
+    prints bare lists) with two-space indents, structured content is `result` without empty optional fields."""
+    structured = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    text = json.dumps(structured[key] if key else structured, indent=2, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+def _deleted(summary: DeletedSummary, message: str) -> CallToolResult:
+    return _with_text(MemoryDeleteResult(**summary.model_dump(), success=True, message=message), message)
 
 
 def _with_text(result: Any, text: str) -> CallToolResult:
@@ -300,3 +430,121 @@ def _progress_reporter(ctx: Context) -> Callable[[int, int, str], None]:
 
 def serve(services: Services, transport: str = "stdio") -> None:
     build_server(services).run(transport)  # type: ignore[arg-type]
+
+
+def serve_http(services: Services, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    """Serve MCP over streamable HTTP at http://host:port/mcp until interrupted.
+
+    With `settings.http_token` every request needs `Authorization: Bearer <token>`; without one the server
+    only listens on a loopback address (a ConfigError otherwise, raised before anything starts).
+    """
+    token = services.settings.http_token.get_secret_value() if services.settings.http_token else None
+    check_binding(host, token)
+    bare = host.strip().strip("[]")
+    security = None  # the SDK protects 127.0.0.1, localhost and ::1 against DNS rebinding by itself
+    if is_loopback(bare) and bare not in ("127.0.0.1", "localhost", "::1"):
+        authority = f"[{bare}]" if ":" in bare else bare
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[f"{authority}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=[f"http://{authority}:*", "http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    app: Any = build_server(services).streamable_http_app(
+        streamable_http_path=MCP_PATH, host=bare, transport_security=security
+    )
+    if token is not None:
+        app = BearerTokenMiddleware(app, token)
+    run_asgi(app, bare, port, services.settings.log_level)
+
+
+EXTRACTION_GUIDE = """\
+Read the text below and store the knowledge it contains in duckgraph, the long-term memory graph.
+
+1. Keep the source. Call add_documents with the text (give it a short, stable id and a title) before anything
+   else, and note the id it returns: every entity and relationship you take from this text gets that id in
+   its source_ids, so search can later show the passage that backs each fact.
+2. Look before you write. Call search with the names the text mentions. When an entity is already stored,
+   use its stored name exactly as written there, so the new facts attach to it instead of creating a twin.
+3. Pick out the entities: the people, organizations, places, products, works, events and ideas the text is
+   about. Give each a precise type such as Person, Organization, City, Drug, Paper or Award (not Thing or
+   Entity) and a one-sentence description drawn from the text. List other names the text uses for the same
+   thing as aliases.
+4. Pick out the relationships the text states between them, each as a source entity, a target entity and
+   a type in UPPER_SNAKE_CASE that says exactly what the link is: FOUNDED, EMPLOYED_BY, BORN_IN, AUTHORED,
+   ACQUIRED, TREATS. A vague label such as RELATED_TO or ASSOCIATED_WITH tells a later reader nothing, so
+   never use one. Point each relationship the way it reads ("Ada Lovelace -WORKED_WITH-> Charles Babbage") and
+   add a description with the fact as the text puts it, dates included.
+5. Store them with one add_knowledge_graph call: nodes (name, type, description, aliases, source_ids) and
+   edges (source, target, type, description, source_ids). Only state what the text supports; leave out
+   guesses and general knowledge.
+"""
+
+MEMORY_EXTRACTION_GUIDE = """\
+Read the text below and store the knowledge it contains in the memory graph.
+
+1. Look before you write. Call search_nodes with the names the text mentions. When an entity is already
+   stored, use its stored name exactly, so the new facts attach to it instead of creating a twin.
+2. Pick out the entities: the people, organizations, places, products, works, events and ideas the text is
+   about. Give each a precise entityType such as Person, Organization, City, Drug, Paper or Award (not Thing
+   or Entity), and put what the text says about it into observations, one short fact per observation.
+   Create new ones with create_entities; add facts about stored ones with add_observations.
+3. Pick out the relationships the text states between them and store them with create_relations, each
+   with from, to and a relationType in UPPER_SNAKE_CASE that says exactly what the link is: FOUNDED,
+   EMPLOYED_BY, BORN_IN, AUTHORED, ACQUIRED, TREATS. A vague label such as RELATED_TO or ASSOCIATED_WITH tells
+   a later reader nothing, so never use one. Point each relationship the way it reads.
+4. Only state what the text supports; leave out guesses and general knowledge.
+"""
+
+
+def extraction_prompt(tool_set: str, text: str | None = None) -> str:
+    """The extract_knowledge prompt for the given tool set, with the text appended when given."""
+    guide = MEMORY_EXTRACTION_GUIDE if tool_set == "memory" else EXTRACTION_GUIDE
+    if text and text.strip():
+        return f"{guide}\nThe text:\n<text>\n{text.strip()}\n</text>\n"
+    return f"{guide}\nThe text is the one the user gives you next (or has just given you).\n"
+
+
+def _register_prompts_and_resources(server: MCPServer, services: Services) -> None:
+    """The extract_knowledge prompt and the duckgraph://stats and duckgraph://schema resources (every tool set).
+
+    Static resources get no request context, so they read the knowledge base the lifespan also hands out.
+    """
+    kb = services.knowledge_base
+    tool_set = services.settings.tools
+
+    @server.prompt(
+        name="extract_knowledge",
+        title="Extract knowledge into the graph",
+        description="Step-by-step instructions for turning a text into entities and specific relationships "
+                    "stored in the memory, with the text kept as their source.",
+    )
+    def extract_knowledge(
+        text: Annotated[str | None, Field(description="The text to extract from (optional: otherwise the "
+                                                      "next message).", max_length=200_000)] = None,
+    ) -> str:
+        return extraction_prompt(tool_set, text)
+
+    @server.resource(
+        "duckgraph://stats", name="stats", title="Knowledge base statistics", mime_type="application/json",
+        description="Counts of entities, relations, documents and passages, and the entity and relation "
+                    "types in use (the 50 most common of each).",
+    )
+    def stats_resource() -> str:
+        stats = _read_for_resource(kb.stats, kb.namespace)
+        return GraphStats(**stats).model_dump_json(indent=2)
+
+    @server.resource(
+        "duckgraph://schema", name="schema", title="Types in use", mime_type="application/json",
+        description="The entity and relation types in use (at most 50 of each, most common first), each with "
+                    "its count and an example, so new knowledge can reuse them.",
+    )
+    def schema_resource() -> str:
+        return json.dumps(_read_for_resource(kb.schema, kb.namespace), indent=2, ensure_ascii=False)
+
+
+def _read_for_resource(function: Callable[..., T], *args: Any) -> T:
+    """Call a knowledge-base read for a resource; domain errors become resource errors the client sees."""
+    try:
+        return function(*args)
+    except DuckgraphError as exc:
+        raise ResourceError(str(exc)) from exc

@@ -207,6 +207,10 @@ class KnowledgeBase:
         wanted = {entity_key(name) for e in edges for name in (e.source, e.target)} - merged.keys()
         by_key: dict[str, str] = {key: key for key in merged}
         alias_owners: dict[str, set[str]] = {}
+        # Aliases of the nodes of this call count too (an extractor's edges may name a node by its alias).
+        for key, (node, _) in merged.items():
+            for alias in node.aliases:
+                alias_owners.setdefault(entity_key(alias), set()).add(key)
         for node in self.store.find_nodes(namespace, wanted):
             if node.key in wanted:
                 by_key[node.key] = node.key
@@ -387,6 +391,19 @@ class KnowledgeBase:
     def health(self) -> dict[str, Any]:
         self.open()
         return self.store.health()
+
+    def schema(self, namespace: str | None = None, *, limit: int = 50) -> dict[str, Any]:
+        """The entity and relation types in use, most common first, each with its count and one example;
+        at most `limit` of each, with `truncated` telling whether there are more."""
+        namespace = namespace or self.namespace
+        self.open()
+        found = self.store.type_examples(namespace, limit=limit + 1)
+        return {
+            "namespace": namespace,
+            "node_types": found["node_types"][:limit],
+            "edge_types": found["edge_types"][:limit],
+            "truncated": {kind: len(found[kind]) > limit for kind in ("node_types", "edge_types")},
+        }
 
     @property
     def curation(self):

@@ -21,6 +21,7 @@ from duckgraph.ports.records import (
     EdgeWrite,
     GraphFragment,
     NodeRecord,
+    Snapshot,
     VectorKind,
     WriteBatch,
     WriteSummary,
@@ -30,6 +31,7 @@ from duckgraph.ports.store import GraphStore
 __all__ = [
     "ChunkRecord", "ConfigError", "DocumentRecord", "DuckgraphError", "EdgeRecord", "EdgeWrite", "Embedder",
     "EmbedderError", "EmbedderMismatchError", "ExtractionError", "Extractor", "GraphFragment", "GraphStore",
-    "InvalidInputError", "NodeRecord", "NotFoundError", "StoreError", "VectorKind", "WriteBatch", "WriteSummary",
+    "InvalidInputError", "NodeRecord", "NotFoundError", "Snapshot", "StoreError", "VectorKind", "WriteBatch",
+    "WriteSummary",
     "entity_key", "hookimpl", "name_candidates", "normalize", "relation_type",
 ]

