@@ -311,14 +311,14 @@ def recall(ranked: Sequence[int], gold: Sequence[int], k: int) -> float:
 
 def question_scores(ranked: Sequence[int], question: Question) -> dict[str, Any]:
     scores: dict[str, Any] = {f"R@{k}": recall(ranked, question.gold, k) for k in RECALL_KS}
-    scores[f"all@{TOP_K}"] = float(set(question.gold) <= set(ranked[:TOP_K]))
+    scores[f"all-gold@{TOP_K}"] = float(set(question.gold) <= set(ranked[:TOP_K]))
     scores["hops_found"] = [gold in ranked[:TOP_K] for gold in question.hop_gold]
     return scores
 
 
 def aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Mean of each score x100 over the given per-question scores."""
-    keys = [f"R@{k}" for k in RECALL_KS] + [f"all@{TOP_K}"]
+    keys = [f"R@{k}" for k in RECALL_KS] + [f"all-gold@{TOP_K}"]
     return {key: round(100 * statistics.fmean(row[key] for row in rows), 1) for key in keys}
 
 
