@@ -145,7 +145,7 @@ def _ingest(args: argparse.Namespace) -> int:
         return 1
     services = _setup(args)
     extract = services.knowledge_base.extractor is not None if args.extract is None else args.extract
-    stored = chunks = extracted = failed = 0
+    stored = chunks = extracted = already = failed = 0
     bar = ProgressBar()
     with services.knowledge_base as kb:
         for start in range(0, len(files), INGEST_BATCH):
@@ -165,7 +165,8 @@ def _ingest(args: argparse.Namespace) -> int:
             result = kb.add_documents(documents, extract=extract, progress=bar.update)
             stored += sum(not d.unchanged for d in result.documents)
             chunks += result.chunks_written
-            extracted += sum(1 for e in result.extractions if not e.error)
+            extracted += sum(1 for e in result.extractions if not e.error and not e.skipped)
+            already += sum(1 for e in result.extractions if e.skipped)
             failed += result.extraction_errors
             for entry in result.extractions:
                 if entry.error:
@@ -176,7 +177,8 @@ def _ingest(args: argparse.Namespace) -> int:
     bar.finish()
     summary = f"{stored} documents stored ({len(files) - stored} unchanged or skipped), {chunks} passages"
     if extract:
-        summary += f", {extracted} passages extracted, {failed} failed"
+        summary += f", {extracted} passages extracted" + (f" ({already} had been already)" if already else "")
+        summary += f", {failed} failed"
     print(summary, file=sys.stderr if args.json else sys.stdout)
     return 1 if failed else 0
 

@@ -116,6 +116,7 @@ class ChunkExtraction(BaseModel):
     nodes: int = 0
     edges: int = 0
     error: str | None = None
+    skipped: bool = Field(False, description="The passage already had entities linked; not extracted again.")
 
 
 class AddDocumentsResult(BaseModel):

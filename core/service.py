@@ -310,23 +310,29 @@ class KnowledgeBase:
             outcome.extraction_errors = sum(1 for e in outcome.extractions if e.error)
         return outcome
 
+    def _extract_one(self, chunk: ChunkRecord, namespace: str, entry: ChunkExtraction) -> None:
+        try:
+            known = [n.name for n in self.store.find_nodes(namespace, name_candidates(chunk.text, 4))]
+            fragment = self.extractor.extract(chunk.text, known_entities=known)
+            nodes, edges = _fragment_inputs(fragment, chunk.document_id)
+            if nodes or edges:
+                added = self.add_knowledge_graph(nodes, edges, namespace=namespace, source_chunk_ids=[chunk.id])
+                entry.nodes, entry.edges = len(added.nodes), added.edges_created + added.edges_updated
+        except (DuckgraphError, ValidationError) as exc:
+            entry.error = _one_line(exc)
+            log.warning("extraction of %s#%s failed: %s", chunk.document_id, chunk.id, entry.error)
+
     def _extract(
         self, chunks: Sequence[ChunkRecord], namespace: str, progress: Progress | None
     ) -> list[ChunkExtraction]:
         assert self.extractor is not None
         report: list[ChunkExtraction] = []
+        # Re-running an ingest must not pay for (or vary) a chat model's work on passages already done.
+        done_before = self.store.mentioned_chunks(c.id for c in chunks)
         for done, chunk in enumerate(chunks, start=1):
-            entry = ChunkExtraction(document_id=chunk.document_id, chunk_id=chunk.id)
-            try:
-                known = [n.name for n in self.store.find_nodes(namespace, name_candidates(chunk.text, 4))]
-                fragment = self.extractor.extract(chunk.text, known_entities=known)
-                nodes, edges = _fragment_inputs(fragment, chunk.document_id)
-                if nodes or edges:
-                    added = self.add_knowledge_graph(nodes, edges, namespace=namespace, source_chunk_ids=[chunk.id])
-                    entry.nodes, entry.edges = len(added.nodes), added.edges_created + added.edges_updated
-            except (DuckgraphError, ValidationError) as exc:
-                entry.error = _one_line(exc)
-                log.warning("extraction of %s#%s failed: %s", chunk.document_id, chunk.id, entry.error)
+            entry = ChunkExtraction(document_id=chunk.document_id, chunk_id=chunk.id, skipped=chunk.id in done_before)
+            if not entry.skipped:
+                self._extract_one(chunk, namespace, entry)
             report.append(entry)
             if progress is not None:
                 progress(done, len(chunks), "extracting entities and relationships")

@@ -987,6 +987,16 @@ class DuckDBStore(GraphStore):
             rows = self._db.execute(query, params).fetchall()
         return [_edge(row) for row in rows]
 
+    def mentioned_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
+        ids = list(set(chunk_ids))
+        if not ids:
+            return set()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT chunk_id FROM mentions WHERE chunk_id IN (SELECT unnest($1))", [ids]
+            ).fetchall()
+        return {row[0] for row in rows}
+
     def chunks_mentioning(self, node_ids: Sequence[int], *, limit: int = 1000) -> list[tuple[int, int]]:
         if not node_ids:
             return []

@@ -106,6 +106,10 @@ class GraphStore(ABC):
         """Edges touching any of `node_ids`, in either direction, valid at `as_of` (None: still holding)."""
 
     @abstractmethod
+    def mentioned_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
+        """Those of the given chunks that already have entities linked to them."""
+
+    @abstractmethod
     def chunks_mentioning(self, node_ids: Sequence[int], *, limit: int = 1000) -> list[tuple[int, int]]:
         """(chunk id, node id) provenance pairs for the given nodes."""
 

@@ -461,11 +461,15 @@ def test_ingest_a_folder_with_extraction(notes, ingest_env, ollama, capsys):
     finally:
         kb.close()
 
-    # Again: every file is unchanged and nothing in the file changes.
+    # Again: every file is unchanged, no passage is sent to the chat model again, nothing in the file changes.
+    chats_before = len(chats(ollama))
     code = main(["ingest", "notes", "--db", str(ingest_env)])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert out.startswith("0 documents stored (3 unchanged or skipped), 0 passages")
+    assert out.strip() == (
+        "0 documents stored (3 unchanged or skipped), 0 passages, 0 passages extracted (3 had been already), 0 failed"
+    )
+    assert len(chats(ollama)) == chats_before
     kb = open_file(ingest_env)
     try:
         assert kb.stats() == stats
