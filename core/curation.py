@@ -16,7 +16,7 @@ from duckgraph.core.model import (
     RelationRef,
     ResultEdge,
 )
-from duckgraph.core.service import MAX_DESCRIPTION_CHARS, edge_text, node_text
+from duckgraph.core.service import MAX_DESCRIPTION_CHARS
 from duckgraph.ports import (
     EdgeRecord,
     EdgeWrite,
@@ -244,11 +244,7 @@ class GraphCuration:
 
     def _write_with_vectors(self, batch: WriteBatch, namespace: str, renamed: dict[int, str] | None = None):
         """Write with fresh vectors for the batch's nodes and, after a rename or merge, for their edges."""
-        observations = self.store.get_observations([n.id for n in batch.nodes if n.observations is None])
-        texts = [node_text(n, n.observations if n.observations is not None else observations.get(n.id, ()))
-                 for n in batch.nodes]
-        for node, vector in zip(batch.nodes, self.kb.embedder.embed_documents(texts)):
-            node.embedding = vector
+        self.kb.embed_records(namespace, batch.nodes)
         summary = self.store.write(batch)
         if renamed:
             self._refresh_edge_vectors(list(renamed), namespace)
@@ -265,9 +261,7 @@ class GraphCuration:
                       type=e.type, description=e.description, weight=e.weight, properties=e.properties)
             for e in edges if e.source_id in nodes and e.target_id in nodes
         ]
-        names = {n.key: n.name for n in nodes.values()}
-        for write, vector in zip(writes, self.kb.embedder.embed_documents([edge_text(w, names) for w in writes])):
-            write.embedding = vector
+        self.kb.embed_records(namespace, edges=writes, names={n.key: n.name for n in nodes.values()})
         self.store.write(WriteBatch(edges=writes))
 
     # -- paths -----------------------------------------------------------------------------------------

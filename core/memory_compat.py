@@ -31,7 +31,6 @@ from duckgraph.core.model import (
     ObservationsDeleted,
     RelationInput,
 )
-from duckgraph.core.service import edge_text, node_text
 from duckgraph.ports import (
     EdgeRecord,
     EdgeWrite,
@@ -75,9 +74,7 @@ def create_entities(kb: KnowledgeBase, entities: Sequence[MemoryEntityInput]) ->
             for key, e in new.items()
         ]
         if records:
-            vectors = kb.embedder.embed_documents([node_text(r, r.observations or ()) for r in records])
-            for record, vector in zip(records, vectors):
-                record.embedding = vector
+            kb.embed_records(namespace, records)
             kb.store.write(WriteBatch(nodes=records))
     return [MemoryEntity(name=r.name, entityType=r.type, observations=list(r.observations or ())) for r in records]
 
@@ -114,9 +111,7 @@ def create_relations(kb: KnowledgeBase, relations: Sequence[RelationInput]) -> l
             writes.append(EdgeWrite(namespace=namespace, source_key=source.key, target_key=target.key,
                                     type=identity[2], properties={ORIGINAL_TYPE: relation.relationType}))
         if writes:
-            names = {n.key: n.name for n in ends.values()}
-            for write, vector in zip(writes, kb.embedder.embed_documents([edge_text(w, names) for w in writes])):
-                write.embedding = vector
+            kb.embed_records(namespace, edges=writes, names={n.key: n.name for n in ends.values()})
             kb.store.write(WriteBatch(edges=writes))
     return [MemoryRelation(from_=r.from_, to=r.to, relationType=r.relationType) for r in created]
 

@@ -165,14 +165,8 @@ class KnowledgeBase:
             for item in [*(node for node, _ in merged.values()), *edge_writes]:
                 item.source_chunk_ids = tuple(source_chunk_ids)
             changed = [n for n, text_changed in merged.values() if text_changed]
-            observations = self.store.get_observations([n.id for n in changed if n.id is not None])
             names = {key: node.name for key, (node, _) in merged.items()}
-            names.update({n.key: n.name for n in self.store.find_nodes(
-                namespace, {k for e in edge_writes for k in (e.source_key, e.target_key)} - names.keys())})
-            texts = [node_text(n, observations.get(n.id, ())) for n in changed] + [edge_text(e, names) for e in edge_writes]
-            vectors = self.embedder.embed_documents(texts)
-            for item, vector in zip([*changed, *edge_writes], vectors):
-                item.embedding = vector
+            self.embed_records(namespace, changed, edge_writes, names=names)
             records = [n for n, _ in merged.values()]
             created_before = {n.key for n in records if n.id is None}
             summary = self.store.write(WriteBatch(nodes=records, edges=edge_writes))
@@ -183,6 +177,29 @@ class KnowledgeBase:
             edges_updated=summary.edges_updated,
             nodes=[NodeRef(id=n.id, name=n.name, type=n.type, created=n.key in created_before) for n in records],
         )
+
+    def embed_records(
+        self,
+        namespace: str,
+        nodes: Sequence[NodeRecord] = (),
+        edges: Sequence[EdgeWrite] = (),
+        *,
+        names: dict[str, str] | None = None,
+    ) -> None:
+        """Give nodes and edges fresh vectors in one embedding call.
+
+        A node is embedded with its observations (read from the store when the record carries none), an edge as
+        the fact it states; edge ends that are neither among `nodes` nor in `names` (key -> name) are looked up.
+        """
+        stored = self.store.get_observations([n.id for n in nodes if n.id is not None and n.observations is None])
+        known = {**(names or {}), **{n.key: n.name for n in nodes}}
+        unknown = {key for e in edges for key in (e.source_key, e.target_key)} - known.keys()
+        if unknown:
+            known.update({n.key: n.name for n in self.store.find_nodes(namespace, unknown)})
+        texts = [node_text(n, n.observations if n.observations is not None else stored.get(n.id, ())) for n in nodes]
+        texts += [edge_text(e, known) for e in edges]
+        for item, vector in zip([*nodes, *edges], self.embedder.embed_documents(texts)):
+            item.embedding = vector
 
     def _merge_nodes(self, nodes: Sequence[NodeInput], namespace: str) -> dict[str, tuple[NodeRecord, bool]]:
         """Node records to write, by key, each with whether its embedded text changed."""

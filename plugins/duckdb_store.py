@@ -551,9 +551,8 @@ class DuckDBStore(GraphStore):
                     item.id = item_id
                 raise
             # Only after the commit: the in-memory index must never hold what the file does not.
-            self._indexes.get("node", VectorIndex(1)).remove(deleted_nodes[0])
-            self._indexes.get("edge", VectorIndex(1)).remove(dropped_edges)
-            self._update_indexes(batch, removed_chunks, edge_ids)
+            removed = {"node": deleted_nodes[0], "chunk": removed_chunks, "edge": dropped_edges}
+            self._update_indexes(batch, removed, edge_ids)
         return WriteSummary(
             nodes_created=created, nodes_updated=updated, edges_created=edges_created, edges_updated=edges_updated,
             documents_written=len(batch.documents), chunks_written=len(batch.chunks),
@@ -838,11 +837,11 @@ class DuckDBStore(GraphStore):
             )
         _insert_pairs(con, "edge_evidence", pairs)
 
-    def _update_indexes(self, batch: WriteBatch, removed_chunks: list[int], edge_ids: list[int]) -> None:
+    def _update_indexes(self, batch: WriteBatch, removed: dict[str, list[int]], edge_ids: list[int]) -> None:
         if not self._indexes:
             return
-        if removed_chunks:
-            self._indexes["chunk"].remove(removed_chunks)
+        for kind, ids in removed.items():
+            self._indexes[kind].remove(ids)
         namespace_of = {doc.id: doc.namespace for doc in batch.documents}
         written: dict[tuple[str, str], list[tuple[int, Any]]] = {}
         for node in batch.nodes:
