@@ -13,13 +13,14 @@ from duckgraph.ports.errors import (
 )
 from duckgraph.ports.extractor import Extractor
 from duckgraph.ports.hookspecs import hookimpl
-from duckgraph.ports.names import entity_key, name_candidates, relation_type
+from duckgraph.ports.names import entity_key, loose_key, name_candidates, relation_type
 from duckgraph.ports.records import (
     ChunkRecord,
     DocumentRecord,
     EdgeRecord,
     EdgeWrite,
     GraphFragment,
+    Links,
     NodeRecord,
     Snapshot,
     VectorKind,
@@ -31,7 +32,7 @@ from duckgraph.ports.store import GraphStore
 __all__ = [
     "ChunkRecord", "ConfigError", "DocumentRecord", "DuckgraphError", "EdgeRecord", "EdgeWrite", "Embedder",
     "EmbedderError", "EmbedderMismatchError", "ExtractionError", "Extractor", "GraphFragment", "GraphStore",
-    "InvalidInputError", "NodeRecord", "NotFoundError", "Snapshot", "StoreError", "VectorKind", "WriteBatch",
+    "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "Snapshot", "StoreError", "VectorKind", "WriteBatch",
     "WriteSummary",
-    "entity_key", "hookimpl", "name_candidates", "normalize", "relation_type",
+    "entity_key", "hookimpl", "loose_key", "name_candidates", "normalize", "relation_type",
 ]

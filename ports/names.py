@@ -9,11 +9,22 @@ import unicodedata
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[\w][\w'’.&+-]*", re.UNICODE)
 _POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
+_LOOSE_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 def entity_key(name: str) -> str:
     """Case-, width- and whitespace-insensitive key: 'Journal of  Math ' and 'journal of math' are one."""
     return _SPACE.sub(" ", unicodedata.normalize("NFKC", name)).strip().casefold()
+
+
+def loose_key(name: str) -> str:
+    """The key with accents and punctuation dropped: 'Aschenbrödel' ~ 'Aschenbrodel', 'Jean-Luc' ~ 'Jean Luc'.
+
+    Looser than `entity_key`, so it is only used to spot likely duplicates, never to make keys unique.
+    """
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", name))
+    bare = "".join(char for char in decomposed if not unicodedata.combining(char)).casefold()
+    return " ".join(_LOOSE_WORD.findall(bare))
 
 
 def relation_type(label: str) -> str:
@@ -22,22 +33,29 @@ def relation_type(label: str) -> str:
     return "_".join(words).upper()
 
 
-def name_candidates(text: str, max_words: int = 6) -> set[str]:
+def name_candidates(text: str, max_words: int = 6, *, proper_only: bool = False) -> set[str]:
     """Every run of up to `max_words` consecutive words of `text`, as entity keys.
 
-    Finds entities named verbatim in a query without scanning every name in the graph.
+    Finds entities named verbatim in a query without scanning every name in the graph. With `proper_only`,
+    only runs written like a proper name: a word in the run holds a digit or a capital that does not merely
+    start the text ("the city where Hank Snow died" gives "hank snow", not "city").
     """
     # Each word as written ("Dr.", "U.S.": keys keep periods) and bare ("Louis" in "...St. Louis.").
-    words: list[tuple[str, str]] = []
-    for word in _WORD.findall(unicodedata.normalize("NFKC", text)):
-        word = _POSSESSIVE.sub("", word).rstrip("'’")
+    words: list[tuple[str, str, bool]] = []
+    text = unicodedata.normalize("NFKC", text)
+    for match in _WORD.finditer(text):
+        word = _POSSESSIVE.sub("", match.group()).rstrip("'’")
         if bare := word.strip(".'’"):
-            words.append((word, bare))
+            marked = word[1:] if match.start() == 0 else word
+            proper = any(char.isupper() or char.isdigit() for char in marked)
+            words.append((word, bare, proper))
     found: set[str] = set()
     for start in range(len(words)):
         for length in range(1, min(max_words, len(words) - start) + 1):
             run = words[start : start + length]
-            for inner in ([w for w, _ in run[:-1]], [b for _, b in run[:-1]]):
-                for last in run[-1]:
+            if proper_only and not any(proper for _, _, proper in run):
+                continue
+            for inner in ([w for w, _, _ in run[:-1]], [b for _, b, _ in run[:-1]]):
+                for last in run[-1][:2]:
                     found.add(entity_key(" ".join([*inner, last])))
     return found

@@ -75,6 +75,18 @@ class EdgeRecord:
 
 
 @dataclass(slots=True)
+class Links:
+    """The entity-passage graph around some nodes and chunks: what a walk over it needs, in both directions."""
+
+    #: node id -> the distinct nodes joined to it by an edge that holds (at the asked moment)
+    node_neighbors: dict[int, list[int]]
+    #: node id -> the chunks that mention it
+    node_chunks: dict[int, list[int]]
+    #: chunk id -> the nodes it mentions
+    chunk_nodes: dict[int, list[int]]
+
+
+@dataclass(slots=True)
 class DocumentRecord:
     """A source text; its chunks carry the embeddings."""
 

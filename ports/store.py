@@ -8,12 +8,16 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
+from duckgraph.ports.errors import StoreError
 from duckgraph.ports.records import (
     ChunkRecord,
     DocumentRecord,
     EdgeRecord,
+    Links,
     NodeRecord,
     Snapshot,
     VectorKind,
@@ -61,7 +65,10 @@ class GraphStore(ABC):
 
     @abstractmethod
     def find_nodes(self, namespace: str, keys: Iterable[str]) -> list[NodeRecord]:
-        """Nodes whose key or one of whose alias keys is in `keys` (without embeddings)."""
+        """Nodes whose key, one of whose alias keys, or the `loose_key` of either is in `keys` (no embeddings).
+
+        Callers that need exact matches compare the returned records' keys and aliases themselves.
+        """
 
     @abstractmethod
     def get_nodes(self, ids: Iterable[int]) -> list[NodeRecord]:
@@ -105,6 +112,15 @@ class GraphStore(ABC):
     ) -> list[EdgeRecord]:
         """Edges touching any of `node_ids`, in either direction, valid at `as_of` (None: still holding)."""
 
+    def neighbor_ends(
+        self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
+    ) -> list[tuple[int, int, int, float]]:
+        """(edge id, source id, target id, weight) of what `neighbors` returns, in the same order: for walks that
+        need no more of an edge until it is kept (then `get_edges`). Stores that keep the graph in memory answer
+        it without building thousands of records; the default asks `neighbors`."""
+        return [(e.id, e.source_id, e.target_id, e.weight)
+                for e in self.neighbors(node_ids, namespace, as_of=as_of, limit=limit)]
+
     @abstractmethod
     def mentioned_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
         """Those of the given chunks that already have entities linked to them."""
@@ -112,6 +128,20 @@ class GraphStore(ABC):
     @abstractmethod
     def chunks_mentioning(self, node_ids: Sequence[int], *, limit: int = 1000) -> list[tuple[int, int]]:
         """(chunk id, node id) provenance pairs for the given nodes."""
+
+    @abstractmethod
+    def links(
+        self, node_ids: Sequence[int], chunk_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None
+    ) -> Links:
+        """Every neighbour and mentioning chunk of `node_ids` and every node mentioned by `chunk_ids`, unlimited.
+
+        Neighbours are joined by edges valid at `as_of` (None: still holding); ids that are unknown or have no
+        links get empty lists, so the list lengths are the true degrees.
+        """
+
+    @abstractmethod
+    def get_edges(self, ids: Iterable[int]) -> list[EdgeRecord]:
+        """Edges by id, expired ones included; unknown ids are skipped."""
 
     @abstractmethod
     def vector_search(
@@ -164,3 +194,20 @@ class GraphStore(ABC):
     @abstractmethod
     def health(self) -> dict[str, Any]:
         """What `duckgraph doctor` shows: file, schema version, extensions, vector search mode and why."""
+
+    # -- backup ----------------------------------------------------------------------------------------
+
+    def backup(self, destination: Path) -> None:
+        """Write a consistent copy of the whole open store to `destination`, a path that does not exist yet.
+
+        The copy is what the store held at one moment (no write of another thread is half in it) and opens
+        directly as a store of the same kind, with the same rows and vectors. It may be taken while the store is
+        in use; writes wait until it is done. On failure the store deletes whatever it wrote to `destination`
+        and raises StoreError. Choosing a temporary name, refusing to overwrite and renaming into place are the
+        caller's job (`KnowledgeBase.backup`).
+
+        The default refuses: a store that cannot copy itself says so instead of writing something partial.
+        """
+        raise StoreError(
+            f"the {type(self).__name__} store cannot make backups; use `duckgraph export` to save its contents"
+        )

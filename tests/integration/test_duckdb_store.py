@@ -347,7 +347,7 @@ def test_vss_is_loaded_by_default(bound_store: DuckDBStore):
     assert vss["path"] == str(vss_extension_path())
     assert "duckdb_extension_vss" in vss["path"] and Path(vss["path"]).is_file()
     mode = bound_store.health()["vector_search"]["node"]
-    assert mode.startswith("exact scan") and "below hnsw_min_rows" in mode
+    assert mode.startswith("exact scan") and "below ann_min_rows" in mode
 
 
 def test_without_vss_search_is_an_exact_scan_and_still_works(db_path: Path):
@@ -405,7 +405,7 @@ def test_hnsw_recall_and_fresh_rows(db_path: Path, minilm):
     vectors = minilm.embed_documents(stored + fresh_texts)
     query_vectors = minilm.embed_documents(queries)
 
-    hnsw = DuckDBStore(db_path, hnsw_min_rows=1)
+    hnsw = DuckDBStore(db_path, vector_index="hnsw", hnsw_min_rows=1)
     # The exact reference reads the same file: same data, same ids, searched by an exact scan.
     exact = DuckDBStore(db_path, use_vss=False)
     try:

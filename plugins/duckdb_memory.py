@@ -1,0 +1,1369 @@
+"""What the DuckDB store keeps in memory to answer a search without asking DuckDB: the vectors, with an
+inverted-file (IVF) index over them above a size, and a mirror of the graph (node records and names, edges with
+a CSR adjacency in both directions, provenance links between nodes and passages).
+
+DuckDB answers a lookup of a few hundred rows by id in tens of milliseconds (a scan, not an index probe) and
+binds a Python list parameter at ~0.2 ms per element, so every read on the search path is served from here.
+Everything here is derived data: it is built from the tables at open and updated after each committed write,
+never written back.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class _NumpyOnFirstUse:
+    """Stands in for `numpy` until first used (the plugin module imports this one; registering must stay cheap)."""
+
+    def __getattr__(self, name: str) -> Any:
+        import numpy
+
+        globals()["np"] = numpy
+        return getattr(numpy, name)
+
+
+np: Any = _NumpyOnFirstUse()
+
+#: From this many vectors of one kind on, an IVF index is built (in the background) and searched; below it an
+#: exact scan is both exact and fast (20k x 384 floats: ~1 ms).
+DEFAULT_ANN_MIN_ROWS = 20_000
+#: The index is rebuilt (in the background, on the next search) once rows written or deleted since the last
+#: build exceed this share of the indexed rows: until then they are scanned exactly (or skipped, if deleted).
+REBUILD_SHARE = 0.1
+#: Above this many lists, the k-means and the assignment go through sqrt(lists) coarse centroids first, a vector
+#: being compared with the fine centroids under its COARSE_PROBES nearest coarse ones.
+TWO_LEVEL_FROM = 512
+COARSE_PROBES = 3
+#: k-means iterations and training sample per list.
+KMEANS_ITERATIONS = 8
+SAMPLE_PER_LIST = 24
+MAX_SAMPLE = 100_000
+#: Recall@10 the probe count is tuned for at build time, on queries made from stored vectors, and the margin
+#: added to the count found (queries that are questions sit between topics: see `_tune_nprobe`).
+TARGET_RECALL = 0.95
+NPROBE_MARGIN = 1.25
+
+
+_BUILDS = threading.Lock()
+
+
+def ivf_lists(rows: int) -> int:
+    """How many inverted lists an IVF index over `rows` vectors gets: ~4 sqrt(rows), from 16 to 4096. More lists
+    make a query scan a smaller share of the rows for the same recall (measured on MiniLM vectors: 8% of them
+    with 2 sqrt(n) lists, 5% with 4 sqrt(n)), at the price of a longer k-means."""
+    return int(min(4096, max(16, round(4 * math.sqrt(rows)))))
+
+
+class VectorIndex:
+    """Unit vectors of one kind (nodes, chunks or edges) held in memory, searched by dot product.
+
+    Layout: rows [0, listed) are grouped by IVF list once an index is built (list l is the contiguous block
+    offsets[l]:offsets[l+1], so probing a list is one matrix-vector product over contiguous memory); rows
+    [listed, size) are the tail: written since the last build and always scanned. Without an index every row is
+    in the tail (an exact scan). Deleting or rewriting a listed row leaves a hole (id -1) until the next build;
+    deleting a tail row moves the last row into its place. Ids map to rows through a dense array (ids come from
+    sequences, so they are small and dense).
+
+    An index is built in a background thread from a snapshot (k-means on a sample, then every row assigned to
+    its nearest centroid and copied in list order into a new matrix); rows written meanwhile are noted and
+    moved to the tail when the new layout is installed. The number of lists probed per query is tuned at build
+    time to reach TARGET_RECALL against the exact answer, and widened at query time until k rows of the asked
+    namespace have been seen. Thread-safe.
+    """
+
+    def __init__(
+        self, dimensions: int, *, kind: str = "node", ann_min_rows: int | None = DEFAULT_ANN_MIN_ROWS,
+        nprobe: int | None = None,
+    ) -> None:
+        self.dimensions = dimensions
+        self.kind = kind
+        #: None: never build an index (exact scan only).
+        self.ann_min_rows = ann_min_rows
+        #: Fixed probe count; None tunes it at build time.
+        self.fixed_nprobe = nprobe
+        self._lock = threading.RLock()
+        self._matrix = np.zeros((0, dimensions), dtype=np.float32)
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._namespaces = np.zeros(0, dtype=np.int32)
+        self._size = 0
+        self._live = 0
+        self._row_by_id = np.full(0, -1, dtype=np.int64)
+        self._namespace_codes: dict[str, int] = {}
+        # The IVF index, when built.
+        self._centroids: Any = None
+        self._offsets: Any = None
+        self._listed = 0
+        self._holes = 0
+        self.nprobe = 0
+        # The build in progress (or the last one's outcome).
+        self._dirty: set[int] | None = None
+        self._thread: threading.Thread | None = None
+        self._generation = 0
+        self.problem = ""
+        self.build_info: dict[str, Any] = {}
+
+    def __len__(self) -> int:
+        return self._live
+
+    # -- state -----------------------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self._centroids is not None
+
+    @property
+    def active(self) -> bool:
+        """Whether searches go through the IVF index (built, and worth it for these vectors)."""
+        return self._centroids is not None and self.nprobe * 2 <= len(self._centroids)
+
+    @property
+    def building(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def mode(self) -> str:
+        """The search path in words, for `health()`."""
+        with self._lock:
+            if self.ready and self.nprobe * 2 > len(self._centroids):
+                text = (f"exact scan (the IVF index of {len(self._centroids)} lists needs {self.nprobe} probes for "
+                        "its recall: these vectors have too little cluster structure for it to pay")
+            elif self.ready:
+                text = (f"ivf ({len(self._centroids)} lists, {self.nprobe} probed per query, "
+                        f"{self._size - self._listed} rows written since the build scanned exactly")
+                if self.building:
+                    text += "; a rebuild is building"
+                return text + ")"
+            if self.building:
+                return f"exact scan while the IVF index is building ({self._live} vectors)"
+            if self.problem:
+                return f"exact scan ({self.problem})"
+            if self.ann_min_rows is None:
+                return f"exact scan ({self._live} vectors, vector_index = exact)"
+            return f"exact scan ({self._live} vectors, below ann_min_rows={self.ann_min_rows})"
+
+    def namespace_code(self, namespace: str) -> int:
+        with self._lock:
+            return self._namespace_codes.setdefault(namespace, len(self._namespace_codes))
+
+    def close(self) -> None:
+        """Abandon a build in progress (its result is dropped when it finishes)."""
+        with self._lock:
+            self._generation += 1
+            self._dirty = None
+
+    # -- writes ----------------------------------------------------------------------------------------
+
+    def upsert(self, ids: Sequence[int], vectors: Any, namespace: str) -> None:
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if not len(ids):
+            return
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(len(ids), self.dimensions)
+        if len(np.unique(ids)) != len(ids):  # the same id twice: the last vector wins
+            _, last = np.unique(ids[::-1], return_index=True)
+            keep = np.sort(len(ids) - 1 - last)
+            ids, vectors = ids[keep], vectors[keep]
+        with self._lock:
+            code = self.namespace_code(namespace)
+            self._grow_lookup(int(ids.max()))
+            rows = self._row_by_id[ids]
+            in_tail = rows >= self._listed
+            overwrite = rows[in_tail]
+            self._matrix[overwrite] = vectors[in_tail]
+            self._namespaces[overwrite] = code
+            self._punch(rows[(rows >= 0) & ~in_tail])
+            fresh = ~in_tail
+            self._append(ids[fresh], vectors[fresh], code)
+            if self._dirty is not None:
+                self._dirty.update(ids.tolist())
+
+    def append_new(self, ids: Any, vectors: Any, codes: Any, namespaces: Sequence[str]) -> None:
+        """Append rows for ids not stored yet (loading at open): `codes` index into `namespaces`, row by row."""
+        with self._lock:
+            ids = np.asarray(ids, dtype=np.int64)
+            if not len(ids):
+                return
+            local = np.asarray([self.namespace_code(name) for name in namespaces], dtype=np.int32)
+            self._grow_lookup(int(ids.max()))
+            start = self._size
+            self._append(ids, vectors, 0)
+            self._namespaces[start : self._size] = local[np.asarray(codes)]
+
+    def reserve(self, rows: int) -> None:
+        with self._lock:
+            if rows > len(self._ids):
+                self._matrix = _resized(self._matrix, rows)
+                self._ids = _resized(self._ids, rows)
+                self._namespaces = _resized(self._namespaces, rows)
+
+    def remove(self, ids: Iterable[int]) -> None:
+        ids = np.asarray(list(ids) if not hasattr(ids, "__len__") else ids, dtype=np.int64).reshape(-1)
+        with self._lock:
+            ids = ids[(ids >= 0) & (ids < len(self._row_by_id))]
+            rows = np.unique(self._row_by_id[ids])
+            rows = rows[rows >= 0]
+            if not len(rows):
+                return
+            if self._dirty is not None:
+                self._dirty.update(self._ids[rows].tolist())
+            self._punch(rows[rows < self._listed])
+            for row in sorted(rows[rows >= self._listed].tolist(), reverse=True):
+                last = self._size - 1
+                self._row_by_id[self._ids[row]] = -1
+                if row != last:
+                    moved = int(self._ids[last])
+                    self._matrix[row] = self._matrix[last]
+                    self._ids[row] = moved
+                    self._namespaces[row] = self._namespaces[last]
+                    self._row_by_id[moved] = row
+                    if self._dirty is not None:
+                        self._dirty.add(moved)
+                self._size -= 1
+                self._live -= 1
+
+    def _punch(self, rows: Any) -> None:
+        """Turn listed rows into holes."""
+        if not len(rows):
+            return
+        self._row_by_id[self._ids[rows]] = -1
+        self._ids[rows] = -1
+        self._namespaces[rows] = -1
+        self._holes += len(rows)
+        self._live -= len(rows)
+
+    def _append(self, ids: Any, vectors: Any, code: int) -> None:
+        count = len(ids)
+        if not count:
+            return
+        start = self._size
+        if start + count > len(self._ids):
+            capacity = max(1024, int(1.5 * len(self._ids)), start + count)
+            self._matrix = _resized(self._matrix, capacity)
+            self._ids = _resized(self._ids, capacity)
+            self._namespaces = _resized(self._namespaces, capacity)
+        self._matrix[start : start + count] = vectors
+        self._ids[start : start + count] = ids
+        self._namespaces[start : start + count] = code
+        self._row_by_id[ids] = np.arange(start, start + count)
+        self._size += count
+        self._live += count
+
+    def _grow_lookup(self, max_id: int) -> None:
+        if max_id >= len(self._row_by_id):
+            grown = np.full(max(max_id + 1, int(1.5 * len(self._row_by_id)), 1024), -1, dtype=np.int64)
+            grown[: len(self._row_by_id)] = self._row_by_id
+            self._row_by_id = grown
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    def contains(self, item_id: int) -> bool:
+        with self._lock:
+            return 0 <= item_id < len(self._row_by_id) and self._row_by_id[item_id] >= 0
+
+    def _rows_of(self, ids: Sequence[int]) -> tuple[Any, Any]:
+        """(ids, rows) of those of `ids` that are stored (unique, in the given order)."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        ids = ids[(ids >= 0) & (ids < len(self._row_by_id))]
+        rows = self._row_by_id[ids]
+        present = rows >= 0
+        return ids[present], rows[present]
+
+    def similarities(self, ids: Sequence[int], query: Any, namespace: str | None = None) -> dict[int, float]:
+        if not len(ids):
+            return {}
+        with self._lock:
+            ids, rows = self._rows_of(ids)
+            if namespace is not None:
+                keep = self._namespaces[rows] == self._namespace_codes.get(namespace, -2)
+                ids, rows = ids[keep], rows[keep]
+            if not len(rows):
+                return {}
+            scores = _matvec(self._matrix[rows], np.asarray(query, dtype=np.float32))
+        return dict(zip(ids.tolist(), scores.tolist()))
+
+    def vectors(self, ids: Iterable[int]) -> dict[int, Any]:
+        """Copies of the stored vectors of the given ids (ids not in the index are left out)."""
+        with self._lock:
+            ids, rows = self._rows_of(list(ids))
+            return dict(zip(ids.tolist(), self._matrix[rows]))
+
+    def rows(self) -> tuple[Any, Any, Any]:
+        """(ids, vectors, namespace codes) of every stored row (copies)."""
+        with self._lock:
+            live = np.flatnonzero(self._ids[: self._size] >= 0)
+            return self._ids[live], self._matrix[live], self._namespaces[live]
+
+    def search(self, query: Any, k: int, namespace: str) -> list[tuple[int, float]]:
+        query = np.asarray(query, dtype=np.float32).reshape(-1)
+        with self._lock:
+            code = self._namespace_codes.get(namespace)
+            if code is None or k <= 0 or self._live == 0:
+                return []
+            if not self.active:
+                # No index, or one that must read most lists for its recall (vectors without cluster structure):
+                # a scan of everything costs less than list after list.
+                scores = _matvec(self._matrix[: self._size], query)
+                rows = None
+                if len(self._namespace_codes) > 1 or self._holes:
+                    scores[self._namespaces[: self._size] != code] = -np.inf
+                return self._top(scores, rows, k)
+            nprobe = max(1, self.nprobe)
+            lists = len(self._centroids)
+            closeness = _matvec(self._centroids, query)
+            filtered = len(self._namespace_codes) > 1 or self._holes > 0
+            while True:
+                probed = np.arange(lists) if nprobe >= lists else np.argpartition(-closeness, nprobe - 1)[:nprobe]
+                scores, rows = self._scan(probed, query)
+                if not filtered:
+                    break
+                wanted = self._namespaces[rows] == code
+                if wanted.sum() >= k or nprobe >= lists:
+                    scores[~wanted] = -np.inf
+                    break
+                nprobe = min(lists, nprobe * 4)
+            return self._top(scores, rows, k)
+
+    def _scan(self, lists: Any, query: Any) -> tuple[Any, Any]:
+        """Scores and rows of the given lists and of the tail: one matrix-vector product per list, into one
+        preallocated array."""
+        lists = np.sort(lists)  # in memory order
+        starts, ends = self._offsets[lists], self._offsets[lists + 1]
+        if len(lists) > 1:  # neighbouring lists are read in one product
+            breaks = starts[1:] != ends[:-1]
+            starts = starts[np.concatenate([[True], breaks])]
+            ends = ends[np.concatenate([breaks, [True]])]
+        if self._size > self._listed:
+            starts = np.append(starts, self._listed)
+            ends = np.append(ends, self._size)
+        lengths = ends - starts
+        total = int(lengths.sum())
+        scores = np.empty(total, dtype=np.float32)
+        matrix = self._matrix
+        position = 0
+        for start, end in zip(starts.tolist(), ends.tolist()):
+            if end > start:
+                np.einsum("ij,j->i", matrix[start:end], query, out=scores[position : position + end - start])
+                position += end - start
+        rows = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
+        return scores, rows
+
+    def _top(self, scores: Any, rows: Any, k: int) -> list[tuple[int, float]]:
+        k = min(k, len(scores))
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.isfinite(scores[top])]
+        ids = self._ids[top if rows is None else rows[top]]
+        order = np.lexsort((ids, -scores[top]))  # ties by id: the same order after a reopen
+        return list(zip(ids[order].tolist(), scores[top][order].tolist()))
+
+    # -- building the IVF index -------------------------------------------------------------------------
+
+    def needs_build(self) -> bool:
+        if self.ann_min_rows is None or self._live < self.ann_min_rows or self.building:
+            return False
+        if self._centroids is None:
+            return True
+        changed = (self._size - self._listed) + self._holes
+        return changed > max(1_000, REBUILD_SHARE * self._listed)
+
+    def maybe_build(self, *, background: bool = True) -> None:
+        """Start building (or rebuilding) the IVF index when it is due; with background=False, build now."""
+        with self._lock:
+            if not self.needs_build():
+                return
+            self._generation += 1
+            generation = self._generation
+            self._dirty = set()
+            snapshot = (self._matrix, self._ids[: self._size].copy(), self._namespaces[: self._size].copy())
+            thread = threading.Thread(target=self._build, args=(generation, *snapshot),
+                                      name=f"duckgraph-ivf-{self.kind}", daemon=True)
+            self._thread = thread
+            self.problem = ""
+        if background:
+            thread.start()
+        else:
+            thread.run()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a build in progress; True when none is running any more."""
+        thread = self._thread
+        if thread is not None and thread.ident is not None:
+            thread.join(timeout)
+        return not self.building
+
+    def _build(self, generation: int, matrix: Any, ids: Any, namespaces: Any) -> None:
+        # One build at a time in the process: each holds a second copy of its matrix while it reorders it.
+        with _BUILDS:
+            self._build_now(generation, matrix, ids, namespaces)
+
+    def _build_now(self, generation: int, matrix: Any, ids: Any, namespaces: Any) -> None:
+        if generation != self._generation:
+            return  # closed while waiting for another build
+        began = time.perf_counter()
+        try:
+            live = np.flatnonzero(ids >= 0)
+            lists = min(ivf_lists(len(live)), max(1, len(live) // 8))
+            rng = np.random.default_rng(len(live))
+            sample_rows = np.sort(rng.choice(live, size=min(len(live), MAX_SAMPLE, lists * SAMPLE_PER_LIST),
+                                             replace=False))
+            sample = matrix[sample_rows]
+            if lists > TWO_LEVEL_FROM:
+                centroids, coarse, groups = _kmeans_two_level(sample, lists, rng)
+                lists = len(centroids)
+            else:
+                centroids, coarse, groups = _kmeans(sample, lists, KMEANS_ITERATIONS, rng), None, None
+            del sample
+            trained = time.perf_counter()
+            assignment = _assign(matrix, live, centroids, coarse, groups)
+            order = np.argsort(assignment, kind="stable")
+            offsets = np.zeros(lists + 1, dtype=np.int64)
+            np.cumsum(np.bincount(assignment, minlength=lists), out=offsets[1:])
+            source = live[order]
+            del order, assignment
+            capacity = max(1024, int(1.1 * len(source)) + 1024)
+            new_matrix = np.empty((capacity, self.dimensions), dtype=np.float32)
+            for start in range(0, len(source), 65_536):
+                new_matrix[start : start + 65_536][: len(source[start : start + 65_536])] = matrix[source[start : start + 65_536]]
+            new_ids = np.full(capacity, -1, dtype=np.int64)
+            new_ids[: len(source)] = ids[source]
+            new_namespaces = np.full(capacity, -1, dtype=np.int32)
+            new_namespaces[: len(source)] = namespaces[source]
+            nprobe = self.fixed_nprobe or _tune_nprobe(new_matrix[: len(source)], centroids, offsets, rng)
+            assigned = time.perf_counter()
+            with self._lock:
+                if generation != self._generation or self._dirty is None:
+                    return  # closed, or superseded
+                self._install(new_matrix, new_ids, new_namespaces, len(source), centroids, offsets, nprobe)
+                self.build_info = {
+                    "rows": len(source), "lists": lists, "nprobe": nprobe,
+                    "train_seconds": round(trained - began, 2), "seconds": round(time.perf_counter() - began, 2),
+                    "assign_seconds": round(assigned - trained, 2),
+                }
+            log.info("IVF index over %d %s vectors: %s", len(source), self.kind, self.build_info)
+        except Exception as exc:  # searches keep using the exact scan
+            with self._lock:
+                if generation == self._generation:
+                    self.problem = f"building the IVF index failed: {exc}"
+                    self._dirty = None
+            log.exception("building the IVF index over %s vectors failed", self.kind)
+
+    def _install(self, matrix: Any, ids: Any, namespaces: Any, listed: int, centroids: Any, offsets: Any,
+                 nprobe: int) -> None:
+        """Swap the new layout in (under the lock): rows changed during the build become holes in it and their
+        current versions go to its tail."""
+        dirty = np.fromiter(self._dirty, dtype=np.int64, count=len(self._dirty))
+        self._dirty = None
+        holes = 0
+        if len(dirty):
+            stale = np.isin(ids[:listed], dirty)
+            holes = int(stale.sum())
+            ids[:listed][stale] = -1
+            namespaces[:listed][stale] = -1
+        carried_ids, carried_rows = self._rows_of(dirty)
+        size = listed + len(carried_rows)
+        if size > len(ids):
+            capacity = int(1.5 * size) + 1024
+            matrix, ids, namespaces = (_resized(a, capacity) for a in (matrix, ids, namespaces))
+            ids[listed:] = -1
+        matrix[listed:size] = self._matrix[carried_rows]
+        ids[listed:size] = carried_ids
+        namespaces[listed:size] = self._namespaces[carried_rows]
+        self._matrix, self._ids, self._namespaces = matrix, ids, namespaces
+        self._size, self._listed, self._holes = size, listed, holes
+        self._live = size - holes
+        self._centroids, self._offsets, self.nprobe = centroids, offsets, nprobe
+        self._row_by_id[:] = -1
+        present = np.flatnonzero(ids[:size] >= 0)
+        self._row_by_id[ids[present]] = present
+
+
+def _matvec(matrix: Any, vector: Any) -> Any:
+    """matrix @ vector without BLAS: a query's products are memory-bound, and OpenBLAS's threads (woken for every
+    mid-sized product) cost more than the product on a busy machine (measured: 1,264 x 384 centroids, 16 ms
+    through BLAS against 0.13 ms through einsum while other jobs ran)."""
+    return np.einsum("ij,j->i", matrix, vector)
+
+
+def _resized(array: Any, rows: int) -> Any:
+    """A copy of `array` with `rows` rows (the first rows kept; new rows uninitialised)."""
+    grown = np.empty((rows, *array.shape[1:]), dtype=array.dtype)
+    count = min(rows, len(array))
+    grown[:count] = array[:count]
+    return grown
+
+
+def _nearest(x: Any, centroids: Any) -> Any:
+    out = np.empty(len(x), dtype=np.int32)
+    for start in range(0, len(x), 8192):
+        out[start : start + 8192] = np.argmax(x[start : start + 8192] @ centroids.T, axis=1)
+    return out
+
+
+def _assign(matrix: Any, rows: Any, centroids: Any, coarse: Any = None, groups: Any = None) -> Any:
+    """The nearest centroid of each of the given rows; with `coarse` centroids and `groups` (the range of fine
+    centroids under each coarse one), the nearest fine centroid under the row's COARSE_PROBES nearest coarse ones
+    (almost always the nearest of all: a vector near a coarse border is compared with both sides)."""
+    assignment = np.empty(len(rows), dtype=np.int32)
+    if coarse is None:
+        for start in range(0, len(rows), 8192):
+            assignment[start : start + 8192] = np.argmax(matrix[rows[start : start + 8192]] @ centroids.T, axis=1)
+        return assignment
+    probes = min(COARSE_PROBES, len(coarse))
+    top = np.empty((len(rows), probes), dtype=np.int32)
+    for start in range(0, len(rows), 8192):
+        scores = matrix[rows[start : start + 8192]] @ coarse.T
+        top[start : start + 8192] = np.argpartition(-scores, probes - 1, axis=1)[:, :probes]
+    best = np.full(len(rows), -np.inf, dtype=np.float32)
+    for group, (first, last) in enumerate(groups):
+        if last <= first:
+            continue
+        members = np.flatnonzero((top == group).any(axis=1))
+        fine = centroids[first:last]
+        for start in range(0, len(members), 8192):
+            chosen = members[start : start + 8192]
+            scores = matrix[rows[chosen]] @ fine.T
+            nearest = np.argmax(scores, axis=1)
+            value = scores[np.arange(len(chosen)), nearest]
+            better = value > best[chosen]
+            assignment[chosen[better]] = first + nearest[better]
+            best[chosen[better]] = value[better]
+    return assignment
+
+
+def _kmeans_two_level(sample: Any, lists: int, rng: Any) -> tuple[Any, Any, list[tuple[int, int]]]:
+    """About `lists` centroids as sqrt(lists) coarse ones, each split by its own k-means over its share of the
+    sample: k-means and assignment cost ~sqrt(lists) dot products per vector instead of `lists`."""
+    top = max(2, int(round(math.sqrt(lists))))
+    coarse = _kmeans(sample, top, KMEANS_ITERATIONS, rng)
+    nearest = _nearest(sample, coarse)
+    parts, groups, first = [], [], 0
+    for group in range(top):
+        members = sample[nearest == group]
+        k = min(len(members), max(1, int(round(lists * len(members) / len(sample)))))
+        if k == 0:
+            groups.append((first, first))
+            continue
+        parts.append(_kmeans(members, k, KMEANS_ITERATIONS, rng))
+        groups.append((first, first + k))
+        first += k
+    return np.ascontiguousarray(np.vstack(parts), dtype=np.float32), coarse, groups
+
+
+def _kmeans(x: Any, k: int, iterations: int, rng: Any) -> Any:
+    """Spherical k-means (cosine): k unit centroids of the rows of x."""
+    centroids = x[rng.choice(len(x), size=k, replace=False)].copy()
+    for _ in range(iterations):
+        assignment = _nearest(x, centroids)
+        counts = np.bincount(assignment, minlength=k)
+        order = np.argsort(assignment, kind="stable")
+        starts = np.zeros(k, dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        filled = counts > 0
+        sums = np.add.reduceat(x[order], starts[filled], axis=0)
+        centroids[filled] = sums
+        empty = np.flatnonzero(~filled)
+        if len(empty):  # an empty list restarts at a random row
+            centroids[empty] = x[rng.choice(len(x), size=len(empty), replace=False)]
+        norms = np.linalg.norm(centroids, axis=1, keepdims=True)
+        centroids /= np.where(norms == 0, 1, norms)
+    return np.ascontiguousarray(centroids, dtype=np.float32)
+
+
+def _tune_nprobe(matrix: Any, centroids: Any, offsets: Any, rng: Any, queries: int = 128, k: int = 10) -> int:
+    """The lists to probe for TARGET_RECALL@k (times NPROBE_MARGIN), measured against an exact scan on queries
+    made from stored vectors: each the normalised sum of three random rows. A stored row moved by random noise
+    makes too easy a query (its neighbours stay in its list); real questions embedded by MiniLM sit between
+    topics, and sums of three rows need about as many lists as they do (measured: 71 vs 69 of 1,265 lists)."""
+    n, d = matrix.shape
+    if n <= k:
+        return len(centroids)
+    q = sum(matrix[rng.integers(0, n, size=queries)] for _ in range(3))
+    q /= np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
+    exact = np.empty((len(q), k), dtype=np.int64)
+    best = np.full((len(q), k), -np.inf, dtype=np.float32)
+    for start in range(0, n, 65_536):  # exact top k of every query, block by block
+        scores = q @ matrix[start : start + 65_536].T
+        top = np.argpartition(-scores, k - 1, axis=1)[:, :k] if scores.shape[1] > k else np.tile(np.arange(scores.shape[1]), (len(q), 1))
+        merged_scores = np.concatenate([best, np.take_along_axis(scores, top, axis=1)], axis=1)
+        merged_rows = np.concatenate([exact, top + start], axis=1)
+        keep = np.argsort(-merged_scores, axis=1)[:, :k]
+        best = np.take_along_axis(merged_scores, keep, axis=1)
+        exact = np.take_along_axis(merged_rows, keep, axis=1)
+    list_of_row = np.repeat(np.arange(len(centroids)), np.diff(offsets))
+    # Lists in the order each query probes them, and for each exact hit the rank of its list in that order.
+    ranking = np.argsort(-(q @ centroids.T), axis=1)
+    rank_of_list = np.empty_like(ranking)
+    np.put_along_axis(rank_of_list, ranking, np.arange(len(centroids))[None, :].repeat(len(q), 0), axis=1)
+    needed = np.take_along_axis(rank_of_list, list_of_row[exact], axis=1)  # list rank of each true neighbour
+    ranks = np.sort(needed.ravel())
+    found = int(ranks[math.ceil(TARGET_RECALL * len(ranks)) - 1] + 1)
+    return int(min(len(centroids), math.ceil(found * NPROBE_MARGIN)))
+
+
+# -- the graph -----------------------------------------------------------------------------------------------
+
+
+#: Rows read per query when the graph is loaded.
+LOAD_BLOCK = 500_000
+#: A CSR (adjacency, mentions) is rebuilt once more pairs than this, and than half the pairs it was built from,
+#: were added since: until then they sit in a dict, read key by key.
+LINKS_REBUILD_MIN = 100_000
+
+
+class _Links:
+    """int -> ints (node -> edge ids, node -> chunk ids, ...): a CSR built from pairs, plus the pairs added since
+    in a dict. Entries are never removed one by one: callers check what they read against the current state
+    (an edge that moved to other ends, a deleted chunk) and a rebuild drops what is stale."""
+
+    def __init__(self) -> None:
+        self.ptr = np.zeros(1, dtype=np.int64)
+        self.values = np.zeros(0, dtype=np.int64)
+        self.delta: dict[int, list[int]] = {}
+        self.delta_count = 0
+        self.built = 0
+
+    def build(self, keys: Any, values: Any, rank: Any = None) -> None:
+        """`rank`: optional sort key; each key's values are then in ascending rank (else in the given order)."""
+        keys = np.asarray(keys, dtype=np.int64)
+        order = np.argsort(keys, kind="stable") if rank is None else np.lexsort((rank, keys))
+        self.values = np.asarray(values, dtype=np.int64)[order]
+        counts = np.bincount(keys, minlength=1) if len(keys) else np.zeros(1, dtype=np.int64)
+        self.ptr = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.ptr[1:])
+        self.delta = {}
+        self.delta_count = 0
+        self.built = len(keys)
+
+    def add(self, keys: Iterable[int], values: Iterable[int]) -> None:
+        delta = self.delta
+        for key, value in zip(keys, values):
+            found = delta.get(key)
+            if found is None:
+                delta[key] = [value]
+            else:
+                found.append(value)
+            self.delta_count += 1
+
+    def stale(self) -> bool:
+        return self.delta_count > max(LINKS_REBUILD_MIN, self.built // 2)
+
+    def pairs(self) -> tuple[Any, Any]:
+        """Every (key, value) held, stale ones included."""
+        keys = np.repeat(np.arange(len(self.ptr) - 1, dtype=np.int64), np.diff(self.ptr))
+        if not self.delta:
+            return keys, self.values
+        extra_keys = np.fromiter((k for k, vs in self.delta.items() for _ in vs), dtype=np.int64, count=self.delta_count)
+        extra_values = np.fromiter((v for vs in self.delta.values() for v in vs), dtype=np.int64, count=self.delta_count)
+        return np.concatenate([keys, extra_keys]), np.concatenate([self.values, extra_values])
+
+    def gather(self, keys: Any, first: int | None = None) -> tuple[Any, Any]:
+        """(key, value) pairs of the given keys (unique keys): the owners repeated, and the values. With `first`,
+        only the first `first` values of each key's built list (all of the ones added since)."""
+        keys = np.asarray(keys, dtype=np.int64)
+        inside = keys[(keys >= 0) & (keys < len(self.ptr) - 1)]
+        starts = self.ptr[inside]
+        lengths = self.ptr[inside + 1] - starts
+        if first is not None:
+            lengths = np.minimum(lengths, first)
+        total = int(lengths.sum())
+        if total:
+            index = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
+            owners, values = np.repeat(inside, lengths), self.values[index]
+        else:
+            owners, values = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        if self.delta:
+            extra = [(key, self.delta[key]) for key in keys.tolist() if key in self.delta]
+            if extra:
+                owners = np.concatenate([owners, np.fromiter((k for k, vs in extra for _ in vs), dtype=np.int64)])
+                values = np.concatenate([values, np.fromiter((v for _, vs in extra for v in vs), dtype=np.int64)])
+        return owners, values
+
+
+def _grow(array: Any, size: int, fill: Any) -> Any:
+    if size <= len(array):
+        return array
+    grown = np.empty(max(size, int(1.5 * len(array)) + 1024), dtype=array.dtype)
+    grown[: len(array)] = array
+    grown[len(array) :] = fill
+    return grown
+
+
+def _nat() -> Any:
+    return np.datetime64("NaT", "us")
+
+
+def _time(value: Any) -> Any:
+    """A naive UTC datetime (or None) as numpy datetime64[us]."""
+    return _nat() if value is None else np.datetime64(value, "us")
+
+
+#: EdgeRecords kept built (see `GraphMirror.edge_records`): ~200 bytes each (emptied when full).
+EDGE_CACHE_SIZE = 500_000
+
+
+class _FrozenDict(dict):
+    """The properties of a cached, shared EdgeRecord: a dict that refuses changes."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("the properties of a stored edge record are read-only; copy them with dict(...) to change")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: Any) -> dict[str, Any]:
+        import copy
+
+        return copy.deepcopy(dict(self), memo)
+
+
+def _properties(text: str | None) -> dict[str, Any]:
+    import json
+
+    return {} if text is None else json.loads(text)
+
+
+class GraphMirror:
+    """The graph as the search path reads it, in memory: node records and their names, edges with a CSR
+    adjacency in both directions, and mentions (chunk <-> node) in both directions.
+
+    Columns are numpy arrays indexed by id (node, edge and chunk ids come from sequences: small and dense);
+    texts are object arrays (None for an empty description or '{}' properties, so millions of rows share one
+    object). Built from the tables at open; the store applies each committed write to it (`put_nodes`,
+    `put_edges`, ...). Not locked by itself: the store calls it under its own lock.
+    """
+
+    def __init__(self, name_keys: Any = None) -> None:
+        #: (key, aliases) -> the keys `find` finds a node by (the store's rule); default: key and alias keys.
+        self.name_keys = name_keys or _default_name_keys
+        self._reset()
+
+    def _reset(self) -> None:
+        self.namespace_codes: dict[str, int] = {}
+        self.namespace_names: list[str] = []
+        self.type_codes: dict[str, int] = {}
+        self.type_names: list[str] = []
+        # nodes, by id (n_ns -1: no such node)
+        self.n_ns = np.full(0, -1, dtype=np.int32)
+        self.n_type = np.zeros(0, dtype=np.int32)
+        self.n_key = np.empty(0, dtype=object)
+        self.n_name = np.empty(0, dtype=object)
+        self.n_desc = np.empty(0, dtype=object)
+        self.n_aliases = np.empty(0, dtype=object)
+        self.n_props = np.empty(0, dtype=object)
+        self.n_created = np.zeros(0, dtype="datetime64[us]")
+        self.n_updated = np.zeros(0, dtype="datetime64[us]")
+        #: namespace code -> name key -> node id, or a tuple of ids when several nodes answer to it
+        self.names: dict[int, dict[str, Any]] = {}
+        self.node_count = 0
+        # edges, by id (e_src -1: no such edge)
+        self.e_src = np.full(0, -1, dtype=np.int64)
+        self.e_dst = np.full(0, -1, dtype=np.int64)
+        self.e_ns = np.full(0, -1, dtype=np.int32)
+        self.e_type = np.zeros(0, dtype=np.int32)
+        self.e_weight = np.zeros(0, dtype=np.float64)
+        self.e_from = np.zeros(0, dtype="datetime64[us]")
+        self.e_until = np.zeros(0, dtype="datetime64[us]")
+        self.e_created = np.zeros(0, dtype="datetime64[us]")
+        self.e_updated = np.zeros(0, dtype="datetime64[us]")
+        self.e_desc = np.empty(0, dtype=object)
+        self.e_props = np.empty(0, dtype=object)
+        self.edge_count = 0
+        self._edge_cache: dict[int, Any] = {}
+        #: Edges whose weight changed since the CSRs were built: out of order in their nodes' lists.
+        self._reweighted: set[int] = set()
+        self.out_edges = _Links()  # node -> edges leaving it
+        self.in_edges = _Links()  # node -> edges entering it
+        # mentions
+        self.chunk_live = np.zeros(0, dtype=bool)
+        self.chunks_of = _Links()  # node -> chunks mentioning it
+        self.nodes_of = _Links()  # chunk -> nodes it mentions
+
+    # -- codes ---------------------------------------------------------------------------------------------
+
+    def namespace_code(self, namespace: str) -> int:
+        code = self.namespace_codes.get(namespace)
+        if code is None:
+            code = self.namespace_codes[namespace] = len(self.namespace_names)
+            self.namespace_names.append(namespace)
+        return code
+
+    def type_code(self, type_: str) -> int:
+        code = self.type_codes.get(type_)
+        if code is None:
+            code = self.type_codes[type_] = len(self.type_names)
+            self.type_names.append(type_)
+        return code
+
+    # -- loading ---------------------------------------------------------------------------------------------
+
+    def load(self, con: Any) -> None:
+        """Read the whole graph from the tables (at open, and after a restore), block by block of rowids, with
+        namespaces and types turned into codes by DuckDB (millions of repeated strings never reach Python)."""
+        self._reset()
+        for name in (r[0] for r in con.execute(
+            "SELECT namespace FROM nodes UNION SELECT namespace FROM edges UNION SELECT namespace FROM node_names"
+        ).fetchall()):
+            self.namespace_code(name)
+        for name in (r[0] for r in con.execute("SELECT type FROM nodes UNION SELECT type FROM edges").fetchall()):
+            self.type_code(name)
+        con.register("_mirror_namespaces", {"name": np.array(self.namespace_names or [""], dtype=object),
+                                            "code": np.arange(max(1, len(self.namespace_names)), dtype=np.int32)})
+        con.register("_mirror_types", {"name": np.array(self.type_names or [""], dtype=object),
+                                       "code": np.arange(max(1, len(self.type_names)), dtype=np.int32)})
+        try:
+            self._load_nodes(con)
+            self._load_edges(con)
+        finally:
+            con.unregister("_mirror_namespaces")
+            con.unregister("_mirror_types")
+        self._finish_load(con)
+
+    def _blocks(self, con: Any, table: str) -> Any:
+        last = con.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
+        return range(0, -1 if last is None else last + 1, LOAD_BLOCK)
+
+    def _load_nodes(self, con: Any) -> None:
+        top = con.execute("SELECT max(id) FROM nodes").fetchone()[0]
+        self._grow_nodes((top or 0) + 1)
+        empty: tuple[str, ...] = ()
+        for start in self._blocks(con, "nodes"):
+            nodes = con.execute(
+                "SELECT n.id, s.code AS ns, t.code AS ty, n.key, n.name, NULLIF(n.description, '') AS description, "
+                "n.aliases, NULLIF(n.properties::VARCHAR, '{}') AS properties, n.created_at, n.updated_at FROM nodes n "
+                "JOIN _mirror_namespaces s ON s.name = n.namespace JOIN _mirror_types t ON t.name = n.type "
+                "WHERE n.rowid >= $1 AND n.rowid < $2", [start, start + LOAD_BLOCK],
+            ).fetchnumpy()
+            ids = np.asarray(nodes["id"], dtype=np.int64)
+            if not len(ids):
+                continue
+            self.n_ns[ids] = nodes["ns"]
+            self.n_type[ids] = nodes["ty"]
+            self.n_key[ids] = nodes["key"]
+            self.n_name[ids] = nodes["name"]
+            self.n_desc[ids] = _filled(nodes["description"])
+            self.n_aliases[ids] = [tuple(a) if len(a) else empty for a in nodes["aliases"]]
+            self.n_props[ids] = _filled(nodes["properties"])
+            self.n_created[ids] = _filled(nodes["created_at"])
+            self.n_updated[ids] = _filled(nodes["updated_at"])
+            self.node_count += len(ids)
+        for start in self._blocks(con, "node_names"):
+            names = con.execute(
+                "SELECT s.code, n.key, n.node_id FROM node_names n JOIN _mirror_namespaces s ON s.name = n.namespace "
+                "WHERE n.rowid >= $1 AND n.rowid < $2", [start, start + LOAD_BLOCK],
+            ).fetchall()
+            for code, key, node_id in names:
+                self._add_name(code, key, node_id)
+
+    def _load_edges(self, con: Any) -> None:
+        top = con.execute("SELECT max(id) FROM edges").fetchone()[0]
+        self._grow_edges((top or 0) + 1)
+        for start in self._blocks(con, "edges"):
+            edges = con.execute(
+                "SELECT e.id, s.code AS ns, t.code AS ty, e.source_id, e.target_id, "
+                "NULLIF(e.description, '') AS description, e.weight, NULLIF(e.properties::VARCHAR, '{}') AS properties, "
+                "e.valid_from, e.valid_until, e.created_at, e.updated_at FROM edges e "
+                "JOIN _mirror_namespaces s ON s.name = e.namespace JOIN _mirror_types t ON t.name = e.type "
+                "WHERE e.rowid >= $1 AND e.rowid < $2", [start, start + LOAD_BLOCK],
+            ).fetchnumpy()
+            ids = np.asarray(edges["id"], dtype=np.int64)
+            if not len(ids):
+                continue
+            self.e_ns[ids] = edges["ns"]
+            self.e_type[ids] = edges["ty"]
+            self.e_src[ids] = edges["source_id"]
+            self.e_dst[ids] = edges["target_id"]
+            self.e_weight[ids] = edges["weight"]
+            self.e_desc[ids] = _filled(edges["description"])
+            self.e_props[ids] = _filled(edges["properties"])
+            for column, name in ((self.e_from, "valid_from"), (self.e_until, "valid_until"),
+                                 (self.e_created, "created_at"), (self.e_updated, "updated_at")):
+                column[ids] = _filled(edges[name])
+            self.edge_count += len(ids)
+
+    def _finish_load(self, con: Any) -> None:
+        """The adjacency, the live chunks and the mentions, once nodes and edges are in."""
+        self._rebuild_adjacency()
+        self.chunk_live[:] = False
+        chunk_ids = np.asarray(con.execute("SELECT id FROM chunks").fetchnumpy()["id"], dtype=np.int64)
+        if len(chunk_ids):
+            self.chunk_live = _grow(self.chunk_live, int(chunk_ids.max()) + 1, False)
+            self.chunk_live[chunk_ids] = True
+        mentions = con.execute("SELECT chunk_id, node_id FROM mentions").fetchnumpy()
+        chunks = np.asarray(mentions["chunk_id"], dtype=np.int64)
+        nodes = np.asarray(mentions["node_id"], dtype=np.int64)
+        self.chunks_of.build(nodes, chunks)
+        self.nodes_of.build(chunks, nodes)
+
+    def _rebuild_adjacency(self) -> None:
+        """Both CSRs from the edge columns, each node's edges by weight (highest first), then id: the order
+        `neighbors` returns, so a node's best edges are the first ones of its list (see `touching`)."""
+        live = np.flatnonzero(self.e_src >= 0)
+        # One rank for (weight desc, id asc): the position in that order.
+        rank = np.empty(len(live), dtype=np.int64)
+        rank[np.lexsort((live, -self.e_weight[live]))] = np.arange(len(live))
+        self.out_edges.build(self.e_src[live], live, rank)
+        self.in_edges.build(self.e_dst[live], live, rank)
+        self._reweighted: set[int] = set()
+
+    def _grow_nodes(self, size: int) -> None:
+        if size <= len(self.n_ns):
+            return
+        self.n_ns = _grow(self.n_ns, size, -1)
+        capacity = len(self.n_ns)
+        self.n_type = _grow(self.n_type, capacity, 0)
+        for name in ("n_key", "n_name", "n_desc", "n_aliases", "n_props"):
+            setattr(self, name, _grow(getattr(self, name), capacity, None))
+        self.n_created = _grow(self.n_created, capacity, _nat())
+        self.n_updated = _grow(self.n_updated, capacity, _nat())
+
+    def _grow_edges(self, size: int) -> None:
+        if size <= len(self.e_src):
+            return
+        self.e_src = _grow(self.e_src, size, -1)
+        capacity = len(self.e_src)
+        self.e_dst = _grow(self.e_dst, capacity, -1)
+        self.e_ns = _grow(self.e_ns, capacity, -1)
+        self.e_type = _grow(self.e_type, capacity, 0)
+        self.e_weight = _grow(self.e_weight, capacity, 0.0)
+        for name in ("e_from", "e_until", "e_created", "e_updated"):
+            setattr(self, name, _grow(getattr(self, name), capacity, _nat()))
+        self.e_desc = _grow(self.e_desc, capacity, None)
+        self.e_props = _grow(self.e_props, capacity, None)
+
+    # -- names -----------------------------------------------------------------------------------------------
+
+    def _add_name(self, code: int, key: str, node_id: int) -> None:
+        names = self.names.get(code)
+        if names is None:
+            names = self.names[code] = {}
+        found = names.get(key)
+        if found is None:
+            names[key] = node_id
+        elif isinstance(found, tuple):
+            if node_id not in found:
+                names[key] = (*found, node_id)
+        elif found != node_id:
+            names[key] = (found, node_id)
+
+    def _drop_name(self, code: int, key: str, node_id: int) -> None:
+        names = self.names.get(code, {})
+        found = names.get(key)
+        if found == node_id:
+            del names[key]
+        elif isinstance(found, tuple) and node_id in found:
+            rest = tuple(i for i in found if i != node_id)
+            names[key] = rest[0] if len(rest) == 1 else rest
+
+    def _name_keys(self, node_id: int) -> list[str]:
+        return self.name_keys(self.n_key[node_id], self.n_aliases[node_id])
+
+    # -- writes (after the commit) ---------------------------------------------------------------------------
+
+    def put_nodes(self, nodes: Sequence[Any], now: Any, keys_of: dict[int, list[str]] | None = None) -> None:
+        """Insert or replace nodes from their records (ids set); a replaced node keeps its created_at.
+        `keys_of`: node id -> its name keys, when the caller has them already."""
+        if not nodes:
+            return
+        self._grow_nodes(max(n.id for n in nodes) + 1)
+        stamp = _time(now)
+        empty: tuple[str, ...] = ()
+        import json
+
+        for node in nodes:
+            node_id = node.id
+            if self.n_ns[node_id] >= 0:
+                old_code = int(self.n_ns[node_id])
+                for key in self._name_keys(node_id):
+                    self._drop_name(old_code, key, node_id)
+            else:
+                self.n_created[node_id] = stamp
+                self.node_count += 1
+            code = self.namespace_code(node.namespace)
+            self.n_ns[node_id] = code
+            self.n_type[node_id] = self.type_code(node.type)
+            self.n_key[node_id] = node.key
+            self.n_name[node_id] = node.name
+            self.n_desc[node_id] = node.description or None
+            self.n_aliases[node_id] = tuple(node.aliases) if node.aliases else empty
+            self.n_props[node_id] = json.dumps(node.properties) if node.properties else None
+            self.n_updated[node_id] = stamp
+            for key in keys_of[node_id] if keys_of and node_id in keys_of else self._name_keys(node_id):
+                self._add_name(code, key, node_id)
+
+    def delete_nodes(self, ids: Iterable[int]) -> None:
+        for node_id in ids:
+            if node_id >= len(self.n_ns) or self.n_ns[node_id] < 0:
+                continue
+            code = int(self.n_ns[node_id])
+            for key in self._name_keys(node_id):
+                self._drop_name(code, key, node_id)
+            self.n_ns[node_id] = -1
+            for column in (self.n_key, self.n_name, self.n_desc, self.n_aliases, self.n_props):
+                column[node_id] = None
+            self.node_count -= 1
+
+    def put_edges(self, ids: Sequence[int], namespaces: Sequence[str], sources: Sequence[int],
+                  targets: Sequence[int], types: Sequence[str], descriptions: Sequence[str], weights: Sequence[float],
+                  properties: Sequence[str | None], now: Any, *, valid_from: Any = None) -> None:
+        """New edges (that still hold: valid_from = now unless given, valid_until NULL)."""
+        if not len(ids):
+            return
+        ids = np.asarray(ids, dtype=np.int64)
+        self._grow_edges(int(ids.max()) + 1)
+        fresh = int((self.e_src[ids] < 0).sum())
+        self._forget_edges(ids.tolist())
+        sources = np.asarray(sources, dtype=np.int64)
+        targets = np.asarray(targets, dtype=np.int64)
+        self.e_src[ids] = sources
+        self.e_dst[ids] = targets
+        self.e_ns[ids] = [self.namespace_code(x) for x in namespaces]
+        self.e_type[ids] = [self.type_code(x) for x in types]
+        self.e_weight[ids] = weights
+        self.e_desc[ids] = [d or None for d in descriptions]
+        self.e_props[ids] = [None if p in (None, "{}") else p for p in properties]
+        stamp = _time(now)
+        self.e_from[ids] = stamp if valid_from is None else _time(valid_from)
+        self.e_until[ids] = _nat()
+        self.e_created[ids] = stamp
+        self.e_updated[ids] = stamp
+        self.edge_count += fresh
+        self.out_edges.add(sources.tolist(), ids.tolist())
+        self.in_edges.add(targets.tolist(), ids.tolist())
+        self._maybe_rebuild()
+
+    def update_edges(self, ids: Sequence[int], descriptions: Sequence[str], weights: Sequence[float],
+                     properties: Sequence[str | None], now: Any) -> None:
+        if not len(ids):
+            return
+        ids = np.asarray(ids, dtype=np.int64)
+        self._forget_edges(ids.tolist())
+        self.e_desc[ids] = [d or None for d in descriptions]
+        changed = ids[self.e_weight[ids] != np.asarray(weights, dtype=np.float64)]
+        self.e_weight[ids] = weights
+        if len(changed):
+            # Out of order in their CSR lists now: read whole from the delta, and flagged where met in the lists.
+            self._reweighted.update(changed.tolist())
+            self.out_edges.add(self.e_src[changed].tolist(), changed.tolist())
+            self.in_edges.add(self.e_dst[changed].tolist(), changed.tolist())
+            self._maybe_rebuild()
+        self.e_props[ids] = [None if p in (None, "{}") else p for p in properties]
+        self.e_updated[ids] = _time(now)
+
+    def delete_edges(self, ids: Iterable[int]) -> None:
+        ids = np.asarray(list(ids), dtype=np.int64)
+        ids = ids[(ids >= 0) & (ids < len(self.e_src))]
+        ids = ids[self.e_src[ids] >= 0]
+        if not len(ids):
+            return
+        self._forget_edges(ids.tolist())
+        self.e_src[ids] = -1
+        self.e_dst[ids] = -1
+        self.e_ns[ids] = -1
+        self.e_desc[ids] = None
+        self.e_props[ids] = None
+        self.edge_count -= len(ids)
+
+    def repoint(self, target: int, sources: Sequence[int]) -> None:
+        """What merging `sources` into `target` does to the edges: every end at a source moves to the target."""
+        sources = np.asarray(sorted(set(sources)), dtype=np.int64)
+        if not len(sources):
+            return
+        for links, column in ((self.out_edges, self.e_src), (self.in_edges, self.e_dst)):
+            owners, edges = links.gather(sources)
+            moved = np.unique(edges[column[edges] == owners])
+            self._forget_edges(moved.tolist())
+            column[moved] = target
+            links.add([target] * len(moved), moved.tolist())
+        self._maybe_rebuild()
+
+    def _maybe_rebuild(self) -> None:
+        if self.out_edges.stale() or self.in_edges.stale():
+            self._rebuild_adjacency()
+
+    def add_chunks(self, ids: Sequence[int]) -> None:
+        if len(ids):
+            ids = np.asarray(ids, dtype=np.int64)
+            self.chunk_live = _grow(self.chunk_live, int(ids.max()) + 1, False)
+            self.chunk_live[ids] = True
+
+    def drop_chunks(self, ids: Sequence[int]) -> None:
+        ids = np.asarray(ids, dtype=np.int64)
+        ids = ids[ids < len(self.chunk_live)]
+        self.chunk_live[ids] = False
+
+    def add_mentions(self, chunk_ids: Sequence[int], node_ids: Sequence[int]) -> None:
+        chunk_ids, node_ids = list(chunk_ids), list(node_ids)
+        if not chunk_ids:
+            return
+        self.chunks_of.add(node_ids, chunk_ids)
+        self.nodes_of.add(chunk_ids, node_ids)
+        if self.chunks_of.stale() or self.nodes_of.stale():
+            self._compact_mentions()
+
+    def copy_mentions(self, target: int, sources: Sequence[int]) -> None:
+        pairs = self.node_chunk_pairs(list(sources))
+        self.add_mentions([c for c, _ in pairs], [target] * len(pairs))
+
+    def _compact_mentions(self) -> None:
+        nodes, chunks = self.chunks_of.pairs()
+        live = self._node_live(nodes) & self._chunk_live(chunks)
+        pairs = np.unique(np.stack([nodes[live], chunks[live]], axis=1), axis=0) if live.any() else np.zeros((0, 2), np.int64)
+        self.chunks_of.build(pairs[:, 0], pairs[:, 1])
+        self.nodes_of.build(pairs[:, 1], pairs[:, 0])
+
+    # -- reads -----------------------------------------------------------------------------------------------
+
+    def _node_live(self, ids: Any) -> Any:
+        inside = (ids >= 0) & (ids < len(self.n_ns))
+        result = np.zeros(len(ids), dtype=bool)
+        result[inside] = self.n_ns[ids[inside]] >= 0
+        return result
+
+    def _chunk_live(self, ids: Any) -> Any:
+        inside = (ids >= 0) & (ids < len(self.chunk_live))
+        result = np.zeros(len(ids), dtype=bool)
+        result[inside] = self.chunk_live[ids[inside]]
+        return result
+
+    def node_records(self, ids: Any) -> list[Any]:
+        """NodeRecords (without embeddings) of the stored ones of `ids`, by id."""
+        from duckgraph.ports import NodeRecord
+
+        ids = np.unique(np.asarray(list(ids), dtype=np.int64))
+        ids = ids[self._node_live(ids)]
+        if not len(ids):
+            return []
+        namespaces = self.namespace_names
+        types = self.type_names
+        return [
+            NodeRecord(namespace=namespaces[ns], key=key, name=name, type=types[ty], description=desc or "",
+                       aliases=aliases, properties=_properties(props), id=node_id, created_at=created,
+                       updated_at=updated)
+            for node_id, ns, key, name, ty, desc, aliases, props, created, updated in zip(
+                ids.tolist(), self.n_ns[ids].tolist(), self.n_key[ids], self.n_name[ids], self.n_type[ids].tolist(),
+                self.n_desc[ids], self.n_aliases[ids], self.n_props[ids], self.n_created[ids].tolist(),
+                self.n_updated[ids].tolist(),
+            )
+        ]
+
+    def find(self, namespace: str, keys: Iterable[str]) -> list[int]:
+        code = self.namespace_codes.get(namespace)
+        names = self.names.get(code) if code is not None else None
+        if not names:
+            return []
+        found: set[int] = set()
+        for key in keys:
+            hit = names.get(key)
+            if hit is None:
+                continue
+            if isinstance(hit, tuple):
+                found.update(hit)
+            else:
+                found.add(hit)
+        return sorted(found)
+
+    def edge_records(self, ids: Any) -> list[Any]:
+        """EdgeRecords of the given (existing) edge ids, in that order.
+
+        Building a record costs microseconds (a frozen dataclass of 11 fields), so records are kept in a bounded
+        cache, dropped when their edge changes. They are shared: their `properties` is a read-only dict.
+        """
+        cache = self._edge_cache
+        ids = np.asarray(ids, dtype=np.int64)
+        found = [cache.get(edge_id) for edge_id in ids.tolist()]
+        missing = np.asarray([i for i, record in zip(ids.tolist(), found) if record is None], dtype=np.int64)
+        if len(missing):
+            from duckgraph.ports import EdgeRecord
+
+            types = self.type_names
+            if len(cache) + len(missing) > EDGE_CACHE_SIZE:
+                cache.clear()
+            for record in (
+                EdgeRecord(edge_id, source, target, types[ty], desc or "", weight, _FrozenDict(_properties(props)),
+                           valid_from, valid_until, created, updated)
+                for edge_id, source, target, ty, desc, weight, props, valid_from, valid_until, created, updated in zip(
+                    missing.tolist(), self.e_src[missing].tolist(), self.e_dst[missing].tolist(),
+                    self.e_type[missing].tolist(), self.e_desc[missing], self.e_weight[missing].tolist(),
+                    self.e_props[missing], self.e_from[missing].tolist(), self.e_until[missing].tolist(),
+                    self.e_created[missing].tolist(), self.e_updated[missing].tolist(),
+                )
+            ):
+                cache[record.id] = record
+            found = [cache[edge_id] for edge_id in ids.tolist()]
+        return found
+
+    def _forget_edges(self, ids: Iterable[int]) -> None:
+        cache = self._edge_cache
+        if cache:
+            for edge_id in ids:
+                cache.pop(edge_id, None)
+
+    def existing_edges(self, ids: Iterable[int]) -> Any:
+        ids = np.unique(np.asarray(list(ids), dtype=np.int64))
+        ids = ids[(ids >= 0) & (ids < len(self.e_src))]
+        return ids[self.e_src[ids] >= 0]
+
+    def touching(self, node_ids: Any) -> Any:
+        """Ids of the edges with an end among `node_ids` (any namespace, any validity), sorted."""
+        nodes = np.unique(np.asarray(node_ids, dtype=np.int64))
+        if self.out_edges.stale() or self.in_edges.stale():
+            self._rebuild_adjacency()
+        parts = []
+        for links, column in ((self.out_edges, self.e_src), (self.in_edges, self.e_dst)):
+            owners, edges = links.gather(nodes)
+            parts.append(edges[column[edges] == owners])
+        return _sorted_unique(np.concatenate(parts))
+
+    def best_touching(self, node_ids: Any, namespace: str, as_of: Any, limit: int) -> Any:
+        """The first `limit` edges by weight (then id) among those that hold at `as_of` in `namespace` and have
+        an end among `node_ids`: what `neighbors` returns, in that order.
+
+        Each node's lists are in that order already, so only their first `limit` entries are read (a hub's
+        50,000 edges cost as much as its best 2,000): an edge among the first `limit` overall is among the
+        first `limit` holding edges of each of its ends. A node whose first `limit` entries are not all holding
+        edges of the namespace (or whose weights changed since the build) is read whole instead.
+        """
+        nodes = np.unique(np.asarray(node_ids, dtype=np.int64))
+        if limit <= 0 or not len(nodes):
+            return nodes[:0]
+        if self.out_edges.stale() or self.in_edges.stale():
+            self._rebuild_adjacency()
+        parts, whole = [], []
+        for links, column in ((self.out_edges, self.e_src), (self.in_edges, self.e_dst)):
+            owners, edges = links.gather(nodes, limit)
+            current = column[edges] == owners
+            parts.append(edges[current])
+            # A list cut at `limit` must be all good for the cut to be exact.
+            cut = nodes[(nodes < len(links.ptr) - 1)]
+            cut = cut[(links.ptr[np.minimum(cut + 1, len(links.ptr) - 1)] - links.ptr[cut]) > limit]
+            if len(cut):
+                good = current & np.isin(edges, self.holding(edges[current], namespace, as_of))
+                if self._reweighted:
+                    good &= ~np.isin(edges, np.fromiter(self._reweighted, dtype=np.int64))
+                bad_owners = np.unique(owners[~good])
+                whole.append(cut[np.isin(cut, bad_owners)])
+        if whole:
+            again = np.unique(np.concatenate(whole))
+            if len(again):
+                parts.append(self.touching(again))
+        edges = self.holding(_sorted_unique(np.concatenate(parts)), namespace, as_of)
+        return self.by_weight(edges, limit)
+
+    def holding(self, edges: Any, namespace: str | None, as_of: Any = None, *, include_expired: bool = False) -> Any:
+        """Those of `edges` in `namespace` (None: any) that hold at `as_of` (None: now, i.e. valid_until NULL)."""
+        keep = np.ones(len(edges), dtype=bool)
+        if namespace is not None:
+            keep &= self.e_ns[edges] == self.namespace_codes.get(namespace, -2)
+        if include_expired:
+            return edges[keep]
+        if as_of is None:
+            keep &= np.isnat(self.e_until[edges])
+        else:
+            moment = np.datetime64(as_of, "us")
+            valid_from, valid_until = self.e_from[edges], self.e_until[edges]
+            keep &= (np.isnat(valid_from) | (valid_from <= moment)) & (np.isnat(valid_until) | (valid_until > moment))
+        return edges[keep]
+
+    def by_weight(self, edges: Any, limit: int | None = None) -> Any:
+        """The edges ordered by weight (highest first), then id; the first `limit` of them."""
+        weights = self.e_weight[edges]
+        if limit is not None and len(edges) > 2 * limit:
+            if limit <= 0:
+                return edges[:0]
+            # Only the first `limit` are ordered: those above the limit-th weight, then ties at it by id.
+            threshold = -np.partition(-weights, limit - 1)[limit - 1]
+            above = weights > threshold
+            ties = np.flatnonzero(weights == threshold)[: max(0, limit - int(above.sum()))]  # edges are sorted by id
+            chosen = np.concatenate([np.flatnonzero(above), ties])
+            edges, weights = edges[chosen], weights[chosen]
+        ordered = edges[np.lexsort((edges, -weights))]
+        return ordered if limit is None else ordered[:limit]
+
+    def neighbours(self, node_ids: Sequence[int], namespace: str, as_of: Any) -> dict[int, list[int]]:
+        """node -> the distinct nodes joined to it by an edge that holds, in the order of those edges by weight."""
+        nodes = np.unique(np.asarray(node_ids, dtype=np.int64))
+        found: dict[int, list[int]] = {n: [] for n in nodes.tolist()}
+        edges = self.by_weight(self.holding(self.touching(nodes), namespace, as_of))
+        if not len(edges):
+            return found
+        sources, targets = self.e_src[edges], self.e_dst[edges]
+        here = np.stack([sources, targets], axis=1).ravel()
+        there = np.stack([targets, sources], axis=1).ravel()
+        mine = np.isin(here, nodes)
+        here, there = here[mine], there[mine]
+        _, first = np.unique(here * (int(there.max()) + 1) + there, return_index=True)
+        first.sort()
+        here, there = here[first], there[first]
+        order = np.argsort(here, kind="stable")
+        here, there = here[order], there[order]
+        bounds = np.flatnonzero(np.diff(here)) + 1
+        for group_here, group in zip(here[np.concatenate([[0], bounds])].tolist(), np.split(there, bounds)):
+            found[group_here] = group.tolist()
+        return found
+
+    def node_chunk_pairs(self, node_ids: Sequence[int]) -> list[tuple[int, int]]:
+        """(chunk id, node id) mentions of the given nodes, distinct, by node then chunk."""
+        nodes = np.unique(np.asarray(node_ids, dtype=np.int64))
+        nodes = nodes[self._node_live(nodes)]
+        owners, chunks = self.chunks_of.gather(nodes)
+        keep = self._chunk_live(chunks)
+        if not keep.any():
+            return []
+        pairs = np.unique(np.stack([owners[keep], chunks[keep]], axis=1), axis=0)
+        return list(zip(pairs[:, 1].tolist(), pairs[:, 0].tolist()))
+
+    def chunk_node_pairs(self, chunk_ids: Sequence[int]) -> list[tuple[int, int]]:
+        """(chunk id, node id) mentions in the given chunks, distinct, by chunk then node."""
+        chunks = np.unique(np.asarray(chunk_ids, dtype=np.int64))
+        chunks = chunks[self._chunk_live(chunks)]
+        owners, nodes = self.nodes_of.gather(chunks)
+        keep = self._node_live(nodes)
+        if not keep.any():
+            return []
+        pairs = np.unique(np.stack([owners[keep], nodes[keep]], axis=1), axis=0)
+        return list(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
+
+
+def _sorted_unique(values: Any) -> Any:
+    """np.unique for int arrays, by sorting (faster than numpy 2's hashing for the sizes met here)."""
+    if len(values) < 2:
+        return values
+    values = np.sort(values)
+    keep = np.empty(len(values), dtype=bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
+def _default_name_keys(key: str, aliases: Sequence[str]) -> list[str]:
+    from duckgraph.ports import entity_key
+
+    return list(dict.fromkeys([key, *(entity_key(a) for a in aliases)]))
+
+
+def _filled(column: Any) -> Any:
+    """A fetched column with NULLs (a masked array) as a plain array: None / NaT where NULL."""
+    if isinstance(column, np.ma.MaskedArray):
+        if column.dtype == object:
+            data = column.data.copy()
+            data[np.ma.getmaskarray(column)] = None
+            return data
+        if column.dtype.kind == "M":
+            return column.filled(np.datetime64("NaT", "us"))
+        return column.filled()
+    return column

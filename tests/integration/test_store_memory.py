@@ -1,0 +1,358 @@
+"""The DuckDB store's in-memory access paths against the tables they are derived from: the graph mirror (CSR
+adjacency, names, mentions) after writes, deletes, merges and expiry, and the IVF vector index (recall on real
+MiniLM vectors, rows written or deleted while it builds, what health() says)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import duckgraph.plugins.duckdb_memory as memory
+from duckgraph.plugins.duckdb_memory import VectorIndex
+from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.ports import (
+    ChunkRecord,
+    DocumentRecord,
+    EdgeRecord,
+    EdgeWrite,
+    NodeRecord,
+    Snapshot,
+    WriteBatch,
+    entity_key,
+    normalize,
+)
+
+DIMS = 8
+EDGE_COLUMNS = (
+    "id, source_id, target_id, type, description, weight, properties, valid_from, valid_until, created_at, updated_at"
+)
+
+
+def vector(seed: int) -> np.ndarray:
+    return normalize(np.random.default_rng(seed).standard_normal(DIMS).astype(np.float32))
+
+
+def node(name: str, namespace: str = "default", aliases: tuple[str, ...] = ()) -> NodeRecord:
+    return NodeRecord(namespace=namespace, key=entity_key(name), name=name, type="Thing", aliases=aliases,
+                      embedding=vector(hash(name) % 1000))
+
+
+def edge(source: str, target: str, type_: str = "LINKS", namespace: str = "default", weight: float | None = None,
+         **extra) -> EdgeWrite:
+    return EdgeWrite(namespace=namespace, source_key=entity_key(source), target_key=entity_key(target), type=type_,
+                     weight=weight, embedding=vector(hash((source, target, type_)) % 1000), **extra)
+
+
+# -- the truth, read from the tables -------------------------------------------------------------------------
+
+
+def sql_edges(store: DuckDBStore, where: str, params: list) -> list[EdgeRecord]:
+    rows = store._con.execute(f"SELECT {EDGE_COLUMNS} FROM edges WHERE {where}", params).fetchall()
+    return [EdgeRecord(*row[:6], json.loads(row[6]), *row[7:]) for row in rows]
+
+
+def sql_neighbors(store, nodes, namespace, as_of=None, limit=1000) -> list[EdgeRecord]:
+    validity = ("valid_until IS NULL" if as_of is None
+                else "(valid_from IS NULL OR valid_from <= $3) AND (valid_until IS NULL OR valid_until > $3)")
+    params = [list(nodes), namespace] + ([as_of] if as_of is not None else [])
+    return sql_edges(store, f"(source_id IN (SELECT unnest($1)) OR target_id IN (SELECT unnest($1))) AND namespace = $2 "
+                            f"AND {validity} ORDER BY weight DESC, id LIMIT {limit}", params)
+
+
+def check_graph(store: DuckDBStore, rng: np.random.Generator, *, as_of: datetime | None = None) -> None:
+    """Every graph read the mirror answers equals what the tables say, for random and hub node sets."""
+    con = store._con
+    node_ids = [r[0] for r in con.execute("SELECT id FROM nodes ORDER BY id").fetchall()]
+    chunk_ids = [r[0] for r in con.execute("SELECT id FROM chunks ORDER BY id").fetchall()]
+    namespaces = [r[0] for r in con.execute("SELECT DISTINCT namespace FROM nodes").fetchall()] + ["nowhere"]
+    hubs = [r[0] for r in con.execute(
+        "SELECT n, count(*) c FROM (SELECT source_id n FROM edges UNION ALL SELECT target_id FROM edges) "
+        "GROUP BY n ORDER BY c DESC, n LIMIT 3").fetchall()]
+    samples = [hubs, *(sorted(rng.choice(node_ids, size=min(len(node_ids), k), replace=False).tolist())
+                       for k in (1, 3, 8, 20))] if node_ids else []
+    for nodes, namespace, limit in itertools.product(samples, namespaces, (2, 5, 1000)):
+        got = store.neighbors(nodes, namespace, as_of=as_of, limit=limit)
+        assert got == sql_neighbors(store, nodes, namespace, as_of, limit), (nodes, namespace, limit)
+        assert store.neighbor_ends(nodes, namespace, as_of=as_of, limit=limit) == [
+            (e.id, e.source_id, e.target_id, e.weight) for e in got]
+    for nodes in samples:
+        for namespace in namespaces:
+            assert store.edges_among(nodes, namespace) == sql_edges(
+                store, "namespace = $2 AND valid_until IS NULL AND source_id IN (SELECT unnest($1)) "
+                       "AND target_id IN (SELECT unnest($1)) ORDER BY id", [nodes, namespace])
+            assert store.edges_among(nodes, namespace, include_expired=True) == sql_edges(
+                store, "namespace = $2 AND source_id IN (SELECT unnest($1)) AND target_id IN (SELECT unnest($1)) "
+                       "ORDER BY id", [nodes, namespace])
+            links = store.links(nodes, chunk_ids[:5], namespace, as_of=as_of)
+            for n in nodes:
+                want = {e.target_id if e.source_id == n else e.source_id
+                        for e in sql_neighbors(store, [n], namespace, as_of, 10**9)}
+                assert sorted(links.node_neighbors[n]) == sorted(want)
+                assert sorted(links.node_chunks[n]) == sorted(r[0] for r in con.execute(
+                    "SELECT chunk_id FROM mentions WHERE node_id = ?", [n]).fetchall())
+            for c in chunk_ids[:5]:
+                assert sorted(links.chunk_nodes[c]) == sorted(r[0] for r in con.execute(
+                    "SELECT node_id FROM mentions WHERE chunk_id = ?", [c]).fetchall())
+        assert sorted(store.chunks_mentioning(nodes)) == sorted(con.execute(
+            "SELECT chunk_id, node_id FROM mentions WHERE node_id IN (SELECT unnest($1))", [nodes]).fetchall())
+        got_nodes = store.get_nodes(nodes)
+        assert [n.id for n in got_nodes] == sorted(nodes)
+        for record in got_nodes:
+            row = con.execute("SELECT namespace, key, name, type, description, aliases, properties, created_at, "
+                              "updated_at FROM nodes WHERE id = ?", [record.id]).fetchone()
+            assert (record.namespace, record.key, record.name, record.type, record.description, list(record.aliases),
+                    record.properties, record.created_at, record.updated_at) == (*row[:6], json.loads(row[6]), *row[7:])
+    all_edges = [r[0] for r in con.execute("SELECT id FROM edges").fetchall()]
+    assert store.get_edges([*all_edges, 10**6]) == sql_edges(store, "true ORDER BY id", [])
+    assert store.mentioned_chunks([*chunk_ids, 10**6]) == {r[0] for r in con.execute(
+        "SELECT DISTINCT chunk_id FROM mentions").fetchall()}
+    for namespace, key in con.execute("SELECT namespace, key FROM node_names").fetchall():
+        want = [r[0] for r in con.execute(
+            "SELECT DISTINCT node_id FROM node_names WHERE namespace = ? AND key = ? ORDER BY 1", [namespace, key]
+        ).fetchall()]
+        assert [n.id for n in store.find_nodes(namespace, [key, "no such name"])] == want
+
+
+@pytest.fixture(params=[False, True], ids=["dict-delta", "rebuilt-every-write"])
+def store(request, db_path: Path, monkeypatch):
+    if request.param:  # the CSRs rebuilt after every change instead of holding a delta
+        monkeypatch.setattr(memory, "LINKS_REBUILD_MIN", 0)
+    s = DuckDBStore(db_path)
+    s.open()
+    s.bind_embedder("test:unit", DIMS)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_graph_mirror_matches_the_tables_through_writes_deletes_merges_and_expiry(store: DuckDBStore, db_path: Path):
+    rng = np.random.default_rng(7)
+    names = [f"n{i}" for i in range(40)]
+    store.write(WriteBatch(
+        nodes=[node(n) for n in names] + [node("other a", "other"), node("other b", "other", aliases=("alias b",))],
+        documents=[DocumentRecord(id="d1", namespace="default", text="n1 and n2 and n3 met."),
+                   DocumentRecord(id="d2", namespace="default", text="n4 met n5.")],
+        chunks=[ChunkRecord(document_id="d1", ordinal=0, text="n1 and n2"), ChunkRecord(document_id="d1", ordinal=1,
+                text="and n3 met."), ChunkRecord(document_id="d2", ordinal=0, text="n4 met n5.")],
+    ))
+    # A hub (n0) with many edges of random weights, and a random sprinkle.
+    edges = [edge("n0", n, weight=float(rng.uniform(0.1, 2))) for n in names[1:]]
+    edges += [edge(names[a], names[b], type_=t, weight=float(w))
+              for a, b, t, w in zip(rng.integers(1, 40, 60), rng.integers(1, 40, 60),
+                                    rng.choice(["KNOWS", "MAKES"], 60), rng.choice([0.5, 1.0, 1.5], 60)) if a != b]
+    edges += [edge("other a", "other b", namespace="other")]
+    store.write(WriteBatch(edges=edges))
+    sourced = store.find_nodes("default", ["n1", "n4", "n5"])
+    for record, document in zip(sourced, ("d1", "d2", "d2")):
+        record.source_ids = (document,)
+    store.write(WriteBatch(nodes=sourced))
+    assert store._con.execute("SELECT count(*) FROM mentions").fetchone()[0] >= 3
+    check_graph(store, rng)
+
+    # Re-weighting existing edges (the same edge again), with properties and descriptions.
+    store.write(WriteBatch(edges=[edge("n0", "n5", weight=0.01), edge("n0", "n6", weight=5.0, description="strong"),
+                                  edge("n2", "n3", weight=3.0, properties={"since": 1999})]))
+    check_graph(store, rng)
+
+    # Deleting edges and nodes.
+    doomed = [r[0] for r in store._con.execute("SELECT id FROM edges WHERE source_id = (SELECT id FROM nodes "
+                                               "WHERE key = 'n0') ORDER BY id LIMIT 4").fetchall()]
+    store.write(WriteBatch(delete_edges=doomed))
+    ids = {n.key: n.id for n in store.find_nodes("default", names)}
+    store.write(WriteBatch(delete_nodes=[ids["n7"], ids["n8"]]))
+    check_graph(store, rng)
+
+    # Merging: n9 and n10 into n0 (edges move, self-loops and duplicates collapse, mentions move).
+    store.write(WriteBatch(merges=[(ids["n0"], [ids["n9"], ids["n10"]]), (ids["n4"], [ids["n1"]])]))
+    check_graph(store, rng)
+
+    # Expiry: edges that stopped holding (restored with their validity), as of now and as of the past.
+    past, now = datetime(2020, 1, 1), datetime.now().replace(microsecond=0)
+    store.restore(Snapshot(edges=[
+        EdgeWrite(namespace="default", source_key="n0", target_key="n11", type="USED_TO", valid_from=past,
+                  valid_until=past + timedelta(days=400)),
+        EdgeWrite(namespace="default", source_key="n12", target_key="n0", type="USED_TO", valid_from=past,
+                  valid_until=now - timedelta(days=1), weight=9.0),
+    ]))
+    check_graph(store, rng)
+    check_graph(store, rng, as_of=past + timedelta(days=10))
+    check_graph(store, rng, as_of=now - timedelta(days=30))
+
+    # Replacing a document drops its chunks' mentions.
+    store.write(WriteBatch(documents=[DocumentRecord(id="d1", namespace="default", text="new text")],
+                           chunks=[ChunkRecord(document_id="d1", ordinal=0, text="new text")]))
+    check_graph(store, rng)
+
+    # Renaming a node (an update with new aliases) moves its names.
+    record = store.find_nodes("default", ["n13"])[0]
+    record.key, record.name, record.aliases, record.embedding = "n13b", "n13b", ("thirteen",), vector(13)
+    store.write(WriteBatch(nodes=[record]))
+    assert store.find_nodes("default", ["n13"]) == []
+    assert [n.id for n in store.find_nodes("default", ["thirteen"])] == [record.id]
+    check_graph(store, rng)
+
+    # What was kept in memory is what a fresh open loads from the file.
+    before = (store.neighbors(list(ids.values()), "default", limit=10**6), store.get_edges(range(1, 200)),
+              store.links(list(ids.values()), [1, 2, 3], "default"))
+    store.close()
+    store.open()
+    assert (store.neighbors(list(ids.values()), "default", limit=10**6), store.get_edges(range(1, 200)),
+            store.links(list(ids.values()), [1, 2, 3], "default")) == before
+    check_graph(store, rng)
+
+
+def test_a_failed_write_leaves_the_mirror_as_it_was(store: DuckDBStore):
+    store.write(WriteBatch(nodes=[node("a"), node("b")], edges=[edge("a", "b")]))
+    before = (store.neighbors([1, 2], "default"), store.find_nodes("default", ["a", "b", "c"]))
+    with pytest.raises(Exception):
+        store.write(WriteBatch(nodes=[node("c")], edges=[edge("a", "c"), edge("a", "missing")]))
+    assert (store.neighbors([1, 2], "default"), store.find_nodes("default", ["a", "b", "c"])) == before
+
+
+def test_shared_edge_records_are_read_only(store: DuckDBStore):
+    store.write(WriteBatch(nodes=[node("a"), node("b")], edges=[edge("a", "b", properties={"x": 1})]))
+    record = store.neighbors([1], "default")[0]
+    assert record.properties == {"x": 1} and json.dumps(record.properties) == '{"x": 1}'
+    with pytest.raises(TypeError):
+        record.properties["x"] = 2
+    assert dict(record.properties) == {"x": 1}
+
+
+# -- the IVF vector index ----------------------------------------------------------------------------------
+
+
+def clustered(n: int, dims: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((max(2, n // 200), dims)).astype(np.float32)
+    data = centres[rng.integers(0, len(centres), n)] + 0.4 * rng.standard_normal((n, dims)).astype(np.float32)
+    return normalize(data)
+
+
+def test_ivf_index_finds_every_row_written_or_deleted_while_it_builds():
+    vectors = clustered(30_000, 32, seed=1)
+    index = VectorIndex(32, ann_min_rows=1_000)
+    ids = np.arange(1, 20_001)
+    index.upsert(ids, vectors[:20_000], "default")
+    index.maybe_build()
+    assert index.building or index.ready
+    # Meanwhile: new rows, rewritten rows (listed or not), deleted rows, another namespace.
+    index.upsert(np.arange(20_001, 25_001), vectors[20_000:25_000], "default")
+    index.upsert(np.arange(1, 1_001), vectors[25_000:26_000], "default")
+    index.remove(range(1_001, 3_001))
+    index.upsert(np.arange(25_001, 26_001), vectors[26_000:27_000], "other")
+    assert index.wait(120) and index.ready
+    # And after the build: more of each.
+    index.upsert(np.arange(26_001, 27_001), vectors[27_000:28_000], "default")
+    index.remove([5, 20_002, 26_005])
+    expected = {i: vectors[i - 1] for i in range(1, 25_001)}
+    expected.update({i: vectors[25_000 + i - 1] for i in range(1, 1_001)})
+    expected.update({i: vectors[i + 999] for i in range(25_001, 27_001)})
+    for gone in [*range(1_001, 3_001), 5, 20_002, 26_005]:
+        del expected[gone]
+    other = {i for i in range(25_001, 26_001)} - {26_005}
+    assert len(index) == len(expected)
+    index.nprobe = len(index._centroids) // 2  # half the lists: a row's own list is always among them
+    assert index.active
+    rng = np.random.default_rng(3)
+    for item in rng.choice(sorted(expected), size=300, replace=False).tolist():
+        namespace = "other" if item in other else "default"
+        hits = index.search(expected[item], 3, namespace)
+        assert hits[0][0] == item and hits[0][1] == pytest.approx(1.0, abs=1e-5)
+        assert all((h in other) == (namespace == "other") for h, _ in hits)
+    for gone in (5, 1_500, 20_002):
+        assert not index.contains(gone)
+        assert all(h != gone for h, _ in index.search(vectors[gone - 1], 10, "default"))
+    assert np.allclose(index.vectors([10])[10], expected[10])
+    assert index.similarities([10, 5, 99_999], expected[10]) == {10: pytest.approx(1.0, abs=1e-5)}
+    # Enough changes since the build make it due again; the rebuild holds the same rows.
+    index.upsert(np.arange(30_001, 33_001), vectors[:3_000], "default")
+    assert index.needs_build()
+    index.maybe_build(background=False)
+    assert not index.needs_build() and len(index) == len(expected) + 3_000
+
+
+def _sentences(count: int, seed: int) -> list[str]:
+    subjects = ["The old fisherman", "A young violinist", "My neighbour's cat", "The city council", "An astronaut",
+                "The chemistry teacher", "A retired pilot", "The bakery owner", "A nervous student", "The museum guard",
+                "A famous chef", "The night nurse"]
+    verbs = ["repaired", "painted", "sold", "studied", "photographed", "lost", "borrowed", "described", "hid",
+             "measured", "found", "carried"]
+    objects = ["a wooden boat", "the broken telescope", "three silver coins", "an ancient map", "the red bicycle",
+               "a jar of honey", "the stone bridge", "a crate of oranges", "the antique clock", "a wool blanket",
+               "a violin case", "the mayor's hat"]
+    places = ["near the harbour", "in the desert", "during the storm", "at the train station", "on the mountain",
+              "before breakfast", "in the library", "under the bridge", "at midnight", "in the greenhouse",
+              "at the market", "in the museum"]
+    combos = list(itertools.product(subjects, verbs, objects, places))
+    picks = np.random.default_rng(seed).choice(len(combos), size=count, replace=False)
+    return [" ".join(combos[i]) + "." for i in picks]
+
+
+def _wait_ready(store: DuckDBStore, kind: str = "node", timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if store.health()["vector_index"][kind]["ivf_ready"] and not store.health()["vector_index"][kind]["ivf_building"]:
+            return
+        store.vector_search(kind, np.ones(store.embedder_info()[1], dtype=np.float32), 1, "default")  # starts it
+        time.sleep(0.1)
+    pytest.fail(f"the IVF index was not ready after {timeout} s: {store.health()['vector_search']}")
+
+
+@pytest.mark.model
+def test_ivf_recall_on_real_minilm_vectors(db_path: Path, minilm):
+    texts = _sentences(2_080, seed=11)
+    stored, fresh, queries = texts[:2_000], texts[2_000:2_030], texts[2_030:]
+    vectors = minilm.embed_documents(stored + fresh)
+    query_vectors = minilm.embed_documents(queries)
+    ivf = DuckDBStore(db_path, ann_min_rows=1_000)
+    exact = DuckDBStore(db_path, vector_index="exact")
+    try:
+        ivf.open()
+        ivf.bind_embedder(minilm.id, minilm.dimensions)
+        ivf.write(WriteBatch(nodes=[NodeRecord(namespace="default", key=entity_key(t), name=t, type="Thing",
+                                               embedding=v) for t, v in zip(stored, vectors[:2_000])]))
+        assert ivf.health()["vector_index"]["node"]["ivf_due"]
+        ivf.vector_search("node", query_vectors[0], 10, "default")  # the first search starts the build
+        mode = ivf.health()["vector_search"]["node"]
+        assert mode.startswith("ivf") or "IVF index is building" in mode
+        _wait_ready(ivf)
+        health = ivf.health()
+        assert health["vector_search"]["node"].startswith("ivf (")
+        assert health["vector_index"]["node"]["path"] == "ivf" and health["vector_index"]["node"]["build"]["lists"] > 1
+        assert health["vector_index"]["chunk"]["path"] == "exact"  # no chunks: below ann_min_rows
+        exact.open()
+        assert exact.health()["vector_search"]["node"].startswith("exact scan")
+        assert exact.health()["vector_index"]["node"]["path"] == "exact"
+
+        def recall() -> float:
+            found = []
+            for q in query_vectors:
+                got = [i for i, _ in ivf.vector_search("node", q, 10, "default")]
+                want = [i for i, _ in exact.vector_search("node", q, 10, "default")]
+                assert len(got) == len(want) == 10
+                found.append(len(set(got) & set(want)) / 10)
+            return float(np.mean(found))
+
+        assert recall() >= 0.95
+        # Rows written after the build are scanned exactly; deleted ones are gone.
+        ids = ivf.write(WriteBatch(nodes=[NodeRecord(namespace="default", key=entity_key(t), name=t, type="Thing",
+                                                     embedding=v) for t, v in zip(fresh, vectors[2_000:])])).node_ids
+        for text, v in zip(fresh, vectors[2_000:]):
+            top = ivf.vector_search("node", v, 1, "default")[0]
+            assert top[0] == ids[entity_key(text)] and top[1] == pytest.approx(1.0, abs=1e-4)
+        gone = ivf.find_nodes("default", [entity_key(stored[0])])[0].id
+        ivf.write(WriteBatch(delete_nodes=[gone]))
+        assert gone not in [i for i, _ in ivf.vector_search("node", vectors[0], 10, "default")]
+        exact.close()
+        exact.open()
+        assert recall() >= 0.95
+    finally:
+        exact.close()
+        ivf.close()
