@@ -91,6 +91,18 @@ class NodeRef(BaseModel):
     created: bool
 
 
+class ResolvedName(BaseModel):
+    name: str
+    into: str
+
+
+class PossibleDuplicate(BaseModel):
+    name: str
+    similar_to: str
+    type: str
+    similarity: float
+
+
 class AddGraphResult(BaseModel):
     """What `add_knowledge_graph` stored."""
 
@@ -99,6 +111,16 @@ class AddGraphResult(BaseModel):
     edges_created: int
     edges_updated: int
     nodes: list[NodeRef]
+    resolved: list[ResolvedName] = Field(
+        default_factory=list,
+        description="Names merged into a stored entity of the same type that has them as an alias or spells them "
+        "with other accents or punctuation.",
+    )
+    possible_duplicates: list[PossibleDuplicate] = Field(
+        default_factory=list,
+        description="New entities very similar to a stored one of the same type; if they are the same, call "
+        "merge_entities.",
+    )
 
 
 class StoredDocument(BaseModel):

@@ -10,17 +10,24 @@
    "Bill Gates dropped out of Harvard University" is close.
 3. Pruning: a reached node is kept when its relevance is at least `keep_ratio` times the best relevance
    among the anchors; the nodes on the path that reached it are kept too, so the result stays connected.
-4. Passages: chunks that match the query directly, plus chunks that mention kept nodes, ranked by their own
-   similarity plus a bonus for supporting high-scoring nodes.
+4. Passages: a short random walk with restart (personalized PageRank) over the graph of entities and the
+   passages that mention them. The walk restarts at the query's seeds: the two ends of the facts (edges) most
+   similar to the query, the entities the query names as proper names (weighted down the more passages
+   mention them), and, lightly, the passages most similar to the query. A passage scores by the share of the
+   walk that reaches it, so a passage about the bridge entity of a multi-hop question ("the performer of
+   Hello Love" -> Hank Snow -> where he died) ranks high although its text shares little with the question,
+   and entities every passage mentions ("United States") spread their weight thin.
 """
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from duckgraph.ports import EdgeRecord, GraphStore, NodeRecord, name_candidates
+from duckgraph.ports import ChunkRecord, EdgeRecord, GraphStore, NodeRecord, loose_key, name_candidates
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,8 +47,16 @@ class SearchOptions:
     hop_decay: float = 0.6
     #: A reached node is kept when its relevance is at least this share of the best anchor's.
     keep_ratio: float = 0.55
-    #: How much support of kept nodes adds to a passage's own similarity.
-    passage_graph_weight: float = 0.15
+    #: Facts (edges) nearest the query whose two ends seed the passage walk.
+    fact_seeds: int = 4
+    #: Weight of an entity the query names, relative to the best fact's similarity, before rarity damping.
+    name_seed_weight: float = 1.5
+    #: Passages nearest the query that seed the walk, and their weight relative to the entity seeds.
+    passage_seeds: int = 30
+    passage_seed_weight: float = 0.05
+    #: Probability that the walk follows a link rather than restarting at a seed, and how many steps it takes.
+    walk_damping: float = 0.4
+    walk_steps: int = 3
     rrf_k: int = 60
     as_of: datetime | None = None
 
@@ -66,33 +81,37 @@ class Subgraph:
     nodes: list[Reached]  # kept nodes, best first; anchors included
     records: dict[int, NodeRecord]
     edges: list[EdgeRecord]
-    passages: list[tuple[int, float]]  # (chunk id, score), best first
+    passages: list[tuple[ChunkRecord, float]]  # best first
 
 
 def anchor_and_expand(
     store: GraphStore, query_text: str, query: np.ndarray, namespace: str, options: SearchOptions
 ) -> Subgraph:
-    anchors = _anchors(store, query_text, query, namespace, options)
+    candidates = name_candidates(query_text)
+    named = store.find_nodes(namespace, candidates | {loose for key in candidates if (loose := loose_key(key))})
+    anchors = _anchors(store, named, query, namespace, options)
     reached, edges = _expand(store, query, namespace, anchors, options)
     kept = _prune(reached, anchors, options)
     kept_ids = {r.node_id for r in kept}
     records = {n.id: n for n in store.get_nodes(kept_ids)}
     kept = [r for r in kept if r.node_id in records]
-    result_edges = [e for e in edges.values() if e.source_id in kept_ids and e.target_id in kept_ids]
+    result_edges = store.get_edges(
+        [edge_id for edge_id, (source, target) in edges.items() if source in kept_ids and target in kept_ids]
+    )
     result_edges.sort(key=lambda e: -(reached[e.source_id].score + reached[e.target_id].score))
-    passages = _rank_passages(store, query, namespace, kept, options)
+    passages = _rank_passages(store, query_text, query, namespace, named, options)
     return Subgraph(
         anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges, passages=passages
     )
 
 
 def _anchors(
-    store: GraphStore, query_text: str, query: np.ndarray, namespace: str, options: SearchOptions
+    store: GraphStore, named: list[NodeRecord], query: np.ndarray, namespace: str, options: SearchOptions
 ) -> list[Reached]:
     if options.k_anchors <= 0:
         return []
     vector_hits = store.vector_search("node", query, max(4 * options.k_anchors, 20), namespace)
-    named = store.find_nodes(namespace, name_candidates(query_text))
+    named = list(named)
     relevance = dict(vector_hits)
     missing = [n.id for n in named if n.id not in relevance]
     relevance.update(store.similarities("node", missing, query))
@@ -110,9 +129,10 @@ def _anchors(
 
 def _expand(
     store: GraphStore, query: np.ndarray, namespace: str, anchors: list[Reached], options: SearchOptions
-) -> tuple[dict[int, Reached], dict[int, EdgeRecord]]:
+) -> tuple[dict[int, Reached], dict[int, tuple[int, int]]]:
+    """The nodes reached from the anchors, and the (source, target) of every edge walked, by edge id."""
     reached = {a.node_id: a for a in anchors}
-    edges: dict[int, EdgeRecord] = {}
+    edges: dict[int, tuple[int, int]] = {}
     frontier = [a.node_id for a in anchors]
     for hop in range(1, options.hops + 1):
         if not frontier:
@@ -120,17 +140,17 @@ def _expand(
         in_frontier = set(frontier)
         found: dict[int, Reached] = {}
         fact_relevance: dict[int, float] = {}
-        hop_edges = store.neighbors(frontier, namespace, as_of=options.as_of, limit=options.frontier * 20)
-        edge_similarity = store.similarities("edge", [e.id for e in hop_edges], query)
-        for edge in hop_edges:
-            edges[edge.id] = edge
-            for here, there in ((edge.source_id, edge.target_id), (edge.target_id, edge.source_id)):
+        hop_edges = store.neighbor_ends(frontier, namespace, as_of=options.as_of, limit=options.frontier * 20)
+        edge_similarity = store.similarities("edge", [edge_id for edge_id, _, _, _ in hop_edges], query)
+        for edge_id, source, target, weight in hop_edges:
+            edges[edge_id] = (source, target)
+            for here, there in ((source, target), (target, source)):
                 if here not in in_frontier or there in reached:
                     continue
-                proximity = reached[here].proximity * options.hop_decay * min(edge.weight, 1.0)
+                proximity = reached[here].proximity * options.hop_decay * min(weight, 1.0)
                 if there not in found or proximity > found[there].proximity:
-                    found[there] = Reached(there, hop, proximity, parent=here, via_edge=edge.id)
-                fact_relevance[there] = max(fact_relevance.get(there, -1.0), edge_similarity.get(edge.id, -1.0))
+                    found[there] = Reached(there, hop, proximity, parent=here, via_edge=edge_id)
+                fact_relevance[there] = max(fact_relevance.get(there, -1.0), edge_similarity.get(edge_id, -1.0))
         for node_id, similarity in store.similarities("node", list(found), query).items():
             found[node_id].relevance = similarity
         for node_id, similarity in fact_relevance.items():
@@ -163,20 +183,135 @@ def _prune(reached: dict[int, Reached], anchors: list[Reached], options: SearchO
 
 
 def _rank_passages(
-    store: GraphStore, query: np.ndarray, namespace: str, kept: list[Reached], options: SearchOptions
+    store: GraphStore, query_text: str, query: np.ndarray, namespace: str, named: list[NodeRecord],
+    options: SearchOptions,
 ) -> list[tuple[int, float]]:
     if options.max_passages <= 0:
         return []
-    direct = dict(store.vector_search("chunk", query, max(3 * options.max_passages, 10), namespace))
-    node_score = {r.node_id: r.score for r in kept}
-    top_score = max(node_score.values(), default=0.0) or 1.0
-    support: dict[int, float] = {}
-    for chunk_id, node_id in store.chunks_mentioning(list(node_score), limit=20 * options.max_passages + 200):
-        support[chunk_id] = max(support.get(chunk_id, 0.0), node_score[node_id] / top_score)
-    similarity = dict(direct)
-    similarity.update(store.similarities("chunk", [c for c in support if c not in direct], query))
-    scored = {
-        chunk_id: similarity.get(chunk_id, 0.0) + options.passage_graph_weight * support.get(chunk_id, 0.0)
-        for chunk_id in {*direct, *support}
-    }
-    return sorted(scored.items(), key=lambda item: -item[1])[: options.max_passages]
+    direct = dict(store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace))
+    if not direct:
+        return []
+    node_seeds = _fact_seeds(store, query, namespace, options)
+    best_fact = max(node_seeds.values(), default=max(direct.values()))
+    proper = _proper_names(query_text, named, query, store)
+    degree = {n: len(cs) for n, cs in store.links(list(proper), (), namespace, as_of=options.as_of).node_chunks.items()}
+    for node_id in proper:
+        # log(2)/log(1 + n): 1 for a name one passage mentions, a third for one that seven passages mention.
+        weight = options.name_seed_weight * best_fact * math.log(2) / math.log(1 + max(degree.get(node_id, 0), 1))
+        node_seeds[node_id] = max(node_seeds.get(node_id, 0.0), weight)
+    top_direct = max(direct.values())
+    chunk_seeds = {c: options.passage_seed_weight * max(s, 0.0) / top_direct for c, s in direct.items()}
+    walked = _walk(store, node_seeds, chunk_seeds, namespace, options)
+    # Passages the walk reached beyond the nearest ones also keep their own (restart) share of similarity.
+    others = [c for c in walked if c not in direct]
+    for chunk_id, similarity in store.similarities("chunk", others, query).items():
+        walked[chunk_id] += (1 - options.walk_damping) * options.passage_seed_weight * max(similarity, 0.0) / top_direct
+    ranked = _one_per_document(store, sorted(walked.items(), key=lambda item: -item[1]), options.max_passages)
+    top = ranked[0][1] if ranked and ranked[0][1] > 0 else 1.0
+    return [(chunk, score / top) for chunk, score in ranked]
+
+
+def _one_per_document(store: GraphStore, ranked: list[tuple[int, float]], limit: int) -> list[tuple[ChunkRecord, float]]:
+    """The best `limit` passages, at most one per document while other documents have candidates."""
+    candidates = ranked[: 4 * limit]
+    chunks = {c.id: c for c in store.get_chunks([chunk_id for chunk_id, _ in candidates])}
+    seen: set[str] = set()
+    first, repeats = [], []
+    for chunk_id, score in candidates:
+        if (chunk := chunks.get(chunk_id)) is not None:
+            (repeats if chunk.document_id in seen else first).append((chunk, score))
+            seen.add(chunk.document_id)
+    return sorted(first[:limit] + repeats[: max(0, limit - len(first))], key=lambda item: -item[1])
+
+
+def _fact_seeds(store: GraphStore, query: np.ndarray, namespace: str, options: SearchOptions) -> dict[int, float]:
+    """The ends of the facts nearest the query, each weighted by its best fact's similarity."""
+    if options.fact_seeds <= 0:
+        return {}
+    hits = dict(store.vector_search("edge", query, options.fact_seeds, namespace))
+    seeds: dict[int, float] = {}
+    for edge in store.get_edges(hits):
+        if not _holds(edge, options.as_of):
+            continue
+        for node_id in (edge.source_id, edge.target_id):
+            seeds[node_id] = max(seeds.get(node_id, 0.0), max(hits[edge.id], 0.0))
+    return seeds
+
+
+def _holds(edge: EdgeRecord, as_of: datetime | None) -> bool:
+    if as_of is None:
+        return edge.valid_until is None
+    if as_of.tzinfo is not None:  # stored times are naive UTC
+        as_of = as_of.astimezone(timezone.utc).replace(tzinfo=None)
+    return (edge.valid_from is None or edge.valid_from <= as_of) and (edge.valid_until is None or edge.valid_until > as_of)
+
+
+def _proper_names(query_text: str, named: list[NodeRecord], query: np.ndarray, store: GraphStore) -> list[int]:
+    """Nodes the query names as proper names, leaving out those inside a longer name it also names.
+
+    A name several nodes share ("Apple": the company's alias, the fruit) stands for the one nearest the query.
+    """
+    proper_keys = {loose_key(key) for key in name_candidates(query_text, proper_only=True)}
+    keys = {n.id: k for n in named if (k := _matched_key(n, proper_keys))}
+    similarity = store.similarities("node", list(keys), query)
+    sense: dict[str, int] = {}
+    for node_id, key in keys.items():
+        if key not in sense or similarity.get(node_id, -1.0) > similarity.get(sense[key], -1.0):
+            sense[key] = node_id
+    return [node_id for key, node_id in sense.items()
+            if not any(other != key and f" {key} " in f" {other} " for other in sense)]
+
+
+def _matched_key(node: NodeRecord, loose_keys: set[str]) -> str | None:
+    """The loose form of the node's name or alias that the query names, if any."""
+    for name in (node.name, *node.aliases):
+        if (key := loose_key(name)) in loose_keys:
+            return key
+    return None
+
+
+def _walk(
+    store: GraphStore, node_seeds: dict[int, float], chunk_seeds: dict[int, float], namespace: str,
+    options: SearchOptions,
+) -> dict[int, float]:
+    """Personalized PageRank over entities and passages by power iteration from the seeds, `walk_steps` long.
+
+    Only what the walk reaches is fetched (links of the nodes and chunks holding weight), so the cost follows
+    the seeds' neighbourhood, not the size of the graph. Returns the passages' scores.
+    """
+    damping = options.walk_damping
+    # In the last step an entity holding less than this share of the seeds' weight moves too little to change
+    # the ranking; leaving it out spares fetching the links of most of the two-hop neighbourhood.
+    negligible = 1e-4 * (sum(node_seeds.values()) + sum(chunk_seeds.values()))
+    node_links: dict[int, tuple[list[int], list[int]]] = {}
+    chunk_links: dict[int, list[int]] = {}
+    nodes, chunks = dict(node_seeds), dict(chunk_seeds)
+    for step in range(options.walk_steps):
+        last = step == options.walk_steps - 1  # the last step only needs what flows into passages
+        if last:
+            nodes = {n: w for n, w in nodes.items() if w >= negligible}
+        missing_nodes = [n for n in nodes if n not in node_links]
+        missing_chunks = [] if last else [c for c in chunks if c not in chunk_links]
+        if missing_nodes or missing_chunks:
+            found = store.links(missing_nodes, missing_chunks, namespace, as_of=options.as_of)
+            node_links.update((n, (found.node_neighbors[n], found.node_chunks[n])) for n in missing_nodes)
+            chunk_links.update((c, found.chunk_nodes[c]) for c in missing_chunks)
+        next_nodes: defaultdict[int, float] = defaultdict(float, {n: (1 - damping) * w for n, w in node_seeds.items()})
+        next_chunks: defaultdict[int, float] = defaultdict(float, {c: (1 - damping) * w for c, w in chunk_seeds.items()})
+        for node_id, weight in nodes.items():
+            neighbours, mentioning = node_links[node_id]
+            if degree := len(neighbours) + len(mentioning):
+                share = damping * weight / degree
+                if not last:
+                    for other in neighbours:
+                        next_nodes[other] += share
+                for chunk_id in mentioning:
+                    next_chunks[chunk_id] += share
+        if not last:
+            for chunk_id, weight in chunks.items():
+                if mentioned := chunk_links[chunk_id]:
+                    share = damping * weight / len(mentioned)
+                    for node_id in mentioned:
+                        next_nodes[node_id] += share
+        nodes, chunks = next_nodes, next_chunks
+    return dict(chunks)

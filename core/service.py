@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -31,6 +34,7 @@ from duckgraph.core.model import (
     StoredDocument,
 )
 from duckgraph.core.render import render_search
+from duckgraph.core.resolution import NameResolver, lookup_keys, possible_duplicates
 from duckgraph.core.retrieval import SearchOptions, anchor_and_expand
 from duckgraph.ports import (
     ChunkRecord,
@@ -43,6 +47,7 @@ from duckgraph.ports import (
     GraphStore,
     InvalidInputError,
     NodeRecord,
+    StoreError,
     WriteBatch,
     entity_key,
     name_candidates,
@@ -160,15 +165,17 @@ class KnowledgeBase:
             raise InvalidInputError("nothing to add: give at least one node or edge")
         self._vectors_ready()
         with self._write_lock:
-            merged = self._merge_nodes(nodes, namespace)
-            edge_writes = self._resolve_edges(edges, merged, namespace)
+            merged, key_of, resolved = self._merge_nodes(nodes, namespace)
+            edge_writes = self._resolve_edges(edges, merged, namespace, key_of)
             for item in [*(node for node, _ in merged.values()), *edge_writes]:
                 item.source_chunk_ids = tuple(source_chunk_ids)
             changed = [n for n, text_changed in merged.values() if text_changed]
             names = {key: node.name for key, (node, _) in merged.items()}
             self.embed_records(namespace, changed, edge_writes, names=names)
             records = [n for n, _ in merged.values()]
-            created_before = {n.key for n in records if n.id is None}
+            created = [n for n in records if n.id is None]
+            duplicates = possible_duplicates(self.store, namespace, created)
+            created_before = {n.key for n in created}
             summary = self.store.write(WriteBatch(nodes=records, edges=edge_writes))
         return AddGraphResult(
             nodes_created=summary.nodes_created,
@@ -176,6 +183,8 @@ class KnowledgeBase:
             edges_created=summary.edges_created,
             edges_updated=summary.edges_updated,
             nodes=[NodeRef(id=n.id, name=n.name, type=n.type, created=n.key in created_before) for n in records],
+            resolved=resolved,
+            possible_duplicates=duplicates,
         )
 
     def embed_records(
@@ -201,28 +210,44 @@ class KnowledgeBase:
         for item, vector in zip([*nodes, *edges], self.embedder.embed_documents(texts)):
             item.embedding = vector
 
-    def _merge_nodes(self, nodes: Sequence[NodeInput], namespace: str) -> dict[str, tuple[NodeRecord, bool]]:
-        """Node records to write, by key, each with whether its embedded text changed."""
-        keys = [entity_key(n.name) for n in nodes]
-        existing = {n.key: n for n in self.store.find_nodes(namespace, keys) if n.key in set(keys)}
+    def _merge_nodes(
+        self, nodes: Sequence[NodeInput], namespace: str
+    ) -> tuple[dict[str, tuple[NodeRecord, bool]], dict[str, str], list[dict[str, str]]]:
+        """Node records to write by key, each with whether its embedded text changed; the key each input name
+        went to; and the names merged into an entity of another name (see `duckgraph.core.resolution`)."""
+        found = self.store.find_nodes(namespace, lookup_keys([n.name for n in nodes]))
+        existing = {n.key: n for n in found}
+        resolver = NameResolver()
+        resolver.add(found)
         merged: dict[str, tuple[NodeRecord, bool]] = {}
-        for node, key in zip(nodes, keys):
-            if key in merged:
-                base, changed = merged[key]
-            elif key in existing:
-                base, changed = existing[key], False
+        key_of: dict[str, str] = {}
+        resolved: list[dict[str, str]] = []
+        for node in nodes:
+            key = entity_key(node.name)
+            if key not in key_of:
+                key_of[key] = key
+                if key not in merged and key not in existing and (match := resolver.match(node.name, node.type)):
+                    key_of[key] = match.key
+                    resolved.append({"name": node.name, "into": match.name})
+            target = key_of[key]
+            if target in merged:
+                base, changed = merged[target]
+            elif target in existing:
+                base, changed = existing[target], False
             else:
                 base, changed = NodeRecord(namespace=namespace, key=key, name=node.name, type=node.type), True
             before = node_text(base)
             update = _merge_node(base, node)
-            merged[key] = (update, changed or node_text(update) != before)
-        return merged
+            merged[target] = (update, changed or node_text(update) != before)
+            resolver.add([update])
+        return merged, key_of, resolved
 
     def _resolve_edges(
-        self, edges: Sequence[EdgeInput], merged: dict[str, tuple[NodeRecord, bool]], namespace: str
+        self, edges: Sequence[EdgeInput], merged: dict[str, tuple[NodeRecord, bool]], namespace: str,
+        key_of: dict[str, str],
     ) -> list[EdgeWrite]:
-        wanted = {entity_key(name) for e in edges for name in (e.source, e.target)} - merged.keys()
-        by_key: dict[str, str] = {key: key for key in merged}
+        wanted = {entity_key(name) for e in edges for name in (e.source, e.target)} - merged.keys() - key_of.keys()
+        by_key: dict[str, str] = {**{key: key for key in merged}, **key_of}
         alias_owners: dict[str, set[str]] = {}
         # Aliases of the nodes of this call count too (an extractor's edges may name a node by its alias).
         for key, (node, _) in merged.items():
@@ -386,13 +411,12 @@ class KnowledgeBase:
                               score=round(reached.score, 4), hop=reached.hop)
 
         names = {node_id: record.name for node_id, record in found.records.items()}
-        chunks = {c.id: c for c in self.store.get_chunks([chunk_id for chunk_id, _ in found.passages])}
-        titles = {d.id: d.title for d in self.store.get_documents({c.document_id for c in chunks.values()}, namespace)}
+        documents = self.store.get_documents({chunk.document_id for chunk, _ in found.passages}, namespace)
+        titles = {d.id: d.title for d in documents}
         passages = [
-            Passage(document_id=chunks[chunk_id].document_id, chunk_id=chunk_id,
-                    title=titles.get(chunks[chunk_id].document_id, ""), text=chunks[chunk_id].text,
-                    score=round(score, 4))
-            for chunk_id, score in found.passages if chunk_id in chunks
+            Passage(document_id=chunk.document_id, chunk_id=chunk.id, title=titles.get(chunk.document_id, ""),
+                    text=chunk.text, score=round(score, 4))
+            for chunk, score in found.passages
         ]
         result = SearchResult(
             query=query,
@@ -434,6 +458,42 @@ class KnowledgeBase:
         from duckgraph.core.curation import GraphCuration  # curation imports this module
 
         return GraphCuration(self)
+
+    def backup(self, destination: str | Path, *, force: bool = False) -> dict[str, Any]:
+        """Write a consistent copy of the knowledge base to the file `destination`, while it stays in use.
+
+        The copy is taken at one moment (writes wait until it is done), written under a temporary name in the
+        destination's folder and renamed into place: the destination is the whole copy or untouched, never half a
+        file. An existing destination is refused unless `force`; the knowledge file itself always is. A relative
+        destination is taken from this process's working directory. Returns the destination, its size in bytes
+        and the counts it holds.
+        """
+        target = Path(destination).expanduser().absolute()
+        _check_backup_target(target, getattr(self.store, "path", None), force)
+        self.open()
+        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.partial")
+        with self._write_lock:  # the counts below are those of the copy
+            try:
+                self.store.backup(partial)
+                if _wal_of(partial).exists():
+                    raise StoreError(f"the copy {partial} was left with a write-ahead log; nothing was kept")
+                # A write-ahead log of the file being replaced would be replayed onto the copy: remove it first.
+                _wal_of(target).unlink(missing_ok=True)
+                os.replace(partial, target)
+            except OSError as exc:
+                raise StoreError(f"could not write the backup {target}: {exc}") from exc
+            except StoreError as exc:
+                raise StoreError(f"backup to {target} failed, nothing was written there: {exc}") from exc
+            finally:
+                for leftover in (partial, _wal_of(partial)):
+                    try:
+                        leftover.unlink(missing_ok=True)
+                    except OSError as exc:
+                        log.warning("could not remove %s: %s", leftover, exc)
+            _sync_folder(target.parent)
+            stats = self.store.stats()
+        return {"path": str(target), "bytes": target.stat().st_size,
+                **{key: stats[key] for key in ("nodes", "edges", "documents", "chunks")}}
 
 
 #: Observations that go into a node's vector; the rest stay searchable through get_entities only.
@@ -499,3 +559,40 @@ def _content_id(text: str) -> str:
 
 def _chunk_embedding_text(title: str, text: str) -> str:
     return text if not title or text.startswith(title) else f"{title}\n{text}"
+
+
+def _wal_of(path: Path) -> Path:
+    return path.with_name(path.name + ".wal")
+
+
+def _check_backup_target(target: Path, source: Path | None, force: bool) -> None:
+    """Refuse, before anything is written, a backup destination that cannot or must not be written."""
+    if target.is_dir():
+        raise InvalidInputError(
+            f"{target} is a folder; give the backup a file name, e.g. {target / 'knowledge-backup.duckdb'}"
+        )
+    if source is not None and target.resolve() == Path(source).expanduser().resolve():
+        raise InvalidInputError(f"{target} is the knowledge file itself; choose another destination")
+    if target.exists() and not force:
+        raise InvalidInputError(
+            f"{target} exists; choose another name, or replace it with --force (force=true)"
+        )
+    folder = target.parent
+    if not folder.is_dir():
+        raise InvalidInputError(f"the folder {folder} does not exist; create it first or choose another destination")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(f"cannot write a backup into {folder}: the folder is not writable by this user")
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in `folder` durable (best effort: not every platform can open a folder)."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from duckgraph.ports import entity_key, name_candidates, relation_type
+from duckgraph.ports import entity_key, loose_key, name_candidates, relation_type
 
 
 # -- entity_key ------------------------------------------------------------------------------------------
@@ -124,3 +124,24 @@ def test_name_candidates_find_names_with_periods(query: str, name: str) -> None:
 def test_name_candidates_of_empty_text() -> None:
     assert name_candidates("") == set()
     assert name_candidates("  ?! ") == set()
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("Aschenbrödel", "Aschenbrodel"), ("Jean-Luc Picard", "jean luc  picard"),
+    ("Café de Flore", "CAFE DE FLORE"),
+])
+def test_loose_key_ignores_accents_and_punctuation(a: str, b: str) -> None:
+    assert loose_key(a) == loose_key(b) and entity_key(a) != entity_key(b)
+
+
+def test_loose_key_keeps_words_apart() -> None:
+    assert loose_key("World War I") != loose_key("World War II")
+    assert loose_key("?!") == ""
+
+
+def test_proper_only_candidates_need_a_capital_or_digit_beyond_the_first_letter() -> None:
+    found = name_candidates("Where is the city where Hank Snow died in 1974?", proper_only=True)
+    assert {"hank snow", "1974", "hank"} <= found
+    assert not {"city", "the city", "where", "died"} & found
+    assert "where" not in name_candidates("Where did he go?", proper_only=True)
+    assert "nato" in name_candidates("NATO was founded when?", proper_only=True)

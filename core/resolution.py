@@ -1,0 +1,89 @@
+"""Entity resolution at ingest: does a new name denote an entity that is already stored?
+
+The policy is conservative, because a wrong merge mixes two entities' facts and is hard to see, while a missed
+one costs a duplicate that `merge_entities` folds in one call:
+
+1. The same key (case, width and spacing ignored: "Journal of Mathematical Physics" and "journal of  mathematical
+   physics") is the same entity, always.
+2. A name that, for exactly one stored entity of the same type, equals one of its aliases or equals its name or an
+   alias up to accents and punctuation ("Aschenbrodel" / "Aschenbrödel", "Jean Luc Picard" / "Jean-Luc Picard")
+   is merged into that entity; the new spelling becomes an alias. With two such entities nothing is merged.
+3. A new entity whose vector is at least `NEAR_DUPLICATE_SIMILARITY` close to a stored entity of the same type is
+   stored as given and reported as a possible duplicate: names like "World War I" and "World War II" sit that
+   close, so similarity alone never merges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from duckgraph.ports import GraphStore, NodeRecord, entity_key, loose_key
+
+#: Cosine similarity of node vectors above which a new entity is reported as a possible duplicate.
+NEAR_DUPLICATE_SIMILARITY = 0.92
+#: Calls creating more entities than this skip the similarity check (bulk loads; one vector search per entity).
+NEAR_DUPLICATE_CHECK_LIMIT = 200
+
+
+def same_type(a: str, b: str) -> bool:
+    return entity_key(a) == entity_key(b)
+
+
+@dataclass
+class NameResolver:
+    """Finds the stored (or earlier in the same call) entity a new name denotes under rule 2."""
+
+    by_alias: dict[str, list[NodeRecord]] = field(default_factory=dict)
+    by_loose: dict[str, list[NodeRecord]] = field(default_factory=dict)
+
+    def add(self, records: Iterable[NodeRecord]) -> None:
+        for record in records:
+            for alias in record.aliases:
+                self._index(self.by_alias, entity_key(alias), record)
+            for name in (record.name, *record.aliases):
+                if loose := loose_key(name):
+                    self._index(self.by_loose, loose, record)
+
+    @staticmethod
+    def _index(table: dict[str, list[NodeRecord]], key: str, record: NodeRecord) -> None:
+        owners = table.setdefault(key, [])
+        if all(owner.key != record.key for owner in owners):
+            owners.append(record)
+
+    def match(self, name: str, type_: str) -> NodeRecord | None:
+        for table, key in ((self.by_alias, entity_key(name)), (self.by_loose, loose_key(name))):
+            owners = [r for r in table.get(key, []) if same_type(r.type, type_)]
+            if len(owners) == 1:
+                return owners[0]
+            if owners:
+                return None  # ambiguous: leave it to the caller
+        return None
+
+
+def lookup_keys(names: Sequence[str]) -> set[str]:
+    """The keys `GraphStore.find_nodes` needs to see every stored entity rule 1 or 2 could match."""
+    return {entity_key(n) for n in names} | {k for n in names if (k := loose_key(n))}
+
+
+def possible_duplicates(store: GraphStore, namespace: str, created: Sequence[NodeRecord]) -> list[dict]:
+    """New entities close to a stored one of the same type (rule 3), for the caller to merge if they agree."""
+    if not created or len(created) > NEAR_DUPLICATE_CHECK_LIMIT:
+        return []
+    hits: dict[int, tuple[NodeRecord, int, float]] = {}
+    for record in created:
+        if record.embedding is None:
+            continue
+        for node_id, similarity in store.vector_search("node", record.embedding, 1, namespace):
+            if similarity >= NEAR_DUPLICATE_SIMILARITY:
+                hits[id(record)] = (record, node_id, similarity)
+    if not hits:
+        return []
+    stored = {n.id: n for n in store.get_nodes(node_id for _, node_id, _ in hits.values())}
+    found = []
+    for record, node_id, similarity in hits.values():
+        other = stored.get(node_id)
+        if other is not None and same_type(other.type, record.type):
+            found.append({"name": record.name, "similar_to": other.name, "type": record.type,
+                          "similarity": round(similarity, 3)})
+    return found

@@ -1,0 +1,97 @@
+"""Passage ranking by a walk over entities and passages (real DuckDB file, the real default model).
+
+The set-up is a two-hop question: "Where did the singer of Hello Love die?" The passage that answers the second
+hop ("Hank Snow ... Madison") shares almost no word with the question; distractor passages share many.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.core.service import KnowledgeBase
+from duckgraph.plugins.duckdb_store import DuckDBStore
+
+QUESTION = "Where did the singer of Hello Love die?"
+
+
+def document(doc_id: str, text: str) -> DocumentInput:
+    return DocumentInput(id=doc_id, title=doc_id, text=text)
+
+
+def entity(name: str, *sources: str) -> NodeInput:
+    return NodeInput(name=name, type="Entity", source_ids=list(sources))
+
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory, minilm):
+    knowledge_base = KnowledgeBase(DuckDBStore(tmp_path_factory.mktemp("walk") / "kb.duckdb"), minilm)
+    with knowledge_base:
+        knowledge_base.add_documents([
+            document("song", "Hello Love is a country song recorded by Hank Snow in 1974."),
+            document("bridge", "Hank Snow spent his last years at his ranch in Madison, Tennessee."),
+            *(document(f"distractor{i}", f"Where did the singer go? Love songs never die, said singer number {i}.")
+              for i in range(6)),
+            *(document(f"usa{i}", f"The United States report {i} lists statistics and numbers.") for i in range(8)),
+        ])
+        knowledge_base.add_knowledge_graph(
+            [entity("Hello Love", "song"), entity("Hank Snow", "song", "bridge"), entity("Madison", "bridge"),
+             entity("United States", *(f"usa{i}" for i in range(8)), "song")],
+            [EdgeInput(source="Hello Love", target="Hank Snow", type="RECORDED_BY", source_ids=["song"]),
+             EdgeInput(source="Hank Snow", target="Madison", type="LIVED_IN", source_ids=["bridge"])],
+        )
+        yield knowledge_base
+
+
+def dense_rank(kb, document_id: str) -> int:
+    hits = kb.store.vector_search("chunk", kb.embedder.embed_query(QUESTION), 100, kb.namespace)
+    order = {c: i for i, (c, _) in enumerate(hits)}
+    chunks = sorted(kb.store.get_chunks([c for c, _ in hits]), key=lambda c: order[c.id])
+    documents = [c.document_id for c in chunks]
+    return documents.index(document_id)
+
+
+def test_the_bridge_passage_is_found_although_dense_ranks_it_low(kb) -> None:
+    assert dense_rank(kb, "bridge") >= 3  # the set-up: cosine alone does not find it
+    result = kb.search(QUESTION, max_passages=3)
+    found = [p.document_id for p in result.passages]
+    assert "song" in found and "bridge" in found
+
+
+def test_without_the_walk_the_bridge_passage_is_missed(kb) -> None:
+    result = kb.search(QUESTION, max_passages=3, fact_seeds=0, name_seed_weight=0.0)
+    assert "bridge" not in [p.document_id for p in result.passages]
+
+
+def test_an_entity_many_passages_mention_spreads_thin(kb) -> None:
+    """"United States" is named in the question and mentioned by nine passages: none of them outranks the
+    bridge passage, which the rarer "Hank Snow" leads to."""
+    result = kb.search("Where did the singer of Hello Love die in the United States?", max_passages=3)
+    found = [p.document_id for p in result.passages]
+    assert "bridge" in found
+    assert sum(d.startswith("usa") for d in found) <= 1
+
+
+def test_at_most_one_passage_per_document_while_others_qualify(tmp_path, minilm) -> None:
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        long_text = " ".join(f"Hank Snow sang song number {i} on the radio." for i in range(150))
+        kb.add_documents([document("long", long_text), document("short", "Hank Snow was a singer."),
+                          document("other", "A singer sang on the radio.")])
+        assert len(kb.store.document_chunks(kb.namespace, ["long"])) > 2
+        result = kb.search("Hank Snow sang on the radio", max_passages=3)
+        assert sorted(p.document_id for p in result.passages) == ["long", "other", "short"]
+
+
+def test_passage_scores_are_normalised_and_sorted(kb) -> None:
+    scores = [p.score for p in kb.search(QUESTION, max_passages=5).passages]
+    assert scores == sorted(scores, reverse=True) and scores[0] == pytest.approx(1.0)
+
+
+def test_walk_knobs_are_validated_like_other_options(kb) -> None:
+    from duckgraph.ports import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="unknown search options: walk_speed"):
+        kb.search(QUESTION, walk_speed=3)

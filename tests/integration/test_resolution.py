@@ -1,0 +1,92 @@
+"""Entity resolution at ingest (policy in duckgraph.core.resolution), on a real DuckDB file."""
+
+from __future__ import annotations
+
+import pytest
+
+from duckgraph.core.model import EdgeInput, NodeInput
+from duckgraph.core.service import KnowledgeBase
+from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.ports import loose_key
+
+
+def node(name: str, type_: str = "Work", **fields) -> NodeInput:
+    return NodeInput(name=name, type=type_, **fields)
+
+
+def names(kb) -> list[str]:
+    return sorted(n.name for n in kb.store.list_nodes(kb.namespace, limit=1000))
+
+
+def test_case_and_spacing_variants_are_one_entity(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([node("Journal of Mathematical Physics", "Journal")], [])
+    result = fake_kb.add_knowledge_graph([node("journal of  mathematical physics", "Journal")], [])
+    assert result.nodes_created == 0 and names(fake_kb) == ["Journal of Mathematical Physics"]
+
+
+def test_accent_and_punctuation_variants_merge_and_are_reported(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([node("Aschenbrödel", description="A ballet.")], [])
+    result = fake_kb.add_knowledge_graph(
+        [node("Aschenbrodel", description="Music by Johann Strauss II."), node("Johann Strauss II", "Person")],
+        [EdgeInput(source="Aschenbrodel", target="Johann Strauss II", type="COMPOSED_BY")],
+    )
+    assert [(r.name, r.into) for r in result.resolved] == [("Aschenbrodel", "Aschenbrödel")]
+    assert names(fake_kb) == ["Aschenbrödel", "Johann Strauss II"]
+    [stored] = fake_kb.store.find_nodes(fake_kb.namespace, ["aschenbrödel"])
+    assert "Aschenbrodel" in stored.aliases and "Music by Johann Strauss II." in stored.description
+    [fact] = fake_kb.store.neighbors([stored.id], fake_kb.namespace)
+    assert fact.source_id == stored.id and fact.type == "COMPOSED_BY"
+
+
+def test_variants_within_one_call_merge(fake_kb) -> None:
+    result = fake_kb.add_knowledge_graph([node("Jean-Luc Picard", "Person"), node("Jean Luc Picard", "Person")], [])
+    assert result.nodes_created == 1 and names(fake_kb) == ["Jean-Luc Picard"]
+
+
+def test_an_alias_of_one_entity_of_the_same_type_merges(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([node("International Business Machines", "Organization", aliases=["IBM"])], [])
+    result = fake_kb.add_knowledge_graph([node("IBM", "Organization", description="Makes mainframes.")], [])
+    assert result.nodes_created == 0 and [r.into for r in result.resolved] == ["International Business Machines"]
+
+
+def test_another_type_is_another_entity(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([node("Apple Inc.", "Organization", aliases=["Apple"])], [])
+    result = fake_kb.add_knowledge_graph([node("apple", "Fruit")], [])
+    assert result.nodes_created == 1 and not result.resolved
+    assert names(fake_kb) == ["Apple Inc.", "apple"]
+
+
+def test_an_ambiguous_alias_merges_nothing(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([node("Mercury (planet)", "Thing", aliases=["Mercury"]),
+                                 node("Mercury (element)", "Thing", aliases=["Mercury"])], [])
+    result = fake_kb.add_knowledge_graph([node("Mercury", "Thing")], [])
+    assert result.nodes_created == 1 and not result.resolved
+
+
+def test_files_without_loose_keys_get_them_at_open(db_path) -> None:
+    from tests.fakes import HashingEmbedder
+
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        kb.add_knowledge_graph([node("Aschenbrödel")], [])
+        # What a file written before loose keys existed holds.
+        kb.store._con.execute("DELETE FROM node_names WHERE key = ?", [loose_key("Aschenbrödel")])
+        kb.store._con.execute("DELETE FROM meta WHERE key = 'name_keys'")
+        # (Checked in the table: find_nodes answers from the store's in-memory mirror, loaded at open.)
+        assert kb.store._con.execute("SELECT count(*) FROM node_names WHERE key = 'aschenbrodel'").fetchone()[0] == 0
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        assert [n.name for n in kb.store.find_nodes(kb.namespace, ["aschenbrodel"])] == ["Aschenbrödel"]
+
+
+@pytest.mark.model
+def test_a_near_duplicate_is_reported_not_merged_and_merge_entities_folds_it(real_kb) -> None:
+    real_kb.add_knowledge_graph([node("Barack Obama", "Person", description="44th president of the United States.")],
+                                [])
+    result = real_kb.add_knowledge_graph(
+        [node("Barack H. Obama", "Person", description="44th president of the United States."),
+         node("Michelle Obama", "Person", description="Lawyer and author; first lady of the United States.")], []
+    )
+    assert result.nodes_created == 2 and not result.resolved
+    assert [(d.name, d.similar_to) for d in result.possible_duplicates] == [("Barack H. Obama", "Barack Obama")]
+    assert result.possible_duplicates[0].similarity >= 0.92
+    real_kb.curation.merge_entities(["Barack H. Obama"], "Barack Obama", real_kb.namespace)
+    assert names(real_kb) == ["Barack Obama", "Michelle Obama"]
