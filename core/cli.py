@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import tempfile
 from importlib import resources
@@ -25,9 +26,27 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args) or 0
     except DuckgraphError as exc:
         print(f"duckgraph: {exc}", file=sys.stderr)
+        _hint_when_a_server_holds_the_file(args, exc)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _hint_when_a_server_holds_the_file(args: argparse.Namespace, exc: DuckgraphError) -> None:
+    """After a failure to open the file, say so when a duckgraph server holds it (the lock error names a Python)."""
+    if args.command == "serve" or "locked" not in str(exc):
+        return
+    try:
+        from duckgraph.core import sharing
+        from duckgraph.core.config import load_settings
+
+        info = sharing.holder(load_settings(args.config, db=args.db).db)
+    except Exception:  # only a hint: the error above stands on its own
+        return
+    if info is not None:
+        print(f"duckgraph: the file is open in the duckgraph server pid {info.get('pid', '?')} (an MCP client's). "
+              "Use it through that client, or stop it; `duckgraph doctor` and `duckgraph backup` work while it "
+              "runs.", file=sys.stderr)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -90,6 +109,13 @@ def _parser() -> argparse.ArgumentParser:
                      help="ignore the vectors in the file and compute them with the configured embedder")
     imp.add_argument("--json", action="store_true", help="print the summary as JSON")
     imp.set_defaults(run=_import)
+
+    backup = sub.add_parser("backup", parents=[common],
+                            help="write a consistent copy of the database file (also while a server uses it)")
+    backup.add_argument("path", metavar="PATH", help="the file to write; the copy opens directly with --db PATH")
+    backup.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    backup.add_argument("--json", action="store_true", help="print the result as JSON")
+    backup.set_defaults(run=_backup_command)
     return parser
 
 
@@ -256,14 +282,26 @@ def _doctor(args: argparse.Namespace) -> int:
     }
     problems: list[str] = []  # the knowledge base cannot be used as configured
     warnings: list[str] = []  # it works, in a degraded way
+    report["sharing"] = _sharing_state(services.settings.db)
     try:
-        with kb:
-            report["store"] = kb.health()
+        if report["sharing"].get("owner_pid"):  # a duckgraph server holds the file open: ask it
+            from duckgraph.core.sharing import call_owner
+
+            report["store"] = call_owner(services.settings.db, "health")
+        else:
+            with kb:
+                report["store"] = kb.health()
     except DuckgraphError as exc:
         problems.append(str(exc))
+    if report["sharing"].get("problem"):
+        problems.append(report["sharing"]["problem"])
     store = report.get("store", {})
-    if store and not store["vss"]["loaded"]:
-        warnings.append(f"vss is not loaded ({store['vss']['problem']}): vector search uses an exact scan")
+    degraded = {kind: mode for kind, mode in store.get("vector_search", {}).items() if "vss unavailable" in mode}
+    if degraded:  # only the opt-in vss HNSW path needs vss; the default IVF index does not
+        warnings.append(f"vss is not loaded ({store['vss']['problem']}): {', '.join(degraded)} vector search uses "
+                        "an exact scan")
+    if store and store.get("read_only"):
+        warnings.append(f"the file is read-only ({store['read_only']}): searches work, writes are refused")
     recorded = store.get("embedder")
     if recorded and recorded["id"] != kb.embedder.id:
         problems.append(f"the file was built with {recorded['id']!r} but {kb.embedder.id!r} is configured")
@@ -275,9 +313,36 @@ def _doctor(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _sharing_state(db: Path) -> dict[str, Any]:
+    """Which duckgraph server (if any) owns the file, how many others use it through that one (core/sharing)."""
+    from duckgraph.core import sharing
+
+    if not sharing.supported():
+        return {"held": None, "note": "this platform cannot share a file between servers"}
+    info = sharing.holder(db)
+    if info is None:
+        return {"held": False}
+    try:
+        status = sharing.call_owner(db, "status", wait=10)
+    except DuckgraphError as exc:
+        return {"held": True, "owner_pid": None, "recorded_pid": info.get("pid"), "problem": str(exc)}
+    clients = [pid for pid in status.get("client_pids", []) if pid != os.getpid()]  # not this command
+    return {"held": True, "owner_pid": status.get("pid"), "since": status.get("since"), "client_pids": clients,
+            "socket": status.get("socket")}
+
+
 def _print_doctor(report: dict[str, Any]) -> None:
     print(f"duckgraph {report['duckgraph']} on Python {report['python']}")
     print(f"database:  {report['settings']['db']}")
+    shared = report.get("sharing", {})
+    if shared.get("owner_pid"):
+        clients = ", ".join(map(str, shared["client_pids"])) or "none"
+        print(f"sharing:   owned by the duckgraph server pid {shared['owner_pid']} (since {shared['since']}); "
+              f"servers using it through that one: {clients}; the checks below went through it")
+    elif shared.get("held"):
+        print(f"sharing:   held by duckgraph pid {shared.get('recorded_pid') or '?'}, which does not answer")
+    elif shared.get("held") is False:
+        print("sharing:   no duckgraph server has the file open")
     print(f"embedder:  {report['embedder']['id']}")
     store = report.get("store")
     if store:
@@ -350,6 +415,47 @@ def _import(args: argparse.Namespace) -> int:
     for reason in summary.skipped:
         print(f"duckgraph: skipped {reason}", file=sys.stderr)
     return 0
+
+
+def _backup_command(args: argparse.Namespace) -> int:
+    services = _setup(args)
+    # Relative to where the command runs, whichever process ends up writing the copy.
+    destination = Path(args.path).expanduser().absolute()
+    result = _backup(services, destination, args.force)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"backed up {services.settings.db} to {result['path']} ({result['bytes']:,} bytes): {result['nodes']} "
+              f"entities, {result['edges']} relations, {result['documents']} documents, {result['chunks']} passages")
+    return 0
+
+
+def _backup(services: Any, destination: Path, force: bool) -> dict[str, Any]:
+    """Back the knowledge file up through the duckgraph server that holds it, else by opening it here
+    (KnowledgeBase.backup does the work and the checks)."""
+    source = Path(services.settings.db).expanduser()
+    if not source.is_file():
+        raise DuckgraphError(f"there is no knowledge file at {source} to back up (set it with --db or DUCKGRAPH_DB)")
+    remote = _backup_through_owner(source, destination, force)
+    if remote is not None:
+        return remote
+    with services.knowledge_base as kb:
+        return kb.backup(destination, force=force)
+
+
+def _backup_through_owner(db: Path, destination: Path, force: bool) -> dict[str, Any] | None:
+    """While a duckgraph server holds the file (so this process cannot open it), that server makes the copy
+    (core/sharing.py); None when no server holds it."""
+    from duckgraph.core import sharing
+
+    if sharing.holder(db) is None:
+        return None
+    try:
+        return sharing.call_owner(db, "backup", {"path": str(destination), "force": force})
+    except sharing.NoOwnerError:
+        if sharing.holder(db) is None:  # it stopped meanwhile: the file is free
+            return None
+        raise
 
 
 def _demo(args: argparse.Namespace) -> int:

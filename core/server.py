@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -15,8 +16,9 @@ from typing import Annotated, Any, TypeVar
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
@@ -61,8 +63,10 @@ from duckgraph.core.http import (
     is_loopback,
     run_asgi,
 )
+from duckgraph.core import sharing
 from duckgraph.core.service import KnowledgeBase
-from duckgraph.ports import DuckgraphError
+from duckgraph.core.sharing import FileShare, RunLocally
+from duckgraph.ports import DuckgraphError, InvalidInputError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,25 +97,89 @@ duckgraph is a long-term memory organised as a knowledge graph of entities, rela
 WARM_UP_DELAY_SECONDS = 0.5
 
 
-def build_server(services: Services) -> MCPServer:
-    """An MCP server over the given services, exposing the tool set named by `settings.tools`."""
+class DuckgraphServer(MCPServer):
+    """The MCP server over one knowledge base. While this process is a client of the duckgraph server that owns
+    the database file (see core/sharing.py), its tool calls and resource reads run there, through the same
+    functions, and come back as the owner's result; otherwise they run here."""
+
+    def __init__(self, *args: Any, knowledge_base: KnowledgeBase, share: FileShare | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.knowledge_base = knowledge_base
+        self.share = share
+        self._read_only: dict[str, bool] | None = None
+
+    def _forwarding(self) -> FileShare | None:
+        share = self.share
+        return share if share is not None and not share.is_owner else None
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        share = self._forwarding()
+        if share is not None:
+            if self._read_only is None:
+                self._read_only = {t.name: bool(t.annotations and t.annotations.read_only_hint)
+                                   for t in await self.list_tools()}
+            if name in self._read_only:  # an unknown name fails here, as it would on a server of its own
+                params = {"name": name, "arguments": arguments, "namespace": self.knowledge_base.namespace}
+                report = _progress_reporter(context) if context is not None else None
+                read_only = self._read_only[name]
+                # Writes take turns on the owner (as they do in its knowledge base), so one that was still waiting
+                # when the owner died is sent on; an extraction runs long, so it does not hold the others up.
+                exclusive = not read_only and not arguments.get("extract")
+                try:
+                    # Reads are sent again if the owner goes away before answering; writes that started never are.
+                    result = await anyio.to_thread.run_sync(functools.partial(
+                        share.call, "tool", params, repeatable=read_only, exclusive=exclusive, progress=report))
+                except RunLocally:  # this process has taken the file over meanwhile
+                    pass
+                except DuckgraphError as exc:
+                    raise ToolError(str(exc)) from exc
+                else:
+                    return CallToolResult.model_validate(result)
+        return await super().call_tool(name, arguments, context)
+
+    async def read_resource(self, uri: Any, context: Context | None = None) -> Any:
+        share = self._forwarding()
+        if share is not None and str(uri) in {str(r.uri) for r in await self.list_resources()}:
+            params = {"uri": str(uri), "namespace": self.knowledge_base.namespace}
+            try:
+                contents = await anyio.to_thread.run_sync(functools.partial(
+                    share.call, "resource", params, repeatable=True))
+            except RunLocally:
+                pass
+            except DuckgraphError as exc:
+                raise ResourceError(str(exc)) from exc
+            else:
+                return [ReadResourceContents(content=c["text"], mime_type=c.get("mime_type")) for c in contents]
+        return await super().read_resource(uri, context)
+
+
+def build_server(services: Services, share: FileShare | None = None, *, tool_set: str | None = None) -> MCPServer:
+    """An MCP server over the given services, exposing the tool set named by `settings.tools` (or `tool_set`).
+
+    With `share` (from `start_sharing`), the server forwards its calls while another process owns the file.
+    """
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[KnowledgeBase]:
         kb = services.knowledge_base
-        if services.settings.warm_up:
+        # A client has no use for the model (the owner embeds) until it takes the file over.
+        if services.settings.warm_up and (share is None or share.is_owner):
             threading.Thread(target=_warm_up, args=(kb,), name="duckgraph-warm-up", daemon=True).start()
         try:
             yield kb
         finally:
-            await anyio.to_thread.run_sync(kb.close)
+            if share is not None:  # an owner answers the calls it is running before it lets the file go
+                await anyio.to_thread.run_sync(functools.partial(share.close, finalize=kb.close))
+            else:
+                await anyio.to_thread.run_sync(kb.close)
 
-    server = MCPServer(
+    tool_set = tool_set or services.settings.tools
+    server = DuckgraphServer(
         "duckgraph", version=__version__, lifespan=lifespan,
-        instructions=MEMORY_INSTRUCTIONS if services.settings.tools == "memory" else INSTRUCTIONS,
-        warn_on_duplicate_tools=False,
+        instructions=MEMORY_INSTRUCTIONS if tool_set == "memory" else INSTRUCTIONS,
+        warn_on_duplicate_tools=False, knowledge_base=services.knowledge_base, share=share,
     )
-    tool_set = services.settings.tools
     if tool_set in ("graphrag", "all"):
         _register_graphrag_tools(server)
     if tool_set in ("memory", "all"):
@@ -132,7 +200,8 @@ def _warm_up(kb: KnowledgeBase) -> None:
 
 
 def _kb(ctx: Context) -> KnowledgeBase:
-    return ctx.request_context.lifespan_context
+    # The server's own knowledge base (also the lifespan's): set on the calls the owner runs for its clients too.
+    return ctx.mcp_server.knowledge_base
 
 
 async def _call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -428,8 +497,123 @@ def _progress_reporter(ctx: Context) -> Callable[[int, int, str], None]:
     return report
 
 
+class _RelayContext(Context):
+    """The context of a call run for a client server: progress goes back over the socket to that server."""
+
+    _relay: Any = None
+
+    def __init__(self, *, relay: Callable[..., None] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._relay = relay
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self._relay is not None:
+            self._relay(progress, total, message)
+
+
+class _OwnerSide:
+    """What the owner of the file runs for its client servers (the `sharing.Handler`).
+
+    Tool calls and resource reads go through a server with every tool set registered (a client may expose
+    another set than this one) over this process's knowledge base: the same tool functions, validation and
+    error texts as a call made here. Each runs on an event loop of its own, in the connection's thread.
+    """
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.share: FileShare | None = None
+        self._lock = threading.Lock()
+        self._server: MCPServer | None = None
+
+    def __call__(self, method: str, params: dict[str, Any], progress: Callable[..., None]) -> Any:
+        kb = self.services.knowledge_base
+        if method == "tool":
+            return anyio.run(self._tool, params, progress)
+        if method == "resource":
+            return anyio.run(self._resource, params)
+        if method == "status":
+            return self.share.status() if self.share is not None else {"role": "owner"}
+        if method == "health":
+            return kb.health()
+        if method == "backup":
+            return kb.backup(params["path"], force=bool(params.get("force", False)))
+        raise InvalidInputError(f"unknown request {method!r}")
+
+    def _executor(self) -> MCPServer:
+        with self._lock:
+            if self._server is None:
+                self._server = build_server(self.services, tool_set="all")
+            return self._server
+
+    def _namespace_problem(self, params: dict[str, Any]) -> str | None:
+        ours, theirs = self.services.knowledge_base.namespace, params.get("namespace")
+        if theirs is None or theirs == ours:
+            return None
+        return (f"{self.services.settings.db} is served by duckgraph pid {os.getpid()}, which uses the namespace "
+                f"{ours!r}, but this server is configured with {theirs!r}. Servers that share a file must use the "
+                "same namespace (DUCKGRAPH_NAMESPACE): change it, or use another file.")
+
+    async def _tool(self, params: dict[str, Any], progress: Callable[..., None]) -> dict[str, Any]:
+        name = str(params["name"])
+        problem = self._namespace_problem(params)
+        if problem is not None:
+            result = CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
+        else:
+            server = self._executor()
+            try:
+                result = await server.call_tool(name, params.get("arguments") or {},
+                                                _RelayContext(mcp_server=server, relay=progress))
+            except Exception as exc:  # answered as MCPServer answers a failed call of its own
+                if isinstance(exc, ToolError) and not isinstance(exc, UnexpectedToolError):
+                    log.info("tool %r (for a client server) failed: %r", name, str(exc))
+                else:
+                    log.exception("tool %r (for a client server) raised an unexpected exception", name)
+                result = CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    async def _resource(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        problem = self._namespace_problem(params)
+        if problem is not None:
+            raise ResourceError(problem)
+        contents = await self._executor().read_resource(str(params["uri"]))
+        return [{"text": c.content if isinstance(c.content, str) else c.content.decode("utf-8", "replace"),
+                 "mime_type": c.mime_type} for c in contents]
+
+
+def start_sharing(services: Services) -> FileShare | None:
+    """Settle which duckgraph server owns the database file: this one, or another that this one forwards to.
+
+    Takes no time (a lock attempt and a socket); nothing is opened or loaded. None where the platform cannot
+    share (no flock), or the lock file cannot be made: then this server opens the file itself, as before.
+    """
+    if not sharing.supported():
+        return None
+    kb = services.knowledge_base
+    owner_side = _OwnerSide(services)
+
+    def take_over() -> None:
+        kb.open()
+        if services.settings.warm_up:
+            threading.Thread(target=_warm_up, args=(kb,), name="duckgraph-warm-up", daemon=True).start()
+
+    try:
+        embedder_id = kb.embedder.id
+    except Exception:  # only informative here; the first tool call reports a broken embedder
+        embedder_id = None
+    try:
+        share = FileShare(services.settings.db, owner_side, on_takeover=take_over,
+                          info={"namespace": kb.namespace, "embedder": embedder_id})
+        share.start()
+    except (OSError, DuckgraphError) as exc:
+        log.warning("cannot share %s with other duckgraph servers (%s); this server opens it by itself",
+                    services.settings.db, exc)
+        return None
+    owner_side.share = share
+    return share
+
+
 def serve(services: Services, transport: str = "stdio") -> None:
-    build_server(services).run(transport)  # type: ignore[arg-type]
+    build_server(services, start_sharing(services)).run(transport)  # type: ignore[arg-type]
 
 
 def serve_http(services: Services, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
@@ -449,7 +633,7 @@ def serve_http(services: Services, host: str = DEFAULT_HOST, port: int = DEFAULT
             allowed_hosts=[f"{authority}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=[f"http://{authority}:*", "http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
-    app: Any = build_server(services).streamable_http_app(
+    app: Any = build_server(services, start_sharing(services)).streamable_http_app(
         streamable_http_path=MCP_PATH, host=bare, transport_security=security
     )
     if token is not None:

@@ -1,0 +1,276 @@
+"""core/sharing.py on its own: the ownership lock, the socket protocol, hand-over and the in-flight rule.
+
+Two FileShare objects in one process behave as two processes would (a flock belongs to an open file
+description, not to a process). Where the owner has to die abruptly, it runs in a child process killed with
+SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from duckgraph.core import sharing
+from duckgraph.core.sharing import FileShare, NoOwnerError, OwnerLostError, RemoteError, RunLocally
+from duckgraph.ports import InvalidInputError, NotFoundError
+
+pytestmark = pytest.mark.skipif(not sharing.supported(), reason="needs flock and Unix sockets")
+
+
+def echo(method: str, params: dict[str, Any], progress) -> Any:
+    if method == "echo":
+        return {"method": method, "params": params, "pid": os.getpid()}
+    if method == "progress":
+        for step in range(3):
+            progress(step + 1, 3, f"step {step + 1}")
+        return "done"
+    if method == "invalid":
+        raise InvalidInputError("edges[0]: the target entity 'Nobody' does not exist")
+    if method == "missing":
+        raise NotFoundError("no entity named 'Nobody'")
+    if method == "crash":
+        raise KeyError("boom")
+    raise InvalidInputError(f"unknown request {method!r}")
+
+
+@pytest.fixture
+def shares():
+    made: list[FileShare] = []
+
+    def make(db: Path, handler=echo, **kwargs: Any) -> FileShare:
+        share = FileShare(db, handler, **kwargs)
+        share.start()
+        made.append(share)
+        return share
+
+    yield make
+    for share in reversed(made):
+        share.close(drain_seconds=1)
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.01)
+
+
+def test_the_first_share_owns_the_file_and_the_second_forwards_to_it(tmp_path, shares):
+    db = tmp_path / "kb.duckdb"
+    owner = shares(db, info={"namespace": "default"})
+    client = shares(db)
+    assert (owner.role, client.role) == ("owner", "client")
+    assert sharing.holder(db)["pid"] == os.getpid()
+    assert sharing.holder(db)["namespace"] == "default"
+    assert oct(sharing.socket_path(db).stat().st_mode & 0o777) == "0o600"
+
+    assert client.call("echo", {"x": [1, "é", None]}, repeatable=True) == {
+        "method": "echo", "params": {"x": [1, "é", None]}, "pid": os.getpid()}
+    with pytest.raises(RunLocally):
+        owner.call("echo", {}, repeatable=True)
+    assert owner.status()["role"] == "owner" and owner.status()["client_pids"] == [os.getpid()]
+    assert client.status() | {"owner_pid": os.getpid()} == client.status()
+    # NaN travels as the bare token, as MCP clients send it: the owner sees the NaN and refuses it itself.
+    result = client.call("echo", {"weight": float("nan")}, repeatable=True)
+    assert result["params"]["weight"] != result["params"]["weight"]
+
+
+def test_errors_keep_their_class_and_message(tmp_path, shares):
+    db = tmp_path / "kb.duckdb"
+    shares(db)
+    client = shares(db)
+    with pytest.raises(InvalidInputError, match=r"^edges\[0\]: the target entity 'Nobody' does not exist$"):
+        client.call("invalid", {}, repeatable=False)
+    with pytest.raises(NotFoundError, match="^no entity named 'Nobody'$"):
+        client.call("missing", {}, repeatable=True)
+    with pytest.raises(RemoteError) as crashed:
+        client.call("crash", {}, repeatable=True)
+    assert crashed.value.kind == "KeyError"
+    # The connection is still usable after errors.
+    assert client.call("echo", {}, repeatable=True)["method"] == "echo"
+
+
+def test_progress_comes_back_to_the_client(tmp_path, shares):
+    db = tmp_path / "kb.duckdb"
+    shares(db)
+    client = shares(db)
+    seen: list[tuple] = []
+    assert client.call("progress", {}, repeatable=False, progress=lambda *a: seen.append(a)) == "done"
+    assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
+def test_concurrent_calls_from_one_client(tmp_path, shares):
+    db = tmp_path / "kb.duckdb"
+    shares(db)
+    client = shares(db)
+    results: list[Any] = []
+
+    def work(n: int) -> None:
+        for i in range(20):
+            results.append(client.call("echo", {"n": n, "i": i}, repeatable=n % 2 == 0)["params"])
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted((r["n"], r["i"]) for r in results) == [(n, i) for n in range(8) for i in range(20)]
+
+
+def test_a_normal_stop_hands_the_file_over(tmp_path, shares):
+    db = tmp_path / "kb.duckdb"
+    finalized: list[str] = []
+    owner = FileShare(db, echo)
+    owner.start()
+    took_over = threading.Event()
+    client = shares(db, on_takeover=took_over.set)
+    assert client.call("echo", {}, repeatable=True)
+    owner.close(finalize=lambda: finalized.append("closed"))
+    assert finalized == ["closed"]
+    assert took_over.wait(10)
+    wait_for(lambda: client.is_owner)
+    with pytest.raises(RunLocally):
+        client.call("echo", {}, repeatable=False)
+    assert sharing.holder(db)["pid"] == os.getpid()
+    assert client.status()["role"] == "owner"
+
+
+def test_a_stopping_owner_finishes_running_calls_and_refuses_new_ones(tmp_path, shares):
+    db = tmp_path / "kb.duckdb"
+    release = threading.Event()
+    running = threading.Event()
+
+    def slow(method, params, progress):
+        running.set()
+        release.wait(10)
+        return "finished"
+
+    owner = FileShare(db, slow)
+    owner.start()
+    client = shares(db)
+    outcome: list[Any] = []
+    caller = threading.Thread(target=lambda: outcome.append(client.call("write", {}, repeatable=False)))
+    caller.start()
+    assert running.wait(10)
+    closer = threading.Thread(target=owner.close)
+    closer.start()
+    time.sleep(0.2)
+    assert closer.is_alive(), "the owner must wait for the call it is running"
+    release.set()
+    closer.join(10)
+    caller.join(10)
+    assert outcome == ["finished"]
+    wait_for(lambda: client.is_owner)
+
+
+@pytest.fixture
+def short_runtime_dir():
+    """A runtime folder with a path short enough for sockets (pytest's tmp_path is too long for some)."""
+    folder = Path(tempfile.mkdtemp(prefix="dg-run-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_socket_path_falls_back_to_a_runtime_folder_for_long_paths(tmp_path, shares, monkeypatch, short_runtime_dir):
+    runtime = short_runtime_dir
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    db = deep / "knowledge.duckdb"
+    path = sharing.socket_path(db)
+    assert path.parent == runtime / "duckgraph"
+    assert len(os.fsencode(path)) <= sharing.MAX_SOCKET_PATH_BYTES
+    # A runtime folder whose own path is too long is passed over for one in the temporary folder.
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("r" * 80)))
+    assert len(os.fsencode(sharing.socket_path(db))) <= sharing.MAX_SOCKET_PATH_BYTES
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    assert sharing.socket_path(deep / ".." / deep.name / "knowledge.duckdb") == path  # one name per file
+    short = tmp_path / "kb.duckdb"
+    assert sharing.socket_path(short) == tmp_path / "kb.duckdb.sock"
+    shares(db)
+    assert shares(db).call("echo", {}, repeatable=True)["method"] == "echo"
+    assert path.exists() and oct(path.parent.stat().st_mode & 0o777) == "0o700"
+
+
+def test_holder_and_call_owner(tmp_path, shares):
+    db = tmp_path / "kb.duckdb"
+    assert sharing.holder(db) is None
+    with pytest.raises(NoOwnerError, match="no duckgraph server holds"):
+        sharing.call_owner(db, "echo")
+    owner = shares(db)
+    assert sharing.call_owner(db, "echo", {"a": 1})["params"] == {"a": 1}
+    with pytest.raises(InvalidInputError, match="unknown request"):
+        sharing.call_owner(db, "nope")
+    owner.close()
+    assert sharing.holder(db) is None
+    assert not sharing.socket_path(db).exists()
+
+
+# -- an owner killed while calls are in flight -------------------------------------------------------------
+
+OWNER_SCRIPT = textwrap.dedent("""
+    import sys, time, threading
+    from duckgraph.core.sharing import FileShare
+
+    def handler(method, params, progress):
+        print("running", params["n"], flush=True)
+        time.sleep(60)  # killed before it answers
+
+    FileShare(sys.argv[1], handler).start()
+    print("owner", flush=True)
+    sys.stdin.read()
+""")
+
+
+def test_a_killed_owner_fails_the_write_it_was_running_and_nothing_else(tmp_path, shares):
+    """The write that was running may or may not have been applied: OwnerLostError. The write waiting for its
+    turn never ran and the read can run twice: both run again, here (this process took the file over)."""
+    db = tmp_path / "kb.duckdb"
+    child = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, str(db)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "owner"
+        client = shares(db)
+        assert client.role == "client"
+        outcomes: dict[str, Any] = {}
+
+        def call(label: str, n: int, repeatable: bool) -> None:
+            try:
+                outcomes[label] = client.call("write", {"n": n}, repeatable=repeatable)
+            except BaseException as exc:  # noqa: BLE001
+                outcomes[label] = exc
+
+        first = threading.Thread(target=call, args=("running write", 1, False))
+        first.start()
+        assert child.stdout.readline().split() == ["running", "1"]
+        others = [threading.Thread(target=call, args=("queued write", 2, False)),
+                  threading.Thread(target=call, args=("read", 3, True))]
+        for thread in others:
+            thread.start()
+        assert child.stdout.readline().split() == ["running", "3"]  # the read runs beside the write
+        time.sleep(0.2)  # the queued write has reached the owner and waits for its turn
+        os.kill(child.pid, signal.SIGKILL)
+        for thread in [first, *others]:
+            thread.join(20)
+    finally:
+        child.kill()
+        child.wait()
+    assert isinstance(outcomes["running write"], OwnerLostError), outcomes
+    assert "unknown whether the change was stored" in str(outcomes["running write"])
+    assert isinstance(outcomes["queued write"], RunLocally), outcomes
+    assert isinstance(outcomes["read"], RunLocally), outcomes
+    assert client.is_owner
+    assert json.loads(sharing.lock_path(db).read_text())["pid"] == os.getpid()
