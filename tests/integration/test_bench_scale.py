@@ -1,0 +1,104 @@
+"""Keeps contrib/bench/scale.py and its generator _data.py from rotting: every measuring function runs at a tiny
+size on a real DuckDB file, with a fake embedder and a random vector base (no model, no npx, a few seconds).
+Nothing here checks a speed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from duckgraph.ports import entity_key
+from tests.fakes import HashingEmbedder
+
+BENCH = Path(__file__).resolve().parents[2] / "contrib" / "bench"
+sys.path.insert(0, str(BENCH))
+
+import _data  # noqa: E402
+import scale  # noqa: E402
+
+N = 300
+DIMENSIONS = 384
+
+
+@pytest.fixture(scope="module")
+def base() -> np.ndarray:
+    vectors = np.random.default_rng(0).standard_normal((64, DIMENSIONS)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_generated_graph_is_deterministic_unique_and_loadable_in_order():
+    ents, rels = _data.entities(N, seed=3), _data.relations(N, seed=3)
+    assert ents[:5] == _data.entities(N, seed=3)[:5]
+    assert len({entity_key(e["name"]) for e in ents}) == N
+    assert {e["type"] for e in ents} == {t for t, _ in _data.ENTITY_TYPES}
+    assert 4 * N <= len(rels) <= 5 * N
+    assert not (rels.source == rels.target).any()
+    assert len({(int(s), int(t), int(k)) for s, t, k in zip(rels.source, rels.target, rels.kind)}) == len(rels)
+    assert (np.diff(rels.later_end()) >= 0).all()
+    first = rels[0]
+    assert first["source"] == ents.name(int(rels.source[0])) and first["type"] == _data.RELATION_TYPES[rels.kind[0]][0]
+    names = [ents.name(i) for i in range(N)]
+    assert all(any(name in q for name in names) for q in _data.questions(ents, 3))
+
+
+def test_embeddings_are_unit_vectors_fixed_per_text(base):
+    texts = ["Ada K. Ashby works at Norvex", "a second text", "a third"]
+    vectors = _data.embeddings(texts, base=base)
+    assert vectors.shape == (3, DIMENSIONS) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    assert np.array_equal(_data.embeddings(texts[1:2], base=base)[0], vectors[1])
+    assert np.array_equal(_data.embeddings(5, base=base), _data.embeddings(5, base=base))
+
+
+def test_batches_cover_every_node_and_edge_once_in_loading_order():
+    rels = _data.relations(N, seed=1)
+    later = rels.later_end()
+    batches = list(scale.plan_batches(N, later, max_nodes=40, max_edges=25))
+    nodes = [i for b in batches for i in b.nodes]
+    edges = [i for b in batches for i in b.edges]
+    assert nodes == list(range(N)) and edges == list(range(len(rels)))
+    loaded = 0
+    for b in batches:
+        loaded = max(loaded, b.nodes.stop)
+        assert len(b.nodes) <= 40 and len(b.edges) <= 25
+        assert all(later[i] < loaded for i in b.edges)
+
+
+def test_the_suite_runs_at_a_tiny_size(tmp_path, base):
+    db = tmp_path / "kb.duckdb"
+    fake = HashingEmbedder(DIMENSIONS)
+    build = scale.measure_build(db, N, embedder_id=fake.id, base=base)
+    assert build["nodes_created"] == N and build["edges_created"] == build["edges"]
+    assert build["embedder_misses"] == 0 and build["file_mb"] > 0
+
+    real = scale.measure_build(tmp_path / "real.duckdb", 60, embedder=HashingEmbedder(DIMENSIONS))
+    assert real["nodes_created"] == 60
+
+    serve = scale.measure_serve(db, N, queries=5, real=fake, base=base, index_timeout=30)
+    assert serve["search_query_pre_embedded"]["count"] == 5 and serve["search_query_embedded"]["count"] == 5
+    assert serve["expansion_2_hops"]["edges_mean"] > 0
+    assert serve["recall"]["vectors"] == N and 0 <= serve["recall"]["recall_at_10"] <= 1
+    assert serve["embedder_misses"] == 0 and not serve["index_timed_out"]
+
+    embedding = scale.measure_embedding(scale.sample_texts(60), fake, fake.embed_batch, repeats=1)
+    assert embedding["texts"] == 60
+
+    results = {
+        "machine": scale.machine(), "embedding": embedding,
+        "sizes": {scale.size_label(N): {"nodes": N, "edges": build["edges"], "build": {**build, "peak_rss_mb": 1.0},
+                                        "build_with_embedding": real,
+                                        "serve": {**serve, "peak_rss_mb": 1.0},
+                                        "serve_spawn_to_tools_list": {"median_ms": 1.0}}},
+        "memory_servers": {"error": "not run in tests"},
+    }
+    table = scale.render(results)
+    assert "search p50/p95 ms, query pre-embedded" in table and "recall@10" in table
+    json.dumps(results, default=str)
+
+
+def test_sizes_parse_and_print():
+    assert [scale.parse_size(s) for s in ("10k", "100K", "1M", "2500")] == [10_000, 100_000, 1_000_000, 2_500]
+    assert [scale.size_label(n) for n in (10_000, 1_000_000, 2_500)] == ["10k", "1M", "2500"]
