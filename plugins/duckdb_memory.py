@@ -750,7 +750,7 @@ class GraphMirror:
     def __init__(self, name_keys: Any = None) -> None:
         #: (key, aliases) -> the keys `find` finds a node by (the store's rule); default: key and alias keys.
         self.name_keys = name_keys or _default_name_keys
-        self._reset()
+        # The arrays are made by `load` at open: making them here would import numpy when a server starts.
 
     def _reset(self) -> None:
         self.namespace_codes: dict[str, int] = {}
