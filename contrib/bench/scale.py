@@ -70,6 +70,7 @@ ANCHORS, HOPS, FRONTIER, NEIGHBOR_LIMIT = 5, 2, 100, 100 * 20
 ANCHOR_K = 20
 SERVE = [sys.executable, "-m", "duckgraph.core.cli", "serve"]
 REFERENCE = ["npx", "-y", "@modelcontextprotocol/server-memory"]
+PARTS = ("embedding", "startup", "sizes", "memory")
 
 
 def progress(message: str) -> None:
@@ -587,11 +588,12 @@ def memory_workload(n: int, seed: int, per_node: float, queries: int) -> tuple[l
     return entities, relations, search, opens
 
 
-def measure_memory_servers(workdir: Path, sizes: Sequence[int], *, seed: int, per_node: float, queries: int,
-                           batch: int, runs: int) -> dict[str, Any]:
+def measure_memory_servers(result: dict[str, Any], save: Callable[[], None], workdir: Path, sizes: Sequence[int], *,
+                           seed: int, per_node: float, queries: int, batch: int, runs: int) -> None:
+    """Fill `result` part by part, calling `save` after each (a long run keeps what it measured)."""
     import anyio
 
-    result: dict[str, Any] = {"batch": batch, "queries": queries}
+    result.update(batch=batch, queries=queries)
     folder = workdir / "memory"
     folder.mkdir(exist_ok=True)
 
@@ -606,6 +608,7 @@ def measure_memory_servers(workdir: Path, sizes: Sequence[int], *, seed: int, pe
         "reference (npx)": (REFERENCE, reference_env(folder / "spawn.jsonl")),
         "duckgraph --tools memory": (SERVE, duckgraph_env(folder / "spawn.duckdb")),
     }, runs)
+    save()
     for n in sizes:
         label = size_label(n)
         entities, relations, search, opens = memory_workload(n, seed, per_node, queries)
@@ -614,9 +617,14 @@ def measure_memory_servers(workdir: Path, sizes: Sequence[int], *, seed: int, pe
             ("reference", REFERENCE, reference_env(folder / f"memory-{label}.jsonl")),
             ("duckgraph", SERVE, duckgraph_env(folder / f"memory-{label}.duckdb")),
         ):
+            for stale in folder.glob(f"memory-{label}.*"):  # a fresh file for each: an earlier run's would be reused
+                if stale.suffix in (".jsonl", ".duckdb", ".wal"):
+                    stale.unlink()
             progress(f"memory servers, {label} entities: {name}")
             row[name] = anyio.run(memory_session, command, env, folder, folder / f"{name}-{label}.stderr",
                                   entities, relations, search, opens, batch, f"{name} {label}")
+            result[label] = row
+            save()
         ours, theirs = row["duckgraph"], row["reference"]
         row["ratio_duckgraph_over_reference"] = {
             "spawn_to_ready": round(ours["spawn_to_ready_ms"] / theirs["spawn_to_ready_ms"], 2),
@@ -624,8 +632,7 @@ def measure_memory_servers(workdir: Path, sizes: Sequence[int], *, seed: int, pe
             "search_nodes_p50": round(ours["search_nodes"]["p50_ms"] / theirs["search_nodes"]["p50_ms"], 2),
             "open_nodes_p50": round(ours["open_nodes"]["p50_ms"] / theirs["open_nodes"]["p50_ms"], 2),
         }
-        result[label] = row
-    return result
+        save()
 
 
 # -- processes ---------------------------------------------------------------------------------------------
@@ -744,9 +751,10 @@ def render(results: dict[str, Any]) -> str:
             return [name, *cells]
 
         def included(r: dict[str, Any]) -> str:
+            extrapolated = f"{_fmt(r['build_with_embedding_extrapolated']['nodes_per_second'], 1)} extrapolated*"
             if "build_with_embedding" in r:
-                return f"{_fmt(r['build_with_embedding']['nodes_per_second'])} measured"
-            return f"{_fmt(r['build_with_embedding_extrapolated']['nodes_per_second'])} extrapolated*"
+                return f"{_fmt(r['build_with_embedding']['nodes_per_second'], 1)} measured ({extrapolated})"
+            return extrapolated
 
         def index_build(r: dict[str, Any]) -> str:
             indexes = r["serve"]["health"].get("vector_index") or {}
@@ -778,8 +786,7 @@ def render(results: dict[str, Any]) -> str:
         for label in labels:
             modes = ((sizes[label].get("serve") or {}).get("health") or {}).get("vector_search") or {}
             out.append(f"  {label}: " + "; ".join(f"{kind}: {mode}" for kind, mode in modes.items() if kind != "chunk"))
-        if any("build_with_embedding_extrapolated" in sizes[label] and "build_with_embedding" not in sizes[label]
-               for label in labels):
+        if any("build_with_embedding_extrapolated" in sizes[label] for label in labels):
             out.append("* extrapolated: embedding-excluded load time + (entities + relations) / the embedder's "
                        "measured texts per second (see embedding below)")
     embedding = results.get("embedding")
@@ -811,7 +818,7 @@ def render(results: dict[str, Any]) -> str:
             rows.append(["spawn -> tools/list median ms", _fmt(ref_spawn), _fmt(our_spawn),
                          _fmt(our_spawn / ref_spawn, 2)])
         for label, r in memory.items():
-            if not isinstance(r, dict) or "reference" not in r:
+            if not isinstance(r, dict) or "ratio_duckgraph_over_reference" not in r:
                 continue
             ref, ours, ratio = r["reference"], r["duckgraph"], r["ratio_duckgraph_over_reference"]
             rows += [
@@ -884,9 +891,9 @@ def main() -> None:
     parser.add_argument("--memory-queries", type=int, default=30, help="search_nodes and open_nodes calls")
     parser.add_argument("--startup-runs", type=int, default=5, help="spawns per server for startup times")
     parser.add_argument("--index-timeout", type=float, default=3600, help="seconds to wait for the vector index")
-    parser.add_argument("--no-memory-servers", action="store_true", help="skip the reference memory server part")
-    parser.add_argument("--no-embedding", action="store_true", help="skip everything that loads the real model "
-                        "for loading (throughput, measured and extrapolated load with embedding)")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help=f"what to measure, comma-separated (default all: {','.join(PARTS)}); without "
+                             "'embedding' there is no load-with-embedding figure")
     parser.add_argument("--workdir", help="folder for the database files (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the database files")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -905,6 +912,9 @@ def main() -> None:
             args.memory_sizes = "1k"
         args.memory_queries = min(args.memory_queries, 10)
         args.startup_runs = min(args.startup_runs, 3)
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if parts - set(PARTS):
+        parser.error(f"unknown --parts {', '.join(sorted(parts - set(PARTS)))}; choose from {', '.join(PARTS)}")
     args.embed_full_max = parse_size(args.embed_full_max)
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     memory_sizes = [parse_size(s) for s in args.memory_sizes.split(",") if s.strip()]
@@ -922,26 +932,28 @@ def main() -> None:
             if args.json_out:
                 Path(args.json_out).write_text(json.dumps(results, indent=2, default=str))
 
-        if not args.no_embedding:
+        if "embedding" in parts:
             progress("embedding throughput: duckgraph's embedder vs raw sentence-transformers")
             results["embedding"] = run_worker("embed", count=args.embed_sample, seed=args.seed,
                                               per_node=args.per_node, repeats=5)
             save()
-        if args.startup_runs:
+        if "startup" in parts and args.startup_runs:
             progress("spawn -> tools/list: empty MCPServer vs duckgraph serve")
             results["startup"] = measure_startup(workdir, args.startup_runs)
             save()
-        results["sizes"] = {}
-        for n in sizes:
-            results["sizes"][size_label(n)] = measure_size(n, args, workdir, results.get("embedding"))
-            save()
-        if not args.no_memory_servers:
+        if "sizes" in parts:
+            results["sizes"] = {}
+            for n in sizes:
+                results["sizes"][size_label(n)] = measure_size(n, args, workdir, results.get("embedding"))
+                save()
+        if "memory" in parts:
             if shutil.which(REFERENCE[0]) is None:
                 results["memory_servers"] = {"error": "npx is not on PATH"}
             else:
-                results["memory_servers"] = measure_memory_servers(
-                    workdir, memory_sizes, seed=args.seed, per_node=args.per_node, queries=args.memory_queries,
-                    batch=args.memory_batch, runs=args.startup_runs or 3)
+                results["memory_servers"] = {}
+                measure_memory_servers(results["memory_servers"], save, workdir, memory_sizes, seed=args.seed,
+                                       per_node=args.per_node, queries=args.memory_queries,
+                                       batch=args.memory_batch, runs=args.startup_runs or 3)
             save()
     print(render(results))
     save()

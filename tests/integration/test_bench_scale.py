@@ -98,6 +98,18 @@ def test_the_suite_runs_at_a_tiny_size(tmp_path, base):
     assert "search p50/p95 ms, query pre-embedded" in table and "recall@10" in table
     json.dumps(results, default=str)
 
+    session = {"spawn_to_ready_ms": 1.0, "first_call_ms": 1.0, "create_seconds": 1.0,
+               "search_nodes": {**scale.percentiles([0.001]), "entities_returned_mean": 1.0},
+               "open_nodes": {**scale.percentiles([0.001]), "entities_returned_mean": 5.0}}
+    results["memory_servers"] = {
+        "batch": 100, "queries": 1, "spawn_to_tools_list": {"reference (npx)": {"median_ms": 1.0},
+                                                            "duckgraph --tools memory": {"median_ms": 2.0}},
+        "1k": {"entities": 1000, "relations": 5000, "reference": session, "duckgraph": session,
+               "ratio_duckgraph_over_reference": {"spawn_to_ready": 1, "create": 1, "search_nodes_p50": 1,
+                                                  "open_nodes_p50": 1}},
+    }
+    assert "create entities + relations s" in scale.render(results)
+
 
 def test_sizes_parse_and_print():
     assert [scale.parse_size(s) for s in ("10k", "100K", "1M", "2500")] == [10_000, 100_000, 1_000_000, 2_500]
