@@ -22,7 +22,8 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -194,7 +195,7 @@ def _rank_passages(
     node_seeds = _fact_seeds(store, query, namespace, options)
     best_fact = max(node_seeds.values(), default=max(direct.values()))
     proper = _proper_names(query_text, named, query, store)
-    degree = {n: len(cs) for n, cs in store.links(list(proper), (), namespace, as_of=options.as_of).node_chunks.items()}
+    degree = Counter(int(n) for n in store.links(proper, (), namespace, as_of=options.as_of).node_chunks[0])
     for node_id in proper:
         # log(2)/log(1 + n): 1 for a name one passage mentions, a third for one that seven passages mention.
         weight = options.name_seed_weight * best_fact * math.log(2) / math.log(1 + max(degree.get(node_id, 0), 1))
@@ -214,14 +215,16 @@ def _rank_passages(
 def _one_per_document(store: GraphStore, ranked: list[tuple[int, float]], limit: int) -> list[tuple[ChunkRecord, float]]:
     """The best `limit` passages, at most one per document while other documents have candidates."""
     candidates = ranked[: 4 * limit]
-    chunks = {c.id: c for c in store.get_chunks([chunk_id for chunk_id, _ in candidates])}
+    document_of = store.chunk_documents([chunk_id for chunk_id, _ in candidates])
     seen: set[str] = set()
     first, repeats = [], []
     for chunk_id, score in candidates:
-        if (chunk := chunks.get(chunk_id)) is not None:
-            (repeats if chunk.document_id in seen else first).append((chunk, score))
-            seen.add(chunk.document_id)
-    return sorted(first[:limit] + repeats[: max(0, limit - len(first))], key=lambda item: -item[1])
+        if (document_id := document_of.get(chunk_id)) is not None:
+            (repeats if document_id in seen else first).append((chunk_id, score))
+            seen.add(document_id)
+    picked = sorted(first[:limit] + repeats[: max(0, limit - len(first))], key=lambda item: -item[1])
+    chunks = {c.id: c for c in store.get_chunks([chunk_id for chunk_id, _ in picked])}
+    return [(chunks[chunk_id], score) for chunk_id, score in picked if chunk_id in chunks]
 
 
 def _fact_seeds(store: GraphStore, query: np.ndarray, namespace: str, options: SearchOptions) -> dict[int, float]:
@@ -277,41 +280,49 @@ def _walk(
     """Personalized PageRank over entities and passages by power iteration from the seeds, `walk_steps` long.
 
     Only what the walk reaches is fetched (links of the nodes and chunks holding weight), so the cost follows
-    the seeds' neighbourhood, not the size of the graph. Returns the passages' scores.
+    the seeds' neighbourhood, not the size of the graph; each step moves weight over all its links at once.
+    Returns the passages' scores.
     """
+    import numpy as np  # loaded by then (the query vector is an array); not at import, to keep start-up light
+
     damping = options.walk_damping
     # In the last step an entity holding less than this share of the seeds' weight moves too little to change
     # the ranking; leaving it out spares fetching the links of most of the two-hop neighbourhood.
     negligible = 1e-4 * (sum(node_seeds.values()) + sum(chunk_seeds.values()))
-    node_links: dict[int, tuple[list[int], list[int]]] = {}
-    chunk_links: dict[int, list[int]] = {}
-    nodes, chunks = dict(node_seeds), dict(chunk_seeds)
+
+    def arrays(seeds: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
+        return _summed([(list(seeds), list(seeds.values()))])
+
+    def spread(ids: np.ndarray, weight: np.ndarray, *owner_arrays: np.ndarray) -> list[np.ndarray]:
+        """Each id's damped weight, shared evenly over its links: the share carried by each link of each array."""
+        positions = [np.searchsorted(ids, np.asarray(owners, dtype=np.int64)) for owners in owner_arrays]
+        degree = sum(np.bincount(p, minlength=len(ids)) for p in positions)
+        share = np.divide(damping * weight, degree, out=np.zeros(len(ids)), where=degree > 0)
+        return [share[p] for p in positions]
+
+    (node_ids, node_weight), (chunk_ids, chunk_weight) = arrays(node_seeds), arrays(chunk_seeds)
+    restart_nodes, restart_chunks = (node_ids, (1 - damping) * node_weight), (chunk_ids, (1 - damping) * chunk_weight)
     for step in range(options.walk_steps):
         last = step == options.walk_steps - 1  # the last step only needs what flows into passages
         if last:
-            nodes = {n: w for n, w in nodes.items() if w >= negligible}
-        missing_nodes = [n for n in nodes if n not in node_links]
-        missing_chunks = [] if last else [c for c in chunks if c not in chunk_links]
-        if missing_nodes or missing_chunks:
-            found = store.links(missing_nodes, missing_chunks, namespace, as_of=options.as_of)
-            node_links.update((n, (found.node_neighbors[n], found.node_chunks[n])) for n in missing_nodes)
-            chunk_links.update((c, found.chunk_nodes[c]) for c in missing_chunks)
-        next_nodes: defaultdict[int, float] = defaultdict(float, {n: (1 - damping) * w for n, w in node_seeds.items()})
-        next_chunks: defaultdict[int, float] = defaultdict(float, {c: (1 - damping) * w for c, w in chunk_seeds.items()})
-        for node_id, weight in nodes.items():
-            neighbours, mentioning = node_links[node_id]
-            if degree := len(neighbours) + len(mentioning):
-                share = damping * weight / degree
-                if not last:
-                    for other in neighbours:
-                        next_nodes[other] += share
-                for chunk_id in mentioning:
-                    next_chunks[chunk_id] += share
+            held = node_weight >= negligible
+            node_ids, node_weight = node_ids[held], node_weight[held]
+        links = store.links(node_ids, () if last else chunk_ids, namespace, as_of=options.as_of)
+        (neighbour_of, neighbours), (mentioned, mentioning) = links.node_neighbors, links.node_chunks
+        to_neighbours, to_chunks = spread(node_ids, node_weight, neighbour_of, mentioned)
         if not last:
-            for chunk_id, weight in chunks.items():
-                if mentioned := chunk_links[chunk_id]:
-                    share = damping * weight / len(mentioned)
-                    for node_id in mentioned:
-                        next_nodes[node_id] += share
-        nodes, chunks = next_nodes, next_chunks
-    return dict(chunks)
+            chunk_of, in_chunk = links.chunk_nodes
+            node_ids, node_weight = _summed(
+                [restart_nodes, (neighbours, to_neighbours), (in_chunk, *spread(chunk_ids, chunk_weight, chunk_of))])
+        chunk_ids, chunk_weight = _summed([restart_chunks, (mentioning, to_chunks)])
+    return dict(zip(chunk_ids.tolist(), chunk_weight.tolist()))
+
+
+def _summed(parts: list[tuple[Sequence[int], Sequence[float]]]) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, weights) pairs merged: sorted distinct ids, each with the sum of its weights."""
+    import numpy as np  # see _walk
+
+    ids = np.concatenate([np.asarray(i, dtype=np.int64) for i, _ in parts])
+    weights = np.concatenate([np.asarray(w, dtype=float) for _, w in parts])
+    distinct, position = np.unique(ids, return_inverse=True)
+    return distinct, np.bincount(position, weights=weights, minlength=len(distinct))

@@ -411,8 +411,7 @@ class KnowledgeBase:
                               score=round(reached.score, 4), hop=reached.hop)
 
         names = {node_id: record.name for node_id, record in found.records.items()}
-        documents = self.store.get_documents({chunk.document_id for chunk, _ in found.passages}, namespace)
-        titles = {d.id: d.title for d in documents}
+        titles = self.store.document_titles({chunk.document_id for chunk, _ in found.passages}, namespace)
         passages = [
             Passage(document_id=chunk.document_id, chunk_id=chunk.id, title=titles.get(chunk.document_id, ""),
                     text=chunk.text, score=round(score, 4))

@@ -33,7 +33,8 @@ class _NumpyOnFirstUse:
 np: Any = _NumpyOnFirstUse()
 
 #: From this many vectors of one kind on, an IVF index is built (in the background) and searched; below it an
-#: exact scan is both exact and fast (20k x 384 floats: ~1 ms).
+#: exact scan is exact and fast enough (memory-bound: 20k x 384 floats 3-4 ms here). IVF at 20k answered in
+#: ~1 ms but its misses (recall@10 ~0.95) cost MuSiQue R@5 0.6 and all-gold@5 1.0 point.
 DEFAULT_ANN_MIN_ROWS = 20_000
 #: The index is rebuilt (in the background, on the next search) once rows written or deleted since the last
 #: build exceed this share of the indexed rows: until then they are scanned exactly (or skipped, if deleted).
@@ -790,6 +791,11 @@ class GraphMirror:
         self.in_edges = _Links()  # node -> edges entering it
         # mentions
         self.chunk_live = np.zeros(0, dtype=bool)
+        # chunk -> its document (a code into documents) and documents' titles: a search picks one passage per
+        # document among dozens of candidates and shows titles, and SQL takes milliseconds for a handful of rows
+        self.chunk_document = np.full(0, -1, dtype=np.int32)
+        self.document_codes: dict[tuple[str, str], int] = {}  # (namespace, document id) -> code
+        self.documents: list[tuple[str, str]] = []  # code -> (document id, title)
         self.chunks_of = _Links()  # node -> chunks mentioning it
         self.nodes_of = _Links()  # chunk -> nodes it mentions
 
@@ -899,10 +905,10 @@ class GraphMirror:
         """The adjacency, the live chunks and the mentions, once nodes and edges are in."""
         self._rebuild_adjacency()
         self.chunk_live[:] = False
-        chunk_ids = np.asarray(con.execute("SELECT id FROM chunks").fetchnumpy()["id"], dtype=np.int64)
-        if len(chunk_ids):
-            self.chunk_live = _grow(self.chunk_live, int(chunk_ids.max()) + 1, False)
-            self.chunk_live[chunk_ids] = True
+        documents = con.execute("SELECT namespace, id, title FROM documents").fetchnumpy()
+        self.put_documents(documents["namespace"], documents["id"], documents["title"])
+        chunks = con.execute("SELECT id, namespace, document_id FROM chunks").fetchnumpy()
+        self.add_chunks(np.asarray(chunks["id"], dtype=np.int64), chunks["namespace"], chunks["document_id"])
         mentions = con.execute("SELECT chunk_id, node_id FROM mentions").fetchnumpy()
         chunks = np.asarray(mentions["chunk_id"], dtype=np.int64)
         nodes = np.asarray(mentions["node_id"], dtype=np.int64)
@@ -1095,11 +1101,21 @@ class GraphMirror:
         if self.out_edges.stale() or self.in_edges.stale():
             self._rebuild_adjacency()
 
-    def add_chunks(self, ids: Sequence[int]) -> None:
+    def put_documents(self, namespaces: Sequence[str], ids: Sequence[str], titles: Sequence[str | None]) -> None:
+        for key, title in zip(zip(namespaces, ids), titles):
+            self.documents.append((key[1], title or ""))
+            self.document_codes[key] = len(self.documents) - 1  # a replaced document's old entry is left unused
+
+    def add_chunks(self, ids: Sequence[int], namespaces: Sequence[str], document_ids: Sequence[str]) -> None:
+        """Chunks of documents already given to `put_documents`."""
         if len(ids):
             ids = np.asarray(ids, dtype=np.int64)
-            self.chunk_live = _grow(self.chunk_live, int(ids.max()) + 1, False)
+            size = int(ids.max()) + 1
+            self.chunk_live = _grow(self.chunk_live, size, False)
             self.chunk_live[ids] = True
+            self.chunk_document = _grow(self.chunk_document, size, -1)
+            codes = self.document_codes
+            self.chunk_document[ids] = [codes.get(key, -1) for key in zip(namespaces, document_ids)]
 
     def drop_chunks(self, ids: Sequence[int]) -> None:
         ids = np.asarray(ids, dtype=np.int64)
@@ -1116,8 +1132,8 @@ class GraphMirror:
             self._compact_mentions()
 
     def copy_mentions(self, target: int, sources: Sequence[int]) -> None:
-        pairs = self.node_chunk_pairs(list(sources))
-        self.add_mentions([c for c, _ in pairs], [target] * len(pairs))
+        _, chunks = self.node_chunk_pairs(list(sources))
+        self.add_mentions(chunks.tolist(), [target] * len(chunks))
 
     def _compact_mentions(self) -> None:
         nodes, chunks = self.chunks_of.pairs()
@@ -1139,6 +1155,17 @@ class GraphMirror:
         result = np.zeros(len(ids), dtype=bool)
         result[inside] = self.chunk_live[ids[inside]]
         return result
+
+    def chunk_documents(self, ids: Sequence[int]) -> dict[int, str]:
+        """The document id of each stored one of the chunk `ids`."""
+        ids = np.asarray(ids, dtype=np.int64)
+        ids = ids[self._chunk_live(ids)]
+        codes = self.chunk_document[ids]
+        return {i: self.documents[c][0] for i, c in zip(ids[codes >= 0].tolist(), codes[codes >= 0].tolist())}
+
+    def document_titles(self, namespace: str, ids: Iterable[str]) -> dict[str, str]:
+        found = ((i, self.document_codes.get((namespace, i))) for i in ids)
+        return {i: self.documents[code][1] for i, code in found if code is not None}
 
     def node_records(self, ids: Any) -> list[Any]:
         """NodeRecords (without embeddings) of the stored ones of `ids`, by id."""
@@ -1294,49 +1321,45 @@ class GraphMirror:
         ordered = edges[np.lexsort((edges, -weights))]
         return ordered if limit is None else ordered[:limit]
 
-    def neighbours(self, node_ids: Sequence[int], namespace: str, as_of: Any) -> dict[int, list[int]]:
-        """node -> the distinct nodes joined to it by an edge that holds, in the order of those edges by weight."""
+    def neighbour_pairs(self, node_ids: Sequence[int], namespace: str, as_of: Any) -> tuple[Any, Any]:
+        """(node, neighbour) arrays: each of the nodes with the distinct nodes joined to it by an edge that holds,
+        by node then neighbour."""
         nodes = np.unique(np.asarray(node_ids, dtype=np.int64))
-        found: dict[int, list[int]] = {n: [] for n in nodes.tolist()}
-        edges = self.by_weight(self.holding(self.touching(nodes), namespace, as_of))
-        if not len(edges):
-            return found
-        sources, targets = self.e_src[edges], self.e_dst[edges]
-        here = np.stack([sources, targets], axis=1).ravel()
-        there = np.stack([targets, sources], axis=1).ravel()
-        mine = np.isin(here, nodes)
-        here, there = here[mine], there[mine]
-        _, first = np.unique(here * (int(there.max()) + 1) + there, return_index=True)
-        first.sort()
-        here, there = here[first], there[first]
-        order = np.argsort(here, kind="stable")
-        here, there = here[order], there[order]
-        bounds = np.flatnonzero(np.diff(here)) + 1
-        for group_here, group in zip(here[np.concatenate([[0], bounds])].tolist(), np.split(there, bounds)):
-            found[group_here] = group.tolist()
-        return found
+        if self.out_edges.stale() or self.in_edges.stale():
+            self._rebuild_adjacency()
+        owners, others = [], []
+        for links, here, there in ((self.out_edges, self.e_src, self.e_dst), (self.in_edges, self.e_dst, self.e_src)):
+            owner, edges = links.gather(nodes)
+            # a list may still hold an edge repointed to another node since it was built
+            edges = self.holding(edges[here[edges] == owner], namespace, as_of)
+            owners.append(here[edges])
+            others.append(there[edges])
+        owner, other = np.concatenate(owners), np.concatenate(others)
+        return _distinct_pairs(owner, other, np.ones(len(owner), dtype=bool))
 
-    def node_chunk_pairs(self, node_ids: Sequence[int]) -> list[tuple[int, int]]:
-        """(chunk id, node id) mentions of the given nodes, distinct, by node then chunk."""
+    def node_chunk_pairs(self, node_ids: Sequence[int]) -> tuple[Any, Any]:
+        """(node, chunk) arrays: the mentions of the given nodes, distinct, by node then chunk."""
         nodes = np.unique(np.asarray(node_ids, dtype=np.int64))
         nodes = nodes[self._node_live(nodes)]
         owners, chunks = self.chunks_of.gather(nodes)
-        keep = self._chunk_live(chunks)
-        if not keep.any():
-            return []
-        pairs = np.unique(np.stack([owners[keep], chunks[keep]], axis=1), axis=0)
-        return list(zip(pairs[:, 1].tolist(), pairs[:, 0].tolist()))
+        return _distinct_pairs(owners, chunks, self._chunk_live(chunks))
 
-    def chunk_node_pairs(self, chunk_ids: Sequence[int]) -> list[tuple[int, int]]:
-        """(chunk id, node id) mentions in the given chunks, distinct, by chunk then node."""
+    def chunk_node_pairs(self, chunk_ids: Sequence[int]) -> tuple[Any, Any]:
+        """(chunk, node) arrays: the mentions in the given chunks, distinct, by chunk then node."""
         chunks = np.unique(np.asarray(chunk_ids, dtype=np.int64))
         chunks = chunks[self._chunk_live(chunks)]
         owners, nodes = self.nodes_of.gather(chunks)
-        keep = self._node_live(nodes)
-        if not keep.any():
-            return []
-        pairs = np.unique(np.stack([owners[keep], nodes[keep]], axis=1), axis=0)
-        return list(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
+        return _distinct_pairs(owners, nodes, self._node_live(nodes))
+
+
+def _distinct_pairs(owners: Any, values: Any, keep: Any) -> tuple[Any, Any]:
+    """The kept (owner, value) pairs, distinct, sorted by owner then value (ids are non-negative)."""
+    owners, values = owners[keep], values[keep]
+    if not len(owners):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    width = int(values.max()) + 1  # one int64 key per pair: 1-d unique is far faster than unique(axis=0)
+    keys = _sorted_unique(owners * width + values)
+    return keys // width, keys % width
 
 
 def _sorted_unique(values: Any) -> Any:

@@ -674,6 +674,7 @@ class DuckDBStore(GraphStore):
                 "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?)",
                 [doc.namespace, doc.id, doc.title, doc.text, json.dumps(doc.metadata), doc.created_at or now],
             )
+            self._mirror(self._graph.put_documents, [doc.namespace], [doc.id], [doc.title])
         return removed
 
     def _insert_chunks(self, con: Any, batch: WriteBatch, dimensions: int | None) -> dict[str, list[int]]:
@@ -694,7 +695,8 @@ class DuckDBStore(GraphStore):
         with_vectors = [(i, c.embedding) for i, c in zip(ids, batch.chunks) if c.embedding is not None]
         if with_vectors:
             _insert_vectors(con, "chunk_vectors", [i for i, _ in with_vectors], [v for _, v in with_vectors], dimensions)
-        self._mirror(self._graph.add_chunks, ids)
+        self._mirror(self._graph.add_chunks, ids, [namespace_of[c.document_id] for c in batch.chunks],
+                     [c.document_id for c in batch.chunks])
         by_document: dict[str, list[int]] = {}
         for chunk_id, chunk in zip(ids, batch.chunks):
             chunk.id = chunk_id
@@ -1036,6 +1038,16 @@ class DuckDBStore(GraphStore):
                 ).fetchall()
         return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3]) for r in rows]
 
+    def chunk_documents(self, ids: Iterable[int]) -> dict[int, str]:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.chunk_documents(list(ids))
+
+    def document_titles(self, ids: Iterable[str], namespace: str) -> dict[str, str]:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.document_titles(namespace, ids)
+
     def document_chunks(self, namespace: str, document_ids: Iterable[str]) -> list[ChunkRecord]:
         ids = list(dict.fromkeys(document_ids))
         if not ids:
@@ -1071,32 +1083,25 @@ class DuckDBStore(GraphStore):
     def mentioned_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
         with self._lock:
             self._db  # noqa: B018 - raises when the store is not open
-            return {chunk_id for chunk_id, _ in self._graph.chunk_node_pairs(list(set(chunk_ids)))}
+            return set(self._graph.chunk_node_pairs(list(set(chunk_ids)))[0].tolist())
 
     def chunks_mentioning(self, node_ids: Sequence[int], *, limit: int = 1000) -> list[tuple[int, int]]:
         if not node_ids:
             return []
         with self._lock:
             self._db  # noqa: B018 - raises when the store is not open
-            return self._graph.node_chunk_pairs(list(node_ids))[: max(int(limit), 0)]
+            nodes, chunks = self._graph.node_chunk_pairs(list(node_ids))
+            return list(zip(chunks.tolist(), nodes.tolist()))[: max(int(limit), 0)]
 
     def links(
         self, node_ids: Sequence[int], chunk_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None
     ) -> Links:
-        nodes, chunks = sorted(set(node_ids)), sorted(set(chunk_ids))
-        found = Links(node_neighbors={n: [] for n in nodes}, node_chunks={n: [] for n in nodes},
-                      chunk_nodes={c: [] for c in chunks})
         with self._lock:
             self._db  # noqa: B018 - raises when the store is not open
             graph = self._graph
-            if nodes:
-                found.node_neighbors.update(graph.neighbours(nodes, namespace, _naive_utc(as_of)))
-                for chunk_id, node_id in graph.node_chunk_pairs(nodes):
-                    found.node_chunks[node_id].append(chunk_id)
-            if chunks:
-                for chunk_id, node_id in graph.chunk_node_pairs(chunks):
-                    found.chunk_nodes[chunk_id].append(node_id)
-        return found
+            return Links(node_neighbors=graph.neighbour_pairs(list(node_ids), namespace, _naive_utc(as_of)),
+                         node_chunks=graph.node_chunk_pairs(list(node_ids)),
+                         chunk_nodes=graph.chunk_node_pairs(list(chunk_ids)))
 
     def get_edges(self, ids: Iterable[int]) -> list[EdgeRecord]:
         with self._lock:

@@ -3,6 +3,7 @@
 It is part of the contract: the core builds keys with it and stores keep keys unique per namespace.
 """
 
+import functools
 import re
 import unicodedata
 
@@ -40,6 +41,13 @@ def name_candidates(text: str, max_words: int = 6, *, proper_only: bool = False)
     only runs written like a proper name: a word in the run holds a digit or a capital that does not merely
     start the text ("the city where Hank Snow died" gives "hank snow", not "city").
     """
+    runs = _word_runs(text, max_words)
+    return {key for key, proper in runs.items() if proper} if proper_only else set(runs)
+
+
+@functools.lru_cache(maxsize=64)  # a search asks for both kinds of the same query's runs
+def _word_runs(text: str, max_words: int) -> dict[str, bool]:
+    """Each run's key, and whether some run giving that key is written like a proper name."""
     # Each word as written ("Dr.", "U.S.": keys keep periods) and bare ("Louis" in "...St. Louis.").
     words: list[tuple[str, str, bool]] = []
     text = unicodedata.normalize("NFKC", text)
@@ -49,13 +57,13 @@ def name_candidates(text: str, max_words: int = 6, *, proper_only: bool = False)
             marked = word[1:] if match.start() == 0 else word
             proper = any(char.isupper() or char.isdigit() for char in marked)
             words.append((word, bare, proper))
-    found: set[str] = set()
+    found: dict[str, bool] = {}
     for start in range(len(words)):
         for length in range(1, min(max_words, len(words) - start) + 1):
             run = words[start : start + length]
-            if proper_only and not any(proper for _, _, proper in run):
-                continue
+            proper = any(p for _, _, p in run)
             for inner in ([w for w, _, _ in run[:-1]], [b for _, b, _ in run[:-1]]):
                 for last in run[-1][:2]:
-                    found.add(entity_key(" ".join([*inner, last])))
+                    key = entity_key(" ".join([*inner, last]))
+                    found[key] = found.get(key, False) or proper
     return found

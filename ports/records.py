@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
@@ -76,14 +77,18 @@ class EdgeRecord:
 
 @dataclass(slots=True)
 class Links:
-    """The entity-passage graph around some nodes and chunks: what a walk over it needs, in both directions."""
+    """The entity-passage graph around some nodes and chunks: what a walk over it needs, in both directions.
 
-    #: node id -> the distinct nodes joined to it by an edge that holds (at the asked moment)
-    node_neighbors: dict[int, list[int]]
-    #: node id -> the chunks that mention it
-    node_chunks: dict[int, list[int]]
-    #: chunk id -> the nodes it mentions
-    chunk_nodes: dict[int, list[int]]
+    Each field is a pair of equally long id sequences (lists or numpy arrays), one link per position, no link
+    twice: a walk moves weight over all of them at once, and the count of an id's links is its degree.
+    """
+
+    #: (node, neighbour): each asked node and the nodes joined to it by an edge that holds (at the asked moment)
+    node_neighbors: tuple[Sequence[int], Sequence[int]]
+    #: (node, chunk): each asked node and the chunks that mention it
+    node_chunks: tuple[Sequence[int], Sequence[int]]
+    #: (chunk, node): each asked chunk and the nodes it mentions
+    chunk_nodes: tuple[Sequence[int], Sequence[int]]
 
 
 @dataclass(slots=True)

@@ -102,6 +102,15 @@ class GraphStore(ABC):
     def get_chunks(self, ids: Iterable[int]) -> list[ChunkRecord]:
         """Chunks by id (without embeddings); unknown ids are skipped."""
 
+    def chunk_documents(self, ids: Iterable[int]) -> dict[int, str]:
+        """The document id of each known chunk of `ids`. Searches ask it for dozens of candidates before they read
+        a few texts; stores that hold this mapping in memory should answer it without a query."""
+        return {c.id: c.document_id for c in self.get_chunks(ids)}
+
+    def document_titles(self, ids: Iterable[str], namespace: str) -> dict[str, str]:
+        """The title of each known document of `ids` ("" for none), for a search's passages."""
+        return {d.id: d.title or "" for d in self.get_documents(ids, namespace)}
+
     @abstractmethod
     def document_chunks(self, namespace: str, document_ids: Iterable[str]) -> list[ChunkRecord]:
         """The chunks of the given documents (without embeddings), in document order."""
@@ -133,10 +142,11 @@ class GraphStore(ABC):
     def links(
         self, node_ids: Sequence[int], chunk_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None
     ) -> Links:
-        """Every neighbour and mentioning chunk of `node_ids` and every node mentioned by `chunk_ids`, unlimited.
+        """Every neighbour and mentioning chunk of `node_ids` and every node mentioned by `chunk_ids`, unlimited,
+        as pairs (see `Links`).
 
         Neighbours are joined by edges valid at `as_of` (None: still holding); ids that are unknown or have no
-        links get empty lists, so the list lengths are the true degrees.
+        links appear in no pair.
         """
 
     @abstractmethod

@@ -422,6 +422,7 @@ async def evaluate(services: Services, dataset: Dataset) -> dict[str, Any]:
 
         runs: dict[str, list[dict[str, Any]]] = {"dense": [], "search": []}
         timings: dict[str, list[float]] = {"dense": [], "search": []}
+        in_process: list[float] = []
         per_question = []
         short_results = 0
         for question in dataset.questions:
@@ -431,6 +432,10 @@ async def evaluate(services: Services, dataset: Dataset) -> dict[str, Any]:
             start = time.perf_counter()
             found, returned = await search_top(client, question.text, TOP_K)
             timings["search"].append(time.perf_counter() - start)
+            # The same search without the MCP round trip, timed like the dense baseline (which has none).
+            start = time.perf_counter()
+            kb.search(question.text, max_passages=TOP_K)
+            in_process.append(time.perf_counter() - start)
             short_results += len(found) < TOP_K
             ranked = {"dense": [int(d) for d in dense], "search": [int(d) for d in found]}
             for method in runs:
@@ -448,6 +453,7 @@ async def evaluate(services: Services, dataset: Dataset) -> dict[str, Any]:
         "loading": loading,
         "search_short_results": short_results,
         "results": summarise(dataset.questions, runs, timings),
+        "search_latency_in_process": latency(in_process),
         "per_question": per_question,
     }
 
@@ -485,6 +491,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         progress(f"knowledge base kept in {db}")
     report["db"] = str(db) if folder is None or args.keep else None
     print_table(report["results"], report["questions"])
+    direct = report["search_latency_in_process"]
+    print(f"search called in process (no MCP round trip, as dense): median {direct['median_ms']} ms, "
+          f"p95 {direct['p95_ms']} ms")
     json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     progress(f"results written to {json_out}")
 

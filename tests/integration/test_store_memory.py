@@ -21,6 +21,7 @@ from duckgraph.ports import (
     DocumentRecord,
     EdgeRecord,
     EdgeWrite,
+    GraphStore,
     NodeRecord,
     Snapshot,
     WriteBatch,
@@ -65,6 +66,12 @@ def sql_neighbors(store, nodes, namespace, as_of=None, limit=1000) -> list[EdgeR
                             f"AND {validity} ORDER BY weight DESC, id LIMIT {limit}", params)
 
 
+def pairs(links_field) -> list[tuple[int, int]]:
+    owners, others = links_field
+    assert len(owners) == len(others)
+    return sorted(zip(map(int, owners), map(int, others)))
+
+
 def check_graph(store: DuckDBStore, rng: np.random.Generator, *, as_of: datetime | None = None) -> None:
     """Every graph read the mirror answers equals what the tables say, for random and hub node sets."""
     con = store._con
@@ -80,7 +87,8 @@ def check_graph(store: DuckDBStore, rng: np.random.Generator, *, as_of: datetime
         got = store.neighbors(nodes, namespace, as_of=as_of, limit=limit)
         assert got == sql_neighbors(store, nodes, namespace, as_of, limit), (nodes, namespace, limit)
         assert store.neighbor_ends(nodes, namespace, as_of=as_of, limit=limit) == [
-            (e.id, e.source_id, e.target_id, e.weight) for e in got]
+            (e.id, e.source_id, e.target_id, e.weight) for e in got] == GraphStore.neighbor_ends(
+            store, nodes, namespace, as_of=as_of, limit=limit)
     for nodes in samples:
         for namespace in namespaces:
             assert store.edges_among(nodes, namespace) == sql_edges(
@@ -90,15 +98,18 @@ def check_graph(store: DuckDBStore, rng: np.random.Generator, *, as_of: datetime
                 store, "namespace = $2 AND source_id IN (SELECT unnest($1)) AND target_id IN (SELECT unnest($1)) "
                        "ORDER BY id", [nodes, namespace])
             links = store.links(nodes, chunk_ids[:5], namespace, as_of=as_of)
+            want_neighbors, want_chunks, want_nodes = [], [], []
             for n in nodes:
-                want = {e.target_id if e.source_id == n else e.source_id
-                        for e in sql_neighbors(store, [n], namespace, as_of, 10**9)}
-                assert sorted(links.node_neighbors[n]) == sorted(want)
-                assert sorted(links.node_chunks[n]) == sorted(r[0] for r in con.execute(
-                    "SELECT chunk_id FROM mentions WHERE node_id = ?", [n]).fetchall())
+                want_neighbors += {(n, e.target_id if e.source_id == n else e.source_id)
+                                   for e in sql_neighbors(store, [n], namespace, as_of, 10**9)}
+                want_chunks += [(n, r[0]) for r in con.execute(
+                    "SELECT DISTINCT chunk_id FROM mentions WHERE node_id = ?", [n]).fetchall()]
             for c in chunk_ids[:5]:
-                assert sorted(links.chunk_nodes[c]) == sorted(r[0] for r in con.execute(
-                    "SELECT node_id FROM mentions WHERE chunk_id = ?", [c]).fetchall())
+                want_nodes += [(c, r[0]) for r in con.execute(
+                    "SELECT DISTINCT node_id FROM mentions WHERE chunk_id = ?", [c]).fetchall()]
+            assert pairs(links.node_neighbors) == sorted(want_neighbors)
+            assert pairs(links.node_chunks) == sorted(want_chunks)
+            assert pairs(links.chunk_nodes) == sorted(want_nodes)
         assert sorted(store.chunks_mentioning(nodes)) == sorted(con.execute(
             "SELECT chunk_id, node_id FROM mentions WHERE node_id IN (SELECT unnest($1))", [nodes]).fetchall())
         got_nodes = store.get_nodes(nodes)
@@ -108,6 +119,14 @@ def check_graph(store: DuckDBStore, rng: np.random.Generator, *, as_of: datetime
                               "updated_at FROM nodes WHERE id = ?", [record.id]).fetchone()
             assert (record.namespace, record.key, record.name, record.type, record.description, list(record.aliases),
                     record.properties, record.created_at, record.updated_at) == (*row[:6], json.loads(row[6]), *row[7:])
+    documents = dict(con.execute("SELECT id, document_id FROM chunks").fetchall())
+    assert store.chunk_documents([*chunk_ids, 10**6]) == documents
+    assert GraphStore.chunk_documents(store, [*chunk_ids, 10**6]) == documents  # the port's default, through SQL
+    for namespace in namespaces:
+        titles = dict(con.execute("SELECT id, coalesce(title, '') FROM documents WHERE namespace = ?",
+                                  [namespace]).fetchall())
+        assert store.document_titles([*titles, "no such document"], namespace) == titles
+        assert GraphStore.document_titles(store, [*titles, "no such document"], namespace) == titles
     all_edges = [r[0] for r in con.execute("SELECT id FROM edges").fetchall()]
     assert store.get_edges([*all_edges, 10**6]) == sql_edges(store, "true ORDER BY id", [])
     assert store.mentioned_chunks([*chunk_ids, 10**6]) == {r[0] for r in con.execute(
@@ -137,7 +156,7 @@ def test_graph_mirror_matches_the_tables_through_writes_deletes_merges_and_expir
     names = [f"n{i}" for i in range(40)]
     store.write(WriteBatch(
         nodes=[node(n) for n in names] + [node("other a", "other"), node("other b", "other", aliases=("alias b",))],
-        documents=[DocumentRecord(id="d1", namespace="default", text="n1 and n2 and n3 met."),
+        documents=[DocumentRecord(id="d1", namespace="default", text="n1 and n2 and n3 met.", title="Meeting"),
                    DocumentRecord(id="d2", namespace="default", text="n4 met n5.")],
         chunks=[ChunkRecord(document_id="d1", ordinal=0, text="n1 and n2"), ChunkRecord(document_id="d1", ordinal=1,
                 text="and n3 met."), ChunkRecord(document_id="d2", ordinal=0, text="n4 met n5.")],
@@ -149,6 +168,8 @@ def test_graph_mirror_matches_the_tables_through_writes_deletes_merges_and_expir
                                     rng.choice(["KNOWS", "MAKES"], 60), rng.choice([0.5, 1.0, 1.5], 60)) if a != b]
     edges += [edge("other a", "other b", namespace="other")]
     store.write(WriteBatch(edges=edges))
+    store.write(WriteBatch(documents=[DocumentRecord(id="d1", namespace="other", text="other a.", title="Other")],
+                           chunks=[ChunkRecord(document_id="d1", ordinal=0, text="other a.")]))
     sourced = store.find_nodes("default", ["n1", "n4", "n5"])
     for record, document in zip(sourced, ("d1", "d2", "d2")):
         record.source_ids = (document,)
@@ -185,8 +206,8 @@ def test_graph_mirror_matches_the_tables_through_writes_deletes_merges_and_expir
     check_graph(store, rng, as_of=past + timedelta(days=10))
     check_graph(store, rng, as_of=now - timedelta(days=30))
 
-    # Replacing a document drops its chunks' mentions.
-    store.write(WriteBatch(documents=[DocumentRecord(id="d1", namespace="default", text="new text")],
+    # Replacing a document drops its chunks' mentions (and a new title replaces the old).
+    store.write(WriteBatch(documents=[DocumentRecord(id="d1", namespace="default", text="new text", title="New")],
                            chunks=[ChunkRecord(document_id="d1", ordinal=0, text="new text")]))
     check_graph(store, rng)
 
@@ -199,12 +220,16 @@ def test_graph_mirror_matches_the_tables_through_writes_deletes_merges_and_expir
     check_graph(store, rng)
 
     # What was kept in memory is what a fresh open loads from the file.
-    before = (store.neighbors(list(ids.values()), "default", limit=10**6), store.get_edges(range(1, 200)),
-              store.links(list(ids.values()), [1, 2, 3], "default"))
+    def graph_reads():
+        links = store.links(list(ids.values()), [1, 2, 3], "default")
+        return (store.neighbors(list(ids.values()), "default", limit=10**6), store.get_edges(range(1, 200)),
+                [pairs(field) for field in (links.node_neighbors, links.node_chunks, links.chunk_nodes)],
+                store.chunk_documents(range(1, 10)), store.document_titles(["d1", "d2"], "default"))
+
+    before = graph_reads()
     store.close()
     store.open()
-    assert (store.neighbors(list(ids.values()), "default", limit=10**6), store.get_edges(range(1, 200)),
-            store.links(list(ids.values()), [1, 2, 3], "default")) == before
+    assert graph_reads() == before
     check_graph(store, rng)
 
 
