@@ -30,19 +30,44 @@ def same_type(a: str, b: str) -> bool:
     return entity_key(a) == entity_key(b)
 
 
+class NameKeys:
+    """`entity_key` and `loose_key` of names, each computed once: a call names the same entities many times (a
+    bulk load's edges name each of its nodes about ten times, and each key costs microseconds of Unicode work)."""
+
+    __slots__ = ("_keys", "_loose")
+
+    def __init__(self) -> None:
+        self._keys: dict[str, str] = {}
+        self._loose: dict[str, str] = {}
+
+    def key(self, name: str) -> str:
+        found = self._keys.get(name)
+        if found is None:
+            found = self._keys[name] = entity_key(name)
+        return found
+
+    def loose(self, name: str) -> str:
+        found = self._loose.get(name)
+        if found is None:
+            found = self._loose[name] = loose_key(name)
+        return found
+
+
 @dataclass
 class NameResolver:
     """Finds the stored (or earlier in the same call) entity a new name denotes under rule 2."""
 
     by_alias: dict[str, list[NodeRecord]] = field(default_factory=dict)
     by_loose: dict[str, list[NodeRecord]] = field(default_factory=dict)
+    keys: NameKeys = field(default_factory=NameKeys)
 
     def add(self, records: Iterable[NodeRecord]) -> None:
+        keys = self.keys
         for record in records:
             for alias in record.aliases:
-                self._index(self.by_alias, entity_key(alias), record)
+                self._index(self.by_alias, keys.key(alias), record)
             for name in (record.name, *record.aliases):
-                if loose := loose_key(name):
+                if loose := keys.loose(name):
                     self._index(self.by_loose, loose, record)
 
     @staticmethod
@@ -52,8 +77,13 @@ class NameResolver:
             owners.append(record)
 
     def match(self, name: str, type_: str) -> NodeRecord | None:
-        for table, key in ((self.by_alias, entity_key(name)), (self.by_loose, loose_key(name))):
-            owners = [r for r in table.get(key, []) if same_type(r.type, type_)]
+        keys = self.keys
+        for table, key in ((self.by_alias, keys.key(name)), (self.by_loose, keys.loose(name))):
+            found = table.get(key)
+            if not found:
+                continue
+            wanted = keys.key(type_)  # same_type, with the keys computed once
+            owners = [r for r in found if keys.key(r.type) == wanted]
             if len(owners) == 1:
                 return owners[0]
             if owners:
@@ -61,9 +91,10 @@ class NameResolver:
         return None
 
 
-def lookup_keys(names: Sequence[str]) -> set[str]:
+def lookup_keys(names: Sequence[str], keys: NameKeys | None = None) -> set[str]:
     """The keys `GraphStore.find_nodes` needs to see every stored entity rule 1 or 2 could match."""
-    return {entity_key(n) for n in names} | {k for n in names if (k := loose_key(n))}
+    keys = keys or NameKeys()
+    return {keys.key(n) for n in names} | {k for n in names if (k := keys.loose(n))}
 
 
 def possible_duplicates(store: GraphStore, namespace: str, created: Sequence[NodeRecord]) -> list[dict]:

@@ -34,7 +34,7 @@ from duckgraph.core.model import (
     StoredDocument,
 )
 from duckgraph.core.render import render_search
-from duckgraph.core.resolution import NameResolver, lookup_keys, possible_duplicates
+from duckgraph.core.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
 from duckgraph.core.retrieval import SearchOptions, anchor_and_expand
 from duckgraph.ports import (
     ChunkRecord,
@@ -165,10 +165,12 @@ class KnowledgeBase:
             raise InvalidInputError("nothing to add: give at least one node or edge")
         self._vectors_ready()
         with self._write_lock:
-            merged, key_of, resolved = self._merge_nodes(nodes, namespace)
-            edge_writes = self._resolve_edges(edges, merged, namespace, key_of)
+            keys = NameKeys()  # the edges name the nodes of the call again: their keys are computed once
+            merged, key_of, resolved = self._merge_nodes(nodes, namespace, keys)
+            edge_writes = self._resolve_edges(edges, merged, namespace, key_of, keys)
+            chunk_ids = tuple(source_chunk_ids)
             for item in [*(node for node, _ in merged.values()), *edge_writes]:
-                item.source_chunk_ids = tuple(source_chunk_ids)
+                item.source_chunk_ids = chunk_ids
             changed = [n for n, text_changed in merged.values() if text_changed]
             names = {key: node.name for key, (node, _) in merged.items()}
             self.embed_records(namespace, changed, edge_writes, names=names)
@@ -211,19 +213,20 @@ class KnowledgeBase:
             item.embedding = vector
 
     def _merge_nodes(
-        self, nodes: Sequence[NodeInput], namespace: str
+        self, nodes: Sequence[NodeInput], namespace: str, keys: NameKeys | None = None
     ) -> tuple[dict[str, tuple[NodeRecord, bool]], dict[str, str], list[dict[str, str]]]:
         """Node records to write by key, each with whether its embedded text changed; the key each input name
         went to; and the names merged into an entity of another name (see `duckgraph.core.resolution`)."""
-        found = self.store.find_nodes(namespace, lookup_keys([n.name for n in nodes]))
+        keys = keys or NameKeys()
+        found = self.store.find_nodes(namespace, lookup_keys([n.name for n in nodes], keys))
         existing = {n.key: n for n in found}
-        resolver = NameResolver()
+        resolver = NameResolver(keys=keys)
         resolver.add(found)
         merged: dict[str, tuple[NodeRecord, bool]] = {}
         key_of: dict[str, str] = {}
         resolved: list[dict[str, str]] = []
         for node in nodes:
-            key = entity_key(node.name)
+            key = keys.key(node.name)
             if key not in key_of:
                 key_of[key] = key
                 if key not in merged and key not in existing and (match := resolver.match(node.name, node.type)):
@@ -236,54 +239,49 @@ class KnowledgeBase:
                 base, changed = existing[target], False
             else:
                 base, changed = NodeRecord(namespace=namespace, key=key, name=node.name, type=node.type), True
-            before = node_text(base)
-            update = _merge_node(base, node)
+            before = None if changed else node_text(base)  # a new or already changed text is embedded anyway
+            update = _merge_node(base, node, keys.key)
             merged[target] = (update, changed or node_text(update) != before)
             resolver.add([update])
         return merged, key_of, resolved
 
     def _resolve_edges(
         self, edges: Sequence[EdgeInput], merged: dict[str, tuple[NodeRecord, bool]], namespace: str,
-        key_of: dict[str, str],
+        key_of: dict[str, str], keys: NameKeys | None = None,
     ) -> list[EdgeWrite]:
-        wanted = {entity_key(name) for e in edges for name in (e.source, e.target)} - merged.keys() - key_of.keys()
-        by_key: dict[str, str] = {**{key: key for key in merged}, **key_of}
+        keys = keys or NameKeys()
+        key = keys.key
+        ends = {name: key(name) for name in {name for e in edges for name in (e.source, e.target)}}
+        wanted = set(ends.values()) - merged.keys() - key_of.keys()
+        by_key: dict[str, str] = {**{k: k for k in merged}, **key_of}
         alias_owners: dict[str, set[str]] = {}
         # Aliases of the nodes of this call count too (an extractor's edges may name a node by its alias).
-        for key, (node, _) in merged.items():
+        for node_key, (node, _) in merged.items():
             for alias in node.aliases:
-                alias_owners.setdefault(entity_key(alias), set()).add(key)
+                alias_owners.setdefault(key(alias), set()).add(node_key)
         for node in self.store.find_nodes(namespace, wanted):
             if node.key in wanted:
                 by_key[node.key] = node.key
             for alias in node.aliases:
-                alias_owners.setdefault(entity_key(alias), set()).add(node.key)
+                alias_owners.setdefault(key(alias), set()).add(node.key)
         for alias_key, owners in alias_owners.items():
             if alias_key not in by_key and len(owners) == 1:
                 by_key[alias_key] = next(iter(owners))
+        node_of = {name: by_key.get(name_key) for name, name_key in ends.items()}  # None: no such entity
+        types: dict[str, str] = {}
         writes: list[EdgeWrite] = []
         for i, edge in enumerate(edges):
-            label = f"edges[{i}] ({edge.source} -{edge.type}-> {edge.target})"
-            endpoints = []
-            for role, name in (("source", edge.source), ("target", edge.target)):
-                key = entity_key(name)
-                if key not in by_key:
-                    hint = (
-                        f"it is an alias of several entities ({', '.join(sorted(alias_owners[key]))}); use the exact name"
-                        if key in alias_owners
-                        else "add it to `nodes` in this call, or use the exact name of a stored entity"
-                    )
-                    raise InvalidInputError(f"{label}: the {role} entity {name!r} does not exist; {hint}")
-                endpoints.append(by_key[key])
-            edge_type = relation_type(edge.type)
-            if not edge_type:
-                raise InvalidInputError(f"{label}: the type must contain letters or digits, e.g. FOUNDED")
-            if endpoints[0] == endpoints[1]:
-                raise InvalidInputError(f"{label}: source and target are the same entity")
+            source, target = node_of[edge.source], node_of[edge.target]
+            edge_type = types.get(edge.type)
+            if edge_type is None:
+                edge_type = types[edge.type] = relation_type(edge.type)
+            if source is None or target is None or not edge_type or source == target:
+                _refuse_edge(i, edge, by_key, alias_owners, key)
             writes.append(EdgeWrite(
-                namespace=namespace, source_key=endpoints[0], target_key=endpoints[1], type=edge_type,
-                description=edge.description or "", weight=edge.weight, properties=dict(edge.properties),
-                source_ids=tuple(dict.fromkeys(edge.source_ids)),
+                namespace=namespace, source_key=source, target_key=target, type=edge_type,
+                description=edge.description or "", weight=edge.weight,
+                properties=dict(edge.properties) if edge.properties else {},
+                source_ids=tuple(dict.fromkeys(edge.source_ids)) if edge.source_ids else (),
             ))
         return writes
 
@@ -517,18 +515,39 @@ def edge_text(edge: EdgeWrite, names: dict[str, str]) -> str:
     return f"{text}: {edge.description}" if edge.description else text
 
 
-def _merge_node(base: NodeRecord, node: NodeInput) -> NodeRecord:
+def _refuse_edge(
+    i: int, edge: EdgeInput, by_key: dict[str, str], alias_owners: dict[str, set[str]], key: Callable[[str], str]
+) -> None:
+    """Raise the error `_resolve_edges` found in `edges[i]`: an unknown end (the source first), a type without
+    letters or digits, or a self-loop."""
+    label = f"edges[{i}] ({edge.source} -{edge.type}-> {edge.target})"
+    for role, name in (("source", edge.source), ("target", edge.target)):
+        if key(name) not in by_key:
+            hint = (
+                f"it is an alias of several entities ({', '.join(sorted(alias_owners[key(name)]))}); use the exact name"
+                if key(name) in alias_owners
+                else "add it to `nodes` in this call, or use the exact name of a stored entity"
+            )
+            raise InvalidInputError(f"{label}: the {role} entity {name!r} does not exist; {hint}")
+    if not relation_type(edge.type):
+        raise InvalidInputError(f"{label}: the type must contain letters or digits, e.g. FOUNDED")
+    raise InvalidInputError(f"{label}: source and target are the same entity")
+
+
+def _merge_node(base: NodeRecord, node: NodeInput, key_of: Callable[[str], str] = entity_key) -> NodeRecord:
     description = base.description
     new = (node.description or "").strip()
     if new and new.casefold() not in description.casefold():
         description = f"{description} {new}".strip() if description else new
     description = description[:MAX_DESCRIPTION_CHARS]
-    names = {entity_key(base.name)}
+    names = {key_of(base.name)}
     aliases = list(base.aliases)
+    taken = {key_of(a) for a in aliases}
     for alias in [node.name, *node.aliases]:
-        key = entity_key(alias)
-        if key not in names and key not in {entity_key(a) for a in aliases}:
+        key = key_of(alias)
+        if key not in names and key not in taken:
             aliases.append(alias)
+            taken.add(key)
     return replace(
         base,
         type=node.type,

@@ -1037,8 +1037,10 @@ class GraphMirror:
         targets = np.asarray(targets, dtype=np.int64)
         self.e_src[ids] = sources
         self.e_dst[ids] = targets
-        self.e_ns[ids] = [self.namespace_code(x) for x in namespaces]
-        self.e_type[ids] = [self.type_code(x) for x in types]
+        namespace_codes = {x: self.namespace_code(x) for x in set(namespaces)}
+        type_codes = {x: self.type_code(x) for x in set(types)}
+        self.e_ns[ids] = [namespace_codes[x] for x in namespaces]
+        self.e_type[ids] = [type_codes[x] for x in types]
         self.e_weight[ids] = weights
         self.e_desc[ids] = [d or None for d in descriptions]
         self.e_props[ids] = [None if p in (None, "{}") else p for p in properties]
@@ -1203,6 +1205,24 @@ class GraphMirror:
             else:
                 found.add(hit)
         return sorted(found)
+
+    def key_owners(self, namespace: str, keys: Iterable[str]) -> dict[str, int]:
+        """key -> the node whose own key (not an alias's) it is, for those of `keys` that have one (a write
+        resolving its edges' ends: one dict lookup per key)."""
+        code = self.namespace_codes.get(namespace)
+        names = self.names.get(code) if code is not None else None
+        if not names:
+            return {}
+        n_key = self.n_key
+        found: dict[str, int] = {}
+        for key in keys:
+            hit = names.get(key)
+            if hit is None:
+                continue
+            for node_id in sorted(hit) if isinstance(hit, tuple) else (hit,):
+                if n_key[node_id] == key:
+                    found[key] = node_id
+        return found
 
     def edge_records(self, ids: Any) -> list[Any]:
         """EdgeRecords of the given (existing) edge ids, in that order.
