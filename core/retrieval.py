@@ -96,9 +96,7 @@ def anchor_and_expand(
     kept_ids = {r.node_id for r in kept}
     records = {n.id: n for n in store.get_nodes(kept_ids)}
     kept = [r for r in kept if r.node_id in records]
-    result_edges = store.get_edges(
-        [edge_id for edge_id, (source, target) in edges.items() if source in kept_ids and target in kept_ids]
-    )
+    result_edges = store.get_edges(_edges_among(edges, kept_ids))
     result_edges.sort(key=lambda e: -(reached[e.source_id].score + reached[e.target_id].score))
     passages = _rank_passages(store, query_text, query, namespace, named, options)
     return Subgraph(
@@ -124,55 +122,100 @@ def _anchors(
             fused[node_id] = fused.get(node_id, 0.0) + 1.0 / (options.rrf_k + rank + 1)
     chosen = sorted(fused, key=lambda node_id: -fused[node_id])[: options.k_anchors]
     anchors = [Reached(node_id=i, hop=0, proximity=1.0, relevance=relevance.get(i, 0.0)) for i in chosen]
-    threshold = options.keep_ratio * max((a.relevance for a in anchors), default=0.0)
+    threshold = _keep_threshold(anchors, options)
     return [a for a in anchors if a.relevance >= threshold]
 
 
 def _expand(
     store: GraphStore, query: np.ndarray, namespace: str, anchors: list[Reached], options: SearchOptions
-) -> tuple[dict[int, Reached], dict[int, tuple[int, int]]]:
-    """The nodes reached from the anchors, and the (source, target) of every edge walked, by edge id."""
+) -> tuple[dict[int, Reached], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """The nodes reached from the anchors that can be kept (relevant enough) or that led further, and the
+    (ids, sources, targets) of the edges walked, hop by hop.
+
+    A hop reaches thousands of nodes in a big graph, so it is computed over arrays: every walked edge in both
+    directions is a candidate step; a node keeps the step that brings the most proximity (the first such step,
+    edges in `neighbor_ends` order, on a tie) and the best similarity among the facts that reached it.
+    """
+    import numpy as np  # see _walk
+
     reached = {a.node_id: a for a in anchors}
-    edges: dict[int, tuple[int, int]] = {}
+    reached_ids = np.fromiter(reached, np.int64, len(reached))
+    threshold = _keep_threshold(anchors, options)
+    edges: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     frontier = [a.node_id for a in anchors]
     for hop in range(1, options.hops + 1):
         if not frontier:
             break
-        in_frontier = set(frontier)
-        found: dict[int, Reached] = {}
-        fact_relevance: dict[int, float] = {}
         hop_edges = store.neighbor_ends(frontier, namespace, as_of=options.as_of, limit=options.frontier * 20)
-        edge_similarity = store.similarities("edge", [edge_id for edge_id, _, _, _ in hop_edges], query)
-        for edge_id, source, target, weight in hop_edges:
-            edges[edge_id] = (source, target)
-            for here, there in ((source, target), (target, source)):
-                if here not in in_frontier or there in reached:
-                    continue
-                proximity = reached[here].proximity * options.hop_decay * min(weight, 1.0)
-                if there not in found or proximity > found[there].proximity:
-                    found[there] = Reached(there, hop, proximity, parent=here, via_edge=edge_id)
-                fact_relevance[there] = max(fact_relevance.get(there, -1.0), edge_similarity.get(edge_id, -1.0))
-        for node_id, similarity in store.similarities("node", list(found), query).items():
-            found[node_id].relevance = similarity
-        for node_id, similarity in fact_relevance.items():
-            found[node_id].relevance = max(found[node_id].relevance, similarity)
-        reached.update(found)
-        frontier = [r.node_id for r in sorted(found.values(), key=lambda r: -r.score)[: options.frontier]]
+        if not hop_edges:
+            break
+        edge_ids, sources, targets, weights = (np.asarray(column) for column in zip(*hop_edges))
+        edges.append((edge_ids, sources, targets))
+        similarity = store.similarities("edge", edge_ids.tolist(), query)
+        fact = np.fromiter((similarity.get(e, -1.0) for e in edge_ids.tolist()), float, len(edge_ids))
+        # Candidate steps in the order a loop over the edges would take them: each edge forwards, then backwards.
+        here = np.stack([sources, targets], axis=1).ravel()
+        there = np.stack([targets, sources], axis=1).ravel()
+        edge_at = np.repeat(np.arange(len(edge_ids)), 2)
+        sorted_frontier = np.sort(np.asarray(frontier, dtype=np.int64))
+        position = np.minimum(np.searchsorted(sorted_frontier, here), len(sorted_frontier) - 1)
+        step = (sorted_frontier[position] == here) & ~np.isin(there, reached_ids)
+        here, there, edge_at, position = here[step], there[step], edge_at[step], position[step]
+        if not len(there):
+            break
+        frontier_proximity = np.array([reached[n].proximity for n in sorted_frontier.tolist()])
+        proximity = frontier_proximity[position] * options.hop_decay * np.minimum(weights[edge_at].astype(float), 1.0)
+        # Per reached node: its best step (most proximity, then the earliest) and its best fact, the nodes in the
+        # order they were first reached (so that ties in the frontier's ranking fall the same way every time).
+        sequence = np.arange(len(there))
+        by_node = np.lexsort((sequence, -proximity, there))
+        starts = np.flatnonzero(np.r_[True, there[by_node][1:] != there[by_node][:-1]])
+        in_order = np.argsort(np.minimum.reduceat(sequence[by_node], starts))
+        best = by_node[starts][in_order]
+        found = there[best]
+        node_similarity = store.similarities("node", found.tolist(), query)
+        relevance = np.maximum(
+            np.fromiter((node_similarity.get(n, 0.0) for n in found.tolist()), float, len(found)),
+            np.maximum.reduceat(fact[edge_at][by_node], starts)[in_order],
+        )
+        score = proximity[best] * np.maximum(relevance, 0.0)
+        carried = np.argsort(-score, kind="stable")[: options.frontier]
+        # Records only for what can be kept or carried on; the rest only needs to count as reached.
+        wanted = relevance >= threshold
+        wanted[carried] = True
+        for i in np.flatnonzero(wanted).tolist():
+            reached[int(found[i])] = Reached(int(found[i]), hop, float(proximity[best[i]]), float(relevance[i]),
+                                             parent=int(here[best[i]]), via_edge=int(edge_ids[edge_at[best[i]]]))
+        reached_ids = np.concatenate([reached_ids, found])
+        frontier = found[carried].tolist()
     return reached, edges
+
+
+def _edges_among(walked: list[tuple[np.ndarray, np.ndarray, np.ndarray]], node_ids: set[int]) -> list[int]:
+    """The distinct walked edges with both ends among `node_ids`, in the order they were walked."""
+    import numpy as np  # see _walk
+
+    nodes = np.fromiter(node_ids, np.int64, len(node_ids))
+    inside = [ids[np.isin(sources, nodes) & np.isin(targets, nodes)] for ids, sources, targets in walked]
+    return list(dict.fromkeys(np.concatenate(inside).tolist())) if inside else []
+
+
+def _keep_threshold(anchors: list[Reached], options: SearchOptions) -> float:
+    """The relevance a reached node needs to be kept: `keep_ratio` of the best anchor's."""
+    return options.keep_ratio * max((a.relevance for a in anchors), default=0.0)
 
 
 def _prune(reached: dict[int, Reached], anchors: list[Reached], options: SearchOptions) -> list[Reached]:
     if not anchors:
         return []
-    best_anchor = max(a.relevance for a in anchors)
-    threshold = options.keep_ratio * best_anchor
-    candidates = sorted(reached.values(), key=lambda r: (r.hop > 0, -r.score))
+    threshold = _keep_threshold(anchors, options)
+    # Only anchors and nodes relevant enough can be kept (nodes on their paths are added from `reached`).
+    candidates = sorted((r for r in reached.values() if r.hop == 0 or r.relevance >= threshold),
+                        key=lambda r: (r.hop > 0, -r.score))
     kept: dict[int, Reached] = {}
     for item in candidates:
         if len(kept) >= options.max_nodes:
             break
-        if item.hop > 0 and item.relevance < threshold:
-            continue
         chain = [item]
         while chain[-1].parent is not None and chain[-1].parent not in kept:
             chain.append(reached[chain[-1].parent])
