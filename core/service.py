@@ -381,7 +381,7 @@ class KnowledgeBase:
     def _embed_chunks(self, batch: WriteBatch, progress: Progress | None) -> None:
         titles = {d.id: d.title for d in batch.documents}
         texts = [_chunk_embedding_text(titles[c.document_id], c.text) for c in batch.chunks]
-        step = max(1, self.embedder.batch_size * 4)
+        step = max(1, self.embedder.batch_size)  # a progress report per embedder call
         for start in range(0, len(texts), step):
             vectors = self.embedder.embed_documents(texts[start : start + step])
             for chunk, vector in zip(batch.chunks[start : start + step], vectors):

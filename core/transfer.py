@@ -395,7 +395,7 @@ class _Import:
 
     def _embed_and_restore(self, plan: _Plan, summary: ImportSummary) -> ImportSummary:
         texts = [text for _, text in plan.to_embed]
-        step = max(1, self.kb.embedder.batch_size * 4)
+        step = max(1, self.kb.embedder.batch_size)  # a progress report per embedder call
         for start in range(0, len(texts), step):
             vectors = self.kb.embedder.embed_documents(texts[start : start + step])
             for (item, _), vector in zip(plan.to_embed[start : start + step], vectors):

@@ -35,11 +35,16 @@ def bundled_model_path() -> Path | None:
 
 class SentenceTransformersEmbedder(Embedder):
     def __init__(
-        self, model: str = DEFAULT_MODEL, *, device: str = "cpu", batch_size: int = 32, threads: int | None = None
+        self, model: str = DEFAULT_MODEL, *, device: str = "cpu", batch_size: int = 32, texts_per_call: int = 256,
+        threads: int | None = None,
     ) -> None:
+        """`batch_size` texts go through the model at once; `texts_per_call` texts are handed to the model in one
+        call, which sorts them by length before batching: the more texts, the less padding (passages of ~500
+        characters: 20 texts/s in calls of 32, 35 texts/s in calls of 256; short texts ~10% faster)."""
         self.model = model
         self.device = device
-        self.batch_size = batch_size
+        self.encode_batch_size = batch_size
+        self.batch_size = texts_per_call  # the port's split of embed_documents
         self.threads = threads
         self._model: Any = None
         self._dimensions: int | None = None
@@ -66,7 +71,7 @@ class SentenceTransformersEmbedder(Embedder):
         with self._lock:
             torch.set_num_threads(1 if len(texts) <= _SMALL_BATCH else (self.threads or self._default_threads))
             vectors = model.encode(
-                list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                list(texts), batch_size=self.encode_batch_size, convert_to_numpy=True, normalize_embeddings=True,
                 show_progress_bar=False,
             )
         import numpy as np  # already loaded with torch

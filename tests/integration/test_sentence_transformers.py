@@ -25,3 +25,15 @@ def test_a_missing_model_is_a_clear_error(tmp_path):
     embedder = SentenceTransformersEmbedder(model=str(tmp_path / "no-such-model"))
     with pytest.raises(EmbedderError, match="no-such-model"):
         embedder.embed_query("hello")
+
+
+def test_texts_are_handed_over_in_calls_of_texts_per_call_and_come_back_in_order(minilm):
+    embedder = SentenceTransformersEmbedder(batch_size=2, texts_per_call=5)
+    texts = [f"{word} " * length for length, word in zip((9, 1, 5, 2, 7, 3, 8, 4, 6, 1, 2), "abcdefghijk")]
+    calls = []
+    original = embedder.embed_batch
+    embedder.embed_batch = lambda batch: calls.append(len(batch)) or original(batch)
+    vectors = embedder.embed_documents(texts)
+    assert calls == [5, 5, 1]  # the model sorts each call's texts by length; the order given back is the input's
+    one_by_one = np.vstack([minilm.embed_query(text) for text in texts])
+    np.testing.assert_allclose(vectors, one_by_one, atol=1e-5)
