@@ -141,7 +141,7 @@ def test_create_builds_the_registered_adapter(plugin_manager, tmp_path: Path) ->
     assert isinstance(store, DuckDBStore)
     embedder = create(plugin_manager, "embedder", "sentence-transformers", model="some/model", batch_size=4)
     assert isinstance(embedder, SentenceTransformersEmbedder)
-    assert embedder.batch_size == 4
+    assert embedder.encode_batch_size == 4  # the option reached the constructor
 
 
 def test_create_unknown_id_lists_the_available_ids(plugin_manager, fake_embedder_plugin) -> None:
