@@ -36,7 +36,8 @@ OLD_NEIGHBORS = (
 
 
 def parse_size(text: str) -> int:
-    text = text.strip().lower()
+    """'10k', '1M', '2_500' -> a count."""
+    text = text.strip().lower().replace("_", "")
     factor = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
     return int(float(text[:-1] if factor > 1 else text) * factor)
 
@@ -75,14 +76,17 @@ def generate(path: Path, nodes: int, edges: int) -> None:
     print(f"generated {nodes:,} nodes and {edges:,} edges in {time.perf_counter() - began:.0f} s", flush=True)
 
 
-def expansion(neighbors, anchors: list[int]) -> int:
+def expansion(fetch, anchors: list[int], ends=lambda edge: (edge.source_id, edge.target_id)) -> int:
+    """A capped expansion as core/retrieval.py walks: HOPS hops, the first FRONTIER new nodes carried into the next
+    (retrieval ranks them first). `fetch(frontier)` returns edges, `ends(edge)` their two node ids. Returns how many
+    edges were fetched. Also used by contrib/bench/scale.py."""
     reached, frontier, count = set(anchors), list(anchors), 0
     for _ in range(HOPS):
-        found = neighbors(frontier)
+        found = fetch(frontier)
         count += len(found)
         new = []
         for edge in found:
-            for end in (edge.source_id, edge.target_id):
+            for end in ends(edge):
                 if end not in reached:
                     reached.add(end)
                     new.append(end)
@@ -140,20 +144,8 @@ def main() -> None:
               timed(lambda i: expansion(lambda f: store.neighbors(f, "default", limit=LIMIT), anchor_sets[i]), args.runs))
 
         def ends_expansion(anchors: list[int]) -> int:
-            reached, frontier, count = set(anchors), list(anchors), 0
-            for _ in range(HOPS):
-                found = store.neighbor_ends(frontier, "default", limit=LIMIT)
-                count += len(found)
-                new = []
-                for _, source, target, _ in found:
-                    for end in (source, target):
-                        if end not in reached:
-                            reached.add(end)
-                            new.append(end)
-                frontier = new[:FRONTIER]
-                if not frontier:
-                    break
-            return count
+            return expansion(lambda f: store.neighbor_ends(f, "default", limit=LIMIT), anchors,
+                             ends=lambda ends: ends[1:3])
 
         print("2-hop expansion, neighbor_ends() (ids only):   ",
               timed(lambda i: ends_expansion(anchor_sets[-1 - i]), args.runs))

@@ -57,6 +57,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 import _data  # noqa: E402
+import graph  # noqa: E402
+from graph import parse_size  # noqa: E402  (scale.parse_size is part of its interface)
 import startup  # noqa: E402
 from duckgraph.core.model import MAX_EDGES_PER_CALL, MAX_NODES_PER_CALL, EdgeInput, NodeInput  # noqa: E402
 from duckgraph.core.plugins import build_plugin_manager, create  # noqa: E402
@@ -65,7 +67,7 @@ from duckgraph.ports import EdgeWrite, Embedder, GraphStore, NodeRecord, entity_
 
 NAMESPACE = "default"
 #: retrieval.SearchOptions defaults the expansion benchmark copies: anchors, hops, frontier, neighbour limit.
-ANCHORS, HOPS, FRONTIER, NEIGHBOR_LIMIT = 5, 2, 100, 100 * 20
+ANCHORS, NEIGHBOR_LIMIT = graph.ANCHORS, graph.LIMIT
 #: What retrieval asks vector_search for when it picks anchors: max(4 * k_anchors, 20).
 ANCHOR_K = 20
 SERVE = [sys.executable, "-m", "duckgraph.core.cli", "serve"]
@@ -75,12 +77,6 @@ PARTS = ("embedding", "startup", "sizes", "memory")
 
 def progress(message: str) -> None:
     print(f"[scale {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def parse_size(text: str) -> int:
-    text = text.strip().lower().replace("_", "")
-    factor = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
-    return int(float(text[:-1] if factor > 1 else text) * factor)
 
 
 def size_label(n: int) -> str:
@@ -324,24 +320,9 @@ def recall_at(store: GraphStore, queries: np.ndarray, k: int = 10) -> dict[str, 
 
 
 def expansion(store: GraphStore, anchors: Sequence[int]) -> tuple[float, int]:
-    """Two hops from the anchors through neighbors(), as core/retrieval.py walks (frontier cap, edge limit);
-    the frontier of hop 2 is the first new nodes reached (retrieval ranks them by score first)."""
+    """Seconds and edges of a capped two-hop expansion through neighbors() (see graph.expansion)."""
     began = time.perf_counter()
-    reached = set(anchors)
-    frontier = list(anchors)
-    edges = 0
-    for _ in range(HOPS):
-        found = store.neighbors(frontier, NAMESPACE, limit=NEIGHBOR_LIMIT)
-        edges += len(found)
-        new = []
-        for edge in found:
-            for end in (edge.source_id, edge.target_id):
-                if end not in reached:
-                    reached.add(end)
-                    new.append(end)
-        frontier = new[:FRONTIER]
-        if not frontier:
-            break
+    edges = graph.expansion(lambda frontier: store.neighbors(frontier, NAMESPACE, limit=NEIGHBOR_LIMIT), anchors)
     return time.perf_counter() - began, edges
 
 
