@@ -238,7 +238,7 @@ def _rank_passages(
     node_seeds = _fact_seeds(store, query, namespace, options)
     best_fact = max(node_seeds.values(), default=max(direct.values()))
     proper = _proper_names(query_text, named, query, store)
-    degree = Counter(int(n) for n in store.links(proper, (), namespace, as_of=options.as_of).node_chunks[0])
+    degree = Counter(node_id for _, node_id in store.chunks_mentioning(proper, limit=2**62))
     for node_id in proper:
         # log(2)/log(1 + n): 1 for a name one passage mentions, a third for one that seven passages mention.
         weight = options.name_seed_weight * best_fact * math.log(2) / math.log(1 + max(degree.get(node_id, 0), 1))
