@@ -270,6 +270,8 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
+    from duckgraph.core import tool_listing
+
     services = _setup(args)
     kb = services.knowledge_base
     report: dict[str, Any] = {
@@ -279,6 +281,7 @@ def _doctor(args: argparse.Namespace) -> int:
                      "store": services.settings.store.model_dump()},
         "plugins": sorted(name for name, _ in services.plugin_manager.list_name_plugin()),
         "embedder": {"id": kb.embedder.id},
+        "tools_list": tool_listing.status(),
     }
     problems: list[str] = []  # the knowledge base cannot be used as configured
     warnings: list[str] = []  # it works, in a degraded way
@@ -355,6 +358,7 @@ def _print_doctor(report: dict[str, Any]) -> None:
         for kind, mode in store["vector_search"].items():
             print(f"{kind} vector search: {mode}")
     print("plugins:   " + ", ".join(report["plugins"]))
+    print(f"tools/list at start: {report['tools_list']}")
     for problem in report["problems"]:
         print(f"problem:   {problem}")
     for warning in report["warnings"]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -79,6 +78,8 @@ def load_settings(
     if explicit and not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     if path.is_file():
+        import tomllib  # ~8 ms of regex compiling at import, for a file many setups do not have
+
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:

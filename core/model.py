@@ -1,7 +1,5 @@
 """The domain model as the outside world sees it: validated inputs and structured results."""
 
-from __future__ import annotations
-
 import json
 from typing import Annotated, Any
 
@@ -41,7 +39,13 @@ SourceId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
 Properties = Annotated[dict[str, Any], AfterValidator(_json_object)]
 
 
-class _Input(BaseModel):
+class _Model(BaseModel):
+    # Validators are built on first use, not at import: a server answers tools/list before it needs any
+    # (core/tool_listing.py), and the memory tool set's models are never used by the graphrag one.
+    model_config = ConfigDict(defer_build=True)
+
+
+class _Input(_Model):
     # Unknown fields are refused so a misspelt field ("entityType") is reported, not silently dropped.
     model_config = ConfigDict(extra="forbid")
 
@@ -84,26 +88,26 @@ class DocumentInput(_Input):
     metadata: Properties = Field(default_factory=dict)
 
 
-class NodeRef(BaseModel):
+class NodeRef(_Model):
     id: int
     name: str
     type: str
     created: bool
 
 
-class ResolvedName(BaseModel):
+class ResolvedName(_Model):
     name: str
     into: str
 
 
-class PossibleDuplicate(BaseModel):
+class PossibleDuplicate(_Model):
     name: str
     similar_to: str
     type: str
     similarity: float
 
 
-class AddGraphResult(BaseModel):
+class AddGraphResult(_Model):
     """What `add_knowledge_graph` stored."""
 
     nodes_created: int
@@ -123,14 +127,14 @@ class AddGraphResult(BaseModel):
     )
 
 
-class StoredDocument(BaseModel):
+class StoredDocument(_Model):
     id: str
     title: str
     chunk_ids: list[int]
     unchanged: bool = Field(False, description="True when the same text was already stored under this id.")
 
 
-class ChunkExtraction(BaseModel):
+class ChunkExtraction(_Model):
     """What extraction found in one passage, or why it failed (the passage is stored either way)."""
 
     document_id: str
@@ -141,7 +145,7 @@ class ChunkExtraction(BaseModel):
     skipped: bool = Field(False, description="The passage already had entities linked; not extracted again.")
 
 
-class AddDocumentsResult(BaseModel):
+class AddDocumentsResult(_Model):
     """What `add_documents` stored."""
 
     documents: list[StoredDocument]
@@ -152,7 +156,7 @@ class AddDocumentsResult(BaseModel):
     extraction_errors: int = 0
 
 
-class ScoredNode(BaseModel):
+class ScoredNode(_Model):
     id: int
     name: str
     type: str
@@ -161,7 +165,7 @@ class ScoredNode(BaseModel):
     hop: int = Field(description="Graph distance from the nearest anchor (0 = anchor).")
 
 
-class ResultEdge(BaseModel):
+class ResultEdge(_Model):
     id: int
     source: str
     target: str
@@ -170,7 +174,7 @@ class ResultEdge(BaseModel):
     weight: float
 
 
-class Passage(BaseModel):
+class Passage(_Model):
     document_id: str
     chunk_id: int
     title: str = ""
@@ -178,7 +182,7 @@ class Passage(BaseModel):
     score: float
 
 
-class SearchResult(BaseModel):
+class SearchResult(_Model):
     """A connected, on-topic subgraph and the passages that support it."""
 
     query: str
@@ -190,7 +194,7 @@ class SearchResult(BaseModel):
     truncated: bool = Field(description="True when the text rendering had to leave things out.")
 
 
-class EntityDetail(BaseModel):
+class EntityDetail(_Model):
     """An entity with its observations and (a bounded number of) its relations."""
 
     id: int
@@ -206,12 +210,12 @@ class EntityDetail(BaseModel):
     )
 
 
-class EntitiesResult(BaseModel):
+class EntitiesResult(_Model):
     entities: list[EntityDetail]
     not_found: list[str] = Field(default_factory=list)
 
 
-class GraphPage(BaseModel):
+class GraphPage(_Model):
     """One page of the graph: entities in creation order and the relations among them."""
 
     entities: list[EntityDetail]
@@ -228,26 +232,26 @@ class RelationRef(_Input):
     type: TypeLabel
 
 
-class DeletedSummary(BaseModel):
+class DeletedSummary(_Model):
     deleted: list[str] = Field(default_factory=list)
     not_found: list[str] = Field(default_factory=list)
     edges_deleted: int = 0
 
 
-class MergeResult(BaseModel):
+class MergeResult(_Model):
     target: str
     merged: list[str]
     aliases: list[str]
     edges_collapsed: int = Field(description="Self-loops and duplicate relations removed by the merge.")
 
 
-class ObservationResult(BaseModel):
+class ObservationResult(_Model):
     entity: str
     added: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)
 
 
-class PathResult(BaseModel):
+class PathResult(_Model):
     source: str
     target: str
     hops: int | None = Field(description="Length of the shortest paths; null when none was found.")
@@ -264,7 +268,7 @@ class RelationInput(_Input):
     relationType: TypeLabel = Field(description="The type of the relation, e.g. works_at or FOUNDED.")  # noqa: N815
 
 
-class GraphStats(BaseModel):
+class GraphStats(_Model):
     nodes: int
     edges: int
     documents: int
@@ -278,7 +282,7 @@ class GraphStats(BaseModel):
 # optional ones that are left out when they carry nothing.
 
 
-class MemoryEntityInput(BaseModel):
+class MemoryEntityInput(_Model):
     """An entity in the reference memory server's shape."""
 
     model_config = ConfigDict(extra="ignore")
@@ -289,49 +293,49 @@ class MemoryEntityInput(BaseModel):
     )
 
 
-class ObservationAddition(BaseModel):
+class ObservationAddition(_Model):
     model_config = ConfigDict(extra="ignore")
     entityName: Name = Field(description="The name of the entity to add the observations to")  # noqa: N815
     contents: list[str] = Field(max_length=200, description="An array of observation contents to add")
 
 
-class ObservationDeletion(BaseModel):
+class ObservationDeletion(_Model):
     model_config = ConfigDict(extra="ignore")
     entityName: Name = Field(description="The name of the entity containing the observations")  # noqa: N815
     observations: list[str] = Field(max_length=1_000, description="An array of observations to delete")
 
 
-class MemoryEntity(BaseModel):
+class MemoryEntity(_Model):
     name: str
     entityType: str  # noqa: N815
     observations: list[str]
 
 
-class MemoryRelation(BaseModel):
+class MemoryRelation(_Model):
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
     from_: str = Field(alias="from")
     to: str
     relationType: str  # noqa: N815
 
 
-class MemoryEntities(BaseModel):
+class MemoryEntities(_Model):
     entities: list[MemoryEntity]
 
 
-class MemoryRelations(BaseModel):
+class MemoryRelations(_Model):
     relations: list[MemoryRelation]
 
 
-class AddedObservations(BaseModel):
+class AddedObservations(_Model):
     entityName: str  # noqa: N815
     addedObservations: list[str]  # noqa: N815
 
 
-class AddObservationsResult(BaseModel):
+class AddObservationsResult(_Model):
     results: list[AddedObservations]
 
 
-class MemoryGraph(BaseModel):
+class MemoryGraph(_Model):
     """Entities and relations, as read_graph, search_nodes and open_nodes return them."""
 
     entities: list[MemoryEntity]
@@ -351,7 +355,7 @@ class MemoryDeleteResult(DeletedSummary):
     message: str
 
 
-class ObservationsDeleted(BaseModel):
+class ObservationsDeleted(_Model):
     """The reference's {success, message}, with what was removed and the entities that were not found."""
 
     success: bool

@@ -19,8 +19,9 @@ import anyio.to_thread
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import ToolManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, TextContent, Tool as MCPTool, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from duckgraph.core import __version__
@@ -63,7 +64,7 @@ from duckgraph.core.http import (
     is_loopback,
     run_asgi,
 )
-from duckgraph.core import sharing
+from duckgraph.core import sharing, tool_listing
 from duckgraph.core.service import KnowledgeBase
 from duckgraph.core.sharing import FileShare, RunLocally
 from duckgraph.ports import DuckgraphError, InvalidInputError
@@ -102,12 +103,52 @@ class DuckgraphServer(MCPServer):
     the database file (see core/sharing.py), its tool calls and resource reads run there, through the same
     functions, and come back as the owner's result; otherwise they run here."""
 
-    def __init__(self, *args: Any, knowledge_base: KnowledgeBase, share: FileShare | None = None,
+    def __init__(self, *args: Any, knowledge_base: KnowledgeBase, tool_set: str, share: FileShare | None = None,
                  **kwargs: Any) -> None:
+        # Set before the SDK's __init__, which stores its tool manager through the property below.
+        self.tool_set = tool_set
+        self._tools_built = False
+        self._building_thread: int | None = None
+        self._build_lock = threading.Lock()
         super().__init__(*args, **kwargs)
         self.knowledge_base = knowledge_base
         self.share = share
         self._read_only: dict[str, bool] | None = None
+
+    # The tools are built when something first needs them (a call, or a listing that the shipped one cannot
+    # answer): building them is most of what duckgraph adds to start-up (see core/tool_listing.py). Every use of
+    # the tools in the SDK goes through its tool manager, so that is where they are built.
+    @property
+    def _tool_manager(self) -> ToolManager:
+        if not self._tools_built and self._building_thread != threading.get_ident():
+            with self._build_lock:
+                if not self._tools_built:
+                    self._building_thread = threading.get_ident()  # registering comes back through here
+                    try:
+                        register_tools(self, self.tool_set)
+                    finally:
+                        self._building_thread = None
+                    self._tools_built = True
+        return self._tools
+
+    @_tool_manager.setter
+    def _tool_manager(self, manager: ToolManager) -> None:
+        self._tools = manager
+
+    @property
+    def tools_built(self) -> bool:
+        return self._tools_built
+
+    def build_tools(self) -> None:
+        """Build the tools now, if nothing has needed them yet."""
+        self._tool_manager  # noqa: B018 (the property builds them)
+
+    async def list_tools(self) -> list[MCPTool]:
+        if not self._tools_built:
+            listing = tool_listing.shipped(self.tool_set)
+            if listing is not None:
+                return [MCPTool.model_validate(tool) for tool in listing]
+        return await super().list_tools()
 
     def _forwarding(self) -> FileShare | None:
         share = self.share
@@ -161,11 +202,11 @@ def build_server(services: Services, share: FileShare | None = None, *, tool_set
     """
 
     @asynccontextmanager
-    async def lifespan(_server: MCPServer) -> AsyncIterator[KnowledgeBase]:
+    async def lifespan(server: MCPServer) -> AsyncIterator[KnowledgeBase]:
         kb = services.knowledge_base
         # A client has no use for the model (the owner embeds) until it takes the file over.
         if services.settings.warm_up and (share is None or share.is_owner):
-            threading.Thread(target=_warm_up, args=(kb,), name="duckgraph-warm-up", daemon=True).start()
+            threading.Thread(target=_warm_up, args=(kb, server), name="duckgraph-warm-up", daemon=True).start()
         try:
             yield kb
         finally:
@@ -178,19 +219,32 @@ def build_server(services: Services, share: FileShare | None = None, *, tool_set
     server = DuckgraphServer(
         "duckgraph", version=__version__, lifespan=lifespan,
         instructions=MEMORY_INSTRUCTIONS if tool_set == "memory" else INSTRUCTIONS,
-        warn_on_duplicate_tools=False, knowledge_base=services.knowledge_base, share=share,
+        warn_on_duplicate_tools=False, knowledge_base=services.knowledge_base, share=share, tool_set=tool_set,
     )
+    _register_prompts_and_resources(server, services)
+    return server
+
+
+async def built_tool_listing(tool_set: str) -> list[dict[str, Any]]:
+    """The `tools/list` answer for `tool_set` as the SDK computes it from the tool functions, as JSON."""
+    server = MCPServer("tool-listing")
+    register_tools(server, tool_set)
+    return [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in await server.list_tools()]
+
+
+def register_tools(server: MCPServer, tool_set: str) -> None:
+    """Add the tools of `tool_set` (graphrag, memory or all) to `server`."""
     if tool_set in ("graphrag", "all"):
         _register_graphrag_tools(server)
     if tool_set in ("memory", "all"):
         _register_memory_tools(server)
     _register_shared_tools(server)
-    _register_prompts_and_resources(server, services)
-    return server
 
 
-def _warm_up(kb: KnowledgeBase) -> None:
+def _warm_up(kb: KnowledgeBase, server: MCPServer | None = None) -> None:
     time.sleep(WARM_UP_DELAY_SECONDS)
+    if isinstance(server, DuckgraphServer):
+        server.build_tools()  # so that the first call does not wait for it
     try:
         kb.open()
         kb.embedder.warm_up()

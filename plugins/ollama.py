@@ -150,8 +150,9 @@ class OllamaEmbedder(Embedder):
 
 # -- extraction -------------------------------------------------------------------------------------------
 
+# Built on first use (defer_build): a server that never extracts does not pay for them at start-up.
 class _ExtractedNode(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     name: str = Field(min_length=1, max_length=300)
     type: str = Field(min_length=1, max_length=80)
     description: str = Field("", max_length=1_000)
@@ -159,7 +160,7 @@ class _ExtractedNode(BaseModel):
 
 
 class _ExtractedEdge(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     source: str = Field(min_length=1, max_length=300)
     target: str = Field(min_length=1, max_length=300)
     type: str = Field(min_length=1, max_length=80)
@@ -168,6 +169,8 @@ class _ExtractedEdge(BaseModel):
 
 class ExtractionResult(BaseModel):
     """What the chat model must answer; its JSON schema goes to Ollama as the `format`."""
+
+    model_config = ConfigDict(defer_build=True)
 
     nodes: list[_ExtractedNode]
     edges: list[_ExtractedEdge]

@@ -1,0 +1,116 @@
+"""The shipped `tools/list` answer (core/tool_listing.py): current, served before the tools are built, and
+replaced by tools built at start when it does not fit the installation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from duckgraph.core import tool_listing
+from duckgraph.core.bootstrap import Services, bootstrap
+from duckgraph.core.cli import main
+from duckgraph.core.config import load_settings
+from duckgraph.core.server import DuckgraphServer, build_server, built_tool_listing
+from tests.fakes import HashingEmbedder
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def fresh_listing_cache():
+    tool_listing._shipped.cache_clear()
+    yield
+    tool_listing._shipped.cache_clear()
+
+
+@pytest.fixture
+def services(tmp_path: Path, plugin_manager) -> Services:
+    config = tmp_path / "config.toml"
+    config.write_text("", encoding="utf-8")
+    settings = load_settings(config, env={}, db=str(tmp_path / "kb.duckdb"), warm_up=False)
+    return bootstrap(settings, plugin_manager=plugin_manager, embedder=HashingEmbedder())
+
+
+def dumped(tools: list[Any]) -> list[dict[str, Any]]:
+    return [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
+
+
+def test_the_shipped_listing_is_current() -> None:
+    stored = json.loads(tool_listing.LISTING_PATH.read_text(encoding="utf-8"))
+    here = tool_listing.fingerprint()
+    assert stored["fingerprint"]["code"] == here["code"], (
+        "a tool changed since core/data/tool_listing.json was written: run `python -m duckgraph.core.tool_listing`")
+    assert set(stored["tool_sets"]) == set(tool_listing.TOOL_SETS)
+    if stored["fingerprint"] == here:
+        for tool_set in tool_listing.TOOL_SETS:
+            assert stored["tool_sets"][tool_set] == anyio.run(built_tool_listing, tool_set), tool_set
+    else:  # made with another MCP SDK or pydantic: it must not be served here
+        assert tool_listing.shipped("graphrag") is None
+        assert "other code or versions" in tool_listing.status()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tool_set", tool_listing.TOOL_SETS)
+async def test_a_client_lists_the_tools_before_they_are_built(services: Services, tool_set: str) -> None:
+    server = build_server(services, tool_set=tool_set)
+    assert isinstance(server, DuckgraphServer)
+    async with Client(server) as client:
+        listed = (await client.list_tools()).tools
+        assert not server.tools_built  # answered from the shipped listing
+        assert dumped(listed) == await built_tool_listing(tool_set)
+        stats = await client.call_tool("delete_entities", {"entityNames": ["nobody"]})
+        assert not stats.is_error and stats.structured_content["not_found"] == ["nobody"]
+        assert server.tools_built
+        assert dumped((await client.list_tools()).tools) == dumped(listed)
+
+
+@pytest.mark.anyio
+async def test_a_listing_that_does_not_fit_is_not_served(services: Services, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    stale = json.loads(tool_listing.LISTING_PATH.read_text(encoding="utf-8"))
+    stale["fingerprint"]["pydantic"] = "1.0"
+    stale["tool_sets"]["graphrag"] = stale["tool_sets"]["graphrag"][:2]
+    path = tmp_path / "tool_listing.json"
+    path.write_text(json.dumps(stale), encoding="utf-8")
+    monkeypatch.setattr(tool_listing, "LISTING_PATH", path)
+
+    assert tool_listing.shipped("graphrag") is None
+    assert "pydantic 1.0 here" in tool_listing.status()
+    server = build_server(services, tool_set="graphrag")
+    async with Client(server) as client:
+        listed = (await client.list_tools()).tools
+    assert dumped(listed) == await built_tool_listing("graphrag")
+    assert len(listed) > 2
+
+
+def test_doctor_says_whether_the_listing_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("", encoding="utf-8")
+    monkeypatch.setenv("DUCKGRAPH_CONFIG", str(config))
+    arguments = ["doctor", "--db", str(tmp_path / "kb.duckdb"), "--json"]
+    main(arguments)
+    assert json.loads(capsys.readouterr().out)["tools_list"] == tool_listing.status()
+
+    stale = json.loads(tool_listing.LISTING_PATH.read_text(encoding="utf-8"))
+    stale["fingerprint"]["mcp"] = "0.1"
+    path = tmp_path / "tool_listing.json"
+    path.write_text(json.dumps(stale), encoding="utf-8")
+    monkeypatch.setattr(tool_listing, "LISTING_PATH", path)
+    tool_listing._shipped.cache_clear()
+    main(arguments)
+    reported = json.loads(capsys.readouterr().out)["tools_list"]
+    assert reported.startswith("tools built at start") and "mcp 0.1 here" in reported
+
+
+def test_a_missing_listing_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tool_listing, "LISTING_PATH", tmp_path / "absent.json")
+    assert tool_listing.shipped("graphrag") is None
+    assert "cannot read absent.json" in tool_listing.status()
