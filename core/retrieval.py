@@ -151,8 +151,7 @@ def _expand(
             break
         edge_ids, sources, targets, weights = (np.asarray(column) for column in zip(*hop_edges))
         edges.append((edge_ids, sources, targets))
-        similarity = store.similarities("edge", edge_ids.tolist(), query)
-        fact = np.fromiter((similarity.get(e, -1.0) for e in edge_ids.tolist()), float, len(edge_ids))
+        fact = np.nan_to_num(store.similarity_array("edge", edge_ids, query), nan=-1.0)
         # Candidate steps in the order a loop over the edges would take them: each edge forwards, then backwards.
         here = np.stack([sources, targets], axis=1).ravel()
         there = np.stack([targets, sources], axis=1).ravel()
@@ -173,9 +172,8 @@ def _expand(
         in_order = np.argsort(np.minimum.reduceat(sequence[by_node], starts))
         best = by_node[starts][in_order]
         found = there[best]
-        node_similarity = store.similarities("node", found.tolist(), query)
         relevance = np.maximum(
-            np.fromiter((node_similarity.get(n, 0.0) for n in found.tolist()), float, len(found)),
+            np.nan_to_num(store.similarity_array("node", found, query), nan=0.0),
             np.maximum.reduceat(fact[edge_at][by_node], starts)[in_order],
         )
         score = proximity[best] * np.maximum(relevance, 0.0)

@@ -289,6 +289,19 @@ class VectorIndex:
             scores = _matvec(self._matrix[rows], np.asarray(query, dtype=np.float32))
         return dict(zip(ids.tolist(), scores.tolist()))
 
+    def similarity_array(self, ids: Any, query: Any) -> Any:
+        """Cosine similarity of `query` to the vector of each of `ids`, aligned with them; NaN where none."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        result = np.full(len(ids), np.nan)
+        with self._lock:
+            rows = np.full(len(ids), -1, dtype=np.int64)
+            known = (ids >= 0) & (ids < len(self._row_by_id))
+            rows[known] = self._row_by_id[ids[known]]
+            present = rows >= 0
+            if present.any():
+                result[present] = _matvec(self._matrix[rows[present]], np.asarray(query, dtype=np.float32))
+        return result
+
     def vectors(self, ids: Iterable[int]) -> dict[int, Any]:
         """Copies of the stored vectors of the given ids (ids not in the index are left out)."""
         with self._lock:

@@ -1143,6 +1143,13 @@ class DuckDBStore(GraphStore):
             index = self._indexes.get(kind)
             return index.similarities(ids, query) if index is not None else {}
 
+    def similarity_array(self, kind: VectorKind, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
+        with self._lock:
+            index = self._indexes.get(kind)
+            if index is None:
+                return np.full(len(ids), np.nan)
+            return index.similarity_array(ids, query)
+
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
         where = "" if namespace is None else "WHERE namespace = $1"
         params = [] if namespace is None else [namespace]

@@ -163,6 +163,15 @@ class GraphStore(ABC):
     def similarities(self, kind: VectorKind, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
         """Cosine similarity of `query` to each of the given stored vectors."""
 
+    def similarity_array(self, kind: VectorKind, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Cosine similarity of `query` to the stored vector of each of `ids` (an int64 array), aligned with it;
+        NaN where no vector is stored. Search asks this of thousands of ids per hop: a store holding its vectors
+        in memory should answer it without a Python loop; this default goes through `similarities`."""
+        import numpy as np  # numpy is only needed once vectors are compared
+
+        found = self.similarities(kind, ids.tolist(), query)
+        return np.fromiter((found.get(i, np.nan) for i in ids.tolist()), np.float64, len(ids))
+
     @abstractmethod
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
         """Counts of nodes, edges, documents and chunks, and the node and edge types in use."""

@@ -15,6 +15,7 @@ import pytest
 
 import duckgraph.plugins.duckdb_memory as memory
 from duckgraph.plugins.duckdb_memory import VectorIndex
+from duckgraph.core.model import EdgeInput, NodeInput
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from duckgraph.ports import (
     ChunkRecord,
@@ -296,6 +297,10 @@ def test_ivf_index_finds_every_row_written_or_deleted_while_it_builds():
         assert all(h != gone for h, _ in index.search(vectors[gone - 1], 10, "default"))
     assert np.allclose(index.vectors([10])[10], expected[10])
     assert index.similarities([10, 5, 99_999], expected[10]) == {10: pytest.approx(1.0, abs=1e-5)}
+    aligned = index.similarity_array(np.array([10, 5, 99_999, -1, 20_001, 10]), expected[10])
+    assert aligned[0] == pytest.approx(1.0, abs=1e-5) and aligned[5] == aligned[0]
+    assert np.isnan(aligned[[1, 2, 3]]).all()
+    assert aligned[4] == pytest.approx(float(expected[20_001] @ expected[10]), abs=1e-5)
     # Enough changes since the build make it due again; the rebuild holds the same rows.
     index.upsert(np.arange(30_001, 33_001), vectors[:3_000], "default")
     assert index.needs_build()
@@ -381,3 +386,20 @@ def test_ivf_recall_on_real_minilm_vectors(db_path: Path, minilm):
     finally:
         exact.close()
         ivf.close()
+
+
+def test_similarity_array_agrees_with_the_ports_default(fake_kb):
+    fake_kb.add_knowledge_graph(
+        [NodeInput(name=f"Entity {i}", type="Thing", description=f"number {i}") for i in range(6)],
+        [EdgeInput(source="Entity 0", target=f"Entity {i}", type="LINKS") for i in range(1, 6)],
+    )
+    store = fake_kb.store
+    query = fake_kb.embedder.embed_query("number 3")
+    for kind in ("node", "edge"):
+        stored = sorted(store.similarities(kind, list(range(1, 20)), query))
+        ids = np.array([stored[2], 999, stored[0], stored[2], -4], dtype=np.int64)
+        fast = store.similarity_array(kind, ids, query)
+        default = GraphStore.similarity_array(store, kind, ids, query)  # through similarities()
+        assert np.allclose(fast, default, equal_nan=True)
+        assert np.isnan(fast[[1, 4]]).all() and not np.isnan(fast[[0, 2, 3]]).any()
+    assert np.isnan(store.similarity_array("chunk", np.array([1, 2]), query)).all()  # no passages stored
