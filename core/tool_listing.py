@@ -2,10 +2,11 @@
 
 Building a tool's argument validator and its input and output JSON schemas (the MCP SDK does it through pydantic)
 is most of what duckgraph adds to a server's start-up: ~0.1 s for ten tools, against an SDK that answers
-`tools/list` ~0.85 s after spawn. A server answers the first `tools/list` from this file and builds its tools when
-a call first needs them. The file is used only while it was made from this very code (the tool-defining modules'
-hash) with the installed MCP SDK and pydantic; otherwise the server builds its tools at start as any other does,
-and `duckgraph doctor` says why. After changing a tool, write it anew with
+`tools/list` ~0.85 s after spawn. A server answers `tools/list` from this file and builds its tools in the
+background after the handshake, or when a call first needs them. The file is used only while it was made from
+this very code (the tool-defining modules' hash) with the installed MCP SDK and pydantic; otherwise the server
+builds its tools for the first `tools/list`, as any other server does, and `duckgraph doctor` says why. After
+changing a tool, write it anew with
 
     python -m duckgraph.core.tool_listing
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,11 @@ def fingerprint() -> dict[str, str]:
     digest = hashlib.sha256()
     for name in _DEFINING_MODULES:
         digest.update(Path(__file__).with_name(name).read_bytes())
-    return {"code": digest.hexdigest()[:20], "mcp": version("mcp"), "pydantic": pydantic.VERSION}
+    try:
+        mcp_version = version("mcp")
+    except PackageNotFoundError:  # an SDK that is not an installed distribution: never matches
+        mcp_version = "unknown"
+    return {"code": digest.hexdigest()[:20], "mcp": mcp_version, "pydantic": pydantic.VERSION}
 
 
 @functools.cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import pytest
@@ -14,7 +14,7 @@ from mcp import Client
 from duckgraph.core import tool_listing
 from duckgraph.core.bootstrap import Services, bootstrap
 from duckgraph.core.cli import main
-from duckgraph.core.config import load_settings
+from duckgraph.core.config import Settings, load_settings
 from duckgraph.core.server import DuckgraphServer, build_server, built_tool_listing
 from tests.fakes import HashingEmbedder
 
@@ -48,7 +48,8 @@ def test_the_shipped_listing_is_current() -> None:
     here = tool_listing.fingerprint()
     assert stored["fingerprint"]["code"] == here["code"], (
         "a tool changed since core/data/tool_listing.json was written: run `python -m duckgraph.core.tool_listing`")
-    assert set(stored["tool_sets"]) == set(tool_listing.TOOL_SETS)
+    settable = set(get_args(Settings.model_fields["tools"].annotation))
+    assert set(stored["tool_sets"]) == set(tool_listing.TOOL_SETS) == settable
     if stored["fingerprint"] == here:
         for tool_set in tool_listing.TOOL_SETS:
             assert stored["tool_sets"][tool_set] == anyio.run(built_tool_listing, tool_set), tool_set
