@@ -250,6 +250,8 @@ class DuckDBStore(GraphStore):
         self._vss: Path | None = None
         self._vss_problem = "not tried"
         self._hnsw_problem = ""
+        #: DuckDB's memory limit as this store found it (restored after `_release_cache` lowered it).
+        self._memory_limit: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -407,12 +409,16 @@ class DuckDBStore(GraphStore):
         memory limit makes DuckDB evict what no query holds; its default limit then applies again."""
         import duckdb  # see open
 
+        if self._memory_limit is None:
+            self._memory_limit = self._con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
         try:
             self._con.execute(f"SET memory_limit = '{CACHE_AFTER_LOAD}'")
         except duckdb.Error as exc:  # pages still in use: nothing is lost but memory
             log.info("DuckDB kept its cache after loading %s: %s", self.path, exc)
         finally:
-            self._con.execute("RESET memory_limit")
+            # Not RESET: in DuckDB 1.5.5 that restores the setting but leaves the buffer pool at the lower limit,
+            # and a later write fails to commit once the indexes outgrow it.
+            self._con.execute(f"SET memory_limit = '{self._memory_limit}'")
 
     def _new_index(self, kind: str, dimensions: int) -> VectorIndex:
         return VectorIndex(dimensions, kind=kind, ann_min_rows=self.ann_min_rows if self.vector_index == "ivf" else None,

@@ -447,3 +447,25 @@ def test_hnsw_recall_and_fresh_rows(db_path: Path, minilm):
     finally:
         exact.close()
         hnsw.close()
+
+
+def _buffer_pool_limit(con) -> float:
+    """DuckDB's buffer pool limit in bytes, as its buffer manager reports it (not the setting's text)."""
+    value, unit = con.execute("PRAGMA database_size").fetchall()[0][-1].split()
+    return float(value) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[unit]
+
+
+def test_open_leaves_duckdb_its_memory_limit(db_path: Path):
+    # Open lowers the limit for a moment so that DuckDB drops the pages it read; a buffer pool left at the low
+    # limit makes a later commit fail once the indexes outgrow it.
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        kb.add_knowledge_graph([NodeInput(name=f"Entity {i}", type="Thing") for i in range(50)],
+                               [EdgeInput(source="Entity 0", target=f"Entity {i}", type="LINKS") for i in range(1, 50)])
+    store = DuckDBStore(db_path)
+    store.open()
+    try:
+        default = _buffer_pool_limit(duckdb.connect())
+        assert _buffer_pool_limit(store._con) == pytest.approx(default, rel=0.01)
+        assert _buffer_pool_limit(store._con) > 1024**3
+    finally:
+        store.close()
