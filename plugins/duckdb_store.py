@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -70,8 +70,8 @@ DEFAULT_HNSW_MIN_ROWS = 50_000
 #: 384-float vector table), so at 16MB a bulk load of vectors checkpointed on every call, each time costlier as
 #: the tables grew (100k nodes / 500k edges: 275 nodes/s). A crash leaves at most this much log to replay at open.
 CHECKPOINT_THRESHOLD = "256MB"
-#: What DuckDB may keep cached right after open has copied the vectors and the graph into memory (see
-#: `_release_cache`); its usual limit applies again at once.
+#: What DuckDB may keep cached while open copies the vectors into memory, and after it has copied the graph
+#: (see `_lean_cache`); its usual limit applies again at once.
 CACHE_AFTER_LOAD = "64MB"
 #: The vector search paths `vector_index` chooses from (see `DuckDBStore`).
 VECTOR_INDEXES = ("ivf", "exact", "hnsw")
@@ -250,7 +250,7 @@ class DuckDBStore(GraphStore):
         self._vss: Path | None = None
         self._vss_problem = "not tried"
         self._hnsw_problem = ""
-        #: DuckDB's memory limit as this store found it (restored after `_release_cache` lowered it).
+        #: DuckDB's memory limit as this store found it (restored after `_lean_cache` lowered it).
         self._memory_limit: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -294,7 +294,8 @@ class DuckDBStore(GraphStore):
                 self._ensure_schema()
                 self._load_vectors()
                 self._graph.load(self._con)
-                self._release_cache()
+                with self._lean_cache():  # drops what the graph's reads left cached
+                    pass
             except BaseException:
                 self._con.close()
                 self._con = None
@@ -398,15 +399,18 @@ class DuckDBStore(GraphStore):
         if not self.read_only:
             self._create_vector_tables(self._con, dimensions)  # files bound before edge vectors existed lack one
         self._indexes = {kind: self._new_index(kind, dimensions) for kind in _VECTOR_TABLES}
-        for kind, (table, id_column, owner) in _VECTOR_TABLES.items():
-            self._read_vectors(self._indexes[kind], table, id_column, owner)
-            self._release_cache()
-            self._maybe_start_index(kind)
+        with self._lean_cache():  # streaming reads by rowid range: nothing to keep cached
+            for kind, (table, id_column, owner) in _VECTOR_TABLES.items():
+                self._read_vectors(self._indexes[kind], table, id_column, owner)
+                self._maybe_start_index(kind)
 
-    def _release_cache(self) -> None:
-        """Let DuckDB drop the table pages it kept from reading every vector or the whole graph into this
-        process's memory: kept, they double those copies (at 100k entities, 1.3 GB of a 2.6 GB process). A lower
-        memory limit makes DuckDB evict what no query holds; its default limit then applies again."""
+    @contextmanager
+    def _lean_cache(self) -> Iterator[None]:
+        """While inside, DuckDB keeps at most CACHE_AFTER_LOAD of table pages cached, and drops the rest on entry.
+
+        Open reads every vector and the whole graph into this process's memory; the pages DuckDB would keep from
+        those reads double the copies (at 100k entities, 1.3 GB of a 2.6 GB process). A lower memory limit makes
+        it evict what no query holds; its limit as found applies again on the way out."""
         import duckdb  # see open
 
         if self._memory_limit is None:
@@ -414,7 +418,9 @@ class DuckDBStore(GraphStore):
         try:
             self._con.execute(f"SET memory_limit = '{CACHE_AFTER_LOAD}'")
         except duckdb.Error as exc:  # pages still in use: nothing is lost but memory
-            log.info("DuckDB kept its cache after loading %s: %s", self.path, exc)
+            log.info("DuckDB kept its cache while loading %s: %s", self.path, exc)
+        try:
+            yield
         finally:
             # Not RESET: in DuckDB 1.5.5 that restores the setting but leaves the buffer pool at the lower limit,
             # and a later write fails to commit once the indexes outgrow it.
