@@ -23,6 +23,8 @@ def loose_key(name: str) -> str:
 
     Looser than `entity_key`, so it is only used to spot likely duplicates, never to make keys unique.
     """
+    if name.isascii():  # no accents to drop, nothing to normalise: the same result without the per-character pass
+        return " ".join(_LOOSE_WORD.findall(name.casefold()))
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", name))
     bare = "".join(char for char in decomposed if not unicodedata.combining(char)).casefold()
     return " ".join(_LOOSE_WORD.findall(bare))
@@ -48,7 +50,9 @@ def name_candidates(text: str, max_words: int = 6, *, proper_only: bool = False)
 @functools.lru_cache(maxsize=64)  # a search asks for both kinds of the same query's runs
 def _word_runs(text: str, max_words: int) -> dict[str, bool]:
     """Each run's key, and whether some run giving that key is written like a proper name."""
-    # Each word as written ("Dr.", "U.S.": keys keep periods) and bare ("Louis" in "...St. Louis.").
+    # Each word as written ("Dr.", "U.S.": keys keep periods) and bare ("Louis" in "...St. Louis."), as keys:
+    # the text is NFKC-normalised once and words hold no spaces, so a run's key is its words' keys joined by
+    # spaces (what entity_key of the run would give, without normalising each run again).
     words: list[tuple[str, str, bool]] = []
     text = unicodedata.normalize("NFKC", text)
     for match in _WORD.finditer(text):
@@ -56,14 +60,14 @@ def _word_runs(text: str, max_words: int) -> dict[str, bool]:
         if bare := word.strip(".'’"):
             marked = word[1:] if match.start() == 0 else word
             proper = any(char.isupper() or char.isdigit() for char in marked)
-            words.append((word, bare, proper))
+            words.append((word.casefold(), bare.casefold(), proper))
     found: dict[str, bool] = {}
     for start in range(len(words)):
         for length in range(1, min(max_words, len(words) - start) + 1):
             run = words[start : start + length]
             proper = any(p for _, _, p in run)
-            for inner in ([w for w, _, _ in run[:-1]], [b for _, b, _ in run[:-1]]):
+            for inner in (" ".join(w for w, _, _ in run[:-1]), " ".join(b for _, b, _ in run[:-1])):
                 for last in run[-1][:2]:
-                    key = entity_key(" ".join([*inner, last]))
+                    key = f"{inner} {last}" if inner else last
                     found[key] = found.get(key, False) or proper
     return found

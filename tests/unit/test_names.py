@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from duckgraph.ports import entity_key, loose_key, name_candidates, relation_type
 
@@ -145,3 +150,41 @@ def test_proper_only_candidates_need_a_capital_or_digit_beyond_the_first_letter(
     assert not {"city", "the city", "where", "died"} & found
     assert "where" not in name_candidates("Where did he go?", proper_only=True)
     assert "nato" in name_candidates("NATO was founded when?", proper_only=True)
+
+
+def _runs_by_definition(text: str, max_words: int = 6) -> set[str]:
+    """name_candidates spelled out: entity_key of every run of words, as written and with bare words."""
+    words = []
+    for match in re.finditer(r"[\w][\w'’.&+-]*", unicodedata.normalize("NFKC", text)):
+        word = re.sub(r"['’]s$", "", match.group(), flags=re.IGNORECASE).rstrip("'’")
+        if bare := word.strip(".'’"):
+            words.append((word, bare))
+    found = set()
+    for start in range(len(words)):
+        for run in (words[start : start + n] for n in range(1, min(max_words, len(words) - start) + 1)):
+            for inner in ([w for w, _ in run[:-1]], [b for _, b in run[:-1]]):
+                found |= {entity_key(" ".join([*inner, last])) for last in run[-1]}
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60))
+def test_name_candidates_are_entity_keys_of_word_runs(text: str) -> None:
+    assert name_candidates(text) == _runs_by_definition(text)
+
+
+@pytest.mark.parametrize("text", ["Where did Marie Curie's ＡＢＣ Corp. move, St. Louis?", "İstanbul ŉ ǅ ß Straße ﬁ"])
+def test_name_candidates_match_the_definition_on_awkward_text(text: str) -> None:
+    assert name_candidates(text) == _runs_by_definition(text)
+
+
+def _loose_by_definition(name: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", name))
+    bare = "".join(char for char in decomposed if not unicodedata.combining(char)).casefold()
+    return " ".join(re.findall(r"[^\W_]+", bare))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40) | st.text(alphabet=st.characters(max_codepoint=127), max_size=40))
+def test_loose_key_fast_path_agrees_with_the_definition(name: str) -> None:
+    assert loose_key(name) == _loose_by_definition(name)
