@@ -115,9 +115,10 @@ class DuckgraphServer(MCPServer):
         self.share = share
         self._read_only: dict[str, bool] | None = None
 
-    # The tools are built when something first needs them (a call, or a listing that the shipped one cannot
-    # answer): building them is most of what duckgraph adds to start-up (see core/tool_listing.py). Every use of
-    # the tools in the SDK goes through its tool manager, so that is where they are built.
+    # The tools are built when something first needs them (the warm-up thread, a call, or a listing that the
+    # shipped one cannot answer): building them is most of what duckgraph adds to start-up (see
+    # core/tool_listing.py). Every use of the tools in the SDK goes through its tool manager, a private attribute,
+    # so that is where they are built (tests/integration/test_tool_listing.py fails if the SDK renames it).
     @property
     def _tool_manager(self) -> ToolManager:
         if not self._tools_built and self._building_thread != threading.get_ident():
@@ -202,7 +203,7 @@ def build_server(services: Services, share: FileShare | None = None, *, tool_set
     """
 
     @asynccontextmanager
-    async def lifespan(server: MCPServer) -> AsyncIterator[KnowledgeBase]:
+    async def lifespan(server: DuckgraphServer) -> AsyncIterator[KnowledgeBase]:
         kb = services.knowledge_base
         # A client has no use for the model (the owner embeds) until it takes the file over.
         if services.settings.warm_up and (share is None or share.is_owner):
@@ -241,9 +242,9 @@ def register_tools(server: MCPServer, tool_set: str) -> None:
     _register_shared_tools(server)
 
 
-def _warm_up(kb: KnowledgeBase, server: MCPServer | None = None) -> None:
+def _warm_up(kb: KnowledgeBase, server: DuckgraphServer | None = None) -> None:
     time.sleep(WARM_UP_DELAY_SECONDS)
-    if isinstance(server, DuckgraphServer):
+    if server is not None:
         server.build_tools()  # so that the first call does not wait for it
     try:
         kb.open()

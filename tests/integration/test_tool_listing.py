@@ -11,6 +11,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from duckgraph.core import server as server_module
 from duckgraph.core import tool_listing
 from duckgraph.core.bootstrap import Services, bootstrap
 from duckgraph.core.cli import main
@@ -115,3 +116,19 @@ def test_a_missing_listing_is_reported(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(tool_listing, "LISTING_PATH", tmp_path / "absent.json")
     assert tool_listing.shipped("graphrag") is None
     assert "cannot read absent.json" in tool_listing.status()
+
+
+@pytest.mark.anyio
+async def test_the_warm_up_builds_the_tools_before_any_call(tmp_path: Path, plugin_manager,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    assert tool_listing.shipped("graphrag") is not None  # else listing the tools would build them
+    monkeypatch.setattr(server_module, "WARM_UP_DELAY_SECONDS", 0.0)
+    config = tmp_path / "config.toml"
+    config.write_text("", encoding="utf-8")
+    settings = load_settings(config, env={}, db=str(tmp_path / "kb.duckdb"), warm_up=True)
+    server = build_server(bootstrap(settings, plugin_manager=plugin_manager, embedder=HashingEmbedder()))
+    async with Client(server) as client:
+        await client.list_tools()
+        with anyio.fail_after(30):
+            while not server.tools_built:
+                await anyio.sleep(0.05)
