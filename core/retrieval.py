@@ -146,10 +146,10 @@ def _expand(
     for hop in range(1, options.hops + 1):
         if not frontier:
             break
-        hop_edges = store.neighbor_ends(frontier, namespace, as_of=options.as_of, limit=options.frontier * 20)
-        if not hop_edges:
+        edge_ids, sources, targets, weights = store.neighbor_ends(
+            frontier, namespace, as_of=options.as_of, limit=options.frontier * 20)
+        if not len(edge_ids):
             break
-        edge_ids, sources, targets, weights = (np.asarray(column) for column in zip(*hop_edges))
         edges.append((edge_ids, sources, targets))
         fact = np.nan_to_num(store.similarity_array("edge", edge_ids, query), nan=-1.0)
         # Candidate steps in the order a loop over the edges would take them: each edge forwards, then backwards.

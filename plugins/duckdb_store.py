@@ -1110,14 +1110,12 @@ class DuckDBStore(GraphStore):
 
     def neighbor_ends(
         self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
-    ) -> list[tuple[int, int, int, float]]:
-        if not node_ids:
-            return []
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         with self._lock:
             graph = self._graph
             edges = graph.best_touching(list(node_ids), namespace, _naive_utc(as_of), int(limit))
-            return list(zip(edges.tolist(), graph.e_src[edges].tolist(), graph.e_dst[edges].tolist(),
-                            graph.e_weight[edges].tolist()))
+            return (edges.astype(np.int64, copy=False), graph.e_src[edges].astype(np.int64, copy=False),
+                    graph.e_dst[edges].astype(np.int64, copy=False), graph.e_weight[edges].astype(np.float64))
 
     def mentioned_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
         with self._lock:

@@ -123,12 +123,17 @@ class GraphStore(ABC):
 
     def neighbor_ends(
         self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
-    ) -> list[tuple[int, int, int, float]]:
-        """(edge id, source id, target id, weight) of what `neighbors` returns, in the same order: for walks that
-        need no more of an edge until it is kept (then `get_edges`). Stores that keep the graph in memory answer
-        it without building thousands of records; the default asks `neighbors`."""
-        return [(e.id, e.source_id, e.target_id, e.weight)
-                for e in self.neighbors(node_ids, namespace, as_of=as_of, limit=limit)]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Arrays of the edge ids, source ids, target ids (int64) and weights (float64) of what `neighbors`
+        returns, in the same order: for walks that need no more of an edge until it is kept (then `get_edges`).
+        Stores that keep the graph in memory answer it without building thousands of records; the default asks
+        `neighbors`."""
+        import numpy as np  # numpy is only needed once the graph is walked
+
+        edges = self.neighbors(node_ids, namespace, as_of=as_of, limit=limit)
+        return (np.array([e.id for e in edges], dtype=np.int64), np.array([e.source_id for e in edges], dtype=np.int64),
+                np.array([e.target_id for e in edges], dtype=np.int64),
+                np.array([e.weight for e in edges], dtype=np.float64))
 
     @abstractmethod
     def mentioned_chunks(self, chunk_ids: Iterable[int]) -> set[int]:

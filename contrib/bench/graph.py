@@ -76,17 +76,27 @@ def generate(path: Path, nodes: int, edges: int) -> None:
     print(f"generated {nodes:,} nodes and {edges:,} edges in {time.perf_counter() - began:.0f} s", flush=True)
 
 
-def expansion(fetch, anchors: list[int], ends=lambda edge: (edge.source_id, edge.target_id)) -> int:
+def record_ends(edges) -> list[tuple[int, int]]:
+    """The (source, target) of each edge record, as `neighbors()` returns them."""
+    return [(edge.source_id, edge.target_id) for edge in edges]
+
+
+def array_ends(ends) -> list[tuple[int, int]]:
+    """The (source, target) of each edge of `neighbor_ends()`'s arrays."""
+    return list(zip(ends[1].tolist(), ends[2].tolist()))
+
+
+def expansion(fetch, anchors: list[int], ends=record_ends) -> int:
     """A capped expansion as core/retrieval.py walks: HOPS hops, the first FRONTIER new nodes carried into the next
-    (retrieval ranks them first). `fetch(frontier)` returns edges, `ends(edge)` their two node ids. Returns how many
-    edges were fetched. Also used by contrib/bench/scale.py."""
+    (retrieval ranks them first). `fetch(frontier)` returns edges, `ends(edges)` their (source, target) pairs.
+    Returns how many edges were fetched. Also used by contrib/bench/scale.py."""
     reached, frontier, count = set(anchors), list(anchors), 0
     for _ in range(HOPS):
-        found = fetch(frontier)
-        count += len(found)
+        pairs = ends(fetch(frontier))
+        count += len(pairs)
         new = []
-        for edge in found:
-            for end in ends(edge):
+        for pair in pairs:
+            for end in pair:
                 if end not in reached:
                     reached.add(end)
                     new.append(end)
@@ -144,8 +154,7 @@ def main() -> None:
               timed(lambda i: expansion(lambda f: store.neighbors(f, "default", limit=LIMIT), anchor_sets[i]), args.runs))
 
         def ends_expansion(anchors: list[int]) -> int:
-            return expansion(lambda f: store.neighbor_ends(f, "default", limit=LIMIT), anchors,
-                             ends=lambda ends: ends[1:3])
+            return expansion(lambda f: store.neighbor_ends(f, "default", limit=LIMIT), anchors, ends=array_ends)
 
         print("2-hop expansion, neighbor_ends() (ids only):   ",
               timed(lambda i: ends_expansion(anchor_sets[-1 - i]), args.runs))

@@ -25,7 +25,8 @@ def reference_expand(store, query, namespace, anchors, options):
             break
         found: dict[int, Reached] = {}
         fact: dict[int, float] = {}
-        walked = store.neighbor_ends(frontier, namespace, limit=options.frontier * 20)
+        walked = list(zip(*(column.tolist() for column in store.neighbor_ends(
+            frontier, namespace, limit=options.frontier * 20))))
         similarity = store.similarities("edge", [e for e, _, _, _ in walked], query)
         for edge_id, source, target, weight in walked:
             for here, there in ((source, target), (target, source)):

@@ -87,9 +87,12 @@ def check_graph(store: DuckDBStore, rng: np.random.Generator, *, as_of: datetime
     for nodes, namespace, limit in itertools.product(samples, namespaces, (2, 5, 1000)):
         got = store.neighbors(nodes, namespace, as_of=as_of, limit=limit)
         assert got == sql_neighbors(store, nodes, namespace, as_of, limit), (nodes, namespace, limit)
-        assert store.neighbor_ends(nodes, namespace, as_of=as_of, limit=limit) == [
-            (e.id, e.source_id, e.target_id, e.weight) for e in got] == GraphStore.neighbor_ends(
-            store, nodes, namespace, as_of=as_of, limit=limit)
+        expected = [[e.id for e in got], [e.source_id for e in got], [e.target_id for e in got],
+                    [e.weight for e in got]]
+        for ends in (store.neighbor_ends(nodes, namespace, as_of=as_of, limit=limit),
+                     GraphStore.neighbor_ends(store, nodes, namespace, as_of=as_of, limit=limit)):
+            assert [column.tolist() for column in ends] == expected
+            assert [column.dtype for column in ends] == [np.int64, np.int64, np.int64, np.float64]
     for nodes in samples:
         for namespace in namespaces:
             assert store.edges_among(nodes, namespace) == sql_edges(
