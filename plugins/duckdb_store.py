@@ -72,7 +72,7 @@ DEFAULT_HNSW_MIN_ROWS = 50_000
 CHECKPOINT_THRESHOLD = "256MB"
 #: What DuckDB may keep cached while open copies the vectors into memory, and after it has copied the graph
 #: (see `_lean_cache`); its usual limit applies again at once.
-CACHE_AFTER_LOAD = "64MB"
+CACHE_AFTER_LOAD = "256MB"
 #: The vector search paths `vector_index` chooses from (see `DuckDBStore`).
 VECTOR_INDEXES = ("ivf", "exact", "hnsw")
 
