@@ -91,9 +91,8 @@ class NameResolver:
         return None
 
 
-def lookup_keys(names: Sequence[str], keys: NameKeys | None = None) -> set[str]:
+def lookup_keys(names: Sequence[str], keys: NameKeys) -> set[str]:
     """The keys `GraphStore.find_nodes` needs to see every stored entity rule 1 or 2 could match."""
-    keys = keys or NameKeys()
     return {keys.key(n) for n in names} | {k for n in names if (k := keys.loose(n))}
 
 

@@ -213,11 +213,10 @@ class KnowledgeBase:
             item.embedding = vector
 
     def _merge_nodes(
-        self, nodes: Sequence[NodeInput], namespace: str, keys: NameKeys | None = None
+        self, nodes: Sequence[NodeInput], namespace: str, keys: NameKeys
     ) -> tuple[dict[str, tuple[NodeRecord, bool]], dict[str, str], list[dict[str, str]]]:
         """Node records to write by key, each with whether its embedded text changed; the key each input name
         went to; and the names merged into an entity of another name (see `duckgraph.core.resolution`)."""
-        keys = keys or NameKeys()
         found = self.store.find_nodes(namespace, lookup_keys([n.name for n in nodes], keys))
         existing = {n.key: n for n in found}
         resolver = NameResolver(keys=keys)
@@ -247,9 +246,8 @@ class KnowledgeBase:
 
     def _resolve_edges(
         self, edges: Sequence[EdgeInput], merged: dict[str, tuple[NodeRecord, bool]], namespace: str,
-        key_of: dict[str, str], keys: NameKeys | None = None,
+        key_of: dict[str, str], keys: NameKeys,
     ) -> list[EdgeWrite]:
-        keys = keys or NameKeys()
         key = keys.key
         ends = {name: key(name) for name in {name for e in edges for name in (e.source, e.target)}}
         wanted = set(ends.values()) - merged.keys() - key_of.keys()

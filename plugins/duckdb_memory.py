@@ -14,7 +14,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -268,11 +268,17 @@ class VectorIndex:
         with self._lock:
             return 0 <= item_id < len(self._row_by_id) and self._row_by_id[item_id] >= 0
 
-    def _rows_of(self, ids: Sequence[int]) -> tuple[Any, Any]:
-        """(ids, rows) of those of `ids` that are stored (unique, in the given order)."""
+    def _aligned_rows(self, ids: Sequence[int]) -> tuple[Any, Any]:
+        """`ids` as an array, and the row of each, aligned with them (-1 where it is not stored)."""
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        ids = ids[(ids >= 0) & (ids < len(self._row_by_id))]
-        rows = self._row_by_id[ids]
+        rows = np.full(len(ids), -1, dtype=np.int64)
+        known = (ids >= 0) & (ids < len(self._row_by_id))
+        rows[known] = self._row_by_id[ids[known]]
+        return ids, rows
+
+    def _rows_of(self, ids: Sequence[int]) -> tuple[Any, Any]:
+        """(ids, rows) of those of `ids` that are stored, in the given order."""
+        ids, rows = self._aligned_rows(ids)
         present = rows >= 0
         return ids[present], rows[present]
 
@@ -291,12 +297,9 @@ class VectorIndex:
 
     def similarity_array(self, ids: Any, query: Any) -> Any:
         """Cosine similarity of `query` to the vector of each of `ids`, aligned with them; NaN where none."""
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        result = np.full(len(ids), np.nan)
         with self._lock:
-            rows = np.full(len(ids), -1, dtype=np.int64)
-            known = (ids >= 0) & (ids < len(self._row_by_id))
-            rows[known] = self._row_by_id[ids[known]]
+            ids, rows = self._aligned_rows(ids)
+            result = np.full(len(ids), np.nan)
             present = rows >= 0
             if present.any():
                 result[present] = _matvec(self._matrix[rows[present]], np.asarray(query, dtype=np.float32))
@@ -1203,39 +1206,26 @@ class GraphMirror:
             )
         ]
 
-    def find(self, namespace: str, keys: Iterable[str]) -> list[int]:
+    def _answering(self, namespace: str, keys: Iterable[str]) -> Iterator[tuple[str, tuple[int, ...]]]:
+        """(key, the nodes of `namespace` answering to it by name or alias) for those of `keys` that some do."""
         code = self.namespace_codes.get(namespace)
         names = self.names.get(code) if code is not None else None
         if not names:
-            return []
-        found: set[int] = set()
+            return
         for key in keys:
             hit = names.get(key)
-            if hit is None:
-                continue
-            if isinstance(hit, tuple):
-                found.update(hit)
-            else:
-                found.add(hit)
-        return sorted(found)
+            if hit is not None:
+                yield key, hit if isinstance(hit, tuple) else (hit,)
+
+    def find(self, namespace: str, keys: Iterable[str]) -> list[int]:
+        return sorted({node_id for _, nodes in self._answering(namespace, keys) for node_id in nodes})
 
     def key_owners(self, namespace: str, keys: Iterable[str]) -> dict[str, int]:
         """key -> the node whose own key (not an alias's) it is, for those of `keys` that have one (a write
         resolving its edges' ends: one dict lookup per key)."""
-        code = self.namespace_codes.get(namespace)
-        names = self.names.get(code) if code is not None else None
-        if not names:
-            return {}
         n_key = self.n_key
-        found: dict[str, int] = {}
-        for key in keys:
-            hit = names.get(key)
-            if hit is None:
-                continue
-            for node_id in sorted(hit) if isinstance(hit, tuple) else (hit,):
-                if n_key[node_id] == key:
-                    found[key] = node_id
-        return found
+        return {key: node_id for key, nodes in self._answering(namespace, keys)
+                for node_id in sorted(nodes) if n_key[node_id] == key}
 
     def edge_records(self, ids: Any) -> list[Any]:
         """EdgeRecords of the given (existing) edge ids, in that order.

@@ -693,10 +693,10 @@ class DuckDBStore(GraphStore):
                 "SELECT id FROM chunks WHERE namespace = ? AND document_id = ?", [doc.namespace, doc.id]
             ).fetchall()]
             if old:
+                listed = [_json_list(old)]
                 for table, column in (("mentions", "chunk_id"), ("edge_evidence", "chunk_id"),
                                       ("chunk_vectors", "chunk_id"), ("chunks", "id")):
-                    con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest({_JSON_IDS % 1}))",
-                                [_json_list(old)])
+                    con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest({_JSON_IDS % 1}))", listed)
                 removed.extend(old)
                 self._mirror(self._graph.drop_chunks, old)
             con.execute("DELETE FROM documents WHERE namespace = ? AND id = ?", [doc.namespace, doc.id])
