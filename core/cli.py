@@ -280,7 +280,7 @@ def _doctor(args: argparse.Namespace) -> int:
         "settings": {"db": str(services.settings.db), "embedder": services.settings.embedder.model_dump(),
                      "store": services.settings.store.model_dump()},
         "plugins": sorted(name for name, _ in services.plugin_manager.list_name_plugin()),
-        "embedder": {"id": kb.embedder.id},
+        "embedder": {"id": kb.embedder.id, **kb.embedder.describe()},
         "tools_list": tool_listing.status(),
     }
     problems: list[str] = []  # the knowledge base cannot be used as configured
@@ -347,6 +347,9 @@ def _print_doctor(report: dict[str, Any]) -> None:
     elif shared.get("held") is False:
         print("sharing:   no duckgraph server has the file open")
     print(f"embedder:  {report['embedder']['id']}")
+    for label, text in report["embedder"].items():
+        if label != "id":
+            print(f"embedder {label}: {text}")
     store = report.get("store")
     if store:
         recorded = store["embedder"]

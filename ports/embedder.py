@@ -43,6 +43,10 @@ class Embedder(ABC):
         """Load whatever the first call would load; the server calls it in the background."""
         self.embed_batch(["warm-up"])
 
+    def describe(self) -> dict[str, str]:
+        """Facts about how this embedder runs, for `duckgraph doctor` (label to text; none by default)."""
+        return {}
+
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query text; a unit vector of shape (dimensions,)."""
         return self.embed_documents([text])[0]

@@ -334,8 +334,11 @@ def test_doctor_on_a_fresh_file(cli_env, tmp_path: Path, capsys):
     code = main(["doctor", "--db", str(path), "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report
-    assert report["embedder"]["id"] == "sentence-transformers:all-MiniLM-L6-v2"
+    assert report["embedder"] == {"id": "sentence-transformers:all-MiniLM-L6-v2", "queries": (
+        "onnxruntime once the server's warm-up has exported the model, PyTorch before")}
     assert report["settings"]["db"] == str(path)
+    main(["doctor", "--db", str(path)])
+    assert "embedder queries: onnxruntime once the server's warm-up" in capsys.readouterr().out
     store = report["store"]
     assert store["path"] == str(path)
     assert store["vss"]["loaded"] is True and store["vss"]["path"].endswith(".duckdb_extension")

@@ -1,5 +1,7 @@
-"""The sentence-transformers embedder with a model given by path, and its errors."""
+"""The sentence-transformers embedder with a model given by path, its errors, and its queries on onnxruntime."""
 
+import json
+import logging
 import shutil
 
 import numpy as np
@@ -37,3 +39,72 @@ def test_texts_are_handed_over_in_calls_of_texts_per_call_and_come_back_in_order
     assert calls == [5, 5, 1]  # the model sorts each call's texts by length; the order given back is the input's
     one_by_one = np.vstack([minilm.embed_query(text) for text in texts])
     np.testing.assert_allclose(vectors, one_by_one, atol=1e-5)
+
+
+# -- queries through onnxruntime -------------------------------------------------------------------------------
+
+QUESTIONS = [
+    "Where did the performer of Hello Love die?",
+    "Qui a découvert le radium ?",
+    "which university did the founder of Microsoft drop out of " * 30,  # past the model's 256-token limit
+]
+
+
+def test_after_warm_up_queries_run_on_onnxruntime_with_the_models_own_vectors(minilm):
+    assert minilm.describe()["queries"].startswith("onnxruntime")
+    pytorch = SentenceTransformersEmbedder(onnx_queries=False)
+    assert pytorch.describe() == {"queries": "PyTorch (onnx_queries is off)"}
+    calls = []
+    original = minilm._encode
+    minilm._encode = lambda model, texts: calls.append(len(texts)) or original(model, texts)
+    try:
+        one_by_one = np.vstack([minilm.embed_query(text) for text in QUESTIONS])
+        together = minilm.embed_documents(QUESTIONS)  # three texts of different lengths: padded
+        assert calls == []  # none of them went through PyTorch
+        minilm.embed_documents(QUESTIONS + QUESTIONS)  # more than a query's few texts: PyTorch
+        assert calls == [6]
+    finally:
+        del minilm._encode
+    expected = pytorch.embed_documents(QUESTIONS)
+    np.testing.assert_allclose(one_by_one, expected, atol=2e-6)
+    np.testing.assert_allclose(together, expected, atol=2e-6)
+    assert np.allclose(np.linalg.norm(one_by_one, axis=1), 1.0, atol=1e-6)
+
+
+def test_a_model_the_export_cannot_reproduce_stays_on_pytorch_and_says_why(tmp_path, minilm, caplog):
+    # The same model pooling the first token instead of the mean: the export's mean differs, the check sees it.
+    copy = tmp_path / "cls-minilm"
+    shutil.copytree(bundled_model_path(), copy)
+    pooling = copy / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text())
+    config = {k: (k == "pooling_mode_cls_token") if k.startswith("pooling_mode_") else v for k, v in config.items()}
+    pooling.write_text(json.dumps(config))
+    embedder = SentenceTransformersEmbedder(model=str(copy))
+    with caplog.at_level(logging.WARNING, logger="duckgraph.plugins.sentence_transformers"):
+        embedder.warm_up()
+    reason = embedder.describe()["queries"]
+    assert reason.startswith("PyTorch: the exported model's vectors differ from the model's own")
+    assert "queries are embedded with PyTorch" in caplog.text
+    vector = embedder.embed_query(QUESTIONS[0])
+    cls_vector = embedder._encode(embedder._model, [QUESTIONS[0]])[0]
+    np.testing.assert_allclose(vector, cls_vector, atol=1e-6)
+    assert not np.allclose(vector, minilm.embed_query(QUESTIONS[0]), atol=1e-3)
+
+
+def test_without_onnxruntime_queries_stay_on_pytorch_and_doctor_says_what_to_install(monkeypatch, minilm):
+    import importlib.util
+
+    from duckgraph.plugins import sentence_transformers as plugin
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(plugin.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a))
+    embedder = SentenceTransformersEmbedder()
+    assert embedder.describe()["queries"] == (
+        "PyTorch: onnxruntime not installed (pip install 'duckgraph[local]')")
+    embedder._model = minilm._model  # the loaded model, shared: spares a second load
+    embedder._default_threads = minilm._default_threads
+    embedder.warm_up()
+    assert embedder._query_model is None
+    assert embedder.describe()["queries"] == "PyTorch: onnxruntime not installed (pip install 'duckgraph[local]')"
+    np.testing.assert_allclose(embedder.embed_query(QUESTIONS[0]), minilm.embed_query(QUESTIONS[0]), atol=2e-6)
