@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import logging
+import tempfile
 import threading
 import warnings
 from collections.abc import Sequence
@@ -48,7 +48,7 @@ class SentenceTransformersEmbedder(Embedder):
         call, which sorts them by length before batching: the more texts, the less padding (passages of ~500
         characters: 20 texts/s in calls of 32, 35 texts/s in calls of 256; short texts ~10% faster).
 
-        With `onnx_queries`, `warm_up` also exports the model to ONNX (in memory, ~1.5 s) and embeds queries (up
+        With `onnx_queries`, `warm_up` also exports the model to ONNX (~1.5 s, ~240 MB) and embeds queries (up
         to four texts) with onnxruntime on one thread: ~10 ms per question here against ~24 ms through
         sentence-transformers, with the same vectors (checked at export). Batches stay on PyTorch, faster there."""
         self.model = model
@@ -76,7 +76,7 @@ class SentenceTransformersEmbedder(Embedder):
 
     def warm_up(self) -> None:
         model = self._load()
-        if self.onnx_queries and self._query_model is None and self._query_problem is None:
+        if self._exports_queries and self._query_model is None and self._query_problem is None:
             with self._lock:  # tracing runs the model; no encode may run on it meanwhile
                 try:
                     self._query_model = _OnnxQueryModel(model, self._encode)
@@ -91,6 +91,8 @@ class SentenceTransformersEmbedder(Embedder):
             runtime = "onnxruntime (the model exported at warm-up)"
         elif not self.onnx_queries:
             runtime = "PyTorch (onnx_queries is off)"
+        elif not self._exports_queries:
+            runtime = f"PyTorch (on device {self.device}; onnxruntime is used on the CPU only)"
         elif self._query_problem is not None:
             runtime = f"PyTorch: {self._query_problem}"
         elif missing := _missing_onnx_packages():
@@ -98,6 +100,10 @@ class SentenceTransformersEmbedder(Embedder):
         else:
             runtime = "onnxruntime once the server's warm-up has exported the model, PyTorch before"
         return {"queries": runtime}
+
+    @property
+    def _exports_queries(self) -> bool:
+        return self.onnx_queries and self.device == "cpu"
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         query_model = self._query_model
@@ -182,19 +188,22 @@ class _OnnxQueryModel:
             transformer = model[0].auto_model
             sample = self._features(["duckgraph"])
             self._input_names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in sample]
-            graph = io.BytesIO()
-            with warnings.catch_warnings():  # the tracer's notes on shapes it fixes are for model authors
-                warnings.simplefilter("ignore")
-                torch.onnx.export(
-                    _positional(transformer, self._input_names).eval(),
-                    tuple(torch.from_numpy(sample[name]) for name in self._input_names), graph,
-                    input_names=self._input_names, output_names=["token_vectors"], opset_version=17, dynamo=False,
-                    dynamic_axes={name: {0: "texts", 1: "tokens"} for name in [*self._input_names, "token_vectors"]},
-                )
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = options.inter_op_num_threads = 1
             options.log_severity_level = 3  # its notes on graph rewrites would reach the MCP host's log
-            self._session = onnxruntime.InferenceSession(graph.getvalue(), options, providers=["CPUExecutionProvider"])
+            # Through a file, removed once loaded: exported to memory, the graph's copies kept ~100 MB more resident.
+            with tempfile.TemporaryDirectory(prefix="duckgraph-onnx-") as folder:
+                graph = Path(folder) / "model.onnx"
+                with warnings.catch_warnings():  # the tracer's notes on shapes it fixes are for model authors
+                    warnings.simplefilter("ignore")
+                    torch.onnx.export(
+                        _positional(transformer, self._input_names).eval(),
+                        tuple(torch.from_numpy(sample[name]) for name in self._input_names), str(graph),
+                        input_names=self._input_names, output_names=["token_vectors"], opset_version=17,
+                        dynamo=False, dynamic_axes={name: {0: "texts", 1: "tokens"}
+                                                    for name in [*self._input_names, "token_vectors"]},
+                    )
+                self._session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
             for probe in ([_PROBES[0]], [_PROBES[1]], list(_PROBES)):
                 expected = encode(model, probe)
                 agreement = float(np.min(np.sum(self.embed(probe) * expected, axis=1)))

@@ -108,3 +108,8 @@ def test_without_onnxruntime_queries_stay_on_pytorch_and_doctor_says_what_to_ins
     assert embedder._query_model is None
     assert embedder.describe()["queries"] == "PyTorch: onnxruntime not installed (pip install 'duckgraph[local]')"
     np.testing.assert_allclose(embedder.embed_query(QUESTIONS[0]), minilm.embed_query(QUESTIONS[0]), atol=2e-6)
+
+
+def test_on_another_device_queries_stay_with_the_model():
+    embedder = SentenceTransformersEmbedder(device="cuda")
+    assert embedder.describe() == {"queries": "PyTorch (on device cuda; onnxruntime is used on the CPU only)"}
