@@ -764,9 +764,12 @@ class GraphMirror:
     `put_edges`, ...). Not locked by itself: the store calls it under its own lock.
     """
 
-    def __init__(self, name_keys: Any = None) -> None:
+    def __init__(self, name_keys: Any = None, text_budget: int = 0) -> None:
         #: (key, aliases) -> the keys `find` finds a node by (the store's rule); default: key and alias keys.
         self.name_keys = name_keys or _default_name_keys
+        #: Bytes of passage text held in memory at most: a search returns a few passages, and reading them from
+        #: the file costs ~2-3 ms of SQL; beyond this the texts stay in the file only.
+        self.text_budget = text_budget
         # The arrays are made by `load` at open: making them here would import numpy when a server starts.
 
     def _reset(self) -> None:
@@ -810,6 +813,10 @@ class GraphMirror:
         # chunk -> its document (a code into documents) and documents' titles: a search picks one passage per
         # document among dozens of candidates and shows titles, and SQL takes milliseconds for a handful of rows
         self.chunk_document = np.full(0, -1, dtype=np.int32)
+        self.chunk_ordinal = np.zeros(0, dtype=np.int32)
+        #: chunk id -> its text while they fit `text_budget` (decided at open, given up when writes outgrow it)
+        self.chunk_text: dict[int, str] | None = {}
+        self.text_bytes = 0  # UTF-8 bytes of the chunks' texts held (of all of them, when over the budget at open)
         self.document_codes: dict[tuple[str, str], int] = {}  # (namespace, document id) -> code
         self.documents: list[tuple[str, str]] = []  # code -> (document id, title)
         self.chunks_of = _Links()  # node -> chunks mentioning it
@@ -923,8 +930,13 @@ class GraphMirror:
         self.chunk_live[:] = False
         documents = con.execute("SELECT namespace, id, title FROM documents").fetchnumpy()
         self.put_documents(documents["namespace"], documents["id"], documents["title"])
-        chunks = con.execute("SELECT id, namespace, document_id FROM chunks").fetchnumpy()
-        self.add_chunks(np.asarray(chunks["id"], dtype=np.int64), chunks["namespace"], chunks["document_id"])
+        text_bytes = con.execute("SELECT coalesce(sum(strlen(text)), 0) FROM chunks").fetchone()[0]
+        held = text_bytes <= self.text_budget
+        text = "text" if held else "NULL AS text"
+        chunks = con.execute(f"SELECT id, namespace, document_id, ordinal, {text} FROM chunks").fetchnumpy()
+        self.chunk_text, self.text_bytes = ({}, 0) if held else (None, text_bytes)
+        self.add_chunks(np.asarray(chunks["id"], dtype=np.int64), chunks["namespace"], chunks["document_id"],
+                        chunks["ordinal"], chunks["text"])
         mentions = con.execute("SELECT chunk_id, node_id FROM mentions").fetchnumpy()
         chunks = np.asarray(mentions["chunk_id"], dtype=np.int64)
         nodes = np.asarray(mentions["node_id"], dtype=np.int64)
@@ -1124,7 +1136,8 @@ class GraphMirror:
             self.documents.append((key[1], title or ""))
             self.document_codes[key] = len(self.documents) - 1  # a replaced document's old entry is left unused
 
-    def add_chunks(self, ids: Sequence[int], namespaces: Sequence[str], document_ids: Sequence[str]) -> None:
+    def add_chunks(self, ids: Sequence[int], namespaces: Sequence[str], document_ids: Sequence[str],
+                   ordinals: Sequence[int], texts: Sequence[str]) -> None:
         """Chunks of documents already given to `put_documents`."""
         if len(ids):
             ids = np.asarray(ids, dtype=np.int64)
@@ -1134,11 +1147,22 @@ class GraphMirror:
             self.chunk_document = _grow(self.chunk_document, size, -1)
             codes = self.document_codes
             self.chunk_document[ids] = [codes.get(key, -1) for key in zip(namespaces, document_ids)]
+            self.chunk_ordinal = _grow(self.chunk_ordinal, size, 0)
+            self.chunk_ordinal[ids] = ordinals
+            if self.chunk_text is not None:
+                self.chunk_text.update(zip(ids.tolist(), texts))
+                self.text_bytes += sum(len(text.encode()) for text in texts)
+                if self.text_bytes > self.text_budget:
+                    self.chunk_text = None
+                    log.info("passage texts outgrew the %d MB kept in memory: searches read them from the file",
+                             self.text_budget // 2**20)
 
     def drop_chunks(self, ids: Sequence[int]) -> None:
         ids = np.asarray(ids, dtype=np.int64)
         ids = ids[ids < len(self.chunk_live)]
         self.chunk_live[ids] = False
+        if self.chunk_text is not None:
+            self.text_bytes -= sum(len(self.chunk_text.pop(i, "").encode()) for i in ids.tolist())
 
     def add_mentions(self, chunk_ids: Sequence[int], node_ids: Sequence[int]) -> None:
         chunk_ids, node_ids = list(chunk_ids), list(node_ids)
@@ -1180,6 +1204,18 @@ class GraphMirror:
         ids = ids[self._chunk_live(ids)]
         codes = self.chunk_document[ids]
         return {i: self.documents[c][0] for i, c in zip(ids[codes >= 0].tolist(), codes[codes >= 0].tolist())}
+
+    def chunk_records(self, ids: Sequence[int]) -> list[Any] | None:
+        """ChunkRecords of the stored ones of `ids`, or None while the texts are not held in memory."""
+        from duckgraph.ports import ChunkRecord
+
+        if self.chunk_text is None:
+            return None
+        ids = np.asarray(ids, dtype=np.int64)
+        ids = ids[self._chunk_live(ids)]
+        return [ChunkRecord(id=i, document_id=self.documents[document][0], ordinal=ordinal, text=self.chunk_text[i])
+                for i, document, ordinal in zip(ids.tolist(), self.chunk_document[ids].tolist(),
+                                                self.chunk_ordinal[ids].tolist())]
 
     def document_titles(self, namespace: str, ids: Iterable[str]) -> dict[str, str]:
         found = ((i, self.document_codes.get((namespace, i))) for i in ids)

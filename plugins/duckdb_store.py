@@ -65,6 +65,8 @@ SCHEMA_VERSION = 1
 NAME_KEYS_VERSION = "2"
 #: With vector_index = "hnsw": below this many vectors an exact scan answers while the HNSW index is not needed.
 DEFAULT_HNSW_MIN_ROWS = 50_000
+#: Passage text kept in memory for searches, at most (MB): ~30,000 passages of 2 KB.
+DEFAULT_PASSAGE_TEXTS_MB = 64
 #: Write-ahead log size at which a commit folds the log into the file (DuckDB's default is 16MB). A checkpoint
 #: rewrites the last, partly filled row group of every table it touches (up to 122,880 rows: ~190 MB of a
 #: 384-float vector table), so at 16MB a bulk load of vectors checkpointed on every call, each time costlier as
@@ -222,11 +224,13 @@ class DuckDBStore(GraphStore):
     def __init__(
         self, path: str | Path, *, read_only: bool = False, hnsw_min_rows: int = DEFAULT_HNSW_MIN_ROWS,
         use_vss: bool = True, vector_index: str = "ivf", ann_min_rows: int = DEFAULT_ANN_MIN_ROWS,
-        ann_nprobe: int | None = None,
+        ann_nprobe: int | None = None, passage_texts_mb: float = DEFAULT_PASSAGE_TEXTS_MB,
     ) -> None:
         """`vector_index`: "ivf" (default; an exact scan below `ann_min_rows` vectors of a kind, an IVF index in
         memory above, probing `ann_nprobe` lists or as many as its build measured for recall@10 >= 0.95),
-        "exact" (always an exact scan) or "hnsw" (the vss HNSW index above `hnsw_min_rows`: slow to build)."""
+        "exact" (always an exact scan) or "hnsw" (the vss HNSW index above `hnsw_min_rows`: slow to build).
+        Passages' texts are kept in memory while they hold at most `passage_texts_mb` (checked at open), so that
+        searches do not read them from the file."""
         if vector_index not in VECTOR_INDEXES:
             raise StoreError(f"vector_index must be one of {', '.join(VECTOR_INDEXES)}, not {vector_index!r}")
         self.path = Path(path).expanduser()
@@ -239,8 +243,10 @@ class DuckDBStore(GraphStore):
         self.vector_index = vector_index
         self.ann_min_rows = ann_min_rows
         self.ann_nprobe = ann_nprobe
+        self.passage_texts_mb = passage_texts_mb
         self._graph = GraphMirror(lambda key, aliases: _name_keys(
-            NodeRecord(namespace="", key=key, name=key, type="", aliases=tuple(aliases))))
+            NodeRecord(namespace="", key=key, name=key, type="", aliases=tuple(aliases))),
+            text_budget=int(passage_texts_mb * 2**20))
         #: Changes to the graph mirror made by the write in progress, applied once it commits.
         self._pending: list[Any] = []
         self._con: Any = None
@@ -727,7 +733,8 @@ class DuckDBStore(GraphStore):
             _insert_vectors(con, "chunk_vectors", [i for i, _ in with_vectors], [v for _, v in with_vectors], dimensions,
                             replace=False)  # new ids
         self._mirror(self._graph.add_chunks, ids, [namespace_of[c.document_id] for c in batch.chunks],
-                     [c.document_id for c in batch.chunks])
+                     [c.document_id for c in batch.chunks], [c.ordinal for c in batch.chunks],
+                     [c.text for c in batch.chunks])
         by_document: dict[str, list[int]] = {}
         for chunk_id, chunk in zip(ids, batch.chunks):
             chunk.id = chunk_id
@@ -1067,6 +1074,10 @@ class DuckDBStore(GraphStore):
         if not ids:
             return []
         with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            held = self._graph.chunk_records(ids)
+            if held is not None:
+                return held
             if len(ids) <= _POINT_LOOKUPS:  # (what a search asks): index probes, not a scan of the table
                 rows = self._db.execute(" UNION ALL ".join(
                     f"SELECT id, document_id, ordinal, text FROM chunks WHERE id = {i}" for i in ids)).fetchall()
@@ -1540,6 +1551,10 @@ class DuckDBStore(GraphStore):
                 "vectors": sizes,
                 "graph_in_memory": {"nodes": self._graph.node_count, "edges": self._graph.edge_count,
                                     "adjacency_pending": self._graph.out_edges.delta_count},
+                "passage_texts": (
+                    f"in memory ({self._graph.text_bytes / 2**20:.1f} MB, up to passage_texts_mb="
+                    f"{self.passage_texts_mb:g})" if self._graph.chunk_text is not None else
+                    f"read from the file (more than passage_texts_mb={self.passage_texts_mb:g} MB of them)"),
                 "read_only": self.read_only_reason or None,
             }
 

@@ -469,3 +469,50 @@ def test_open_leaves_duckdb_its_memory_limit(db_path: Path):
         assert _buffer_pool_limit(store._con) > 1024**3
     finally:
         store.close()
+
+
+# -- passage texts in memory -----------------------------------------------------------------------------------
+
+
+def _documents(kb: KnowledgeBase, texts: dict[str, str]) -> None:
+    kb.add_documents([DocumentInput(id=doc_id, title=doc_id.upper(), text=text) for doc_id, text in texts.items()])
+
+
+def _all_chunks(store: DuckDBStore) -> list:
+    ids = [row[0] for row in store._db.execute("SELECT id FROM chunks ORDER BY id").fetchall()]
+    return sorted(store.get_chunks(ids), key=lambda c: c.id)
+
+
+def test_passage_texts_are_read_from_memory_and_match_the_file(db_path: Path, tmp_path: Path):
+    texts = {"a": "Ada Lovelace wrote the first program. " * 30, "b": "Ünïcödé text, and more of it. " * 5}
+    in_memory = KnowledgeBase(DuckDBStore(db_path), HashingEmbedder())
+    from_file = KnowledgeBase(DuckDBStore(tmp_path / "other.duckdb", passage_texts_mb=0), HashingEmbedder())
+    with in_memory, from_file:
+        for kb in (in_memory, from_file):
+            _documents(kb, texts)
+            _documents(kb, {"a": "Ada Lovelace, replaced."})  # the old chunks go, the new one comes
+        assert in_memory.health()["passage_texts"].startswith("in memory (0.0 MB, up to passage_texts_mb=64)")
+        assert from_file.health()["passage_texts"] == "read from the file (more than passage_texts_mb=0 MB of them)"
+        held = _all_chunks(in_memory.store)
+        assert [(c.document_id, c.ordinal, c.text) for c in held] == [
+            (c.document_id, c.ordinal, c.text) for c in _all_chunks(from_file.store)]
+        assert {c.document_id for c in held} == {"a", "b"} and "Ada Lovelace, replaced." in {c.text for c in held}
+        in_memory.store._db.execute("UPDATE chunks SET text = 'changed in the file only'")
+        assert "changed in the file only" not in {c.text for c in _all_chunks(in_memory.store)}  # from memory
+        assert in_memory.store.get_chunks([10**9]) == []
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as reopened:
+        assert {c.text for c in _all_chunks(reopened.store)} == {"changed in the file only"}
+
+
+def test_passage_texts_beyond_the_budget_are_read_from_the_file(db_path: Path):
+    budget_mb = 2_000 / 2**20  # 2,000 bytes
+    with KnowledgeBase(DuckDBStore(db_path, passage_texts_mb=budget_mb), HashingEmbedder()) as kb:
+        _documents(kb, {"small": "Short enough."})
+        assert kb.health()["passage_texts"].startswith("in memory")
+        _documents(kb, {"large": "Grace Hopper wrote a compiler. " * 100})  # 3,000 bytes: over the budget
+        assert kb.health()["passage_texts"].startswith("read from the file")
+        kb.store._db.execute("UPDATE chunks SET text = 'Changed in the file. ' || text")
+        assert all(c.text.startswith("Changed in the file. ") for c in _all_chunks(kb.store))
+        assert kb.search("compiler").passages[0].text.startswith("Changed in the file. ")
+    with KnowledgeBase(DuckDBStore(db_path, passage_texts_mb=budget_mb), HashingEmbedder()) as kb:
+        assert kb.health()["passage_texts"].startswith("read from the file")  # already over it at open

@@ -338,7 +338,9 @@ def test_doctor_on_a_fresh_file(cli_env, tmp_path: Path, capsys):
         "onnxruntime once the server's warm-up has exported the model, PyTorch before")}
     assert report["settings"]["db"] == str(path)
     main(["doctor", "--db", str(path)])
-    assert "embedder queries: onnxruntime once the server's warm-up" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "embedder queries: onnxruntime once the server's warm-up" in printed
+    assert "passage texts: in memory (0.0 MB, up to passage_texts_mb=64)" in printed
     store = report["store"]
     assert store["path"] == str(path)
     assert store["vss"]["loaded"] is True and store["vss"]["path"].endswith(".duckdb_extension")
