@@ -95,8 +95,8 @@ class SentenceTransformersEmbedder(Embedder):
             runtime = f"PyTorch (on device {self.device}; onnxruntime is used on the CPU only)"
         elif self._query_problem is not None:
             runtime = f"PyTorch: {self._query_problem}"
-        elif missing := _missing_onnx_packages():
-            runtime = f"PyTorch: {' and '.join(missing)} not installed (pip install 'duckgraph[local]')"
+        elif missing := _onnx_packages_missing():
+            runtime = f"PyTorch: {missing}"
         else:
             runtime = "onnxruntime once the server's warm-up has exported the model, PyTorch before"
         return {"queries": runtime}
@@ -174,9 +174,8 @@ class _OnnxQueryModel:
     with another pooling, a prompt or extra layers fails the check and stays on PyTorch."""
 
     def __init__(self, model: Any, encode: Any) -> None:
-        missing = _missing_onnx_packages()
-        if missing:
-            raise _NotExportable(f"{' and '.join(missing)} not installed (pip install 'duckgraph[local]')")
+        if missing := _onnx_packages_missing():
+            raise _NotExportable(missing)
         # Imported here: only a warm-up that exports the model needs them (torch is loaded by then).
         import numpy as np
         import onnxruntime
@@ -216,8 +215,9 @@ class _OnnxQueryModel:
             raise _NotExportable(f"exporting the model to ONNX failed: {type(exc).__name__}: {exc}") from exc
 
     def _features(self, texts: Sequence[str]) -> dict[str, Any]:
-        return self._tokenizer(list(texts), padding=True, truncation=True, max_length=self._max_length,
-                               return_tensors="np")
+        # Stripped as sentence-transformers strips them: for some tokenizers a leading space is a token.
+        return self._tokenizer([text.strip() for text in texts], padding=True, truncation=True,
+                               max_length=self._max_length, return_tensors="np")
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
@@ -245,8 +245,10 @@ def _positional(transformer: Any, names: list[str]) -> Any:
     return Positional()
 
 
-def _missing_onnx_packages() -> list[str]:
-    return [name for name in ("onnxruntime", "onnx") if importlib.util.find_spec(name) is None]
+def _onnx_packages_missing() -> str | None:
+    """What to install for the ONNX query path, or None when it is installed."""
+    missing = [name for name in ("onnxruntime", "onnx") if importlib.util.find_spec(name) is None]
+    return f"{' and '.join(missing)} not installed (pip install 'duckgraph[local]')" if missing else None
 
 
 def _dimensions_from_files(location: str) -> int | None:

@@ -45,7 +45,7 @@ def test_texts_are_handed_over_in_calls_of_texts_per_call_and_come_back_in_order
 
 QUESTIONS = [
     "Where did the performer of Hello Love die?",
-    "Qui a découvert le radium ?",
+    "  Qui a découvert le radium ?\n",
     "which university did the founder of Microsoft drop out of " * 30,  # past the model's 256-token limit
 ]
 
