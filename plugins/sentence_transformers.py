@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
-import tempfile
 import threading
 import warnings
 from collections.abc import Sequence
@@ -177,6 +175,8 @@ class _OnnxQueryModel:
         if missing := _onnx_packages_missing():
             raise _NotExportable(missing)
         # Imported here: only a warm-up that exports the model needs them (torch is loaded by then).
+        import tempfile
+
         import numpy as np
         import onnxruntime
         import torch
@@ -247,6 +247,7 @@ def _positional(transformer: Any, names: list[str]) -> Any:
 
 def _onnx_packages_missing() -> str | None:
     """What to install for the ONNX query path, or None when it is installed."""
+    import importlib.util  # here: registering the plugin at start-up should not pay for it
     missing = [name for name in ("onnxruntime", "onnx") if importlib.util.find_spec(name) is None]
     return f"{' and '.join(missing)} not installed (pip install 'duckgraph[local]')" if missing else None
 

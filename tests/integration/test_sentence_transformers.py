@@ -94,10 +94,8 @@ def test_a_model_the_export_cannot_reproduce_stays_on_pytorch_and_says_why(tmp_p
 def test_without_onnxruntime_queries_stay_on_pytorch_and_doctor_says_what_to_install(monkeypatch, minilm):
     import importlib.util
 
-    from duckgraph.plugins import sentence_transformers as plugin
-
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(plugin.importlib.util, "find_spec",
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a))
     embedder = SentenceTransformersEmbedder()
     assert embedder.describe()["queries"] == (
