@@ -233,6 +233,8 @@ class DuckDBStore(GraphStore):
         searches do not read them from the file."""
         if vector_index not in VECTOR_INDEXES:
             raise StoreError(f"vector_index must be one of {', '.join(VECTOR_INDEXES)}, not {vector_index!r}")
+        if isinstance(passage_texts_mb, bool) or not isinstance(passage_texts_mb, int | float) or passage_texts_mb < 0:
+            raise StoreError(f"passage_texts_mb must be a number of megabytes, 0 or more, not {passage_texts_mb!r}")
         self.path = Path(path).expanduser()
         self.read_only = read_only
         self._read_only_option = read_only

@@ -516,3 +516,10 @@ def test_passage_texts_beyond_the_budget_are_read_from_the_file(db_path: Path):
         assert kb.search("compiler").passages[0].text.startswith("Changed in the file. ")
     with KnowledgeBase(DuckDBStore(db_path, passage_texts_mb=budget_mb), HashingEmbedder()) as kb:
         assert kb.health()["passage_texts"].startswith("read from the file")  # already over it at open
+
+
+@pytest.mark.parametrize("budget", ["64", -1, True])
+def test_a_passage_text_budget_that_is_not_a_size_is_refused(db_path: Path, budget):
+    with pytest.raises(StoreError, match="passage_texts_mb must be a number of megabytes"):
+        DuckDBStore(db_path, passage_texts_mb=budget)
+    assert not db_path.exists()
