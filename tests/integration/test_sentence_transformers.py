@@ -2,7 +2,10 @@
 
 import json
 import logging
+import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -111,3 +114,62 @@ def test_without_onnxruntime_queries_stay_on_pytorch_and_doctor_says_what_to_ins
 def test_on_another_device_queries_stay_with_the_model():
     embedder = SentenceTransformersEmbedder(device="cuda")
     assert embedder.describe() == {"queries": "PyTorch (on device cuda; onnxruntime is used on the CPU only)"}
+
+
+# -- the cached export ---------------------------------------------------------------------------------------------
+
+LOAD_FROM_CACHE = """
+import json, sys
+from duckgraph.plugins.sentence_transformers import SentenceTransformersEmbedder
+
+embedder = SentenceTransformersEmbedder(cache_dir=sys.argv[1])
+vector = embedder.embed_query(sys.argv[2])
+print(json.dumps({"torch_imported": "torch" in sys.modules, "queries": embedder.describe()["queries"],
+                  "vector": vector.tolist()}))
+"""
+
+
+def test_a_later_process_answers_queries_from_the_cached_export_without_pytorch(tmp_path, minilm):
+    cache = tmp_path / "cache"
+    first = SentenceTransformersEmbedder(cache_dir=str(cache))
+    first._model, first._default_threads = minilm._model, minilm._default_threads  # loaded once per session
+    first.warm_up()
+    assert first.describe()["queries"] == "onnxruntime (the model exported at warm-up)"
+    assert sorted(p.suffix for p in cache.iterdir()) == [".json", ".onnx"]
+    key = next(cache.glob("*.json")).stem
+    record = json.loads((cache / f"{key}.json").read_text())
+    (cache / "0123456789abcdef01234567.json").write_text(json.dumps(record))  # as if made by older libraries
+    (cache / "0123456789abcdef01234567.onnx").write_bytes(b"an older export")
+    (cache / "fedcba9876543210fedcba98.json").write_text(json.dumps({**record, "model": "/another/model"}))
+    first._query_model = None
+    first.warm_up()  # exports again: one export of this model is kept, another model's stays
+    assert sorted(p.name for p in cache.iterdir()) == sorted([f"{key}.json", f"{key}.onnx",
+                                                               "fedcba9876543210fedcba98.json"])
+
+    run = subprocess.run([sys.executable, "-c", LOAD_FROM_CACHE, str(cache), QUESTIONS[0]],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stderr
+    answer = json.loads(run.stdout)
+    assert answer["torch_imported"] is False
+    assert answer["queries"] == f"onnxruntime (the export cached in {cache})"
+    np.testing.assert_allclose(answer["vector"], minilm.embed_query(QUESTIONS[0]), atol=2e-6)
+
+
+def test_a_cached_export_that_no_longer_gives_its_vectors_is_ignored_and_made_again(tmp_path, minilm, caplog):
+    cache = tmp_path / "cache"
+    first = SentenceTransformersEmbedder(cache_dir=str(cache))
+    first._model, first._default_threads = minilm._model, minilm._default_threads
+    first.warm_up()
+    record_path = next(cache.glob("*.json"))
+    record = json.loads(record_path.read_text())
+    record["probe_vectors"] = (-np.asarray(record["probe_vectors"])).tolist()  # not what the export gives
+    record_path.write_text(json.dumps(record))
+
+    later = SentenceTransformersEmbedder(cache_dir=str(cache))
+    later._model, later._default_threads = minilm._model, minilm._default_threads
+    with caplog.at_level(logging.WARNING, logger="duckgraph.plugins.sentence_transformers"):
+        later.warm_up()
+    assert "ignoring the cached ONNX export" in caplog.text and "vectors differ" in caplog.text
+    assert later.describe()["queries"] == "onnxruntime (the model exported at warm-up)"  # exported anew
+    assert json.loads(record_path.read_text())["probe_vectors"] != record["probe_vectors"]  # and cached again
+    np.testing.assert_allclose(later.embed_query(QUESTIONS[0]), minilm.embed_query(QUESTIONS[0]), atol=2e-6)
