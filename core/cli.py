@@ -360,7 +360,7 @@ def _print_doctor(report: dict[str, Any]) -> None:
         print(f"vss:       {'loaded from ' + vss['path'] if vss['loaded'] else 'NOT loaded: ' + vss['problem']}")
         for kind, mode in store["vector_search"].items():
             print(f"{kind} vector search: {mode}")
-        print(f"passage texts: {store['passage_texts']}")
+        print(f"passage texts: {store.get('passage_texts', 'not reported')}")
     print("plugins:   " + ", ".join(report["plugins"]))
     print(f"tools/list at start: {report['tools_list']}")
     for problem in report["problems"]:

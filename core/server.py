@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, TypeVar
@@ -96,6 +95,8 @@ duckgraph is a long-term memory organised as a knowledge graph of entities, rela
 
 # The warm-up imports torch (seconds of GIL-heavy work); waiting a moment lets the handshake finish first.
 WARM_UP_DELAY_SECONDS = 0.5
+#: How long a server that is shutting down waits for its warm-up to finish.
+WARM_UP_EXIT_WAIT_SECONDS = 60
 
 
 class DuckgraphServer(MCPServer):
@@ -205,12 +206,21 @@ def build_server(services: Services, share: FileShare | None = None, *, tool_set
     @asynccontextmanager
     async def lifespan(server: DuckgraphServer) -> AsyncIterator[KnowledgeBase]:
         kb = services.knowledge_base
+        warming, stopping = None, threading.Event()
         # A client has no use for the model (the owner embeds) until it takes the file over.
         if services.settings.warm_up and (share is None or share.is_owner):
-            threading.Thread(target=_warm_up, args=(kb, server), name="duckgraph-warm-up", daemon=True).start()
+            warming = threading.Thread(target=_warm_up, args=(kb, server, stopping), name="duckgraph-warm-up",
+                                       daemon=True)
+            warming.start()
         try:
             yield kb
         finally:
+            if warming is not None:
+                # Its native work (PyTorch's import, the ONNX export) cut short by the interpreter's exit aborts the
+                # process, and it may still open the file: it stops at its next step or ends (at worst the
+                # model's import, ~10 s) before the file closes.
+                stopping.set()
+                await anyio.to_thread.run_sync(warming.join, WARM_UP_EXIT_WAIT_SECONDS)
             if share is not None:  # an owner answers the calls it is running before it lets the file go
                 await anyio.to_thread.run_sync(functools.partial(share.close, finalize=kb.close))
             else:
@@ -242,12 +252,16 @@ def register_tools(server: MCPServer, tool_set: str) -> None:
     _register_shared_tools(server)
 
 
-def _warm_up(kb: KnowledgeBase, server: DuckgraphServer | None = None) -> None:
-    time.sleep(WARM_UP_DELAY_SECONDS)
-    if server is not None:
-        server.build_tools()  # so that the first call does not wait for it
+def _warm_up(kb: KnowledgeBase, server: DuckgraphServer, stopping: threading.Event) -> None:
+    if stopping.wait(WARM_UP_DELAY_SECONDS):
+        return
+    server.build_tools()  # so that the first call does not wait for it
     try:
+        if stopping.is_set():
+            return
         kb.open()
+        if stopping.is_set():
+            return
         kb.embedder.warm_up()
         log.info("knowledge base open and embedder ready")
     except Exception as exc:  # the first tool call reports the same problem to the model

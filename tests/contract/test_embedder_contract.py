@@ -74,6 +74,10 @@ def check_embedder_contract(embedder: Embedder, *, atol: float = 1e-5) -> None:
     np.testing.assert_allclose(query, embedder.embed_documents([TEXTS[0]])[0], atol=atol)
     np.testing.assert_allclose(query, vectors[0], atol=atol)
 
+    # describe(): label -> text, for `duckgraph doctor`.
+    facts = embedder.describe()
+    assert isinstance(facts, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in facts.items())
+
     # Empty input: an empty (0, d) float32 array.
     empty = embedder.embed_documents([])
     assert empty.shape == (0, d)

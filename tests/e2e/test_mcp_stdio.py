@@ -15,10 +15,12 @@ import subprocess
 import sys
 import sysconfig
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
+import duckdb
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -288,3 +290,33 @@ def test_a_configuration_error_stops_the_server_before_the_handshake_with_a_mess
     assert "no embedder plugin with id 'no-such-embedder'" in finished.stderr
     assert "sentence-transformers" in finished.stderr  # the ids that would work
     assert "Traceback" not in finished.stderr
+
+
+@pytest.mark.parametrize("moment", ["at once", "while it exports the model"])
+def test_a_server_closed_while_it_warms_up_exits_cleanly(tmp_path, db_path, child_env, moment):
+    """The host may go away at any moment of the warm-up (before it starts, while it exports the model to ONNX):
+    the server still exits with status 0, its file closed, rather than aborting in the middle of native code."""
+    stderr_path = tmp_path / "stderr.log"
+    with stderr_path.open("w", encoding="utf-8") as stderr:
+        process = subprocess.Popen([*SERVE, "--db", str(db_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=stderr, env={**child_env, "DUCKGRAPH_LOG_LEVEL": "INFO"}, cwd=tmp_path,
+                                   text=True, encoding="utf-8")
+        session = RawSession(process)
+        session.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "duckgraph-e2e", "version": "0"}}})
+        session.response(1)
+        session.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        if moment != "at once":  # the export starts once the model is loaded (no export is cached in this HOME)
+            deadline = time.monotonic() + TIMEOUT_SECONDS
+            while "loaded sentence-transformers model" not in stderr_path.read_text() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        process.stdin.close()
+        session.rest()
+        assert process.wait(timeout=120) == 0, stderr_path.read_text()
+    log = stderr_path.read_text()
+    assert "Traceback" not in log and "terminate called" not in log
+    if moment != "at once":
+        assert "queries are embedded with onnxruntime" in log  # the export was under way and ran to its end
+    if db_path.exists():  # opened by the warm-up (unless it stopped first), and closed: another process opens it
+        with duckdb.connect(str(db_path)) as con:
+            assert con.execute("SELECT count(*) FROM meta").fetchone()[0] > 0
