@@ -257,12 +257,10 @@ def _warm_up(kb: KnowledgeBase, server: DuckgraphServer, stopping: threading.Eve
         return
     server.build_tools()  # so that the first call does not wait for it
     try:
-        if stopping.is_set():
-            return
-        kb.open()
-        if stopping.is_set():
-            return
-        kb.embedder.warm_up()
+        for step in (kb.open, kb.embedder.warm_up):
+            if stopping.is_set():  # the server is closing: no new step
+                return
+            step()
         log.info("knowledge base open and embedder ready")
     except Exception as exc:  # the first tool call reports the same problem to the model
         log.warning("warm-up failed: %s", exc)

@@ -22,7 +22,8 @@ Once per run: the embedding throughput of duckgraph's embedder against raw sente
 `model.encode` on the same texts, spawn-to-`tools/list` of `duckgraph serve` against an empty MCPServer, and
 the reference MCP memory server (`npx -y @modelcontextprotocol/server-memory`) against `duckgraph serve` with
 DUCKGRAPH_TOOLS=memory, both driven through the official MCP client over stdio with the same entities and
-relations (create, search_nodes, open_nodes; duckgraph's model warm-up is timed on its own).
+relations (create, search_nodes, open_nodes; the first search, which waits for duckgraph's query model, is
+timed on its own).
 
 Progress goes to stderr; tables to stdout; everything to --json-out. Nothing here asserts a speed.
 """
@@ -806,7 +807,7 @@ def render(results: dict[str, Any]) -> str:
                 [f"{label}: {r['entities']:,} entities, {r['relations']:,} relations", "", "", ""],
                 ["  session spawn -> ready ms", _fmt(ref["spawn_to_ready_ms"]), _fmt(ours["spawn_to_ready_ms"]),
                  _fmt(ratio["spawn_to_ready"], 2)],
-                ["  first call (duckgraph: model warm-up) ms", _fmt(ref["first_call_ms"]),
+                ["  first call (duckgraph: waits for its query model) ms", _fmt(ref["first_call_ms"]),
                  _fmt(ours["first_call_ms"]), ""],
                 ["  create entities + relations s", _fmt(ref["create_seconds"], 2), _fmt(ours["create_seconds"], 2),
                  _fmt(ratio["create"], 2)],
