@@ -106,20 +106,28 @@ def run_asgi(app: ASGIApp, host: str, port: int, log_level: str) -> None:
         app, host=host.strip().strip("[]"), port=port, log_config=None, log_level=log_level.lower(),
         access_log=log_level.upper() == "DEBUG", server_header=False, lifespan="on",
     )
-    # uvicorn shuts down gracefully on SIGTERM (sessions end, the database closes), then re-raises the
-    # signal: a service manager's stop is a normal exit, so it ends the process with status 0.
-    previous = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
-    if previous is not None:
-        signal.signal(signal.SIGTERM, _exit_normally)
+    # uvicorn shuts down gracefully on SIGTERM or SIGINT (sessions end, the database closes), then re-raises the
+    # signal to the handler it found. A service manager's stop is a normal exit: status 0. Ctrl-C is an
+    # interruption (status 130, as for any command); left to asyncio's own SIGINT handler, the re-raised signal
+    # only cancels the server's task, which has usually finished by then, and the process exited with 0.
+    handlers = {signal.SIGTERM: _exit_normally, signal.SIGINT: _interrupted}
+    previous = ({sig: signal.getsignal(sig) for sig in handlers}
+                if threading.current_thread() is threading.main_thread() else {})
+    for sig in previous:
+        signal.signal(sig, handlers[sig])
     try:
         uvicorn.Server(config).run()
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _exit_normally(_signal: int, _frame: Any) -> None:
     raise SystemExit(0)
+
+
+def _interrupted(_signal: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def endpoint_url(host: str, port: int) -> str:
