@@ -930,13 +930,14 @@ class GraphMirror:
         self.chunk_live[:] = False
         documents = con.execute("SELECT namespace, id, title FROM documents").fetchnumpy()
         self.put_documents(documents["namespace"], documents["id"], documents["title"])
-        text_bytes = con.execute("SELECT coalesce(sum(strlen(text)), 0) FROM chunks").fetchone()[0]
-        held = text_bytes <= self.text_budget
+        self.text_bytes = con.execute("SELECT coalesce(sum(strlen(text)), 0) FROM chunks").fetchone()[0]
+        held = self.text_bytes <= self.text_budget
         text = "text" if held else "NULL AS text"
         chunks = con.execute(f"SELECT id, namespace, document_id, ordinal, {text} FROM chunks").fetchnumpy()
-        self.chunk_text, self.text_bytes = ({}, 0) if held else (None, text_bytes)
-        self.add_chunks(np.asarray(chunks["id"], dtype=np.int64), chunks["namespace"], chunks["document_id"],
-                        chunks["ordinal"], chunks["text"])
+        ids = np.asarray(chunks["id"], dtype=np.int64)
+        self.chunk_text = None  # filled below at once: the sum above already counted the texts' bytes
+        self.add_chunks(ids, chunks["namespace"], chunks["document_id"], chunks["ordinal"], chunks["text"])
+        self.chunk_text = dict(zip(ids.tolist(), chunks["text"])) if held else None
         mentions = con.execute("SELECT chunk_id, node_id FROM mentions").fetchnumpy()
         chunks = np.asarray(mentions["chunk_id"], dtype=np.int64)
         nodes = np.asarray(mentions["node_id"], dtype=np.int64)
@@ -1198,12 +1199,17 @@ class GraphMirror:
         result[inside] = self.chunk_live[ids[inside]]
         return result
 
-    def chunk_documents(self, ids: Sequence[int]) -> dict[int, str]:
-        """The document id of each stored one of the chunk `ids`."""
+    def _stored_chunks(self, ids: Sequence[int]) -> tuple[Any, Any]:
+        """(ids, document codes) of the stored ones of the chunk `ids`."""
         ids = np.asarray(ids, dtype=np.int64)
         ids = ids[self._chunk_live(ids)]
         codes = self.chunk_document[ids]
-        return {i: self.documents[c][0] for i, c in zip(ids[codes >= 0].tolist(), codes[codes >= 0].tolist())}
+        return ids[codes >= 0], codes[codes >= 0]
+
+    def chunk_documents(self, ids: Sequence[int]) -> dict[int, str]:
+        """The document id of each stored one of the chunk `ids`."""
+        ids, codes = self._stored_chunks(ids)
+        return {i: self.documents[c][0] for i, c in zip(ids.tolist(), codes.tolist())}
 
     def chunk_records(self, ids: Sequence[int]) -> list[Any] | None:
         """ChunkRecords of the stored ones of `ids`, or None while the texts are not held in memory."""
@@ -1211,11 +1217,9 @@ class GraphMirror:
 
         if self.chunk_text is None:
             return None
-        ids = np.asarray(ids, dtype=np.int64)
-        ids = ids[self._chunk_live(ids)]
-        return [ChunkRecord(id=i, document_id=self.documents[document][0], ordinal=ordinal, text=self.chunk_text[i])
-                for i, document, ordinal in zip(ids.tolist(), self.chunk_document[ids].tolist(),
-                                                self.chunk_ordinal[ids].tolist())]
+        ids, codes = self._stored_chunks(ids)
+        return [ChunkRecord(id=i, document_id=self.documents[code][0], ordinal=ordinal, text=self.chunk_text[i])
+                for i, code, ordinal in zip(ids.tolist(), codes.tolist(), self.chunk_ordinal[ids].tolist())]
 
     def document_titles(self, namespace: str, ids: Iterable[str]) -> dict[str, str]:
         found = ((i, self.document_codes.get((namespace, i))) for i in ids)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -312,6 +313,7 @@ class _OnnxQueryModel:
 _AGREEMENT = 0.99999
 
 
+@functools.lru_cache(maxsize=8)  # looked up, then stored under, by one warm-up: the files' stats are read once
 def _cache_key(folder: Path) -> str:
     """A name for the export of the model in `folder`: its files (names, sizes, times) and the versions that
     turn them into the export and run it."""

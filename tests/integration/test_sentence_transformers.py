@@ -44,6 +44,11 @@ def test_texts_are_handed_over_in_calls_of_texts_per_call_and_come_back_in_order
     np.testing.assert_allclose(vectors, one_by_one, atol=1e-5)
 
 
+def sharing_the_model(embedder: SentenceTransformersEmbedder, loaded: SentenceTransformersEmbedder) -> None:
+    """Give `embedder` the session's loaded model (spares loading it again; its own state stays its own)."""
+    embedder._model, embedder._default_threads = loaded._model, loaded._default_threads
+
+
 # -- queries through onnxruntime -------------------------------------------------------------------------------
 
 QUESTIONS = [
@@ -103,8 +108,7 @@ def test_without_onnxruntime_queries_stay_on_pytorch_and_doctor_says_what_to_ins
     embedder = SentenceTransformersEmbedder()
     assert embedder.describe()["queries"] == (
         "PyTorch: onnxruntime not installed (pip install 'duckgraph[local]')")
-    embedder._model = minilm._model  # the loaded model, shared: spares a second load
-    embedder._default_threads = minilm._default_threads
+    sharing_the_model(embedder, minilm)
     embedder.warm_up()
     assert embedder._query_model is None
     assert embedder.describe()["queries"] == "PyTorch: onnxruntime not installed (pip install 'duckgraph[local]')"
@@ -132,7 +136,7 @@ print(json.dumps({"torch_imported": "torch" in sys.modules, "queries": embedder.
 def test_a_later_process_answers_queries_from_the_cached_export_without_pytorch(tmp_path, minilm):
     cache = tmp_path / "cache"
     first = SentenceTransformersEmbedder(cache_dir=str(cache))
-    first._model, first._default_threads = minilm._model, minilm._default_threads  # loaded once per session
+    sharing_the_model(first, minilm)
     first.warm_up()
     assert first.describe()["queries"] == "onnxruntime (the model exported at warm-up)"
     assert sorted(p.suffix for p in cache.iterdir()) == [".json", ".onnx"]
@@ -158,7 +162,7 @@ def test_a_later_process_answers_queries_from_the_cached_export_without_pytorch(
 def test_a_cached_export_that_no_longer_gives_its_vectors_is_ignored_and_made_again(tmp_path, minilm, caplog):
     cache = tmp_path / "cache"
     first = SentenceTransformersEmbedder(cache_dir=str(cache))
-    first._model, first._default_threads = minilm._model, minilm._default_threads
+    sharing_the_model(first, minilm)
     first.warm_up()
     record_path = next(cache.glob("*.json"))
     record = json.loads(record_path.read_text())
@@ -166,7 +170,7 @@ def test_a_cached_export_that_no_longer_gives_its_vectors_is_ignored_and_made_ag
     record_path.write_text(json.dumps(record))
 
     later = SentenceTransformersEmbedder(cache_dir=str(cache))
-    later._model, later._default_threads = minilm._model, minilm._default_threads
+    sharing_the_model(later, minilm)
     with caplog.at_level(logging.WARNING, logger="duckgraph.plugins.sentence_transformers"):
         later.warm_up()
     assert "ignoring the cached ONNX export" in caplog.text and "vectors differ" in caplog.text
