@@ -1,12 +1,19 @@
-"""Retrieval on MuSiQue: duckgraph's `search` tool against the dense baseline, on the same knowledge base.
+"""Retrieval on a multi-hop set: duckgraph's `search` tool against the dense baseline, on the same knowledge base.
 
-The data set and the metric are described in the evaluation README next to the data (MuSiQue train mini set
-with the HippoRAG OpenIE triples). This script loads the 1,890 passages and the extracted graph through
-duckgraph's public MCP tools (`add_documents`, `add_knowledge_graph`), called with the official `mcp` client
-against the in-process server, then asks the 100 questions twice: once through the `search` tool and once
-as plain dense retrieval (the same embedder, passages ranked by cosine similarity alone). Usage:
+The public set and the metric are described in the evaluation README next to the data (MuSiQue train mini set
+with the HippoRAG OpenIE triples). This script loads the passages and the extracted graph through duckgraph's
+public MCP tools (`add_documents`, `add_knowledge_graph`), called with the official `mcp` client against the
+in-process server, then asks every question twice: once through the `search` tool and once as plain dense
+retrieval (the same embedder, passages ranked by cosine similarity alone). Usage:
 
-    python contrib/bench/musique.py --data ../shared/eval/musique [--db PATH] [--keep] [--json-out PATH]
+    python contrib/bench/musique.py --data ../shared/eval/musique [--set NAME] [--db PATH] [--keep] [--json-out PATH]
+
+The folder holds a set in the HippoRAG repository's layout: NAME.json (the questions), NAME_corpus.json (the
+passages) and openie_NAME_results_*.json (the triples, one doc per passage, in corpus order). Questions may be
+MuSiQue's (`paragraphs` marked `is_supporting`, and a `question_decomposition` that gives recall per hop) or
+HotpotQA's and 2WikiMultiHopQA's (`supporting_facts` naming paragraphs of the question's `context` by title;
+results broken down by the question's `type`); the corpus a list of {title, text} or a mapping from title to
+sentences.
 
 Without --db the knowledge base is a temporary file, removed at the end unless --keep is given. A --db file
 that already holds this corpus is reused as it is (no loading), so a kept file makes re-runs fast.
@@ -24,7 +31,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,9 +52,6 @@ from duckgraph.core.server import build_server  # noqa: E402
 from duckgraph.core.service import KnowledgeBase  # noqa: E402
 from duckgraph.ports import entity_key, relation_type  # noqa: E402
 
-QUESTIONS_FILE = "musique_train.json"
-CORPUS_FILE = "musique_train_corpus.json"
-OPENIE_FILE = "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 #: The data has no entity types; every node gets this neutral one.
 NODE_TYPE = "Entity"
 TOP_K = 5
@@ -62,52 +66,100 @@ class Question:
     id: str
     text: str
     gold: list[int]  # corpus indices of the supporting paragraphs
-    hop_gold: list[int]  # corpus index of each hop's supporting paragraph, in hop order
-
-    @property
-    def hops(self) -> int:
-        return len(self.hop_gold)
+    hop_gold: list[int]  # corpus index of each hop's supporting paragraph, in hop order (MuSiQue only)
+    group: str  # what the results are broken down by: "2-hop" (MuSiQue), or the set's own type ("bridge")
 
 
 @dataclass
 class Dataset:
+    name: str
     corpus: list[dict[str, str]]
     openie: list[dict[str, Any]]
     questions: list[Question]
 
 
-def load_dataset(folder: Path) -> Dataset:
+def find_set(folder: Path, name: str | None = None) -> tuple[str, Path, Path, Path]:
+    """The set's name and its three files, in the layout of the HippoRAG repository the public set comes from:
+    `NAME.json` (questions), `NAME_corpus.json` and `openie_NAME_results_*.json`. A folder holding several sets
+    needs `name`."""
+    if not folder.is_dir():
+        sys.exit(f"error: {folder} is not a folder (--data must be the folder holding the data set's files)")
+    names = sorted(p.name[: -len("_corpus.json")] for p in folder.glob("*_corpus.json"))
+    if name is None:
+        if len(names) != 1:
+            found = f"sets {', '.join(names)}: choose one with --set" if names else "no NAME_corpus.json file"
+            sys.exit(f"error: {folder} holds {found}")
+        name = names[0]
+    questions, corpus = folder / f"{name}.json", folder / f"{name}_corpus.json"
+    openie = sorted(folder.glob(f"openie_{name}_results_*.json"))
+    for path in (questions, corpus):
+        if not path.is_file():
+            sys.exit(f"error: {path} does not exist (a set NAME needs NAME.json, NAME_corpus.json and "
+                     "openie_NAME_results_*.json)")
+    if len(openie) != 1:
+        sys.exit(f"error: {folder} holds {len(openie)} files openie_{name}_results_*.json; exactly one is needed")
+    return name, questions, corpus, openie[0]
+
+
+def read_corpus(data: Any) -> list[dict[str, str]]:
+    """Passages as {title, text}: from a list of such (MuSiQue) or a mapping title -> sentences (HotpotQA)."""
+    if isinstance(data, dict):
+        return [{"title": title, "text": "".join(text) if isinstance(text, list) else text}
+                for title, text in data.items()]
+    return [{"title": passage["title"], "text": passage["text"]} for passage in data]
+
+
+def read_question(item: dict[str, Any], corpus_index: Callable[[str, str, str], int]) -> Question:
+    """A question in MuSiQue's form (`paragraphs`, `question_decomposition`) or in HotpotQA's and
+    2WikiMultiHopQA's (`supporting_facts` naming paragraphs of its `context` by title)."""
+    question_id = str(item.get("id") or item.get("_id"))
+    if "paragraphs" in item:
+        paragraphs = {p["idx"]: p for p in item["paragraphs"]}
+
+        def index_of(paragraph: dict[str, Any]) -> int:
+            return corpus_index(paragraph["title"], paragraph["paragraph_text"], question_id)
+
+        gold = [index_of(p) for p in item["paragraphs"] if p["is_supporting"]]
+        hop_gold = [index_of(paragraphs[h["paragraph_support_idx"]]) for h in item.get("question_decomposition", [])]
+        return Question(id=question_id, text=item["question"], gold=gold, hop_gold=hop_gold,
+                        group=f"{len(hop_gold)}-hop" if hop_gold else "all")
+    if "supporting_facts" in item and "context" in item:
+        context = {title: "".join(sentences) for title, sentences in item["context"]}
+        titles = dict.fromkeys(fact[0] for fact in item["supporting_facts"])
+        missing = [title for title in titles if title not in context]
+        if missing:
+            sys.exit(f"error: question {question_id}: supporting fact {missing[0]!r} is not in its context")
+        gold = [corpus_index(title, context[title], question_id) for title in titles]
+        return Question(id=question_id, text=item["question"], gold=gold, hop_gold=[],
+                        group=str(item.get("type") or "all"))
+    sys.exit(f"error: question {question_id} has neither `paragraphs` (MuSiQue) nor `supporting_facts` and "
+             "`context` (HotpotQA, 2WikiMultiHopQA)")
+
+
+def load_dataset(folder: Path, name: str | None = None) -> Dataset:
     """Read the three files; check the OpenIE docs line up with the corpus and every gold passage is found."""
-    for name in (QUESTIONS_FILE, CORPUS_FILE, OPENIE_FILE):
-        if not (folder / name).is_file():
-            sys.exit(f"error: {folder / name} does not exist (--data must be the folder holding the MuSiQue files)")
-    corpus = json.loads((folder / CORPUS_FILE).read_text(encoding="utf-8"))
-    openie = json.loads((folder / OPENIE_FILE).read_text(encoding="utf-8"))["docs"]
-    raw_questions = json.loads((folder / QUESTIONS_FILE).read_text(encoding="utf-8"))
+    name, questions_file, corpus_file, openie_file = find_set(folder, name)
+    corpus = read_corpus(json.loads(corpus_file.read_text(encoding="utf-8")))
+    openie = json.loads(openie_file.read_text(encoding="utf-8"))["docs"]
+    raw_questions = json.loads(questions_file.read_text(encoding="utf-8"))
     if len(openie) != len(corpus):
         sys.exit(f"error: {len(openie)} OpenIE docs for {len(corpus)} corpus passages; they must line up")
     for i, (doc, passage) in enumerate(zip(openie, corpus)):
-        if (doc.get("title"), doc.get("text")) != (passage["title"], passage["text"]):
+        if {"title", "text"} <= doc.keys() and (doc["title"], doc["text"]) != (passage["title"], passage["text"]):
             sys.exit(f"error: OpenIE doc {i} is not corpus passage {i}")
 
     by_content: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, passage in enumerate(corpus):
         by_content[(passage["title"], passage["text"])].append(i)
 
-    def corpus_index(paragraph: dict[str, Any], question_id: str) -> int:
-        matches = by_content.get((paragraph["title"], paragraph["paragraph_text"]), [])
+    def corpus_index(title: str, text: str, question_id: str) -> int:
+        matches = by_content.get((title, text), [])
         if len(matches) != 1:
             sys.exit(f"error: question {question_id}: a supporting paragraph matches {len(matches)} corpus entries")
         return matches[0]
 
-    questions = []
-    for item in raw_questions:
-        paragraphs = {p["idx"]: p for p in item["paragraphs"]}
-        gold = [corpus_index(p, item["id"]) for p in item["paragraphs"] if p["is_supporting"]]
-        hop_gold = [corpus_index(paragraphs[h["paragraph_support_idx"]], item["id"])
-                    for h in item["question_decomposition"]]
-        questions.append(Question(id=item["id"], text=item["question"], gold=gold, hop_gold=hop_gold))
-    return Dataset(corpus=corpus, openie=openie, questions=questions)
+    questions = [read_question(item, corpus_index) for item in raw_questions]
+    return Dataset(name=name, corpus=corpus, openie=openie, questions=questions)
 
 
 def passage_documents(corpus: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
@@ -343,16 +395,16 @@ def summarise(questions: Sequence[Question], runs: dict[str, list[dict[str, Any]
               timings: dict[str, list[float]]) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for method, rows in runs.items():
-        by_hops = {}
-        for hops in sorted({q.hops for q in questions}):
-            subset = [row for row, q in zip(rows, questions) if q.hops == hops]
-            by_hops[f"{hops}-hop"] = {"n": len(subset), **aggregate(subset)}
-        summary[method] = {"overall": aggregate(rows), "by_hops": by_hops, "per_hop": per_hop(rows),
+        by_group = {}
+        for group in sorted({q.group for q in questions}):
+            subset = [row for row, q in zip(rows, questions) if q.group == group]
+            by_group[group] = {"n": len(subset), **aggregate(subset)}
+        summary[method] = {"overall": aggregate(rows), "by_group": by_group, "per_hop": per_hop(rows),
                            "latency": latency(timings[method])}
     return summary
 
 
-def print_table(summary: dict[str, Any], n_questions: int) -> None:
+def print_table(summary: dict[str, Any], n_questions: int, name: str) -> None:
     methods = list(summary)
     width = 34
     line = "-" * (width + 12 * len(methods) + 12)
@@ -362,19 +414,22 @@ def print_table(summary: dict[str, Any], n_questions: int) -> None:
         extra = f"{values[-1] - values[0]:>+12.1f}" if delta and len(values) == 2 else ""
         print(f"{label:<{width}}{cells}{extra}")
 
-    print(f"MuSiQue train mini set: {n_questions} questions, top {TOP_K} passages")
+    print(f"{name}: {n_questions} questions, top {TOP_K} passages")
     print(f"{'':<{width}}" + "".join(f"{m:>12}" for m in methods) + (f"{'delta':>12}" if len(methods) == 2 else ""))
     print(line)
     metric_keys = list(summary[methods[0]]["overall"])
     for key in metric_keys:
         row(f"{key} (all)", [summary[m]["overall"][key] for m in methods])
-    for group, values in summary[methods[0]]["by_hops"].items():
+    for group, values in summary[methods[0]]["by_group"].items():
         print(f"{group} questions (n={values['n']})")
         for key in metric_keys:
-            row(f"  {key}", [summary[m]["by_hops"][group][key] for m in methods])
-    print(f"per-hop passage in top {TOP_K}")
-    for hop, values in summary[methods[0]]["per_hop"].items():
-        row(f"  {hop} (n={values['n']})", [summary[m]["per_hop"][hop]["found@5"] for m in methods])
+            row(f"  {key}", [summary[m]["by_group"][group][key] for m in methods])
+    if summary[methods[0]]["per_hop"]:
+        print(f"per-hop passage in top {TOP_K}")
+        for hop, values in summary[methods[0]]["per_hop"].items():
+            row(f"  {hop} (n={values['n']})", [summary[m]["per_hop"][hop]["found@5"] for m in methods])
+    else:
+        print("per-hop recall: none (the questions give no hop order, as MuSiQue's question_decomposition does)")
     print(line)
     row("latency median (ms)", [summary[m]["latency"]["median_ms"] for m in methods], delta=False)
     row("latency p95 (ms)", [summary[m]["latency"]["p95_ms"] for m in methods], delta=False)
@@ -442,12 +497,13 @@ async def evaluate(services: Services, dataset: Dataset) -> dict[str, Any]:
             ranked = {"dense": [int(d) for d in dense], "search": [int(d) for d in found]}
             for method in runs:
                 runs[method].append(question_scores(ranked[method], question))
-            per_question.append({"id": question.id, "hops": question.hops, "gold": question.gold,
+            per_question.append({"id": question.id, "group": question.group, "gold": question.gold,
                                  "hop_gold": question.hop_gold, "dense": ranked["dense"], "search": ranked["search"],
                                  "search_passages": returned})
     if short_results:
         progress(f"note: for {short_results} questions search returned fewer than {TOP_K} distinct documents")
     return {
+        "set": dataset.name,
         "questions": len(dataset.questions),
         "top_k": TOP_K,
         "embedder": kb.embedder.id,
@@ -462,28 +518,30 @@ async def evaluate(services: Services, dataset: Dataset) -> dict[str, Any]:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True, help="folder with the MuSiQue files")
+    parser.add_argument("--data", type=Path, required=True,
+                        help="folder with the set's files: NAME.json, NAME_corpus.json, openie_NAME_results_*.json")
+    parser.add_argument("--set", dest="set_name", metavar="NAME",
+                        help="which set, when the folder holds several (e.g. musique_train)")
     parser.add_argument("--db", type=Path, help="knowledge base file (default: a temporary file)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary knowledge base file")
     parser.add_argument("--json-out", type=Path,
-                        help="where to write the results as JSON (default: musique_results.json next to the "
+                        help="where to write the results as JSON (default: NAME_results.json next to the "
                              "database, or in the current folder when the database is temporary)")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    dataset = load_dataset(args.data.expanduser())
+    dataset = load_dataset(args.data.expanduser(), args.set_name)
     folder = None
     if args.db is None:
-        folder = Path(tempfile.mkdtemp(prefix="duckgraph-musique-"))
-        db = folder / "musique.duckdb"
+        folder = Path(tempfile.mkdtemp(prefix=f"duckgraph-{dataset.name}-"))
+        db = folder / f"{dataset.name}.duckdb"
     else:
         db = args.db.expanduser().resolve()
         db.parent.mkdir(parents=True, exist_ok=True)
-    json_out = args.json_out or (
-        db.parent / "musique_results.json" if folder is None or args.keep else Path("musique_results.json")
-    )
+    results_name = f"{dataset.name}_results.json"
+    json_out = args.json_out or (db.parent / results_name if folder is None or args.keep else Path(results_name))
     try:
         report = anyio.run(evaluate, make_services(db), dataset)
     finally:
@@ -492,7 +550,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if folder is not None and args.keep:
         progress(f"knowledge base kept in {db}")
     report["db"] = str(db) if folder is None or args.keep else None
-    print_table(report["results"], report["questions"])
+    print_table(report["results"], report["questions"], dataset.name)
     direct = report["search_latency_in_process"]
     print(f"search called in process (no MCP round trip, as dense): median {direct['median_ms']} ms, "
           f"p95 {direct['p95_ms']} ms")

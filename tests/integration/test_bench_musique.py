@@ -1,10 +1,13 @@
-"""The MuSiQue runner (contrib/bench/musique.py) end to end on a tiny set in the same format, with the real model."""
+"""The multi-hop runner (contrib/bench/musique.py) end to end on tiny sets in MuSiQue's and HotpotQA's layouts, with
+the real model."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+
+import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "contrib" / "bench"
 sys.path.insert(0, str(BENCH))
@@ -69,6 +72,7 @@ def test_the_runner_loads_through_the_tools_and_reports_both_methods(tmp_path, c
         assert all(0 <= value <= 100 for value in result["overall"].values())
         assert result["latency"]["n"] == 2 and result["latency"]["median_ms"] > 0
         assert set(result["per_hop"]) == {"hop 1", "hop 2"}
+        assert set(result["by_group"]) == {"1-hop", "2-hop"}
     # Every question's gold passages are among only five: both methods find them all in their top 5.
     assert report["results"]["search"]["overall"]["R@5"] == 100.0
     assert report["search_latency_in_process"]["n"] == 2
@@ -76,3 +80,64 @@ def test_the_runner_loads_through_the_tools_and_reports_both_methods(tmp_path, c
     # A second run on the same file reuses what is loaded rather than loading it twice.
     musique.main(["--data", str(data), "--db", str(tmp_path / "m.duckdb"), "--json-out", str(out)])
     assert json.loads(out.read_text())["loading"] == {"reused": True}
+
+
+def write_hotpot_dataset(folder: Path, name: str = "hotpotqa_train") -> None:
+    """The same passages in HotpotQA's layout: a corpus mapping titles to sentences, questions whose
+    supporting facts name paragraphs of their context by title, OpenIE docs without titles."""
+    sentences = {title: [part + "." for part in text.rstrip(".").split(". ")] for title, text in PASSAGES}
+    for title, parts in sentences.items():
+        sentences[title] = [parts[0], *(" " + part for part in parts[1:])]
+    docs = [{"extracted_entities": [], "extracted_triples": triples} for triples in TRIPLES]
+    context = [[title, parts] for title, parts in sentences.items()]
+    questions = [
+        {"_id": "a1", "question": "Where did the performer of Hello Love die?", "type": "bridge",
+         "supporting_facts": [["Hello Love", 0], ["Hank Snow", 1], ["Hank Snow", 0]], "context": context},
+        {"_id": "a2", "question": "Are Blue Note and apple pie from New York?", "type": "comparison",
+         "supporting_facts": [["Blue Note", 0], ["Apple pie", 0]], "context": context},
+    ]
+    (folder / f"{name}_corpus.json").write_text(json.dumps(sentences))
+    (folder / f"openie_{name}_results_ner_test_5.json").write_text(json.dumps({"docs": docs}))
+    (folder / f"{name}.json").write_text(json.dumps(questions))
+
+
+def test_a_hotpotqa_layout_reads_gold_by_title_and_groups_by_type(tmp_path):
+    write_hotpot_dataset(tmp_path)
+    dataset = musique.load_dataset(tmp_path)
+    assert dataset.name == "hotpotqa_train"
+    assert [p["text"] for p in dataset.corpus] == [text for _, text in PASSAGES]  # sentences joined back
+    bridge, comparison = dataset.questions
+    assert (bridge.id, bridge.gold, bridge.hop_gold, bridge.group) == ("a1", [0, 1], [], "bridge")
+    assert (comparison.gold, comparison.group) == ([3, 4], "comparison")
+
+
+def test_the_runner_reports_a_set_without_hop_order_by_type(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_hotpot_dataset(data)
+    out = tmp_path / "results.json"
+    musique.main(["--data", str(data), "--db", str(tmp_path / "h.duckdb"), "--json-out", str(out)])
+    table = capsys.readouterr().out
+    assert table.startswith("hotpotqa_train: 2 questions") and "per-hop recall: none" in table
+    report = json.loads(out.read_text())
+    assert report["set"] == "hotpotqa_train"
+    assert report["loading"]["graph_input"]["skipped: malformed triples"] == 2
+    for method in ("dense", "search"):
+        assert set(report["results"][method]["by_group"]) == {"bridge", "comparison"}
+        assert report["results"][method]["per_hop"] == {}
+    assert report["results"]["search"]["overall"]["R@5"] == 100.0
+
+
+def test_a_folder_with_several_sets_needs_set_and_a_missing_file_is_named(tmp_path):
+    write_dataset(tmp_path)
+    write_hotpot_dataset(tmp_path)
+    with pytest.raises(SystemExit, match="sets hotpotqa_train, musique_train: choose one with --set"):
+        musique.load_dataset(tmp_path)
+    assert musique.load_dataset(tmp_path, "musique_train").questions[0].group == "2-hop"
+    (tmp_path / "hotpotqa_train.json").unlink()
+    with pytest.raises(SystemExit, match="hotpotqa_train.json does not exist"):
+        musique.load_dataset(tmp_path, "hotpotqa_train")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SystemExit, match="no NAME_corpus.json file"):
+        musique.load_dataset(empty)
