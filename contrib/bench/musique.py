@@ -308,7 +308,7 @@ async def load(client: Client, dataset: Dataset, limits: ToolLimits) -> dict[str
         progress(f"  {label}: {graph.counts[label]}")
 
     phase = time.perf_counter()
-    totals: Counter = Counter()
+    totals = Counter(dict.fromkeys(("nodes_created", "nodes_updated", "edges_created", "edges_updated"), 0))
     sent = 0
     for batch in batched(graph.nodes, limits.nodes):
         added = await call_tool(client, "add_knowledge_graph", {"nodes": list(batch)})
