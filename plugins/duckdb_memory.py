@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import mmap
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -200,9 +201,7 @@ class VectorIndex:
     def reserve(self, rows: int) -> None:
         with self._lock:
             if rows > len(self._ids):
-                self._matrix = _resized(self._matrix, rows)
-                self._ids = _resized(self._ids, rows)
-                self._namespaces = _resized(self._namespaces, rows)
+                self._grow(rows)
 
     def remove(self, ids: Iterable[int]) -> None:
         ids = np.asarray(list(ids) if not hasattr(ids, "__len__") else ids, dtype=np.int64).reshape(-1)
@@ -245,16 +244,33 @@ class VectorIndex:
             return
         start = self._size
         if start + count > len(self._ids):
-            capacity = max(1024, int(1.5 * len(self._ids)), start + count)
-            self._matrix = _resized(self._matrix, capacity)
-            self._ids = _resized(self._ids, capacity)
-            self._namespaces = _resized(self._namespaces, capacity)
+            self._grow(max(1024, int(1.5 * len(self._ids)), start + count))
         self._matrix[start : start + count] = vectors
         self._ids[start : start + count] = ids
         self._namespaces[start : start + count] = code
         self._row_by_id[ids] = np.arange(start, start + count)
         self._size += count
         self._live += count
+
+    def _grow(self, rows: int) -> None:
+        """Room for `rows` rows, the first `_size` kept (under the lock). The matrix lives in an anonymous private
+        mapping, which grows in place (mremap moves its pages: no copy, never two copies resident, and rows not
+        yet written take no memory); while a build's snapshot still reads it, or where mremap is missing, the
+        rows are copied into a new mapping instead."""
+        mapping = _mapping_of(self._matrix)
+        if mapping is not None:
+            self._matrix = None  # its only other holder is a build's snapshot: then the resize refuses
+            try:
+                mapping.resize(rows * self.dimensions * 4)
+            except (BufferError, OSError, SystemError):
+                pass  # the mapping keeps its size: copied below
+            self._matrix = _matrix_view(mapping, self.dimensions)
+        if len(self._matrix) < rows:
+            grown = _mapped_matrix(rows, self.dimensions)
+            grown[: self._size] = self._matrix[: self._size]
+            self._matrix = grown
+        self._ids = _resized(self._ids, rows)
+        self._namespaces = _resized(self._namespaces, rows)
 
     def _grow_lookup(self, max_id: int) -> None:
         if max_id >= len(self._row_by_id):
@@ -446,7 +462,7 @@ class VectorIndex:
             source = live[order]
             del order, assignment
             capacity = max(1024, int(1.1 * len(source)) + 1024)
-            new_matrix = np.empty((capacity, self.dimensions), dtype=np.float32)
+            new_matrix = _mapped_matrix(capacity, self.dimensions)
             for start in range(0, len(source), 65_536):
                 new_matrix[start : start + 65_536][: len(source[start : start + 65_536])] = matrix[source[start : start + 65_536]]
             new_ids = np.full(capacity, -1, dtype=np.int64)
@@ -507,6 +523,28 @@ def _matvec(matrix: Any, vector: Any) -> Any:
     mid-sized product) cost more than the product on a busy machine (measured: 1,264 x 384 centroids, 16 ms
     through BLAS against 0.13 ms through einsum while other jobs ran)."""
     return np.einsum("ij,j->i", matrix, vector)
+
+
+def _mapped_matrix(rows: int, dimensions: int) -> Any:
+    """A zeroed float32 matrix in an anonymous private mapping (see `VectorIndex._grow`); a plain array where
+    the platform has no such mappings."""
+    if rows == 0 or not hasattr(mmap, "MAP_ANONYMOUS"):
+        return np.zeros((rows, dimensions), dtype=np.float32)
+    mapping = mmap.mmap(-1, rows * dimensions * 4, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return _matrix_view(mapping, dimensions)
+
+
+def _matrix_view(mapping: mmap.mmap, dimensions: int) -> Any:
+    return np.frombuffer(mapping, dtype=np.float32).reshape(-1, dimensions)
+
+
+def _mapping_of(matrix: Any) -> mmap.mmap | None:
+    base = matrix.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):  # what np.frombuffer keeps of the mapping
+        base = base.obj
+    return base if isinstance(base, mmap.mmap) else None
 
 
 def _resized(array: Any, rows: int) -> Any:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -75,6 +77,13 @@ CHECKPOINT_THRESHOLD = "256MB"
 #: What DuckDB may keep cached while open copies the vectors into memory, and after it has copied the graph
 #: (see `_lean_cache`); its usual limit applies again at once.
 CACHE_AFTER_LOAD = "256MB"
+#: DuckDB's own cache limit when the store option memory_limit is not given: this share of the machine's memory,
+#: at least 1 GiB. DuckDB's default (80%) ignores what the store holds itself (every vector and the graph), and
+#: its cache keeps pages of tables the store already holds in memory: a bulk load of 1M entities and 5M relations
+#: would fill both (measured at 100k / 500k: 1.3 GB of DuckDB cache beside 0.9 GB of vectors).
+DEFAULT_MEMORY_SHARE = 0.25
+#: What DuckDB accepts as a memory size.
+_MEMORY_SIZE = re.compile(r"\s*\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", re.IGNORECASE)
 #: The vector search paths `vector_index` chooses from (see `DuckDBStore`).
 VECTOR_INDEXES = ("ivf", "exact", "hnsw")
 
@@ -178,6 +187,15 @@ def vss_extension_path() -> Path | None:
     return candidates[0] if candidates else None
 
 
+def default_memory_limit() -> str:
+    """DEFAULT_MEMORY_SHARE of the machine's memory, at least 1 GiB, as a DuckDB size."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): DuckDB's default share of 8 GiB
+        total = 8 * 2**30
+    return f"{max(1.0, DEFAULT_MEMORY_SHARE * total / 2**30):.1f}GiB"
+
+
 class HnswMirror:
     """An in-memory vss HNSW index over a snapshot of a VectorIndex, for large vector sets.
 
@@ -225,16 +243,20 @@ class DuckDBStore(GraphStore):
         self, path: str | Path, *, read_only: bool = False, hnsw_min_rows: int = DEFAULT_HNSW_MIN_ROWS,
         use_vss: bool = True, vector_index: str = "ivf", ann_min_rows: int = DEFAULT_ANN_MIN_ROWS,
         ann_nprobe: int | None = None, passage_texts_mb: float = DEFAULT_PASSAGE_TEXTS_MB,
+        memory_limit: str | None = None,
     ) -> None:
         """`vector_index`: "ivf" (default; an exact scan below `ann_min_rows` vectors of a kind, an IVF index in
         memory above, probing `ann_nprobe` lists or as many as its build measured for recall@10 >= 0.95),
         "exact" (always an exact scan) or "hnsw" (the vss HNSW index above `hnsw_min_rows`: slow to build).
         Passages' texts are kept in memory while they hold at most `passage_texts_mb` (checked at open), so that
-        searches do not read them from the file."""
+        searches do not read them from the file. `memory_limit` bounds DuckDB's own cache and indexes (a size
+        such as "2GB"; default: a quarter of the machine's memory, at least 1 GiB)."""
         if vector_index not in VECTOR_INDEXES:
             raise StoreError(f"vector_index must be one of {', '.join(VECTOR_INDEXES)}, not {vector_index!r}")
         if isinstance(passage_texts_mb, bool) or not isinstance(passage_texts_mb, int | float) or passage_texts_mb < 0:
             raise StoreError(f"passage_texts_mb must be a number of megabytes, 0 or more, not {passage_texts_mb!r}")
+        if memory_limit is not None and not (isinstance(memory_limit, str) and _MEMORY_SIZE.fullmatch(memory_limit)):
+            raise StoreError(f"memory_limit must be a size such as \"2GB\" or \"1.5GiB\", not {memory_limit!r}")
         self.path = Path(path).expanduser()
         self.read_only = read_only
         self._read_only_option = read_only
@@ -246,6 +268,7 @@ class DuckDBStore(GraphStore):
         self.ann_min_rows = ann_min_rows
         self.ann_nprobe = ann_nprobe
         self.passage_texts_mb = passage_texts_mb
+        self.memory_limit = memory_limit or default_memory_limit()
         self._graph = GraphMirror(lambda key, aliases: _name_keys(
             NodeRecord(namespace="", key=key, name=key, type="", aliases=tuple(aliases))),
             text_budget=int(passage_texts_mb * 2**20))
@@ -258,8 +281,6 @@ class DuckDBStore(GraphStore):
         self._vss: Path | None = None
         self._vss_problem = "not tried"
         self._hnsw_problem = ""
-        #: DuckDB's memory limit as this store found it (restored after `_lean_cache` lowered it).
-        self._memory_limit: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -296,6 +317,7 @@ class DuckDBStore(GraphStore):
             try:
                 # Loading a big file takes seconds; DuckDB's progress bar would write to stdout (the stdio transport).
                 self._con.execute("SET enable_progress_bar = false")
+                self._con.execute(f"SET memory_limit = '{self.memory_limit}'")
                 if not self.read_only:
                     self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
                 self._load_vss()
@@ -418,11 +440,9 @@ class DuckDBStore(GraphStore):
 
         Open reads every vector and the whole graph into this process's memory; the pages DuckDB would keep from
         those reads double the copies (at 100k entities, 1.3 GB of a 2.6 GB process). A lower memory limit makes
-        it evict what no query holds; its limit as found applies again on the way out."""
+        it evict what no query holds; `memory_limit` applies again on the way out."""
         import duckdb  # see open
 
-        if self._memory_limit is None:
-            self._memory_limit = self._con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
         try:
             self._con.execute(f"SET memory_limit = '{CACHE_AFTER_LOAD}'")
         except duckdb.Error as exc:  # pages still in use: nothing is lost but memory
@@ -432,7 +452,7 @@ class DuckDBStore(GraphStore):
         finally:
             # Not RESET: in DuckDB 1.5.5 that restores the setting but leaves the buffer pool at the lower limit,
             # and a later write fails to commit once the indexes outgrow it.
-            self._con.execute(f"SET memory_limit = '{self._memory_limit}'")
+            self._con.execute(f"SET memory_limit = '{self.memory_limit}'")
 
     def _new_index(self, kind: str, dimensions: int) -> VectorIndex:
         return VectorIndex(dimensions, kind=kind, ann_min_rows=self.ann_min_rows if self.vector_index == "ivf" else None,
@@ -1558,6 +1578,7 @@ class DuckDBStore(GraphStore):
                     f"{self.passage_texts_mb:g})" if self._graph.chunk_text is not None else
                     f"read from the file (more than passage_texts_mb={self.passage_texts_mb:g} MB of them)"),
                 "read_only": self.read_only_reason or None,
+                "memory_limit": f"{self.memory_limit} for DuckDB's cache and indexes (store option memory_limit)",
             }
 
     # -- backup, read-only files, failed writes ------------------------------------------------------------

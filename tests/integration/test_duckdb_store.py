@@ -18,7 +18,7 @@ import pytest
 
 from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.service import KnowledgeBase
-from duckgraph.plugins.duckdb_store import SCHEMA_VERSION, DuckDBStore, vss_extension_path
+from duckgraph.plugins.duckdb_store import SCHEMA_VERSION, DuckDBStore, default_memory_limit, vss_extension_path
 from duckgraph.ports import (
     EdgeWrite,
     EmbedderMismatchError,
@@ -455,20 +455,30 @@ def _buffer_pool_limit(con) -> float:
     return float(value) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[unit]
 
 
-def test_open_leaves_duckdb_its_memory_limit(db_path: Path):
+def test_open_leaves_duckdb_the_store_memory_limit(db_path: Path):
     # Open lowers the limit for a moment so that DuckDB drops the pages it read; a buffer pool left at the low
     # limit makes a later commit fail once the indexes outgrow it.
     with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
         kb.add_knowledge_graph([NodeInput(name=f"Entity {i}", type="Thing") for i in range(50)],
                                [EdgeInput(source="Entity 0", target=f"Entity {i}", type="LINKS") for i in range(1, 50)])
-    store = DuckDBStore(db_path)
-    store.open()
-    try:
-        default = _buffer_pool_limit(duckdb.connect())
-        assert _buffer_pool_limit(store._con) == pytest.approx(default, rel=0.01)
-        assert _buffer_pool_limit(store._con) > 1024**3
-    finally:
-        store.close()
+    for option, expected in ((None, default_memory_limit()), ("1.5GiB", "1.5GiB")):
+        store = DuckDBStore(db_path, memory_limit=option)
+        store.open()
+        try:
+            assert _buffer_pool_limit(store._con) == pytest.approx(float(expected[:-3]) * 2**30, rel=0.02)
+            assert store.health()["memory_limit"].startswith(f"{expected} for DuckDB's cache")
+        finally:
+            store.close()
+    # The default leaves most of the machine to the vectors and the graph the store holds itself.
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert 2**30 <= float(default_memory_limit()[:-3]) * 2**30 <= max(2**30, 0.26 * total)
+
+
+@pytest.mark.parametrize("value", ["lots", "2", 2, "80%"])
+def test_an_invalid_memory_limit_is_refused(db_path: Path, value):
+    with pytest.raises(StoreError, match="memory_limit must be a size such as"):
+        DuckDBStore(db_path, memory_limit=value)
+    assert not db_path.exists()
 
 
 # -- passage texts in memory -----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from duckgraph.core.cli import main
 from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.service import KnowledgeBase
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb_store import DuckDBStore, default_memory_limit
 from duckgraph.ports import EmbedderMismatchError, InvalidInputError, entity_key
 from tests.fakes import HashingEmbedder
 
@@ -341,6 +341,7 @@ def test_doctor_on_a_fresh_file(cli_env, tmp_path: Path, capsys):
     printed = capsys.readouterr().out
     assert "embedder queries: onnxruntime once the server's warm-up" in printed
     assert "passage texts: in memory (0.0 MB, up to passage_texts_mb=64)" in printed
+    assert f"memory limit: {default_memory_limit()} for DuckDB's cache and indexes" in printed
     store = report["store"]
     assert store["path"] == str(path)
     assert store["vss"]["loaded"] is True and store["vss"]["path"].endswith(".duckdb_extension")

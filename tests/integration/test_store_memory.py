@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import mmap
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -309,6 +310,26 @@ def test_ivf_index_finds_every_row_written_or_deleted_while_it_builds():
     assert index.needs_build()
     index.maybe_build(background=False)
     assert not index.needs_build() and len(index) == len(expected) + 3_000
+
+
+@pytest.mark.skipif(not hasattr(mmap, "MAP_ANONYMOUS"), reason="no anonymous mappings on this platform")
+def test_the_vector_matrix_grows_in_place_unless_a_build_still_reads_it():
+    rng = np.random.default_rng(5)
+    vectors = normalize(rng.standard_normal((5_000, 8)).astype(np.float32))
+    index = VectorIndex(8, ann_min_rows=None)
+    index.upsert(np.arange(1_000), vectors[:1_000], "default")
+    mapping = memory._mapping_of(index._matrix)
+    assert mapping is not None
+    index.upsert(np.arange(1_000, 3_000), vectors[1_000:3_000], "default")  # past the first capacity
+    assert memory._mapping_of(index._matrix) is mapping and len(index._matrix) >= 3_000  # the same mapping, grown
+
+    snapshot = index._matrix  # what a build thread holds while it reads the rows
+    index.upsert(np.arange(3_000, 5_000), vectors[3_000:], "default")
+    assert memory._mapping_of(index._matrix) is not mapping  # copied: the build's rows stay where they are
+    assert np.array_equal(snapshot[:3_000], vectors[:3_000])
+    stored = index.vectors(range(5_000))
+    assert len(stored) == 5_000 and all(np.array_equal(stored[i], vectors[i]) for i in range(0, 5_000, 7))
+    assert index.search(vectors[4_321], 1, "default")[0][0] == 4_321
 
 
 def _sentences(count: int, seed: int) -> list[str]:
