@@ -13,9 +13,9 @@ that each has its own peak RSS:
   --embed-full-max it is *extrapolated*: excluded time + texts / the embedder's measured throughput.
 - serve: reopen the file (what `duckgraph serve` does on first use), wait until the vector index the store
   builds is ready (read from `health()`), then `KnowledgeBase.search` with the query pre-embedded and with the
-  query embedded by the real model, a 2-hop expansion from 5 anchors through the store's `neighbors()` (as
-  core/retrieval.py walks), `vector_search` alone, and recall@10 of `vector_search` against exact numpy search
-  over the same stored vectors.
+  query embedded by the real model, a 2-hop expansion from 5 anchors through the store's `neighbor_ends()` (what
+  core/retrieval.py walks) and through `neighbors()` (the same edges as full records), `vector_search` alone,
+  and recall@10 of `vector_search` against exact numpy search over the same stored vectors.
 - startup: spawn `duckgraph serve` on the file until its `tools/list` answer (contrib/bench/startup.py's timer).
 
 Once per run: the embedding throughput of duckgraph's embedder against raw sentence-transformers
@@ -320,10 +320,15 @@ def recall_at(store: GraphStore, queries: np.ndarray, k: int = 10) -> dict[str, 
             "queries": len(recalls), "vectors": len(ids)}
 
 
-def expansion(store: GraphStore, anchors: Sequence[int]) -> tuple[float, int]:
-    """Seconds and edges of a capped two-hop expansion through neighbors() (see graph.expansion)."""
+def expansion(store: GraphStore, anchors: Sequence[int], *, records: bool = False) -> tuple[float, int]:
+    """Seconds and edges of a capped two-hop expansion (see graph.expansion): through neighbor_ends(), the ids
+    the search walks, or with `records` through neighbors(), which builds an EdgeRecord per edge."""
     began = time.perf_counter()
-    edges = graph.expansion(lambda frontier: store.neighbors(frontier, NAMESPACE, limit=NEIGHBOR_LIMIT), anchors)
+    if records:
+        edges = graph.expansion(lambda frontier: store.neighbors(frontier, NAMESPACE, limit=NEIGHBOR_LIMIT), anchors)
+    else:
+        edges = graph.expansion(lambda frontier: store.neighbor_ends(frontier, NAMESPACE, limit=NEIGHBOR_LIMIT),
+                                anchors, ends=graph.array_ends)
     return time.perf_counter() - began, edges
 
 
@@ -367,16 +372,19 @@ def measure_serve(db: Path, n: int, *, seed: int = 0, queries: int = 100, real: 
     result["search_query_embedded"] = percentiles(included)
     result["search_nodes_returned_mean"] = round(float(np.mean(sizes)), 1)
 
-    vector_times, expand_times, edges_walked = [], [], []
+    vector_times, expand_times, record_times, edges_walked = [], [], [], []
     for vector in vectors:
         began = time.perf_counter()
         hits = store.vector_search("node", vector, ANCHOR_K, NAMESPACE)
         vector_times.append(time.perf_counter() - began)
-        seconds, edges = expansion(store, [node_id for node_id, _ in hits[:ANCHORS]])
+        anchors = [node_id for node_id, _ in hits[:ANCHORS]]
+        seconds, edges = expansion(store, anchors)
         expand_times.append(seconds)
         edges_walked.append(edges)
+        record_times.append(expansion(store, anchors, records=True)[0])
     result["vector_search_k20"] = percentiles(vector_times)
     result["expansion_2_hops"] = {**percentiles(expand_times), "edges_mean": round(float(np.mean(edges_walked)), 1)}
+    result["expansion_2_hops_records"] = percentiles(record_times)
     result["peak_rss_serving_mb"] = peak_rss_mb()
     progress(f"  search p50 {result['search_query_pre_embedded']['p50_ms']} ms (pre-embedded), "
              f"{result['search_query_embedded']['p50_ms']} ms (embedded); measuring recall@10")
@@ -755,7 +763,8 @@ def render(results: dict[str, Any]) -> str:
             row("  index build, store's figure node/edge (s)", index_build),
             row("search p50/p95 ms, query pre-embedded", lambda r: _p(r["serve"]["search_query_pre_embedded"])),
             row("search p50/p95 ms, query embedded", lambda r: _p(r["serve"]["search_query_embedded"])),
-            row("expansion 2 hops p50/p95 ms", lambda r: _p(r["serve"]["expansion_2_hops"])),
+            row("expansion 2 hops p50/p95 ms (neighbor_ends)", lambda r: _p(r["serve"]["expansion_2_hops"])),
+            row("  same through neighbors() (full records)", lambda r: _p(r["serve"].get("expansion_2_hops_records"))),
             row("vector_search k=20 p50/p95 ms", lambda r: _p(r["serve"]["vector_search_k20"])),
             row("recall@10 vs exact", lambda r: _fmt(r["serve"]["recall"]["recall_at_10"], 3)),
             row("peak RSS, build process (MB)", lambda r: _fmt(r["build"]["peak_rss_mb"])),

@@ -79,7 +79,14 @@ def test_the_suite_runs_at_a_tiny_size(tmp_path, base):
 
     serve = scale.measure_serve(db, N, queries=5, real=fake, base=base, index_timeout=30)
     assert serve["search_query_pre_embedded"]["count"] == 5 and serve["search_query_embedded"]["count"] == 5
-    assert serve["expansion_2_hops"]["edges_mean"] > 0
+    assert serve["expansion_2_hops"]["edges_mean"] > 0 and serve["expansion_2_hops_records"]["count"] == 5
+    store = scale.default_store(db)
+    store.open()
+    try:  # the ids the search walks and the full records reach the same edges
+        anchors = [node_id for node_id, _ in store.vector_search("node", base[0], scale.ANCHORS, scale.NAMESPACE)]
+        assert scale.expansion(store, anchors)[1] == scale.expansion(store, anchors, records=True)[1] > 0
+    finally:
+        store.close()
     assert serve["recall"]["vectors"] == N and 0 <= serve["recall"]["recall_at_10"] <= 1
     assert serve["embedder_misses"] == 0 and not serve["index_timed_out"]
 
@@ -96,6 +103,7 @@ def test_the_suite_runs_at_a_tiny_size(tmp_path, base):
     }
     table = scale.render(results)
     assert "search p50/p95 ms, query pre-embedded" in table and "recall@10" in table
+    assert "expansion 2 hops p50/p95 ms (neighbor_ends)" in table and "through neighbors() (full records)" in table
     json.dumps(results, default=str)
 
     session = {"spawn_to_ready_ms": 1.0, "first_call_ms": 1.0, "create_seconds": 1.0,
