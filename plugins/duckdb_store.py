@@ -75,7 +75,7 @@ DEFAULT_PASSAGE_TEXTS_MB = 64
 #: the tables grew (100k nodes / 500k edges: 275 nodes/s). A crash leaves at most this much log to replay at open.
 CHECKPOINT_THRESHOLD = "256MB"
 #: What DuckDB may keep cached while open copies the vectors into memory, and after it has copied the graph
-#: (see `_lean_cache`); its usual limit applies again at once.
+#: (see `_lean_cache`); the store's memory_limit applies again at once.
 CACHE_AFTER_LOAD = "256MB"
 #: DuckDB's own cache limit when the store option memory_limit is not given: this share of the machine's memory,
 #: at least 1 GiB. DuckDB's default (80%) ignores what the store holds itself (every vector and the graph), and
