@@ -1579,7 +1579,20 @@ class DuckDBStore(GraphStore):
                     f"read from the file (more than passage_texts_mb={self.passage_texts_mb:g} MB of them)"),
                 "read_only": self.read_only_reason or None,
                 "memory_limit": f"{self.memory_limit} for DuckDB's cache and indexes (store option memory_limit)",
+                "vectors_in_memory": self._vectors_in_memory(sizes, info),
             }
+
+    def _vectors_in_memory(self, sizes: dict[str, int], info: tuple[str, int] | None) -> str:
+        """What the vectors take in this process, and what an index build adds while it runs (for doctor)."""
+        if info is None or not sizes:
+            return "none (no embedder bound yet)"
+        megabytes = {kind: count * info[1] * 4 / 2**20 for kind, count in sizes.items()}
+        text = f"{sum(megabytes.values()):,.1f} MB (" + ", ".join(
+            f"{kind} {mb:,.1f}" for kind, mb in megabytes.items()) + ")"
+        largest = max(megabytes, key=megabytes.get)
+        if self.vector_index == "ivf" and sizes[largest] >= (self.ann_min_rows or 0):
+            text += f"; building the {largest} index holds {megabytes[largest]:,.1f} MB more while it runs"
+        return text
 
     # -- backup, read-only files, failed writes ------------------------------------------------------------
 

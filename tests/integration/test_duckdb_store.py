@@ -474,6 +474,19 @@ def test_open_leaves_duckdb_the_store_memory_limit(db_path: Path):
     assert 2**30 <= float(default_memory_limit()[:-3]) * 2**30 <= max(2**30, 0.26 * total)
 
 
+def test_health_says_what_the_vectors_take_in_memory(db_path: Path):
+    store = DuckDBStore(db_path, ann_min_rows=40)
+    with KnowledgeBase(store, HashingEmbedder(4096)) as kb:
+        assert store.health()["vectors_in_memory"] == "none (no embedder bound yet)"
+        kb.add_knowledge_graph([NodeInput(name=f"Entity {i}", type="Thing") for i in range(64)],
+                               [EdgeInput(source="Entity 0", target=f"Entity {i}", type="LINKS") for i in range(1, 33)])
+        # 64 node and 32 edge vectors of 4,096 floats: 1 MB and 0.5 MB; only the nodes are past ann_min_rows.
+        assert store.health()["vectors_in_memory"] == (
+            "1.5 MB (node 1.0, chunk 0.0, edge 0.5); building the node index holds 1.0 MB more while it runs")
+    with KnowledgeBase(DuckDBStore(db_path, vector_index="exact"), HashingEmbedder(4096)) as kb:
+        assert kb.store.health()["vectors_in_memory"] == "1.5 MB (node 1.0, chunk 0.0, edge 0.5)"
+
+
 @pytest.mark.parametrize("value", ["lots", "2", 2, "80%"])
 def test_an_invalid_memory_limit_is_refused(db_path: Path, value):
     with pytest.raises(StoreError, match="memory_limit must be a size such as"):
