@@ -4,7 +4,9 @@
 
 For every size, a graph from `_data.py` (people, companies, places and products with templated descriptions,
 about 5 typed relations per entity with a heavy-tailed degree distribution) is measured in fresh processes, so
-that each has its own peak RSS:
+that each has its own peak RSS. The graph has no passages, so its `search` picks anchors and expands from them
+but never ranks passages (the facts nearest the query and the walk start only from passages near it):
+musique.py measures that part.
 
 - build: `KnowledgeBase.add_knowledge_graph` in batches (at most 5,000 nodes and 10,000 edges per call, each
   call's edges naming only entities stored so far), timed call by call. Embedding excluded: an embedder that
