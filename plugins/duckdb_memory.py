@@ -266,9 +266,7 @@ class VectorIndex:
                 pass  # the mapping keeps its size: copied below
             self._matrix = _matrix_view(mapping, self.dimensions)
         if len(self._matrix) < rows:
-            grown = _mapped_matrix(rows, self.dimensions)
-            grown[: self._size] = self._matrix[: self._size]
-            self._matrix = grown
+            self._matrix = _copied_matrix(self._matrix, rows, self._size)
         self._ids = _resized(self._ids, rows)
         self._namespaces = _resized(self._namespaces, rows)
 
@@ -504,7 +502,8 @@ class VectorIndex:
         size = listed + len(carried_rows)
         if size > len(ids):
             capacity = int(1.5 * size) + 1024
-            matrix, ids, namespaces = (_resized(a, capacity) for a in (matrix, ids, namespaces))
+            matrix = _copied_matrix(matrix, capacity, listed)
+            ids, namespaces = _resized(ids, capacity), _resized(namespaces, capacity)
             ids[listed:] = -1
         matrix[listed:size] = self._matrix[carried_rows]
         ids[listed:size] = carried_ids
@@ -532,6 +531,13 @@ def _mapped_matrix(rows: int, dimensions: int) -> Any:
         return np.zeros((rows, dimensions), dtype=np.float32)
     mapping = mmap.mmap(-1, rows * dimensions * 4, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     return _matrix_view(mapping, dimensions)
+
+
+def _copied_matrix(matrix: Any, rows: int, keep: int) -> Any:
+    """A new mapped matrix of `rows` rows holding the first `keep` rows of `matrix`."""
+    grown = _mapped_matrix(rows, matrix.shape[1])
+    grown[:keep] = matrix[:keep]
+    return grown
 
 
 def _matrix_view(mapping: mmap.mmap, dimensions: int) -> Any:

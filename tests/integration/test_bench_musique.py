@@ -54,16 +54,21 @@ def write_dataset(folder: Path) -> None:
     (folder / "musique_train.json").write_text(json.dumps(questions))
 
 
-def test_the_runner_loads_through_the_tools_and_reports_both_methods(tmp_path, capsys):
+def run_runner(tmp_path: Path, capsys, write) -> tuple[str, dict, list[str]]:
+    """The runner on a set `write` puts in a fresh folder: its table, its JSON report and its arguments."""
     data = tmp_path / "data"
     data.mkdir()
-    write_dataset(data)
+    write(data)
     out = tmp_path / "results.json"
-    musique.main(["--data", str(data), "--db", str(tmp_path / "m.duckdb"), "--json-out", str(out)])
-    table = capsys.readouterr().out
+    argv = ["--data", str(data), "--db", str(tmp_path / "kb.duckdb"), "--json-out", str(out)]
+    musique.main(argv)
+    return capsys.readouterr().out, json.loads(out.read_text()), argv
+
+
+def test_the_runner_loads_through_the_tools_and_reports_both_methods(tmp_path, capsys):
+    table, report, argv = run_runner(tmp_path, capsys, write_dataset)
     assert "R@5 (all)" in table and "latency median (ms)" in table and "search called in process" in table
 
-    report = json.loads(out.read_text())
     assert report["store"]["documents"] == len(PASSAGES)
     assert report["loading"]["graph_input"]["skipped: malformed triples"] == 2
     for method in ("dense", "search"):
@@ -78,8 +83,8 @@ def test_the_runner_loads_through_the_tools_and_reports_both_methods(tmp_path, c
     assert report["search_latency_in_process"]["n"] == 2
 
     # A second run on the same file reuses what is loaded rather than loading it twice.
-    musique.main(["--data", str(data), "--db", str(tmp_path / "m.duckdb"), "--json-out", str(out)])
-    assert json.loads(out.read_text())["loading"] == {"reused": True}
+    musique.main(argv)
+    assert json.loads(Path(argv[-1]).read_text())["loading"] == {"reused": True}
 
 
 def write_hotpot_dataset(folder: Path, name: str = "hotpotqa_train") -> None:
@@ -112,14 +117,8 @@ def test_a_hotpotqa_layout_reads_gold_by_title_and_groups_by_type(tmp_path):
 
 
 def test_the_runner_reports_a_set_without_hop_order_by_type(tmp_path, capsys):
-    data = tmp_path / "data"
-    data.mkdir()
-    write_hotpot_dataset(data)
-    out = tmp_path / "results.json"
-    musique.main(["--data", str(data), "--db", str(tmp_path / "h.duckdb"), "--json-out", str(out)])
-    table = capsys.readouterr().out
+    table, report, _ = run_runner(tmp_path, capsys, write_hotpot_dataset)
     assert table.startswith("hotpotqa_train: 2 questions") and "per-hop recall: none" in table
-    report = json.loads(out.read_text())
     assert report["set"] == "hotpotqa_train"
     assert report["loading"]["graph_input"]["skipped: malformed triples"] == 2
     for method in ("dense", "search"):
