@@ -12,7 +12,7 @@
    among the anchors; the nodes on the path that reached it are kept too, so the result stays connected.
 4. Passages: a short random walk with restart (personalized PageRank) over the graph of entities and the
    passages that mention them. The walk restarts at the query's seeds: the two ends of the facts (edges) most
-   similar to the query, the entities the query names as proper names (weighted down the more passages
+   similar to the query among the facts of the entities nearest it, the entities the query names as proper names (weighted down the more passages
    mention them), and, lightly, the passages most similar to the query. A passage scores by the share of the
    walk that reaches it, so a passage about the bridge entity of a multi-hop question ("the performer of
    Hello Love" -> Hank Snow -> where he died) ranks high although its text shares little with the question,
@@ -25,7 +25,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from duckgraph.ports import ChunkRecord, EdgeRecord, GraphStore, NodeRecord, loose_key, name_candidates
@@ -50,6 +50,9 @@ class SearchOptions:
     keep_ratio: float = 0.55
     #: Facts (edges) nearest the query whose two ends seed the passage walk.
     fact_seeds: int = 4
+    #: The facts are sought among the edges of this many nodes nearest the query (at most 20 times as many edges,
+    #: the strongest first).
+    fact_seed_nodes: int = 100
     #: Weight of an entity the query names, relative to the best fact's similarity, before rarity damping.
     name_seed_weight: float = 1.5
     #: Passages nearest the query that seed the walk, and their weight relative to the entity seeds.
@@ -90,7 +93,9 @@ def anchor_and_expand(
 ) -> Subgraph:
     candidates = name_candidates(query_text)
     named = store.find_nodes(namespace, candidates | {loose for key in candidates if (loose := loose_key(key))})
-    anchors = _anchors(store, named, query, namespace, options)
+    nearest = store.vector_search("node", query, max(_ANCHOR_CANDIDATES * options.k_anchors, 20, options.fact_seed_nodes),
+                                  namespace)
+    anchors = _anchors(store, named, nearest, query, options)
     reached, edges = _expand(store, query, namespace, anchors, options)
     kept = _prune(reached, anchors, options)
     kept_ids = {r.node_id for r in kept}
@@ -98,18 +103,23 @@ def anchor_and_expand(
     kept = [r for r in kept if r.node_id in records]
     result_edges = store.get_edges(_edges_among(edges, kept_ids))
     result_edges.sort(key=lambda e: -(reached[e.source_id].score + reached[e.target_id].score))
-    passages = _rank_passages(store, query_text, query, namespace, named, options)
+    passages = _rank_passages(store, query_text, query, namespace, named, nearest[: options.fact_seed_nodes], options)
     return Subgraph(
         anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges, passages=passages
     )
 
 
+#: Nodes nearest the query considered as anchors, per anchor wanted (at least 20).
+_ANCHOR_CANDIDATES = 4
+
+
 def _anchors(
-    store: GraphStore, named: list[NodeRecord], query: np.ndarray, namespace: str, options: SearchOptions
+    store: GraphStore, named: list[NodeRecord], nearest: list[tuple[int, float]], query: np.ndarray,
+    options: SearchOptions,
 ) -> list[Reached]:
     if options.k_anchors <= 0:
         return []
-    vector_hits = store.vector_search("node", query, max(4 * options.k_anchors, 20), namespace)
+    vector_hits = nearest[: max(_ANCHOR_CANDIDATES * options.k_anchors, 20)]
     named = list(named)
     relevance = dict(vector_hits)
     missing = [n.id for n in named if n.id not in relevance]
@@ -226,14 +236,14 @@ def _prune(reached: dict[int, Reached], anchors: list[Reached], options: SearchO
 
 def _rank_passages(
     store: GraphStore, query_text: str, query: np.ndarray, namespace: str, named: list[NodeRecord],
-    options: SearchOptions,
+    nearest: list[tuple[int, float]], options: SearchOptions,
 ) -> list[tuple[int, float]]:
     if options.max_passages <= 0:
         return []
     direct = dict(store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace))
     if not direct:
         return []
-    node_seeds = _fact_seeds(store, query, namespace, options)
+    node_seeds = _fact_seeds(store, query, namespace, [node_id for node_id, _ in nearest], options)
     best_fact = max(node_seeds.values(), default=max(direct.values()))
     proper = _proper_names(query_text, named, query, store)
     degree = Counter(node_id for _, node_id in store.chunks_mentioning(proper, limit=2**62))
@@ -268,26 +278,30 @@ def _one_per_document(store: GraphStore, ranked: list[tuple[int, float]], limit:
     return [(chunks[chunk_id], score) for chunk_id, score in picked if chunk_id in chunks]
 
 
-def _fact_seeds(store: GraphStore, query: np.ndarray, namespace: str, options: SearchOptions) -> dict[int, float]:
-    """The ends of the facts nearest the query, each weighted by its best fact's similarity."""
-    if options.fact_seeds <= 0:
+def _fact_seeds(
+    store: GraphStore, query: np.ndarray, namespace: str, nearest: list[int], options: SearchOptions
+) -> dict[int, float]:
+    """The ends of the facts nearest the query, each weighted by its best fact's similarity.
+
+    The facts are those of the nodes nearest the query, not all of them: a fact close to a question is nearly
+    always about an entity close to it too (on the MuSiQue set, 96.5% of the 4 best facts are the same), and
+    scoring the edges of 100 nodes costs a fraction of a millisecond where searching millions of edge vectors
+    costs tens (and an index over them).
+    """
+    import numpy as np  # see _walk
+
+    if options.fact_seeds <= 0 or not nearest:
         return {}
-    hits = dict(store.vector_search("edge", query, options.fact_seeds, namespace))
+    edge_ids, sources, targets, _ = store.neighbor_ends(
+        nearest, namespace, as_of=options.as_of, limit=20 * len(nearest))
+    similarity = store.similarity_array("edge", edge_ids, query)
+    scored = np.flatnonzero(~np.isnan(similarity))  # edges stored without a vector are no facts to match
+    best = scored[np.argsort(-similarity[scored], kind="stable")[: options.fact_seeds]]
     seeds: dict[int, float] = {}
-    for edge in store.get_edges(hits):
-        if not _holds(edge, options.as_of):
-            continue
-        for node_id in (edge.source_id, edge.target_id):
-            seeds[node_id] = max(seeds.get(node_id, 0.0), max(hits[edge.id], 0.0))
+    for source, target, weight in zip(sources[best].tolist(), targets[best].tolist(), similarity[best].tolist()):
+        for node_id in (source, target):
+            seeds[node_id] = max(seeds.get(node_id, 0.0), max(weight, 0.0))
     return seeds
-
-
-def _holds(edge: EdgeRecord, as_of: datetime | None) -> bool:
-    if as_of is None:
-        return edge.valid_until is None
-    if as_of.tzinfo is not None:  # stored times are naive UTC
-        as_of = as_of.astimezone(timezone.utc).replace(tzinfo=None)
-    return (edge.valid_from is None or edge.valid_from <= as_of) and (edge.valid_until is None or edge.valid_until > as_of)
 
 
 def _proper_names(query_text: str, named: list[NodeRecord], query: np.ndarray, store: GraphStore) -> list[int]:

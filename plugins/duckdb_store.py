@@ -166,6 +166,9 @@ _VECTOR_TABLES: dict[str, tuple[str, str, str]] = {
     "chunk": ("chunk_vectors", "chunk_id", "chunks"),
     "edge": ("edge_vectors", "edge_id", "edges"),
 }
+#: Kinds whose approximate index is built as soon as they have enough vectors. The built-in search reads edge
+#: vectors by id only (a fact's similarity), so theirs, the largest (5 a node), waits for a search that asks.
+_INDEXED_FROM_THE_START = frozenset({"node", "chunk"})
 
 
 def _now() -> datetime:
@@ -278,6 +281,8 @@ class DuckDBStore(GraphStore):
         self._lock = threading.RLock()
         self._indexes: dict[str, VectorIndex] = {}
         self._hnsw: dict[str, HnswMirror] = {}
+        #: Kinds whose index is kept (built when due): those indexed from the start and those searched since open.
+        self._searched: set[str] = set(_INDEXED_FROM_THE_START)
         self._vss: Path | None = None
         self._vss_problem = "not tried"
         self._hnsw_problem = ""
@@ -338,6 +343,7 @@ class DuckDBStore(GraphStore):
             self._hnsw.clear()
             for index in self._indexes.values():
                 index.close()
+            self._searched = set(_INDEXED_FROM_THE_START)
             if self._con is not None:
                 if not self.read_only:
                     try:
@@ -485,7 +491,9 @@ class DuckDBStore(GraphStore):
             index.append_new(ids[known], vectors[known], codes[known], namespaces)
 
     def _maybe_start_index(self, kind: str) -> None:
-        """Start building the approximate index of a kind when it is due (in the background)."""
+        """Start building the approximate index of a kind when it is due (in the background) and wanted."""
+        if kind not in self._searched:
+            return
         if self.vector_index == "hnsw":
             self._maybe_start_hnsw(kind)
         elif self.vector_index == "ivf":
@@ -1016,7 +1024,7 @@ class DuckDBStore(GraphStore):
                 self._hnsw[kind].fresh.update(i for i, _ in items)
         if self.vector_index == "hnsw":  # an IVF index is (re)built on the next search that finds it due
             for kind in self._indexes:
-                self._maybe_start_hnsw(kind)
+                self._maybe_start_index(kind)
 
     # -- reads -----------------------------------------------------------------------------------------
 
@@ -1181,6 +1189,9 @@ class DuckDBStore(GraphStore):
     def vector_search(self, kind: VectorKind, query: np.ndarray, k: int, namespace: str) -> list[tuple[int, float]]:
         with self._lock:
             index = self._indexes.get(kind)
+            if index is not None and kind not in self._searched:
+                self._searched.add(kind)
+                self._maybe_start_index(kind)
             mirror = self._hnsw.get(kind)
         if index is None:
             return []
@@ -1549,6 +1560,10 @@ class DuckDBStore(GraphStore):
                     }
                 if kind not in self._indexes:
                     modes[kind] = "none (no embedder bound yet)"
+                elif kind not in self._searched and (index.needs_build() if self.vector_index == "ivf" else
+                                                     sizes[kind] >= self.hnsw_min_rows and self._vss is not None):
+                    modes[kind] = (f"not indexed: no search has asked for {kind} vectors since open (they are read "
+                                   "by id); the first one scans exactly and starts the index")
                 elif self.vector_index != "hnsw":
                     mode = index.mode()
                     modes[kind] = mode[:-1] + vss_note + ")" if mode.startswith("exact scan") and vss_note else mode
@@ -1589,7 +1604,7 @@ class DuckDBStore(GraphStore):
         megabytes = {kind: count * info[1] * 4 / 2**20 for kind, count in sizes.items()}
         text = f"{sum(megabytes.values()):,.1f} MB (" + ", ".join(
             f"{kind} {mb:,.1f}" for kind, mb in megabytes.items()) + ")"
-        largest = max(megabytes, key=megabytes.get)
+        largest = max((kind for kind in megabytes if kind in self._searched), key=megabytes.get)
         if self.vector_index == "ivf" and sizes[largest] >= (self.ann_min_rows or 0):
             text += f"; building the {largest} index holds {megabytes[largest]:,.1f} MB more while it runs"
         return text

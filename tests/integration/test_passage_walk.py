@@ -95,3 +95,15 @@ def test_walk_knobs_are_validated_like_other_options(kb) -> None:
 
     with pytest.raises(InvalidInputError, match="unknown search options: walk_speed"):
         kb.search(QUESTION, walk_speed=3)
+
+
+def test_facts_are_sought_among_those_of_the_entities_nearest_the_query(kb, monkeypatch) -> None:
+    searched = []
+    search = kb.store.vector_search
+    monkeypatch.setattr(kb.store, "vector_search", lambda kind, *args: searched.append(kind) or search(kind, *args))
+    # Without name seeds only the facts' ends lead to the bridge passage.
+    found = [p.document_id for p in kb.search(QUESTION, max_passages=3, name_seed_weight=0.0).passages]
+    assert "bridge" in found
+    assert "edge" not in searched  # no search over every fact's vector
+    without = kb.search(QUESTION, max_passages=3, name_seed_weight=0.0, fact_seed_nodes=0).passages
+    assert "bridge" not in [p.document_id for p in without]

@@ -359,6 +359,34 @@ def _wait_ready(store: DuckDBStore, kind: str = "node", timeout: float = 300.0) 
     pytest.fail(f"the IVF index was not ready after {timeout} s: {store.health()['vector_search']}")
 
 
+def test_the_edge_index_waits_for_a_search_of_edge_vectors(db_path: Path):
+    # The built-in search reads edge vectors by id only; at 5 edges a node, indexing them at open cost most of the
+    # open and twice their memory while it ran.
+    store = DuckDBStore(db_path, ann_min_rows=500)
+    store.open()
+    try:
+        store.bind_embedder("fake", DIMS)
+        names = [f"thing {i}" for i in range(600)]
+        store.write(WriteBatch(nodes=[node(name) for name in names],
+                               edges=[edge(a, b) for a, b in zip(names, names[1:] + names[:1])]))
+        store.close()
+        store.open()
+        _wait_ready(store, "node")
+        health = store.health()
+        assert health["vector_search"]["edge"].startswith("not indexed: no search has asked for edge vectors")
+        assert not health["vector_index"]["edge"]["ivf_ready"] and not health["vector_index"]["edge"]["ivf_building"]
+        assert "building the node index holds" in health["vectors_in_memory"]
+        assert store.similarity_array("edge", np.arange(1, 4), vector(1)).shape == (3,)  # reads need no index
+        assert not store.health()["vector_index"]["edge"]["ivf_building"]
+        _wait_ready(store, "edge")  # searching starts the build
+        assert store.health()["vector_search"]["edge"].startswith("ivf (")
+        store.close()
+        store.open()  # a new open waits for a search again
+        assert store.health()["vector_search"]["edge"].startswith("not indexed")
+    finally:
+        store.close()
+
+
 @pytest.mark.model
 def test_ivf_recall_on_real_minilm_vectors(db_path: Path, minilm):
     texts = _sentences(2_080, seed=11)
