@@ -61,6 +61,8 @@ class SearchOptions:
     #: Probability that the walk follows a link rather than restarting at a seed, and how many steps it takes.
     walk_damping: float = 0.4
     walk_steps: int = 3
+    #: An entity or passage holding less than this share of the seeds' weight stops moving (see `_walk`).
+    walk_min_share: float = 1e-4
     rrf_k: int = 60
     as_of: datetime | None = None
 
@@ -341,9 +343,10 @@ def _walk(
     import numpy as np  # loaded by then (the query vector is an array); not at import, to keep start-up light
 
     damping = options.walk_damping
-    # In the last step an entity holding less than this share of the seeds' weight moves too little to change
-    # the ranking; leaving it out spares fetching the links of most of the two-hop neighbourhood.
-    negligible = 1e-4 * (sum(node_seeds.values()) + sum(chunk_seeds.values()))
+    # An entity or passage holding less than this share of the seeds' weight moves too little to change the
+    # ranking: dropping it spares fetching the links of most of the neighbourhood (each of a hub's thousands of
+    # neighbours and passages holds a thousandth of its share).
+    negligible = options.walk_min_share * (sum(node_seeds.values()) + sum(chunk_seeds.values()))
 
     def arrays(seeds: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
         return _summed([(list(seeds), list(seeds.values()))])
@@ -359,9 +362,9 @@ def _walk(
     restart_nodes, restart_chunks = (node_ids, (1 - damping) * node_weight), (chunk_ids, (1 - damping) * chunk_weight)
     for step in range(options.walk_steps):
         last = step == options.walk_steps - 1  # the last step only needs what flows into passages
-        if last:
-            held = node_weight >= negligible
-            node_ids, node_weight = node_ids[held], node_weight[held]
+        held, held_chunks = node_weight >= negligible, chunk_weight >= negligible
+        node_ids, node_weight, chunk_ids, chunk_weight = (
+            node_ids[held], node_weight[held], chunk_ids[held_chunks], chunk_weight[held_chunks])
         links = store.links(node_ids, () if last else chunk_ids, namespace, as_of=options.as_of)
         (neighbour_of, neighbours), (mentioned, mentioning) = links.node_neighbors, links.node_chunks
         to_neighbours, to_chunks = spread(node_ids, node_weight, neighbour_of, mentioned)

@@ -1429,20 +1429,24 @@ class GraphMirror:
         return ordered if limit is None else ordered[:limit]
 
     def neighbour_pairs(self, node_ids: Sequence[int], namespace: str, as_of: Any) -> tuple[Any, Any]:
-        """(node, neighbour) arrays: each of the nodes with the distinct nodes joined to it by an edge that holds,
-        by node then neighbour."""
+        """(node, neighbour) arrays: each of the nodes with the other end of each of its edges that hold, one pair
+        per edge (two facts joining the same nodes are two pairs), in no particular order."""
         nodes = np.unique(np.asarray(node_ids, dtype=np.int64))
         if self.out_edges.stale() or self.in_edges.stale():
             self._rebuild_adjacency()
         owners, others = [], []
         for links, here, there in ((self.out_edges, self.e_src, self.e_dst), (self.in_edges, self.e_dst, self.e_src)):
             owner, edges = links.gather(nodes)
-            # a list may still hold an edge repointed to another node since it was built
-            edges = self.holding(edges[here[edges] == owner], namespace, as_of)
+            # a list may still hold an edge repointed to another node since it was built, and an edge written
+            # again since then twice; a self-loop is in both of its node's lists and counts once
+            current = here[edges] == owner
+            if links is self.in_edges:
+                current &= there[edges] != owner
+            edges = edges[current]
+            edges = self.holding(_sorted_unique(edges) if links.delta else edges, namespace, as_of)
             owners.append(here[edges])
             others.append(there[edges])
-        owner, other = np.concatenate(owners), np.concatenate(others)
-        return _distinct_pairs(owner, other, np.ones(len(owner), dtype=bool))
+        return np.concatenate(owners), np.concatenate(others)
 
     def node_chunk_pairs(self, node_ids: Sequence[int]) -> tuple[Any, Any]:
         """(node, chunk) arrays: the mentions of the given nodes, distinct, by node then chunk."""

@@ -79,11 +79,12 @@ class EdgeRecord:
 class Links:
     """The entity-passage graph around some nodes and chunks: what a walk over it needs, in both directions.
 
-    Each field is a pair of equally long id sequences (lists or numpy arrays), one link per position, no link
-    twice: a walk moves weight over all of them at once, and the count of an id's links is its degree.
+    Each field is a pair of equally long id sequences (lists or numpy arrays), one link per position, in any
+    order: a walk moves weight over all of them at once, and the count of an id's links is its degree.
     """
 
-    #: (node, neighbour): each asked node and the nodes joined to it by an edge that holds (at the asked moment)
+    #: (node, neighbour): each asked node and the other end of each of its edges that hold (at the asked moment),
+    #: one pair per edge: two facts joining the same nodes are two links
     node_neighbors: tuple[Sequence[int], Sequence[int]]
     #: (node, chunk): each asked node and the chunks that mention it
     node_chunks: tuple[Sequence[int], Sequence[int]]

@@ -52,8 +52,8 @@ def reference_walk(store, node_seeds, chunk_seeds, namespace, options):
     nodes, chunks = dict(node_seeds), dict(chunk_seeds)
     for step in range(options.walk_steps):
         last = step == options.walk_steps - 1
-        if last:
-            nodes = {n: w for n, w in nodes.items() if w >= negligible}
+        nodes = {n: w for n, w in nodes.items() if w >= negligible}
+        chunks = {c: w for c, w in chunks.items() if w >= negligible}
         links = store.links(list(nodes), [] if last else list(chunks), namespace)
         neighbours, mentioning, mentioned = defaultdict(list), defaultdict(list), defaultdict(list)
         for a, b in zip(*links.node_neighbors):

@@ -105,8 +105,8 @@ def check_graph(store: DuckDBStore, rng: np.random.Generator, *, as_of: datetime
             links = store.links(nodes, chunk_ids[:5], namespace, as_of=as_of)
             want_neighbors, want_chunks, want_nodes = [], [], []
             for n in nodes:
-                want_neighbors += {(n, e.target_id if e.source_id == n else e.source_id)
-                                   for e in sql_neighbors(store, [n], namespace, as_of, 10**9)}
+                want_neighbors += [(n, e.target_id if e.source_id == n else e.source_id)
+                                   for e in sql_neighbors(store, [n], namespace, as_of, 10**9)]
                 want_chunks += [(n, r[0]) for r in con.execute(
                     "SELECT DISTINCT chunk_id FROM mentions WHERE node_id = ?", [n]).fetchall()]
             for c in chunk_ids[:5]:
