@@ -361,17 +361,21 @@ def _walk(
     (node_ids, node_weight), (chunk_ids, chunk_weight) = arrays(node_seeds), arrays(chunk_seeds)
     restart_nodes, restart_chunks = (node_ids, (1 - damping) * node_weight), (chunk_ids, (1 - damping) * chunk_weight)
     for step in range(options.walk_steps):
-        last = step == options.walk_steps - 1  # the last step only needs what flows into passages
         held, held_chunks = node_weight >= negligible, chunk_weight >= negligible
         node_ids, node_weight, chunk_ids, chunk_weight = (
             node_ids[held], node_weight[held], chunk_ids[held_chunks], chunk_weight[held_chunks])
-        links = store.links(node_ids, () if last else chunk_ids, namespace, as_of=options.as_of)
+        if step == options.walk_steps - 1:  # only what flows into passages: each entity's degree, not its neighbours
+            degree, (mentioned, mentioning) = store.passage_links(node_ids, namespace, as_of=options.as_of)
+            share = np.divide(damping * node_weight, degree, out=np.zeros(len(node_ids)), where=degree > 0)
+            positions = np.searchsorted(node_ids, np.asarray(mentioned, dtype=np.int64))
+            chunk_ids, chunk_weight = _summed([restart_chunks, (mentioning, share[positions])])
+            break
+        links = store.links(node_ids, chunk_ids, namespace, as_of=options.as_of)
         (neighbour_of, neighbours), (mentioned, mentioning) = links.node_neighbors, links.node_chunks
         to_neighbours, to_chunks = spread(node_ids, node_weight, neighbour_of, mentioned)
-        if not last:
-            chunk_of, in_chunk = links.chunk_nodes
-            node_ids, node_weight = _summed(
-                [restart_nodes, (neighbours, to_neighbours), (in_chunk, *spread(chunk_ids, chunk_weight, chunk_of))])
+        chunk_of, in_chunk = links.chunk_nodes
+        node_ids, node_weight = _summed(
+            [restart_nodes, (neighbours, to_neighbours), (in_chunk, *spread(chunk_ids, chunk_weight, chunk_of))])
         chunk_ids, chunk_weight = _summed([restart_chunks, (mentioning, to_chunks)])
     return dict(zip(chunk_ids.tolist(), chunk_weight.tolist()))
 

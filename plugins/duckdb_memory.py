@@ -850,6 +850,10 @@ class GraphMirror:
         self._edge_cache: dict[int, Any] = {}
         #: Edges whose weight changed since the CSRs were built: out of order in their nodes' lists.
         self._reweighted: set[int] = set()
+        #: Per node, its edges that hold now in its namespace (a self-loop once), counted when the CSRs were built;
+        #: `_degree_stale` marks the nodes an edge written, deleted or repointed since then ends at.
+        self._degrees = np.zeros(0, dtype=np.int64)
+        self._degree_stale = np.zeros(0, dtype=bool)
         self.out_edges = _Links()  # node -> edges leaving it
         self.in_edges = _Links()  # node -> edges entering it
         # mentions
@@ -998,6 +1002,27 @@ class GraphMirror:
         self.out_edges.build(self.e_src[live], live, rank)
         self.in_edges.build(self.e_dst[live], live, rank)
         self._reweighted: set[int] = set()
+        self._count_degrees()
+
+    def _count_degrees(self) -> None:
+        holding = np.flatnonzero((self.e_src >= 0) & np.isnat(self.e_until))
+        sources, targets, namespaces = self.e_src[holding], self.e_dst[holding], self.e_ns[holding]
+        size = len(self.n_ns)
+        counted = []
+        for ends, others in ((sources, targets), (targets, sources)):
+            known = ends < size
+            ends, others, edge_ns = ends[known], others[known], namespaces[known]
+            keep = self.n_ns[ends] == edge_ns
+            if ends is not sources:
+                keep &= ends != others
+            counted.append(np.bincount(ends[keep], minlength=size)[:size])
+        self._degrees = sum(counted, np.zeros(size, dtype=np.int64))
+        self._degree_stale = np.zeros(size, dtype=bool)
+
+    def _mark_degrees_stale(self, *node_arrays: Any) -> None:
+        for nodes in node_arrays:
+            nodes = np.asarray(nodes, dtype=np.int64)
+            self._degree_stale[nodes[(nodes >= 0) & (nodes < len(self._degree_stale))]] = True
 
     def _grow_nodes(self, size: int) -> None:
         if size <= len(self.n_ns):
@@ -1108,6 +1133,7 @@ class GraphMirror:
         self._forget_edges(ids.tolist())
         sources = np.asarray(sources, dtype=np.int64)
         targets = np.asarray(targets, dtype=np.int64)
+        self._mark_degrees_stale(self.e_src[ids], self.e_dst[ids], sources, targets)
         self.e_src[ids] = sources
         self.e_dst[ids] = targets
         namespace_codes = {x: self.namespace_code(x) for x in set(namespaces)}
@@ -1152,6 +1178,7 @@ class GraphMirror:
         if not len(ids):
             return
         self._forget_edges(ids.tolist())
+        self._mark_degrees_stale(self.e_src[ids], self.e_dst[ids])
         self.e_src[ids] = -1
         self.e_dst[ids] = -1
         self.e_ns[ids] = -1
@@ -1164,6 +1191,7 @@ class GraphMirror:
         sources = np.asarray(sorted(set(sources)), dtype=np.int64)
         if not len(sources):
             return
+        self._mark_degrees_stale(sources, [target])
         for links, column in ((self.out_edges, self.e_src), (self.in_edges, self.e_dst)):
             owners, edges = links.gather(sources)
             moved = np.unique(edges[column[edges] == owners])
@@ -1448,6 +1476,26 @@ class GraphMirror:
             others.append(there[edges])
         return np.concatenate(owners), np.concatenate(others)
 
+    def passage_links(self, node_ids: Sequence[int], namespace: str, as_of: Any) -> tuple[Any, tuple[Any, Any]]:
+        """The degree of each of the (distinct) nodes as `neighbour_pairs` and `node_chunk_pairs` count it, in
+        their order, and their (node, chunk) pairs. A node's neighbours are counted when the CSRs are built; they
+        are listed again only for a node an edge written since ends at, or for another moment than now."""
+        nodes = np.asarray(node_ids, dtype=np.int64)
+        mentions = self.node_chunk_pairs(nodes)
+        degrees = _occurrences(nodes, mentions[0])
+        counted = (nodes >= 0) & (nodes < len(self._degrees))
+        if as_of is None:
+            known = nodes[counted]
+            fresh = ~self._degree_stale[known] & (self.n_ns[known] == self.namespace_codes.get(namespace, -2))
+            counted[np.flatnonzero(counted)[~fresh]] = False
+            degrees[counted] += self._degrees[nodes[counted]]
+        else:
+            counted[:] = False
+        again = nodes[~counted]
+        if len(again):
+            degrees[~counted] += _occurrences(again, self.neighbour_pairs(again, namespace, as_of)[0])
+        return degrees, mentions
+
     def node_chunk_pairs(self, node_ids: Sequence[int]) -> tuple[Any, Any]:
         """(node, chunk) arrays: the mentions of the given nodes, distinct, by node then chunk."""
         nodes = np.unique(np.asarray(node_ids, dtype=np.int64))
@@ -1461,6 +1509,15 @@ class GraphMirror:
         chunks = chunks[self._chunk_live(chunks)]
         owners, nodes = self.nodes_of.gather(chunks)
         return _distinct_pairs(owners, nodes, self._node_live(nodes))
+
+
+def _occurrences(ids: Any, values: Any) -> Any:
+    """How often each of the distinct `ids` occurs among `values` (all of which are ids), in the order of `ids`."""
+    counts = np.zeros(len(ids), dtype=np.int64)
+    if len(values):
+        order = np.argsort(ids, kind="stable")
+        counts[order] = np.bincount(np.searchsorted(ids[order], values), minlength=len(ids))
+    return counts
 
 
 def _distinct_pairs(owners: Any, values: Any, keep: Any) -> tuple[Any, Any]:

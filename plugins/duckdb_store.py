@@ -1181,6 +1181,13 @@ class DuckDBStore(GraphStore):
                          node_chunks=graph.node_chunk_pairs(list(node_ids)),
                          chunk_nodes=graph.chunk_node_pairs(list(chunk_ids)))
 
+    def passage_links(
+        self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None
+    ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.passage_links(node_ids, namespace, _naive_utc(as_of))
+
     def get_edges(self, ids: Iterable[int]) -> list[EdgeRecord]:
         with self._lock:
             self._db  # noqa: B018 - raises when the store is not open

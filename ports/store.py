@@ -154,6 +154,16 @@ class GraphStore(ABC):
         links appear in no pair.
         """
 
+    def passage_links(
+        self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None
+    ) -> tuple[np.ndarray, tuple[Sequence[int], Sequence[int]]]:
+        """What the last step of a walk needs, which moves weight into passages only: the degree of each of the
+        (distinct) `node_ids` as `links` counts it (its neighbour links plus its mentioning chunks), in their
+        order, and their (node, chunk) pairs. The default counts what `links` returns; a store that keeps the
+        degrees answers without listing a hub's thousands of neighbours."""
+        links = self.links(node_ids, (), namespace, as_of=as_of)
+        return _counts(node_ids, links.node_neighbors[0], links.node_chunks[0]), links.node_chunks
+
     @abstractmethod
     def get_edges(self, ids: Iterable[int]) -> list[EdgeRecord]:
         """Edges by id, expired ones included; unknown ids are skipped."""
@@ -235,3 +245,17 @@ class GraphStore(ABC):
         raise StoreError(
             f"the {type(self).__name__} store cannot make backups; use `duckgraph export` to save its contents"
         )
+
+
+
+def _counts(ids: Sequence[int], *occurrences: Sequence[int]) -> np.ndarray:
+    """How often each of the distinct `ids` occurs in the `occurrences` (all of them ids), in the order of `ids`."""
+    import numpy as np  # numpy is only needed once the graph is walked
+
+    ids = np.asarray(ids, dtype=np.int64)
+    values = np.concatenate([np.asarray(v, dtype=np.int64) for v in occurrences])
+    counts = np.zeros(len(ids), dtype=np.int64)
+    if len(values):
+        order = np.argsort(ids, kind="stable")
+        counts[order] = np.bincount(np.searchsorted(ids[order], values), minlength=len(ids))
+    return counts

@@ -113,6 +113,10 @@ def check_graph(store: DuckDBStore, rng: np.random.Generator, *, as_of: datetime
                 want_nodes += [(c, r[0]) for r in con.execute(
                     "SELECT DISTINCT node_id FROM mentions WHERE chunk_id = ?", [c]).fetchall()]
             assert pairs(links.node_neighbors) == sorted(want_neighbors)
+            # The degrees kept since the CSRs were built answer as counting what `links` lists does.
+            degrees, mentions = store.passage_links(nodes, namespace, as_of=as_of)
+            want_degrees, want_mentions = GraphStore.passage_links(store, nodes, namespace, as_of=as_of)
+            assert degrees.tolist() == want_degrees.tolist() and pairs(mentions) == pairs(want_mentions)
             assert pairs(links.node_chunks) == sorted(want_chunks)
             assert pairs(links.chunk_nodes) == sorted(want_nodes)
         assert sorted(store.chunks_mentioning(nodes)) == sorted(con.execute(
@@ -227,8 +231,10 @@ def test_graph_mirror_matches_the_tables_through_writes_deletes_merges_and_expir
     # What was kept in memory is what a fresh open loads from the file.
     def graph_reads():
         links = store.links(list(ids.values()), [1, 2, 3], "default")
+        degrees, _ = store.passage_links(list(ids.values()), "default")
         return (store.neighbors(list(ids.values()), "default", limit=10**6), store.get_edges(range(1, 200)),
                 [pairs(field) for field in (links.node_neighbors, links.node_chunks, links.chunk_nodes)],
+                degrees.tolist(),
                 store.chunk_documents(range(1, 10)), store.document_titles(["d1", "d2"], "default"))
 
     before = graph_reads()
