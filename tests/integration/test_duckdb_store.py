@@ -274,6 +274,36 @@ def test_vector_index_is_rebuilt_identically_on_reopen(db_path: Path):
         assert _snapshot(kb, queries) == before
 
 
+@pytest.mark.parametrize("keyed", [False, True], ids=["new file", "file written with keyed vector tables"])
+def test_a_rewritten_vector_replaces_the_stored_one(db_path: Path, keyed: bool):
+    store = DuckDBStore(db_path)
+    store.open()
+    try:
+        if keyed:  # files written before the vector tables lost their primary key have it
+            for table, column in (("node_vectors", "node_id"), ("chunk_vectors", "chunk_id"), ("edge_vectors", "edge_id")):
+                store._con.execute(f"CREATE TABLE {table} ({column} BIGINT PRIMARY KEY, embedding FLOAT[{DIMS}] NOT NULL)")
+        store.bind_embedder("test:unit", DIMS)
+        ids = store.write(WriteBatch(nodes=[node("Ada", unit(1)), node("Bob", unit(0, 1))],
+                                     edges=[EdgeWrite(namespace="default", source_key="ada", target_key="bob",
+                                                      type="KNOWS", embedding=unit(0, 0, 1))])).node_ids
+        ada = store.get_nodes([ids["ada"]])[0]
+        ada.embedding = unit(0, 0, 0, 1)
+        store.write(WriteBatch(nodes=[ada], edges=[EdgeWrite(namespace="default", source_key="ada", target_key="bob",
+                                                             type="KNOWS", embedding=unit(0, 0, 0, 0, 1))]))
+        counts = store._con.execute(
+            "SELECT (SELECT count(*) FROM node_vectors), (SELECT count(*) FROM edge_vectors)").fetchone()
+        assert counts == (2, 1)
+        store.close()
+        store.open()
+        assert store.vector_search("node", unit(0, 0, 0, 1), 1, "default")[0] == (ids["ada"], pytest.approx(1.0))
+        assert store.vector_search("edge", unit(0, 0, 0, 0, 1), 1, "default")[0][1] == pytest.approx(1.0)
+        keys = store._con.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'node_vectors' "
+                                  "AND constraint_type = 'PRIMARY KEY'").fetchone()[0]
+        assert keys == (1 if keyed else 0)
+    finally:
+        store.close()
+
+
 CRASH_WRITER = textwrap.dedent("""
     import sys
     from duckgraph.core.model import EdgeInput, NodeInput
