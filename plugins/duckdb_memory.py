@@ -1009,11 +1009,11 @@ class GraphMirror:
         sources, targets, namespaces = self.e_src[holding], self.e_dst[holding], self.e_ns[holding]
         size = len(self.n_ns)
         counted = []
-        for ends, others in ((sources, targets), (targets, sources)):
+        for ends, others, incoming in ((sources, targets, False), (targets, sources, True)):
             known = ends < size
             ends, others, edge_ns = ends[known], others[known], namespaces[known]
             keep = self.n_ns[ends] == edge_ns
-            if ends is not sources:
+            if incoming:  # a self-loop counts once, as its source
                 keep &= ends != others
             counted.append(np.bincount(ends[keep], minlength=size)[:size])
         self._degrees = sum(counted, np.zeros(size, dtype=np.int64))

@@ -175,7 +175,7 @@ def test_graph_mirror_matches_the_tables_through_writes_deletes_merges_and_expir
     edges += [edge(names[a], names[b], type_=t, weight=float(w))
               for a, b, t, w in zip(rng.integers(1, 40, 60), rng.integers(1, 40, 60),
                                     rng.choice(["KNOWS", "MAKES"], 60), rng.choice([0.5, 1.0, 1.5], 60)) if a != b]
-    edges += [edge("other a", "other b", namespace="other")]
+    edges += [edge("other a", "other b", namespace="other"), edge("n3", "n3", type_="CITES")]  # and a self-loop
     store.write(WriteBatch(edges=edges))
     store.write(WriteBatch(documents=[DocumentRecord(id="d1", namespace="other", text="other a.", title="Other")],
                            chunks=[ChunkRecord(document_id="d1", ordinal=0, text="other a.")]))
