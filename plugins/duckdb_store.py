@@ -725,24 +725,32 @@ class DuckDBStore(GraphStore):
         return info[1]
 
     def _replace_documents(self, con: Any, batch: WriteBatch, now: datetime) -> list[int]:
-        removed: list[int] = []
-        for doc in batch.documents:
-            old = [row[0] for row in con.execute(
-                "SELECT id FROM chunks WHERE namespace = ? AND document_id = ?", [doc.namespace, doc.id]
-            ).fetchall()]
-            if old:
-                listed = [_json_list(old)]
-                for table, column in (("mentions", "chunk_id"), ("edge_evidence", "chunk_id"),
-                                      ("chunk_vectors", "chunk_id"), ("chunks", "id")):
-                    con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest({_JSON_IDS % 1}))", listed)
-                removed.extend(old)
-                self._mirror(self._graph.drop_chunks, old)
-            con.execute("DELETE FROM documents WHERE namespace = ? AND id = ?", [doc.namespace, doc.id])
-            con.execute(
-                "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?)",
-                [doc.namespace, doc.id, doc.title, doc.text, json.dumps(doc.metadata), doc.created_at or now],
-            )
-            self._mirror(self._graph.put_documents, [doc.namespace], [doc.id], [doc.title])
+        """Store the batch's documents, dropping the chunks (and what hangs on them) of those they replace; return
+        the dropped chunks' ids. A few statements for the whole batch: four per document cost ~5 ms each."""
+        documents = list({(doc.namespace, doc.id): doc for doc in batch.documents}.values())  # the last one wins
+        if not documents:
+            return []
+        keys, key_params = _rows(1, ns=("VARCHAR", [d.namespace for d in documents]), id=("VARCHAR", [d.id for d in documents]))
+        removed = [row[0] for row in con.execute(
+            f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params
+        ).fetchall()]
+        if removed:
+            listed = [_json_list(removed)]
+            for table, column in (("mentions", "chunk_id"), ("edge_evidence", "chunk_id"),
+                                  ("chunk_vectors", "chunk_id"), ("chunks", "id")):
+                con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest({_JSON_IDS % 1}))", listed)
+            self._mirror(self._graph.drop_chunks, removed)
+        con.execute(f"DELETE FROM documents USING {keys} WHERE documents.namespace = w.ns AND documents.id = w.id",
+                    key_params)
+        rows, params = _rows(
+            1, ns=("VARCHAR", [d.namespace for d in documents]), id=("VARCHAR", [d.id for d in documents]),
+            title=("VARCHAR", [d.title for d in documents]), text=("VARCHAR", [d.text for d in documents]),
+            metadata=("VARCHAR", [json.dumps(d.metadata) for d in documents]),
+            created=("TIMESTAMP", [_naive_utc(d.created_at) or now for d in documents]),
+        )
+        con.execute(f"INSERT INTO documents SELECT ns, id, title, text, metadata::JSON, created FROM {rows}", params)
+        self._mirror(self._graph.put_documents, [d.namespace for d in documents], [d.id for d in documents],
+                     [d.title for d in documents])
         return removed
 
     def _insert_chunks(self, con: Any, batch: WriteBatch, dimensions: int | None) -> dict[str, list[int]]:
