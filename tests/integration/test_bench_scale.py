@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from duckgraph.core.chunking import chunk_text
 from duckgraph.ports import entity_key
 from tests.fakes import HashingEmbedder
 
@@ -45,6 +46,28 @@ def test_generated_graph_is_deterministic_unique_and_loadable_in_order():
     assert all(any(name in q for name in names) for q in _data.questions(ents, 3))
 
 
+def test_passages_name_what_they_are_about_and_are_added_before_anything_names_them():
+    rels = _data.relations(N, seed=3)
+    passages = _data.passages(rels)
+    assert len(passages) == N // 5 and passages[7] == _data.passages(_data.relations(N, seed=3))[7]
+    assert all(chunk_text(p["text"]) == [p["text"]] for p in passages)  # one chunk each with the defaults
+    names = [rels.entities.name(i) for i in range(N)]
+    text_of = {p["id"]: p["text"] for p in passages}
+    assert all(names[i] in text_of[passages.document_of_entity(i)] for i in range(N))
+    stated = [j for j in range(len(rels)) if passages.document_of_relation(j)]
+    assert 0.3 * len(rels) < len(stated) < 0.5 * len(rels)  # the first two of each entity's ~5
+    assert all(_data.relation_text(rels[j]) in text_of[passages.document_of_relation(j)] for j in stated)
+
+    added: set[str] = set()
+    for batch in scale.plan_batches(N, rels.later_end(), max_nodes=40, max_edges=25):
+        added |= {doc.id for doc in scale.batch_documents(passages, batch)}
+        nodes, edges = scale.batch_inputs(rels.entities, rels, batch, passages)
+        assert {doc for item in [*nodes, *edges] for doc in item.source_ids} <= added
+    assert added == set(text_of)
+    plain_nodes, plain_edges = scale.batch_inputs(rels.entities, rels, scale.Batch(range(N), range(len(rels))))
+    assert not any(item.source_ids for item in [*plain_nodes, *plain_edges])
+
+
 def test_embeddings_are_unit_vectors_fixed_per_text(base):
     texts = ["Ada K. Ashby works at Norvex", "a second text", "a third"]
     vectors = _data.embeddings(texts, base=base)
@@ -72,19 +95,33 @@ def test_the_suite_runs_at_a_tiny_size(tmp_path, base):
     fake = HashingEmbedder(DIMENSIONS)
     build = scale.measure_build(db, N, embedder_id=fake.id, base=base)
     assert build["nodes_created"] == N and build["edges_created"] == build["edges"]
+    assert build["passages"] == build["chunks_written"] == N // 5 and build["passages_per_second"] > 0
     assert build["embedder_misses"] == 0 and build["file_mb"] > 0
 
     real = scale.measure_build(tmp_path / "real.duckdb", 60, embedder=HashingEmbedder(DIMENSIONS))
-    assert real["nodes_created"] == 60
+    assert real["nodes_created"] == 60 and real["chunks_written"] == 12
+    plain = scale.measure_build(tmp_path / "plain.duckdb", 60, entities_per_passage=0, embedder_id=fake.id, base=base)
+    assert plain["nodes_created"] == 60 and plain["passages"] == plain["chunks_written"] == 0
 
     serve = scale.measure_serve(db, N, queries=5, real=fake, base=base, index_timeout=30)
     assert serve["search_query_pre_embedded"]["count"] == 5 and serve["search_query_embedded"]["count"] == 5
     assert serve["expansion_2_hops"]["edges_mean"] > 0 and serve["expansion_2_hops_records"]["count"] == 5
+    # Every search ranked passages (the graph's passages are linked to what the questions name).
+    assert serve["searches_with_passages"] == 5 and serve["search_passages_returned_mean"] >= 1
     store = scale.default_store(db)
     store.open()
     try:  # the ids the search walks and the full records reach the same edges
         anchors = [node_id for node_id, _ in store.vector_search("node", base[0], scale.ANCHORS, scale.NAMESPACE)]
         assert scale.expansion(store, anchors)[1] == scale.expansion(store, anchors, records=True)[1] > 0
+        stats = store.stats(scale.NAMESPACE)
+        assert stats["documents"] == stats["chunks"] == N // 5
+        # Each entity mentioned by its passage's chunk, each relation a passage states backed by it.
+        node_ids = [node.id for node in store.list_nodes(scale.NAMESPACE, limit=N)]
+        assert len({node_id for _, node_id in store.chunks_mentioning(node_ids, limit=10 * N)}) == N
+        edge_ids = [edge.id for edge in store.list_edges(scale.NAMESPACE, limit=len(_data.relations(N)))]
+        stated = _data.passages(_data.relations(N)).document_of_relation
+        assert len({edge_id for edge_id, _ in store.edge_evidence(edge_ids)}) == sum(
+            1 for j in range(len(edge_ids)) if stated(j))
     finally:
         store.close()
     assert serve["recall"]["vectors"] == N and 0 <= serve["recall"]["recall_at_10"] <= 1
@@ -92,11 +129,18 @@ def test_the_suite_runs_at_a_tiny_size(tmp_path, base):
 
     embedding = scale.measure_embedding(scale.sample_texts(60), fake, fake.embed_batch, repeats=1)
     assert embedding["texts"] == 60
+    passage_texts = scale.sample_passage_texts(6)
+    embedding["passages"] = scale.measure_embedding(passage_texts, fake, fake.embed_batch, repeats=1)
+    assert embedding["passages"]["texts"] == 6 and embedding["passages"]["mean_chars"] > 5 * embedding["mean_chars"]
+    extrapolated = scale.extrapolate_embedding(build, embedding)
+    assert extrapolated["seconds"] > build["seconds"] and extrapolated["documents_seconds"] > build["documents_seconds"]
+    assert "passages_per_second" not in scale.extrapolate_embedding(plain, embedding)
 
     results = {
         "machine": scale.machine(), "embedding": embedding,
-        "sizes": {scale.size_label(N): {"nodes": N, "edges": build["edges"], "build": {**build, "peak_rss_mb": 1.0},
-                                        "build_with_embedding": real,
+        "sizes": {scale.size_label(N): {"nodes": N, "edges": build["edges"], "passages": build["passages"],
+                                        "build": {**build, "peak_rss_mb": 1.0},
+                                        "build_with_embedding": real, "build_with_embedding_extrapolated": extrapolated,
                                         "serve": {**serve, "peak_rss_mb": 1.0},
                                         "serve_spawn_to_tools_list": {"median_ms": 1.0}}},
         "memory_servers": {"error": "not run in tests"},
@@ -104,6 +148,7 @@ def test_the_suite_runs_at_a_tiny_size(tmp_path, base):
     table = scale.render(results)
     assert "search p50/p95 ms, query pre-embedded" in table and "recall@10" in table
     assert "expansion 2 hops p50/p95 ms (neighbor_ends)" in table and "through neighbors() (full records)" in table
+    assert "passages returned per search (mean)" in table and "passages, embedding included" in table
     json.dumps(results, default=str)
 
     session = {"spawn_to_ready_ms": 1.0, "first_call_ms": 1.0, "create_seconds": 1.0,
