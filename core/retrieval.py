@@ -255,18 +255,22 @@ def _rank_passages(
         node_seeds[node_id] = max(node_seeds.get(node_id, 0.0), weight)
     top_direct = max(direct.values())
     chunk_seeds = {c: options.passage_seed_weight * max(s, 0.0) / top_direct for c, s in direct.items()}
-    walked = _walk(store, node_seeds, chunk_seeds, namespace, options)
+    import numpy as np  # see _walk
+
+    chunk_ids, scores = _walk(store, node_seeds, chunk_seeds, namespace, options)
     # Passages the walk reached beyond the nearest ones also keep their own (restart) share of similarity.
-    others = [c for c in walked if c not in direct]
-    for chunk_id, similarity in store.similarities("chunk", others, query).items():
-        walked[chunk_id] += (1 - options.walk_damping) * options.passage_seed_weight * max(similarity, 0.0) / top_direct
-    ranked = _one_per_document(store, sorted(walked.items(), key=lambda item: -item[1]), options.max_passages)
+    others = ~np.isin(chunk_ids, np.fromiter(direct, np.int64, len(direct)))
+    similarity = np.nan_to_num(store.similarity_array("chunk", chunk_ids[others], query), nan=0.0)
+    scores[others] += (1 - options.walk_damping) * options.passage_seed_weight * np.maximum(similarity, 0.0) / top_direct
+    best = np.argsort(-scores, kind="stable")[: 4 * options.max_passages]  # ties: lower ids first
+    ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())), options.max_passages)
     top = ranked[0][1] if ranked and ranked[0][1] > 0 else 1.0
     return [(chunk, score / top) for chunk, score in ranked]
 
 
 def _one_per_document(store: GraphStore, ranked: list[tuple[int, float]], limit: int) -> list[tuple[ChunkRecord, float]]:
-    """The best `limit` passages, at most one per document while other documents have candidates."""
+    """The best `limit` passages, at most one per document while other documents have candidates (among the
+    first 4 x `limit` of `ranked`)."""
     candidates = ranked[: 4 * limit]
     document_of = store.chunk_documents([chunk_id for chunk_id, _ in candidates])
     seen: set[str] = set()
@@ -333,12 +337,12 @@ def _matched_key(node: NodeRecord, loose_keys: set[str]) -> str | None:
 def _walk(
     store: GraphStore, node_seeds: dict[int, float], chunk_seeds: dict[int, float], namespace: str,
     options: SearchOptions,
-) -> dict[int, float]:
+) -> tuple[np.ndarray, np.ndarray]:
     """Personalized PageRank over entities and passages by power iteration from the seeds, `walk_steps` long.
 
     Only what the walk reaches is fetched (links of the nodes and chunks holding weight), so the cost follows
     the seeds' neighbourhood, not the size of the graph; each step moves weight over all its links at once.
-    Returns the passages' scores.
+    Returns the passages reached (sorted ids) and their scores.
     """
     import numpy as np  # loaded by then (the query vector is an array); not at import, to keep start-up light
 
@@ -377,7 +381,7 @@ def _walk(
         node_ids, node_weight = _summed(
             [restart_nodes, (neighbours, to_neighbours), (in_chunk, *spread(chunk_ids, chunk_weight, chunk_of))])
         chunk_ids, chunk_weight = _summed([restart_chunks, (mentioning, to_chunks)])
-    return dict(zip(chunk_ids.tolist(), chunk_weight.tolist()))
+    return chunk_ids, chunk_weight
 
 
 def _summed(parts: list[tuple[Sequence[int], Sequence[float]]]) -> tuple[np.ndarray, np.ndarray]:
