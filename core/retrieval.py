@@ -10,13 +10,13 @@
    "Bill Gates dropped out of Harvard University" is close.
 3. Pruning: a reached node is kept when its relevance is at least `keep_ratio` times the best relevance
    among the anchors; the nodes on the path that reached it are kept too, so the result stays connected.
-4. Passages: a short random walk with restart (personalized PageRank) over the graph of entities and the
-   passages that mention them. The walk restarts at the query's seeds: the two ends of the facts (edges) most
-   similar to the query among the facts of the entities nearest it, the entities the query names as proper names (weighted down the more passages
-   mention them), and, lightly, the passages most similar to the query. A passage scores by the share of the
-   walk that reaches it, so a passage about the bridge entity of a multi-hop question ("the performer of
-   Hello Love" -> Hank Snow -> where he died) ranks high although its text shares little with the question,
-   and entities every passage mentions ("United States") spread their weight thin.
+4. Passages: a short random walk with restart (personalized PageRank) over the graph of entities and the passages
+   that mention them. The walk restarts at the query's seeds: the two ends of the facts (edges) most similar to
+   the query among the facts of the entities nearest it, the entities the query names as proper names (weighted
+   down the more passages mention them), and, lightly, the passages most similar to the query. A passage scores
+   by the share of the walk that reaches it, so a passage about the bridge entity of a multi-hop question ("the
+   performer of Hello Love" -> Hank Snow -> where he died) ranks high although its text shares little with the
+   question, and entities every passage mentions ("United States") spread their weight thin.
 """
 
 from __future__ import annotations
@@ -95,8 +95,7 @@ def anchor_and_expand(
 ) -> Subgraph:
     candidates = name_candidates(query_text)
     named = store.find_nodes(namespace, candidates | {loose for key in candidates if (loose := loose_key(key))})
-    nearest = store.vector_search("node", query, max(_ANCHOR_CANDIDATES * options.k_anchors, 20, options.fact_seed_nodes),
-                                  namespace)
+    nearest = store.vector_search("node", query, max(_anchor_candidates(options), options.fact_seed_nodes), namespace)
     anchors = _anchors(store, named, nearest, query, options)
     reached, edges = _expand(store, query, namespace, anchors, options)
     kept = _prune(reached, anchors, options)
@@ -111,8 +110,9 @@ def anchor_and_expand(
     )
 
 
-#: Nodes nearest the query considered as anchors, per anchor wanted (at least 20).
-_ANCHOR_CANDIDATES = 4
+def _anchor_candidates(options: SearchOptions) -> int:
+    """How many of the nodes nearest the query may become anchors: 4 per anchor wanted, at least 20."""
+    return max(4 * options.k_anchors, 20)
 
 
 def _anchors(
@@ -121,7 +121,7 @@ def _anchors(
 ) -> list[Reached]:
     if options.k_anchors <= 0:
         return []
-    vector_hits = nearest[: max(_ANCHOR_CANDIDATES * options.k_anchors, 20)]
+    vector_hits = nearest[: _anchor_candidates(options)]
     named = list(named)
     relevance = dict(vector_hits)
     missing = [n.id for n in named if n.id not in relevance]
@@ -240,6 +240,8 @@ def _rank_passages(
     store: GraphStore, query_text: str, query: np.ndarray, namespace: str, named: list[NodeRecord],
     nearest: list[tuple[int, float]], options: SearchOptions,
 ) -> list[tuple[int, float]]:
+    import numpy as np  # see _walk
+
     if options.max_passages <= 0:
         return []
     direct = dict(store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace))
@@ -255,13 +257,12 @@ def _rank_passages(
         node_seeds[node_id] = max(node_seeds.get(node_id, 0.0), weight)
     top_direct = max(direct.values())
     chunk_seeds = {c: options.passage_seed_weight * max(s, 0.0) / top_direct for c, s in direct.items()}
-    import numpy as np  # see _walk
-
     chunk_ids, scores = _walk(store, node_seeds, chunk_seeds, namespace, options)
     # Passages the walk reached beyond the nearest ones also keep their own (restart) share of similarity.
     others = ~np.isin(chunk_ids, np.fromiter(direct, np.int64, len(direct)))
     similarity = np.nan_to_num(store.similarity_array("chunk", chunk_ids[others], query), nan=0.0)
-    scores[others] += (1 - options.walk_damping) * options.passage_seed_weight * np.maximum(similarity, 0.0) / top_direct
+    restart = (1 - options.walk_damping) * options.passage_seed_weight / top_direct
+    scores[others] += restart * np.maximum(similarity, 0.0)
     best = np.argsort(-scores, kind="stable")[: 4 * options.max_passages]  # ties: lower ids first
     ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())), options.max_passages)
     top = ranked[0][1] if ranked and ranked[0][1] > 0 else 1.0

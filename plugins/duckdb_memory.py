@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from duckgraph.ports import link_counts
+
 log = logging.getLogger(__name__)
 
 
@@ -1482,7 +1484,7 @@ class GraphMirror:
         are listed again only for a node an edge written since ends at, or for another moment than now."""
         nodes = np.asarray(node_ids, dtype=np.int64)
         mentions = self.node_chunk_pairs(nodes)
-        degrees = _occurrences(nodes, mentions[0])
+        degrees = link_counts(nodes, mentions[0])
         counted = (nodes >= 0) & (nodes < len(self._degrees))
         if as_of is None:
             known = nodes[counted]
@@ -1493,7 +1495,7 @@ class GraphMirror:
             counted[:] = False
         again = nodes[~counted]
         if len(again):
-            degrees[~counted] += _occurrences(again, self.neighbour_pairs(again, namespace, as_of)[0])
+            degrees[~counted] += link_counts(again, self.neighbour_pairs(again, namespace, as_of)[0])
         return degrees, mentions
 
     def node_chunk_pairs(self, node_ids: Sequence[int]) -> tuple[Any, Any]:
@@ -1509,15 +1511,6 @@ class GraphMirror:
         chunks = chunks[self._chunk_live(chunks)]
         owners, nodes = self.nodes_of.gather(chunks)
         return _distinct_pairs(owners, nodes, self._node_live(nodes))
-
-
-def _occurrences(ids: Any, values: Any) -> Any:
-    """How often each of the distinct `ids` occurs among `values` (all of which are ids), in the order of `ids`."""
-    counts = np.zeros(len(ids), dtype=np.int64)
-    if len(values):
-        order = np.argsort(ids, kind="stable")
-        counts[order] = np.bincount(np.searchsorted(ids[order], values), minlength=len(ids))
-    return counts
 
 
 def _distinct_pairs(owners: Any, values: Any, keep: Any) -> tuple[Any, Any]:

@@ -588,7 +588,8 @@ class DuckDBStore(GraphStore):
         # 7.9k against 14.7k rows of 384 floats a second). Files written with the key keep it; both work.
         for table, id_column, _ in _VECTOR_TABLES.values():
             con.execute(
-                f"CREATE TABLE IF NOT EXISTS {table} ({id_column} BIGINT NOT NULL, embedding FLOAT[{int(dimensions)}] NOT NULL)"
+                f"CREATE TABLE IF NOT EXISTS {table} "
+                f"({id_column} BIGINT NOT NULL, embedding FLOAT[{int(dimensions)}] NOT NULL)"
             )
 
     # -- writes ----------------------------------------------------------------------------------------
@@ -730,7 +731,8 @@ class DuckDBStore(GraphStore):
         documents = list({(doc.namespace, doc.id): doc for doc in batch.documents}.values())  # the last one wins
         if not documents:
             return []
-        keys, key_params = _rows(1, ns=("VARCHAR", [d.namespace for d in documents]), id=("VARCHAR", [d.id for d in documents]))
+        keys, key_params = _rows(1, ns=("VARCHAR", [d.namespace for d in documents]),
+                                 id=("VARCHAR", [d.id for d in documents]))
         removed = [row[0] for row in con.execute(
             f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params
         ).fetchall()]

@@ -92,6 +92,20 @@ class Links:
     chunk_nodes: tuple[Sequence[int], Sequence[int]]
 
 
+def link_counts(ids: Sequence[int], *owners: Sequence[int]) -> np.ndarray:
+    """How many links each of the distinct `ids` owns: how often it occurs in the `owners` arrays (the first
+    halves of `Links` pairs, all of them among `ids`), in the order of `ids`."""
+    import numpy as np  # numpy is only needed once the graph is walked
+
+    ids = np.asarray(ids, dtype=np.int64)
+    values = np.concatenate([np.zeros(0, dtype=np.int64), *(np.asarray(o, dtype=np.int64) for o in owners)])
+    counts = np.zeros(len(ids), dtype=np.int64)
+    if len(values):
+        order = np.argsort(ids, kind="stable")
+        counts[order] = np.bincount(np.searchsorted(ids[order], values), minlength=len(ids))
+    return counts
+
+
 @dataclass(slots=True)
 class DocumentRecord:
     """A source text; its chunks carry the embeddings."""

@@ -23,6 +23,7 @@ from duckgraph.ports.records import (
     VectorKind,
     WriteBatch,
     WriteSummary,
+    link_counts,
 )
 
 
@@ -162,7 +163,7 @@ class GraphStore(ABC):
         order, and their (node, chunk) pairs. The default counts what `links` returns; a store that keeps the
         degrees answers without listing a hub's thousands of neighbours."""
         links = self.links(node_ids, (), namespace, as_of=as_of)
-        return _counts(node_ids, links.node_neighbors[0], links.node_chunks[0]), links.node_chunks
+        return link_counts(node_ids, links.node_neighbors[0], links.node_chunks[0]), links.node_chunks
 
     @abstractmethod
     def get_edges(self, ids: Iterable[int]) -> list[EdgeRecord]:
@@ -247,15 +248,3 @@ class GraphStore(ABC):
         )
 
 
-
-def _counts(ids: Sequence[int], *occurrences: Sequence[int]) -> np.ndarray:
-    """How often each of the distinct `ids` occurs in the `occurrences` (all of them ids), in the order of `ids`."""
-    import numpy as np  # numpy is only needed once the graph is walked
-
-    ids = np.asarray(ids, dtype=np.int64)
-    values = np.concatenate([np.asarray(v, dtype=np.int64) for v in occurrences])
-    counts = np.zeros(len(ids), dtype=np.int64)
-    if len(values):
-        order = np.argsort(ids, kind="stable")
-        counts[order] = np.bincount(np.searchsorted(ids[order], values), minlength=len(ids))
-    return counts

@@ -299,7 +299,8 @@ def load_graph(kb: KnowledgeBase, ents: _data.Entities, rels: _data.Relations,
     count = len(passages) if passages is not None else 0
     return {
         "nodes": len(ents), "edges": len(rels), "calls": len(graph_calls), "seconds": round(graph_seconds, 3),
-        "nodes_per_second": round(len(ents) / graph_seconds, 1), "edges_per_second": round(len(rels) / graph_seconds, 1),
+        "nodes_per_second": round(len(ents) / graph_seconds, 1),
+        "edges_per_second": round(len(rels) / graph_seconds, 1),
         "call_ms": percentiles(graph_calls), **created,
         "passages": count, "documents_calls": len(document_calls), "documents_seconds": round(document_seconds, 3),
         "passages_per_second": round(count / document_seconds, 1) if count else None,

@@ -280,8 +280,10 @@ def test_a_rewritten_vector_replaces_the_stored_one(db_path: Path, keyed: bool):
     store.open()
     try:
         if keyed:  # files written before the vector tables lost their primary key have it
-            for table, column in (("node_vectors", "node_id"), ("chunk_vectors", "chunk_id"), ("edge_vectors", "edge_id")):
-                store._con.execute(f"CREATE TABLE {table} ({column} BIGINT PRIMARY KEY, embedding FLOAT[{DIMS}] NOT NULL)")
+            for table, column in (("node_vectors", "node_id"), ("chunk_vectors", "chunk_id"),
+                                  ("edge_vectors", "edge_id")):
+                store._con.execute(
+                    f"CREATE TABLE {table} ({column} BIGINT PRIMARY KEY, embedding FLOAT[{DIMS}] NOT NULL)")
         store.bind_embedder("test:unit", DIMS)
         ids = store.write(WriteBatch(nodes=[node("Ada", unit(1)), node("Bob", unit(0, 1))],
                                      edges=[EdgeWrite(namespace="default", source_key="ada", target_key="bob",
