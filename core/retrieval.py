@@ -356,10 +356,13 @@ def _walk(
     def arrays(seeds: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
         return _summed([(list(seeds), list(seeds.values()))])
 
-    def spread(ids: np.ndarray, weight: np.ndarray, *owner_arrays: np.ndarray) -> list[np.ndarray]:
-        """Each id's damped weight, shared evenly over its links: the share carried by each link of each array."""
+    def spread(ids: np.ndarray, weight: np.ndarray, *owner_arrays: np.ndarray, degree: np.ndarray | None = None
+               ) -> list[np.ndarray]:
+        """Each id's damped weight, shared evenly over its links (`degree` of them, or those in the arrays): the
+        share carried by each link of each array."""
         positions = [np.searchsorted(ids, np.asarray(owners, dtype=np.int64)) for owners in owner_arrays]
-        degree = sum(np.bincount(p, minlength=len(ids)) for p in positions)
+        if degree is None:
+            degree = sum(np.bincount(p, minlength=len(ids)) for p in positions)
         share = np.divide(damping * weight, degree, out=np.zeros(len(ids)), where=degree > 0)
         return [share[p] for p in positions]
 
@@ -371,9 +374,8 @@ def _walk(
             node_ids[held], node_weight[held], chunk_ids[held_chunks], chunk_weight[held_chunks])
         if step == options.walk_steps - 1:  # only what flows into passages: each entity's degree, not its neighbours
             degree, (mentioned, mentioning) = store.passage_links(node_ids, namespace, as_of=options.as_of)
-            share = np.divide(damping * node_weight, degree, out=np.zeros(len(node_ids)), where=degree > 0)
-            positions = np.searchsorted(node_ids, np.asarray(mentioned, dtype=np.int64))
-            chunk_ids, chunk_weight = _summed([restart_chunks, (mentioning, share[positions])])
+            chunk_ids, chunk_weight = _summed(
+                [restart_chunks, (mentioning, *spread(node_ids, node_weight, mentioned, degree=degree))])
             break
         links = store.links(node_ids, chunk_ids, namespace, as_of=options.as_of)
         (neighbour_of, neighbours), (mentioned, mentioning) = links.node_neighbors, links.node_chunks

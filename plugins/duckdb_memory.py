@@ -1010,15 +1010,14 @@ class GraphMirror:
         holding = np.flatnonzero((self.e_src >= 0) & np.isnat(self.e_until))
         sources, targets, namespaces = self.e_src[holding], self.e_dst[holding], self.e_ns[holding]
         size = len(self.n_ns)
-        counted = []
+        self._degrees = np.zeros(size, dtype=np.int64)
         for ends, others, incoming in ((sources, targets, False), (targets, sources, True)):
             known = ends < size
             ends, others, edge_ns = ends[known], others[known], namespaces[known]
             keep = self.n_ns[ends] == edge_ns
             if incoming:  # a self-loop counts once, as its source
                 keep &= ends != others
-            counted.append(np.bincount(ends[keep], minlength=size)[:size])
-        self._degrees = sum(counted, np.zeros(size, dtype=np.int64))
+            self._degrees += np.bincount(ends[keep], minlength=size)
         self._degree_stale = np.zeros(size, dtype=bool)
 
     def _mark_degrees_stale(self, *node_arrays: Any) -> None:
@@ -1485,14 +1484,12 @@ class GraphMirror:
         nodes = np.asarray(node_ids, dtype=np.int64)
         mentions = self.node_chunk_pairs(nodes)
         degrees = link_counts(nodes, mentions[0])
-        counted = (nodes >= 0) & (nodes < len(self._degrees))
+        counted = np.zeros(len(nodes), dtype=bool)
         if as_of is None:
-            known = nodes[counted]
-            fresh = ~self._degree_stale[known] & (self.n_ns[known] == self.namespace_codes.get(namespace, -2))
-            counted[np.flatnonzero(counted)[~fresh]] = False
+            inside = (nodes >= 0) & (nodes < len(self._degrees))
+            known = nodes[inside]
+            counted[inside] = ~self._degree_stale[known] & (self.n_ns[known] == self.namespace_codes.get(namespace, -2))
             degrees[counted] += self._degrees[nodes[counted]]
-        else:
-            counted[:] = False
         again = nodes[~counted]
         if len(again):
             degrees[~counted] += link_counts(again, self.neighbour_pairs(again, namespace, as_of)[0])

@@ -499,9 +499,17 @@ class DuckDBStore(GraphStore):
         elif self.vector_index == "ivf":
             self._indexes[kind].maybe_build()
 
+    def _index_due(self, kind: str) -> bool:
+        """Whether an approximate index of the kind would start building now if it were wanted."""
+        index = self._indexes[kind]
+        if self.vector_index == "ivf":
+            return index.needs_build()
+        return (self.vector_index == "hnsw" and kind not in self._hnsw and len(index) >= self.hnsw_min_rows
+                and self._vss is not None)
+
     def _maybe_start_hnsw(self, kind: str) -> None:
         index = self._indexes[kind]
-        if kind in self._hnsw or len(index) < self.hnsw_min_rows or self._vss is None:
+        if not self._index_due(kind):
             return
         try:
             mirror = HnswMirror(kind, index.dimensions, self._vss)
@@ -731,8 +739,8 @@ class DuckDBStore(GraphStore):
         documents = list({(doc.namespace, doc.id): doc for doc in batch.documents}.values())  # the last one wins
         if not documents:
             return []
-        keys, key_params = _rows(1, ns=("VARCHAR", [d.namespace for d in documents]),
-                                 id=("VARCHAR", [d.id for d in documents]))
+        namespaces, ids = [d.namespace for d in documents], [d.id for d in documents]
+        keys, key_params = _rows(1, ns=("VARCHAR", namespaces), id=("VARCHAR", ids))
         removed = [row[0] for row in con.execute(
             f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params
         ).fetchall()]
@@ -745,14 +753,13 @@ class DuckDBStore(GraphStore):
         con.execute(f"DELETE FROM documents USING {keys} WHERE documents.namespace = w.ns AND documents.id = w.id",
                     key_params)
         rows, params = _rows(
-            1, ns=("VARCHAR", [d.namespace for d in documents]), id=("VARCHAR", [d.id for d in documents]),
-            title=("VARCHAR", [d.title for d in documents]), text=("VARCHAR", [d.text for d in documents]),
+            1, ns=("VARCHAR", namespaces), id=("VARCHAR", ids), title=("VARCHAR", [d.title for d in documents]),
+            text=("VARCHAR", [d.text for d in documents]),
             metadata=("VARCHAR", [json.dumps(d.metadata) for d in documents]),
             created=("TIMESTAMP", [_naive_utc(d.created_at) or now for d in documents]),
         )
         con.execute(f"INSERT INTO documents SELECT ns, id, title, text, metadata::JSON, created FROM {rows}", params)
-        self._mirror(self._graph.put_documents, [d.namespace for d in documents], [d.id for d in documents],
-                     [d.title for d in documents])
+        self._mirror(self._graph.put_documents, namespaces, ids, [d.title for d in documents])
         return removed
 
     def _insert_chunks(self, con: Any, batch: WriteBatch, dimensions: int | None) -> dict[str, list[int]]:
@@ -1579,8 +1586,7 @@ class DuckDBStore(GraphStore):
                     }
                 if kind not in self._indexes:
                     modes[kind] = "none (no embedder bound yet)"
-                elif kind not in self._searched and (index.needs_build() if self.vector_index == "ivf" else
-                                                     sizes[kind] >= self.hnsw_min_rows and self._vss is not None):
+                elif kind not in self._searched and self._index_due(kind):
                     modes[kind] = (f"not indexed: no search has asked for {kind} vectors since open (they are read "
                                    "by id); the first one scans exactly and starts the index")
                 elif self.vector_index != "hnsw":

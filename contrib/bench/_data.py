@@ -168,6 +168,8 @@ def synthetic(count: int, seed: int = 0, *, mix: float = 0.35, noise: float = 0.
 # gets the same vector, in any batch. 1M vectors take a few seconds.
 
 
+#: Entities a generated passage is about (one passage per this many entities).
+ENTITIES_PER_PASSAGE = 5
 #: (type, share in percent) of generated entities.
 ENTITY_TYPES = (("Person", 45), ("Company", 20), ("Place", 15), ("Product", 20))
 #: (relation type as the memory server spells it, source type, target type, weight among the source's relations)
@@ -439,7 +441,8 @@ class Passages:
     with its later end and its passage is that of its source.
     """
 
-    def __init__(self, rels: Relations, entities_per_passage: int = 5, facts_per_entity: int = 2) -> None:
+    def __init__(self, rels: Relations, entities_per_passage: int = ENTITIES_PER_PASSAGE,
+                 facts_per_entity: int = 2) -> None:
         if entities_per_passage < 1:
             raise ValueError("a passage is about at least one entity")
         self.relations, self.entities = rels, rels.entities
@@ -488,7 +491,7 @@ class Passages:
         return range(-(-nodes.start // self.per_passage), -(-nodes.stop // self.per_passage)) if nodes else range(0)
 
 
-def passages(rels: Relations, entities_per_passage: int = 5, facts_per_entity: int = 2) -> Passages:
+def passages(rels: Relations, entities_per_passage: int = ENTITIES_PER_PASSAGE, facts_per_entity: int = 2) -> Passages:
     """Passages about the entities of `rels` (a lazy sequence of dicts; see `Passages`)."""
     return Passages(rels, entities_per_passage, facts_per_entity)
 

@@ -90,8 +90,7 @@ NAMESPACE = "default"
 ANCHORS, NEIGHBOR_LIMIT = graph.ANCHORS, graph.LIMIT
 #: What retrieval asks vector_search for when it picks anchors: max(4 * k_anchors, 20).
 ANCHOR_K = 20
-#: Entities per generated passage (_data.Passages): one passage per 5 entities, ~540 characters each.
-ENTITIES_PER_PASSAGE = 5
+ENTITIES_PER_PASSAGE = _data.ENTITIES_PER_PASSAGE  # one passage, ~540 characters, per 5 entities
 SERVE = [sys.executable, "-m", "duckgraph.core.cli", "serve"]
 REFERENCE = ["npx", "-y", "@modelcontextprotocol/server-memory"]
 PARTS = ("embedding", "startup", "sizes", "memory")
