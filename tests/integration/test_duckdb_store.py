@@ -546,7 +546,7 @@ def test_passage_texts_are_read_from_memory_and_match_the_file(db_path: Path, tm
         for kb in (in_memory, from_file):
             _documents(kb, texts)
             _documents(kb, {"a": "Ada Lovelace, replaced."})  # the old chunks go, the new one comes
-        assert in_memory.health()["passage_texts"].startswith("in memory (0.0 MB, up to passage_texts_mb=64)")
+        assert in_memory.health()["passage_texts"].startswith("in memory (0.0 MB, up to passage_texts_mb=256)")
         assert from_file.health()["passage_texts"] == "read from the file (more than passage_texts_mb=0 MB of them)"
         held = _all_chunks(in_memory.store)
         assert [(c.document_id, c.ordinal, c.text) for c in held] == [

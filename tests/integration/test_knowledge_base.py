@@ -340,7 +340,7 @@ def test_doctor_on_a_fresh_file(cli_env, tmp_path: Path, capsys):
     main(["doctor", "--db", str(path)])
     printed = capsys.readouterr().out
     assert "embedder queries: onnxruntime once the server's warm-up" in printed
-    assert "passage texts: in memory (0.0 MB, up to passage_texts_mb=64)" in printed
+    assert "passage texts: in memory (0.0 MB, up to passage_texts_mb=256)" in printed
     assert f"memory limit: {default_memory_limit()} for DuckDB's cache and indexes" in printed
     assert "vectors in memory: none (no embedder bound yet)" in printed
     store = report["store"]
