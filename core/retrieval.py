@@ -193,9 +193,11 @@ def _expand(
         # Records only for what can be kept or carried on; the rest only needs to count as reached.
         wanted = relevance >= threshold
         wanted[carried] = True
-        for i in np.flatnonzero(wanted).tolist():
-            reached[int(found[i])] = Reached(int(found[i]), hop, float(proximity[best[i]]), float(relevance[i]),
-                                             parent=int(here[best[i]]), via_edge=int(edge_ids[edge_at[best[i]]]))
+        step_of = best[wanted]  # converted to lists at once: indexing arrays item by item costs more than the rest
+        for node_id, node_proximity, node_relevance, parent, via_edge in zip(
+                found[wanted].tolist(), proximity[step_of].tolist(), relevance[wanted].tolist(),
+                here[step_of].tolist(), edge_ids[edge_at[step_of]].tolist()):
+            reached[node_id] = Reached(node_id, hop, node_proximity, node_relevance, parent=parent, via_edge=via_edge)
         reached_ids = np.concatenate([reached_ids, found])
         frontier = found[carried].tolist()
     return reached, edges
