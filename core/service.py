@@ -10,29 +10,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from duckgraph.core.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, chunk_text
-from duckgraph.core.model import (
-    MAX_DOCUMENT_CHARS,
-    MAX_DOCUMENTS_PER_CALL,
-    MAX_EDGES_PER_CALL,
-    MAX_NODES_PER_CALL,
-    AddDocumentsResult,
-    AddGraphResult,
-    ChunkExtraction,
-    DocumentInput,
-    EdgeInput,
-    NodeInput,
-    NodeRef,
-    Passage,
-    ResultEdge,
-    ScoredNode,
-    SearchResult,
-    StoredDocument,
-)
 from duckgraph.core.render import render_search
 from duckgraph.core.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
 from duckgraph.core.retrieval import SearchOptions, anchor_and_expand
@@ -53,6 +35,17 @@ from duckgraph.ports import (
     name_candidates,
     relation_type,
 )
+
+if TYPE_CHECKING:
+    from duckgraph.core.model import (
+        AddDocumentsResult,
+        AddGraphResult,
+        ChunkExtraction,
+        DocumentInput,
+        EdgeInput,
+        NodeInput,
+        SearchResult,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +148,9 @@ class KnowledgeBase:
         merged, the newest type wins. The same (source, type, target) twice is one edge. `source_chunk_ids`
         links every node and edge of the call to the passages it was extracted from.
         """
+        from duckgraph.core.model import (  # on first use: a server starts without the models
+            MAX_EDGES_PER_CALL, MAX_NODES_PER_CALL, AddGraphResult, NodeRef)
+
         namespace = namespace or self.namespace
         if len(nodes) > MAX_NODES_PER_CALL or len(edges) > MAX_EDGES_PER_CALL:
             raise InvalidInputError(
@@ -298,6 +294,9 @@ class KnowledgeBase:
         passage as provenance, one transaction per passage: a passage whose extraction fails is still stored
         and its error is reported.
         """
+        from duckgraph.core.model import (  # on first use: a server starts without the models
+            MAX_DOCUMENT_CHARS, MAX_DOCUMENTS_PER_CALL, AddDocumentsResult, StoredDocument)
+
         namespace = namespace or self.namespace
         if not documents:
             raise InvalidInputError("nothing to add: give at least one document")
@@ -363,6 +362,8 @@ class KnowledgeBase:
     def _extract(
         self, chunks: Sequence[ChunkRecord], namespace: str, progress: Progress | None
     ) -> list[ChunkExtraction]:
+        from duckgraph.core.model import ChunkExtraction  # on first use: a server starts without the models
+
         assert self.extractor is not None
         report: list[ChunkExtraction] = []
         # Re-running an ingest must not pay for (or vary) a chat model's work on passages already done.
@@ -389,6 +390,8 @@ class KnowledgeBase:
 
     def search(self, query: str, *, namespace: str | None = None, token_budget: int = 2_000, **options: Any) -> SearchResult:
         """Anchor & expand: the subgraph around the entities the query is about, and supporting passages."""
+        from duckgraph.core.model import Passage, ResultEdge, ScoredNode, SearchResult  # on first use: a server starts without the models
+
         namespace = namespace or self.namespace
         query = query.strip()
         if not query:
@@ -558,6 +561,8 @@ def _merge_node(base: NodeRecord, node: NodeInput, key_of: Callable[[str], str] 
 
 def _fragment_inputs(fragment: dict[str, Any], document_id: str) -> tuple[list[NodeInput], list[EdgeInput]]:
     """An extractor's graph as validated inputs, with the document as provenance; self-loops are dropped."""
+    from duckgraph.core.model import EdgeInput, NodeInput  # on first use: a server starts without the models
+
     nodes = [NodeInput.model_validate({**node, "source_ids": [document_id]}) for node in fragment.get("nodes", [])]
     edges = [EdgeInput.model_validate({**edge, "source_ids": [document_id]}) for edge in fragment.get("edges", [])]
     edges = [e for e in edges if entity_key(e.source) != entity_key(e.target)]

@@ -26,7 +26,7 @@ import pydantic
 
 LISTING_PATH = Path(__file__).with_name("data") / "tool_listing.json"
 # The modules whose text decides the tools' names, descriptions and schemas.
-_DEFINING_MODULES = ("server.py", "model.py", "memory_compat.py")
+_DEFINING_MODULES = ("server.py", "tools.py", "model.py", "memory_compat.py")
 TOOL_SETS = ("graphrag", "memory", "all")
 
 

@@ -4,6 +4,9 @@ replaced by tools built at start when it does not fit the installation."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any, get_args
 
@@ -85,6 +88,30 @@ async def test_a_client_lists_the_tools_before_they_are_built(services: Services
         assert not stats.is_error and stats.structured_content["not_found"] == ["nobody"]
         assert server.tools_built
         assert dumped((await client.list_tools()).tools) == dumped(listed)
+
+
+def test_a_server_lists_its_tools_without_importing_them(tmp_path: Path) -> None:
+    # The tools' pydantic models take ~20 ms to define: the listing must not need them (see core/tools.py).
+    if tool_listing.shipped("graphrag") is None:
+        pytest.skip("the shipped listing was made with another MCP SDK or pydantic than this one")
+    config = tmp_path / "config.toml"
+    config.write_text("", encoding="utf-8")
+    code = f"""
+        import sys, anyio
+        from duckgraph.core.bootstrap import bootstrap
+        from duckgraph.core.config import load_settings
+        from duckgraph.core.server import build_server
+        settings = load_settings({str(config)!r}, env={{}}, db={str(tmp_path / "kb.duckdb")!r}, warm_up=False)
+        server = build_server(bootstrap(settings))
+        tools = anyio.run(server.list_tools)
+        print(len(tools), server.tools_built, [m for m in ("duckgraph.core.tools", "duckgraph.core.model",
+                                                           "duckgraph.core.memory_compat") if m in sys.modules])
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(None, 1)[1].strip() == "False []"
+    assert int(done.stdout.split()[0]) == len(tool_listing.shipped("graphrag"))
 
 
 @pytest.mark.anyio
