@@ -36,6 +36,8 @@ from duckgraph.ports import (
     relation_type,
 )
 
+# The pydantic models are imported by the methods that build them, when first called: a server answers tools/list
+# without them (see core/tools.py).
 if TYPE_CHECKING:
     from duckgraph.core.model import (
         AddDocumentsResult,
@@ -148,7 +150,7 @@ class KnowledgeBase:
         merged, the newest type wins. The same (source, type, target) twice is one edge. `source_chunk_ids`
         links every node and edge of the call to the passages it was extracted from.
         """
-        from duckgraph.core.model import (  # on first use: a server starts without the models
+        from duckgraph.core.model import (
             MAX_EDGES_PER_CALL, MAX_NODES_PER_CALL, AddGraphResult, NodeRef)
 
         namespace = namespace or self.namespace
@@ -294,7 +296,7 @@ class KnowledgeBase:
         passage as provenance, one transaction per passage: a passage whose extraction fails is still stored
         and its error is reported.
         """
-        from duckgraph.core.model import (  # on first use: a server starts without the models
+        from duckgraph.core.model import (
             MAX_DOCUMENT_CHARS, MAX_DOCUMENTS_PER_CALL, AddDocumentsResult, StoredDocument)
 
         namespace = namespace or self.namespace
@@ -362,7 +364,7 @@ class KnowledgeBase:
     def _extract(
         self, chunks: Sequence[ChunkRecord], namespace: str, progress: Progress | None
     ) -> list[ChunkExtraction]:
-        from duckgraph.core.model import ChunkExtraction  # on first use: a server starts without the models
+        from duckgraph.core.model import ChunkExtraction
 
         assert self.extractor is not None
         report: list[ChunkExtraction] = []
@@ -390,7 +392,7 @@ class KnowledgeBase:
 
     def search(self, query: str, *, namespace: str | None = None, token_budget: int = 2_000, **options: Any) -> SearchResult:
         """Anchor & expand: the subgraph around the entities the query is about, and supporting passages."""
-        from duckgraph.core.model import Passage, ResultEdge, ScoredNode, SearchResult  # on first use: a server starts without the models
+        from duckgraph.core.model import Passage, ResultEdge, ScoredNode, SearchResult
 
         namespace = namespace or self.namespace
         query = query.strip()
@@ -561,7 +563,7 @@ def _merge_node(base: NodeRecord, node: NodeInput, key_of: Callable[[str], str] 
 
 def _fragment_inputs(fragment: dict[str, Any], document_id: str) -> tuple[list[NodeInput], list[EdgeInput]]:
     """An extractor's graph as validated inputs, with the document as provenance; self-loops are dropped."""
-    from duckgraph.core.model import EdgeInput, NodeInput  # on first use: a server starts without the models
+    from duckgraph.core.model import EdgeInput, NodeInput
 
     nodes = [NodeInput.model_validate({**node, "source_ids": [document_id]}) for node in fragment.get("nodes", [])]
     edges = [EdgeInput.model_validate({**edge, "source_ids": [document_id]}) for edge in fragment.get("edges", [])]
