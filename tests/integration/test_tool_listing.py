@@ -4,9 +4,6 @@ replaced by tools built at start when it does not fit the installation."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any, get_args
 
@@ -21,6 +18,7 @@ from duckgraph.core.cli import main
 from duckgraph.core.config import Settings, load_settings
 from duckgraph.core.server import DuckgraphServer, build_server, built_tool_listing
 from tests.fakes import HashingEmbedder
+from tests.fresh_interpreter import run_python
 
 
 @pytest.fixture
@@ -107,11 +105,9 @@ def test_a_server_lists_its_tools_without_importing_them(tmp_path: Path) -> None
         print(len(tools), server.tools_built, [m for m in ("duckgraph.core.tools", "duckgraph.core.model",
                                                            "duckgraph.core.memory_compat") if m in sys.modules])
     """
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split(None, 1)[1].strip() == "False []"
-    assert int(done.stdout.split()[0]) == len(tool_listing.shipped("graphrag"))
+    count, built, imported = run_python(code).split(None, 2)
+    assert (built, imported) == ("False", "[]")
+    assert int(count) == len(tool_listing.shipped("graphrag"))
 
 
 @pytest.mark.anyio

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,6 +14,7 @@ from duckgraph.ports import ConfigError, Extractor, GraphFragment, hookimpl
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from duckgraph.plugins.sentence_transformers import SentenceTransformersEmbedder
 from tests.fakes import HashingEmbedder
+from tests.fresh_interpreter import run_python
 
 HEAVY = ("torch", "sentence_transformers", "duckdb", "transformers")
 
@@ -24,15 +22,6 @@ HEAVY = ("torch", "sentence_transformers", "duckdb", "transformers")
 @pytest.fixture(autouse=True)
 def no_user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(config, "default_config_file", lambda: tmp_path / "no-such-dir" / "config.toml")
-
-
-def run_python(code: str) -> str:
-    """Run `code` in a fresh interpreter (nothing imported yet) and return its stdout."""
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 class FakeExtractor(Extractor):

@@ -1,0 +1,16 @@
+"""Code run in a fresh interpreter, for what a test process cannot show (it has imported everything already)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def run_python(code: str) -> str:
+    """Run `code` in a fresh interpreter (nothing imported yet) and return its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
