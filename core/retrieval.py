@@ -265,16 +265,17 @@ def _rank_passages(
     similarity = np.nan_to_num(store.similarity_array("chunk", chunk_ids[others], query), nan=0.0)
     restart = (1 - options.walk_damping) * options.passage_seed_weight / top_direct
     scores[others] += restart * np.maximum(similarity, 0.0)
-    best = np.argsort(-scores, kind="stable")[: 4 * options.max_passages]  # ties: lower ids first
+    # 4 candidates per passage wanted leave room for passages of the same document; ties: lower ids first.
+    best = np.argsort(-scores, kind="stable")[: 4 * options.max_passages]
     ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())), options.max_passages)
     top = ranked[0][1] if ranked and ranked[0][1] > 0 else 1.0
     return [(chunk, score / top) for chunk, score in ranked]
 
 
-def _one_per_document(store: GraphStore, ranked: list[tuple[int, float]], limit: int) -> list[tuple[ChunkRecord, float]]:
-    """The best `limit` passages, at most one per document while other documents have candidates (among the
-    first 4 x `limit` of `ranked`)."""
-    candidates = ranked[: 4 * limit]
+def _one_per_document(
+    store: GraphStore, candidates: list[tuple[int, float]], limit: int
+) -> list[tuple[ChunkRecord, float]]:
+    """The best `limit` of the ranked `candidates`, at most one per document while other documents have some."""
     document_of = store.chunk_documents([chunk_id for chunk_id, _ in candidates])
     seen: set[str] = set()
     first, repeats = [], []
