@@ -271,9 +271,19 @@ def clustered(n: int, dims: int, seed: int) -> np.ndarray:
     return normalize(data)
 
 
-def test_ivf_index_finds_every_row_written_or_deleted_while_it_builds():
-    vectors = clustered(30_000, 32, seed=1)
-    index = VectorIndex(32, ann_min_rows=1_000)
+def low_rank(n: int, dims: int, seed: int, rank: int = 32) -> np.ndarray:
+    """Clustered vectors in a `rank`-dimensional subspace (plus a little noise), as sentence embeddings mostly are:
+    a scan in a third of the dimensions loses next to nothing on them."""
+    rng = np.random.default_rng(seed)
+    basis = rng.standard_normal((rank, dims)).astype(np.float32)
+    z = clustered(n, rank, seed)
+    return normalize(z @ basis + 0.02 * rng.standard_normal((n, dims)).astype(np.float32))
+
+
+@pytest.mark.parametrize("dims, reduced", [(32, False), (384, True)], ids=["full-vectors", "reduced-scan"])
+def test_ivf_index_finds_every_row_written_or_deleted_while_it_builds(dims: int, reduced: bool):
+    vectors = low_rank(30_000, dims, seed=1) if reduced else clustered(30_000, dims, seed=1)
+    index = VectorIndex(dims, ann_min_rows=1_000)
     ids = np.arange(1, 20_001)
     index.upsert(ids, vectors[:20_000], "default")
     index.maybe_build()
@@ -284,6 +294,7 @@ def test_ivf_index_finds_every_row_written_or_deleted_while_it_builds():
     index.remove(range(1_001, 3_001))
     index.upsert(np.arange(25_001, 26_001), vectors[26_000:27_000], "other")
     assert index.wait(120) and index.ready
+    assert (index.build_info["reduced_to"] is not None) == reduced  # 32 dimensions are below REDUCE_FROM
     # And after the build: more of each.
     index.upsert(np.arange(26_001, 27_001), vectors[27_000:28_000], "default")
     index.remove([5, 20_002, 26_005])
@@ -316,6 +327,33 @@ def test_ivf_index_finds_every_row_written_or_deleted_while_it_builds():
     assert index.needs_build()
     index.maybe_build(background=False)
     assert not index.needs_build() and len(index) == len(expected) + 3_000
+
+
+def test_a_reduced_scan_finds_the_exact_neighbours_and_is_refused_where_it_would_miss_them():
+    vectors = low_rank(20_000, 384, seed=2)
+    index = VectorIndex(384, ann_min_rows=1_000)
+    index.upsert(np.arange(1, 20_001), vectors, "default")
+    index.maybe_build(background=False)
+    assert index.build_info["reduced_to"] == 128 and "in 128 of 384 dimensions" in index.mode()
+    index.nprobe = len(index._centroids) // 2  # still an IVF search, through most of the lists
+    rng = np.random.default_rng(4)
+    queries = normalize(sum(vectors[rng.integers(0, 20_000, 40)] for _ in range(3)))
+    for k in (10, 100):
+        for query in queries:
+            hits = index.search(query, k, "default")
+            exact = np.argsort(-(vectors @ query))[:k] + 1
+            assert len(set(exact.tolist()) - {i for i, _ in hits}) <= k // 50  # at most 2 of 100 missed
+            # The scores returned are the full vectors' (rescored), not the reduced ones.
+            assert all(score == pytest.approx(float(vectors[i - 1] @ query), abs=1e-5) for i, score in hits)
+
+    # Vectors spread evenly over all directions: a third of them would miss most neighbours (and lists do not
+    # pay either, which the mode says).
+    spread = VectorIndex(384, ann_min_rows=1_000)
+    spread.upsert(np.arange(1, 20_001), normalize(rng.standard_normal((20_000, 384)).astype(np.float32)), "default")
+    spread.maybe_build(background=False)
+    assert spread.build_info["reduced_to"] is None
+    assert spread.build_info["reduction_kept"] < memory.REDUCTION_RECALL
+    assert spread.mode().startswith("exact scan (the IVF index of") and "too little cluster structure" in spread.mode()
 
 
 @pytest.mark.skipif(not hasattr(mmap, "MAP_ANONYMOUS"), reason="no anonymous mappings on this platform")
@@ -415,6 +453,10 @@ def test_ivf_recall_on_real_minilm_vectors(db_path: Path, minilm):
         assert health["vector_search"]["node"].startswith("ivf (")
         assert health["vector_index"]["node"]["path"] == "ivf" and health["vector_index"]["node"]["build"]["lists"] > 1
         assert health["vector_index"]["chunk"]["path"] == "exact"  # no chunks: below ann_min_rows
+        # Sentence vectors keep their neighbours in a third of their dimensions: lists are scanned in those.
+        assert health["vector_index"]["node"]["build"]["reduced_to"] == 128, health["vector_index"]["node"]["build"]
+        assert "in 128 of 384 dimensions" in health["vector_search"]["node"]
+        assert "the IVF scan's reduced copies node 1.0 MB" in health["vectors_in_memory"]
         exact.open()
         assert exact.health()["vector_search"]["node"].startswith("exact scan")
         assert exact.health()["vector_index"]["node"]["path"] == "exact"
