@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from duckgraph.ports import ChunkRecord, EdgeRecord, GraphStore, NodeRecord, loose_key, name_candidates
+from duckgraph.ports import ChunkRecord, EdgeRecord, GraphStore, NodeRecord, isin_ids, loose_key, name_candidates
 
 if TYPE_CHECKING:
     import numpy as np
@@ -170,7 +170,7 @@ def _expand(
         edge_at = np.repeat(np.arange(len(edge_ids)), 2)
         sorted_frontier = np.sort(np.asarray(frontier, dtype=np.int64))
         position = np.minimum(np.searchsorted(sorted_frontier, here), len(sorted_frontier) - 1)
-        step = (sorted_frontier[position] == here) & ~np.isin(there, reached_ids)
+        step = (sorted_frontier[position] == here) & ~isin_ids(there, reached_ids)
         here, there, edge_at, position = here[step], there[step], edge_at[step], position[step]
         if not len(there):
             break
@@ -208,7 +208,7 @@ def _edges_among(walked: list[tuple[np.ndarray, np.ndarray, np.ndarray]], node_i
     import numpy as np  # see _walk
 
     nodes = np.fromiter(node_ids, np.int64, len(node_ids))
-    inside = [ids[np.isin(sources, nodes) & np.isin(targets, nodes)] for ids, sources, targets in walked]
+    inside = [ids[isin_ids(sources, nodes) & isin_ids(targets, nodes)] for ids, sources, targets in walked]
     return list(dict.fromkeys(np.concatenate(inside).tolist())) if inside else []
 
 
@@ -261,7 +261,7 @@ def _rank_passages(
     chunk_seeds = {c: options.passage_seed_weight * max(s, 0.0) / top_direct for c, s in direct.items()}
     chunk_ids, scores = _walk(store, node_seeds, chunk_seeds, namespace, options)
     # Passages the walk reached beyond the nearest ones also keep their own (restart) share of similarity.
-    others = ~np.isin(chunk_ids, np.fromiter(direct, np.int64, len(direct)))
+    others = ~isin_ids(chunk_ids, np.fromiter(direct, np.int64, len(direct)))
     similarity = np.nan_to_num(store.similarity_array("chunk", chunk_ids[others], query), nan=0.0)
     restart = (1 - options.walk_damping) * options.passage_seed_weight / top_direct
     scores[others] += restart * np.maximum(similarity, 0.0)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from duckgraph.ports import link_counts
+from duckgraph.ports import isin_ids, link_counts
 
 log = logging.getLogger(__name__)
 
@@ -1559,11 +1559,11 @@ class GraphMirror:
             cut = nodes[(nodes < len(links.ptr) - 1)]
             cut = cut[(links.ptr[np.minimum(cut + 1, len(links.ptr) - 1)] - links.ptr[cut]) > limit]
             if len(cut):
-                good = current & np.isin(edges, self.holding(edges[current], namespace, as_of))
+                good = current & isin_ids(edges, self.holding(edges[current], namespace, as_of))
                 if self._reweighted:
                     good &= ~np.isin(edges, np.fromiter(self._reweighted, dtype=np.int64))
                 bad_owners = np.unique(owners[~good])
-                whole.append(cut[np.isin(cut, bad_owners)])
+                whole.append(cut[isin_ids(cut, bad_owners)])
         if whole:
             again = np.unique(np.concatenate(whole))
             if len(again):

@@ -22,6 +22,7 @@ from duckgraph.ports.records import (
     GraphFragment,
     Links,
     NodeRecord,
+    isin_ids,
     link_counts,
     Snapshot,
     VectorKind,
@@ -35,5 +36,5 @@ __all__ = [
     "EmbedderError", "EmbedderMismatchError", "ExtractionError", "Extractor", "GraphFragment", "GraphStore",
     "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "Snapshot", "StoreError", "VectorKind", "WriteBatch",
     "WriteSummary",
-    "entity_key", "hookimpl", "link_counts", "loose_key", "name_candidates", "normalize", "relation_type",
+    "entity_key", "hookimpl", "isin_ids", "link_counts", "loose_key", "name_candidates", "normalize", "relation_type",
 ]
