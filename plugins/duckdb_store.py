@@ -1634,7 +1634,8 @@ class DuckDBStore(GraphStore):
             f"{kind} {mb:,.1f}" for kind, mb in megabytes.items()) + ")"
         reduced = {kind: index.reduced_bytes / 2**20 for kind, index in self._indexes.items() if index.reduced_bytes}
         if reduced:
-            text += "; the IVF scan's reduced copies " + ", ".join(f"{kind} {mb:,.1f} MB" for kind, mb in reduced.items())
+            text += "; the IVF scan's reduced copies " + ", ".join(
+                f"{kind} {mb:,.1f} MB" for kind, mb in reduced.items())
         largest = max((kind for kind in megabytes if kind in self._searched), key=megabytes.get)
         if self.vector_index == "ivf" and sizes[largest] >= (self.ann_min_rows or 0):
             text += f"; building the {largest} index holds {megabytes[largest]:,.1f} MB more while it runs"

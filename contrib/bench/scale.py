@@ -1,6 +1,8 @@
 """Scale benchmark: loading, reopening, searching and serving generated graphs of 10k, 100k and 1M entities.
 
     python contrib/bench/scale.py [--sizes 10k,100k,1M] [--json-out results.json] [--quick]
+    python contrib/bench/scale.py --sizes 1M --parts sizes --workdir DIR --keep     # build once, keep the file
+    python contrib/bench/scale.py --sizes 1M --parts sizes --workdir DIR --reuse    # serve part only, same file
 
 For every size, a graph from `_data.py` (people, companies, places and products with templated descriptions,
 about 5 typed relations per entity with a heavy-tailed degree distribution, and passages: one short document
@@ -772,9 +774,33 @@ def extrapolate_embedding(build: dict[str, Any], embedding: dict[str, Any]) -> d
 def measure_size(n: int, args: argparse.Namespace, workdir: Path, embedding: dict[str, Any] | None) -> dict[str, Any]:
     label = size_label(n)
     db = workdir / f"scale-{label}.duckdb"
+    row: dict[str, Any] = {"nodes": n}
+    if args.reuse:
+        if not db.is_file():
+            raise SystemExit(f"--reuse: there is no {db}; build it first with --workdir {workdir} --keep")
+        row["reused"] = str(db)
+    else:
+        row.update(build_size(n, args, workdir, db, embedding))
+    progress(f"{label}: reopen and search")
+    row["serve"] = run_worker("serve", db=str(db), n=n, seed=args.seed, queries=args.queries,
+                              index_timeout=args.index_timeout)
+    if args.startup_runs:
+        progress(f"{label}: spawn duckgraph serve on the {label} file")
+        row["serve_spawn_to_tools_list"] = spawn_times(
+            {"duckgraph serve": ([*SERVE, "--db", str(db)], child_env())}, args.startup_runs)["duckgraph serve"]
+    if not args.keep and not args.reuse:
+        for path in (db, db.with_name(db.name + ".wal")):
+            path.unlink(missing_ok=True)
+    return row
+
+
+def build_size(n: int, args: argparse.Namespace, workdir: Path, db: Path, embedding: dict[str, Any] | None
+               ) -> dict[str, Any]:
+    """Build the generated graph of `n` entities into `db` (a fresh file), and with the real embedder when asked."""
+    label = size_label(n)
     for stale in (db, db.with_name(db.name + ".wal")):
         stale.unlink(missing_ok=True)
-    row: dict[str, Any] = {"nodes": n}
+    row: dict[str, Any] = {}
     progress(f"{label}: build (embedding excluded)")
     row["build"] = run_worker("build", db=str(db), n=n, seed=args.seed, per_node=args.per_node,
                               entities_per_passage=args.entities_per_passage)
@@ -792,16 +818,6 @@ def measure_size(n: int, args: argparse.Namespace, workdir: Path, embedding: dic
         if not args.keep:
             for path in (real_db, real_db.with_name(real_db.name + ".wal")):
                 path.unlink(missing_ok=True)
-    progress(f"{label}: reopen and search")
-    row["serve"] = run_worker("serve", db=str(db), n=n, seed=args.seed, queries=args.queries,
-                              index_timeout=args.index_timeout)
-    if args.startup_runs:
-        progress(f"{label}: spawn duckgraph serve on the {label} file")
-        row["serve_spawn_to_tools_list"] = spawn_times(
-            {"duckgraph serve": ([*SERVE, "--db", str(db)], child_env())}, args.startup_runs)["duckgraph serve"]
-    if not args.keep:
-        for path in (db, db.with_name(db.name + ".wal")):
-            path.unlink(missing_ok=True)
     return row
 
 
@@ -1012,6 +1028,9 @@ def main() -> None:
                              "'embedding' there is no load-with-embedding figure")
     parser.add_argument("--workdir", help="folder for the database files (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the database files")
+    parser.add_argument("--reuse", action="store_true",
+                        help="measure searches on the files an earlier --keep run left in --workdir, without building "
+                             "them again (to compare code versions on the same graph; give the same --seed)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-args", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -1030,6 +1049,8 @@ def main() -> None:
         args.startup_runs = min(args.startup_runs, 3)
     if args.entities_per_passage < 0:
         parser.error("--entities-per-passage must be 0 (no passages) or more")
+    if args.reuse and not args.workdir:
+        parser.error("--reuse needs the --workdir an earlier run kept its files in (with --keep)")
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     if parts - set(PARTS):
         parser.error(f"unknown --parts {', '.join(sorted(parts - set(PARTS)))}; choose from {', '.join(PARTS)}")

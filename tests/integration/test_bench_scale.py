@@ -4,6 +4,7 @@ Nothing here checks a speed."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -162,6 +163,20 @@ def test_the_suite_runs_at_a_tiny_size(tmp_path, base):
                                                   "open_nodes_p50": 1}},
     }
     assert "create entities + relations s" in scale.render(results)
+
+
+def test_reuse_measures_the_kept_file_without_building_it(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(scale, "run_worker", lambda phase, **arguments: calls.append((phase, arguments)) or {})
+    args = argparse.Namespace(reuse=True, keep=False, seed=0, queries=5, index_timeout=1, startup_runs=0)
+    with pytest.raises(SystemExit, match="there is no .*scale-1k.duckdb; build it first with --workdir"):
+        scale.measure_size(1_000, args, tmp_path, None)
+    kept = tmp_path / "scale-1k.duckdb"
+    kept.write_bytes(b"a kept file")
+    row = scale.measure_size(1_000, args, tmp_path, None)
+    assert [phase for phase, _ in calls] == ["serve"] and calls[0][1]["db"] == str(kept)
+    assert row["reused"] == str(kept) and "build" not in row
+    assert kept.read_bytes() == b"a kept file"  # neither rebuilt nor deleted afterwards
 
 
 def test_sizes_parse_and_print():
