@@ -91,6 +91,8 @@ def measure_ivf(n: int, queries: np.ndarray, sweep: bool) -> None:
           f"{info['assign_seconds']} s), {info['lists']} lists, tuned nprobe {info['nprobe']}: query p50 {p50:6.2f} ms "
           f"(CPU {CPU[-1]:.2f} ms) p95 {p95:6.2f} ms  recall@10 {recall(results, truth):.3f}  (peak RSS so far "
           f"{rss_mb()} MB)", flush=True)
+    print(f"{n:>9,} ivf path: {index.mode()}; the projected scan kept {info['reduction_kept']} of the tuning "
+          "queries' neighbours", flush=True)
     p50, _, _ = timed(lambda q: index.search(q, 20, "default"), queries)
     print(f"{n:>9,} ivf k=20 (what retrieval asks for anchors) query p50 {p50:6.2f} ms (CPU {CPU[-1]:.2f} ms)",
           flush=True)
