@@ -806,9 +806,8 @@ def _reduction_kept(reduction: _Reduction, queries: Any, exact: Any, probed: Any
     the MIN_RERANK best of those lists' rows by the reduced scores: those a search (k=10) rescores, and finds."""
     held = kept = 0
     for query, wanted, lists in zip(reduction.project(queries), exact, probed):
-        rows = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in lists.tolist()])
+        scores, rows = _products(reduction.matrix, offsets[lists], offsets[lists + 1], query)
         wanted = wanted[np.isin(wanted, rows)]
-        scores = reduction.matrix[rows] @ query
         bar = -np.inf if len(scores) <= MIN_RERANK else np.partition(scores, -MIN_RERANK)[-MIN_RERANK]
         held += len(wanted)
         kept += int((reduction.matrix[wanted] @ query >= bar).sum())
