@@ -771,6 +771,12 @@ def extrapolate_embedding(build: dict[str, Any], embedding: dict[str, Any]) -> d
     return result
 
 
+def remove_database(path: Path) -> None:
+    """Delete a database file and its write-ahead log, where they exist."""
+    for part in (path, path.with_name(path.name + ".wal")):
+        part.unlink(missing_ok=True)
+
+
 def measure_size(n: int, args: argparse.Namespace, workdir: Path, embedding: dict[str, Any] | None) -> dict[str, Any]:
     label = size_label(n)
     db = workdir / f"scale-{label}.duckdb"
@@ -789,8 +795,7 @@ def measure_size(n: int, args: argparse.Namespace, workdir: Path, embedding: dic
         row["serve_spawn_to_tools_list"] = spawn_times(
             {"duckgraph serve": ([*SERVE, "--db", str(db)], child_env())}, args.startup_runs)["duckgraph serve"]
     if not args.keep and not args.reuse:
-        for path in (db, db.with_name(db.name + ".wal")):
-            path.unlink(missing_ok=True)
+        remove_database(db)
     return row
 
 
@@ -798,8 +803,7 @@ def build_size(n: int, args: argparse.Namespace, workdir: Path, db: Path, embedd
                ) -> dict[str, Any]:
     """Build the generated graph of `n` entities into `db` (a fresh file), and with the real embedder when asked."""
     label = size_label(n)
-    for stale in (db, db.with_name(db.name + ".wal")):
-        stale.unlink(missing_ok=True)
+    remove_database(db)  # a fresh file: an earlier run's would be reused
     row: dict[str, Any] = {}
     progress(f"{label}: build (embedding excluded)")
     row["build"] = run_worker("build", db=str(db), n=n, seed=args.seed, per_node=args.per_node,
@@ -810,14 +814,12 @@ def build_size(n: int, args: argparse.Namespace, workdir: Path, db: Path, embedd
         row["build_with_embedding_extrapolated"] = extrapolate_embedding(build, embedding)
     if embedding and n <= args.embed_full_max:
         real_db = workdir / f"scale-{label}-real.duckdb"
-        for stale in (real_db, real_db.with_name(real_db.name + ".wal")):
-            stale.unlink(missing_ok=True)
+        remove_database(real_db)
         progress(f"{label}: build with the real embedder (embedding included, measured)")
         row["build_with_embedding"] = run_worker("build-real", db=str(real_db), n=n, seed=args.seed,
                                                  per_node=args.per_node, entities_per_passage=args.entities_per_passage)
         if not args.keep:
-            for path in (real_db, real_db.with_name(real_db.name + ".wal")):
-                path.unlink(missing_ok=True)
+            remove_database(real_db)
     return row
 
 
