@@ -469,7 +469,9 @@ class DuckDBStore(GraphStore):
     def _read_vectors(self, index: VectorIndex, table: str, id_column: str, owner: str) -> None:
         """Every stored vector of a kind into `index`, block by block (no copy of the whole set but the index).
 
-        Blocks are ranges of rowids; a FLOAT[d] column is fetched as one array per row and stacked.
+        Blocks are ranges of rowids. The vectors of a block come unnested, as one flat column of floats: fetched
+        as a FLOAT[d] column they arrive as one array object per row to stack, 2-4 times slower (100k rows: ~0.35
+        s against 0.7-1.4 s).
         """
         namespaces = [row[0] for row in self._con.execute(f"SELECT DISTINCT namespace FROM {owner} ORDER BY 1").fetchall()]
         top = self._con.execute(f"SELECT max(id) FROM {owner}").fetchone()[0]
@@ -479,18 +481,28 @@ class DuckDBStore(GraphStore):
             code_of[np.asarray(ids, dtype=np.int64)] = code
         count, last = self._con.execute(f"SELECT count(*), max(rowid) FROM {table}").fetchone()
         index.reserve(count)
+        dimensions = index.dimensions
         for start in range(0, -1 if last is None else last + 1, 65_536):
-            block = self._con.execute(
-                f"SELECT {id_column} AS id, embedding FROM {table} WHERE rowid >= ? AND rowid < ?",
-                [start, start + 65_536],
-            ).fetchnumpy()
-            ids = np.asarray(block["id"], dtype=np.int64)
+            block = [start, start + 65_536]
+            # Both reads scan the same rowid range in rowid order (insertion order is preserved), within the
+            # store's lock: row i of the ids owns floats i*d..(i+1)*d of the flat column.
+            ids = np.asarray(self._con.execute(
+                f"SELECT {id_column} AS id FROM {table} WHERE rowid >= ? AND rowid < ?", block,
+            ).fetchnumpy()["id"], dtype=np.int64)
             if not len(ids):
                 continue
+            flat = self._con.execute(
+                f"SELECT unnest(embedding) AS x FROM {table} WHERE rowid >= ? AND rowid < ?", block,
+            ).fetchnumpy()["x"]
+            if len(flat) != len(ids) * dimensions:
+                raise StoreError(f"{table}: {len(flat)} vector components for {len(ids)} rows of {dimensions} "
+                                 "dimensions; the file may be damaged")
+            vectors = np.asarray(flat, dtype=np.float32).reshape(len(ids), dimensions)
             codes = code_of[ids]
             known = codes >= 0  # a vector without its row (never written so; skipped like the join did)
-            vectors = np.stack(block["embedding"]).astype(np.float32, copy=False)
-            index.append_new(ids[known], vectors[known], codes[known], namespaces)
+            if not known.all():
+                ids, vectors, codes = ids[known], vectors[known], codes[known]
+            index.append_new(ids, vectors, codes, namespaces)
 
     def _maybe_start_index(self, kind: str) -> None:
         """Start building the approximate index of a kind when it is due (in the background) and wanted."""

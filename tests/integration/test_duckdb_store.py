@@ -274,6 +274,38 @@ def test_vector_index_is_rebuilt_identically_on_reopen(db_path: Path):
         assert _snapshot(kb, queries) == before
 
 
+def test_open_reads_every_vector_back_exactly_across_read_blocks(db_path: Path):
+    """Open reads the vectors in blocks of 65,536 rows, unnested into one flat column per block: every vector
+    comes back bit for bit, whichever block it is in, and a vector whose node row is gone is skipped."""
+    rows, orphan = 70_000, 66_000  # the orphan sits in the second block, after rows of the first
+    vectors = np.random.default_rng(3).standard_normal((rows, DIMS)).astype(np.float32)
+    store = DuckDBStore(db_path)
+    store.open()
+    try:
+        store.bind_embedder("test:unit", DIMS)
+        store._con.execute(
+            "INSERT INTO nodes (id, namespace, key, name, type, created_at, updated_at) SELECT i, 'default', "
+            "'n' || i, 'N' || i, 'Thing', now(), now() FROM range(?) t(i) WHERE i <> ?", [rows, orphan])
+        store._con.register("incoming", {"id": np.arange(rows), **{f"c{j}": vectors[:, j] for j in range(DIMS)}})
+        components = ", ".join(f"c{j}" for j in range(DIMS))
+        store._con.execute(f"INSERT INTO node_vectors SELECT id, list_value({components})::FLOAT[{DIMS}] FROM incoming")
+    finally:
+        store.close()
+
+    reopened = DuckDBStore(db_path)
+    reopened.open()
+    try:
+        assert reopened.health()["vectors"]["node"] == rows - 1
+        back = reopened.get_vectors("node", range(rows))
+        assert orphan not in back and len(back) == rows - 1
+        for node_id in (0, 65_535, 65_536, 65_999, 66_001, rows - 1):
+            assert np.array_equal(back[node_id], vectors[node_id])
+        stacked = np.stack([back[i] for i in range(rows) if i != orphan])
+        assert np.array_equal(stacked, np.delete(vectors, orphan, axis=0))
+    finally:
+        reopened.close()
+
+
 @pytest.mark.parametrize("keyed", [False, True], ids=["new file", "file written with keyed vector tables"])
 def test_a_rewritten_vector_replaces_the_stored_one(db_path: Path, keyed: bool):
     store = DuckDBStore(db_path)
