@@ -44,7 +44,7 @@ from duckgraph.ports import (
     hookimpl,
     loose_key,
 )
-from duckgraph.plugins.duckdb_memory import DEFAULT_ANN_MIN_ROWS, GraphMirror, VectorIndex
+from duckgraph.plugins.duckdb_memory import DEFAULT_ANN_MIN_ROWS, GraphMirror, SavedLayout, VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +168,12 @@ _VECTOR_TABLES: dict[str, tuple[str, str, str]] = {
     "chunk": ("chunk_vectors", "chunk_id", "chunks"),
     "edge": ("edge_vectors", "edge_id", "edges"),
 }
+#: IVF layouts saved so that a reopen need not build the index again (`SavedLayout`): derived data, created on
+#: the first save; a layout lost or refused costs a build.
+_LAYOUTS = (
+    "CREATE TABLE IF NOT EXISTS vector_layouts "
+    "(kind VARCHAR PRIMARY KEY, saved_at TIMESTAMP NOT NULL, info JSON NOT NULL, layout BLOB NOT NULL)"
+)
 #: Kinds whose approximate index is built as soon as they have enough vectors. The built-in search reads edge
 #: vectors by id only (a fact's similarity), so theirs, the largest (5 a node), waits for a search that asks.
 _INDEXED_FROM_THE_START = frozenset({"node", "chunk"})
@@ -343,6 +349,7 @@ class DuckDBStore(GraphStore):
             for mirror in self._hnsw.values():
                 mirror.close()
             self._hnsw.clear()
+            self._save_layouts()
             for index in self._indexes.values():
                 index.close()
             self._searched = set(_INDEXED_FROM_THE_START)
@@ -440,7 +447,46 @@ class DuckDBStore(GraphStore):
         with self._lean_cache():  # streaming reads by rowid range: nothing to keep cached
             for kind, (table, id_column, owner) in _VECTOR_TABLES.items():
                 self._read_vectors(self._indexes[kind], table, id_column, owner)
+                self._restore_layout(kind)
                 self._maybe_start_index(kind)
+
+    def _restore_layout(self, kind: str) -> None:
+        """Take the IVF layout saved for a kind whose index is wanted from the start, if it fits its vectors."""
+        import duckdb  # see open
+
+        if self.vector_index != "ivf" or kind not in self._searched:
+            return
+        try:
+            row = self._con.execute("SELECT info, layout FROM vector_layouts WHERE kind = ?", [kind]).fetchone()
+        except duckdb.CatalogException:  # a file no layout was saved in yet
+            return
+        if row is None:
+            return
+        try:
+            restored = self._indexes[kind].restore(SavedLayout.from_bytes(row[1], json.loads(row[0])))
+        except Exception as exc:  # derived data: the index is built again instead
+            log.warning("%s: the saved IVF layout of the %s vectors is unreadable (%s); building it again",
+                        self.path, kind, exc)
+            return
+        if restored:
+            log.info("%s: IVF layout of the %s vectors read from the file: %s", self.path, kind,
+                     self._indexes[kind].build_info)
+
+    def _save_layouts(self) -> None:
+        """Save the layouts of the IVF builds finished since the last save, each in its own transaction."""
+        if self.read_only or self._con is None:
+            return
+        for kind, index in self._indexes.items():
+            layout = index.take_unsaved_layout()
+            if layout is None:
+                continue
+            try:
+                with self._transaction() as con:
+                    con.execute(_LAYOUTS)
+                    con.execute("INSERT OR REPLACE INTO vector_layouts VALUES (?, ?, ?, ?)",
+                                [kind, _now(), json.dumps(layout.info), layout.to_bytes()])
+            except Exception as exc:  # derived data: the next open builds the index again
+                log.warning("saving the IVF layout of the %s vectors in %s failed: %s", kind, self.path, exc)
 
     @contextmanager
     def _lean_cache(self) -> Iterator[None]:
@@ -646,6 +692,7 @@ class DuckDBStore(GraphStore):
             self._apply_pending()
             removed = {"node": deleted_nodes[0], "chunk": removed_chunks, "edge": dropped_edges}
             self._update_indexes(batch, removed, edge_ids)
+            self._save_layouts()  # of builds finished since the last write: a reopen then need not build them
         return WriteSummary(
             nodes_created=created, nodes_updated=updated, edges_created=edges_created, edges_updated=edges_updated,
             documents_written=len(batch.documents), chunks_written=len(batch.chunks),

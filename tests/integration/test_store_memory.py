@@ -356,6 +356,102 @@ def test_a_reduced_scan_finds_the_exact_neighbours_and_is_refused_where_it_would
     assert spread.mode().startswith("exact scan (the IVF index of") and "too little cluster structure" in spread.mode()
 
 
+@pytest.mark.parametrize("dims, reduced", [(32, False), (384, True)], ids=["full-vectors", "reduced-scan"])
+def test_a_saved_layout_keeps_the_rows_it_listed_and_scans_the_rest(dims: int, reduced: bool):
+    vectors = low_rank(10_400, dims, seed=6) if reduced else clustered(10_400, dims, seed=6)
+    built = VectorIndex(dims, ann_min_rows=1_000)
+    built.upsert(np.arange(1, 10_001), vectors[:10_000], "default")
+    built.maybe_build(background=False)
+    saved = built.take_unsaved_layout()
+    assert saved is not None and built.take_unsaved_layout() is None  # handed out once
+    layout = memory.SavedLayout.from_bytes(saved.to_bytes(), saved.info)
+    assert (layout.projection is not None) == reduced
+
+    # The rows as a reopen reads them: in another order, one rewritten, a hundred deleted, two hundred new.
+    current = {i: vectors[i - 1] for i in range(1, 10_001)}
+    current[7] = vectors[10_300]
+    for gone in range(100, 200):
+        del current[gone]
+    current.update({i: vectors[i - 1] for i in range(10_001, 10_201)})
+    order = np.random.default_rng(7).permutation(sorted(current))
+    reopened = VectorIndex(dims, ann_min_rows=1_000)
+    reopened.upsert(order, np.stack([current[i] for i in order.tolist()]), "default")
+    assert reopened.restore(layout)
+    assert reopened.ready and not reopened.building and not reopened.needs_build()
+    assert reopened.build_info["restored_from_file"] and reopened.nprobe == built.nprobe
+    assert (reopened.build_info["reduced_to"] is not None) == reduced
+    assert reopened._listed == 10_000 - 100 - 1  # the rewritten row left its list for the tail, with the new ones
+    assert reopened._size - reopened._listed == 200 + 1 and len(reopened) == len(current)
+    assert not reopened.restore(layout)  # an index already in place is kept
+
+    # Unchanged rows are where the build put them: the same answers as the built index, whenever neither holds a
+    # row changed since.
+    changed = {7, *range(100, 200), *range(10_001, 10_201)}
+    rng = np.random.default_rng(8)
+    compared = 0
+    for query in normalize(sum(vectors[rng.integers(0, 10_000, 200)] for _ in range(3))):
+        before, after = built.search(query, 10, "default"), reopened.search(query, 10, "default")
+        if not changed & {i for i, _ in [*before, *after]}:
+            assert after == before
+            compared += 1
+    assert compared >= 100
+    reopened.nprobe = len(reopened._centroids) // 2  # a row's own list is then always probed
+    for item in (7, 10_001, 10_200, 5, 9_999):
+        assert reopened.search(current[item], 1, "default")[0][0] == item
+    assert all(hit not in range(100, 200) for hit, _ in reopened.search(vectors[150], 10, "default"))
+
+    # A layout of another dimension count is refused, and changes nothing.
+    other = VectorIndex(dims + 8, ann_min_rows=1_000)
+    other.upsert(np.arange(1, 2_001), normalize(rng.standard_normal((2_000, dims + 8)).astype(np.float32)), "default")
+    assert not other.restore(layout) and not other.ready
+
+
+def test_a_reopen_takes_the_saved_ivf_layout_instead_of_building_again(db_path: Path):
+    vectors = clustered(1_301, DIMS, seed=9)
+    store = DuckDBStore(db_path, ann_min_rows=500)
+    store.open()
+    try:
+        store.bind_embedder("test:unit", DIMS)
+        nodes = [NodeRecord(namespace="default", key=f"thing {i}", name=f"thing {i}", type="Thing",
+                            embedding=vectors[i]) for i in range(1_200)]
+        ids = store.write(WriteBatch(nodes=nodes)).node_ids
+        _wait_ready(store, "node")
+        # Saved by the next write already (a process killed before its close keeps it), and again at close.
+        store.write(WriteBatch(nodes=[NodeRecord(namespace="default", key="late", name="late", type="Thing",
+                                                 embedding=vectors[1_250])]))
+        assert store._con.execute("SELECT kind FROM vector_layouts").fetchall() == [("node",)]
+        queries = normalize(vectors[1_200:1_300] + 0.3 * vectors[:100])
+        before = [store.vector_search("node", q, 10, "default") for q in queries]
+        store.close()
+        assert [row[0] for row in duckdb_rows(db_path, "SELECT kind FROM vector_layouts")] == ["node"]
+
+        store.open()  # ready at once: nothing builds
+        health = store.health()
+        assert health["vector_index"]["node"]["ivf_ready"] and not health["vector_index"]["node"]["ivf_building"]
+        assert health["vector_index"]["node"]["build"]["restored_from_file"]
+        assert "layout read from the file" in health["vector_search"]["node"]
+        assert [store.vector_search("node", q, 10, "default") for q in queries] == before
+
+        # A vector rewritten after the save is not found in its old list: it is scanned as a row written since.
+        moved = store.get_nodes([ids["thing 3"]])[0]
+        moved.embedding = vectors[1_300]
+        store.write(WriteBatch(nodes=[moved]))
+        store.close()
+        store.open()
+        assert store.health()["vector_index"]["node"]["build"]["restored_from_file"]
+        assert "2 rows written since the build" in store.health()["vector_search"]["node"]  # and "late"
+        assert store.vector_search("node", vectors[1_300], 1, "default")[0][0] == ids["thing 3"]
+    finally:
+        store.close()
+
+
+def duckdb_rows(path: Path, sql: str) -> list[tuple]:
+    import duckdb
+
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
 @pytest.mark.skipif(not hasattr(mmap, "MAP_ANONYMOUS"), reason="no anonymous mappings on this platform")
 def test_the_vector_matrix_grows_in_place_unless_a_build_still_reads_it():
     rng = np.random.default_rng(5)
