@@ -627,7 +627,10 @@ class VectorIndex:
         with self._lock:
             if self.ann_min_rows is None or self._live < self.ann_min_rows or self.ready or self.building:
                 return False
-            if layout.centroids.shape[1:] != (self.dimensions,) or len(layout.offsets) != len(layout.centroids) + 1:
+            lists = len(layout.centroids)
+            if (layout.centroids.shape[1:] != (self.dimensions,) or len(layout.offsets) != lists + 1
+                    or not len(layout.ids) == len(layout.checks) == layout.offsets[-1]
+                    or (layout.projection is not None and layout.projection.shape[0] != self.dimensions)):
                 return False
             ids = np.asarray(layout.ids, dtype=np.int64)
             rows = np.full(len(ids), -1, dtype=np.int64)
@@ -635,7 +638,6 @@ class VectorIndex:
             rows[known] = self._row_by_id[ids[known]]
             same = rows >= 0
             same[same] = _row_checks(self._matrix, rows[same]) == layout.checks[same]
-            lists = len(layout.centroids)
             list_of_row = np.repeat(np.arange(lists), np.diff(layout.offsets))[same]
             source = rows[same]  # in list order, as saved
             offsets = np.zeros(lists + 1, dtype=np.int64)
@@ -649,13 +651,13 @@ class VectorIndex:
             new_ids[: len(source)] = self._ids[source]
             new_namespaces = np.full(capacity, -1, dtype=np.int32)
             new_namespaces[: len(source)] = self._namespaces[source]
+            centroids = np.ascontiguousarray(layout.centroids, dtype=np.float32)
+            reduction = (None if layout.projection is None else
+                         _reduction(matrix[: len(source)], centroids, np.asarray(layout.projection, dtype=np.float32)))
             unlisted = np.ones(self._size, dtype=bool)
             unlisted[source] = False
             unlisted &= self._ids[: self._size] >= 0
             self._dirty = set(self._ids[: self._size][unlisted].tolist())  # `_install` moves them to the tail
-            centroids = np.ascontiguousarray(layout.centroids, dtype=np.float32)
-            reduction = (None if layout.projection is None else
-                         _reduction(matrix[: len(source)], centroids, np.asarray(layout.projection, dtype=np.float32)))
             self._install(matrix, new_ids, new_namespaces, len(source), centroids, offsets,
                           self.fixed_nprobe or layout.nprobe)
             self._reduction = reduction

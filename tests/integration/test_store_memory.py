@@ -4,8 +4,10 @@ MiniLM vectors, rows written or deleted while it builds, what health() says)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
+import logging
 import mmap
 import time
 from datetime import datetime, timedelta
@@ -400,13 +402,17 @@ def test_a_saved_layout_keeps_the_rows_it_listed_and_scans_the_rest(dims: int, r
         assert reopened.search(current[item], 1, "default")[0][0] == item
     assert all(hit not in range(100, 200) for hit, _ in reopened.search(vectors[150], 10, "default"))
 
-    # A layout of another dimension count is refused, and changes nothing.
+    # A layout of another dimension count, or one whose parts disagree, is refused and changes nothing.
     other = VectorIndex(dims + 8, ann_min_rows=1_000)
     other.upsert(np.arange(1, 2_001), normalize(rng.standard_normal((2_000, dims + 8)).astype(np.float32)), "default")
     assert not other.restore(layout) and not other.ready
+    fresh = VectorIndex(dims, ann_min_rows=1_000)
+    fresh.upsert(np.arange(1, 10_001), vectors[:10_000], "default")
+    assert not fresh.restore(dataclasses.replace(layout, checks=layout.checks[:-1])) and not fresh.ready
+    assert fresh.restore(layout) and fresh._listed == 10_000
 
 
-def test_a_reopen_takes_the_saved_ivf_layout_instead_of_building_again(db_path: Path):
+def test_a_reopen_takes_the_saved_ivf_layout_instead_of_building_again(db_path: Path, caplog):
     vectors = clustered(1_301, DIMS, seed=9)
     store = DuckDBStore(db_path, ann_min_rows=500)
     store.open()
@@ -441,14 +447,29 @@ def test_a_reopen_takes_the_saved_ivf_layout_instead_of_building_again(db_path: 
         assert store.health()["vector_index"]["node"]["build"]["restored_from_file"]
         assert "2 rows written since the build" in store.health()["vector_search"]["node"]  # and "late"
         assert store.vector_search("node", vectors[1_300], 1, "default")[0][0] == ids["thing 3"]
+        store.close()
+
+        # A layout that cannot be read is left aside (logged) and the index built again.
+        with duckdb_connection(db_path) as con:
+            con.execute("UPDATE vector_layouts SET layout = 'not a layout'::BLOB")
+        with caplog.at_level(logging.WARNING, logger="duckgraph.plugins.duckdb_store"):
+            store.open()
+        assert "the saved IVF layout of the node vectors is unreadable" in caplog.text
+        _wait_ready(store, "node")
+        assert not store.health()["vector_index"]["node"]["build"].get("restored_from_file")
+        assert store.vector_search("node", vectors[1_300], 1, "default")[0][0] == ids["thing 3"]
     finally:
         store.close()
 
 
-def duckdb_rows(path: Path, sql: str) -> list[tuple]:
+def duckdb_connection(path: Path, read_only: bool = False):
     import duckdb
 
-    with duckdb.connect(str(path), read_only=True) as con:
+    return duckdb.connect(str(path), read_only=read_only)
+
+
+def duckdb_rows(path: Path, sql: str) -> list[tuple]:
+    with duckdb_connection(path, read_only=True) as con:
         return con.execute(sql).fetchall()
 
 
