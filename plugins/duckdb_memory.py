@@ -542,18 +542,10 @@ class VectorIndex:
             trained = time.perf_counter()
             assignment = _assign(matrix, live, centroids, coarse, groups)
             order = np.argsort(assignment, kind="stable")
-            offsets = np.zeros(lists + 1, dtype=np.int64)
-            np.cumsum(np.bincount(assignment, minlength=lists), out=offsets[1:])
+            offsets = _list_offsets(assignment, lists)
             source = live[order]
             del order, assignment
-            capacity = max(1024, int(1.1 * len(source)) + 1024)
-            new_matrix = _mapped_matrix(capacity, self.dimensions)
-            for start in range(0, len(source), 65_536):
-                new_matrix[start : start + 65_536][: len(source[start : start + 65_536])] = matrix[source[start : start + 65_536]]
-            new_ids = np.full(capacity, -1, dtype=np.int64)
-            new_ids[: len(source)] = ids[source]
-            new_namespaces = np.full(capacity, -1, dtype=np.int32)
-            new_namespaces[: len(source)] = namespaces[source]
+            new_matrix, new_ids, new_namespaces = _in_list_order(matrix, ids, namespaces, source, len(source))
             listed = new_matrix[: len(source)]
             reduction = None if directions is None else _reduce(listed, centroids, directions)
             nprobe, reduction, reduction_kept = _tune(listed, centroids, offsets, reduction, self.fixed_nprobe, rng)
@@ -612,7 +604,6 @@ class VectorIndex:
         present = np.flatnonzero(ids[:size] >= 0)
         self._row_by_id[ids[present]] = present
 
-
     def take_unsaved_layout(self) -> SavedLayout | None:
         """The last build's layout, once: for the store to save (None when there is nothing new to save)."""
         with self._lock:
@@ -638,19 +629,10 @@ class VectorIndex:
             rows[known] = self._row_by_id[ids[known]]
             same = rows >= 0
             same[same] = _row_checks(self._matrix, rows[same]) == layout.checks[same]
-            list_of_row = np.repeat(np.arange(lists), np.diff(layout.offsets))[same]
+            offsets = _list_offsets(np.repeat(np.arange(lists), np.diff(layout.offsets))[same], lists)
             source = rows[same]  # in list order, as saved
-            offsets = np.zeros(lists + 1, dtype=np.int64)
-            np.cumsum(np.bincount(list_of_row, minlength=lists), out=offsets[1:])
-            capacity = max(1024, int(1.1 * self._size) + 1024)
-            matrix = _mapped_matrix(capacity, self.dimensions)
-            for start in range(0, len(source), 65_536):
-                block = source[start : start + 65_536]
-                matrix[start : start + len(block)] = self._matrix[block]
-            new_ids = np.full(capacity, -1, dtype=np.int64)
-            new_ids[: len(source)] = self._ids[source]
-            new_namespaces = np.full(capacity, -1, dtype=np.int32)
-            new_namespaces[: len(source)] = self._namespaces[source]
+            matrix, new_ids, new_namespaces = _in_list_order(self._matrix, self._ids, self._namespaces, source,
+                                                             self._size)
             centroids = np.ascontiguousarray(layout.centroids, dtype=np.float32)
             reduction = (None if layout.projection is None else
                          _reduction(matrix[: len(source)], centroids, np.asarray(layout.projection, dtype=np.float32)))
@@ -664,6 +646,28 @@ class VectorIndex:
             self.build_info = {**layout.info, "rows": len(source), "restored_from_file": True,
                                "restore_seconds": round(time.perf_counter() - began, 2)}
             return True
+
+
+def _list_offsets(list_of_row: Any, lists: int) -> Any:
+    """Where each list starts (and, last, where the final one ends) when rows are grouped by their list."""
+    offsets = np.zeros(lists + 1, dtype=np.int64)
+    np.cumsum(np.bincount(list_of_row, minlength=lists), out=offsets[1:])
+    return offsets
+
+
+def _in_list_order(matrix: Any, ids: Any, namespaces: Any, source: Any, rows: int) -> tuple[Any, Any, Any]:
+    """A new matrix (with its ids and namespace codes) holding the `source` rows in that order, with room for
+    `rows` rows and a tenth more; the rows after the copied ones are empty (id -1)."""
+    capacity = max(1024, int(1.1 * rows) + 1024)
+    new_matrix = _mapped_matrix(capacity, matrix.shape[1])
+    for start in range(0, len(source), 65_536):
+        block = source[start : start + 65_536]
+        new_matrix[start : start + len(block)] = matrix[block]
+    new_ids = np.full(capacity, -1, dtype=np.int64)
+    new_ids[: len(source)] = ids[source]
+    new_namespaces = np.full(capacity, -1, dtype=np.int32)
+    new_namespaces[: len(source)] = namespaces[source]
+    return new_matrix, new_ids, new_namespaces
 
 
 def _row_checks(matrix: Any, rows: Any = None) -> Any:

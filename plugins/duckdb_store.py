@@ -529,16 +529,16 @@ class DuckDBStore(GraphStore):
         index.reserve(count)
         dimensions = index.dimensions
         for start in range(0, -1 if last is None else last + 1, 65_536):
-            block = [start, start + 65_536]
+            rowids = [start, start + 65_536]
             # Both reads scan the same rowid range in rowid order (insertion order is preserved), within the
             # store's lock: row i of the ids owns floats i*d..(i+1)*d of the flat column.
             ids = np.asarray(self._con.execute(
-                f"SELECT {id_column} AS id FROM {table} WHERE rowid >= ? AND rowid < ?", block,
+                f"SELECT {id_column} AS id FROM {table} WHERE rowid >= ? AND rowid < ?", rowids,
             ).fetchnumpy()["id"], dtype=np.int64)
             if not len(ids):
                 continue
             flat = self._con.execute(
-                f"SELECT unnest(embedding) AS x FROM {table} WHERE rowid >= ? AND rowid < ?", block,
+                f"SELECT unnest(embedding) AS x FROM {table} WHERE rowid >= ? AND rowid < ?", rowids,
             ).fetchnumpy()["x"]
             if len(flat) != len(ids) * dimensions:
                 raise StoreError(f"{table}: {len(flat)} vector components for {len(ids)} rows of {dimensions} "

@@ -11,7 +11,8 @@ and the time the close takes to checkpoint what the write-ahead log still holds 
 
 Then, in the same run, the ceiling DuckDB sets: the same calls' vectors alone (one per node and one per edge),
 written into the store's vector tables of a fresh file in one transaction per call, the way the store writes
-them (its checkpoint threshold too), with nothing else (no graph rows, no validation): the rate add_knowledge_graph could not pass here.
+them (its checkpoint threshold too), with nothing else (no graph rows, no validation): the rate
+add_knowledge_graph could not pass here.
 """
 
 from __future__ import annotations
@@ -105,8 +106,7 @@ def vectors_alone(folder: Path, counts: Sequence[tuple[int, int]], dimensions: i
     import duckdb
 
     rng = np.random.default_rng(1)
-    calls = [(rng.standard_normal((n, dimensions)).astype(np.float32), rng.standard_normal((e, dimensions)).astype(np.float32))
-             for n, e in counts]
+    calls = [tuple(rng.standard_normal((count, dimensions)).astype(np.float32) for count in pair) for pair in counts]
     con = duckdb.connect(str(folder / "vectors-alone.duckdb"))
     con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")  # as the store sets it
     DuckDBStore._create_vector_tables(con, dimensions)
