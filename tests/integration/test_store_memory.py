@@ -13,6 +13,7 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pytest
 
@@ -450,7 +451,7 @@ def test_a_reopen_takes_the_saved_ivf_layout_instead_of_building_again(db_path: 
         store.close()
 
         # A layout that cannot be read is left aside (logged) and the index built again.
-        with duckdb_connection(db_path) as con:
+        with duckdb.connect(str(db_path)) as con:
             con.execute("UPDATE vector_layouts SET layout = 'not a layout'::BLOB")
         with caplog.at_level(logging.WARNING, logger="duckgraph.plugins.duckdb_store"):
             store.open()
@@ -462,14 +463,8 @@ def test_a_reopen_takes_the_saved_ivf_layout_instead_of_building_again(db_path: 
         store.close()
 
 
-def duckdb_connection(path: Path, read_only: bool = False):
-    import duckdb
-
-    return duckdb.connect(str(path), read_only=read_only)
-
-
 def duckdb_rows(path: Path, sql: str) -> list[tuple]:
-    with duckdb_connection(path, read_only=True) as con:
+    with duckdb.connect(str(path), read_only=True) as con:
         return con.execute(sql).fetchall()
 
 
