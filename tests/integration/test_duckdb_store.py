@@ -277,7 +277,9 @@ def test_vector_index_is_rebuilt_identically_on_reopen(db_path: Path):
 def test_open_reads_every_vector_back_exactly_across_read_blocks(db_path: Path):
     """Open reads the vectors in blocks of 65,536 rows, unnested into one flat column per block: every vector
     comes back bit for bit, whichever block it is in, and a vector whose node row is gone is skipped."""
-    rows, orphan = 70_000, 66_000  # the orphan sits in the second block, after rows of the first
+    # The second block spans DuckDB's first two row groups (122,880 rows each), which a parallel scan reads apart;
+    # the orphan sits in it, past that boundary.
+    rows, orphan = 140_000, 125_000
     vectors = np.random.default_rng(3).standard_normal((rows, DIMS)).astype(np.float32)
     store = DuckDBStore(db_path)
     store.open()
@@ -298,7 +300,7 @@ def test_open_reads_every_vector_back_exactly_across_read_blocks(db_path: Path):
         assert reopened.health()["vectors"]["node"] == rows - 1
         back = reopened.get_vectors("node", range(rows))
         assert orphan not in back and len(back) == rows - 1
-        for node_id in (0, 65_535, 65_536, 65_999, 66_001, rows - 1):
+        for node_id in (0, 65_535, 65_536, 122_879, 122_880, orphan - 1, orphan + 1, 131_072, rows - 1):
             assert np.array_equal(back[node_id], vectors[node_id])
         stacked = np.stack([back[i] for i in range(rows) if i != orphan])
         assert np.array_equal(stacked, np.delete(vectors, orphan, axis=0))
