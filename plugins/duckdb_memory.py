@@ -96,21 +96,19 @@ class _Reduction:
 @dataclass(frozen=True)
 class SavedLayout:
     """An IVF index as the store saves it in the file: the lists (centroids, and the ids of their rows in list
-    order, `offsets` delimiting each list), a check of each listed row's vector (`_row_checks`), the probe count,
-    the reduction's projection (or None) and the build's figures. At open, rows whose vector is still the one
+    order, `offsets` delimiting each list), a check of each listed row's vector (`_row_checks`), the reduction's
+    projection (or None) and the build's figures (`info`, the probe count among them). At open, rows whose vector is still the one
     checked keep their list; the others are scanned as rows written since the build."""
 
     centroids: Any
     ids: Any
     offsets: Any
     checks: Any
-    nprobe: int
     projection: Any
     info: dict[str, Any]
 
     def to_bytes(self) -> bytes:
-        arrays = {"centroids": self.centroids, "ids": self.ids, "offsets": self.offsets, "checks": self.checks,
-                  "nprobe": np.int64(self.nprobe)}
+        arrays = {"centroids": self.centroids, "ids": self.ids, "offsets": self.offsets, "checks": self.checks}
         if self.projection is not None:
             arrays["projection"] = self.projection
         buffer = io.BytesIO()
@@ -121,8 +119,7 @@ class SavedLayout:
     def from_bytes(cls, data: bytes, info: dict[str, Any]) -> SavedLayout:
         with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
             return cls(centroids=arrays["centroids"], ids=arrays["ids"], offsets=arrays["offsets"],
-                       checks=arrays["checks"], nprobe=int(arrays["nprobe"]),
-                       projection=arrays["projection"] if "projection" in arrays else None, info=info)
+                       checks=arrays["checks"], projection=arrays["projection"] if "projection" in arrays else None, info=info)
 
 
 def ivf_lists(rows: int) -> int:
@@ -564,7 +561,7 @@ class VectorIndex:
                     "assign_seconds": round(assigned - trained, 2),
                 }
                 self._unsaved_layout = SavedLayout(
-                    centroids=centroids, ids=listed_ids, offsets=offsets, checks=checks, nprobe=nprobe,
+                    centroids=centroids, ids=listed_ids, offsets=offsets, checks=checks,
                     projection=reduction and reduction.projection, info=dict(self.build_info))
             log.info("IVF index over %d %s vectors: %s", len(source), self.kind, self.build_info)
         except Exception as exc:  # searches keep using the exact scan
@@ -635,13 +632,13 @@ class VectorIndex:
                                                              self._size)
             centroids = np.ascontiguousarray(layout.centroids, dtype=np.float32)
             reduction = (None if layout.projection is None else
-                         _reduction(matrix[: len(source)], centroids, np.asarray(layout.projection, dtype=np.float32)))
+                         _projected(matrix[: len(source)], centroids, np.asarray(layout.projection, dtype=np.float32)))
             unlisted = np.ones(self._size, dtype=bool)
             unlisted[source] = False
             unlisted &= self._ids[: self._size] >= 0
             self._dirty = set(self._ids[: self._size][unlisted].tolist())  # `_install` moves them to the tail
             self._install(matrix, new_ids, new_namespaces, len(source), centroids, offsets,
-                          self.fixed_nprobe or layout.nprobe)
+                          self.fixed_nprobe or int(layout.info["nprobe"]))
             self._reduction = reduction
             self.build_info = {**layout.info, "rows": len(source), "restored_from_file": True,
                                "restore_seconds": round(time.perf_counter() - began, 2)}
@@ -907,10 +904,10 @@ def _reduce(matrix: Any, centroids: Any, directions: Any) -> _Reduction:
     """The rows and centroids projected onto a third of the principal `directions`. Scores are not centred: a
     query's product with the mean is the same for every row, so the ranking stays."""
     width = min(len(directions), -(-matrix.shape[1] // 24) * 8)  # a third, in whole 8-float steps
-    return _reduction(matrix, centroids, np.ascontiguousarray(directions[:width].T, dtype=np.float32))
+    return _projected(matrix, centroids, np.ascontiguousarray(directions[:width].T, dtype=np.float32))
 
 
-def _reduction(matrix: Any, centroids: Any, projection: Any) -> _Reduction:
+def _projected(matrix: Any, centroids: Any, projection: Any) -> _Reduction:
     """The rows and centroids projected by `projection` (dimensions x width)."""
     reduced = _mapped_matrix(len(matrix), projection.shape[1])
     for start in range(0, len(matrix), 65_536):

@@ -42,6 +42,7 @@ from duckgraph.ports import (
     WriteSummary,
     entity_key,
     hookimpl,
+    isin_ids,
     loose_key,
 )
 from duckgraph.plugins.duckdb_memory import DEFAULT_ANN_MIN_ROWS, GraphMirror, SavedLayout, VectorIndex
@@ -471,6 +472,9 @@ class DuckDBStore(GraphStore):
         if restored:
             log.info("%s: IVF layout of the %s vectors read from the file: %s", self.path, kind,
                      self._indexes[kind].build_info)
+        else:
+            log.info("%s: the saved IVF layout of the %s vectors does not fit them (another width, parts that "
+                     "disagree, or fewer rows than ann_min_rows); the index is built as usual", self.path, kind)
 
     def _save_layouts(self) -> None:
         """Save the layouts of the IVF builds finished since the last save, each in its own transaction."""
@@ -1059,7 +1063,7 @@ class DuckDBStore(GraphStore):
         sources = np.unique(np.asarray([s for _, s, _ in resolved], dtype=np.int64))
         owners, edges = graph.out_edges.gather(sources)
         edges = edges[graph.e_src[edges] == owners]
-        edges = edges[np.isin(graph.e_dst[edges], np.asarray([t for _, _, t in resolved], dtype=np.int64))]
+        edges = edges[isin_ids(graph.e_dst[edges], np.asarray([t for _, _, t in resolved], dtype=np.int64))]
         edges = graph.holding(np.unique(edges), None)
         return {
             (graph.namespace_names[ns], s, t, graph.type_names[ty]): (edge_id, desc or "", weight, props or "{}")
@@ -1147,7 +1151,7 @@ class DuckDBStore(GraphStore):
             graph = self._graph
             nodes = np.asarray(list(node_ids), dtype=np.int64)
             edges = graph.holding(graph.touching(nodes), namespace, include_expired=include_expired)
-            edges = edges[np.isin(graph.e_src[edges], nodes) & np.isin(graph.e_dst[edges], nodes)]
+            edges = edges[isin_ids(graph.e_src[edges], nodes) & isin_ids(graph.e_dst[edges], nodes)]
             return graph.edge_records(edges)
 
     def list_edges(
