@@ -77,6 +77,10 @@ DEFAULT_PASSAGE_TEXTS_MB = 256
 #: 384-float vector table), so at 16MB a bulk load of vectors checkpointed on every call, each time costlier as
 #: the tables grew (100k nodes / 500k edges: 275 nodes/s). A crash leaves at most this much log to replay at open.
 CHECKPOINT_THRESHOLD = "256MB"
+#: Compression methods the store's writes leave out. DuckDB compresses FLOAT columns with ALP or ALPRD; on 384-float
+#: embeddings ALPRD is what it picks, and it makes them larger than raw floats, slower to checkpoint and to read
+#: (150k MiniLM vectors: 952 against 734 MB, checkpoint 3.4 against 2.1 s, read 1.4 against 1.0 s).
+DISABLED_COMPRESSION = "alp,alprd"
 #: What DuckDB may keep cached while open copies the vectors into memory, and after it has copied the graph
 #: (see `_lean_cache`); the store's memory_limit applies again at once.
 CACHE_AFTER_LOAD = "256MB"
@@ -332,8 +336,7 @@ class DuckDBStore(GraphStore):
                 # Loading a big file takes seconds; DuckDB's progress bar would write to stdout (the stdio transport).
                 self._con.execute("SET enable_progress_bar = false")
                 self._con.execute(f"SET memory_limit = '{self.memory_limit}'")
-                if not self.read_only:
-                    self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+                apply_write_settings(self._con)  # also for a read-only file: its backup is written with them
                 self._load_vss()
                 self._ensure_schema()
                 self._load_vectors()
@@ -1899,6 +1902,12 @@ def _mentioning(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
     """Chunks whose text names one of `names`; all of them when none does (the fact came from the document)."""
     hits = [chunk_id for chunk_id, text in chunks if any(name in text.casefold() for name in names)]
     return hits or [chunk_id for chunk_id, _ in chunks]
+
+
+def apply_write_settings(con: Any) -> None:
+    """The DuckDB settings the store writes with (see CHECKPOINT_THRESHOLD and DISABLED_COMPRESSION)."""
+    con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+    con.execute(f"SET disabled_compression_methods = '{DISABLED_COMPRESSION}'")
 
 
 def _insert_vectors(

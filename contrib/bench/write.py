@@ -31,7 +31,8 @@ import numpy as np
 
 from duckgraph.core.model import MAX_EDGES_PER_CALL, EdgeInput, NodeInput
 from duckgraph.core.service import KnowledgeBase, edge_text, node_text
-from duckgraph.plugins.duckdb_store import CHECKPOINT_THRESHOLD, DuckDBStore, _insert_vectors
+from duckgraph.plugins.duckdb_store import (CHECKPOINT_THRESHOLD, DuckDBStore, _insert_vectors,
+                                            apply_write_settings)
 from duckgraph.ports import Embedder, EdgeWrite, NodeRecord, entity_key, relation_type
 
 
@@ -100,7 +101,8 @@ def texts_of(nodes: Sequence[NodeInput], edges: Sequence[EdgeInput]) -> list[str
     return out
 
 
-def vectors_alone(folder: Path, counts: Sequence[tuple[int, int]], dimensions: int) -> tuple[float, float]:
+def vectors_alone(folder: Path, counts: Sequence[tuple[int, int]], dimensions: int,
+                  checkpoint_threshold: str | None = None) -> tuple[float, float]:
     """Seconds to write (nodes, edges) vectors per call into the vector tables of a fresh file, one transaction
     per call, and then to checkpoint at close."""
     import duckdb
@@ -108,7 +110,9 @@ def vectors_alone(folder: Path, counts: Sequence[tuple[int, int]], dimensions: i
     rng = np.random.default_rng(1)
     calls = [tuple(rng.standard_normal((count, dimensions)).astype(np.float32) for count in pair) for pair in counts]
     con = duckdb.connect(str(folder / "vectors-alone.duckdb"))
-    con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")  # as the store sets it
+    apply_write_settings(con)  # as the store writes
+    if checkpoint_threshold:
+        con.execute(f"SET checkpoint_threshold = '{checkpoint_threshold}'")
     DuckDBStore._create_vector_tables(con, dimensions)
     next_id = {"node_vectors": 1, "edge_vectors": 1}
     began = time.perf_counter()
@@ -131,7 +135,7 @@ def main() -> None:
     parser.add_argument("--per-node", type=float, default=2.0)
     parser.add_argument("--dims", type=int, default=384)
     parser.add_argument("--batch", type=int, default=5000)
-    parser.add_argument("--checkpoint-threshold", help="DuckDB's checkpoint_threshold for the run (default: DuckDB's 16MB)")
+    parser.add_argument("--checkpoint-threshold", help=f"DuckDB's checkpoint_threshold for the run (default: the store's {CHECKPOINT_THRESHOLD})")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--sort", default="cumtime", help="profile order: cumtime or tottime")
     args = parser.parse_args()
@@ -167,7 +171,8 @@ def main() -> None:
         began = time.perf_counter()
         kb.close()  # the checkpoint of what the log still holds
         print(f"close (final checkpoint): {time.perf_counter() - began:.1f} s")
-        writing, closing = vectors_alone(folder, [(len(n), len(e)) for n, e in plan], args.dims)
+        writing, closing = vectors_alone(folder, [(len(n), len(e)) for n, e in plan], args.dims,
+                                         args.checkpoint_threshold)
         vector_count = node_count + edge_count
         print(f"the same calls' vectors alone through DuckDB: {writing:.1f} s = {node_count / writing:,.0f} nodes/s "
               f"({vector_count / writing:,.0f} vectors/s; add_knowledge_graph's time is {elapsed / writing:.1f}x this), "

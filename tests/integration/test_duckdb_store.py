@@ -308,6 +308,37 @@ def test_open_reads_every_vector_back_exactly_across_read_blocks(db_path: Path):
         reopened.close()
 
 
+
+def test_vectors_are_written_without_alp_compression(db_path: Path):
+    """The store's writes leave DuckDB's ALP / ALPRD float compression out (it makes embeddings larger and slower
+    to checkpoint and read): the file holds the vectors uncompressed, and they read back bit for bit."""
+    rows = 5_000
+    vectors = normalize(np.random.default_rng(5).standard_normal((rows, DIMS)).astype(np.float32))
+    store = DuckDBStore(db_path)
+    store.open()
+    try:
+        store.bind_embedder("test:unit", DIMS)
+        store.write(WriteBatch(nodes=[node(f"N{i}", vectors[i]) for i in range(rows)]))
+        ids = {n.key: n.id for n in store.find_nodes("default", [entity_key(f"N{i}") for i in range(rows)])}
+    finally:
+        store.close()  # checkpoints: the vectors go from the log into the file, compressed as the settings say
+
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        methods = {m for (m,) in con.execute(
+            "SELECT DISTINCT compression FROM pragma_storage_info('node_vectors') WHERE column_name = 'embedding' "
+            "AND segment_type = 'FLOAT'").fetchall()}
+    finally:
+        con.close()
+    assert methods == {"Uncompressed"}
+    reopened = DuckDBStore(db_path)
+    reopened.open()
+    try:
+        back = reopened.get_vectors("node", list(ids.values()))
+        assert all(np.array_equal(back[ids[entity_key(f"N{i}")]], vectors[i]) for i in range(rows))
+    finally:
+        reopened.close()
+
 @pytest.mark.parametrize("keyed", [False, True], ids=["new file", "file written with keyed vector tables"])
 def test_a_rewritten_vector_replaces_the_stored_one(db_path: Path, keyed: bool):
     store = DuckDBStore(db_path)
