@@ -165,13 +165,12 @@ class KnowledgeBase:
         with self._write_lock:
             keys = NameKeys()  # the edges name the nodes of the call again: their keys are computed once
             merged, key_of, resolved = self._merge_nodes(nodes, namespace, keys)
-            edge_writes = self._resolve_edges(edges, merged, namespace, key_of, keys)
+            edge_writes, end_names = self._resolve_edges(edges, merged, namespace, key_of, keys)
             chunk_ids = tuple(source_chunk_ids)
             for item in [*(node for node, _ in merged.values()), *edge_writes]:
                 item.source_chunk_ids = chunk_ids
             changed = [n for n, text_changed in merged.values() if text_changed]
-            names = {key: node.name for key, (node, _) in merged.items()}
-            self.embed_records(namespace, changed, edge_writes, names=names)
+            self.embed_records(namespace, changed, edge_writes, names=end_names)
             records = [n for n, _ in merged.values()]
             created = [n for n in records if n.id is None]
             duplicates = possible_duplicates(self.store, namespace, created)
@@ -245,7 +244,9 @@ class KnowledgeBase:
     def _resolve_edges(
         self, edges: Sequence[EdgeInput], merged: dict[str, tuple[NodeRecord, bool]], namespace: str,
         key_of: dict[str, str], keys: NameKeys,
-    ) -> list[EdgeWrite]:
+    ) -> tuple[list[EdgeWrite], dict[str, str]]:
+        """The edges to write, and the name of each node they may end at (by key; what their facts are
+        embedded with)."""
         key = keys.key
         ends = {name: key(name) for name in {name for e in edges for name in (e.source, e.target)}}
         wanted = set(ends.values()) - merged.keys() - key_of.keys()
@@ -255,7 +256,9 @@ class KnowledgeBase:
         for node_key, (node, _) in merged.items():
             for alias in node.aliases:
                 alias_owners.setdefault(key(alias), set()).add(node_key)
+        names = {node_key: node.name for node_key, (node, _) in merged.items()}
         for node in self.store.find_nodes(namespace, wanted):
+            names[node.key] = node.name
             if node.key in wanted:
                 by_key[node.key] = node.key
             for alias in node.aliases:
@@ -279,7 +282,7 @@ class KnowledgeBase:
                 properties=dict(edge.properties) if edge.properties else {},
                 source_ids=tuple(dict.fromkeys(edge.source_ids)) if edge.source_ids else (),
             ))
-        return writes
+        return writes, names
 
     def add_documents(
         self,
