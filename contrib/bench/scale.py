@@ -577,6 +577,8 @@ def measure_startup(workdir: Path, runs: int) -> dict[str, Any]:
     }, runs)
     result["duckgraph_minus_empty_ms"] = round(result["duckgraph serve"]["median_ms"]
                                                - result["empty MCPServer"]["median_ms"], 1)
+    if note := startup.compiling_note():
+        result["note"] = note
     return result
 
 
@@ -934,6 +936,7 @@ def render(results: dict[str, Any]) -> str:
                 _table(["", "min", "median", "max"], [
                     [name, _fmt(v["min_ms"]), _fmt(v["median_ms"]), _fmt(v["max_ms"])]
                     for name, v in spawn.items() if isinstance(v, dict)])]
+        out += [spawn["note"]] if "note" in spawn else []
     memory = results.get("memory_servers")
     if memory and "error" not in memory:
         out += ["", f"reference memory server vs duckgraph --tools memory (MCP client over stdio, "

@@ -60,6 +60,21 @@ def time_to_tools_list(command: list[str], env: dict[str, str]) -> float:
             process.kill()
 
 
+def compiling_note() -> str | None:
+    """A warning when every spawn will compile duckgraph's modules: bytecode writing is off (PYTHONDONTWRITEBYTECODE,
+    which the spawned servers inherit) and the package has no compiled files, as in an editable install (pip
+    byte-compiles a wheel as it installs it, so the README's install does not pay this)."""
+    import importlib.util
+
+    if not sys.dont_write_bytecode:
+        return None
+    spec = importlib.util.find_spec("duckgraph.core.server")
+    if spec is None or spec.origin is None or os.path.exists(importlib.util.cache_from_source(spec.origin)):
+        return None
+    return ("note: PYTHONDONTWRITEBYTECODE is set and duckgraph's modules have no compiled bytecode (an editable "
+            "install?): every spawn of duckgraph compiles them, which an installed wheel does not")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
@@ -82,6 +97,8 @@ def main() -> None:
         print(f"{name:<18}{min(values) * 1e3:>9.0f}{statistics.median(values) * 1e3:>11.0f}{max(values) * 1e3:>9.0f}")
     delta = statistics.median(timings["duckgraph serve"]) - statistics.median(timings["empty MCPServer"])
     print(f"duckgraph - empty (medians): {delta * 1e3:+.0f} ms")
+    if note := compiling_note():
+        print(note)
 
 
 if __name__ == "__main__":

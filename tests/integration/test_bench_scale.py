@@ -182,3 +182,27 @@ def test_reuse_measures_the_kept_file_without_building_it(tmp_path, monkeypatch)
 def test_sizes_parse_and_print():
     assert [scale.parse_size(s) for s in ("10k", "100K", "1M", "2500")] == [10_000, 100_000, 1_000_000, 2_500]
     assert [scale.size_label(n) for n in (10_000, 1_000_000, 2_500)] == ["10k", "1M", "2500"]
+
+
+
+def test_startup_notes_a_package_every_spawn_would_compile(tmp_path, monkeypatch):
+    """With bytecode writing off, a server module without a compiled file (an editable install) is compiled at each
+    spawn: the start-up figures then carry a note; once it is compiled, or with writing on, they do not."""
+    import importlib.util
+    import py_compile
+
+    import startup
+
+    source = tmp_path / "server.py"
+    source.write_text("SERVED = True\n")
+    spec = importlib.util.spec_from_file_location("duckgraph.core.server", source)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: spec if name == "duckgraph.core.server" else real_find_spec(name, *a))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert "every spawn of duckgraph compiles them" in startup.compiling_note()
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert startup.compiling_note() is None
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    py_compile.compile(str(source))
+    assert startup.compiling_note() is None
