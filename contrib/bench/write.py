@@ -135,7 +135,8 @@ def main() -> None:
     parser.add_argument("--per-node", type=float, default=2.0)
     parser.add_argument("--dims", type=int, default=384)
     parser.add_argument("--batch", type=int, default=5000)
-    parser.add_argument("--checkpoint-threshold", help=f"DuckDB's checkpoint_threshold for the run (default: the store's {CHECKPOINT_THRESHOLD})")
+    parser.add_argument("--checkpoint-threshold",
+                        help=f"DuckDB's checkpoint_threshold for the run (default: the store's {CHECKPOINT_THRESHOLD})")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--sort", default="cumtime", help="profile order: cumtime or tottime")
     args = parser.parse_args()
