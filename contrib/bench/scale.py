@@ -36,7 +36,8 @@ serve` against an empty MCPServer, and the reference MCP memory server (`npx -y
 through the official MCP client over stdio with the same entities and relations (create, search_nodes,
 open_nodes; the first search, which waits for duckgraph's query model, is timed on its own).
 
-Progress goes to stderr; tables to stdout; everything to --json-out. Nothing here asserts a speed.
+Progress goes to stderr; tables to stdout; everything to --json-out. Nothing here asserts a speed: the last
+table sets what the run measured beside the performance issue's targets (met, NOT met, or not measured).
 """
 
 from __future__ import annotations
@@ -971,7 +972,40 @@ def render(results: dict[str, Any]) -> str:
         out.append(_table(header, rows))
     elif memory:
         out += ["", f"memory server comparison skipped: {memory['error']}"]
+    out += ["", "targets of the performance issue, as this run measured them",
+            _table(["", "measured", "verdict"], target_rows(results))]
     return "\n".join(out)
+
+
+def target_rows(results: dict[str, Any]) -> list[list[str]]:
+    """One row per target: what this run measured for it and whether that meets it ("-": not measured)."""
+    sizes = results.get("sizes", {})
+    rows: list[list[str]] = []
+
+    def check(name: str, value: float | None, meets: Callable[[float], bool], digits: int = 1) -> None:
+        rows.append([name, _fmt(value, digits),
+                     "not measured" if value is None else "met" if meets(value) else "NOT met"])
+
+    def serve(label: str, key: str) -> dict[str, Any]:
+        return ((sizes.get(label) or {}).get("serve") or {}).get(key) or {}
+
+    for label, limit in (("100k", 10), ("1M", 25)):
+        check(f"search p50 at {label} <= {limit} ms (query pre-embedded)",
+              serve(label, "search_query_pre_embedded").get("p50_ms"), lambda v, limit=limit: v <= limit)
+    check("2-hop expansion p50 at 1M <= 5 ms", serve("1M", "expansion_2_hops").get("p50_ms"), lambda v: v <= 5)
+    for label, size in sizes.items():
+        check(f"bulk insert at {label} >= 50,000 nodes/s (embedding excluded)",
+              (size.get("build") or {}).get("nodes_per_second"), lambda v: v >= 50_000, 0)
+    for label in sizes:
+        check(f"recall@10 at {label} >= 0.95", serve(label, "recall").get("recall_at_10"), lambda v: v >= 0.95, 3)
+    check("embedding throughput >= 0.8 x raw encode", (results.get("embedding") or {}).get("duckgraph_over_raw"),
+          lambda v: v >= 0.8, 2)
+    check("spawn -> tools/list <= empty server + 100 ms",
+          (results.get("startup") or {}).get("duckgraph_minus_empty_ms"), lambda v: v <= 100, 0)
+    ratios = ((results.get("memory_servers") or {}).get("10k") or {}).get("ratio_duckgraph_over_reference") or {}
+    for operation, key in (("create", "create"), ("search_nodes", "search_nodes_p50"), ("open_nodes", "open_nodes_p50")):
+        check(f"10k: {operation}, duckgraph / reference < 1", ratios.get(key), lambda v: v < 1, 2)
+    return rows
 
 
 def source_fingerprint() -> dict[str, str]:

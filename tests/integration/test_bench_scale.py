@@ -206,3 +206,33 @@ def test_startup_notes_a_package_every_spawn_would_compile(tmp_path, monkeypatch
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     py_compile.compile(str(source))
     assert startup.compiling_note() is None
+
+
+def test_the_targets_table_judges_what_the_run_measured():
+    serve = {"search_query_pre_embedded": {"p50_ms": 10.4}, "expansion_2_hops": {"p50_ms": 5.0},
+             "recall": {"recall_at_10": 0.95}}
+    results = {
+        "sizes": {"100k": {"build": {"nodes_per_second": 50_000.0}, "serve": serve},
+                  "1M": {"build": {"nodes_per_second": 1_500.0},
+                         "serve": {**serve, "search_query_pre_embedded": {"p50_ms": 25.0},
+                                   "recall": {"recall_at_10": 0.949}}}},
+        "embedding": {"duckgraph_over_raw": 0.79},
+        "startup": {"duckgraph_minus_empty_ms": 100.0},
+        "memory_servers": {"10k": {"ratio_duckgraph_over_reference": {"create": 4.5, "search_nodes_p50": 0.34,
+                                                                      "open_nodes_p50": 1.0}}},
+    }
+    verdicts = {name: (measured, verdict) for name, measured, verdict in scale.target_rows(results)}
+    assert verdicts["search p50 at 100k <= 10 ms (query pre-embedded)"] == ("10.4", "NOT met")
+    assert verdicts["search p50 at 1M <= 25 ms (query pre-embedded)"] == ("25.0", "met")
+    assert verdicts["2-hop expansion p50 at 1M <= 5 ms"] == ("5.0", "met")
+    assert verdicts["bulk insert at 100k >= 50,000 nodes/s (embedding excluded)"] == ("50,000", "met")
+    assert verdicts["bulk insert at 1M >= 50,000 nodes/s (embedding excluded)"] == ("1,500", "NOT met")
+    assert verdicts["recall@10 at 100k >= 0.95"][1] == "met" and verdicts["recall@10 at 1M >= 0.95"][1] == "NOT met"
+    assert verdicts["embedding throughput >= 0.8 x raw encode"] == ("0.79", "NOT met")
+    assert verdicts["spawn -> tools/list <= empty server + 100 ms"] == ("100", "met")
+    assert [verdicts[f"10k: {op}, duckgraph / reference < 1"][1] for op in ("create", "search_nodes", "open_nodes")] \
+        == ["NOT met", "met", "NOT met"]
+    del results["startup"], results["memory_servers"]
+    verdicts = {name: verdict for name, _, verdict in scale.target_rows(results)}
+    assert verdicts["spawn -> tools/list <= empty server + 100 ms"] == "not measured"
+    assert verdicts["10k: create, duckgraph / reference < 1"] == "not measured"
