@@ -61,18 +61,41 @@ def time_to_tools_list(command: list[str], env: dict[str, str]) -> float:
 
 
 def compiling_note() -> str | None:
-    """A warning when every spawn will compile duckgraph's modules: bytecode writing is off (PYTHONDONTWRITEBYTECODE,
-    which the spawned servers inherit) and the package has no compiled files, as in an editable install (pip
-    byte-compiles a wheel as it installs it, so the README's install does not pay this)."""
+    """A warning when spawns will compile duckgraph's modules: bytecode writing is off (PYTHONDONTWRITEBYTECODE,
+    which the spawned servers inherit) and some module has no up-to-date compiled file, as in an editable install
+    or a checkout edited since (pip byte-compiles a wheel as it installs it: the README's install pays nothing)."""
     import importlib.util
 
     if not sys.dont_write_bytecode:
         return None
-    spec = importlib.util.find_spec("duckgraph.core.server")
-    if spec is None or spec.origin is None or os.path.exists(importlib.util.cache_from_source(spec.origin)):
+    stale = []
+    for package in ("duckgraph.core", "duckgraph.plugins", "duckgraph.ports"):
+        spec = importlib.util.find_spec(package)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            stale += [source.name for source in sorted(Path(folder).glob("*.py")) if not _compiled(source)]
+    if not stale:
         return None
-    return ("note: PYTHONDONTWRITEBYTECODE is set and duckgraph's modules have no compiled bytecode (an editable "
-            "install?): every spawn of duckgraph compiles them, which an installed wheel does not")
+    return (f"note: PYTHONDONTWRITEBYTECODE is set and {len(stale)} of duckgraph's modules have no up-to-date "
+            "compiled bytecode (an editable install?): every spawn of duckgraph compiles them, which an installed "
+            "wheel does not")
+
+
+def _compiled(source: Path) -> bool:
+    """Whether `source` has a compiled file Python would use as it is (its header records this source's
+    modification time and size, or it is checked by hash)."""
+    import importlib.util
+
+    try:
+        header = Path(importlib.util.cache_from_source(str(source))).read_bytes()[:16]
+    except OSError:
+        return False
+    if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    if int.from_bytes(header[4:8], "little") & 1:  # hash-based: valid until the source changes its hash
+        return True
+    stat = source.stat()
+    return (int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF)
 
 
 def main() -> None:

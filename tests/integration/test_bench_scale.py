@@ -186,26 +186,35 @@ def test_sizes_parse_and_print():
 
 
 def test_startup_notes_a_package_every_spawn_would_compile(tmp_path, monkeypatch):
-    """With bytecode writing off, a server module without a compiled file (an editable install) is compiled at each
-    spawn: the start-up figures then carry a note; once it is compiled, or with writing on, they do not."""
+    """With bytecode writing off, modules without an up-to-date compiled file (an editable install, or one edited
+    since) are compiled at each spawn: the start-up figures then carry a note; not once they are compiled, nor
+    with writing on."""
+    import importlib.machinery
     import importlib.util
     import py_compile
 
     import startup
 
-    source = tmp_path / "server.py"
-    source.write_text("SERVED = True\n")
-    spec = importlib.util.spec_from_file_location("duckgraph.core.server", source)
+    package = tmp_path / "core"
+    package.mkdir()
+    (package / "server.py").write_text("SERVED = True\n")
+    (package / "tools.py").write_text("TOOLS = ()\n")
+    spec = importlib.machinery.ModuleSpec("duckgraph.core", None, is_package=True)
+    spec.submodule_search_locations = [str(package)]
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: spec if name == "duckgraph.core.server" else real_find_spec(name, *a))
+                        lambda name, *a: spec if name == "duckgraph.core" else None if name.startswith("duckgraph.")
+                        else real_find_spec(name, *a))
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    assert "every spawn of duckgraph compiles them" in startup.compiling_note()
+    assert "2 of duckgraph's modules have no up-to-date compiled bytecode" in startup.compiling_note()
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     assert startup.compiling_note() is None
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    py_compile.compile(str(source))
+    for module in ("server.py", "tools.py"):
+        py_compile.compile(str(package / module))
     assert startup.compiling_note() is None
+    (package / "tools.py").write_text("TOOLS = ('edited since',)\n")  # another size: its compiled file is stale
+    assert "1 of duckgraph's modules" in startup.compiling_note()
 
 
 def test_the_targets_table_judges_what_the_run_measured():
