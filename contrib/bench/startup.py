@@ -9,6 +9,7 @@ and the difference of the medians. Usage:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -64,8 +65,6 @@ def compiling_note() -> str | None:
     """A warning when spawns will compile duckgraph's modules: bytecode writing is off (PYTHONDONTWRITEBYTECODE,
     which the spawned servers inherit) and some module has no up-to-date compiled file, as in an editable install
     or a checkout edited since (pip byte-compiles a wheel as it installs it: the README's install pays nothing)."""
-    import importlib.util
-
     if not sys.dont_write_bytecode:
         return None
     stale = []
@@ -83,8 +82,6 @@ def compiling_note() -> str | None:
 def _compiled(source: Path) -> bool:
     """Whether `source` has a compiled file Python would use as it is (its header records this source's
     modification time and size, or it is checked by hash)."""
-    import importlib.util
-
     try:
         header = Path(importlib.util.cache_from_source(str(source))).read_bytes()[:16]
     except OSError:
