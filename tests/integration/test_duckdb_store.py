@@ -309,35 +309,47 @@ def test_open_reads_every_vector_back_exactly_across_read_blocks(db_path: Path):
 
 
 
-def test_vectors_are_written_without_alp_compression(db_path: Path):
+def _vector_compression(path: Path) -> set[str]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return {m for (m,) in con.execute(
+            "SELECT DISTINCT compression FROM pragma_storage_info('node_vectors') WHERE column_name = 'embedding' "
+            "AND segment_type = 'FLOAT'").fetchall()}
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("written_by", ["this version", "an older version"])
+def test_vectors_are_written_without_alp_compression(db_path: Path, tmp_path: Path, written_by: str):
     """The store's writes leave DuckDB's ALP / ALPRD float compression out (it makes embeddings larger and slower
-    to checkpoint and read): the file holds the vectors uncompressed, and they read back bit for bit."""
+    to checkpoint and read): the file holds the vectors uncompressed, and they read back bit for bit. Vectors an
+    older version wrote compressed stay readable, and a backup writes them uncompressed."""
     rows = 5_000
     vectors = normalize(np.random.default_rng(5).standard_normal((rows, DIMS)).astype(np.float32))
     store = DuckDBStore(db_path)
     store.open()
     try:
+        if written_by == "an older version":  # DuckDB's default compression, as before the store turned it off
+            store._con.execute("SET disabled_compression_methods = ''")
         store.bind_embedder("test:unit", DIMS)
         store.write(WriteBatch(nodes=[node(f"N{i}", vectors[i]) for i in range(rows)]))
-        ids = {n.key: n.id for n in store.find_nodes("default", [entity_key(f"N{i}") for i in range(rows)])}
+        id_of = {n.key: n.id for n in store.find_nodes("default", [entity_key(f"N{i}") for i in range(rows)])}
+        ids = [id_of[entity_key(f"N{i}")] for i in range(rows)]
     finally:
         store.close()  # checkpoints: the vectors go from the log into the file, compressed as the settings say
+    assert _vector_compression(db_path) == {"Uncompressed" if written_by == "this version" else "ALPRD"}
 
-    con = duckdb.connect(str(db_path), read_only=True)
-    try:
-        methods = {m for (m,) in con.execute(
-            "SELECT DISTINCT compression FROM pragma_storage_info('node_vectors') WHERE column_name = 'embedding' "
-            "AND segment_type = 'FLOAT'").fetchall()}
-    finally:
-        con.close()
-    assert methods == {"Uncompressed"}
+    copy = tmp_path / "backup.duckdb"
     reopened = DuckDBStore(db_path)
     reopened.open()
     try:
-        back = reopened.get_vectors("node", list(ids.values()))
-        assert all(np.array_equal(back[ids[entity_key(f"N{i}")]], vectors[i]) for i in range(rows))
+        back = reopened.get_vectors("node", ids)
+        assert all(np.array_equal(back[ids[i]], vectors[i]) for i in range(rows))
+        reopened.backup(copy)
     finally:
         reopened.close()
+    assert _vector_compression(copy) == {"Uncompressed"}
+
 
 @pytest.mark.parametrize("keyed", [False, True], ids=["new file", "file written with keyed vector tables"])
 def test_a_rewritten_vector_replaces_the_stored_one(db_path: Path, keyed: bool):
