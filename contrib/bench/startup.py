@@ -67,14 +67,14 @@ def compiling_note() -> str | None:
     or a checkout edited since (pip byte-compiles a wheel as it installs it: the README's install pays nothing)."""
     if not sys.dont_write_bytecode:
         return None
-    stale = []
+    stale = 0
     for package in ("duckgraph.core", "duckgraph.plugins", "duckgraph.ports"):
         spec = importlib.util.find_spec(package)
         for folder in (spec.submodule_search_locations or []) if spec else []:
-            stale += [source.name for source in sorted(Path(folder).glob("*.py")) if not _compiled(source)]
+            stale += sum(not _compiled(source) for source in Path(folder).glob("*.py"))
     if not stale:
         return None
-    return (f"note: PYTHONDONTWRITEBYTECODE is set and {len(stale)} of duckgraph's modules have no up-to-date "
+    return (f"note: PYTHONDONTWRITEBYTECODE is set and {stale} of duckgraph's modules have no up-to-date "
             "compiled bytecode (an editable install?): every spawn of duckgraph compiles them, which an installed "
             "wheel does not")
 
