@@ -321,9 +321,10 @@ def _vector_compression(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("written_by", ["this version", "an older version"])
 def test_vectors_are_written_without_alp_compression(db_path: Path, tmp_path: Path, written_by: str):
-    """The store's writes leave DuckDB's ALP / ALPRD float compression out (it makes embeddings larger and slower
-    to checkpoint and read): the file holds the vectors uncompressed, and they read back bit for bit. Vectors an
-    older version wrote compressed stay readable, and a backup writes them uncompressed."""
+    """The store's writes leave DuckDB's ALP / ALPRD float compression out (it slows every checkpoint and read of
+    embeddings, and bulk-loaded files came out larger with it): the file holds the vectors uncompressed, and they
+    read back bit for bit. Vectors an older version wrote compressed stay readable, and a backup writes them
+    uncompressed."""
     rows = 5_000
     vectors = normalize(np.random.default_rng(5).standard_normal((rows, DIMS)).astype(np.float32))
     store = DuckDBStore(db_path)
