@@ -97,8 +97,8 @@ class _Reduction:
 class SavedLayout:
     """An IVF index as the store saves it in the file: the lists (centroids, and the ids of their rows in list
     order, `offsets` delimiting each list), a check of each listed row's vector (`_row_checks`), the reduction's
-    projection (or None) and the build's figures (`info`, the probe count among them). At open, rows whose vector is still the one
-    checked keep their list; the others are scanned as rows written since the build."""
+    projection (or None) and the build's figures (`info`, the probe count among them). At open, rows whose vector
+    is still the one checked keep their list; the others are scanned as rows written since the build."""
 
     centroids: Any
     ids: Any
@@ -119,7 +119,8 @@ class SavedLayout:
     def from_bytes(cls, data: bytes, info: dict[str, Any]) -> SavedLayout:
         with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
             return cls(centroids=arrays["centroids"], ids=arrays["ids"], offsets=arrays["offsets"],
-                       checks=arrays["checks"], projection=arrays["projection"] if "projection" in arrays else None, info=info)
+                       checks=arrays["checks"], projection=arrays["projection"] if "projection" in arrays else None,
+                       info=info)
 
 
 def ivf_lists(rows: int) -> int:
@@ -620,10 +621,7 @@ class VectorIndex:
                     or not len(layout.ids) == len(layout.checks) == layout.offsets[-1]
                     or (layout.projection is not None and layout.projection.shape[0] != self.dimensions)):
                 return False
-            ids = np.asarray(layout.ids, dtype=np.int64)
-            rows = np.full(len(ids), -1, dtype=np.int64)
-            known = (ids >= 0) & (ids < len(self._row_by_id))
-            rows[known] = self._row_by_id[ids[known]]
+            _, rows = self._aligned_rows(layout.ids)
             same = rows >= 0
             same[same] = _row_checks(self._matrix, rows[same]) == layout.checks[same]
             offsets = _list_offsets(np.repeat(np.arange(lists), np.diff(layout.offsets))[same], lists)

@@ -1003,7 +1003,8 @@ def target_rows(results: dict[str, Any]) -> list[list[str]]:
     check("spawn -> tools/list <= empty server + 100 ms",
           (results.get("startup") or {}).get("duckgraph_minus_empty_ms"), lambda v: v <= 100, 0)
     ratios = ((results.get("memory_servers") or {}).get("10k") or {}).get("ratio_duckgraph_over_reference") or {}
-    for operation, key in (("create", "create"), ("search_nodes", "search_nodes_p50"), ("open_nodes", "open_nodes_p50")):
+    for operation, key in (("create", "create"), ("search_nodes", "search_nodes_p50"),
+                           ("open_nodes", "open_nodes_p50")):
         check(f"10k: {operation}, duckgraph / reference < 1", ratios.get(key), lambda v: v < 1, 2)
     return rows
 

@@ -176,8 +176,8 @@ def main() -> None:
                                          args.checkpoint_threshold)
         vector_count = node_count + edge_count
         print(f"the same calls' vectors alone through DuckDB: {writing:.1f} s = {node_count / writing:,.0f} nodes/s "
-              f"({vector_count / writing:,.0f} vectors/s; add_knowledge_graph's time is {elapsed / writing:.1f}x this), "
-              f"close {closing:.1f} s")
+              f"({vector_count / writing:,.0f} vectors/s; add_knowledge_graph's time is {elapsed / writing:.1f}x "
+              f"this), close {closing:.1f} s")
         if profile:
             pstats.Stats(profile).sort_stats(args.sort).print_stats(30)
     finally:
