@@ -43,6 +43,7 @@ table sets what the run measured beside the performance issue's targets (met, NO
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -498,7 +499,7 @@ def sample_passage_texts(count: int, seed: int = 0, per_node: float = 5.0,
 def measure_embedding(texts: Sequence[str], embedder: Embedder, encode: Callable[[list[str]], Any],
                       repeats: int = 3) -> dict[str, Any]:
     """Texts per second of duckgraph's embedder (embed_documents) and of raw `encode` on the same texts,
-    alternating, median of `repeats` runs each."""
+    alternating, median of `repeats` runs each; and the lowest cosine between the two's vectors of a text."""
     texts = list(texts)
     embedder.warm_up()
     embedder.embed_documents(texts[:64])
@@ -506,16 +507,17 @@ def measure_embedding(texts: Sequence[str], embedder: Embedder, encode: Callable
     ours, raw = [], []
     for _ in range(repeats):
         began = time.perf_counter()
-        embedder.embed_documents(texts)
+        vectors = embedder.embed_documents(texts)
         ours.append(time.perf_counter() - began)
         began = time.perf_counter()
-        encode(texts)
+        expected = encode(texts)
         raw.append(time.perf_counter() - began)
     duckgraph_rate = len(texts) / statistics.median(ours)
     raw_rate = len(texts) / statistics.median(raw)
     return {"texts": len(texts), "mean_chars": round(float(np.mean([len(t) for t in texts])), 1),
             "repeats": repeats, "duckgraph_texts_per_second": round(duckgraph_rate, 1),
-            "raw_encode_texts_per_second": round(raw_rate, 1), "duckgraph_over_raw": round(duckgraph_rate / raw_rate, 3)}
+            "raw_encode_texts_per_second": round(raw_rate, 1), "duckgraph_over_raw": round(duckgraph_rate / raw_rate, 3),
+            "min_cosine_to_raw": round(float(np.min(np.sum(vectors * expected, axis=1))), 6)}
 
 
 def measure_default_embedding(count: int, seed: int, per_node: float, repeats: int,
@@ -534,15 +536,16 @@ def measure_default_embedding(count: int, seed: int, per_node: float, repeats: i
     embedder = default_embedder()
     embedder.warm_up()  # first: it also turns off the progress bars of model loading
     model = SentenceTransformer(str(bundled_model_path()), device="cpu")
-    result = measure_embedding(sample_texts(count, seed, per_node), embedder, model.encode, repeats)
+    encode = functools.partial(model.encode, normalize_embeddings=True)  # as the embedder's vectors are
+    result = measure_embedding(sample_texts(count, seed, per_node), embedder, encode, repeats)
     if entities_per_passage:
         # A passage is ~9 times as long as a node or relation text, so it has its own (lower) rate, which the
         # extrapolation of a load with passages needs.
         texts = sample_passage_texts(max(1, count // 10), seed, per_node, entities_per_passage)
-        result["passages"] = measure_embedding(texts, embedder, model.encode, repeats)
+        result["passages"] = measure_embedding(texts, embedder, encode, repeats)
     import torch
 
-    result.update(model=embedder.id, torch_threads=torch.get_num_threads(),
+    result.update(model=embedder.id, batches=embedder.describe()["batches"], torch_threads=torch.get_num_threads(),
                   base_vectors="cached" if had_cache else f"computed in {base_seconds:.0f} s")
     return result
 
@@ -922,6 +925,7 @@ def render(results: dict[str, Any]) -> str:
             ["duckgraph embedder (embed_documents)", _fmt(embedding["duckgraph_texts_per_second"])],
             ["raw sentence-transformers model.encode", _fmt(embedding["raw_encode_texts_per_second"])],
             ["duckgraph / raw", _fmt(embedding["duckgraph_over_raw"], 2)],
+            ["lowest cosine between their vectors of a text", _fmt(embedding["min_cosine_to_raw"], 5)],
         ]
         if passages:
             throughput += [[f"passages ({passages['texts']}, mean {passages['mean_chars']:.0f} chars): duckgraph embedder",
@@ -929,7 +933,7 @@ def render(results: dict[str, Any]) -> str:
                      ["  raw model.encode", _fmt(passages["raw_encode_texts_per_second"], 1)]]
         out += ["", f"embedding throughput, {embedding['texts']} generated node and relation texts "
                     f"(mean {embedding['mean_chars']:.0f} chars), median of {embedding['repeats']}, "
-                    f"{embedding.get('torch_threads', '?')} torch threads",
+                    f"{embedding.get('torch_threads', '?')} torch threads; batches: {embedding.get('batches', '?')}",
                 _table(["", "texts/s"], throughput)]
     spawn = results.get("startup")
     if spawn:

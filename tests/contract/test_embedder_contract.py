@@ -131,7 +131,10 @@ def test_hashing_embedder_with_other_dimensions_meets_the_contract() -> None:
 def test_sentence_transformers_embedder_meets_the_contract(minilm) -> None:
     assert minilm.id == "sentence-transformers:all-MiniLM-L6-v2"
     assert minilm.dimensions == 384
-    check_embedder_contract(minilm, atol=1e-4)
+    minilm.embed_documents(TEXTS)  # decides its precision
+    # In bfloat16 (where the CPU has it) a batch's vectors differ from the float32 ones of onnxruntime's queries
+    # by up to ~1e-3 a component (cosine >= 0.9999); in float32 both give the same vectors.
+    check_embedder_contract(minilm, atol=2e-3 if minilm._bfloat16 else 1e-4)
 
 
 @pytest.mark.model

@@ -128,10 +128,10 @@ def test_the_suite_runs_at_a_tiny_size(tmp_path, base):
     assert serve["recall"]["vectors"] == N and 0 <= serve["recall"]["recall_at_10"] <= 1
     assert serve["embedder_misses"] == 0 and not serve["index_timed_out"]
 
-    embedding = scale.measure_embedding(scale.sample_texts(60), fake, fake.embed_batch, repeats=1)
-    assert embedding["texts"] == 60
+    embedding = scale.measure_embedding(scale.sample_texts(60), fake, fake.embed_documents, repeats=1)
+    assert embedding["texts"] == 60 and embedding["min_cosine_to_raw"] == pytest.approx(1.0, abs=1e-6)
     passage_texts = scale.sample_passage_texts(6)
-    embedding["passages"] = scale.measure_embedding(passage_texts, fake, fake.embed_batch, repeats=1)
+    embedding["passages"] = scale.measure_embedding(passage_texts, fake, fake.embed_documents, repeats=1)
     assert embedding["passages"]["texts"] == 6 and embedding["passages"]["mean_chars"] > 5 * embedding["mean_chars"]
     extrapolated = scale.extrapolate_embedding(build, embedding)
     assert extrapolated["seconds"] > build["seconds"] and extrapolated["documents_seconds"] > build["documents_seconds"]

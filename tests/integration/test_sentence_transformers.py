@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+import duckgraph.plugins.sentence_transformers as st_module
 from duckgraph.plugins.sentence_transformers import SentenceTransformersEmbedder, bundled_model_path
 from duckgraph.ports import EmbedderError
 
@@ -19,10 +20,11 @@ pytestmark = pytest.mark.model
 def test_a_model_given_by_path_loads_and_matches_the_default(tmp_path, minilm):
     copy = tmp_path / "my-minilm"
     shutil.copytree(bundled_model_path(), copy)
-    embedder = SentenceTransformersEmbedder(model=str(copy))
+    embedder = SentenceTransformersEmbedder(model=str(copy), precision="float32")
     assert embedder.id == f"sentence-transformers:{copy}"
     assert embedder.dimensions == 384
     texts = ["Marie Curie discovered radium.", "The Nile flows north."]
+    # Two texts: the warmed default answers them with onnxruntime, which computes in float32 too.
     np.testing.assert_allclose(embedder.embed_documents(texts), minilm.embed_documents(texts), atol=1e-5)
 
 
@@ -33,7 +35,8 @@ def test_a_missing_model_is_a_clear_error(tmp_path):
 
 
 def test_texts_are_handed_over_in_calls_of_texts_per_call_and_come_back_in_order(minilm):
-    embedder = SentenceTransformersEmbedder(batch_size=2, texts_per_call=5)
+    embedder = SentenceTransformersEmbedder(batch_size=2, texts_per_call=5, precision="float32")
+    sharing_the_model(embedder, minilm)
     texts = [f"{word} " * length for length, word in zip((9, 1, 5, 2, 7, 3, 8, 4, 6, 1, 2), "abcdefghijk")]
     calls = []
     original = embedder.embed_batch
@@ -60,8 +63,9 @@ QUESTIONS = [
 
 def test_after_warm_up_queries_run_on_onnxruntime_with_the_models_own_vectors(minilm):
     assert minilm.describe()["queries"].startswith("onnxruntime")
-    pytorch = SentenceTransformersEmbedder(onnx_queries=False)
-    assert pytorch.describe() == {"queries": "PyTorch (onnx_queries is off)"}
+    pytorch = SentenceTransformersEmbedder(onnx_queries=False, precision="float32")
+    sharing_the_model(pytorch, minilm)
+    assert pytorch.describe()["queries"] == "PyTorch (onnx_queries is off)"
     calls = []
     original = minilm._encode
     minilm._encode = lambda model, texts: calls.append(len(texts)) or original(model, texts)
@@ -105,7 +109,7 @@ def test_without_onnxruntime_queries_stay_on_pytorch_and_doctor_says_what_to_ins
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a))
-    embedder = SentenceTransformersEmbedder()
+    embedder = SentenceTransformersEmbedder(precision="float32")  # to compare with onnxruntime's float32
     assert embedder.describe()["queries"] == (
         "PyTorch: onnxruntime not installed (pip install 'duckgraph[local]')")
     sharing_the_model(embedder, minilm)
@@ -117,7 +121,8 @@ def test_without_onnxruntime_queries_stay_on_pytorch_and_doctor_says_what_to_ins
 
 def test_on_another_device_queries_stay_with_the_model():
     embedder = SentenceTransformersEmbedder(device="cuda")
-    assert embedder.describe() == {"queries": "PyTorch (on device cuda; onnxruntime is used on the CPU only)"}
+    assert embedder.describe() == {"queries": "PyTorch (on device cuda; onnxruntime is used on the CPU only)",
+                                   "batches": "PyTorch in float32 (precision auto: bfloat16 only on the CPU)"}
 
 
 # -- the cached export ---------------------------------------------------------------------------------------------
@@ -177,3 +182,62 @@ def test_a_cached_export_that_no_longer_gives_its_vectors_is_ignored_and_made_ag
     assert later.describe()["queries"] == "onnxruntime (the model exported at warm-up)"  # exported anew
     assert json.loads(record_path.read_text())["probe_vectors"] != record["probe_vectors"]  # and cached again
     np.testing.assert_allclose(later.embed_query(QUESTIONS[0]), minilm.embed_query(QUESTIONS[0]), atol=2e-6)
+
+
+# -- the precision of batches ----------------------------------------------------------------------------------
+
+SENTENCES = [*QUESTIONS, "Kai P. Dunwood lives in Lower Inverarcliff", "Marie Curie (person)", "a cat", "tax law"]
+
+
+def sharing(minilm: SentenceTransformersEmbedder, **options) -> SentenceTransformersEmbedder:
+    """A PyTorch-only embedder with these options on the session's loaded model."""
+    embedder = SentenceTransformersEmbedder(onnx_queries=False, **options)
+    sharing_the_model(embedder, minilm)
+    return embedder
+
+
+def test_bfloat16_batches_stay_within_a_cosine_of_0_9999_of_float32(minilm):
+    full, half = sharing(minilm, precision="float32"), sharing(minilm, precision="bfloat16")
+    expected, vectors = full.embed_documents(SENTENCES), half.embed_documents(SENTENCES)
+    assert not np.allclose(vectors, expected, atol=1e-5)  # computed in bfloat16 indeed
+    assert np.min(np.sum(vectors * expected, axis=1)) >= 0.9999
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    assert full.describe()["batches"] == "PyTorch in float32 (the precision option)"
+    assert half.describe()["batches"].startswith(
+        "PyTorch in bfloat16 (the precision option; cosine to float32 on probe texts 0.9999")
+
+
+@pytest.mark.parametrize("has_bfloat16", [False, True])
+def test_auto_takes_bfloat16_where_the_cpu_has_it(minilm, monkeypatch, has_bfloat16):
+    monkeypatch.setattr(st_module, "_cpu_has_bfloat16", lambda: has_bfloat16)
+    auto = sharing(minilm)
+    assert auto.describe()["batches"] == (  # what doctor says before the model loads
+        "PyTorch in bfloat16 if the model's vectors of probe texts agree with float32's (precision auto; the CPU "
+        "has bfloat16 instructions)" if has_bfloat16 else
+        "PyTorch in float32 (precision auto: this CPU has no bfloat16 instructions)")
+    chosen = "bfloat16" if has_bfloat16 else "float32"
+    np.testing.assert_allclose(auto.embed_documents(SENTENCES),
+                               sharing(minilm, precision=chosen).embed_documents(SENTENCES), atol=1e-6)
+    reason = ("precision auto; the CPU has bfloat16 instructions; cosine to float32 on probe texts 0.9999"
+              if has_bfloat16 else "precision auto: this CPU has no bfloat16 instructions")
+    assert auto.describe()["batches"].startswith(f"PyTorch in {chosen} ({reason}")
+
+
+def test_auto_keeps_float32_and_warns_when_the_models_bfloat16_vectors_drift(minilm, monkeypatch, caplog):
+    monkeypatch.setattr(st_module, "_cpu_has_bfloat16", lambda: True)
+    monkeypatch.setattr(st_module, "_BFLOAT16_AGREEMENT", 1.0)  # as if the model needed float32's exact vectors
+    auto = sharing(minilm)
+    with caplog.at_level(logging.WARNING, logger="duckgraph.plugins.sentence_transformers"):
+        vectors = auto.embed_documents(SENTENCES)
+    assert "batches are embedded in float32: the model's bfloat16 vectors differ" in caplog.text
+    np.testing.assert_allclose(vectors, sharing(minilm, precision="float32").embed_documents(SENTENCES), atol=1e-6)
+    assert auto.describe()["batches"].startswith("PyTorch in float32 (precision auto; the CPU has bfloat16")
+
+
+def test_with_bfloat16_batches_the_query_export_is_still_checked_against_float32(tmp_path, minilm):
+    embedder = SentenceTransformersEmbedder(cache_dir=str(tmp_path / "cache"), precision="bfloat16")
+    sharing_the_model(embedder, minilm)
+    embedder.warm_up()
+    assert embedder.describe()["queries"] == "onnxruntime (the model exported at warm-up)"
+    expected = sharing(minilm, precision="float32").embed_documents(QUESTIONS)
+    np.testing.assert_allclose(np.vstack([embedder.embed_query(q) for q in QUESTIONS]), expected, atol=2e-6)
