@@ -30,7 +30,8 @@ runs, without passages, whose search never ranks passages.
 - startup: spawn `duckgraph serve` on the file until its `tools/list` answer (contrib/bench/startup.py's timer).
 
 Once per run: the embedding throughput of duckgraph's embedder against raw sentence-transformers
-`model.encode` on the same texts (node and relation texts, and passages), spawn-to-`tools/list` of `duckgraph
+`model.encode` on the same texts (node and relation texts, and passages; with the lowest cosine between the two's
+vectors of a text, which the embedder's precision moves), spawn-to-`tools/list` of `duckgraph
 serve` against an empty MCPServer, and the reference MCP memory server (`npx -y
 @modelcontextprotocol/server-memory`) against `duckgraph serve` with DUCKGRAPH_TOOLS=memory, both driven
 through the official MCP client over stdio with the same entities and relations (create, search_nodes,
@@ -516,7 +517,8 @@ def measure_embedding(texts: Sequence[str], embedder: Embedder, encode: Callable
     raw_rate = len(texts) / statistics.median(raw)
     return {"texts": len(texts), "mean_chars": round(float(np.mean([len(t) for t in texts])), 1),
             "repeats": repeats, "duckgraph_texts_per_second": round(duckgraph_rate, 1),
-            "raw_encode_texts_per_second": round(raw_rate, 1), "duckgraph_over_raw": round(duckgraph_rate / raw_rate, 3),
+            "raw_encode_texts_per_second": round(raw_rate, 1),
+            "duckgraph_over_raw": round(duckgraph_rate / raw_rate, 3),
             "min_cosine_to_raw": round(float(np.min(np.sum(vectors * expected, axis=1))), 6)}
 
 

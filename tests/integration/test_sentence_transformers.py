@@ -234,6 +234,32 @@ def test_auto_keeps_float32_and_warns_when_the_models_bfloat16_vectors_drift(min
     assert auto.describe()["batches"].startswith("PyTorch in float32 (precision auto; the CPU has bfloat16")
 
 
+@pytest.mark.parametrize("precision", ["auto", "bfloat16"])
+def test_a_model_that_fails_in_bfloat16_stays_on_float32_or_says_so(minilm, monkeypatch, caplog, precision):
+    import torch
+
+    monkeypatch.setattr(st_module, "_cpu_has_bfloat16", lambda: True)
+    embedder = sharing(minilm, precision=precision)
+    real_autocast = torch.autocast
+
+    def autocast(device_type, dtype=None, **kwargs):
+        if dtype == torch.bfloat16:
+            raise RuntimeError("no bfloat16 kernel for this operation")
+        return real_autocast(device_type, dtype=dtype, **kwargs)
+
+    monkeypatch.setattr(torch, "autocast", autocast)
+    if precision == "bfloat16":  # asked for: a clear error, whatever the call
+        with pytest.raises(EmbedderError, match="cannot run in bfloat16 here .*set the embedder's precision option"):
+            embedder.embed_documents(SENTENCES)
+        return
+    with caplog.at_level(logging.WARNING, logger="duckgraph.plugins.sentence_transformers"):
+        vectors = embedder.embed_documents(SENTENCES)
+    assert "batches are embedded in float32: the model failed in bfloat16" in caplog.text
+    assert embedder.describe()["batches"] == ("PyTorch in float32 (precision auto; the CPU has bfloat16 instructions; "
+                                              "bfloat16 failed: RuntimeError: no bfloat16 kernel for this operation)")
+    np.testing.assert_allclose(vectors, sharing(minilm, precision="float32").embed_documents(SENTENCES), atol=1e-6)
+
+
 def test_with_bfloat16_batches_the_query_export_is_still_checked_against_float32(tmp_path, minilm):
     embedder = SentenceTransformersEmbedder(cache_dir=str(tmp_path / "cache"), precision="bfloat16")
     sharing_the_model(embedder, minilm)
