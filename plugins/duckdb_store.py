@@ -1906,9 +1906,10 @@ def _mentioning(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
     return hits or [chunk_id for chunk_id, _ in chunks]
 
 
-def apply_write_settings(con: Any) -> None:
-    """The DuckDB settings the store writes with (see CHECKPOINT_THRESHOLD and DISABLED_COMPRESSION)."""
-    con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+def apply_write_settings(con: Any, checkpoint_threshold: str = CHECKPOINT_THRESHOLD) -> None:
+    """The DuckDB settings the store writes with (see CHECKPOINT_THRESHOLD and DISABLED_COMPRESSION); benchmarks
+    may try another threshold."""
+    con.execute(f"SET checkpoint_threshold = '{checkpoint_threshold}'")
     con.execute(f"SET disabled_compression_methods = '{DISABLED_COMPRESSION}'")
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -174,8 +175,6 @@ class SentenceTransformersEmbedder(Embedder):
     def _encode(self, model: Any, texts: Sequence[str], *, bfloat16: bool | None = None) -> np.ndarray:
         """The model's vectors of `texts`, in the embedder's precision unless `bfloat16` says which. Callers hold
         the lock."""
-        import contextlib
-
         import numpy as np  # already loaded with torch
         import torch  # already imported by sentence-transformers; needed here for threads and autocast
 

@@ -102,7 +102,7 @@ def texts_of(nodes: Sequence[NodeInput], edges: Sequence[EdgeInput]) -> list[str
 
 
 def vectors_alone(folder: Path, counts: Sequence[tuple[int, int]], dimensions: int,
-                  checkpoint_threshold: str | None = None) -> tuple[float, float]:
+                  checkpoint_threshold: str = CHECKPOINT_THRESHOLD) -> tuple[float, float]:
     """Seconds to write (nodes, edges) vectors per call into the vector tables of a fresh file, one transaction
     per call, and then to checkpoint at close."""
     import duckdb
@@ -110,9 +110,7 @@ def vectors_alone(folder: Path, counts: Sequence[tuple[int, int]], dimensions: i
     rng = np.random.default_rng(1)
     calls = [tuple(rng.standard_normal((count, dimensions)).astype(np.float32) for count in pair) for pair in counts]
     con = duckdb.connect(str(folder / "vectors-alone.duckdb"))
-    apply_write_settings(con)  # as the store writes
-    if checkpoint_threshold:
-        con.execute(f"SET checkpoint_threshold = '{checkpoint_threshold}'")
+    apply_write_settings(con, checkpoint_threshold)  # as the store writes
     DuckDBStore._create_vector_tables(con, dimensions)
     next_id = {"node_vectors": 1, "edge_vectors": 1}
     began = time.perf_counter()
@@ -135,7 +133,7 @@ def main() -> None:
     parser.add_argument("--per-node", type=float, default=2.0)
     parser.add_argument("--dims", type=int, default=384)
     parser.add_argument("--batch", type=int, default=5000)
-    parser.add_argument("--checkpoint-threshold",
+    parser.add_argument("--checkpoint-threshold", default=CHECKPOINT_THRESHOLD,
                         help=f"DuckDB's checkpoint_threshold for the run (default: the store's {CHECKPOINT_THRESHOLD})")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--sort", default="cumtime", help="profile order: cumtime or tottime")
@@ -149,8 +147,7 @@ def main() -> None:
     try:
         kb = KnowledgeBase(DuckDBStore(folder / "kb.duckdb"), embedder)
         kb.open()
-        if args.checkpoint_threshold:
-            kb.store._con.execute(f"SET checkpoint_threshold = '{args.checkpoint_threshold}'")
+        apply_write_settings(kb.store._con, args.checkpoint_threshold)  # the store's own unless the flag says
         profile = cProfile.Profile() if args.profile else None
         seconds, node_count, edge_count = [], 0, 0
         began = time.perf_counter()

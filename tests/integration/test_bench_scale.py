@@ -184,7 +184,6 @@ def test_sizes_parse_and_print():
     assert [scale.size_label(n) for n in (10_000, 1_000_000, 2_500)] == ["10k", "1M", "2500"]
 
 
-
 def test_startup_notes_a_package_every_spawn_would_compile(tmp_path, monkeypatch):
     """With bytecode writing off, modules without an up-to-date compiled file (an editable install, or one edited
     since) are compiled at each spawn: the start-up figures then carry a note; not once they are compiled, nor

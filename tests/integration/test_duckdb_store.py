@@ -308,7 +308,6 @@ def test_open_reads_every_vector_back_exactly_across_read_blocks(db_path: Path):
         reopened.close()
 
 
-
 def _vector_compression(path: Path) -> set[str]:
     con = duckdb.connect(str(path), read_only=True)
     try:
