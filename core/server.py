@@ -177,21 +177,20 @@ def build_server(services: Services, share: FileShare | None = None, *, tool_set
     @asynccontextmanager
     async def lifespan(server: DuckgraphServer) -> AsyncIterator[KnowledgeBase]:
         kb = services.knowledge_base
-        warming, stopping = None, threading.Event()
-        # A client has no use for the model (the owner embeds) until it takes the file over.
-        if services.settings.warm_up and (share is None or share.is_owner):
-            warming = threading.Thread(target=_warm_up, args=(kb, server, stopping), name="duckgraph-warm-up",
-                                       daemon=True)
-            warming.start()
+        warm_up = _WarmUp(kb, server)
+        if services.settings.warm_up:
+            # A client has no use for the model (the owner embeds) until it takes the file over. Registered
+            # before the role is read: a takeover in between still starts it (`start` runs once).
+            if share is not None:
+                share.after_takeover(warm_up.start)
+            if share is None or share.is_owner:
+                warm_up.start()
         try:
             yield kb
         finally:
-            if warming is not None:
-                # Its native work (PyTorch's import, the ONNX export) cut short by the interpreter's exit aborts the
-                # process, and it may still open the file: it stops at its next step or ends (at worst the
-                # model's import, ~10 s) before the file closes.
-                stopping.set()
-                await anyio.to_thread.run_sync(warming.join, WARM_UP_EXIT_WAIT_SECONDS)
+            # The warm-up may still open the file: it stops at its next step, or ends the one under way, before
+            # the file closes.
+            await anyio.to_thread.run_sync(warm_up.stop, WARM_UP_EXIT_WAIT_SECONDS)
             if share is not None:  # an owner answers the calls it is running before it lets the file go
                 await anyio.to_thread.run_sync(functools.partial(share.close, finalize=kb.close))
             else:
@@ -224,18 +223,44 @@ def register_tools(server: MCPServer, tool_set: str) -> None:
 
 
 
-def _warm_up(kb: KnowledgeBase, server: DuckgraphServer, stopping: threading.Event) -> None:
-    if stopping.wait(WARM_UP_DELAY_SECONDS):
-        return
-    server.build_tools()  # so that the first call does not wait for it
-    try:
-        for step in (kb.open, kb.embedder.warm_up):
-            if stopping.is_set():  # the server is closing: no new step
-                return
-            step()
-        log.info("knowledge base open and embedder ready")
-    except Exception as exc:  # the first tool call reports the same problem to the model
-        log.warning("warm-up failed: %s", exc)
+class _WarmUp:
+    """The background warm-up of a server: its tools, then the knowledge base and the embedder, so that the first
+    call waits for none of them. A closing server stops it between steps and waits for the step under way:
+    its native work (PyTorch's import, the ONNX export) cut short by the interpreter's exit aborts the process."""
+
+    def __init__(self, kb: KnowledgeBase, server: DuckgraphServer) -> None:
+        self._kb, self._server = kb, server
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start it in a thread, unless it has started already or the server is closing."""
+        with self._lock:
+            if self._thread is None and not self._stopping.is_set():
+                self._thread = threading.Thread(target=self._run, name="duckgraph-warm-up", daemon=True)
+                self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """No new step; wait up to `timeout` seconds for the one under way (at worst the model's import, ~10 s)."""
+        with self._lock:
+            self._stopping.set()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        if self._stopping.wait(WARM_UP_DELAY_SECONDS):
+            return
+        self._server.build_tools()
+        try:
+            for step in (self._kb.open, self._kb.embedder.warm_up):
+                if self._stopping.is_set():
+                    return
+                step()
+            log.info("knowledge base open and embedder ready")
+        except Exception as exc:  # the first tool call reports the same problem to the model
+            log.warning("warm-up failed: %s", exc)
 
 
 def progress_reporter(ctx: Context) -> Callable[[int, int, str], None]:
@@ -344,17 +369,12 @@ def start_sharing(services: Services) -> FileShare | None:
     kb = services.knowledge_base
     owner_side = _OwnerSide(services)
 
-    def take_over() -> None:
-        kb.open()
-        if services.settings.warm_up:
-            threading.Thread(target=_warm_up, args=(kb,), name="duckgraph-warm-up", daemon=True).start()
-
     try:
         embedder_id = kb.embedder.id
     except Exception:  # only informative here; the first tool call reports a broken embedder
         embedder_id = None
     try:
-        share = FileShare(services.settings.db, owner_side, on_takeover=take_over,
+        share = FileShare(services.settings.db, owner_side, on_takeover=kb.open,
                           info={"namespace": kb.namespace, "embedder": embedder_id})
         share.start()
     except (OSError, DuckgraphError) as exc:

@@ -518,6 +518,7 @@ class FileShare:
         self.socket_path = socket_path(db)
         self._handler = handler
         self._on_takeover = on_takeover
+        self._after_takeover: list[Callable[[], None]] = []
         self._info = dict(info or {})
         self._cond = threading.Condition()
         self._role = "new"
@@ -608,6 +609,13 @@ class FileShare:
                 log.error("cannot serve %s to other servers (%s); this process keeps it for itself", self.db, exc)
                 self._lock, self._role = lock, "owner"
                 self._cond.notify_all()
+        for callback in list(self._after_takeover):  # read once the role is "owner": see `after_takeover`
+            callback()
+
+    def after_takeover(self, callback: Callable[[], None]) -> None:
+        """Run `callback` (on the share's thread) once this client has taken the file over and owns it. One
+        registered while the role changes may run and also see `is_owner` true: it must be safe to run twice."""
+        self._after_takeover.append(callback)
 
     def _prepare(self) -> None:
         """Run `on_takeover` (opening the database), retrying while the old owner's DuckDB lock lingers."""

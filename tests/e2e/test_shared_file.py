@@ -38,6 +38,8 @@ pytestmark = pytest.mark.skipif(not sharing.supported(), reason="needs flock and
 ROOT = Path(__file__).resolve().parents[2]
 SERVE = [sys.executable, "-m", "duckgraph.core.cli", "serve"]
 TIMEOUT_SECONDS = 120
+#: What a server logs when its warm-up is done.
+WARMED_UP = "knowledge base open and embedder ready"
 CLIENT_LINE = re.compile(r"this server \(pid (\d+)\) is its client")
 UNKNOWN_OUTCOME = "unknown whether the change was stored"
 
@@ -371,6 +373,34 @@ async def test_the_client_takes_over_when_the_owner_is_killed(tmp_path, env):
     assert len(stored) == len(set(stored)), "no write applied twice"
     assert acked <= set(stored), "every acknowledged write is in the file"
     assert set(stored) <= acked | unknown
+
+
+@pytest.mark.anyio
+async def test_a_client_that_takes_over_warms_up_as_an_owner_does(tmp_path, env):
+    """A client loads no model (the owner embeds); once it owns the file, its warm-up opens the file and readies
+    the embedder, as an owner's does at start."""
+    db = tmp_path / "kb.duckdb"
+    warm = {**env, "DUCKGRAPH_WARM_UP": "1"}
+    owner_log, log = tmp_path / "owner.log", tmp_path / "b.log"
+    owner = idle_server(db, warm, owner_log)
+    try:
+        await wait_for(lambda: owner_pid(db) == owner.pid)
+        with anyio.fail_after(TIMEOUT_SECONDS):
+            async with session(db, warm, log) as b:
+                await b.list_tools()
+                b_pid = await wait_for(lambda: client_pid(log))
+                await wait_for(lambda: WARMED_UP in owner_log.read_text())
+                owner.kill()
+                owner.wait()
+                await wait_for(lambda: owner_pid(db) == b_pid)
+                await wait_for(lambda: WARMED_UP in log.read_text())
+                await call_ok(b, "add_knowledge_graph", {"nodes": [{"name": "after", "type": "Item"}]})
+    finally:
+        owner.kill()
+        owner.wait()
+    text = log.read_text()
+    assert text.count(WARMED_UP) == 1 and text.index(WARMED_UP) > text.index("takes it over"), text
+    assert "Traceback" not in text and "warm-up failed" not in text, text
 
 
 # -- four servers under load --------------------------------------------------------------------------------
