@@ -1929,10 +1929,11 @@ def _insert_vectors(
     # Imported here: ~80 ms, which only writes need.
     import pyarrow as pa
 
-    if len(vectors) != len(ids) or len(np.unique(np.asarray(ids))) != len(ids):
-        raise ValueError(f"{len(vectors)} vectors for {len(ids)} ids, which must be distinct")
-    matrix = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32).reshape(len(ids), dimensions))
-    columns: dict[str, Any] = {"id": pa.array(np.asarray(ids, dtype=np.int64))}
+    id_array = np.asarray(ids, dtype=np.int64)
+    if len(vectors) != len(id_array) or len(np.unique(id_array)) != len(id_array):
+        raise ValueError(f"{len(vectors)} vectors for {len(id_array)} ids, which must be distinct")
+    matrix = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32).reshape(len(id_array), dimensions))
+    columns: dict[str, Any] = {"id": pa.array(id_array)}
     for name, values in (extra or {}).items():
         columns[name] = pa.array(np.asarray(values))
     columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), int(dimensions))
