@@ -1936,7 +1936,7 @@ def _insert_vectors(
     id_array = np.asarray(ids, dtype=np.int64)
     if len(vectors) != len(id_array) or len(np.unique(id_array)) != len(id_array):
         raise ValueError(f"{len(vectors)} vectors for {len(id_array)} ids, which must be distinct")
-    matrix = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32).reshape(len(id_array), dimensions))
+    matrix = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(id_array), dimensions)
     columns: dict[str, Any] = {"id": pa.array(id_array)}
     for name, values in (extra or {}).items():
         columns[name] = pa.array(np.asarray(values))

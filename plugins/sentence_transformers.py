@@ -153,8 +153,10 @@ class SentenceTransformersEmbedder(Embedder):
         else:
             runtime = ("onnxruntime once the server's warm-up has exported the model (or found its export in "
                        f"{self._cache_folder()}), PyTorch before")
-        bfloat16, reason = (self._bfloat16, self._precision_reason) if self._bfloat16 is not None else (
-            self._precision_before_probes())
+        if self._bfloat16 is None:
+            bfloat16, reason = self._precision_before_probes()
+        else:
+            bfloat16, reason = self._bfloat16, self._precision_reason
         if bfloat16 is None and self.precision == "auto":
             batches = f"PyTorch in bfloat16 if the model's vectors of probe texts agree with float32's ({reason})"
         else:
