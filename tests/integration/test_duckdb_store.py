@@ -361,6 +361,27 @@ def test_written_vectors_are_stored_bit_for_bit(bound_store: DuckDBStore):
         assert np.array_equal(np.asarray(stored[ids[entity_key(f"N{i}")]], dtype=np.float32), vector)
 
 
+def test_relation_vectors_are_held_in_bfloat16_but_read_back_as_the_file_has_them(bound_store: DuckDBStore):
+    """The relations' vectors are held rounded to bfloat16 in memory (half the bytes), so their similarities move
+    by at most a rounding; the file keeps float32, and `get_vectors` (what an export writes) reads those."""
+    rng = np.random.default_rng(12)
+    vectors = normalize(rng.standard_normal((300, DIMS)).astype(np.float32))
+    nodes = [node(f"N{i}", vectors[0]) for i in range(301)]
+    edges = [EdgeWrite(namespace="default", source_key="n0", target_key=f"n{i + 1}", type="LINKS",
+                       embedding=vectors[i]) for i in range(300)]
+    node_ids = bound_store.write(WriteBatch(nodes=nodes, edges=edges)).node_ids
+    edge_of_target = dict(bound_store._con.execute("SELECT target_id, id FROM edges").fetchall())
+    edge_ids = [edge_of_target[node_ids[f"n{i + 1}"]] for i in range(300)]
+    assert "edge 0.0 in bfloat16" in bound_store.health()["vectors_in_memory"]
+    back = bound_store.get_vectors("edge", [*edge_ids, 99_999])
+    assert sorted(back) == sorted(edge_ids)
+    assert all(np.array_equal(back[edge_id], vectors[i]) for i, edge_id in enumerate(edge_ids))
+    query = vectors[7]
+    held = bound_store.similarity_array("edge", np.asarray(edge_ids), query)
+    exact = vectors @ query
+    assert np.abs(held - exact).max() <= 2e-3 and not np.array_equal(held, exact)
+
+
 @pytest.mark.parametrize("keyed", [False, True], ids=["new file", "file written with keyed vector tables"])
 def test_a_rewritten_vector_replaces_the_stored_one(db_path: Path, keyed: bool):
     store = DuckDBStore(db_path)
@@ -599,11 +620,13 @@ def test_health_says_what_the_vectors_take_in_memory(db_path: Path):
         assert store.health()["vectors_in_memory"] == "none (no embedder bound yet)"
         kb.add_knowledge_graph([NodeInput(name=f"Entity {i}", type="Thing") for i in range(64)],
                                [EdgeInput(source="Entity 0", target=f"Entity {i}", type="LINKS") for i in range(1, 33)])
-        # 64 node and 32 edge vectors of 4,096 floats: 1 MB and 0.5 MB; only the nodes are past ann_min_rows.
+        # 64 node and 32 edge vectors of 4,096 dimensions: 1 MB in float32 and 0.25 MB in bfloat16; only the nodes
+        # are past ann_min_rows.
         assert store.health()["vectors_in_memory"] == (
-            "1.5 MB (node 1.0, chunk 0.0, edge 0.5); building the node index holds 1.0 MB more while it runs")
+            "1.2 MB (node 1.0, chunk 0.0, edge 0.2 in bfloat16); building the node index holds 1.0 MB more while it "
+            "runs")
     with KnowledgeBase(DuckDBStore(db_path, vector_index="exact"), HashingEmbedder(4096)) as kb:
-        assert kb.store.health()["vectors_in_memory"] == "1.5 MB (node 1.0, chunk 0.0, edge 0.5)"
+        assert kb.store.health()["vectors_in_memory"] == "1.2 MB (node 1.0, chunk 0.0, edge 0.2 in bfloat16)"
 
 
 @pytest.mark.parametrize("value", ["lots", "2", 2, "80%"])

@@ -468,6 +468,45 @@ def duckdb_rows(path: Path, sql: str) -> list[tuple]:
         return con.execute(sql).fetchall()
 
 
+def test_a_bfloat16_index_takes_half_the_memory_and_answers_as_a_float32_one_within_its_rounding():
+    vectors = low_rank(20_400, 384, seed=13)
+    ids = np.arange(1, 20_001)
+    full, half = VectorIndex(384, ann_min_rows=1_000), VectorIndex(384, ann_min_rows=1_000, precision="bfloat16")
+    for index in (full, half):
+        index.upsert(ids, vectors[:20_000], "default")
+    assert (full.bytes_per_vector, half.bytes_per_vector) == (1_536, 768)
+    assert half._matrix.nbytes * 2 == full._matrix.nbytes
+    held = half.vectors(range(1, 101))
+    assert all(np.abs(held[i] - vectors[i - 1]).max() <= np.abs(vectors[i - 1]).max() * 2**-8 for i in held)
+    rng = np.random.default_rng(14)
+    queries = normalize(sum(vectors[rng.integers(0, 20_000, 30)] for _ in range(3)))
+    some = rng.choice(ids, 500, replace=False)
+    for query in queries[:5]:
+        difference = np.abs(half.similarity_array(some, query) - full.similarity_array(some, query))
+        assert 0 < difference.max() <= 2e-3
+    # Exact scans (no index yet), then IVF searches over the reduced scan: as many of the exact neighbours.
+    exact = [set((np.argsort(-(vectors[:20_000] @ query))[:10] + 1).tolist()) for query in queries]
+    for _ in range(2):
+        found = {index.precision: np.mean([len(truth & {i for i, _ in index.search(query, 10, "default")}) / 10
+                                           for query, truth in zip(queries, exact)]) for index in (full, half)}
+        assert found["bfloat16"] >= found["float32"] - 0.02
+        for index in (full, half):
+            index.maybe_build(background=False)
+        assert half.ready and half.build_info["reduced_to"] == full.build_info["reduced_to"] == 128
+    # Rows written, rewritten and deleted after the build; then its layout restored into a reopened index.
+    half.upsert(np.arange(20_001, 20_401), vectors[20_000:], "default")
+    rewritten = normalize(rng.standard_normal((1, 384)).astype(np.float32))
+    half.upsert([5], rewritten, "default")
+    half.remove([6])
+    assert half.search(rewritten[0], 1, "default")[0][0] == 5
+    assert not half.contains(6) and half.search(vectors[20_350], 1, "default")[0][0] == 20_351
+    reopened = VectorIndex(384, ann_min_rows=1_000, precision="bfloat16")
+    reopened.upsert(ids, vectors[:20_000], "default")
+    assert reopened.restore(half.take_unsaved_layout()) and reopened._listed == 20_000  # every row's check held
+    with pytest.raises(ValueError, match="precision must be one of float32, bfloat16"):
+        VectorIndex(8, precision="float16")
+
+
 @pytest.mark.skipif(not hasattr(mmap, "MAP_ANONYMOUS"), reason="no anonymous mappings on this platform")
 def test_the_vector_matrix_grows_in_place_unless_a_build_still_reads_it():
     rng = np.random.default_rng(5)
