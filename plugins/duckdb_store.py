@@ -1972,16 +1972,17 @@ def _json_list(values: Iterable[Any]) -> str:
 
 
 def _arrow_vectors(result: Any, table: str, dimensions: int) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, float32 vectors) of a query's `id` and `embedding` columns, fetched as Arrow: the vectors arrive as one
-    flat buffer of floats (through numpy, a FLOAT[d] column arrives as one array object per row to stack)."""
+    """(ids, float32 vectors) of a query's `id` and `embedding` columns, read as Arrow (see `_read_vectors`)."""
     # Imported here, once there are vectors to read: ~80 ms.
     import pyarrow as pa
 
     block = result.to_arrow_table()
     ids = block.column("id").to_numpy().astype(np.int64, copy=False)
-    embeddings = pa.concat_arrays(block.column("embedding").chunks) if block.num_rows else None
-    flat = np.zeros(0, dtype=np.float32) if embeddings is None else embeddings.flatten().to_numpy(zero_copy_only=False)
-    if (embeddings is not None and embeddings.null_count) or len(flat) != len(ids) * dimensions:
+    if not len(ids):
+        return ids, np.zeros((0, dimensions), dtype=np.float32)
+    embeddings = pa.concat_arrays(block.column("embedding").chunks)
+    flat = embeddings.flatten().to_numpy(zero_copy_only=False)
+    if embeddings.null_count or len(flat) != len(ids) * dimensions:
         raise StoreError(f"{table}: {len(flat)} vector components for {len(ids)} rows of {dimensions} dimensions; "
                          "the file may be damaged")
     return ids, np.asarray(flat, dtype=np.float32).reshape(len(ids), dimensions)
