@@ -893,8 +893,8 @@ def _best_rows(matrix: Any, queries: Any, k: int) -> Any:
     k = min(k, len(matrix))
     best_rows = np.empty((len(queries), 0), dtype=np.int64)
     best = np.empty((len(queries), 0), dtype=np.float32)
-    for start in range(0, len(matrix), 65_536):
-        block = queries @ _floats(matrix[start : start + 65_536]).T
+    for start in range(0, len(matrix), WIDEN_ROWS):
+        block = queries @ _floats(matrix[start : start + WIDEN_ROWS]).T
         scores = np.concatenate([best, block], axis=1)
         rows = np.concatenate([best_rows, np.broadcast_to(np.arange(start, start + block.shape[1]), block.shape)], axis=1)
         if scores.shape[1] > k:
@@ -953,8 +953,8 @@ def _reduce(matrix: Any, centroids: Any, directions: Any) -> _Reduction:
 def _projected(matrix: Any, centroids: Any, projection: Any) -> _Reduction:
     """The rows and centroids projected by `projection` (dimensions x width)."""
     reduced = _mapped_matrix(len(matrix), projection.shape[1])
-    for start in range(0, len(matrix), 65_536):
-        reduced[start : start + 65_536] = _floats(matrix[start : start + 65_536]) @ projection
+    for start in range(0, len(matrix), WIDEN_ROWS):
+        reduced[start : start + WIDEN_ROWS] = _floats(matrix[start : start + WIDEN_ROWS]) @ projection
     return _Reduction(projection, reduced, np.ascontiguousarray(centroids @ projection))
 
 
