@@ -363,6 +363,7 @@ def _print_doctor(report: dict[str, Any]) -> None:
         print(f"passage texts: {store.get('passage_texts', 'not reported')}")
         print(f"memory limit: {store.get('memory_limit', 'not reported')}")
         print(f"vectors in memory: {store.get('vectors_in_memory', 'not reported')}")
+        print(f"vectors in the file: {store.get('vectors_in_file', 'not reported')}")
     print("plugins:   " + ", ".join(report["plugins"]))
     print(f"tools/list at start: {report['tools_list']}")
     for problem in report["problems"]:

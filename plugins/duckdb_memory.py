@@ -280,7 +280,8 @@ class VectorIndex:
                 self._dirty.update(ids.tolist())
 
     def append_new(self, ids: Any, vectors: Any, codes: Any, namespaces: Sequence[str]) -> None:
-        """Append rows for ids not stored yet (loading at open): `codes` index into `namespaces`, row by row."""
+        """Append rows for ids not stored yet (loading at open): `codes` index into `namespaces`, row by row;
+        `vectors` in float32 or as bfloat16 bit patterns (uint16)."""
         with self._lock:
             ids = np.asarray(ids, dtype=np.int64)
             if not len(ids):
@@ -332,8 +333,10 @@ class VectorIndex:
         self._live -= len(rows)
 
     def _held(self, vectors: Any) -> Any:
-        """float32 `vectors` as this index holds them."""
-        return vectors if self.precision == "float32" else _to_bfloat16(vectors)
+        """`vectors` (float32, or bfloat16 bit patterns as uint16) as this index holds them."""
+        if vectors.dtype == np.uint16:
+            return vectors if self.precision == "bfloat16" else _floats(vectors)
+        return vectors if self.precision == "float32" else to_bfloat16(vectors)
 
     def _append(self, ids: Any, vectors: Any, code: int) -> None:
         """Append rows (`vectors` already as held)."""
@@ -761,7 +764,7 @@ def _matrix_view(mapping: mmap.mmap, dimensions: int, dtype: Any) -> Any:
     return np.frombuffer(mapping, dtype=dtype).reshape(-1, dimensions)
 
 
-def _to_bfloat16(vectors: Any) -> Any:
+def to_bfloat16(vectors: Any) -> Any:
     """float32 vectors as bfloat16 bit patterns (uint16), rounded to nearest even (the vectors are finite)."""
     bits = np.ascontiguousarray(vectors, dtype=np.float32).view(np.uint32)
     rounded = bits >> 16  # in place from here on: a third less time than a new array per step

@@ -45,7 +45,7 @@ from duckgraph.ports import (
     isin_ids,
     loose_key,
 )
-from duckgraph.plugins.duckdb_memory import DEFAULT_ANN_MIN_ROWS, GraphMirror, SavedLayout, VectorIndex
+from duckgraph.plugins.duckdb_memory import DEFAULT_ANN_MIN_ROWS, GraphMirror, SavedLayout, VectorIndex, to_bfloat16
 
 log = logging.getLogger(__name__)
 
@@ -175,10 +175,12 @@ _VECTOR_TABLES: dict[str, tuple[str, str, str]] = {
     "chunk": ("chunk_vectors", "chunk_id", "chunks"),
     "edge": ("edge_vectors", "edge_id", "edges"),
 }
-#: How each kind's vectors are held in memory (the file always has float32). The relations' are ~5 per entity, and
-#: only scored against a query (a fact's similarity), never searched for recall: in bfloat16 they take half the
-#: memory (at 5M relations, 3.8 GB instead of 7.7) and a similarity moves by at most ~3e-4.
-_HELD_PRECISION = {"node": "float32", "chunk": "float32", "edge": "bfloat16"}
+#: How each kind's vectors are held in memory and stored in a new file. The relations' are ~5 per entity, and only
+#: scored against a query (a fact's similarity), never searched for recall: in bfloat16 they take half the memory
+#: (at 5M relations, 3.8 GB instead of 7.7) and half the file, go into DuckDB ~7 times as fast (as BLOBs of 2 bytes
+#: a dimension, not FLOAT[d]: 390k against 55k rows a second), and a similarity moves by at most ~3e-4. Files
+#: written before they were stored so keep FLOAT[d] columns (float32), which the store reads and writes as they are.
+_PRECISION = {"node": "float32", "chunk": "float32", "edge": "bfloat16"}
 #: IVF layouts saved so that a reopen need not build the index again (`SavedLayout`): derived data, created on
 #: the first save; a layout lost or refused costs a build.
 _LAYOUTS = (
@@ -299,6 +301,8 @@ class DuckDBStore(GraphStore):
         self._con: Any = None
         self._lock = threading.RLock()
         self._indexes: dict[str, VectorIndex] = {}
+        #: Kind -> "float32" (a FLOAT[d] column) or "bfloat16" (a BLOB column): how this file stores the vectors.
+        self._stored_precision: dict[str, str] = {}
         self._hnsw: dict[str, HnswMirror] = {}
         #: Kinds whose index is kept (built when due): those indexed from the start and those searched since open.
         self._searched: set[str] = set(_INDEXED_FROM_THE_START)
@@ -453,7 +457,7 @@ class DuckDBStore(GraphStore):
         _, dimensions = info
         if not self.read_only:
             self._create_vector_tables(self._con, dimensions)  # files bound before edge vectors existed lack one
-        self._indexes = {kind: self._new_index(kind, dimensions) for kind in _VECTOR_TABLES}
+        self._new_indexes(dimensions)
         with self._lean_cache():  # streaming reads by rowid range: nothing to keep cached
             for kind, (table, id_column, owner) in _VECTOR_TABLES.items():
                 self._read_vectors(self._indexes[kind], table, id_column, owner)
@@ -521,9 +525,19 @@ class DuckDBStore(GraphStore):
             # and a later write fails to commit once the indexes outgrow it.
             self._con.execute(f"SET memory_limit = '{self.memory_limit}'")
 
+    def _new_indexes(self, dimensions: int) -> None:
+        """Empty vector indexes of every kind, and how the file stores each kind's vectors (see `_PRECISION`)."""
+        columns = dict(self._con.execute(
+            "SELECT table_name, data_type FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND schema_name = 'main' AND column_name = 'embedding'").fetchall())
+        self._stored_precision = {
+            kind: _PRECISION[kind] if table not in columns else "bfloat16" if columns[table] == "BLOB" else "float32"
+            for kind, (table, _, _) in _VECTOR_TABLES.items()}
+        self._indexes = {kind: self._new_index(kind, dimensions) for kind in _VECTOR_TABLES}
+
     def _new_index(self, kind: str, dimensions: int) -> VectorIndex:
         return VectorIndex(dimensions, kind=kind, ann_min_rows=self.ann_min_rows if self.vector_index == "ivf" else None,
-                           nprobe=self.ann_nprobe, precision=_HELD_PRECISION[kind])
+                           nprobe=self.ann_nprobe, precision=_PRECISION[kind])
 
     def _read_vectors(self, index: VectorIndex, table: str, id_column: str, owner: str) -> None:
         """Every stored vector of a kind into `index`, block by block (no copy of the whole set but the index).
@@ -653,18 +667,16 @@ class DuckDBStore(GraphStore):
                 con.executemany(
                     "INSERT INTO meta VALUES (?, ?)", [["embedder_id", embedder_id], ["dimensions", str(dimensions)]]
                 )
-            self._indexes = {kind: self._new_index(kind, dimensions) for kind in _VECTOR_TABLES}
+            self._new_indexes(dimensions)
 
     @staticmethod
     def _create_vector_tables(con: Any, dimensions: int) -> None:
         # No primary key: the store writes an id's vector once (a new id plainly, another after deleting the old
         # vector, `_insert_vectors`), and the key's index halved the insert rate (measured with the checkpoint:
         # 7.9k against 14.7k rows of 384 floats a second). Files written with the key keep it; both work.
-        for table, id_column, _ in _VECTOR_TABLES.values():
-            con.execute(
-                f"CREATE TABLE IF NOT EXISTS {table} "
-                f"({id_column} BIGINT NOT NULL, embedding FLOAT[{int(dimensions)}] NOT NULL)"
-            )
+        for kind, (table, id_column, _) in _VECTOR_TABLES.items():
+            column = "BLOB" if _PRECISION[kind] == "bfloat16" else f"FLOAT[{int(dimensions)}]"
+            con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({id_column} BIGINT NOT NULL, embedding {column} NOT NULL)")
 
     # -- writes ----------------------------------------------------------------------------------------
 
@@ -846,8 +858,8 @@ class DuckDBStore(GraphStore):
         con.execute(f"INSERT INTO chunks SELECT id, ns, doc, ordinal, text FROM {rows}", params)
         with_vectors = [(i, c.embedding) for i, c in zip(ids, batch.chunks) if c.embedding is not None]
         if with_vectors:
-            _insert_vectors(con, "chunk_vectors", [i for i, _ in with_vectors], [v for _, v in with_vectors], dimensions,
-                            replace=False)  # new ids
+            self._write_vectors(con, "chunk", [i for i, _ in with_vectors], [v for _, v in with_vectors], dimensions,
+                                replace=False)  # new ids
         self._mirror(self._graph.add_chunks, ids, [namespace_of[c.document_id] for c in batch.chunks],
                      [c.document_id for c in batch.chunks], [c.ordinal for c in batch.chunks],
                      [c.text for c in batch.chunks])
@@ -909,8 +921,8 @@ class DuckDBStore(GraphStore):
         for nodes, is_new in ((new, True), (old, False)):
             with_vectors = [n for n in nodes if n.embedding is not None]
             if with_vectors:  # a new id has no vector yet: nothing to delete first
-                _insert_vectors(con, "node_vectors", [n.id for n in with_vectors], [n.embedding for n in with_vectors],
-                                dimensions, replace=not is_new)
+                self._write_vectors(con, "node", [n.id for n in with_vectors], [n.embedding for n in with_vectors],
+                                    dimensions, replace=not is_new)
         for node in batch.nodes:
             node_ids[node.key] = node.id
         return node_ids, len(new), len(old)
@@ -1020,9 +1032,15 @@ class DuckDBStore(GraphStore):
         for is_new in (True, False):
             ids = [i for i in with_vectors if state[i][7] is is_new]
             if ids:  # a new edge has no vector yet: nothing to delete first
-                _insert_vectors(con, "edge_vectors", ids, [with_vectors[i] for i in ids], dimensions, replace=not is_new)
+                self._write_vectors(con, "edge", ids, [with_vectors[i] for i in ids], dimensions, replace=not is_new)
         self._link_edge_sources(con, batch, resolved, edge_id_of)
         return edge_id_of, created, updated
+
+    def _write_vectors(self, con: Any, kind: str, ids: Sequence[int], vectors: Sequence[Any], dimensions: int, *,
+                       replace: bool = True) -> None:
+        """`_insert_vectors` into the kind's table, in the precision this file stores it in."""
+        _insert_vectors(con, _VECTOR_TABLES[kind][0], ids, vectors, dimensions, replace=replace,
+                        precision=self._stored_precision[kind])
 
     def _node_ids(self, con: Any, batch: WriteBatch, keys: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """(namespace, key) -> node id of the given keys, as the transaction sees them (this batch's nodes
@@ -1391,10 +1409,11 @@ class DuckDBStore(GraphStore):
             index = self._indexes.get(kind)
             if index is None:
                 return {}
-            if index.precision == "float32":
+            if index.precision == self._stored_precision[kind]:
                 # The in-memory index holds exactly what the file holds (it is updated only after a commit).
                 return index.vectors(ids)
-            # Held rounded in memory: the file's own floats. The range lets DuckDB skip the row groups without them.
+            # Held rounded in memory, float32 in an older file: the file's own floats. The range lets DuckDB skip the
+            # row groups without them.
             ids = [i for i in ids if index.contains(i)]
             if not ids:
                 return {}
@@ -1496,8 +1515,8 @@ class DuckDBStore(GraphStore):
         self._replace_observations(con, [n for n in nodes if n.observations is not None], now)
         with_vectors = [n for n in nodes if n.embedding is not None]
         if with_vectors:
-            _insert_vectors(con, "node_vectors", [n.id for n in with_vectors], [n.embedding for n in with_vectors],
-                            dimensions)
+            self._write_vectors(con, "node", [n.id for n in with_vectors], [n.embedding for n in with_vectors],
+                                dimensions)
         return len(new), len(nodes) - len(new)
 
     @staticmethod
@@ -1589,7 +1608,7 @@ class DuckDBStore(GraphStore):
             )
         vectors = {edge_id: e.embedding for edge_id, e in zip(ids, edges) if e.embedding is not None}
         if vectors:
-            _insert_vectors(con, "edge_vectors", list(vectors), list(vectors.values()), dimensions)
+            self._write_vectors(con, "edge", list(vectors), list(vectors.values()), dimensions)
         return created, len(edges) - created
 
     def _restore_provenance(self, con: Any, snapshot: Snapshot) -> tuple[int, int]:
@@ -1701,7 +1720,20 @@ class DuckDBStore(GraphStore):
                 "read_only": self.read_only_reason or None,
                 "memory_limit": f"{self.memory_limit} for DuckDB's cache and indexes (store option memory_limit)",
                 "vectors_in_memory": self._vectors_in_memory(sizes, info),
+                "vectors_in_file": self._vectors_in_file(),
             }
+
+    def _vectors_in_file(self) -> str:
+        """How the file stores each kind's vectors, and what an older file's float32 relations cost (for doctor)."""
+        if not self._stored_precision:
+            return "none (no embedder bound yet)"
+        text = ", ".join(f"{kind} {precision}" for kind, precision in self._stored_precision.items())
+        older = [kind for kind, precision in self._stored_precision.items() if precision != _PRECISION[kind]]
+        if older:
+            text += (f"; written before {', '.join(older)} vectors were stored in {_PRECISION[older[0]]}, which takes "
+                     "half the space and writes them several times as fast: `duckgraph export --embeddings` and "
+                     "`duckgraph import` into a new file convert them")
+        return text
 
     def _vectors_in_memory(self, sizes: dict[str, int], info: tuple[str, int] | None) -> str:
         """What the vectors take in this process, and what an index build adds while it runs (for doctor)."""
@@ -1927,16 +1959,18 @@ def apply_write_settings(con: Any, checkpoint_threshold: str = CHECKPOINT_THRESH
 
 def _insert_vectors(
     con: Any, table: str, ids: Sequence[int], vectors: Sequence[Any], dimensions: int,
-    extra: dict[str, Any] | None = None, *, replace: bool = True,
+    extra: dict[str, Any] | None = None, *, replace: bool = True, precision: str = "float32",
 ) -> None:
     """Insert rows of (id, [extra columns,] vector) from numpy arrays; with `replace`, the ids' stored vectors
     are deleted first (a vector table has no key to replace by). Rows of ids known to be new should go in with
-    replace=False, which skips that delete.
+    replace=False, which skips that delete. The table's vector column is FLOAT[d] for `precision` "float32", a BLOB
+    of bfloat16 bit patterns (2 bytes a dimension, little-endian) for "bfloat16".
 
     Vectors go in as one Arrow fixed-size-list column, which DuckDB reads as FLOAT[d] without converting: binding
     them as Python list parameters costs ~0.2 ms per float in DuckDB 1.5.5 (300 x 384 floats: 20 s), and a
     columnar view of one column per component put together with list_value took twice the time of this (60,000
-    vectors in calls of 600: 57-75 against 28-30 us of CPU per vector).
+    vectors in calls of 600: 57-75 against 28-30 us of CPU per vector). bfloat16 ones go in as one Arrow
+    fixed-size-binary column over the rounded matrix's bytes.
     """
     # Imported here: ~80 ms, which only writes need.
     import pyarrow as pa
@@ -1948,7 +1982,12 @@ def _insert_vectors(
     columns: dict[str, Any] = {"id": pa.array(id_array)}
     for name, values in (extra or {}).items():
         columns[name] = pa.array(np.asarray(values))
-    columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), int(dimensions))
+    if precision == "bfloat16":
+        bits = to_bfloat16(matrix).astype("<u2", copy=False)
+        columns["vector"] = pa.FixedSizeBinaryArray.from_buffers(
+            pa.binary(2 * int(dimensions)), len(bits), [None, pa.py_buffer(bits)])
+    else:
+        columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), int(dimensions))
     view = f"_incoming_{table}"
     con.register(view, pa.table(columns))
     try:
@@ -1972,7 +2011,8 @@ def _json_list(values: Iterable[Any]) -> str:
 
 
 def _arrow_vectors(result: Any, table: str, dimensions: int) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, float32 vectors) of a query's `id` and `embedding` columns, read as Arrow (see `_read_vectors`)."""
+    """(ids, vectors) of a query's `id` and `embedding` columns, read as Arrow (see `_read_vectors`): float32
+    vectors from a FLOAT[d] column, bfloat16 bit patterns (uint16) from a BLOB one (see `_insert_vectors`)."""
     # Imported here, once there are vectors to read: ~80 ms.
     import pyarrow as pa
 
@@ -1981,11 +2021,19 @@ def _arrow_vectors(result: Any, table: str, dimensions: int) -> tuple[np.ndarray
     if not len(ids):
         return ids, np.zeros((0, dimensions), dtype=np.float32)
     embeddings = pa.concat_arrays(block.column("embedding").chunks)
-    flat = embeddings.flatten().to_numpy(zero_copy_only=False)
-    if embeddings.null_count or len(flat) != len(ids) * dimensions:
-        raise StoreError(f"{table}: {len(flat)} vector components for {len(ids)} rows of {dimensions} dimensions; "
-                         "the file may be damaged")
-    return ids, np.asarray(flat, dtype=np.float32).reshape(len(ids), dimensions)
+    if pa.types.is_binary(embeddings.type) or pa.types.is_large_binary(embeddings.type):
+        offsets = np.frombuffer(embeddings.buffers()[1], dtype=np.int64 if pa.types.is_large_binary(embeddings.type)
+                                else np.int32)[embeddings.offset : embeddings.offset + len(ids) + 1]
+        whole = embeddings.null_count == 0 and bool((np.diff(offsets) == 2 * dimensions).all())
+        flat = np.frombuffer(embeddings.buffers()[2], dtype="<u2", count=len(ids) * dimensions if whole else 0,
+                             offset=int(offsets[0])).astype(np.uint16, copy=False)
+    else:
+        flat = np.asarray(embeddings.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
+        whole = embeddings.null_count == 0 and len(flat) == len(ids) * dimensions
+    if not whole:
+        raise StoreError(f"{table}: the vectors of {len(ids)} rows are not all of {dimensions} dimensions; the file "
+                         "may be damaged")
+    return ids, flat.reshape(len(ids), dimensions)
 
 
 def _rows(first: int, **columns: tuple[str, list[Any]]) -> tuple[str, list[str]]:

@@ -31,8 +31,8 @@ import numpy as np
 
 from duckgraph.core.model import MAX_EDGES_PER_CALL, EdgeInput, NodeInput
 from duckgraph.core.service import KnowledgeBase, edge_text, node_text
-from duckgraph.plugins.duckdb_store import (CHECKPOINT_THRESHOLD, DuckDBStore, _insert_vectors,
-                                            apply_write_settings)
+from duckgraph.plugins.duckdb_store import (_PRECISION, _VECTOR_TABLES, CHECKPOINT_THRESHOLD, DuckDBStore,
+                                            _insert_vectors, apply_write_settings)
 from duckgraph.ports import Embedder, EdgeWrite, NodeRecord, entity_key, relation_type
 
 
@@ -112,14 +112,15 @@ def vectors_alone(folder: Path, counts: Sequence[tuple[int, int]], dimensions: i
     con = duckdb.connect(str(folder / "vectors-alone.duckdb"))
     apply_write_settings(con, checkpoint_threshold)  # as the store writes
     DuckDBStore._create_vector_tables(con, dimensions)
-    next_id = {"node_vectors": 1, "edge_vectors": 1}
+    next_id = {"node": 1, "edge": 1}
     began = time.perf_counter()
     for node_vectors, edge_vectors in calls:
         con.execute("BEGIN")
-        for table, vectors in (("node_vectors", node_vectors), ("edge_vectors", edge_vectors)):
-            ids = range(next_id[table], next_id[table] + len(vectors))
-            _insert_vectors(con, table, ids, vectors, dimensions, replace=False)
-            next_id[table] += len(vectors)
+        for kind, vectors in (("node", node_vectors), ("edge", edge_vectors)):
+            ids = range(next_id[kind], next_id[kind] + len(vectors))
+            _insert_vectors(con, _VECTOR_TABLES[kind][0], ids, vectors, dimensions, replace=False,
+                            precision=_PRECISION[kind])
+            next_id[kind] += len(vectors)
         con.execute("COMMIT")
     writing = time.perf_counter() - began
     began = time.perf_counter()

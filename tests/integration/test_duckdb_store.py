@@ -18,6 +18,7 @@ import pytest
 
 from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.service import KnowledgeBase
+from duckgraph.plugins.duckdb_memory import to_bfloat16
 from duckgraph.plugins.duckdb_store import SCHEMA_VERSION, DuckDBStore, default_memory_limit, vss_extension_path
 from duckgraph.ports import (
     EdgeWrite,
@@ -361,25 +362,65 @@ def test_written_vectors_are_stored_bit_for_bit(bound_store: DuckDBStore):
         assert np.array_equal(np.asarray(stored[ids[entity_key(f"N{i}")]], dtype=np.float32), vector)
 
 
-def test_relation_vectors_are_held_in_bfloat16_but_read_back_as_the_file_has_them(bound_store: DuckDBStore):
-    """The relations' vectors are held rounded to bfloat16 in memory (half the bytes), so their similarities move
-    by at most a rounding; the file keeps float32, and `get_vectors` (what an export writes) reads those."""
+@pytest.mark.parametrize("file", ["new", "older"])
+def test_relation_vectors_are_held_and_stored_in_bfloat16_and_an_older_file_s_float32_ones_are_kept(
+        db_path: Path, file: str):
+    """The relations' vectors are held in memory and stored in a new file rounded to bfloat16 (half the bytes), so
+    their similarities move by at most a rounding. A file written before stores them as float32 (FLOAT[d]); it is
+    read and written as it is, and `get_vectors` (what an export writes) gives its own floats."""
     rng = np.random.default_rng(12)
     vectors = normalize(rng.standard_normal((300, DIMS)).astype(np.float32))
-    nodes = [node(f"N{i}", vectors[0]) for i in range(301)]
-    edges = [EdgeWrite(namespace="default", source_key="n0", target_key=f"n{i + 1}", type="LINKS",
-                       embedding=vectors[i]) for i in range(300)]
-    node_ids = bound_store.write(WriteBatch(nodes=nodes, edges=edges)).node_ids
-    edge_of_target = dict(bound_store._con.execute("SELECT target_id, id FROM edges").fetchall())
-    edge_ids = [edge_of_target[node_ids[f"n{i + 1}"]] for i in range(300)]
-    assert "edge 0.0 in bfloat16" in bound_store.health()["vectors_in_memory"]
-    back = bound_store.get_vectors("edge", [*edge_ids, 99_999])
-    assert sorted(back) == sorted(edge_ids)
-    assert all(np.array_equal(back[edge_id], vectors[i]) for i, edge_id in enumerate(edge_ids))
+    rounded = (to_bfloat16(vectors).astype(np.uint32) << 16).view(np.float32)
     query = vectors[7]
-    held = bound_store.similarity_array("edge", np.asarray(edge_ids), query)
-    exact = vectors @ query
-    assert np.abs(held - exact).max() <= 2e-3 and not np.array_equal(held, exact)
+    store = DuckDBStore(db_path)
+    store.open()
+    try:
+        if file == "older":  # as such a file was created when the embedder was bound
+            store._con.execute(f"CREATE TABLE edge_vectors (edge_id BIGINT NOT NULL, embedding FLOAT[{DIMS}] NOT NULL)")
+        store.bind_embedder("test:unit", DIMS)
+        nodes = [node(f"N{i}", vectors[0]) for i in range(301)]
+        edges = [EdgeWrite(namespace="default", source_key="n0", target_key=f"n{i + 1}", type="LINKS",
+                           embedding=vectors[i]) for i in range(150)]
+        node_ids = store.write(WriteBatch(nodes=nodes, edges=edges)).node_ids
+        store.close()
+        store.open()  # the first half read back from the file, the second written into what was read
+        store.write(WriteBatch(edges=[EdgeWrite(namespace="default", source_key="n0", target_key=f"n{i + 1}",
+                                                type="LINKS", embedding=vectors[i]) for i in range(150, 300)]))
+        edge_of_target = dict(store._con.execute("SELECT target_id, id FROM edges").fetchall())
+        edge_ids = [edge_of_target[node_ids[f"n{i + 1}"]] for i in range(300)]
+        column = store._con.execute("SELECT data_type FROM duckdb_columns() WHERE table_name = 'edge_vectors' "
+                                    "AND column_name = 'embedding'").fetchone()[0]
+        health = store.health()
+        back = store.get_vectors("edge", [*edge_ids, 99_999])
+        held = store.similarity_array("edge", np.asarray(edge_ids), query)
+    finally:
+        store.close()
+    assert "edge 0.0 in bfloat16" in health["vectors_in_memory"]
+    assert sorted(back) == sorted(edge_ids)
+    assert np.array_equal(np.vstack([back[edge_id] for edge_id in edge_ids]), vectors if file == "older" else rounded)
+    assert np.allclose(held, rounded @ query, atol=1e-6)
+    assert np.abs(held - vectors @ query).max() <= 2e-3 and not np.array_equal(held, vectors @ query)
+    if file == "new":
+        assert column == "BLOB" and health["vectors_in_file"] == "node float32, chunk float32, edge bfloat16"
+    else:
+        assert column == f"FLOAT[{DIMS}]"
+        assert health["vectors_in_file"].startswith("node float32, chunk float32, edge float32; written before edge "
+                                                    "vectors were stored in bfloat16")
+
+
+def test_a_damaged_relation_vector_is_refused_at_open(db_path: Path):
+    store = DuckDBStore(db_path)
+    store.open()
+    try:
+        store.bind_embedder("test:unit", DIMS)
+        store.write(WriteBatch(nodes=[node("Ada", unit(1)), node("Bob", unit(0, 1))],
+                               edges=[EdgeWrite(namespace="default", source_key="ada", target_key="bob", type="KNOWS",
+                                                embedding=unit(0, 0, 1))]))
+        store._con.execute("UPDATE edge_vectors SET embedding = '\\x00\\x01'::BLOB")  # 2 bytes, not 2 a dimension
+    finally:
+        store.close()
+    with pytest.raises(StoreError, match=f"edge_vectors: the vectors of 1 rows are not all of {DIMS} dimensions"):
+        DuckDBStore(db_path).open()
 
 
 @pytest.mark.parametrize("keyed", [False, True], ids=["new file", "file written with keyed vector tables"])
