@@ -344,6 +344,7 @@ def test_doctor_on_a_fresh_file(cli_env, tmp_path: Path, capsys):
     assert "passage texts: in memory (0.0 MB, up to passage_texts_mb=256)" in printed
     assert f"memory limit: {default_memory_limit()} for DuckDB's cache and indexes" in printed
     assert "vectors in memory: none (no embedder bound yet)" in printed
+    assert "vectors in the file: none (no embedder bound yet)" in printed
     store = report["store"]
     assert store["path"] == str(path)
     assert store["vss"]["loaded"] is True and store["vss"]["path"].endswith(".duckdb_extension")
@@ -361,6 +362,7 @@ def test_doctor_reports_an_embedder_mismatch(cli_env, db_path: Path, capsys):
     assert code == 1
     assert report["store"]["embedder"] == {"id": "test:fake-hashing", "dimensions": 64}
     assert report["store"]["vector_search"]["node"].startswith("exact scan")
+    assert report["store"]["vectors_in_file"] == "node float32, chunk float32, edge bfloat16"
     assert any("test:fake-hashing" in p and "all-MiniLM-L6-v2" in p for p in report["problems"])
 
 

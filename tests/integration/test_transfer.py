@@ -9,6 +9,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from duckgraph.core import bootstrap as bootstrap_module
@@ -18,6 +19,7 @@ from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.plugins import build_plugin_manager
 from duckgraph.core.service import KnowledgeBase, edge_text
 from duckgraph.core.transfer import export_jsonl, import_file, import_lines
+from duckgraph.plugins.duckdb_memory import to_bfloat16
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from duckgraph.ports import EdgeWrite, EmbedderMismatchError, InvalidInputError, NodeRecord, Snapshot
 from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
@@ -190,6 +192,36 @@ def test_round_trip_with_embeddings_embeds_nothing(source, tmp_path):
     assert export(reopened, embeddings=True) == text
     assert reopened.search("Vera Rubin").anchors[0].name == "Vera Rubin"
     reopened.close()
+
+
+def test_an_older_file_s_float32_relation_vectors_go_into_a_new_file_as_bfloat16(tmp_path):
+    """What doctor advises for a file written before the relations' vectors were stored in bfloat16."""
+    older = DuckDBStore(tmp_path / "older.duckdb")
+    older.open()
+    older._con.execute("CREATE TABLE edge_vectors (edge_id BIGINT NOT NULL, embedding FLOAT[64] NOT NULL)")
+    older.close()
+    kb = open_kb(tmp_path / "older.duckdb")
+    kb.add_documents([DocumentInput(**d) for d in DOCUMENTS])
+    kb.add_knowledge_graph([NodeInput(**n) for n in NODES], [EdgeInput(**e) for e in EDGES])
+    assert "edge float32; written before" in kb.store.health()["vectors_in_file"]
+    text = export(kb, embeddings=True)
+    kb.close()
+    exported = [np.asarray(json.loads(line)["embedding"], dtype=np.float32) for line in text.splitlines()
+                if json.loads(line)["kind"] == "edge"]
+    assert exported and not all(np.array_equal(v, widened(to_bfloat16(v))) for v in exported)  # the file's floats
+
+    target = open_kb(tmp_path / "new.duckdb")
+    import_lines(target, text.splitlines(keepends=True))
+    assert target.store.health()["vectors_in_file"] == "node float32, chunk float32, edge bfloat16"
+    imported = [np.asarray(json.loads(line)["embedding"], dtype=np.float32)
+                for line in export(target, embeddings=True).splitlines() if json.loads(line)["kind"] == "edge"]
+    target.close()
+    assert len(imported) == len(exported)
+    assert all(np.array_equal(new, widened(to_bfloat16(old))) for new, old in zip(imported, exported))
+
+
+def widened(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 def test_embeddings_from_another_embedder_are_refused(source, tmp_path):
