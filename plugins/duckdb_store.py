@@ -2025,8 +2025,8 @@ def _arrow_vectors(result: Any, table: str, dimensions: int) -> tuple[np.ndarray
         offsets = np.frombuffer(embeddings.buffers()[1], dtype=np.int64 if pa.types.is_large_binary(embeddings.type)
                                 else np.int32)[embeddings.offset : embeddings.offset + len(ids) + 1]
         whole = embeddings.null_count == 0 and bool((np.diff(offsets) == 2 * dimensions).all())
-        flat = np.frombuffer(embeddings.buffers()[2], dtype="<u2", count=len(ids) * dimensions if whole else 0,
-                             offset=int(offsets[0])).astype(np.uint16, copy=False)
+        flat = np.frombuffer(embeddings.buffers()[2], dtype="<u2", count=len(ids) * dimensions,
+                             offset=int(offsets[0])).astype(np.uint16, copy=False) if whole else None
     else:
         flat = np.asarray(embeddings.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
         whole = embeddings.null_count == 0 and len(flat) == len(ids) * dimensions

@@ -503,6 +503,11 @@ def test_a_bfloat16_index_takes_half_the_memory_and_answers_as_a_float32_one_wit
     reopened = VectorIndex(384, ann_min_rows=1_000, precision="bfloat16")
     reopened.upsert(ids, vectors[:20_000], "default")
     assert reopened.restore(half.take_unsaved_layout()) and reopened._listed == 20_000  # every row's check held
+    # Rows loaded as a file stores the relations' vectors (bfloat16 bit patterns): held as they are, or widened.
+    bits = memory.to_bfloat16(vectors[:100])
+    for index in (VectorIndex(384, ann_min_rows=None), VectorIndex(384, ann_min_rows=None, precision="bfloat16")):
+        index.append_new(ids[:100], bits, np.zeros(100, dtype=np.int32), ["default"])
+        assert all(np.array_equal(vector, held[i]) for i, vector in index.vectors(ids[:100]).items())
     with pytest.raises(ValueError, match="precision must be one of float32, bfloat16"):
         VectorIndex(8, precision="float16")
 
