@@ -47,6 +47,28 @@ def test_texts_are_handed_over_in_calls_of_texts_per_call_and_come_back_in_order
     np.testing.assert_allclose(vectors, one_by_one, atol=1e-5)
 
 
+def test_without_a_batch_size_short_texts_go_through_the_model_in_bigger_batches_than_long_ones(minilm):
+    embedder = SentenceTransformersEmbedder(precision="float32")
+    sharing_the_model(embedder, minilm)
+    short = [f"Entity {i} works at Company {i % 7}" for i in range(300)]
+    long = [f"Passage {i}: " + "Marie Curie discovered radium and polonium in Paris. " * 10 for i in range(40)]
+    sizes = []
+    original = embedder._model.encode
+    embedder._model.encode = lambda texts, batch_size, **options: sizes.append(batch_size) or original(
+        texts, batch_size=batch_size, **options)
+    try:
+        short_vectors = embedder.embed_documents(short)
+        long_vectors = embedder.embed_documents(long)
+    finally:
+        del embedder._model.encode  # the session's model is shared
+    assert sizes[0] == sizes[1] == 256 and 8 <= sizes[-1] < 32, sizes  # ~12,000 characters a batch, within bounds
+    fixed = SentenceTransformersEmbedder(batch_size=32, precision="float32")
+    sharing_the_model(fixed, minilm)
+    # The batch size changes the padding only: the vectors are the same.
+    np.testing.assert_allclose(short_vectors, fixed.embed_documents(short), atol=1e-5)
+    np.testing.assert_allclose(long_vectors, fixed.embed_documents(long), atol=1e-5)
+
+
 def sharing_the_model(embedder: SentenceTransformersEmbedder, loaded: SentenceTransformersEmbedder) -> None:
     """Give `embedder` the session's loaded model (spares loading it again; its own state stays its own)."""
     embedder._model, embedder._default_threads = loaded._model, loaded._default_threads
