@@ -527,12 +527,16 @@ class DuckDBStore(GraphStore):
 
     def _new_indexes(self, dimensions: int) -> None:
         """Empty vector indexes of every kind, and how the file stores each kind's vectors (see `_PRECISION`)."""
-        columns = dict(self._con.execute(
+        column_types = dict(self._con.execute(
             "SELECT table_name, data_type FROM duckdb_columns() WHERE database_name = current_database() "
             "AND schema_name = 'main' AND column_name = 'embedding'").fetchall())
-        self._stored_precision = {
-            kind: _PRECISION[kind] if table not in columns else "bfloat16" if columns[table] == "BLOB" else "float32"
-            for kind, (table, _, _) in _VECTOR_TABLES.items()}
+
+        def stored(kind: str, table: str) -> str:
+            if table not in column_types:  # not created yet (a read-only file): it would be as _PRECISION says
+                return _PRECISION[kind]
+            return "bfloat16" if column_types[table] == "BLOB" else "float32"
+
+        self._stored_precision = {kind: stored(kind, table) for kind, (table, _, _) in _VECTOR_TABLES.items()}
         self._indexes = {kind: self._new_index(kind, dimensions) for kind in _VECTOR_TABLES}
 
     def _new_index(self, kind: str, dimensions: int) -> VectorIndex:
