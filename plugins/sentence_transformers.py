@@ -25,6 +25,10 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL.casefold(), f"sentence-transformers/{DEFAULT_MODEL}".casefold()}
 #: Batches up to this size run on one thread: on two cores, two threads for one short text are slower.
 _SMALL_BATCH = 4
+#: Until PyTorch is loaded (~10 s of imports, by the server's warm-up or the first bigger write), writes of up to this
+#: many texts go through the ONNX export as well (one thread: ~140 entity and ~260 relation texts a second here)
+#: instead of waiting for it.
+_BEFORE_PYTORCH = 64
 #: Texts the ONNX export must embed as sentence-transformers does before it answers queries (and bfloat16 close to
 #: float32 before batches use it): a short one, one past the model's length limit (truncation), and the two
 #: together (padding).
@@ -70,7 +74,8 @@ class SentenceTransformersEmbedder(Embedder):
         to four texts) with onnxruntime on one thread: ~10 ms per question here against ~24 ms through
         sentence-transformers, with the same vectors (checked at export). Batches stay on PyTorch, faster there.
         A local model's export is kept in `cache_dir` (default: duckgraph's folder in the user cache, ~90 MB), so
-        that a later start answers queries without waiting for PyTorch's import (~10 s).
+        that a later start answers queries without waiting for PyTorch's import (~10 s), and writes of up to 64 texts
+        until PyTorch is loaded.
 
         `precision` is what PyTorch computes batches in: "float32", "bfloat16" (autocast), or "auto", which takes
         bfloat16 on a CPU with bfloat16 instructions (avx512_bf16 or amx_bf16) when the model's bfloat16 vectors of
@@ -179,7 +184,8 @@ class SentenceTransformersEmbedder(Embedder):
         return self.onnx_queries and self.device == "cpu"
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        if len(texts) <= _SMALL_BATCH and (query_model := self._query_model or self._cached_query_model()):
+        small = _SMALL_BATCH if self._model is not None else _BEFORE_PYTORCH
+        if len(texts) <= small and (query_model := self._query_model or self._cached_query_model()):
             return query_model.embed(texts)
         model = self._load()
         with self._lock:

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -184,6 +185,44 @@ def test_a_later_process_answers_queries_from_the_cached_export_without_pytorch(
     assert answer["torch_imported"] is False
     assert answer["queries"] == f"onnxruntime (the export cached in {cache})"
     np.testing.assert_allclose(answer["vector"], minilm.embed_query(QUESTIONS[0]), atol=2e-6)
+
+
+def test_until_pytorch_is_loaded_writes_of_up_to_64_texts_run_on_the_cached_export(tmp_path, minilm):
+    cache = tmp_path / "cache"
+    first = SentenceTransformersEmbedder(cache_dir=str(cache))
+    sharing_the_model(first, minilm)
+    first.warm_up()  # leaves the export in the cache, as an earlier server would
+    later = SentenceTransformersEmbedder(cache_dir=str(cache))
+    loading, release = threading.Event(), threading.Event()
+
+    def held_load():  # PyTorch's import, held until the test lets it finish
+        loading.set()
+        release.wait(60)
+        sharing_the_model(later, minilm)
+        return later._model
+
+    later._load = held_load
+    texts = [f"Entity {i} works at Company {i % 7}" for i in range(64)]
+    exported = []
+    vectors = later.embed_documents(texts)
+    embed = later._query_model.embed
+    later._query_model.embed = lambda batch: exported.append(len(batch)) or embed(batch)
+    assert not loading.is_set()  # answered without PyTorch
+    with minilm._lock:
+        np.testing.assert_allclose(vectors, minilm._encode(minilm._model, texts, bfloat16=False), atol=1e-5)
+    bigger: list = []
+    waiting = threading.Thread(target=lambda: bigger.append(later.embed_documents([*texts, "one more"])))
+    waiting.start()
+    try:
+        assert loading.wait(60)  # 65 texts wait for the batch model
+        later.embed_documents(texts[:10])  # meanwhile a small write still goes through the export
+        assert exported == [10]
+    finally:
+        release.set()
+        waiting.join(60)
+    assert len(bigger[0]) == 65 and exported == [10]
+    later.embed_documents(texts)
+    assert exported == [10]  # loaded: 64 texts go to the batch model again
 
 
 def test_a_cached_export_that_no_longer_gives_its_vectors_is_ignored_and_made_again(tmp_path, minilm, caplog):
