@@ -37,9 +37,10 @@ PRECISIONS = ("auto", "float32", "bfloat16")
 #: Lowest cosine between a model's bfloat16 and float32 vectors of the probe texts for "auto" to take bfloat16
 #: (all-MiniLM-L6-v2: 0.99998; on 2,000 texts of the benchmarks' data the lowest was 0.99997).
 _BFLOAT16_AGREEMENT = 0.9999
-#: Characters of text per model batch when `batch_size` is not set (~3,000 tokens of English). Each batch costs a
-#: fixed overhead (bfloat16 autocast casts the weights again), so short texts go faster in big batches and long ones
-#: in small: measured here, all-MiniLM-L6-v2 in bfloat16, texts a second by texts per batch: relations of ~16 tokens
+#: Characters of text per model batch when `batch_size` is not set (~3,000 tokens of English). Each batch has a
+#: fixed cost (the same steps through 6 layers whatever its size; keeping the weights in bfloat16 did not lower it),
+#: so short texts go faster in big batches, and long ones, whose attention grows with the square of their length, in
+#: small: measured here, all-MiniLM-L6-v2 in bfloat16, texts a second by texts per batch: relations of ~16 tokens
 #: 890 (32), 1,110 (64), 1,285 (128 and 256); entities with observations, ~31 tokens, 680 (32), 785 (64), 795 (128);
 #: passages of ~150 tokens 129 (8), 144 (16), 137 (32), 131 (64). Best from ~2,000 to ~4,000 tokens a batch.
 _BATCH_CHARACTERS = 12_000
@@ -60,12 +61,11 @@ def bundled_model_path() -> Path | None:
 class SentenceTransformersEmbedder(Embedder):
     def __init__(
         self, model: str = DEFAULT_MODEL, *, device: str = "cpu", batch_size: int | None = None,
-        texts_per_call: int = 256,
-        threads: int | None = None, onnx_queries: bool = True, cache_dir: str | None = None,
+        texts_per_call: int = 256, threads: int | None = None, onnx_queries: bool = True, cache_dir: str | None = None,
         precision: str = "auto",
     ) -> None:
-        """`batch_size` texts go through the model at once; by default (None) as many as make ~12,000 characters
-        at the call's mean text length (8 to 256: 230 relations of ~50 characters, 22 passages of ~530). `texts_per_call`
+        """`batch_size` texts go through the model at once; by default (None) as many as make ~12,000 characters at
+        the call's mean text length (8 to 256: 230 relations of ~50 characters, 22 passages of ~530). `texts_per_call`
         texts are handed to the model in one call, which sorts them by length before batching: the more texts, the
         less padding (passages of ~500 characters: 20 texts/s in calls of 32, 35 texts/s in calls of 256; short texts
         ~10% faster).
@@ -203,8 +203,8 @@ class SentenceTransformersEmbedder(Embedder):
         autocast = torch.autocast(model.device.type, dtype=torch.bfloat16) if bfloat16 else contextlib.nullcontext()
         with autocast:
             vectors = model.encode(
-                list(texts), batch_size=self.encode_batch_size or _batch_size(texts), convert_to_numpy=True, normalize_embeddings=True,
-                show_progress_bar=False,
+                list(texts), batch_size=self.encode_batch_size or _batch_size(texts), convert_to_numpy=True,
+                normalize_embeddings=True, show_progress_bar=False,
             )
         return np.asarray(vectors, dtype=np.float32)
 
@@ -493,13 +493,13 @@ def _dimensions_from_files(location: str) -> int | None:
         return None
 
 
-@hookimpl
-def register_embedders(register):
-    register("sentence-transformers", SentenceTransformersEmbedder)
-
-
 def _batch_size(texts: Sequence[str]) -> int:
     """Texts per model batch for `texts` when the embedder's `batch_size` is not set (see `_BATCH_CHARACTERS`)."""
     mean = sum(map(len, texts)) / max(len(texts), 1)
     low, high = _BATCH_TEXTS
     return max(low, min(high, int(_BATCH_CHARACTERS / max(mean, 1))))
+
+
+@hookimpl
+def register_embedders(register):
+    register("sentence-transformers", SentenceTransformersEmbedder)
