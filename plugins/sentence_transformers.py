@@ -201,10 +201,11 @@ class SentenceTransformersEmbedder(Embedder):
             bfloat16 = self._uses_bfloat16(model)
         torch.set_num_threads(1 if len(texts) <= _SMALL_BATCH else (self.threads or self._default_threads))
         autocast = torch.autocast(model.device.type, dtype=torch.bfloat16) if bfloat16 else contextlib.nullcontext()
+        batch_size = _batch_size(texts) if self.encode_batch_size is None else self.encode_batch_size
         with autocast:
             vectors = model.encode(
-                list(texts), batch_size=self.encode_batch_size or _batch_size(texts), convert_to_numpy=True,
-                normalize_embeddings=True, show_progress_bar=False,
+                list(texts), batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                show_progress_bar=False,
             )
         return np.asarray(vectors, dtype=np.float32)
 

@@ -203,8 +203,8 @@ def test_until_pytorch_is_loaded_writes_of_up_to_64_texts_run_on_the_cached_expo
 
     later._load = held_load
     texts = [f"Entity {i} works at Company {i % 7}" for i in range(64)]
-    exported = []
     vectors = later.embed_documents(texts)
+    exported = []  # the sizes of the writes the export answers from here on
     embed = later._query_model.embed
     later._query_model.embed = lambda batch: exported.append(len(batch)) or embed(batch)
     assert not loading.is_set()  # answered without PyTorch
