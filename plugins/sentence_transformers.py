@@ -25,9 +25,8 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL.casefold(), f"sentence-transformers/{DEFAULT_MODEL}".casefold()}
 #: Batches up to this size run on one thread: on two cores, two threads for one short text are slower.
 _SMALL_BATCH = 4
-#: Until PyTorch is loaded (~10 s of imports, by the server's warm-up or the first bigger write), writes of up to this
-#: many texts go through the ONNX export as well (one thread: ~140 entity and ~260 relation texts a second here)
-#: instead of waiting for it.
+#: Where batches would run on PyTorch in bfloat16, until PyTorch is loaded (~10 s of imports, by the server's warm-up
+#: or the first bigger write) writes of up to this many texts go through the ONNX export instead of waiting for it.
 _BEFORE_PYTORCH = 64
 #: Texts the ONNX export must embed as sentence-transformers does before it answers queries (and bfloat16 close to
 #: float32 before batches use it): a short one, one past the model's length limit (truncation), and the two
@@ -40,12 +39,19 @@ _BFLOAT16_AGREEMENT = 0.9999
 #: Characters of text per model batch when `batch_size` is not set (~3,000 tokens of English). Each batch has a
 #: fixed cost (the same steps through 6 layers whatever its size; keeping the weights in bfloat16 did not lower it),
 #: so short texts go faster in big batches, and long ones, whose attention grows with the square of their length, in
-#: small: measured here, all-MiniLM-L6-v2 in bfloat16, texts a second by texts per batch: relations of ~16 tokens
-#: 890 (32), 1,110 (64), 1,285 (128 and 256); entities with observations, ~31 tokens, 680 (32), 785 (64), 795 (128);
-#: passages of ~150 tokens 129 (8), 144 (16), 137 (32), 131 (64). Best from ~2,000 to ~4,000 tokens a batch.
+#: small: measured on a 2-core machine with AMX, all-MiniLM-L6-v2 in bfloat16, texts a second by texts per batch:
+#: relations of ~16 tokens 890 (32), 1,110 (64), 1,285 (128 and 256); entities with observations, ~31 tokens, 680
+#: (32), 785 (64), 795 (128); passages of ~150 tokens 129 (8), 144 (16), 137 (32), 131 (64). Best from ~2,000 to
+#: ~4,000 tokens a batch.
 _BATCH_CHARACTERS = 12_000
 #: Bounds of that batch size (one text past the length limit is ~256 tokens; more than 256 texts gained nothing).
 _BATCH_TEXTS = (8, 256)
+#: The same for batches on onnxruntime, which runs smaller batches faster: measured on a 2-core machine without AMX,
+#: float32 on 2 threads, texts a second by texts per batch: relations of ~50 characters 481 (16), 512 (32), 500 (64),
+#: 428 (256); entities with observations, ~120 characters, 297 (16), 281 (32), 270 (64); passages of ~740 characters
+#: 40 (4), 36 (8), 31 (32).
+_ONNX_BATCH_CHARACTERS = 2_000
+_ONNX_BATCH_TEXTS = (4, 64)
 
 
 def bundled_model_path() -> Path | None:
@@ -61,27 +67,27 @@ def bundled_model_path() -> Path | None:
 class SentenceTransformersEmbedder(Embedder):
     def __init__(
         self, model: str = DEFAULT_MODEL, *, device: str = "cpu", batch_size: int | None = None,
-        texts_per_call: int = 256, threads: int | None = None, onnx_queries: bool = True, cache_dir: str | None = None,
-        precision: str = "auto",
+        texts_per_call: int = 256, threads: int | None = None, onnx_queries: bool = True, onnx_batches: bool = True,
+        cache_dir: str | None = None, precision: str = "auto",
     ) -> None:
         """`batch_size` texts go through the model at once; by default (None) as many as make ~12,000 characters at
-        the call's mean text length (8 to 256: 230 relations of ~50 characters, 22 passages of ~530). `texts_per_call`
-        texts are handed to the model in one call, which sorts them by length before batching: the more texts, the
-        less padding (passages of ~500 characters: 20 texts/s in calls of 32, 35 texts/s in calls of 256; short texts
-        ~10% faster).
+        the call's mean text length on PyTorch (8 to 256: 230 relations of ~50 characters, 22 passages of ~530), ~2,000
+        on onnxruntime (4 to 64). `texts_per_call` texts are handed to the model in one call, which sorts them by
+        length before batching: the more texts, the less padding (passages of ~500 characters: 20 texts/s in calls of
+        32, 35 texts/s in calls of 256; short texts ~10% faster).
 
-        With `onnx_queries`, `warm_up` also exports the model to ONNX (~1.5 s, ~240 MB) and embeds queries (up
-        to four texts) with onnxruntime on one thread: ~10 ms per question here against ~24 ms through
-        sentence-transformers, with the same vectors (checked at export). Batches stay on PyTorch, faster there.
-        A local model's export is kept in `cache_dir` (default: duckgraph's folder in the user cache, ~90 MB), so
-        that a later start answers queries without waiting for PyTorch's import (~10 s), and writes of up to 64 texts
-        until PyTorch is loaded.
+        On the CPU, `warm_up` exports the model to ONNX (~1.5 s, ~90 MB; checked against the model's own vectors
+        of probe texts) and keeps the export in `cache_dir` (default: duckgraph's folder in the user cache), so that
+        a later process loads it without importing PyTorch (~10 s). With `onnx_queries`, queries (up to four texts)
+        run on it, on one thread: ~10 ms per question here against ~24 ms through sentence-transformers. With
+        `onnx_batches`, so do batches computed in float32, on `threads` threads: as fast as PyTorch in float32 here,
+        in a fraction of its memory, and a process that finds the export cached never imports PyTorch.
 
-        `precision` is what PyTorch computes batches in: "float32", "bfloat16" (autocast), or "auto", which takes
-        bfloat16 on a CPU with bfloat16 instructions (avx512_bf16 or amx_bf16) when the model's bfloat16 vectors of
-        probe texts agree with its float32 ones (cosine >= 0.9999), float32 otherwise. On this project's 2-core
-        AMD EPYC, all-MiniLM-L6-v2 embeds 1.6-1.75 times as many texts a second in bfloat16, with a cosine of
-        0.99997 or more to the float32 vectors; without the instructions bfloat16 is emulated, and slower."""
+        `precision` is what batches are computed in: "float32", "bfloat16" (PyTorch's autocast), or "auto", which
+        takes bfloat16 on a CPU with AMX (amx_bf16) when the model's bfloat16 vectors of probe texts agree with its
+        float32 ones (cosine >= 0.9999), float32 otherwise. all-MiniLM-L6-v2 embedded 1.6-1.75 times as many texts a
+        second in bfloat16 on a 2-core machine with AMX, within a cosine of 0.99997 of float32; on one with
+        avx512_bf16 but no AMX, bfloat16 was 1.6 times slower than float32 (289 against 468 texts a second)."""
         if precision not in PRECISIONS:
             raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
         self.model = model
@@ -90,6 +96,7 @@ class SentenceTransformersEmbedder(Embedder):
         self.batch_size = texts_per_call  # the port's split of embed_documents
         self.threads = threads
         self.onnx_queries = onnx_queries
+        self.onnx_batches = onnx_batches
         self.cache_dir = cache_dir
         self.precision = precision
         self._bfloat16: bool | None = None  # decided on the model's first batch (see _uses_bfloat16)
@@ -97,10 +104,10 @@ class SentenceTransformersEmbedder(Embedder):
         self._model: Any = None
         self._dimensions: int | None = None
         self._lock = threading.Lock()
-        self._query_model: _OnnxQueryModel | None = None
-        self._query_source = ""  # where the query model came from, for describe()
-        self._query_problem: str | None = None  # why queries stay on PyTorch, once an export was tried
-        self._query_lock = threading.Lock()
+        self._onnx: _OnnxModel | None = None
+        self._onnx_source = ""  # where the export came from, for describe()
+        self._onnx_problem: str | None = None  # why the model runs on PyTorch only, once an export was tried
+        self._onnx_lock = threading.Lock()
         self._cache_tried = False
 
     @property
@@ -115,34 +122,42 @@ class SentenceTransformersEmbedder(Embedder):
         return self._dimensions
 
     def warm_up(self) -> None:
-        self._cached_query_model()  # first: answers queries while PyTorch is imported
+        onnx = self._cached_export()  # first: answers queries (and float32 batches) while PyTorch is imported
+        if onnx is not None and onnx.batches and self._float32_decided():
+            return  # batches run on the export: this process does not need PyTorch
         model = self._load()
         with self._lock:  # the precision's probes and the tracing run the model; no encode may run on it meanwhile
-            self._uses_bfloat16(model)  # decided here rather than in the first write
-            if self._exports_queries and self._query_model is None and self._query_problem is None:
+            bfloat16 = self._uses_bfloat16(model)  # decided here rather than in the first write
+            if self._exports and self._onnx is None and self._onnx_problem is None:
                 try:
                     # Checked against float32: the export computes in float32 whatever the batches use.
-                    self._query_model = _OnnxQueryModel.export(model, functools.partial(self._encode, bfloat16=False),
-                                                               self._model_folder(), self._cache_folder())
+                    self._onnx = _OnnxModel.export(model, functools.partial(self._encode, bfloat16=False),
+                                                   self._model_folder(), self._cache_folder(),
+                                                   self._onnx_batch_threads(bfloat16))
                 except _NotExportable as exc:
-                    self._query_problem = str(exc)
-                    log.warning("queries are embedded with PyTorch: %s", exc)
+                    self._onnx_problem = str(exc)
+                    log.warning("the model runs on PyTorch only: %s", exc)
                 else:
-                    self._query_source = "the model exported at warm-up"
-                    log.info("queries are embedded with onnxruntime")
+                    self._onnx_source = "the model exported at warm-up"
+                    log.info("the model's ONNX export is ready")
 
-    def _cached_query_model(self) -> _OnnxQueryModel | None:
-        """The query model, loaded from the export cache on the first call that asks (without PyTorch)."""
-        with self._query_lock:
+    def _cached_export(self) -> _OnnxModel | None:
+        """The ONNX export, loaded from the cache on the first call that asks (without PyTorch)."""
+        with self._onnx_lock:
             if not self._cache_tried:
                 self._cache_tried = True
                 folder = self._model_folder()
-                if self._exports_queries and folder is not None and self._query_model is None:
-                    self._query_model = _OnnxQueryModel.cached(folder, self._cache_folder())
-                    if self._query_model is not None:
-                        self._query_source = f"the export cached in {self._cache_folder()}"
-                        log.info("queries are embedded with onnxruntime, from %s", self._query_source)
-        return self._query_model
+                if self._exports and folder is not None and self._onnx is None:
+                    self._onnx = _OnnxModel.cached(folder, self._cache_folder(),
+                                                   self._onnx_batch_threads(self._bfloat16))
+                    if self._onnx is not None:
+                        self._onnx_source = f"the export cached in {self._cache_folder()}"
+                        log.info("the model's ONNX export is loaded from %s", self._cache_folder())
+        return self._onnx
+
+    def _onnx_batch_threads(self, bfloat16: bool | None) -> int | None:
+        """Threads of the export's batch session (0: onnxruntime's default), or None when batches stay off it."""
+        return None if not self.onnx_batches or bfloat16 else (self.threads or 0)
 
     def _model_folder(self) -> Path | None:
         folder = Path(self._model_location()).expanduser()
@@ -156,19 +171,7 @@ class SentenceTransformersEmbedder(Embedder):
         return Path(platformdirs.user_cache_dir("duckgraph")) / "onnx-queries"
 
     def describe(self) -> dict[str, str]:
-        if self._query_model is not None:
-            runtime = f"onnxruntime ({self._query_source})"
-        elif not self.onnx_queries:
-            runtime = "PyTorch (onnx_queries is off)"
-        elif not self._exports_queries:
-            runtime = f"PyTorch (on device {self.device}; onnxruntime is used on the CPU only)"
-        elif self._query_problem is not None:
-            runtime = f"PyTorch: {self._query_problem}"
-        elif missing := _onnx_packages_missing():
-            runtime = f"PyTorch: {missing}"
-        else:
-            runtime = ("onnxruntime once the server's warm-up has exported the model (or found its export in "
-                       f"{self._cache_folder()}), PyTorch before")
+        queries = self._onnx_runtime() if self.onnx_queries else "PyTorch (onnx_queries is off)"
         if self._bfloat16 is None:
             bfloat16, reason = self._precision_before_probes()
         else:
@@ -177,19 +180,47 @@ class SentenceTransformersEmbedder(Embedder):
             batches = f"PyTorch in bfloat16 if the model's vectors of probe texts agree with float32's ({reason})"
         else:
             batches = f"PyTorch in {'float32' if bfloat16 is False else 'bfloat16'} ({reason})"
-        return {"queries": runtime, "batches": batches}
+        if bfloat16 is False and self.onnx_batches and self._exports:
+            if self._onnx is not None:
+                batches = f"onnxruntime in float32, {self._onnx_source} ({reason})"
+            elif self._onnx_problem is None and not _onnx_packages_missing():
+                batches = f"onnxruntime in float32 once the model is exported, PyTorch before ({reason})"
+        return {"queries": queries, "batches": batches}
+
+    def _onnx_runtime(self) -> str:
+        """What runs the ONNX export, or why PyTorch does, for describe()."""
+        if self._onnx is not None:
+            return f"onnxruntime ({self._onnx_source})"
+        if not self._exports:
+            return f"PyTorch (on device {self.device}; onnxruntime is used on the CPU only)"
+        if self._onnx_problem is not None:
+            return f"PyTorch: {self._onnx_problem}"
+        if missing := _onnx_packages_missing():
+            return f"PyTorch: {missing}"
+        return ("onnxruntime once the server's warm-up has exported the model (or found its export in "
+                f"{self._cache_folder()}), PyTorch before")
 
     @property
-    def _exports_queries(self) -> bool:
-        return self.onnx_queries and self.device == "cpu"
+    def _exports(self) -> bool:
+        return (self.onnx_queries or self.onnx_batches) and self.device == "cpu"
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        small = _SMALL_BATCH if self._model is not None else _BEFORE_PYTORCH
-        if len(texts) <= small and (query_model := self._query_model or self._cached_query_model()):
-            return query_model.embed(texts)
+        if (onnx := self._onnx or self._cached_export()) is not None:
+            if len(texts) <= _SMALL_BATCH and self.onnx_queries:
+                return onnx.embed(texts)
+            if onnx.batches and (self._float32_decided() or (self._model is None and len(texts) <= _BEFORE_PYTORCH)):
+                return onnx.embed_batches(texts, self.encode_batch_size)
         model = self._load()
         with self._lock:
             return self._encode(model, texts)
+
+    def _float32_decided(self) -> bool:
+        """Whether batches are computed in float32 (decided without PyTorch where the options and the CPU say so)."""
+        if self._bfloat16 is None:
+            decided, reason = self._precision_before_probes()
+            if decided is False:
+                self._bfloat16, self._precision_reason = False, reason
+        return self._bfloat16 is False
 
     def _encode(self, model: Any, texts: Sequence[str], *, bfloat16: bool | None = None) -> np.ndarray:
         """The model's vectors of `texts`, in the embedder's precision unless `bfloat16` says which. Callers hold
@@ -201,7 +232,9 @@ class SentenceTransformersEmbedder(Embedder):
             bfloat16 = self._uses_bfloat16(model)
         torch.set_num_threads(1 if len(texts) <= _SMALL_BATCH else (self.threads or self._default_threads))
         autocast = torch.autocast(model.device.type, dtype=torch.bfloat16) if bfloat16 else contextlib.nullcontext()
-        batch_size = _batch_size(texts) if self.encode_batch_size is None else self.encode_batch_size
+        batch_size = self.encode_batch_size
+        if batch_size is None:
+            batch_size = _batch_size(texts, _BATCH_CHARACTERS, _BATCH_TEXTS)
         with autocast:
             vectors = model.encode(
                 list(texts), batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
@@ -235,6 +268,8 @@ class SentenceTransformersEmbedder(Embedder):
                                     "float32 ones (cosine %.5f on probe texts)", agreement)
             log.info("batches are embedded in %s (%s)", "bfloat16" if self._bfloat16 else "float32",
                      self._precision_reason)
+            if self._bfloat16 and self._onnx is not None:
+                self._onnx.drop_batches()  # PyTorch's bfloat16 takes them from here
         return self._bfloat16
 
     def _precision_before_probes(self) -> tuple[bool | None, str]:
@@ -245,9 +280,9 @@ class SentenceTransformersEmbedder(Embedder):
             return None, "the precision option"
         if self.device != "cpu":
             return False, "precision auto: bfloat16 only on the CPU"
-        if not _cpu_has_bfloat16():
-            return False, "precision auto: this CPU has no bfloat16 instructions"
-        return None, "precision auto; the CPU has bfloat16 instructions"
+        if not _cpu_has_amx():
+            return False, "precision auto: bfloat16 only on a CPU with AMX"
+        return None, "precision auto; the CPU has AMX"
 
     def _model_location(self) -> str:
         if self.model.casefold() in _DEFAULT_ALIASES:
@@ -292,21 +327,20 @@ class _NotExportable(Exception):
     """The model cannot embed queries through ONNX; the message says why."""
 
 
-class _OnnxQueryModel:
-    """The model's transformer exported to ONNX and run by onnxruntime on one thread, its token vectors averaged
-    over the attention mask, the texts tokenized by the model's own `tokenizer.json` (the `tokenizers` library).
+class _OnnxModel:
+    """The model's transformer exported to ONNX and run by onnxruntime, its token vectors averaged over the
+    attention mask, the texts tokenized by the model's own `tokenizer.json` (the `tokenizers` library): queries on
+    one thread, batches (when asked for) in a session of their own on `batch_threads`.
     Made only when that reproduces the model's vectors on probe texts: a model with another pooling, a prompt or
     extra layers fails the check and stays on PyTorch. A local model's export is cached with those vectors, so a
-    later process answers queries from the cache without importing PyTorch (checked again on the same probes)."""
+    later process loads it from the cache without importing PyTorch (checked again on the same probes)."""
 
-    def __init__(self, graph: Path, folder: Path, max_length: int, input_names: list[str]) -> None:
-        import onnxruntime  # here: a process that never exports or loads a query model does not need it
+    def __init__(self, graph: Path, folder: Path, max_length: int, input_names: list[str],
+                 batch_threads: int | None = None) -> None:
         from tokenizers import Tokenizer  # small (Rust); sentence-transformers' own tokenizer needs transformers
 
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # its notes on graph rewrites would reach the MCP host's log
-        self._session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        self._session = _onnx_session(graph, threads=1)
+        self._batch_session = None if batch_threads is None else _onnx_session(graph, threads=batch_threads)
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         padding = self._tokenizer.padding or {}  # the file may pad to a fixed length: pad to the longest instead
         self._tokenizer.enable_padding(pad_id=padding.get("pad_id", 0), pad_token=padding.get("pad_token", "[PAD]"),
@@ -315,7 +349,40 @@ class _OnnxQueryModel:
         self.max_length = max_length
         self.input_names = input_names
 
+    @property
+    def batches(self) -> bool:
+        """Whether it embeds batches (`embed_batches`)."""
+        return self._batch_session is not None
+
+    def drop_batches(self) -> None:
+        """Free the batch session (~90 MB of weights and its buffers): batches run elsewhere from now on."""
+        self._batch_session = None
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of a few texts (a query), in one run on one thread."""
+        return self._run(self._session, texts)
+
+    def embed_batches(self, texts: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        """Unit vectors of `texts`, in runs of texts of similar length (less padding), `batch_size` texts each or
+        by their length (see `_ONNX_BATCH_CHARACTERS`)."""
+        import numpy as np
+
+        session = self._batch_session
+        if session is None:
+            raise RuntimeError("this ONNX model embeds no batches")  # a caller's mistake, never the user's
+        if batch_size is None:
+            batch_size = _batch_size(texts, _ONNX_BATCH_CHARACTERS, _ONNX_BATCH_TEXTS)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors = None
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            part = self._run(session, [texts[i] for i in rows])
+            if vectors is None:
+                vectors = np.empty((len(texts), part.shape[1]), dtype=np.float32)
+            vectors[rows] = part
+        return vectors if vectors is not None else np.zeros((0, 0), dtype=np.float32)
+
+    def _run(self, session: Any, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
         # Stripped as sentence-transformers strips them: for some tokenizers a leading space is a token.
@@ -323,7 +390,7 @@ class _OnnxQueryModel:
         columns = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
         inputs = {name: np.array([getattr(e, columns[name]) for e in encodings], dtype=np.int64)
                   for name in self.input_names}
-        (token_vectors,) = self._session.run(None, inputs)
+        (token_vectors,) = session.run(None, inputs)
         mask = inputs["attention_mask"][..., None].astype(np.float32)
         return normalize((token_vectors * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9))
 
@@ -334,7 +401,8 @@ class _OnnxQueryModel:
         return float(np.min(np.sum(self.embed(texts) * expected, axis=1)))
 
     @classmethod
-    def export(cls, model: Any, encode: Any, folder: Path | None, cache: Path | None) -> _OnnxQueryModel:
+    def export(cls, model: Any, encode: Any, folder: Path | None, cache: Path | None,
+               batch_threads: int | None = None) -> _OnnxModel:
         """Export `model` (loaded; `folder` its files when local), check it, cache it when both are given."""
         if missing := _onnx_packages_missing():
             raise _NotExportable(missing)
@@ -361,7 +429,7 @@ class _OnnxQueryModel:
                         output_names=["token_vectors"], opset_version=17, dynamo=False,
                         dynamic_axes={name: {0: "texts", 1: "tokens"} for name in [*names, "token_vectors"]},
                     )
-                exported = cls(graph, folder, model.max_seq_length, names)
+                exported = cls(graph, folder, model.max_seq_length, names, batch_threads)
                 probes = encode(model, list(_PROBES))
                 for texts, expected in (([_PROBES[0]], probes[:1]), ([_PROBES[1]], probes[1:]), (_PROBES, probes)):
                     if not (agreement := exported.agreement(texts, expected)) > _AGREEMENT:
@@ -376,7 +444,7 @@ class _OnnxQueryModel:
         return exported
 
     @classmethod
-    def cached(cls, folder: Path, cache: Path) -> _OnnxQueryModel | None:
+    def cached(cls, folder: Path, cache: Path, batch_threads: int | None = None) -> _OnnxModel | None:
         """The cached export of the model in `folder`, if there is one for these files and it still gives the
         vectors recorded with it; None otherwise (a new export replaces it)."""
         import numpy as np
@@ -386,7 +454,8 @@ class _OnnxQueryModel:
         key = _cache_key(folder)
         try:
             recorded = json.loads((cache / f"{key}.json").read_text(encoding="utf-8"))
-            loaded = cls(cache / f"{key}.onnx", folder, recorded["max_length"], recorded["input_names"])
+            loaded = cls(cache / f"{key}.onnx", folder, recorded["max_length"], recorded["input_names"],
+                         batch_threads)
             agreement = loaded.agreement(_PROBES, np.asarray(recorded["probe_vectors"], dtype=np.float32))
         except FileNotFoundError:
             return None
@@ -424,7 +493,7 @@ def _cache_key(folder: Path) -> str:
     return digest.hexdigest()[:24]
 
 
-def _store_in_cache(cache: Path, folder: Path, graph: Path, exported: _OnnxQueryModel, probes: np.ndarray) -> None:
+def _store_in_cache(cache: Path, folder: Path, graph: Path, exported: _OnnxModel, probes: np.ndarray) -> None:
     """Keep the export for later processes; a cache that cannot be written only costs them the export."""
     import shutil
 
@@ -462,15 +531,16 @@ def _positional(transformer: Any, names: list[str]) -> Any:
     return Positional()
 
 
-def _cpu_has_bfloat16(cpuinfo_path: str = "/proc/cpuinfo") -> bool:
-    """Whether the CPU has bfloat16 instructions PyTorch uses (x86: avx512_bf16, amx_bf16), from /proc/cpuinfo;
-    False where that cannot be read (macOS, Windows): emulated bfloat16 is slower than float32."""
+@functools.lru_cache(maxsize=1)  # the CPU does not change while the process runs
+def _cpu_has_amx(cpuinfo_path: str = "/proc/cpuinfo") -> bool:
+    """Whether the CPU has AMX for bfloat16 (amx_bf16 in /proc/cpuinfo); False where that cannot be read (macOS,
+    Windows). With avx512_bf16 alone, PyTorch's bfloat16 batches were slower than float32 (see `precision`)."""
     try:
         with open(cpuinfo_path, encoding="ascii", errors="replace") as cpuinfo:
             flags = next((line.partition(":")[2].split() for line in cpuinfo if line.startswith("flags")), [])
     except OSError:
         return False
-    return not {"avx512_bf16", "amx_bf16"}.isdisjoint(flags)
+    return "amx_bf16" in flags
 
 
 def _onnx_packages_missing() -> str | None:
@@ -494,11 +564,22 @@ def _dimensions_from_files(location: str) -> int | None:
         return None
 
 
-def _batch_size(texts: Sequence[str]) -> int:
-    """Texts per model batch for `texts` when the embedder's `batch_size` is not set (see `_BATCH_CHARACTERS`)."""
+def _batch_size(texts: Sequence[str], characters: int, bounds: tuple[int, int]) -> int:
+    """Texts per model batch for `texts` when the embedder's `batch_size` is not set: `characters` of text at their
+    mean length, within `bounds` (see `_BATCH_CHARACTERS`)."""
     mean = sum(map(len, texts)) / max(len(texts), 1)
-    low, high = _BATCH_TEXTS
-    return max(low, min(high, int(_BATCH_CHARACTERS / max(mean, 1))))
+    low, high = bounds
+    return max(low, min(high, int(characters / max(mean, 1))))
+
+
+def _onnx_session(graph: Path, threads: int) -> Any:
+    """An onnxruntime session of the exported graph on `threads` threads (0: onnxruntime's default)."""
+    import onnxruntime  # here: a process that never exports or loads the model's export does not need it
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.log_severity_level = 3  # its notes on graph rewrites would reach the MCP host's log
+    return onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
 
 
 @hookimpl

@@ -372,4 +372,4 @@ async def test_handshake_and_tools_list_load_no_model_and_open_no_file(tmp_path:
         result = await client.call_tool("search", {"query": "anything at all"})
         assert not result.is_error
         # The first call loads what the query needs: the model, or its cached ONNX export (see the embedder).
-        assert (cold._model is not None or cold._query_model is not None) and db_path.exists()
+        assert (cold._model is not None or cold._onnx is not None) and db_path.exists()

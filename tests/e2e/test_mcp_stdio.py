@@ -316,7 +316,7 @@ def test_a_server_closed_while_it_warms_up_exits_cleanly(tmp_path, db_path, chil
     log = stderr_path.read_text()
     assert "Traceback" not in log and "terminate called" not in log
     if moment != "at once":
-        assert "queries are embedded with onnxruntime" in log  # the export was under way and ran to its end
+        assert "the model's ONNX export is ready" in log  # the export was under way and ran to its end
     if db_path.exists():  # opened by the warm-up (unless it stopped first), and closed: another process opens it
         with duckdb.connect(str(db_path)) as con:
             assert con.execute("SELECT count(*) FROM meta").fetchone()[0] > 0
