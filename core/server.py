@@ -116,6 +116,12 @@ class DuckgraphServer(MCPServer):
         """Build the tools now, if nothing has needed them yet."""
         self._tool_manager  # noqa: B018 (the property builds them)
 
+    def remember_listing(self) -> None:
+        """Keep the listing of the built tools for later starts when none made ahead of time fits here (see
+        core/tool_listing.py)."""
+        if self._tools_built and tool_listing.shipped(self.tool_set) is None:
+            tool_listing.remember(self.tool_set, _as_json(anyio.run(super().list_tools)))  # the SDK's own listing
+
     async def list_tools(self) -> list[MCPTool]:
         if not self._tools_built:
             listing = tool_listing.shipped(self.tool_set)
@@ -210,7 +216,11 @@ async def built_tool_listing(tool_set: str) -> list[dict[str, Any]]:
     """The `tools/list` answer for `tool_set` as the SDK computes it from the tool functions, as JSON."""
     server = MCPServer("tool-listing")
     register_tools(server, tool_set)
-    return [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in await server.list_tools()]
+    return _as_json(await server.list_tools())
+
+
+def _as_json(tools: list[MCPTool]) -> list[dict[str, Any]]:
+    return [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
 
 
 def register_tools(server: MCPServer, tool_set: str) -> None:
@@ -253,6 +263,7 @@ class _WarmUp:
         if self._stopping.wait(WARM_UP_DELAY_SECONDS):
             return
         self._server.build_tools()
+        self._server.remember_listing()
         try:
             for step in (self._kb.open, self._kb.embedder.warm_up):
                 if self._stopping.is_set():

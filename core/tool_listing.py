@@ -5,8 +5,10 @@ is most of what duckgraph adds to a server's start-up: ~0.1 s for ten tools, aga
 `tools/list` ~0.85 s after spawn. A server answers `tools/list` from this file and builds its tools in the
 background after the handshake, or when a call first needs them. The file is used only while it was made from
 this very code (the tool-defining modules' hash) with the installed MCP SDK and pydantic; otherwise the server
-builds its tools for the first `tools/list`, as any other server does, and `duckgraph doctor` says why. After
-changing a tool, write it anew with
+builds its tools for the first `tools/list`, as any other server does, and `duckgraph doctor` says why. Then
+(a pydantic or MCP SDK release newer than the shipped listing, say) the server's warm-up keeps the listing of
+the tools it built in the user cache, with the same fingerprint, and later starts answer from there. After
+changing a tool, write the shipped one anew with
 
     python -m duckgraph.core.tool_listing
 
@@ -18,13 +20,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
+import os
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import pydantic
 
+log = logging.getLogger(__name__)
+
 LISTING_PATH = Path(__file__).with_name("data") / "tool_listing.json"
+#: Where a server keeps the listing of the tools it built when the shipped one does not fit (None: the user cache).
+CACHE_PATH: Path | None = None
 # The modules whose text decides the tools' names, descriptions and schemas.
 _DEFINING_MODULES = ("server.py", "tools.py", "model.py", "memory_compat.py")
 TOOL_SETS = ("graphrag", "memory", "all")
@@ -44,32 +52,75 @@ def fingerprint() -> dict[str, str]:
 
 @functools.cache
 def _shipped() -> tuple[dict[str, list[dict[str, Any]]] | None, str]:
+    current = fingerprint()
     try:
         stored = json.loads(LISTING_PATH.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        return None, f"cannot read {LISTING_PATH.name}: {exc}"
-    current = fingerprint()
-    if stored.get("fingerprint") != current:
+        why = f"cannot read {LISTING_PATH.name}: {exc}"
+    else:
+        if stored.get("fingerprint") == current:
+            return stored["tool_sets"], (f"made from this code with mcp {current['mcp']} and pydantic "
+                                         f"{current['pydantic']}")
         made_with = stored.get("fingerprint") or {}
         differs = ", ".join(f"{key} {made_with.get(key)} here {value}" for key, value in current.items()
                             if made_with.get(key) != value)
-        return None, f"the shipped listing was made from other code or versions ({differs})"
-    return stored["tool_sets"], f"made from this code with mcp {current['mcp']} and pydantic {current['pydantic']}"
+        why = f"the shipped listing was made from other code or versions ({differs})"
+    cached = _read_cache()
+    if cached.get("fingerprint") == current:
+        kept = f"the listing of the tools an earlier start built is read from {_cache_path()}"
+        return cached["tool_sets"], f"{why}; {kept}"
+    return None, why
+
+
+def _cache_path() -> Path:
+    if CACHE_PATH is not None:
+        return CACHE_PATH
+    import platformdirs  # small; only when the shipped listing does not fit
+
+    return Path(platformdirs.user_cache_dir("duckgraph")) / "tool-listing.json"
+
+
+def _read_cache() -> dict[str, Any]:
+    try:
+        return json.loads(_cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
 
 
 def shipped(tool_set: str) -> list[dict[str, Any]] | None:
-    """The shipped `tools/list` answer for `tool_set` (tools as JSON), or None when it does not fit here."""
+    """The `tools/list` answer for `tool_set` (tools as JSON) made ahead of time: the shipped one, or the one an
+    earlier start of this installation kept; None when neither fits here."""
     tool_sets, _ = _shipped()
     return None if tool_sets is None else tool_sets.get(tool_set)
 
 
+def remember(tool_set: str, tools: list[dict[str, Any]]) -> None:
+    """Keep `tools`, the listing of the tools a server built for `tool_set`, for later starts (see the module's
+    text); a cache that cannot be written only costs them the build."""
+    path = _cache_path()
+    current = fingerprint()
+    cached = _read_cache()
+    tool_sets = cached.get("tool_sets", {}) if cached.get("fingerprint") == current else {}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        partial.write_text(json.dumps({"fingerprint": current, "tool_sets": {**tool_sets, tool_set: tools}},
+                                      ensure_ascii=False), encoding="utf-8")
+        os.replace(partial, path)  # whole or not at all: another server may read it at the same moment
+    except OSError as exc:
+        log.warning("could not keep the tool listing in %s (later starts build the tools again): %s", path, exc)
+    else:
+        _shipped.cache_clear()
+
+
 def status() -> str:
-    """One line for `duckgraph doctor`: whether start-up answers from the shipped listing, and if not why."""
+    """One line for `duckgraph doctor`: whether start-up answers from a listing made ahead of time, and if not
+    why."""
     tool_sets, reason = _shipped()
     if tool_sets is not None:
-        return f"answered from the shipped listing ({reason})"
-    return (f"tools built at start, ~0.1 s slower: {reason}; `python -m duckgraph.core.tool_listing` writes "
-            "one for this installation")
+        return f"answered from the listing made ahead of time ({reason})"
+    return (f"tools built at start, ~0.1 s slower: {reason}; a server's warm-up keeps their listing for the next "
+            "start (or `python -m duckgraph.core.tool_listing` writes the shipped one)")
 
 
 def write(path: Path = LISTING_PATH) -> None:

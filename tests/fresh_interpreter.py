@@ -7,10 +7,12 @@ import sys
 import textwrap
 
 
-def run_python(code: str) -> str:
-    """Run `code` in a fresh interpreter (nothing imported yet) and return its stdout."""
+def run_python(code: str, *arguments: str) -> str:
+    """Run `code` in a fresh interpreter (nothing imported yet; `arguments` in its sys.argv[1:]) and return its
+    stdout."""
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", textwrap.dedent(code), *arguments], capture_output=True, text=True, timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()

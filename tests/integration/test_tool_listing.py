@@ -27,7 +27,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def fresh_listing_cache():
+def fresh_listing_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """No listing kept by an earlier server (the user cache's is not the test's)."""
+    monkeypatch.setattr(tool_listing, "CACHE_PATH", tmp_path / "listing-cache" / "tool-listing.json")
     tool_listing._shipped.cache_clear()
     yield
     tool_listing._shipped.cache_clear()
@@ -127,6 +129,71 @@ async def test_a_listing_that_does_not_fit_is_not_served(services: Services, tmp
         listed = (await client.list_tools()).tools
     assert dumped(listed) == await built_tool_listing("graphrag")
     assert len(listed) > 2
+
+
+SERVE_AND_LIST = """
+    import json, sys, anyio
+    from pathlib import Path
+    from duckgraph.core import tool_listing
+    from duckgraph.core.bootstrap import bootstrap
+    from duckgraph.core.config import load_settings
+    from duckgraph.core.server import build_server
+    tool_listing.LISTING_PATH, tool_listing.CACHE_PATH = Path(sys.argv[1]), Path(sys.argv[2])
+    settings = load_settings(sys.argv[3], env={}, db=sys.argv[4], warm_up=False)
+    server = build_server(bootstrap(settings))
+    tools = anyio.run(server.list_tools)
+    print(json.dumps({"built": server.tools_built, "imported": [m for m in ("duckgraph.core.tools",
+        "duckgraph.core.model") if m in sys.modules], "tools": [t.name for t in tools]}))
+"""
+
+
+@pytest.mark.anyio
+async def test_a_server_keeps_the_listing_it_built_and_the_next_start_answers_from_it(
+        tmp_path: Path, plugin_manager, monkeypatch: pytest.MonkeyPatch) -> None:
+    stale = json.loads(tool_listing.LISTING_PATH.read_text(encoding="utf-8"))
+    stale["fingerprint"]["pydantic"] = "2.0.0"  # as after an upgrade of pydantic
+    shipped_path = tmp_path / "tool_listing.json"
+    shipped_path.write_text(json.dumps(stale), encoding="utf-8")
+    monkeypatch.setattr(tool_listing, "LISTING_PATH", shipped_path)
+    monkeypatch.setattr(server_module, "WARM_UP_DELAY_SECONDS", 0.0)
+    config = tmp_path / "config.toml"
+    config.write_text("", encoding="utf-8")
+    arguments = [str(shipped_path), str(tool_listing.CACHE_PATH), str(config), str(tmp_path / "kb.duckdb")]
+    before = json.loads(run_python(SERVE_AND_LIST, *arguments))
+    assert before["built"] and "duckgraph.core.tools" in before["imported"]  # nothing kept yet: built to list them
+
+    settings = load_settings(config, env={}, db=str(tmp_path / "kb.duckdb"), warm_up=True)
+    for tool_set in ("memory", "graphrag"):  # two servers' warm-ups, one tool set each, kept side by side
+        server = build_server(bootstrap(settings, plugin_manager=plugin_manager, embedder=HashingEmbedder()),
+                              tool_set=tool_set)
+        async with Client(server):
+            with anyio.fail_after(30):
+                while tool_listing.shipped(tool_set) is None:
+                    await anyio.sleep(0.05)
+        assert tool_listing.shipped(tool_set) == await built_tool_listing(tool_set)
+    assert tool_listing.shipped("memory") is not None  # the second server kept the first one's
+    assert "read from" in tool_listing.status() and str(tool_listing.CACHE_PATH) in tool_listing.status()
+
+    after = json.loads(run_python(SERVE_AND_LIST, *arguments))
+    assert (after["built"], after["imported"]) == (False, [])
+    assert after["tools"] == before["tools"]
+
+    kept = json.loads(tool_listing.CACHE_PATH.read_text(encoding="utf-8"))
+    kept["fingerprint"]["pydantic"] = "2.0.0"  # kept before another upgrade: it no longer fits
+    tool_listing.CACHE_PATH.write_text(json.dumps(kept), encoding="utf-8")
+    assert json.loads(run_python(SERVE_AND_LIST, *arguments))["built"]
+
+
+def test_a_listing_that_cannot_be_kept_is_logged_and_costs_only_the_build(tmp_path: Path, caplog,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    monkeypatch.setattr(tool_listing, "CACHE_PATH", blocker / "tool-listing.json")
+    monkeypatch.setattr(tool_listing, "LISTING_PATH", tmp_path / "absent.json")
+    with caplog.at_level("WARNING", logger="duckgraph.core.tool_listing"):
+        tool_listing.remember("graphrag", [{"name": "search"}])
+    assert "could not keep the tool listing" in caplog.text and "later starts build the tools again" in caplog.text
+    assert tool_listing.shipped("graphrag") is None
 
 
 def test_doctor_says_whether_the_listing_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
