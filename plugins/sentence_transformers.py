@@ -333,14 +333,18 @@ class _OnnxModel:
     one thread, batches (when asked for) in a session of their own on `batch_threads`.
     Made only when that reproduces the model's vectors on probe texts: a model with another pooling, a prompt or
     extra layers fails the check and stays on PyTorch. A local model's export is cached with those vectors, so a
-    later process loads it from the cache without importing PyTorch (checked again on the same probes)."""
+    later process loads it from the cache without importing PyTorch (checked again on the short probe)."""
 
     def __init__(self, graph: Path, folder: Path, max_length: int, input_names: list[str],
                  batch_threads: int | None = None) -> None:
         from tokenizers import Tokenizer  # small (Rust); sentence-transformers' own tokenizer needs transformers
 
         self._session = _onnx_session(graph, threads=1)
-        self._batch_session = None if batch_threads is None else _onnx_session(graph, threads=batch_threads)
+        # Opened on the first batch (~0.2 s that the first query need not wait for), from `graph`, which must stay
+        # in place until then (`open_batches` opens it at once).
+        self._graph, self._batch_threads = graph, batch_threads
+        self._batch_session: Any = None
+        self._batch_lock = threading.Lock()
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         padding = self._tokenizer.padding or {}  # the file may pad to a fixed length: pad to the longest instead
         self._tokenizer.enable_padding(pad_id=padding.get("pad_id", 0), pad_token=padding.get("pad_token", "[PAD]"),
@@ -352,11 +356,21 @@ class _OnnxModel:
     @property
     def batches(self) -> bool:
         """Whether it embeds batches (`embed_batches`)."""
-        return self._batch_session is not None
+        return self._batch_threads is not None
+
+    def open_batches(self) -> Any:
+        """The batch session, opened now if it is not yet; the query session if batches were dropped meanwhile (a
+        write that chose this model just before finishes on it)."""
+        with self._batch_lock:
+            if self._batch_session is None and self._batch_threads is not None:
+                self._batch_session = _onnx_session(self._graph, threads=self._batch_threads)
+            return self._batch_session or self._session
 
     def drop_batches(self) -> None:
-        """Free the batch session (~90 MB of weights and its buffers): batches run elsewhere from now on."""
-        self._batch_session = None
+        """No batches from now on (they run elsewhere): the batch session's ~90 MB of weights and buffers are
+        freed."""
+        with self._batch_lock:
+            self._batch_threads = self._batch_session = None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors of a few texts (a query), in one run on one thread."""
@@ -367,9 +381,7 @@ class _OnnxModel:
         by their length (see `_ONNX_BATCH_CHARACTERS`)."""
         import numpy as np
 
-        session = self._batch_session
-        if session is None:
-            raise RuntimeError("this ONNX model embeds no batches")  # a caller's mistake, never the user's
+        session = self._batch_session or self.open_batches()
         if batch_size is None:
             batch_size = _batch_size(texts, _ONNX_BATCH_CHARACTERS, _ONNX_BATCH_TEXTS)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -430,6 +442,8 @@ class _OnnxModel:
                         dynamic_axes={name: {0: "texts", 1: "tokens"} for name in [*names, "token_vectors"]},
                     )
                 exported = cls(graph, folder, model.max_seq_length, names, batch_threads)
+                if exported.batches:
+                    exported.open_batches()  # while `graph` exists
                 probes = encode(model, list(_PROBES))
                 for texts, expected in (([_PROBES[0]], probes[:1]), ([_PROBES[1]], probes[1:]), (_PROBES, probes)):
                     if not (agreement := exported.agreement(texts, expected)) > _AGREEMENT:
@@ -456,7 +470,9 @@ class _OnnxModel:
             recorded = json.loads((cache / f"{key}.json").read_text(encoding="utf-8"))
             loaded = cls(cache / f"{key}.onnx", folder, recorded["max_length"], recorded["input_names"],
                          batch_threads)
-            agreement = loaded.agreement(_PROBES, np.asarray(recorded["probe_vectors"], dtype=np.float32))
+            # The short probe only: the key ties the export to the model's files and the libraries, so this is
+            # against a damaged file, which any text shows; the long one alone takes ~150 ms on one thread.
+            agreement = loaded.agreement(_PROBES[:1], np.asarray(recorded["probe_vectors"][:1], dtype=np.float32))
         except FileNotFoundError:
             return None
         except Exception as exc:  # a damaged or foreign cache entry: exported anew once the model is loaded

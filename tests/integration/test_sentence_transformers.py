@@ -274,6 +274,25 @@ def test_for_bfloat16_batches_writes_of_up_to_64_texts_run_on_the_cached_export_
     assert exported == [10]  # loaded: 64 texts go to the batch model again
 
 
+def test_the_batch_session_opens_on_the_first_batch_not_for_the_first_query(tmp_path, minilm):
+    cache = tmp_path / "cache"
+    first = SentenceTransformersEmbedder(cache_dir=str(cache), precision="float32")
+    sharing_the_model(first, minilm)
+    first.warm_up()  # leaves the export in the cache
+    later = SentenceTransformersEmbedder(cache_dir=str(cache), precision="float32")
+    later.embed_query(QUESTIONS[0])
+    assert later._onnx.batches and later._onnx._batch_session is None  # the query did not wait for it
+    vectors = later.embed_documents(SHORT[:10])
+    session = later._onnx._batch_session
+    assert session is not None and session is not later._onnx._session
+    np.testing.assert_allclose(vectors, first.embed_documents(SHORT[:10]), atol=1e-5)
+    later._onnx.drop_batches()  # as when PyTorch's bfloat16 takes the batches over
+    assert not later._onnx.batches and later._onnx._batch_session is None
+    # A write that chose the export just before finishes on the query session rather than fail or reopen one.
+    np.testing.assert_allclose(later._onnx.embed_batches(SHORT[:10]), vectors, atol=1e-5)
+    assert later._onnx._batch_session is None
+
+
 def test_a_cached_export_that_no_longer_gives_its_vectors_is_ignored_and_made_again(tmp_path, minilm, caplog):
     cache = tmp_path / "cache"
     first = SentenceTransformersEmbedder(cache_dir=str(cache))
