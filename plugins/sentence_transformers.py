@@ -385,14 +385,11 @@ class _OnnxModel:
         if batch_size is None:
             batch_size = _batch_size(texts, _ONNX_BATCH_CHARACTERS, _ONNX_BATCH_TEXTS)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        vectors = None
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            part = self._run(session, [texts[i] for i in rows])
-            if vectors is None:
-                vectors = np.empty((len(texts), part.shape[1]), dtype=np.float32)
-            vectors[rows] = part
-        return vectors if vectors is not None else np.zeros((0, 0), dtype=np.float32)
+        by_length = np.vstack([self._run(session, [texts[i] for i in order[start : start + batch_size]])
+                               for start in range(0, len(order), batch_size)])
+        vectors = np.empty_like(by_length)
+        vectors[order] = by_length
+        return vectors
 
     def _run(self, session: Any, texts: Sequence[str]) -> np.ndarray:
         import numpy as np

@@ -935,7 +935,8 @@ def render(results: dict[str, Any]) -> str:
                      ["  raw model.encode", _fmt(passages["raw_encode_texts_per_second"], 1)]]
         out += ["", f"embedding throughput, {embedding['texts']} generated node and relation texts "
                     f"(mean {embedding['mean_chars']:.0f} chars), median of {embedding['repeats']}, "
-                    f"{embedding.get('torch_threads', '?')} torch threads; batches: {embedding.get('batches', '?')}",
+                    f"raw encode on {embedding.get('torch_threads', '?')} torch threads; duckgraph's batches: "
+                    f"{embedding.get('batches', '?')}",
                 _table(["", "texts/s"], throughput)]
     spawn = results.get("startup")
     if spawn:
