@@ -263,9 +263,9 @@ class _WarmUp:
         if self._stopping.wait(WARM_UP_DELAY_SECONDS):
             return
         self._server.build_tools()
-        self._server.remember_listing()
         try:
-            for step in (self._kb.open, self._kb.embedder.warm_up):
+            # The listing last: a failure to keep it must not keep the file closed or the model cold.
+            for step in (self._kb.open, self._kb.embedder.warm_up, self._server.remember_listing):
                 if self._stopping.is_set():
                     return
                 step()
