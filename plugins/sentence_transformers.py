@@ -206,9 +206,10 @@ class SentenceTransformersEmbedder(Embedder):
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         if (onnx := self._onnx or self._cached_export()) is not None:
-            if len(texts) <= _SMALL_BATCH and self.onnx_queries:
-                return onnx.embed(texts)
-            if onnx.batches and (self._float32_decided() or (self._model is None and len(texts) <= _BEFORE_PYTORCH)):
+            if len(texts) <= _SMALL_BATCH:  # a query's few texts
+                if self.onnx_queries:
+                    return onnx.embed(texts)
+            elif onnx.batches and (self._float32_decided() or (self._model is None and len(texts) <= _BEFORE_PYTORCH)):
                 return onnx.embed_batches(texts, self.encode_batch_size)
         model = self._load()
         with self._lock:

@@ -145,6 +145,17 @@ def test_after_warm_up_queries_run_on_onnxruntime_with_the_models_own_vectors(mi
     np.testing.assert_allclose(together, expected, atol=2e-6)
     assert np.allclose(np.linalg.norm(one_by_one, axis=1), 1.0, atol=1e-6)
 
+    batches_only = SentenceTransformersEmbedder(precision="float32", onnx_queries=False)  # batches on the export
+    sharing_the_model(batches_only, minilm)
+    batches_only.warm_up()
+    assert batches_only.describe()["queries"] == "PyTorch (onnx_queries is off)"
+    calls.clear()
+    encode = batches_only._encode
+    batches_only._encode = lambda model, texts: calls.append(len(texts)) or encode(model, texts)
+    batches_only.embed_query(QUESTIONS[0])
+    batches_only.embed_documents(QUESTIONS + QUESTIONS)
+    assert calls == [1]  # the query on PyTorch, as doctor says; the batch on the export
+
 
 def test_a_model_the_export_cannot_reproduce_stays_on_pytorch_and_says_why(tmp_path, minilm, caplog):
     # The same model pooling the first token instead of the mean: the export's mean differs, the check sees it.
