@@ -166,7 +166,7 @@ class SentenceTransformersEmbedder(Embedder):
     def _cache_folder(self) -> Path:
         if self.cache_dir is not None:
             return Path(self.cache_dir).expanduser()
-        import platformdirs  # small; only when a query model is looked up
+        import platformdirs  # small; only when the export is looked up
 
         return Path(platformdirs.user_cache_dir("duckgraph")) / "onnx-queries"
 
@@ -216,12 +216,9 @@ class SentenceTransformersEmbedder(Embedder):
             return self._encode(model, texts)
 
     def _float32_decided(self) -> bool:
-        """Whether batches are computed in float32 (decided without PyTorch where the options and the CPU say so)."""
-        if self._bfloat16 is None:
-            decided, reason = self._precision_before_probes()
-            if decided is False:
-                self._bfloat16, self._precision_reason = False, reason
-        return self._bfloat16 is False
+        """Whether batches are computed in float32: decided by the probes, or without PyTorch where the options and
+        the CPU say so."""
+        return self._bfloat16 is False or (self._bfloat16 is None and self._precision_before_probes()[0] is False)
 
     def _encode(self, model: Any, texts: Sequence[str], *, bfloat16: bool | None = None) -> np.ndarray:
         """The model's vectors of `texts`, in the embedder's precision unless `bfloat16` says which. Callers hold
@@ -325,7 +322,7 @@ class SentenceTransformersEmbedder(Embedder):
 
 
 class _NotExportable(Exception):
-    """The model cannot embed queries through ONNX; the message says why."""
+    """The model cannot run through its ONNX export; the message says why."""
 
 
 class _OnnxModel:
