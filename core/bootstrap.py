@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pluggy
 
 from duckgraph.core.config import Settings, load_settings
-from duckgraph.core.plugins import build_plugin_manager, create
-from duckgraph.core.service import KnowledgeBase
+from duckgraph.core.plugin_manager import build_plugin_manager, create
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.ports import Embedder, Extractor, GraphStore
 
 

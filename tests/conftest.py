@@ -13,8 +13,8 @@ os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="duckgraph-test-cache-")
 
 import pytest
 
-from duckgraph.core.plugins import build_plugin_manager
-from duckgraph.core.service import KnowledgeBase
+from duckgraph.core.plugin_manager import build_plugin_manager
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from tests.fakes import FakeEmbedderPlugin, HashingEmbedder
 

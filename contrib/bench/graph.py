@@ -1,4 +1,4 @@
-"""Graph reads of the DuckDB store at scale: a capped 2-hop expansion through `neighbors()` (as core/retrieval.py
+"""Graph reads of the DuckDB store at scale: a capped 2-hop expansion through `neighbors()` (as core/domain/retrieval.py
 and contrib/bench/scale.py walk), `links()`, `find_nodes`, `get_nodes`, `get_edges`, against the SQL the store used
 before the in-memory graph mirror, on the same file in the same run.
 
@@ -87,7 +87,7 @@ def array_ends(ends) -> list[tuple[int, int]]:
 
 
 def expansion(fetch, anchors: list[int], ends=record_ends) -> int:
-    """A capped expansion as core/retrieval.py walks: HOPS hops, the first FRONTIER new nodes carried into the next
+    """A capped expansion as core/domain/retrieval.py walks: HOPS hops, the first FRONTIER new nodes carried into the next
     (retrieval ranks them first). `fetch(frontier)` returns edges, `ends(edges)` their (source, target) pairs.
     Returns how many edges were fetched. Also used by contrib/bench/scale.py."""
     reached, frontier, count = set(anchors), list(anchors), 0

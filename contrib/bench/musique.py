@@ -46,10 +46,10 @@ from pydantic import ValidationError  # noqa: E402
 
 from duckgraph.core.bootstrap import Services, bootstrap  # noqa: E402
 from duckgraph.core.config import Settings  # noqa: E402
-from duckgraph.core.model import EdgeInput, NodeInput  # noqa: E402
-from duckgraph.core.plugins import build_plugin_manager  # noqa: E402
-from duckgraph.core.server import build_server  # noqa: E402
-from duckgraph.core.service import KnowledgeBase  # noqa: E402
+from duckgraph.core.domain.model import EdgeInput, NodeInput  # noqa: E402
+from duckgraph.core.plugin_manager import build_plugin_manager  # noqa: E402
+from duckgraph.core.mcp.server import build_server  # noqa: E402
+from duckgraph.core.domain.knowledge_base import KnowledgeBase  # noqa: E402
 from duckgraph.ports import entity_key, relation_type  # noqa: E402
 
 #: The data has no entity types; every node gets this neutral one.

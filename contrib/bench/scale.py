@@ -24,7 +24,7 @@ runs, without passages, whose search never ranks passages.
 - serve: reopen the file (what `duckgraph serve` does on first use), wait until the vector indexes the store
   builds are ready (read from `health()`), then `KnowledgeBase.search` with the query pre-embedded and with the
   query embedded by the real model (and how many passages it returned: the sign that the passage ranking ran),
-  a 2-hop expansion from 5 anchors through the store's `neighbor_ends()` (what core/retrieval.py walks) and
+  a 2-hop expansion from 5 anchors through the store's `neighbor_ends()` (what core/domain/retrieval.py walks) and
   through `neighbors()` (the same edges as full records), `vector_search` alone, and recall@10 of
   `vector_search` against exact numpy search over the same stored vectors.
 - startup: spawn `duckgraph serve` on the file until its `tools/list` answer (contrib/bench/startup.py's timer).
@@ -75,8 +75,8 @@ import _data  # noqa: E402
 import graph  # noqa: E402
 from graph import parse_size  # noqa: E402  (scale.parse_size is part of its interface)
 import startup  # noqa: E402
-from duckgraph.core.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, chunk_text  # noqa: E402
-from duckgraph.core.model import (  # noqa: E402
+from duckgraph.core.domain.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, chunk_text  # noqa: E402
+from duckgraph.core.domain.model import (  # noqa: E402
     MAX_DOCUMENTS_PER_CALL,
     MAX_EDGES_PER_CALL,
     MAX_NODES_PER_CALL,
@@ -84,10 +84,10 @@ from duckgraph.core.model import (  # noqa: E402
     EdgeInput,
     NodeInput,
 )
-from duckgraph.core.plugins import build_plugin_manager, create  # noqa: E402
+from duckgraph.core.plugin_manager import build_plugin_manager, create  # noqa: E402
 # _chunk_embedding_text: the passage text add_documents embeds (the title prepended), so that the precomputed
 # vectors are looked up by exactly that text.
-from duckgraph.core.service import KnowledgeBase, _chunk_embedding_text, edge_text, node_text  # noqa: E402
+from duckgraph.core.domain.knowledge_base import KnowledgeBase, _chunk_embedding_text, edge_text, node_text  # noqa: E402
 from duckgraph.ports import EdgeWrite, Embedder, GraphStore, NodeRecord, entity_key, relation_type  # noqa: E402
 
 NAMESPACE = "default"

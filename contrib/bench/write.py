@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from duckgraph.core.model import MAX_EDGES_PER_CALL, EdgeInput, NodeInput
-from duckgraph.core.service import KnowledgeBase, edge_text, node_text
+from duckgraph.core.domain.model import MAX_EDGES_PER_CALL, EdgeInput, NodeInput
+from duckgraph.core.domain.knowledge_base import KnowledgeBase, edge_text, node_text
 from duckgraph.plugins.duckdb_store import (_PRECISION, _VECTOR_TABLES, CHECKPOINT_THRESHOLD, DuckDBStore,
                                             _insert_vectors, apply_write_settings)
 from duckgraph.ports import Embedder, EdgeWrite, NodeRecord, entity_key, relation_type

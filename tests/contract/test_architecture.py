@@ -4,7 +4,8 @@ ports  -> nothing of duckgraph (the contract)
 core   -> ports (never plugins: those are loaded by module name through the plugin manager)
 plugins-> ports (and core only where unavoidable; no rule here)
 Heavy or optional libraries (duckdb, torch, sentence-transformers, ollama) live only in plugins, and `mcp` only in
-core/server.py and core/tools.py, so that registering plugins and importing the core stay cheap.
+core/mcp/, so that registering plugins and importing the core stay cheap. The domain (core/domain/) knows nothing
+of MCP: it never imports core/mcp/.
 """
 
 from __future__ import annotations
@@ -82,14 +83,18 @@ def test_core_never_imports_plugins() -> None:
 
 
 @pytest.mark.parametrize("folder", sorted(PACKAGES))
-def test_only_the_server_imports_mcp(folder: str) -> None:
-    assert violations(folder, "mcp", allowed_files={"core/server.py", "core/tools.py"}) == []
+def test_only_core_mcp_imports_mcp(folder: str) -> None:
+    allowed = {path.relative_to(ROOT).as_posix() for path in source_files("core/mcp")}
+    assert violations(folder, "mcp", allowed_files=allowed) == []
 
 
 def test_the_server_does_import_mcp() -> None:
-    # Guards the rule above against a rename: if the server or its tools moved, the allowed files must move too.
-    for module in ("server.py", "tools.py"):
-        assert any(m == "mcp" or m.startswith("mcp.") for _, m in imports(ROOT / "core" / module))
+    # Guards the rule above against a rename: if the server moved out of core/mcp/, the rule must move too.
+    assert any(m == "mcp" or m.startswith("mcp.") for _, m in imports(ROOT / "core" / "mcp" / "server.py"))
+
+
+def test_the_domain_knows_nothing_of_mcp() -> None:
+    assert violations("core/domain", {"mcp", "duckgraph.core.mcp", "duckgraph.core.cli"}) == []
 
 
 @pytest.mark.parametrize("folder", ["ports", "core"])
@@ -132,7 +137,7 @@ def test_the_checker_finds_real_lazy_imports() -> None:
 
 
 def test_module_names() -> None:
-    assert module_name(ROOT / "core" / "server.py") == "duckgraph.core.server"
+    assert module_name(ROOT / "core" / "mcp" / "server.py") == "duckgraph.core.mcp.server"
     assert module_name(ROOT / "ports" / "__init__.py") == "duckgraph.ports"
 
 

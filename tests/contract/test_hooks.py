@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from duckgraph.core import plugins as core_plugins
+from duckgraph.core import plugin_manager as core_plugins
 from duckgraph.core.bootstrap import bootstrap
 from duckgraph.core.config import load_settings
-from duckgraph.core.plugins import ENTRY_POINT_GROUP, build_plugin_manager, create, factories
+from duckgraph.core.plugin_manager import ENTRY_POINT_GROUP, build_plugin_manager, create, factories
 from duckgraph.ports import Embedder, hookspecs
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from mcp import Client
 
 from duckgraph.core.bootstrap import bootstrap
 from duckgraph.core.config import load_settings
-from duckgraph.core.server import build_server
+from duckgraph.core.mcp.server import build_server
 from tests.fakes import HashingEmbedder
 
 HOSTILE_TEXT = st.one_of(

@@ -18,9 +18,9 @@ from mcp import Client
 
 from duckgraph.core.bootstrap import Services, bootstrap
 from duckgraph.core.config import load_settings
-from duckgraph.core.model import MAX_NODES_PER_CALL, SearchResult
-from duckgraph.core.plugins import build_plugin_manager
-from duckgraph.core.server import build_server
+from duckgraph.core.domain.model import MAX_NODES_PER_CALL, SearchResult
+from duckgraph.core.plugin_manager import build_plugin_manager
+from duckgraph.core.mcp.server import build_server
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
 

@@ -13,8 +13,8 @@ from mcp import Client
 
 from duckgraph.core.bootstrap import Services, bootstrap
 from duckgraph.core.config import load_settings
-from duckgraph.core.model import NodeInput
-from duckgraph.core.server import build_server
+from duckgraph.core.domain.model import NodeInput
+from duckgraph.core.mcp.server import build_server
 from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
 from tests.fakes import HashingEmbedder
 

@@ -23,7 +23,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from duckgraph.core.bootstrap import Services, bootstrap
 from duckgraph.core.config import load_settings
-from duckgraph.core.server import build_server
+from duckgraph.core.mcp.server import build_server
 
 pytestmark = pytest.mark.model
 

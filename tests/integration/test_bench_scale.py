@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from duckgraph.core.chunking import chunk_text
+from duckgraph.core.domain.chunking import chunk_text
 from duckgraph.ports import entity_key
 from tests.fakes import HashingEmbedder
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from duckgraph.core.model import EdgeInput, NodeInput, RelationRef
+from duckgraph.core.domain.model import EdgeInput, NodeInput, RelationRef
 from duckgraph.ports import InvalidInputError, NotFoundError
 
 NS = "default"

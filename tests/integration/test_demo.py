@@ -6,7 +6,7 @@ from importlib import resources
 import pytest
 
 from duckgraph.core.cli import main
-from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 
 FRUIT_SIDE = {"apple", "Malus domestica", "Malus sieversii", "Central Asia", "apple pie", "cider", "orchard"}
 

@@ -16,8 +16,8 @@ import duckdb
 import numpy as np
 import pytest
 
-from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
-from duckgraph.core.service import KnowledgeBase
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb_memory import to_bfloat16
 from duckgraph.plugins.duckdb_store import SCHEMA_VERSION, DuckDBStore, default_memory_limit, vss_extension_path
 from duckgraph.ports import (
@@ -457,8 +457,8 @@ def test_a_rewritten_vector_replaces_the_stored_one(db_path: Path, keyed: bool):
 
 CRASH_WRITER = textwrap.dedent("""
     import sys
-    from duckgraph.core.model import EdgeInput, NodeInput
-    from duckgraph.core.service import KnowledgeBase
+    from duckgraph.core.domain.model import EdgeInput, NodeInput
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
     from duckgraph.plugins.duckdb_store import DuckDBStore
     from tests.fakes import HashingEmbedder
 

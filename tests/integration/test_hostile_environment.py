@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from duckgraph.core.chunking import chunk_text
-from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
-from duckgraph.core.service import KnowledgeBase
+from duckgraph.core.domain.chunking import chunk_text
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from duckgraph.ports import StoreError
 from tests.fakes import HashingEmbedder
@@ -71,8 +71,8 @@ def fingerprint(folder: Path) -> dict[str, tuple[str, int]]:
 
 READER = textwrap.dedent("""
     import json, os, sys
-    from duckgraph.core.model import DocumentInput, NodeInput
-    from duckgraph.core.service import KnowledgeBase
+    from duckgraph.core.domain.model import DocumentInput, NodeInput
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
     from duckgraph.plugins.duckdb_store import DuckDBStore
     from duckgraph.ports import DuckgraphError
     from tests.fakes import HashingEmbedder
@@ -313,8 +313,8 @@ def test_full_disk_on_a_small_file_system(small_disk: Path):
 
 FULL_DISK = textwrap.dedent("""
     import json, os, resource, signal, sys
-    from duckgraph.core.model import NodeInput
-    from duckgraph.core.service import KnowledgeBase
+    from duckgraph.core.domain.model import NodeInput
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
     from duckgraph.plugins.duckdb_store import DuckDBStore
     from duckgraph.ports import DuckgraphError
     from tests.fakes import HashingEmbedder
@@ -385,8 +385,8 @@ BATCHES = textwrap.dedent("""
 CRASH_INGEST = textwrap.dedent("""
     import os, sys, traceback
     import duckdb  # before forking (the store imports it on open): every worker starts at once
-    from duckgraph.core.model import DocumentInput
-    from duckgraph.core.service import KnowledgeBase
+    from duckgraph.core.domain.model import DocumentInput
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
     from duckgraph.plugins.duckdb_store import DuckDBStore
     from tests.fakes import HashingEmbedder
 """) + BATCHES + textwrap.dedent("""

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from duckgraph.core.cli import main
-from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
-from duckgraph.core.service import KnowledgeBase
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb_store import DuckDBStore, default_memory_limit
 from duckgraph.ports import EmbedderMismatchError, InvalidInputError, entity_key
 from tests.fakes import HashingEmbedder

@@ -2,9 +2,9 @@
 
 import pytest
 
-from duckgraph.core import memory_compat as memory
-from duckgraph.core.curation import MAX_OBSERVATIONS
-from duckgraph.core.model import (
+from duckgraph.core.domain import memory_server as memory
+from duckgraph.core.domain.curation import MAX_OBSERVATIONS
+from duckgraph.core.domain.model import (
     EdgeInput,
     MemoryEntityInput,
     NodeInput,

@@ -21,9 +21,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
-from duckgraph.core.plugins import create
-from duckgraph.core.service import KnowledgeBase
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.core.plugin_manager import create
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from duckgraph.plugins.ollama import OllamaEmbedder
 from duckgraph.ports import EmbedderError, EmbedderMismatchError
@@ -317,7 +317,7 @@ def test_search_through_ollama_matches_the_local_model(tmp_path, minilm, minilm_
 OLLAMA_ONLY = textwrap.dedent("""
     import json, sys
     from duckgraph.core.bootstrap import bootstrap
-    from duckgraph.core.model import EdgeInput, NodeInput
+    from duckgraph.core.domain.model import EdgeInput, NodeInput
 
     services = bootstrap()
     with services.knowledge_base as kb:

@@ -18,13 +18,13 @@ import pytest
 from mcp import Client
 
 from duckgraph.core.bootstrap import bootstrap
-from duckgraph.core.chunking import chunk_text
+from duckgraph.core.domain.chunking import chunk_text
 from duckgraph.core.cli import main
 from duckgraph.core.config import load_settings
-from duckgraph.core.model import DocumentInput
-from duckgraph.core.plugins import create
-from duckgraph.core.server import build_server
-from duckgraph.core.service import NO_EXTRACTOR, KnowledgeBase
+from duckgraph.core.domain.model import DocumentInput
+from duckgraph.core.plugin_manager import create
+from duckgraph.core.mcp.server import build_server
+from duckgraph.core.domain.knowledge_base import NO_EXTRACTOR, KnowledgeBase
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from duckgraph.plugins.ollama import OllamaEmbedder, OllamaExtractor
 from duckgraph.ports import ExtractionError, InvalidInputError, entity_key

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
-from duckgraph.core.service import KnowledgeBase
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb_store import DuckDBStore
 
 QUESTION = "Where did the singer of Hello Love die?"

@@ -1,11 +1,11 @@
-"""Entity resolution at ingest (policy in duckgraph.core.resolution), on a real DuckDB file."""
+"""Entity resolution at ingest (policy in duckgraph.core.domain.resolution), on a real DuckDB file."""
 
 from __future__ import annotations
 
 import pytest
 
-from duckgraph.core.model import EdgeInput, NodeInput
-from duckgraph.core.service import KnowledgeBase
+from duckgraph.core.domain.model import EdgeInput, NodeInput
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from duckgraph.ports import loose_key
 

@@ -1,4 +1,4 @@
-"""The array-based expansion and passage walk of core/retrieval.py against plain loops that say what they mean,
+"""The array-based expansion and passage walk of core/domain/retrieval.py against plain loops that say what they mean,
 on random graphs (hubs, parallel edges, weights above and below 1, ties) in a real DuckDB store."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from duckgraph.core import retrieval
-from duckgraph.core.retrieval import Reached, SearchOptions
+from duckgraph.core.domain import retrieval
+from duckgraph.core.domain.retrieval import Reached, SearchOptions
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from duckgraph.ports import ChunkRecord, DocumentRecord, EdgeWrite, NodeRecord, WriteBatch, normalize
 

@@ -19,7 +19,7 @@ import pytest
 
 import duckgraph.plugins.duckdb_memory as memory
 from duckgraph.plugins.duckdb_memory import VectorIndex
-from duckgraph.core.model import EdgeInput, NodeInput
+from duckgraph.core.domain.model import EdgeInput, NodeInput
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from duckgraph.ports import (
     ChunkRecord,

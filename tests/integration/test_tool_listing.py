@@ -1,4 +1,4 @@
-"""The shipped `tools/list` answer (core/tool_listing.py): current, served before the tools are built, and
+"""The shipped `tools/list` answer (core/mcp/tool_listing.py): current, served before the tools are built, and
 replaced by tools built at start when it does not fit the installation."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import anyio
 import pytest
 from mcp import Client
 
-from duckgraph.core import server as server_module
-from duckgraph.core import tool_listing
+from duckgraph.core.mcp import server as server_module
+from duckgraph.core.mcp import tool_listing
 from duckgraph.core.bootstrap import Services, bootstrap
 from duckgraph.core.cli import main
 from duckgraph.core.config import Settings, load_settings
-from duckgraph.core.server import DuckgraphServer, build_server, built_tool_listing
+from duckgraph.core.mcp.server import DuckgraphServer, build_server, built_tool_listing
 from tests.fakes import HashingEmbedder
 from tests.fresh_interpreter import run_python
 
@@ -63,7 +63,7 @@ def test_the_shipped_listing_is_current() -> None:
     stored = json.loads(tool_listing.LISTING_PATH.read_text(encoding="utf-8"))
     here = tool_listing.fingerprint()
     assert stored["fingerprint"]["code"] == here["code"], (
-        "a tool changed since core/data/tool_listing.json was written: run `python -m duckgraph.core.tool_listing`")
+        "a tool changed since core/data/tool_listing.json was written: run `python -m duckgraph.core.mcp.tool_listing`")
     settable = set(get_args(Settings.model_fields["tools"].annotation))
     assert set(stored["tool_sets"]) == set(tool_listing.TOOL_SETS) == settable
     if stored["fingerprint"] == here:
@@ -91,7 +91,7 @@ async def test_a_client_lists_the_tools_before_they_are_built(services: Services
 
 
 def test_a_server_lists_its_tools_without_importing_them(tmp_path: Path) -> None:
-    # The tools' pydantic models take ~20 ms to define: the listing must not need them (see core/tools.py).
+    # The tools' pydantic models take ~20 ms to define: the listing must not need them (see core/mcp/tools.py).
     if tool_listing.shipped("graphrag") is None:
         pytest.skip("the shipped listing was made with another MCP SDK or pydantic than this one")
     config = tmp_path / "config.toml"
@@ -100,12 +100,12 @@ def test_a_server_lists_its_tools_without_importing_them(tmp_path: Path) -> None
         import sys, anyio
         from duckgraph.core.bootstrap import bootstrap
         from duckgraph.core.config import load_settings
-        from duckgraph.core.server import build_server
+        from duckgraph.core.mcp.server import build_server
         settings = load_settings({str(config)!r}, env={{}}, db={str(tmp_path / "kb.duckdb")!r}, warm_up=False)
         server = build_server(bootstrap(settings))
         tools = anyio.run(server.list_tools)
-        print(len(tools), server.tools_built, [m for m in ("duckgraph.core.tools", "duckgraph.core.model",
-                                                           "duckgraph.core.memory_compat") if m in sys.modules])
+        print(len(tools), server.tools_built, [m for m in ("duckgraph.core.mcp.tools", "duckgraph.core.domain.model",
+                                                           "duckgraph.core.domain.memory_server") if m in sys.modules])
     """
     count, built, imported = run_python(code).split(None, 2)
     assert (built, imported) == ("False", "[]")
@@ -134,16 +134,16 @@ async def test_a_listing_that_does_not_fit_is_not_served(services: Services, tmp
 SERVE_AND_LIST = """
     import json, sys, anyio
     from pathlib import Path
-    from duckgraph.core import tool_listing
+    from duckgraph.core.mcp import tool_listing
     from duckgraph.core.bootstrap import bootstrap
     from duckgraph.core.config import load_settings
-    from duckgraph.core.server import build_server
+    from duckgraph.core.mcp.server import build_server
     tool_listing.LISTING_PATH, tool_listing.CACHE_PATH = Path(sys.argv[1]), Path(sys.argv[2])
     settings = load_settings(sys.argv[3], env={}, db=sys.argv[4], warm_up=False)
     server = build_server(bootstrap(settings))
     tools = anyio.run(server.list_tools)
-    print(json.dumps({"built": server.tools_built, "imported": [m for m in ("duckgraph.core.tools",
-        "duckgraph.core.model") if m in sys.modules], "tools": [t.name for t in tools]}))
+    print(json.dumps({"built": server.tools_built, "imported": [m for m in ("duckgraph.core.mcp.tools",
+        "duckgraph.core.domain.model") if m in sys.modules], "tools": [t.name for t in tools]}))
 """
 
 
@@ -160,7 +160,7 @@ async def test_a_server_keeps_the_listing_it_built_and_the_next_start_answers_fr
     config.write_text("", encoding="utf-8")
     arguments = [str(shipped_path), str(tool_listing.CACHE_PATH), str(config), str(tmp_path / "kb.duckdb")]
     before = json.loads(run_python(SERVE_AND_LIST, *arguments))
-    assert before["built"] and "duckgraph.core.tools" in before["imported"]  # nothing kept yet: built to list them
+    assert before["built"] and "duckgraph.core.mcp.tools" in before["imported"]  # nothing kept yet: built to list them
 
     settings = load_settings(config, env={}, db=str(tmp_path / "kb.duckdb"), warm_up=True)
     for tool_set in ("memory", "graphrag"):  # two servers' warm-ups, one tool set each, kept side by side
@@ -190,7 +190,7 @@ def test_a_listing_that_cannot_be_kept_is_logged_and_costs_only_the_build(tmp_pa
     blocker.write_text("not a folder", encoding="utf-8")
     monkeypatch.setattr(tool_listing, "CACHE_PATH", blocker / "tool-listing.json")
     monkeypatch.setattr(tool_listing, "LISTING_PATH", tmp_path / "absent.json")
-    with caplog.at_level("WARNING", logger="duckgraph.core.tool_listing"):
+    with caplog.at_level("WARNING", logger="duckgraph.core.mcp.tool_listing"):
         tool_listing.remember("graphrag", [{"name": "search"}])
     assert "could not keep the tool listing" in caplog.text and "later starts build the tools again" in caplog.text
     assert tool_listing.shipped("graphrag") is None

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from duckgraph.core import bootstrap as bootstrap_module
-from duckgraph.core import memory_compat
+from duckgraph.core.domain import memory_server as memory_compat
 from duckgraph.core.cli import main
-from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput
-from duckgraph.core.plugins import build_plugin_manager
-from duckgraph.core.service import KnowledgeBase, edge_text
-from duckgraph.core.transfer import export_jsonl, import_file, import_lines
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.core.plugin_manager import build_plugin_manager
+from duckgraph.core.domain.knowledge_base import KnowledgeBase, edge_text
+from duckgraph.core.files.transfer import export_jsonl, import_file, import_lines
 from duckgraph.plugins.duckdb_memory import to_bfloat16
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from duckgraph.ports import EdgeWrite, EmbedderMismatchError, InvalidInputError, NodeRecord, Snapshot

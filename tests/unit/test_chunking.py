@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from duckgraph.core.chunking import DEFAULT_CHUNK_CHARS, chunk_text
+from duckgraph.core.domain.chunking import DEFAULT_CHUNK_CHARS, chunk_text
 
 VOCAB = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "omicron", "sigma"]
 

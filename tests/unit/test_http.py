@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from duckgraph.core.config import load_settings
-from duckgraph.core.http import BearerTokenMiddleware, check_binding, endpoint_url, is_loopback
+from duckgraph.core.mcp.http import BearerTokenMiddleware, check_binding, endpoint_url, is_loopback
 from duckgraph.ports import ConfigError
 
 

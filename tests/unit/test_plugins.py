@@ -9,7 +9,7 @@ import pytest
 from duckgraph.core import config
 from duckgraph.core.bootstrap import bootstrap
 from duckgraph.core.config import load_settings
-from duckgraph.core.plugins import BUILTIN_PLUGINS, build_plugin_manager, create, factories
+from duckgraph.core.plugin_manager import BUILTIN_PLUGINS, build_plugin_manager, create, factories
 from duckgraph.ports import ConfigError, Extractor, GraphFragment, hookimpl
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from duckgraph.plugins.sentence_transformers import SentenceTransformersEmbedder
@@ -91,7 +91,7 @@ def test_builtins_can_be_left_out() -> None:
 
 def test_registering_plugins_imports_no_heavy_library() -> None:
     out = run_python(
-        "import sys; from duckgraph.core.plugins import build_plugin_manager, factories; "
+        "import sys; from duckgraph.core.plugin_manager import build_plugin_manager, factories; "
         "pm=build_plugin_manager(load_entry_points=False); "
         "[factories(pm,k) for k in ('store','embedder','extractor')]; "
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"

@@ -10,9 +10,9 @@ from collections import defaultdict, deque
 
 import pytest
 
-from duckgraph.core.model import DocumentInput, EdgeInput, NodeInput, Passage, ResultEdge, ScoredNode, SearchResult
-from duckgraph.core.render import CHARS_PER_TOKEN, estimate_tokens, render_search
-from duckgraph.core.service import KnowledgeBase
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput, Passage, ResultEdge, ScoredNode, SearchResult
+from duckgraph.core.domain.render import CHARS_PER_TOKEN, estimate_tokens, render_search
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb_store import DuckDBStore
 from tests.fakes import HashingEmbedder
 

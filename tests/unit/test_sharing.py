@@ -1,4 +1,4 @@
-"""core/sharing.py on its own: the ownership lock, the socket protocol, hand-over and the in-flight rule.
+"""core/sharing/share.py on its own: the ownership lock, the socket protocol, hand-over and the in-flight rule.
 
 Two FileShare objects in one process behave as two processes would (a flock belongs to an open file
 description, not to a process). Where the owner has to die abruptly, it runs in a child process killed with
@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from duckgraph.core import sharing
-from duckgraph.core.sharing import FileShare, NoOwnerError, OwnerLostError, RemoteError, RunLocally
+from duckgraph.core.sharing import share as sharing
+from duckgraph.core.sharing.share import FileShare, NoOwnerError, OwnerLostError, RemoteError, RunLocally
 from duckgraph.ports import InvalidInputError, NotFoundError
 
 pytestmark = pytest.mark.skipif(not sharing.supported(), reason="needs flock and Unix sockets")
@@ -223,7 +223,7 @@ def test_holder_and_call_owner(tmp_path, shares):
 
 OWNER_SCRIPT = textwrap.dedent("""
     import sys, time, threading
-    from duckgraph.core.sharing import FileShare
+    from duckgraph.core.sharing.share import FileShare
 
     def handler(method, params, progress):
         print("running", params["n"], flush=True)

@@ -1,6 +1,6 @@
 """Serving over HTTP: where the server may listen, and the bearer-token check in front of the MCP app.
 
-Kept apart from core/server.py (the only module that imports `mcp`): nothing here knows about MCP, it wraps
+Kept apart from core/mcp/server.py (the only module that imports `mcp`): nothing here knows about MCP, it wraps
 any ASGI application.
 """
 

@@ -1,6 +1,6 @@
 """The MCP tools. Thin: they validate, call the knowledge base on a worker thread, and turn domain errors into
 tool errors the model can act on. The server imports this module when it builds its tools (after the handshake,
-see core/tool_listing.py), so the pydantic models the tools name stay off the start-up path."""
+see core/mcp/tool_listing.py), so the pydantic models the tools name stay off the start-up path."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from duckgraph.core import memory_compat
-from duckgraph.core.model import (
+from duckgraph.core.domain import memory_server as memory_compat
+from duckgraph.core.domain.model import (
     AddObservationsResult,
     DeletedSummary,
     MemoryDeleteResult,
@@ -46,8 +46,8 @@ from duckgraph.core.model import (
     NodeInput,
     SearchResult,
 )
-from duckgraph.core.server import progress_reporter
-from duckgraph.core.service import KnowledgeBase
+from duckgraph.core.mcp.server import progress_reporter
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.ports import DuckgraphError
 
 log = logging.getLogger(__name__)

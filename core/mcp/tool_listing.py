@@ -10,7 +10,7 @@ builds its tools for the first `tools/list`, as any other server does, and `duck
 the tools it built in the user cache, with the same fingerprint, and later starts answer from there. After
 changing a tool, write the shipped one anew with
 
-    python -m duckgraph.core.tool_listing
+    python -m duckgraph.core.mcp.tool_listing
 
 (tests/integration/test_tool_listing.py fails while it is stale).
 """
@@ -30,11 +30,12 @@ import pydantic
 
 log = logging.getLogger(__name__)
 
-LISTING_PATH = Path(__file__).with_name("data") / "tool_listing.json"
+_CORE = Path(__file__).resolve().parents[1]
+LISTING_PATH = _CORE / "data" / "tool_listing.json"
 #: Where a server keeps the listing of the tools it built when the shipped one does not fit (None: the user cache).
 CACHE_PATH: Path | None = None
 # The modules whose text decides the tools' names, descriptions and schemas.
-_DEFINING_MODULES = ("server.py", "tools.py", "model.py", "memory_compat.py")
+_DEFINING_MODULES = ("mcp/server.py", "mcp/tools.py", "domain/model.py", "domain/memory_server.py")
 TOOL_SETS = ("graphrag", "memory", "all")
 
 
@@ -42,7 +43,7 @@ def fingerprint() -> dict[str, str]:
     """What the listing was computed from: the tool-defining code and the versions that turn it into schemas."""
     digest = hashlib.sha256()
     for name in _DEFINING_MODULES:
-        digest.update(Path(__file__).with_name(name).read_bytes())
+        digest.update((_CORE / name).read_bytes())
     try:
         mcp_version = version("mcp")
     except PackageNotFoundError:  # an SDK that is not an installed distribution: never matches
@@ -120,7 +121,7 @@ def status() -> str:
     if tool_sets is not None:
         return f"answered from the listing made ahead of time ({reason})"
     return (f"tools built at start, ~0.1 s slower: {reason}; a server's warm-up keeps their listing for the next "
-            "start (or `python -m duckgraph.core.tool_listing` writes the shipped one)")
+            "start (or `python -m duckgraph.core.mcp.tool_listing` writes the shipped one)")
 
 
 def write(path: Path = LISTING_PATH) -> None:
@@ -128,7 +129,7 @@ def write(path: Path = LISTING_PATH) -> None:
     import anyio
 
     # Imported here: the server imports this module.
-    from duckgraph.core.server import built_tool_listing
+    from duckgraph.core.mcp.server import built_tool_listing
 
     listing = {"fingerprint": fingerprint(),
                "tool_sets": {tool_set: anyio.run(built_tool_listing, tool_set) for tool_set in TOOL_SETS}}

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.core.model import (
+from duckgraph.core.domain.model import (
     DeletedSummary,
     EntityDetail,
     GraphPage,
@@ -16,7 +16,7 @@ from duckgraph.core.model import (
     RelationRef,
     ResultEdge,
 )
-from duckgraph.core.service import MAX_DESCRIPTION_CHARS
+from duckgraph.core.domain.knowledge_base import MAX_DESCRIPTION_CHARS
 from duckgraph.ports import (
     EdgeRecord,
     EdgeWrite,
@@ -29,7 +29,7 @@ from duckgraph.ports import (
 )
 
 if TYPE_CHECKING:
-    from duckgraph.core.service import KnowledgeBase
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
 
 MAX_OBSERVATIONS = 200
 MAX_PATH_HOPS = 4

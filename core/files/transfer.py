@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from duckgraph.core.memory_compat import ORIGINAL_TYPE
-from duckgraph.core.service import _chunk_embedding_text, edge_text, node_text
+from duckgraph.core.domain.memory_server import ORIGINAL_TYPE
+from duckgraph.core.domain.knowledge_base import _chunk_embedding_text, edge_text, node_text
 from duckgraph.ports import (
     ChunkRecord,
     DocumentRecord,
@@ -50,7 +50,7 @@ from duckgraph.ports import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from duckgraph.core.service import KnowledgeBase
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
 
 FORMAT = "duckgraph"
 FORMAT_VERSION = 1

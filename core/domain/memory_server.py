@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from duckgraph.core.curation import MAX_OBSERVATIONS
-from duckgraph.core.model import (
+from duckgraph.core.domain.curation import MAX_OBSERVATIONS
+from duckgraph.core.domain.model import (
     AddedObservations,
     MemoryEntity,
     MemoryEntityInput,
@@ -43,7 +43,7 @@ from duckgraph.ports import (
 )
 
 if TYPE_CHECKING:
-    from duckgraph.core.service import KnowledgeBase
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
 
 #: Edge property holding the relation type as the caller spelt it ("works at"; the edge type is WORKS_AT).
 ORIGINAL_TYPE = "relationType"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from duckgraph.core.model import SearchResult
+    from duckgraph.core.domain.model import SearchResult
 
 #: A rough, model-independent estimate: English averages about four characters per token.
 CHARS_PER_TOKEN = 4

@@ -1,5 +1,5 @@
 """The MCP server: its lifespan, transports, resources and prompts, and the sharing of one file between servers.
-With core/tools.py (the tools), the only modules that import `mcp`."""
+With core/mcp/tools.py (the tools), the only modules that import `mcp`."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from pydantic import Field
 
 from duckgraph.core import __version__
 from duckgraph.core.bootstrap import Services
-from duckgraph.core.http import (
+from duckgraph.core.mcp.http import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     MCP_PATH,
@@ -34,9 +34,10 @@ from duckgraph.core.http import (
     is_loopback,
     run_asgi,
 )
-from duckgraph.core import sharing, tool_listing
-from duckgraph.core.service import KnowledgeBase
-from duckgraph.core.sharing import FileShare, RunLocally
+from duckgraph.core.mcp import tool_listing
+from duckgraph.core.sharing import share as sharing
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.sharing.share import FileShare, RunLocally
 from duckgraph.ports import DuckgraphError, InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ WARM_UP_EXIT_WAIT_SECONDS = 60
 
 class DuckgraphServer(MCPServer):
     """The MCP server over one knowledge base. While this process is a client of the duckgraph server that owns
-    the database file (see core/sharing.py), its tool calls and resource reads run there, through the same
+    the database file (see core/sharing/share.py), its tool calls and resource reads run there, through the same
     functions, and come back as the owner's result; otherwise they run here."""
 
     def __init__(self, *args: Any, knowledge_base: KnowledgeBase, tool_set: str, share: FileShare | None = None,
@@ -89,7 +90,7 @@ class DuckgraphServer(MCPServer):
 
     # The tools are built when something first needs them (the warm-up thread, a call, or a listing that the
     # shipped one cannot answer): building them is most of what duckgraph adds to start-up (see
-    # core/tool_listing.py). Every use of the tools in the SDK goes through its tool manager, a private attribute,
+    # core/mcp/tool_listing.py). Every use of the tools in the SDK goes through its tool manager, a private attribute,
     # so that is where they are built (tests/integration/test_tool_listing.py fails if the SDK renames it).
     @property
     def _tool_manager(self) -> ToolManager:
@@ -118,7 +119,7 @@ class DuckgraphServer(MCPServer):
 
     def remember_listing(self) -> None:
         """Keep the listing of the built tools for later starts when none made ahead of time fits here (see
-        core/tool_listing.py)."""
+        core/mcp/tool_listing.py)."""
         if self._tools_built and tool_listing.shipped(self.tool_set) is None:
             tool_listing.remember(self.tool_set, _as_json(anyio.run(super().list_tools)))  # the SDK's own listing
 
@@ -227,7 +228,7 @@ def register_tools(server: MCPServer, tool_set: str) -> None:
     """Add the tools of `tool_set` (graphrag, memory or all) to `server`."""
     # Imported when the tools are built, after the handshake: their pydantic models (~20 ms to define) are not
     # needed to answer tools/list from the shipped listing.
-    from duckgraph.core.tools import register_tools as register
+    from duckgraph.core.mcp.tools import register_tools as register
 
     register(server, tool_set)
 
@@ -498,7 +499,7 @@ def _register_prompts_and_resources(server: MCPServer, services: Services) -> No
                     "types in use (the 50 most common of each).",
     )
     def stats_resource() -> str:
-        from duckgraph.core.model import GraphStats  # the tools' models are imported when first needed
+        from duckgraph.core.domain.model import GraphStats  # the tools' models are imported when first needed
 
         stats = _read_for_resource(kb.stats, kb.namespace)
         return GraphStats(**stats).model_dump_json(indent=2)

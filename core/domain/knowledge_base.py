@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from duckgraph.core.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, chunk_text
-from duckgraph.core.render import render_search
-from duckgraph.core.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
-from duckgraph.core.retrieval import SearchOptions, anchor_and_expand
+from duckgraph.core.domain.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, chunk_text
+from duckgraph.core.domain.render import render_search
+from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
+from duckgraph.core.domain.retrieval import SearchOptions, anchor_and_expand
 from duckgraph.ports import (
     ChunkRecord,
     DocumentRecord,
@@ -37,9 +37,9 @@ from duckgraph.ports import (
 )
 
 # The pydantic models are imported by the methods that build them, when first called: a server answers tools/list
-# without them (see core/tools.py).
+# without them (see core/mcp/tools.py).
 if TYPE_CHECKING:
-    from duckgraph.core.model import (
+    from duckgraph.core.domain.model import (
         AddDocumentsResult,
         AddGraphResult,
         ChunkExtraction,
@@ -150,7 +150,7 @@ class KnowledgeBase:
         merged, the newest type wins. The same (source, type, target) twice is one edge. `source_chunk_ids`
         links every node and edge of the call to the passages it was extracted from.
         """
-        from duckgraph.core.model import (
+        from duckgraph.core.domain.model import (
             MAX_EDGES_PER_CALL, MAX_NODES_PER_CALL, AddGraphResult, NodeRef)
 
         namespace = namespace or self.namespace
@@ -213,7 +213,7 @@ class KnowledgeBase:
         self, nodes: Sequence[NodeInput], namespace: str, keys: NameKeys
     ) -> tuple[dict[str, tuple[NodeRecord, bool]], dict[str, str], list[dict[str, str]]]:
         """Node records to write by key, each with whether its embedded text changed; the key each input name
-        went to; and the names merged into an entity of another name (see `duckgraph.core.resolution`)."""
+        went to; and the names merged into an entity of another name (see `duckgraph.core.domain.resolution`)."""
         found = self.store.find_nodes(namespace, lookup_keys([n.name for n in nodes], keys))
         existing = {n.key: n for n in found}
         resolver = NameResolver(keys=keys)
@@ -299,7 +299,7 @@ class KnowledgeBase:
         passage as provenance, one transaction per passage: a passage whose extraction fails is still stored
         and its error is reported.
         """
-        from duckgraph.core.model import (
+        from duckgraph.core.domain.model import (
             MAX_DOCUMENT_CHARS, MAX_DOCUMENTS_PER_CALL, AddDocumentsResult, StoredDocument)
 
         namespace = namespace or self.namespace
@@ -367,7 +367,7 @@ class KnowledgeBase:
     def _extract(
         self, chunks: Sequence[ChunkRecord], namespace: str, progress: Progress | None
     ) -> list[ChunkExtraction]:
-        from duckgraph.core.model import ChunkExtraction
+        from duckgraph.core.domain.model import ChunkExtraction
 
         assert self.extractor is not None
         report: list[ChunkExtraction] = []
@@ -395,7 +395,7 @@ class KnowledgeBase:
 
     def search(self, query: str, *, namespace: str | None = None, token_budget: int = 2_000, **options: Any) -> SearchResult:
         """Anchor & expand: the subgraph around the entities the query is about, and supporting passages."""
-        from duckgraph.core.model import Passage, ResultEdge, ScoredNode, SearchResult
+        from duckgraph.core.domain.model import Passage, ResultEdge, ScoredNode, SearchResult
 
         namespace = namespace or self.namespace
         query = query.strip()
@@ -458,7 +458,7 @@ class KnowledgeBase:
     @property
     def curation(self):
         """Reading and editing the graph by entity name (get, update, merge, delete, paths)."""
-        from duckgraph.core.curation import GraphCuration  # curation imports this module
+        from duckgraph.core.domain.curation import GraphCuration  # curation imports this module
 
         return GraphCuration(self)
 
@@ -566,7 +566,7 @@ def _merge_node(base: NodeRecord, node: NodeInput, key_of: Callable[[str], str] 
 
 def _fragment_inputs(fragment: dict[str, Any], document_id: str) -> tuple[list[NodeInput], list[EdgeInput]]:
     """An extractor's graph as validated inputs, with the document as provenance; self-loops are dropped."""
-    from duckgraph.core.model import EdgeInput, NodeInput
+    from duckgraph.core.domain.model import EdgeInput, NodeInput
 
     nodes = [NodeInput.model_validate({**node, "source_ids": [document_id]}) for node in fragment.get("nodes", [])]
     edges = [EdgeInput.model_validate({**edge, "source_ids": [document_id]}) for edge in fragment.get("edges", [])]

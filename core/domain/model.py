@@ -41,7 +41,7 @@ Properties = Annotated[dict[str, Any], AfterValidator(_json_object)]
 
 class _Model(BaseModel):
     # Validators are built on first use, not at import: a server answers tools/list before it needs any
-    # (core/tool_listing.py), and the memory tool set's models are never used by the graphrag one.
+    # (core/mcp/tool_listing.py), and the memory tool set's models are never used by the graphrag one.
     model_config = ConfigDict(defer_build=True)
 
 
