@@ -31,6 +31,10 @@ class GraphStore(ABC):
     """A knowledge graph with vectors. Implementations must be safe to call from several threads.
 
     Construction must be cheap; `open` does the work (files, extensions, indexes).
+
+    An adapter implements the abstract methods. The others are helpers built on them (a record form of a lean
+    read, a lean form of a record read, a batch of searches); a store may override one to answer faster, with the
+    same result (tests/contract/test_store_contract.py checks both).
     """
 
     @abstractmethod
@@ -117,24 +121,20 @@ class GraphStore(ABC):
         """The chunks of the given documents (without embeddings), in document order."""
 
     @abstractmethod
-    def neighbors(
-        self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
-    ) -> list[EdgeRecord]:
-        """Edges touching any of `node_ids`, in either direction, valid at `as_of` (None: still holding)."""
-
     def neighbor_ends(
         self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Arrays of the edge ids, source ids, target ids (int64) and weights (float64) of what `neighbors`
-        returns, in the same order: for walks that need no more of an edge until it is kept (then `get_edges`).
-        Stores that keep the graph in memory answer it without building thousands of records; the default asks
-        `neighbors`."""
-        import numpy as np  # numpy is only needed once the graph is walked
+        """The edges touching any of `node_ids`, in either direction, valid at `as_of` (None: still holding), at
+        most `limit` of them, the strongest (then the lowest id) first: arrays of their ids, source ids, target ids
+        (int64) and weights (float64), aligned. Walks need no more of an edge until it is kept (then `get_edges`)."""
 
-        edges = self.neighbors(node_ids, namespace, as_of=as_of, limit=limit)
-        return (np.array([e.id for e in edges], dtype=np.int64), np.array([e.source_id for e in edges], dtype=np.int64),
-                np.array([e.target_id for e in edges], dtype=np.int64),
-                np.array([e.weight for e in edges], dtype=np.float64))
+    def neighbors(
+        self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
+    ) -> list[EdgeRecord]:
+        """The edges of `neighbor_ends` as records, in its order."""
+        edge_ids = self.neighbor_ends(node_ids, namespace, as_of=as_of, limit=limit)[0].tolist()
+        records = {e.id: e for e in self.get_edges(edge_ids)}
+        return [records[i] for i in edge_ids if i in records]
 
     @abstractmethod
     def mentioned_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
@@ -175,18 +175,27 @@ class GraphStore(ABC):
     ) -> list[tuple[int, float]]:
         """The `k` nearest (id, cosine similarity) pairs, best first."""
 
-    @abstractmethod
-    def similarities(self, kind: VectorKind, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
-        """Cosine similarity of `query` to each of the given stored vectors."""
+    def vector_search_batch(
+        self, kind: VectorKind, queries: np.ndarray, k: int, namespace: str
+    ) -> list[list[tuple[int, float]]]:
+        """`vector_search` of each row of `queries` (an n x d array), in their order. This default searches one
+        query at a time; a store that can score many queries in one pass should override it."""
+        return [self.vector_search(kind, query, k, namespace) for query in queries]
 
+    @abstractmethod
     def similarity_array(self, kind: VectorKind, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Cosine similarity of `query` to the stored vector of each of `ids` (an int64 array), aligned with it;
         NaN where no vector is stored. Search asks this of thousands of ids per hop: a store holding its vectors
-        in memory should answer it without a Python loop; this default goes through `similarities`."""
+        in memory should answer it without a Python loop."""
+
+    def similarities(self, kind: VectorKind, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+        """Cosine similarity of `query` to each of the given stored vectors; ids without one are left out."""
         import numpy as np  # numpy is only needed once vectors are compared
 
-        found = self.similarities(kind, ids.tolist(), query)
-        return np.fromiter((found.get(i, np.nan) for i in ids.tolist()), np.float64, len(ids))
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        found = self.similarity_array(kind, ids, query)
+        stored = ~np.isnan(found)
+        return dict(zip(ids[stored].tolist(), found[stored].tolist()))
 
     @abstractmethod
     def stats(self, namespace: str | None = None) -> dict[str, Any]:

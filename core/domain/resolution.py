@@ -100,11 +100,15 @@ def possible_duplicates(store: GraphStore, namespace: str, created: Sequence[Nod
     """New entities close to a stored one of the same type (rule 3), for the caller to merge if they agree."""
     if not created or len(created) > NEAR_DUPLICATE_CHECK_LIMIT:
         return []
+    import numpy as np  # loaded by then (the records carry vectors); not at import, to keep start-up light
+
+    embedded = [record for record in created if record.embedding is not None]
+    if not embedded:
+        return []
+    nearest = store.vector_search_batch("node", np.stack([r.embedding for r in embedded]), 1, namespace)
     hits: dict[int, tuple[NodeRecord, int, float]] = {}
-    for record in created:
-        if record.embedding is None:
-            continue
-        for node_id, similarity in store.vector_search("node", record.embedding, 1, namespace):
+    for record, found in zip(embedded, nearest):
+        for node_id, similarity in found:
             if similarity >= NEAR_DUPLICATE_SIMILARITY:
                 hits[id(record)] = (record, node_id, similarity)
     if not hits:

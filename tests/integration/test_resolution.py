@@ -6,7 +6,7 @@ import pytest
 
 from duckgraph.core.domain.model import EdgeInput, NodeInput
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import loose_key
 
 
@@ -75,6 +75,23 @@ def test_files_without_loose_keys_get_them_at_open(db_path) -> None:
         assert kb.store._con.execute("SELECT count(*) FROM node_names WHERE key = 'aschenbrodel'").fetchone()[0] == 0
     with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
         assert [n.name for n in kb.store.find_nodes(kb.namespace, ["aschenbrodel"])] == ["Aschenbrödel"]
+
+
+def test_new_entities_are_checked_for_near_duplicates_in_one_batched_search(fake_kb, monkeypatch) -> None:
+    fake_kb.add_knowledge_graph([node("Ada Lovelace", "Person", description="Mathematician.")], [])
+    batches = []
+    search = fake_kb.store.vector_search_batch
+
+    def batch(kind, queries, *rest):
+        batches.append((kind, len(queries)))
+        return search(kind, queries, *rest)
+
+    monkeypatch.setattr(fake_kb.store, "vector_search_batch", batch)
+    result = fake_kb.add_knowledge_graph(  # the same words, so the same vector from the hashing embedder
+        [node("Lovelace Ada", "Person", description="Mathematician."), node("Charles Babbage", "Person"),
+         node("Analytical Engine")], [])
+    assert batches == [("node", 3)]
+    assert [(d.name, d.similar_to) for d in result.possible_duplicates] == [("Lovelace Ada", "Ada Lovelace")]
 
 
 @pytest.mark.model
