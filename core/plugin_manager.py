@@ -14,7 +14,7 @@ from duckgraph.ports import ConfigError, hookspecs
 ENTRY_POINT_GROUP = "duckgraph"
 # Registered by module name so core never imports an adapter module statically.
 BUILTIN_PLUGINS = (
-    "duckgraph.plugins.duckdb_store",
+    "duckgraph.plugins.duckdb",
     "duckgraph.plugins.sentence_transformers",
     "duckgraph.plugins.ollama",
 )

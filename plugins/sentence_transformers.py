@@ -34,22 +34,15 @@ _BEFORE_PYTORCH = 64
 _PROBES = ("duckgraph", "Marie Curie, who discovered polonium and radium, was born in Warsaw. " * 40)
 PRECISIONS = ("auto", "float32", "bfloat16")
 #: Lowest cosine between a model's bfloat16 and float32 vectors of the probe texts for "auto" to take bfloat16
-#: (all-MiniLM-L6-v2: 0.99998; on 2,000 texts of the benchmarks' data the lowest was 0.99997).
+#: (all-MiniLM-L6-v2 gives 0.99998).
 _BFLOAT16_AGREEMENT = 0.9999
-#: Characters of text per model batch when `batch_size` is not set (~3,000 tokens of English). Each batch has a
-#: fixed cost (the same steps through 6 layers whatever its size; keeping the weights in bfloat16 did not lower it),
-#: so short texts go faster in big batches, and long ones, whose attention grows with the square of their length, in
-#: small: measured on a 2-core machine with AMX, all-MiniLM-L6-v2 in bfloat16, texts a second by texts per batch:
-#: relations of ~16 tokens 890 (32), 1,110 (64), 1,285 (128 and 256); entities with observations, ~31 tokens, 680
-#: (32), 785 (64), 795 (128); passages of ~150 tokens 129 (8), 144 (16), 137 (32), 131 (64). Best from ~2,000 to
-#: ~4,000 tokens a batch.
+#: Characters of text per model batch when `batch_size` is not set (~3,000 tokens of English). A batch has a fixed
+#: cost whatever its size, so short texts go faster in big batches and long ones (attention grows with the square of
+#: their length) in small ones; ~2,000 to ~4,000 tokens a batch is best (contrib/bench/scale.py --parts embedding).
 _BATCH_CHARACTERS = 12_000
 #: Bounds of that batch size (one text past the length limit is ~256 tokens; more than 256 texts gained nothing).
 _BATCH_TEXTS = (8, 256)
-#: The same for batches on onnxruntime, which runs smaller batches faster: measured on a 2-core machine without AMX,
-#: float32 on 2 threads, texts a second by texts per batch: relations of ~50 characters 481 (16), 512 (32), 500 (64),
-#: 428 (256); entities with observations, ~120 characters, 297 (16), 281 (32), 270 (64); passages of ~740 characters
-#: 40 (4), 36 (8), 31 (32).
+#: The same for batches on onnxruntime, which runs smaller batches faster than PyTorch does.
 _ONNX_BATCH_CHARACTERS = 2_000
 _ONNX_BATCH_TEXTS = (4, 64)
 

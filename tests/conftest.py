@@ -15,7 +15,7 @@ import pytest
 
 from duckgraph.core.plugin_manager import build_plugin_manager
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from tests.fakes import FakeEmbedderPlugin, HashingEmbedder
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import EdgeRecord
 
 ANCHORS, HOPS, FRONTIER, LIMIT = 5, 2, 100, 2000

@@ -85,9 +85,10 @@ from duckgraph.core.domain.model import (  # noqa: E402
     NodeInput,
 )
 from duckgraph.core.plugin_manager import build_plugin_manager, create  # noqa: E402
-# _chunk_embedding_text: the passage text add_documents embeds (the title prepended), so that the precomputed
+from duckgraph.core.domain.knowledge_base import KnowledgeBase  # noqa: E402
+# passage_text: the passage text add_documents embeds (the title prepended), so that the precomputed
 # vectors are looked up by exactly that text.
-from duckgraph.core.domain.knowledge_base import KnowledgeBase, _chunk_embedding_text, edge_text, node_text  # noqa: E402
+from duckgraph.core.domain.texts import edge_text, node_text, passage_text  # noqa: E402
 from duckgraph.ports import EdgeWrite, Embedder, GraphStore, NodeRecord, entity_key, relation_type  # noqa: E402
 
 NAMESPACE = "default"
@@ -259,7 +260,7 @@ def embedded_texts(nodes: Sequence[NodeInput], edges: Sequence[EdgeInput]) -> li
 def passage_texts(documents: Sequence[DocumentInput], chunk_chars: int = DEFAULT_CHUNK_CHARS,
                   overlap: int = DEFAULT_OVERLAP_CHARS) -> list[str]:
     """The texts KnowledgeBase.add_documents embeds for the documents' chunks (duckgraph's own functions)."""
-    return [_chunk_embedding_text(doc.title or "", chunk)
+    return [passage_text(doc.title or "", chunk)
             for doc in documents for chunk in chunk_text(doc.text, chunk_chars, overlap)]
 
 

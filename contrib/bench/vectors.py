@@ -1,5 +1,5 @@
 """Vector search paths of the DuckDB store, measured on real-shaped embeddings: build time, recall@10 against an
-exact scan, and query time, for the exact numpy scan, the IVF index (duckgraph.plugins.duckdb_memory) and,
+exact scan, and query time, for the exact numpy scan, the IVF index (duckgraph.plugins.duckdb.mirror.vectors) and,
 optionally, vss HNSW with given build parameters.
 
     python contrib/bench/vectors.py [--sizes 100k,1M] [--queries 200] [--hnsw 100k] [--hnsw-m 16]
@@ -28,7 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 import _data  # noqa: E402
-from duckgraph.plugins.duckdb_memory import VectorIndex  # noqa: E402
+from duckgraph.plugins.duckdb.mirror.vectors import VectorIndex  # noqa: E402
 
 
 def parse_size(text: str) -> int:
@@ -109,7 +109,8 @@ def measure_ivf(n: int, queries: np.ndarray, sweep: bool) -> None:
 def measure_hnsw(n: int, queries: np.ndarray, m: int, ef_construction: int, ef_search: int) -> None:
     import duckdb
 
-    from duckgraph.plugins.duckdb_store import _insert_vectors, vss_extension_path
+    from duckgraph.plugins.duckdb.mirror.hnsw import vss_extension_path
+    from duckgraph.plugins.duckdb.vector_tables import insert_vectors
 
     matrix = _data.synthetic(n)
     d = matrix.shape[1]
@@ -119,7 +120,7 @@ def measure_hnsw(n: int, queries: np.ndarray, m: int, ef_construction: int, ef_s
     con.execute(f"LOAD '{vss_extension_path()}'")
     con.execute(f"CREATE TABLE v (id BIGINT PRIMARY KEY, e FLOAT[{d}])")
     for start in range(0, n, 20_000):
-        _insert_vectors(con, "v", ids[start : start + 20_000], matrix[start : start + 20_000], d)
+        insert_vectors(con, "v", ids[start : start + 20_000], matrix[start : start + 20_000], d, replace=False)
     began = time.perf_counter()
     con.execute(f"CREATE INDEX v_hnsw ON v USING HNSW (e) WITH (metric = 'cosine', M = {m}, "
                 f"ef_construction = {ef_construction}, ef_search = {ef_search})")

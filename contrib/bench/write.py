@@ -30,9 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from duckgraph.core.domain.model import MAX_EDGES_PER_CALL, EdgeInput, NodeInput
-from duckgraph.core.domain.knowledge_base import KnowledgeBase, edge_text, node_text
-from duckgraph.plugins.duckdb_store import (_PRECISION, _VECTOR_TABLES, CHECKPOINT_THRESHOLD, DuckDBStore,
-                                            _insert_vectors, apply_write_settings)
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.texts import edge_text, node_text
+from duckgraph.plugins.duckdb import DuckDBStore
+from duckgraph.plugins.duckdb.settings import CHECKPOINT_THRESHOLD, apply_write_settings
+from duckgraph.plugins.duckdb.vector_tables import PRECISION, VECTOR_TABLES, create as create_vector_tables, insert_vectors
 from duckgraph.ports import Embedder, EdgeWrite, NodeRecord, entity_key, relation_type
 
 
@@ -111,15 +113,15 @@ def vectors_alone(folder: Path, counts: Sequence[tuple[int, int]], dimensions: i
     calls = [tuple(rng.standard_normal((count, dimensions)).astype(np.float32) for count in pair) for pair in counts]
     con = duckdb.connect(str(folder / "vectors-alone.duckdb"))
     apply_write_settings(con, checkpoint_threshold)  # as the store writes
-    DuckDBStore._create_vector_tables(con, dimensions)
+    create_vector_tables(con, dimensions)
     next_id = {"node": 1, "edge": 1}
     began = time.perf_counter()
     for node_vectors, edge_vectors in calls:
         con.execute("BEGIN")
         for kind, vectors in (("node", node_vectors), ("edge", edge_vectors)):
             ids = range(next_id[kind], next_id[kind] + len(vectors))
-            _insert_vectors(con, _VECTOR_TABLES[kind][0], ids, vectors, dimensions, replace=False,
-                            precision=_PRECISION[kind])
+            insert_vectors(con, VECTOR_TABLES[kind][0], ids, vectors, dimensions, replace=False,
+                           precision=PRECISION[kind])
             next_id[kind] += len(vectors)
         con.execute("COMMIT")
     writing = time.perf_counter() - began

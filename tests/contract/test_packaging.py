@@ -33,7 +33,7 @@ def test_installed_files_live_under_duckgraph():
     assert not unexpected, f"the wheel installs top-level names besides duckgraph: {sorted(unexpected)}"
     files = {str(file) for file in dist.files or []}
     for required in ("duckgraph/core/data/demo.json", "duckgraph/ports/hookspecs.py",
-                     "duckgraph/plugins/duckdb_store.py", "duckgraph/core/mcp/server.py"):
+                     "duckgraph/plugins/duckdb/store.py", "duckgraph/core/mcp/server.py"):
         assert required in files
 
 

@@ -21,7 +21,7 @@ import pytest
 from duckgraph.core.cli import main
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import InvalidInputError, StoreError
 from tests.fakes import HashingEmbedder
 

@@ -18,8 +18,11 @@ import pytest
 
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.plugins.duckdb_memory import to_bfloat16
-from duckgraph.plugins.duckdb_store import SCHEMA_VERSION, DuckDBStore, default_memory_limit, vss_extension_path
+from duckgraph.plugins.duckdb import DuckDBStore
+from duckgraph.plugins.duckdb.mirror.hnsw import vss_extension_path
+from duckgraph.plugins.duckdb.mirror.matrix import to_bfloat16
+from duckgraph.plugins.duckdb.schema import SCHEMA_VERSION
+from duckgraph.plugins.duckdb.settings import default_memory_limit
 from duckgraph.ports import (
     EdgeWrite,
     EmbedderMismatchError,
@@ -459,7 +462,7 @@ CRASH_WRITER = textwrap.dedent("""
     import sys
     from duckgraph.core.domain.model import EdgeInput, NodeInput
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
-    from duckgraph.plugins.duckdb_store import DuckDBStore
+    from duckgraph.plugins.duckdb import DuckDBStore
     from tests.fakes import HashingEmbedder
 
     path, size = sys.argv[1], int(sys.argv[2])
@@ -598,7 +601,7 @@ def test_hnsw_recall_and_fresh_rows(db_path: Path, minilm):
         assert exact.health()["vector_search"]["node"].startswith("exact scan")
         assert exact.health()["vectors"]["node"] == 300
         # The mirror really answers through the vss index, not a scan.
-        plan = hnsw._hnsw["node"]._con.execute(
+        plan = hnsw._vectors._hnsw["node"]._con.execute(
             f"EXPLAIN SELECT id FROM v ORDER BY array_cosine_distance(e, $1::FLOAT[{minilm.dimensions}]) LIMIT 10",
             [query_vectors[0].tolist()],
         ).fetchall()

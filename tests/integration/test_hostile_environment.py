@@ -24,7 +24,7 @@ import pytest
 from duckgraph.core.domain.chunking import chunk_text
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import StoreError
 from tests.fakes import HashingEmbedder
 
@@ -73,7 +73,7 @@ READER = textwrap.dedent("""
     import json, os, sys
     from duckgraph.core.domain.model import DocumentInput, NodeInput
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
-    from duckgraph.plugins.duckdb_store import DuckDBStore
+    from duckgraph.plugins.duckdb import DuckDBStore
     from duckgraph.ports import DuckgraphError
     from tests.fakes import HashingEmbedder
 
@@ -137,7 +137,7 @@ def nobody():
             env={**child_env(home), **(extra_env or {})}, cwd=home, capture_output=True, text=True, timeout=60,
         )
 
-    probe = run("import os, duckgraph.plugins.duckdb_store, tests.fakes; print(os.getuid())")
+    probe = run("import os, duckgraph.plugins.duckdb, tests.fakes; print(os.getuid())")
     if probe.returncode != 0 or probe.stdout.strip() != str(ids[0]):
         shutil.rmtree(home, ignore_errors=True)
         pytest.skip(f"`nobody` cannot run this Python and the repository: {probe.stderr[-300:]}")
@@ -315,7 +315,7 @@ FULL_DISK = textwrap.dedent("""
     import json, os, resource, signal, sys
     from duckgraph.core.domain.model import NodeInput
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
-    from duckgraph.plugins.duckdb_store import DuckDBStore
+    from duckgraph.plugins.duckdb import DuckDBStore
     from duckgraph.ports import DuckgraphError
     from tests.fakes import HashingEmbedder
     from tests.integration.test_hostile_environment import BIG_CHUNKS, QUERY, big_documents, reads
@@ -387,7 +387,7 @@ CRASH_INGEST = textwrap.dedent("""
     import duckdb  # before forking (the store imports it on open): every worker starts at once
     from duckgraph.core.domain.model import DocumentInput
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
-    from duckgraph.plugins.duckdb_store import DuckDBStore
+    from duckgraph.plugins.duckdb import DuckDBStore
     from tests.fakes import HashingEmbedder
 """) + BATCHES + textwrap.dedent("""
     def ingest(path, size):

@@ -24,7 +24,7 @@ import pytest
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.plugin_manager import create
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.plugins.ollama import OllamaEmbedder
 from duckgraph.ports import EmbedderError, EmbedderMismatchError
 from tests.e2e.scenario import DOCUMENTS, EDGES, NODES

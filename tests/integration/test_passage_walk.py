@@ -10,7 +10,7 @@ import pytest
 
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 
 QUESTION = "Where did the singer of Hello Love die?"
 

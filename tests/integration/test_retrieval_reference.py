@@ -10,7 +10,7 @@ import pytest
 
 from duckgraph.core.domain import retrieval
 from duckgraph.core.domain.retrieval import Reached, SearchOptions
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import ChunkRecord, DocumentRecord, EdgeWrite, NodeRecord, WriteBatch, normalize
 
 DIMS = 8

@@ -17,10 +17,12 @@ import duckdb
 import numpy as np
 import pytest
 
-import duckgraph.plugins.duckdb_memory as memory
-from duckgraph.plugins.duckdb_memory import VectorIndex
+import duckgraph.plugins.duckdb.mirror.links as mirror_links
+from duckgraph.plugins.duckdb.mirror.ivf import REDUCTION_RECALL
+from duckgraph.plugins.duckdb.mirror.matrix import mapping_of, to_bfloat16
+from duckgraph.plugins.duckdb.mirror.vectors import SavedLayout, VectorIndex
 from duckgraph.core.domain.model import EdgeInput, NodeInput
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import (
     ChunkRecord,
     DocumentRecord,
@@ -93,10 +95,9 @@ def check_graph(store: DuckDBStore, rng: np.random.Generator, *, as_of: datetime
         assert got == sql_neighbors(store, nodes, namespace, as_of, limit), (nodes, namespace, limit)
         expected = [[e.id for e in got], [e.source_id for e in got], [e.target_id for e in got],
                     [e.weight for e in got]]
-        for ends in (store.neighbor_ends(nodes, namespace, as_of=as_of, limit=limit),
-                     GraphStore.neighbor_ends(store, nodes, namespace, as_of=as_of, limit=limit)):
-            assert [column.tolist() for column in ends] == expected
-            assert [column.dtype for column in ends] == [np.int64, np.int64, np.int64, np.float64]
+        ends = store.neighbor_ends(nodes, namespace, as_of=as_of, limit=limit)
+        assert [column.tolist() for column in ends] == expected
+        assert [column.dtype for column in ends] == [np.int64, np.int64, np.int64, np.float64]
     for nodes in samples:
         for namespace in namespaces:
             assert store.edges_among(nodes, namespace) == sql_edges(
@@ -153,7 +154,7 @@ def check_graph(store: DuckDBStore, rng: np.random.Generator, *, as_of: datetime
 @pytest.fixture(params=[False, True], ids=["dict-delta", "rebuilt-every-write"])
 def store(request, db_path: Path, monkeypatch):
     if request.param:  # the CSRs rebuilt after every change instead of holding a delta
-        monkeypatch.setattr(memory, "LINKS_REBUILD_MIN", 0)
+        monkeypatch.setattr(mirror_links, "LINKS_REBUILD_MIN", 0)
     s = DuckDBStore(db_path)
     s.open()
     s.bind_embedder("test:unit", DIMS)
@@ -355,7 +356,7 @@ def test_a_reduced_scan_finds_the_exact_neighbours_and_is_refused_where_it_would
     spread.upsert(np.arange(1, 20_001), normalize(rng.standard_normal((20_000, 384)).astype(np.float32)), "default")
     spread.maybe_build(background=False)
     assert spread.build_info["reduced_to"] is None
-    assert spread.build_info["reduction_kept"] < memory.REDUCTION_RECALL
+    assert spread.build_info["reduction_kept"] < REDUCTION_RECALL
     assert spread.mode().startswith("exact scan (the IVF index of") and "too little cluster structure" in spread.mode()
 
 
@@ -367,7 +368,7 @@ def test_a_saved_layout_keeps_the_rows_it_listed_and_scans_the_rest(dims: int, r
     built.maybe_build(background=False)
     saved = built.take_unsaved_layout()
     assert saved is not None and built.take_unsaved_layout() is None  # handed out once
-    layout = memory.SavedLayout.from_bytes(saved.to_bytes(), saved.info)
+    layout = SavedLayout.from_bytes(saved.to_bytes(), saved.info)
     assert (layout.projection is not None) == reduced
 
     # The rows as a reopen reads them: in another order, one rewritten, a hundred deleted, two hundred new.
@@ -453,7 +454,7 @@ def test_a_reopen_takes_the_saved_ivf_layout_instead_of_building_again(db_path: 
         # A layout that cannot be read is left aside (logged) and the index built again.
         with duckdb.connect(str(db_path)) as con:
             con.execute("UPDATE vector_layouts SET layout = 'not a layout'::BLOB")
-        with caplog.at_level(logging.WARNING, logger="duckgraph.plugins.duckdb_store"):
+        with caplog.at_level(logging.WARNING, logger="duckgraph.plugins.duckdb.vector_search"):
             store.open()
         assert "the saved IVF layout of the node vectors is unreadable" in caplog.text
         _wait_ready(store, "node")
@@ -504,7 +505,7 @@ def test_a_bfloat16_index_takes_half_the_memory_and_answers_as_a_float32_one_wit
     reopened.upsert(ids, vectors[:20_000], "default")
     assert reopened.restore(half.take_unsaved_layout()) and reopened._listed == 20_000  # every row's check held
     # Rows loaded as a file stores the relations' vectors (bfloat16 bit patterns): held as they are, or widened.
-    bits = memory.to_bfloat16(vectors[:100])
+    bits = to_bfloat16(vectors[:100])
     for index in (VectorIndex(384, ann_min_rows=None), VectorIndex(384, ann_min_rows=None, precision="bfloat16")):
         index.append_new(ids[:100], bits, np.zeros(100, dtype=np.int32), ["default"])
         assert all(np.array_equal(vector, held[i]) for i, vector in index.vectors(ids[:100]).items())
@@ -518,14 +519,14 @@ def test_the_vector_matrix_grows_in_place_unless_a_build_still_reads_it():
     vectors = normalize(rng.standard_normal((5_000, 8)).astype(np.float32))
     index = VectorIndex(8, ann_min_rows=None)
     index.upsert(np.arange(1_000), vectors[:1_000], "default")
-    mapping = memory._mapping_of(index._matrix)
+    mapping = mapping_of(index._matrix)
     assert mapping is not None
     index.upsert(np.arange(1_000, 3_000), vectors[1_000:3_000], "default")  # past the first capacity
-    assert memory._mapping_of(index._matrix) is mapping and len(index._matrix) >= 3_000  # the same mapping, grown
+    assert mapping_of(index._matrix) is mapping and len(index._matrix) >= 3_000  # the same mapping, grown
 
     snapshot = index._matrix  # what a build thread holds while it reads the rows
     index.upsert(np.arange(3_000, 5_000), vectors[3_000:], "default")
-    assert memory._mapping_of(index._matrix) is not mapping  # copied: the build's rows stay where they are
+    assert mapping_of(index._matrix) is not mapping  # copied: the build's rows stay where they are
     assert np.array_equal(snapshot[:3_000], vectors[:3_000])
     stored = index.vectors(range(5_000))
     assert len(stored) == 5_000 and all(np.array_equal(stored[i], vectors[i]) for i in range(0, 5_000, 7))
@@ -655,7 +656,7 @@ def test_similarity_array_agrees_with_the_ports_default(fake_kb):
         stored = sorted(store.similarities(kind, list(range(1, 20)), query))
         ids = np.array([stored[2], 999, stored[0], stored[2], -4], dtype=np.int64)
         fast = store.similarity_array(kind, ids, query)
-        default = GraphStore.similarity_array(store, kind, ids, query)  # through similarities()
-        assert np.allclose(fast, default, equal_nan=True)
+        assert store.similarities(kind, list(ids), query) == {
+            i: s for i, s in zip(ids.tolist(), fast.tolist()) if not np.isnan(s)}
         assert np.isnan(fast[[1, 4]]).all() and not np.isnan(fast[[0, 2, 3]]).any()
     assert np.isnan(store.similarity_array("chunk", np.array([1, 2]), query)).all()  # no passages stored

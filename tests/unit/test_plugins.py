@@ -11,7 +11,7 @@ from duckgraph.core.bootstrap import bootstrap
 from duckgraph.core.config import load_settings
 from duckgraph.core.plugin_manager import BUILTIN_PLUGINS, build_plugin_manager, create, factories
 from duckgraph.ports import ConfigError, Extractor, GraphFragment, hookimpl
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.plugins.sentence_transformers import SentenceTransformersEmbedder
 from tests.fakes import HashingEmbedder
 from tests.fresh_interpreter import run_python
@@ -70,7 +70,7 @@ class MemoryStorePlugin:
 def test_builtins_are_registered_by_module_name(plugin_manager) -> None:
     names = {name for name, _ in plugin_manager.list_name_plugin()}
     assert set(BUILTIN_PLUGINS) <= names
-    assert "duckgraph.plugins.duckdb_store" in names
+    assert "duckgraph.plugins.duckdb" in names
     assert "duckgraph.plugins.sentence_transformers" in names
 
 

@@ -13,7 +13,7 @@ import pytest
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput, Passage, ResultEdge, ScoredNode, SearchResult
 from duckgraph.core.domain.render import CHARS_PER_TOKEN, estimate_tokens, render_search
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from tests.fakes import HashingEmbedder
 
 QUERY = "Who was Ada Lovelace?"

@@ -1,0 +1,160 @@
+"""Opening the DuckDB file, and what the user reads when that, or a write, fails: a file this user cannot write is
+opened read-only (reads work, writes say why not), a lock held by another program is named, and a write that
+fails for lack of space or permission says what was kept."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from duckgraph.ports import StoreError
+
+log = logging.getLogger(__name__)
+
+#: OS error texts in DuckDB's messages -> what went wrong, in words the user can act on.
+_STORAGE_PROBLEMS = (
+    ("no space left on device", "disk full"),
+    ("disk quota exceeded", "disk full"),
+    ("file too large", "disk full or file size limit reached"),
+    ("permission denied", "not writable"),
+    ("read-only file system", "not writable"),
+)
+
+
+def why_read_only(path: Path) -> str:
+    """Create the file's folder; then why this user cannot write the file ("" when it can), logged."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the folder for {path}: {exc}") from exc
+    reason = _unwritable_reason(path)
+    if reason:
+        log.warning("%s is read-only (%s): opened for reading only", path, reason)
+    return reason
+
+
+def connect(path: Path, read_only: bool) -> tuple[Any, str]:
+    """A connection to the file, and why it is read-only when DuckDB refused to open it for writing although the
+    checks of `why_read_only` passed ("" otherwise)."""
+    import duckdb  # imported on open so that registering the plugin stays cheap
+
+    try:
+        try:
+            return duckdb.connect(str(path), read_only=read_only), ""
+        except duckdb.IOException as exc:
+            if read_only or storage_problem(str(exc)) != "not writable" or not path.is_file():
+                raise
+            con = duckdb.connect(str(path), read_only=True)
+            reason = f"DuckDB cannot open it for writing: {one_line(exc)}"
+            log.warning("%s is read-only (%s): opened for reading only", path, reason)
+            return con, reason
+    except duckdb.IOException as exc:
+        raise StoreError(_explain_open_error(path, exc)) from exc
+    except duckdb.Error as exc:
+        raise StoreError(f"{path} is not a usable DuckDB file: {exc}") from exc
+
+
+def _unwritable_reason(path: Path) -> str:
+    """Why this user cannot write the database (file, its WAL or folder), or "" when it can.
+
+    Raises StoreError when the file does not exist and cannot be created. (root passes every access check.)
+    """
+    folder = path.parent
+    wal = path.with_name(path.name + ".wal")
+    try:
+        read_only_fs = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only_fs = False
+    if not path.exists():
+        if read_only_fs or not os.access(folder, os.W_OK | os.X_OK):
+            raise StoreError(
+                f"cannot create {path}: the folder {folder} is "
+                f"{'on a read-only file system' if read_only_fs else 'not writable by this user'}. "
+                "Choose another file with --db or DUCKGRAPH_DB."
+            )
+        return ""
+    if read_only_fs:
+        return f"it is on a read-only file system ({folder})"
+    if not os.access(path, os.W_OK):
+        return "the file is not writable by this user"
+    if wal.exists() and not os.access(wal, os.W_OK):
+        return f"its write-ahead log {wal.name} is not writable by this user"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"its folder {folder} is not writable by this user (DuckDB keeps its write-ahead log there)"
+    return ""
+
+
+def _explain_open_error(path: Path, exc: Exception) -> str:
+    message = str(exc)
+    if "lock" in message.lower():
+        # DuckDB names the holder: '... Conflicting lock is held in /usr/bin/python3.11 (PID 1081) by user ...'
+        held = re.search(r"held in (?P<program>.+?) \(PID (?P<pid>\d+)\)", message)
+        holder = (f"another program, {held['program']} (PID {held['pid']}), holds it"
+                  if held else f"another process holds it ({message.strip()})")
+        return (
+            f"{path} is locked: {holder}, and DuckDB lets only one process open a file for writing. duckgraph "
+            "servers share a file among themselves, but not with other programs: close that program (or its "
+            "connection to the file), or point duckgraph at another file with --db / DUCKGRAPH_DB."
+        )
+    if "permission" in message.lower() or "read-only" in message.lower():
+        return f"cannot open {path}: {message.strip()} (check the file and folder permissions)"
+    return f"cannot open {path}: {message.strip()}"
+
+
+def read_only_message(path: Path, reason: str) -> str:
+    """What a refused write says when the file is open read-only."""
+    return (
+        f"this knowledge file is read-only: {path} ({reason or 'opened read-only'}). "
+        "Searches and reads work; to add or change knowledge, make the file and its folder writable by this "
+        "user, or copy it somewhere writable (duckgraph backup) and point --db / DUCKGRAPH_DB at the copy."
+    )
+
+
+def write_failure(path: Path, exc: BaseException, reopen: Callable[[], str]) -> StoreError | None:
+    """A StoreError naming the file when `exc` is DuckDB failing to write it (disk full, permissions), else None.
+
+    DuckDB rolls a failed commit back. When a checkpoint fails it invalidates the database instead (what was
+    committed is safe in the write-ahead log): `reopen` then opens the file again, which also rebuilds the
+    in-memory mirror from what the file holds, and says how that went.
+    """
+    import duckdb
+
+    if not isinstance(exc, duckdb.Error):
+        return None
+    message = str(exc)
+    fatal = isinstance(exc, duckdb.FatalException)
+    problem = storage_problem(message)
+    if problem is None and not fatal:
+        return None
+    reopened = reopen() if fatal else ""
+    if "COMMIT succeeded" in message:
+        outcome = (
+            f"The change itself was saved (in {path.name}.wal), but DuckDB could not fold it into the "
+            f"file{reopened}. Free some disk space; nothing is lost."
+        )
+    else:
+        outcome = f"Nothing of this change was saved; everything stored before is intact{reopened}."
+        if problem in ("disk full", "disk full or file size limit reached"):
+            outcome += " Free some disk space and try again."
+        elif problem == "not writable":
+            outcome += " Make the file and its folder writable by this user."
+    return StoreError(f"could not write to {path}: {problem or 'DuckDB failed'} ({one_line(exc)}). {outcome}")
+
+
+def storage_problem(message: str) -> str | None:
+    """'disk full', 'not writable', 'I/O error' when a DuckDB message is about writing a file, else None."""
+    lowered = message.lower()
+    for needle, problem in _STORAGE_PROBLEMS:
+        if needle in lowered:
+            return problem
+    if "could not write file" in lowered or "io error" in lowered:
+        return "I/O error"
+    return None
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:400]

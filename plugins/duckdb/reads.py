@@ -1,0 +1,179 @@
+"""Reads answered by SQL: listings, counts, observations, documents, and passages whose texts are not held in
+memory. (What a search reads on its path comes from the mirror instead; see `DuckDBStore`.) Each takes the
+connection; the store calls them under its lock."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from duckgraph.plugins.duckdb import sql
+from duckgraph.ports import ChunkRecord, DocumentRecord, EdgeRecord, NodeRecord
+
+_NODE_COLUMNS = "id, namespace, key, name, type, description, aliases, properties, created_at, updated_at"
+_EDGE_COLUMNS = (
+    "id, source_id, target_id, type, description, weight, properties, valid_from, valid_until, created_at, updated_at"
+)
+_DOCUMENT_COLUMNS = "id, namespace, text, title, metadata, created_at"
+#: Up to this many ids, rows are fetched by one probe of the primary key each (UNION ALL of `id = ...`): DuckDB
+#: answers `id IN (list)` with a scan of the whole table.
+_POINT_LOOKUPS = 64
+
+
+def list_nodes(con: Any, namespace: str, offset: int, limit: int) -> list[NodeRecord]:
+    rows = con.execute(
+        f"SELECT {_NODE_COLUMNS} FROM nodes WHERE namespace = $1 ORDER BY id LIMIT $2 OFFSET $3",
+        [namespace, limit, offset],
+    ).fetchall()
+    return [_node(row) for row in rows]
+
+
+def observations(con: Any, node_ids: Iterable[int]) -> dict[int, list[str]]:
+    ids = list(set(node_ids))
+    if not ids:
+        return {}
+    rows = con.execute(
+        "SELECT node_id, list(text ORDER BY created_at, rowid) FROM observations "
+        f"WHERE node_id IN (SELECT unnest({sql.JSON_IDS % 1})) GROUP BY node_id",
+        [sql.json_list(ids)],
+    ).fetchall()
+    return {node_id: texts for node_id, texts in rows}
+
+
+def list_edges(con: Any, namespace: str, offset: int, limit: int, include_expired: bool) -> list[EdgeRecord]:
+    holding = "" if include_expired else "AND valid_until IS NULL "
+    rows = con.execute(
+        f"SELECT {_EDGE_COLUMNS} FROM edges WHERE namespace = $1 {holding}"
+        "ORDER BY id LIMIT $2 OFFSET $3",
+        [namespace, limit, offset],
+    ).fetchall()
+    return [_edge(row) for row in rows]
+
+
+def documents(con: Any, ids: Iterable[str], namespace: str) -> list[DocumentRecord]:
+    ids = list(set(ids))
+    if not ids:
+        return []
+    if len(ids) <= _POINT_LOOKUPS:  # (what a search asks): index probes, not a scan of the table
+        rows = con.execute(" UNION ALL ".join(
+            f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE namespace = $1 AND id = ${i + 2}"
+            for i in range(len(ids))), [namespace, *ids]).fetchall()
+    else:
+        rows = con.execute(
+            f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE namespace = $1 AND id IN "
+            f"(SELECT unnest({sql.JSON_NAMES % 2}))",
+            [namespace, sql.json_list(ids)],
+        ).fetchall()
+    return [_document(row) for row in rows]
+
+
+def chunks(con: Any, ids: list[int]) -> list[ChunkRecord]:
+    """The chunks of the given (distinct) ids, read from the file."""
+    if len(ids) <= _POINT_LOOKUPS:  # (what a search asks): index probes, not a scan of the table
+        rows = con.execute(" UNION ALL ".join(
+            f"SELECT id, document_id, ordinal, text FROM chunks WHERE id = {i}" for i in ids)).fetchall()
+    else:
+        rows = con.execute(
+            f"SELECT id, document_id, ordinal, text FROM chunks WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))",
+            [sql.json_list(ids)],
+        ).fetchall()
+    return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3]) for r in rows]
+
+
+def document_chunks(con: Any, namespace: str, document_ids: Iterable[str]) -> list[ChunkRecord]:
+    ids = list(dict.fromkeys(document_ids))
+    if not ids:
+        return []
+    rows = con.execute(
+        "SELECT id, document_id, ordinal, text FROM chunks WHERE namespace = $1 AND document_id IN "
+        f"(SELECT unnest({sql.JSON_NAMES % 2})) ORDER BY list_position({sql.JSON_NAMES % 2}, document_id), ordinal",
+        [namespace, sql.json_list(ids)],
+    ).fetchall()
+    return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3]) for r in rows]
+
+
+def stats(con: Any, namespace: str | None) -> dict[str, Any]:
+    where = "" if namespace is None else "WHERE namespace = $1"
+    params = [] if namespace is None else [namespace]
+    counts = {
+        table: con.execute(f"SELECT count(*) FROM {table} {where}", params).fetchone()[0]
+        for table in ("nodes", "documents", "chunks")
+    }
+    counts["edges"] = con.execute(
+        f"SELECT count(*) FROM edges {where or 'WHERE'} {'AND' if where else ''} valid_until IS NULL",
+        params,
+    ).fetchone()[0]
+    node_types = dict(con.execute(
+        f"SELECT type, count(*) FROM nodes {where} GROUP BY type ORDER BY count(*) DESC LIMIT 50", params
+    ).fetchall())
+    edge_types = dict(con.execute(
+        f"SELECT type, count(*) FROM edges {where} GROUP BY type ORDER BY count(*) DESC LIMIT 50", params
+    ).fetchall())
+    return {**counts, "node_types": node_types, "edge_types": edge_types}
+
+
+def type_examples(con: Any, namespace: str, limit: int) -> dict[str, list[dict[str, Any]]]:
+    nodes = con.execute(
+        "SELECT type, count(*), arg_min(name, id) FROM nodes WHERE namespace = $1 "
+        "GROUP BY type ORDER BY count(*) DESC, type LIMIT $2",
+        [namespace, limit],
+    ).fetchall()
+    edges = con.execute(
+        "SELECT e.type, count(*), arg_min(s.name, e.id), arg_min(t.name, e.id) FROM edges e "
+        "JOIN nodes s ON s.id = e.source_id JOIN nodes t ON t.id = e.target_id "
+        "WHERE e.namespace = $1 AND e.valid_until IS NULL GROUP BY e.type ORDER BY count(*) DESC, e.type "
+        "LIMIT $2",
+        [namespace, limit],
+    ).fetchall()
+    return {
+        "node_types": [{"type": t, "count": n, "example": name} for t, n, name in nodes],
+        "edge_types": [{"type": t, "count": n, "example": {"source": s, "target": o}} for t, n, s, o in edges],
+    }
+
+
+def namespaces(con: Any) -> list[str]:
+    rows = con.execute(
+        "SELECT namespace FROM nodes UNION SELECT namespace FROM edges UNION SELECT namespace FROM documents "
+        "ORDER BY 1"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def list_documents(con: Any, namespace: str, offset: int, limit: int) -> list[DocumentRecord]:
+    rows = con.execute(
+        f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE namespace = $1 ORDER BY id LIMIT $2 OFFSET $3",
+        [namespace, limit, offset],
+    ).fetchall()
+    return [_document(row) for row in rows]
+
+
+def edge_evidence(con: Any, edge_ids: Iterable[int]) -> list[tuple[int, int]]:
+    ids = list(set(edge_ids))
+    if not ids:
+        return []
+    wanted, params = sql.rows(1, id=("BIGINT", ids))
+    rows = con.execute(
+        f"SELECT edge_id, chunk_id FROM edge_evidence WHERE edge_id IN (SELECT id FROM {wanted}) "
+        "ORDER BY edge_id, chunk_id",
+        params,
+    ).fetchall()
+    return [(int(e), int(c)) for e, c in rows]
+
+
+def _edge(row: tuple) -> EdgeRecord:
+    return EdgeRecord(id=row[0], source_id=row[1], target_id=row[2], type=row[3], description=row[4], weight=row[5],
+                      properties=json.loads(row[6]), valid_from=row[7], valid_until=row[8], created_at=row[9],
+                      updated_at=row[10])
+
+
+def _document(row: tuple) -> DocumentRecord:
+    return DocumentRecord(id=row[0], namespace=row[1], text=row[2], title=row[3], metadata=json.loads(row[4]),
+                          created_at=row[5])
+
+
+def _node(row: tuple) -> NodeRecord:
+    return NodeRecord(
+        id=row[0], namespace=row[1], key=row[2], name=row[3], type=row[4], description=row[5],
+        aliases=tuple(row[6]), properties=json.loads(row[7]), created_at=row[8], updated_at=row[9],
+    )

@@ -1,0 +1,193 @@
+"""The file's schema: its tables (DDL), the checks and migrations at open, the `meta` table, and the binding of the
+file to an embedder (recorded in `meta`; the vector tables are then created at its width)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from duckgraph.plugins.duckdb import sql, vector_tables
+from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
+from duckgraph.ports import EmbedderMismatchError, NodeRecord, StoreError, entity_key, loose_key
+
+log = logging.getLogger(__name__)
+
+np: Any = NumpyOnFirstUse(globals())
+
+SCHEMA_VERSION = 1
+#: Version of the derived rows of `node_names`; files with an older one get them rebuilt at open.
+NAME_KEYS_VERSION = "2"
+
+SCHEMA = """
+CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
+CREATE SEQUENCE node_ids START 1;
+CREATE SEQUENCE edge_ids START 1;
+CREATE SEQUENCE chunk_ids START 1;
+CREATE TABLE nodes (
+    id BIGINT PRIMARY KEY,
+    namespace VARCHAR NOT NULL,
+    key VARCHAR NOT NULL,
+    name VARCHAR NOT NULL,
+    type VARCHAR NOT NULL,
+    description VARCHAR NOT NULL DEFAULT '',
+    aliases VARCHAR[] NOT NULL DEFAULT [],
+    properties JSON NOT NULL DEFAULT '{}',
+    created_at TIMESTAMP NOT NULL,
+    updated_at TIMESTAMP NOT NULL,
+    UNIQUE (namespace, key)
+);
+-- Every name a node answers to (its key and its alias keys), for exact name lookups.
+CREATE TABLE node_names (namespace VARCHAR NOT NULL, key VARCHAR NOT NULL, node_id BIGINT NOT NULL);
+CREATE INDEX node_names_key ON node_names (namespace, key);
+CREATE INDEX node_names_node ON node_names (node_id);
+CREATE TABLE observations (node_id BIGINT NOT NULL, text VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL);
+CREATE TABLE edges (
+    id BIGINT PRIMARY KEY,
+    namespace VARCHAR NOT NULL,
+    source_id BIGINT NOT NULL,
+    target_id BIGINT NOT NULL,
+    type VARCHAR NOT NULL,
+    description VARCHAR NOT NULL DEFAULT '',
+    weight DOUBLE NOT NULL DEFAULT 1.0,
+    properties JSON NOT NULL DEFAULT '{}',
+    valid_from TIMESTAMP,
+    valid_until TIMESTAMP,
+    created_at TIMESTAMP NOT NULL,
+    updated_at TIMESTAMP NOT NULL
+);
+CREATE INDEX edges_source ON edges (source_id);
+CREATE INDEX edges_target ON edges (target_id);
+CREATE TABLE documents (
+    namespace VARCHAR NOT NULL,
+    id VARCHAR NOT NULL,
+    title VARCHAR NOT NULL DEFAULT '',
+    text VARCHAR NOT NULL,
+    metadata JSON NOT NULL DEFAULT '{}',
+    created_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (namespace, id)
+);
+CREATE TABLE chunks (
+    id BIGINT PRIMARY KEY,
+    namespace VARCHAR NOT NULL,
+    document_id VARCHAR NOT NULL,
+    ordinal INTEGER NOT NULL,
+    text VARCHAR NOT NULL
+);
+CREATE INDEX chunks_document ON chunks (namespace, document_id);
+-- Provenance: which chunks mention a node, which chunks support an edge.
+CREATE TABLE mentions (chunk_id BIGINT NOT NULL, node_id BIGINT NOT NULL, PRIMARY KEY (chunk_id, node_id));
+CREATE INDEX mentions_node ON mentions (node_id);
+CREATE TABLE edge_evidence (edge_id BIGINT NOT NULL, chunk_id BIGINT NOT NULL, PRIMARY KEY (edge_id, chunk_id));
+CREATE TABLE communities (
+    id BIGINT PRIMARY KEY,
+    namespace VARCHAR NOT NULL,
+    level INTEGER NOT NULL,
+    title VARCHAR NOT NULL DEFAULT '',
+    summary VARCHAR NOT NULL DEFAULT ''
+);
+CREATE TABLE community_members (community_id BIGINT NOT NULL, node_id BIGINT NOT NULL);
+"""
+EXPECTED_TABLES = {
+    "meta", "nodes", "node_names", "observations", "edges", "documents", "chunks", "mentions", "edge_evidence",
+    "communities", "community_members",
+}
+
+
+def name_keys(node: NodeRecord) -> list[str]:
+    """What `find_nodes` finds a node by: its key, its aliases' keys, and the loose forms of both."""
+    keys = [node.key, *(entity_key(alias) for alias in node.aliases)]
+    return list(dict.fromkeys([*keys, *filter(None, map(loose_key, keys))]))
+
+
+def meta(con: Any, key: str) -> str | None:
+    row = con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    return row[0] if row else None
+
+
+def ensure(con: Any, path: Path, read_only: bool, transaction: Callable[[], AbstractContextManager[Any]]) -> None:
+    """Create the schema in an empty file; check an existing file's, and bring its derived rows up to date."""
+    tables = {row[0] for row in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+    ).fetchall()}
+    if not tables:
+        if read_only:
+            raise StoreError(f"{path} is empty and opened read-only; open it writable once to create it")
+        with transaction():
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    con.execute(statement)
+            now = sql.now().isoformat()
+            con.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [["schema_version", str(SCHEMA_VERSION)], ["created_at", now], ["updated_at", now],
+                 ["name_keys", NAME_KEYS_VERSION]],
+            )
+        return
+    if "meta" not in tables or not EXPECTED_TABLES <= tables:
+        raise StoreError(
+            f"{path} is a DuckDB file but not a duckgraph knowledge base "
+            f"(tables: {', '.join(sorted(tables)[:8])}); choose another file with --db or DUCKGRAPH_DB"
+        )
+    version = meta(con, "schema_version")
+    if version is None or not version.isdigit():
+        raise StoreError(f"{path} has no valid schema version; it was not written by duckgraph")
+    if int(version) > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path} uses schema version {version}, newer than this duckgraph understands "
+            f"({SCHEMA_VERSION}); upgrade duckgraph"
+        )
+    if meta(con, "name_keys") != NAME_KEYS_VERSION and not read_only:
+        _rebuild_name_keys(con, path, transaction)
+
+
+def _rebuild_name_keys(con: Any, path: Path, transaction: Callable[[], AbstractContextManager[Any]]) -> None:
+    """Files written before loose name keys existed get them (derived rows, rebuilt in one transaction)."""
+    nodes = con.execute("SELECT id, namespace, key, aliases FROM nodes").fetchall()
+    rows = [(namespace, key, node_id) for node_id, namespace, key, aliases in nodes
+            for key in name_keys(NodeRecord(namespace=namespace, key=key, name=key, type="",
+                                            aliases=tuple(aliases or ())))]
+    with transaction():
+        con.execute("DELETE FROM node_names")
+        if rows:
+            # A registered columnar view: list parameters bind element by element.
+            con.register("_incoming_names", {
+                "namespace": np.array([r[0] for r in rows], dtype=object),
+                "key": np.array([r[1] for r in rows], dtype=object),
+                "node_id": np.array([r[2] for r in rows], dtype=np.int64),
+            })
+            try:
+                con.execute("INSERT INTO node_names SELECT namespace, key, node_id FROM _incoming_names")
+            finally:
+                con.unregister("_incoming_names")
+        con.execute("DELETE FROM meta WHERE key = 'name_keys'")
+        con.execute("INSERT INTO meta VALUES ('name_keys', ?)", [NAME_KEYS_VERSION])
+    log.info("%s: rebuilt the name index of %d nodes (loose keys added)", path, len(nodes))
+
+
+def embedder_info(con: Any) -> tuple[str, int] | None:
+    """(embedder id, dimensions) the file is bound to, or None before it is."""
+    embedder_id, dimensions = meta(con, "embedder_id"), meta(con, "dimensions")
+    if embedder_id is None or dimensions is None:
+        return None
+    return embedder_id, int(dimensions)
+
+
+def check_embedder(path: Path, bound: tuple[str, int], embedder_id: str, dimensions: int) -> None:
+    """Refuse an embedder other than the one the file is bound to."""
+    if bound != (embedder_id, dimensions):
+        raise EmbedderMismatchError(
+            f"{path} was built with embedder {bound[0]!r} ({bound[1]} dimensions), but "
+            f"{embedder_id!r} ({dimensions} dimensions) is configured. Configure {bound[0]!r} "
+            "again (DUCKGRAPH_EMBEDDER / [embedder] in the config) or use another --db file."
+        )
+
+
+def bind_embedder(con: Any, embedder_id: str, dimensions: int) -> None:
+    """Record the embedder in `meta` and create the vector tables at its width (inside a transaction)."""
+    vector_tables.create(con, dimensions)
+    con.executemany(
+        "INSERT INTO meta VALUES (?, ?)", [["embedder_id", embedder_id], ["dimensions", str(dimensions)]]
+    )

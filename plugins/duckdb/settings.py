@@ -1,0 +1,77 @@
+"""DuckDB's settings as the store runs it: its cache limit beside what the store holds in memory itself, when a
+commit checkpoints, and the compression its writes leave out."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Write-ahead log size at which a commit folds the log into the file (DuckDB's default: 16MB). A checkpoint rewrites
+#: the last, partly filled row group of every table it touches, so at 16MB a bulk load of vectors checkpoints on
+#: every call, each costlier than the last (contrib/bench/write.py). A crash leaves at most this much log to replay.
+CHECKPOINT_THRESHOLD = "256MB"
+#: Compression methods the store's writes leave out: ALPRD saves a little space on embeddings but costs time at every
+#: checkpoint and read, and files grown through many checkpoints come out larger with it (contrib/bench/write.py).
+DISABLED_COMPRESSION = "alp,alprd"
+#: What DuckDB may keep cached while open copies the vectors into memory, and after it has copied the graph
+#: (see `lean_cache`); the store's memory_limit applies again at once.
+CACHE_AFTER_LOAD = "256MB"
+#: DuckDB's own cache limit when the store option memory_limit is not given: this share of the machine's memory, at
+#: least 1 GiB. DuckDB's default (80%) ignores what the store holds itself (every vector and the graph), and its
+#: cache would keep pages of the tables the store holds in memory already.
+DEFAULT_MEMORY_SHARE = 0.25
+#: What DuckDB accepts as a memory size.
+MEMORY_SIZE = re.compile(r"\s*\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", re.IGNORECASE)
+
+
+def default_memory_limit() -> str:
+    """DEFAULT_MEMORY_SHARE of the machine's memory, at least 1 GiB, as a DuckDB size."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): DuckDB's default share of 8 GiB
+        total = 8 * 2**30
+    return f"{max(1.0, DEFAULT_MEMORY_SHARE * total / 2**30):.1f}GiB"
+
+
+def apply_session_settings(con: Any, memory_limit: str) -> None:
+    """The settings of the store's connection, set at open (also on a read-only file: its backup is written with
+    them)."""
+    # Loading a big file takes seconds; DuckDB's progress bar would write to stdout (the stdio transport).
+    con.execute("SET enable_progress_bar = false")
+    con.execute(f"SET memory_limit = '{memory_limit}'")
+    apply_write_settings(con)
+
+
+def apply_write_settings(con: Any, checkpoint_threshold: str = CHECKPOINT_THRESHOLD) -> None:
+    """The DuckDB settings the store writes with (see CHECKPOINT_THRESHOLD and DISABLED_COMPRESSION); benchmarks
+    may try another threshold."""
+    con.execute(f"SET checkpoint_threshold = '{checkpoint_threshold}'")
+    con.execute(f"SET disabled_compression_methods = '{DISABLED_COMPRESSION}'")
+
+
+@contextmanager
+def lean_cache(con: Any, memory_limit: str, path: Path) -> Iterator[None]:
+    """While inside, DuckDB keeps at most CACHE_AFTER_LOAD of table pages cached, and drops the rest on entry.
+
+    Open reads every vector and the whole graph into this process's memory; the pages DuckDB would keep from
+    those reads would double the copies. A lower memory limit makes it evict what no query holds; `memory_limit`
+    applies again on the way out."""
+    import duckdb  # imported when a file is opened: registering the plugin stays cheap
+
+    try:
+        con.execute(f"SET memory_limit = '{CACHE_AFTER_LOAD}'")
+    except duckdb.Error as exc:  # pages still in use: nothing is lost but memory
+        log.info("DuckDB kept its cache while loading %s: %s", path, exc)
+    try:
+        yield
+    finally:
+        # Not RESET: in DuckDB 1.5.5 that restores the setting but leaves the buffer pool at the lower limit,
+        # and a later write fails to commit once the indexes outgrow it.
+        con.execute(f"SET memory_limit = '{memory_limit}'")

@@ -1,0 +1,421 @@
+"""The DuckDB graph store: nodes, edges, documents, chunks and vectors in one file (see `DuckDBStore`)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from duckgraph.plugins.duckdb import connection, maintenance, reads, schema, settings, vector_tables, writes
+from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
+from duckgraph.plugins.duckdb.mirror.vectors import DEFAULT_ANN_MIN_ROWS
+from duckgraph.plugins.duckdb.restore import restore_snapshot
+from duckgraph.plugins.duckdb.sql import naive_utc
+from duckgraph.plugins.duckdb.vector_search import DEFAULT_HNSW_MIN_ROWS, VECTOR_INDEXES, VectorSearch
+from duckgraph.plugins.duckdb.writes import MirrorChanges, Writer
+from duckgraph.ports import (
+    ChunkRecord,
+    DocumentRecord,
+    EdgeRecord,
+    GraphStore,
+    Links,
+    NodeRecord,
+    Snapshot,
+    StoreError,
+    VectorKind,
+    WriteBatch,
+    WriteSummary,
+)
+
+log = logging.getLogger(__name__)
+
+#: Passage text kept in memory for searches, at most (MB): ~125,000 passages of 2 KB, whose vectors the store holds
+#: anyway. Above it each search reads its few passages from the file, which costs milliseconds.
+DEFAULT_PASSAGE_TEXTS_MB = 256
+
+
+class DuckDBStore(GraphStore):
+    """GraphStore on one DuckDB file. One connection, serialised by a lock (DuckDB connections are not
+    thread-safe, and the MCP server calls tools from worker threads).
+
+    The file is the truth; the mirror never runs ahead of a commit. A search never waits for DuckDB (which answers
+    a lookup of a few hundred rows by id with a scan of the table): it reads the mirror, the graph (`GraphMirror`:
+    node records and names, a CSR adjacency of the edges, provenance links) and each kind's vectors
+    (`VectorSearch`), all held in memory. The mirror is derived from the tables: loaded at open, and changed only
+    by `_committing`, after a write's transaction has committed. A write that fails leaves it as it was; a change
+    that fails to apply reloads the graph from the file. An unclean close leaves nothing stale behind: the next
+    open loads it from the file again.
+
+    The work is done by the modules beside this one: schema.py (tables, migrations, the embedder binding),
+    writes.py and restore.py (the statements of a write), reads.py (reads answered by SQL), vector_search.py (the
+    choice of vector index), settings.py (DuckDB's memory and checkpoints), connection.py (opening the file, and
+    what a failure says) and maintenance.py (health, backup).
+    """
+
+    def __init__(
+        self, path: str | Path, *, read_only: bool = False, hnsw_min_rows: int = DEFAULT_HNSW_MIN_ROWS,
+        use_vss: bool = True, vector_index: str = "ivf", ann_min_rows: int = DEFAULT_ANN_MIN_ROWS,
+        ann_nprobe: int | None = None, passage_texts_mb: float = DEFAULT_PASSAGE_TEXTS_MB,
+        memory_limit: str | None = None,
+    ) -> None:
+        """`vector_index`: "ivf" (default; an exact scan below `ann_min_rows` vectors of a kind, an IVF index in
+        memory above, probing `ann_nprobe` lists or as many as its build measured for recall@10 >= 0.95),
+        "exact" (always an exact scan) or "hnsw" (the vss HNSW index above `hnsw_min_rows`: slow to build).
+        Passages' texts are kept in memory while they hold at most `passage_texts_mb` (checked at open), so that
+        searches do not read them from the file. `memory_limit` bounds DuckDB's own cache and indexes (a size
+        such as "2GB"; default: a quarter of the machine's memory, at least 1 GiB)."""
+        if vector_index not in VECTOR_INDEXES:
+            raise StoreError(f"vector_index must be one of {', '.join(VECTOR_INDEXES)}, not {vector_index!r}")
+        if isinstance(passage_texts_mb, bool) or not isinstance(passage_texts_mb, int | float) or passage_texts_mb < 0:
+            raise StoreError(f"passage_texts_mb must be a number of megabytes, 0 or more, not {passage_texts_mb!r}")
+        if memory_limit is not None and not (
+                isinstance(memory_limit, str) and settings.MEMORY_SIZE.fullmatch(memory_limit)):
+            raise StoreError(f"memory_limit must be a size such as \"2GB\" or \"1.5GiB\", not {memory_limit!r}")
+        self.path = Path(path).expanduser()
+        self.read_only = read_only
+        self._read_only_option = read_only
+        #: Why the open file is read-only ("" when it is writable); see `open`.
+        self.read_only_reason = "opened with the store option read_only = true" if read_only else ""
+        self.passage_texts_mb = passage_texts_mb
+        self.memory_limit = memory_limit or settings.default_memory_limit()
+        self._con: Any = None
+        self._lock = threading.RLock()
+        self._graph = GraphMirror(lambda key, aliases: schema.name_keys(
+            NodeRecord(namespace="", key=key, name=key, type="", aliases=tuple(aliases))),
+            text_budget=int(passage_texts_mb * 2**20))
+        self._vectors = VectorSearch(self._lock, self.path, choice=vector_index, ann_min_rows=ann_min_rows,
+                                     ann_nprobe=ann_nprobe, hnsw_min_rows=hnsw_min_rows, use_vss=use_vss)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        with self._lock:
+            if self._con is not None:
+                return
+            if not self._read_only_option:
+                self.read_only_reason = connection.why_read_only(self.path)
+                self.read_only = bool(self.read_only_reason)
+            self._con, refused = connection.connect(self.path, self.read_only)
+            if refused:
+                self.read_only, self.read_only_reason = True, refused
+            try:
+                settings.apply_session_settings(self._con, self.memory_limit)
+                self._vectors.load_vss(self._con)
+                schema.ensure(self._con, self.path, self.read_only, self._transaction)
+                self._load_vectors()
+                self._graph.load(self._con)
+                with self._lean_cache():  # drops what the graph's reads left cached
+                    pass
+            except BaseException:
+                self._con.close()
+                self._con = None
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._save_layouts()
+            self._vectors.close()
+            if self._con is not None:
+                if not self.read_only:
+                    try:
+                        self._con.execute("CHECKPOINT")
+                    except Exception as exc:  # closing must not fail; the WAL still holds the data
+                        log.warning("checkpoint on close failed: %s", exc)
+                self._con.close()
+                self._con = None
+
+    def _load_vectors(self) -> None:
+        info = self.embedder_info()
+        if info is None:
+            return
+        if not self.read_only:
+            vector_tables.create(self._con, info[1])  # files bound before edge vectors existed lack one
+        self._vectors.new_indexes(self._con, info[1])
+        with self._lean_cache():  # streaming reads by rowid range: nothing to keep cached
+            self._vectors.load(self._con)
+
+    def _save_layouts(self) -> None:
+        """Save the IVF layouts built since the last save (derived data: a reopen need not build them again)."""
+        if self.read_only or self._con is None:
+            return
+        self._vectors.save_layouts(self._transaction)
+
+    def _lean_cache(self) -> AbstractContextManager[None]:
+        return settings.lean_cache(self._con, self.memory_limit, self.path)
+
+    @property
+    def _db(self) -> Any:
+        if self._con is None:
+            raise StoreError(f"the store {self.path} is not open")
+        return self._con
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        with self._lock:
+            self._db.execute("BEGIN TRANSACTION")
+            try:
+                yield self._con
+            except BaseException as exc:
+                try:
+                    self._con.execute("ROLLBACK")
+                except Exception as failure:  # the failed statement may have ended the transaction already
+                    log.debug("rollback after %s: %s", type(exc).__name__, failure)
+                self._raise_storage_error(exc)
+                raise
+            else:
+                try:
+                    self._con.execute("COMMIT")
+                except Exception as exc:  # DuckDB rolls a failed commit back itself
+                    self._raise_storage_error(exc)
+                    raise
+
+    # -- embedder binding ------------------------------------------------------------------------------
+
+    def embedder_info(self) -> tuple[str, int] | None:
+        with self._lock:
+            return schema.embedder_info(self._db)
+
+    def bind_embedder(self, embedder_id: str, dimensions: int) -> None:
+        with self._lock:
+            info = self.embedder_info()
+            if info is not None:
+                schema.check_embedder(self.path, info, embedder_id, dimensions)
+                return
+            if self.read_only:
+                raise StoreError(self.read_only_message() + " It has no embedder recorded yet: it holds no vectors.")
+            with self._transaction() as con:
+                schema.bind_embedder(con, embedder_id, dimensions)
+            self._vectors.new_indexes(self._con, dimensions)
+
+    # -- writes: the one place the mirror changes --------------------------------------------------------
+
+    def write(self, batch: WriteBatch) -> WriteSummary:
+        if self.read_only:
+            raise StoreError(self.read_only_message())
+        with self._lock:
+            dimensions = writes.require_dimensions(batch, self.embedder_info(), self.path)
+            with self._committing([*batch.nodes, *batch.chunks]) as writer:
+                summary = writer.write(batch, dimensions)
+            self._save_layouts()  # of builds finished since the last write: a reopen then need not build them
+        return summary
+
+    def restore(self, snapshot: Snapshot) -> WriteSummary:
+        if self.read_only:
+            raise StoreError(self.read_only_message())
+        batch = WriteBatch(nodes=snapshot.nodes, edges=snapshot.edges, documents=snapshot.documents,
+                           chunks=snapshot.chunks)
+        with self._lock:
+            dimensions = writes.require_dimensions(batch, self.embedder_info(), self.path)
+            with self._committing([*snapshot.nodes, *snapshot.chunks]) as writer:
+                summary = restore_snapshot(writer, snapshot, batch, dimensions)
+        return summary
+
+    @contextmanager
+    def _committing(self, records: list[Any]) -> Iterator[Writer]:
+        """One write transaction, then the mirror brought up to it: the mirror never runs ahead of a commit.
+
+        The writer notes the changes its statements make to the mirror; they are applied once the transaction has
+        committed. If it rolls back, nothing is applied, and the ids the transaction gave `records` (the batch's
+        nodes and chunks) are taken back from them."""
+        ids_before = [(record, record.id) for record in records]
+        writer = Writer(self._db, self._graph, self._vectors.stored_precision, bool(self._vectors.indexes))
+        try:
+            with self._transaction():
+                yield writer
+        except BaseException:
+            for record, record_id in ids_before:
+                record.id = record_id
+            raise
+        self._apply(writer.changes)
+
+    def _apply(self, changes: MirrorChanges) -> None:
+        """A committed write's changes to the mirror (see `_committing`)."""
+        if changes.reload is not None:
+            if "graph" in changes.reload:
+                self._graph.load(self._db)
+            if "vectors" in changes.reload:
+                self._vectors.drop()
+                self._load_vectors()
+            return
+        try:
+            for change, args in changes.graph:
+                change(*args)
+        except Exception:  # the file is the truth: rebuild the mirror from it rather than serve a wrong graph
+            log.exception("updating the in-memory graph failed; reloading it from %s", self.path)
+            self._graph.load(self._db)
+        self._vectors.apply(changes.removed_vectors, changes.written_vectors)
+
+    # -- reads from the mirror (the search path) -------------------------------------------------------
+
+    def find_nodes(self, namespace: str, keys: Iterable[str]) -> list[NodeRecord]:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.node_records(self._graph.find(namespace, set(keys)))
+
+    def get_nodes(self, ids: Iterable[int]) -> list[NodeRecord]:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.node_records(ids)
+
+    def edges_among(
+        self, node_ids: Sequence[int], namespace: str, *, include_expired: bool = False
+    ) -> list[EdgeRecord]:
+        if not node_ids:
+            return []
+        with self._lock:
+            return self._graph.edges_among(node_ids, namespace, include_expired=include_expired)
+
+    def get_edges(self, ids: Iterable[int]) -> list[EdgeRecord]:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.get_edges(ids)
+
+    def get_chunks(self, ids: Iterable[int]) -> list[ChunkRecord]:
+        ids = list({int(i) for i in ids})
+        if not ids:
+            return []
+        with self._lock:
+            con = self._db
+            held = self._graph.chunk_records(ids)
+            return held if held is not None else reads.chunks(con, ids)
+
+    def chunk_documents(self, ids: Iterable[int]) -> dict[int, str]:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.chunk_documents(list(ids))
+
+    def document_titles(self, ids: Iterable[str], namespace: str) -> dict[str, str]:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.document_titles(namespace, ids)
+
+    def neighbor_ends(
+        self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
+    ) -> tuple[Any, Any, Any, Any]:
+        with self._lock:
+            return self._graph.neighbor_ends(node_ids, namespace, naive_utc(as_of), limit)
+
+    def mentioned_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.mentioned_chunks(chunk_ids)
+
+    def chunks_mentioning(self, node_ids: Sequence[int], *, limit: int = 1000) -> list[tuple[int, int]]:
+        if not node_ids:
+            return []
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.chunks_mentioning(node_ids, limit)
+
+    def links(
+        self, node_ids: Sequence[int], chunk_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None
+    ) -> Links:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.links(node_ids, chunk_ids, namespace, naive_utc(as_of))
+
+    def passage_links(
+        self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None
+    ) -> tuple[Any, tuple[Any, Any]]:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.passage_links(node_ids, namespace, naive_utc(as_of))
+
+    def vector_search(self, kind: VectorKind, query: Any, k: int, namespace: str) -> list[tuple[int, float]]:
+        return self._vectors.search(kind, query, k, namespace)
+
+    def similarity_array(self, kind: VectorKind, ids: Any, query: Any) -> Any:
+        return self._vectors.similarity_array(kind, ids, query)
+
+    def get_vectors(self, kind: VectorKind, ids: Iterable[int]) -> dict[int, Any]:
+        ids = list(ids)
+        with self._lock:
+            held = self._vectors.held_vectors(kind, ids)
+            return held if held is not None else self._vectors.file_vectors(self._db, kind, ids)
+
+    # -- reads answered by SQL -------------------------------------------------------------------------
+
+    def list_nodes(self, namespace: str, *, offset: int = 0, limit: int = 100) -> list[NodeRecord]:
+        with self._lock:
+            return reads.list_nodes(self._db, namespace, offset, limit)
+
+    def get_observations(self, node_ids: Iterable[int]) -> dict[int, list[str]]:
+        with self._lock:
+            return reads.observations(self._db, node_ids)
+
+    def list_edges(
+        self, namespace: str, *, offset: int = 0, limit: int = 100, include_expired: bool = False
+    ) -> list[EdgeRecord]:
+        with self._lock:
+            return reads.list_edges(self._db, namespace, offset, limit, include_expired)
+
+    def get_documents(self, ids: Iterable[str], namespace: str) -> list[DocumentRecord]:
+        with self._lock:
+            return reads.documents(self._db, ids, namespace)
+
+    def document_chunks(self, namespace: str, document_ids: Iterable[str]) -> list[ChunkRecord]:
+        with self._lock:
+            return reads.document_chunks(self._db, namespace, document_ids)
+
+    def stats(self, namespace: str | None = None) -> dict[str, Any]:
+        with self._lock:
+            return reads.stats(self._db, namespace)
+
+    def type_examples(self, namespace: str, *, limit: int = 50) -> dict[str, list[dict[str, Any]]]:
+        with self._lock:
+            return reads.type_examples(self._db, namespace, limit)
+
+    def namespaces(self) -> list[str]:
+        with self._lock:
+            return reads.namespaces(self._db)
+
+    def list_documents(self, namespace: str, *, offset: int = 0, limit: int = 100) -> list[DocumentRecord]:
+        with self._lock:
+            return reads.list_documents(self._db, namespace, offset, limit)
+
+    def edge_evidence(self, edge_ids: Iterable[int]) -> list[tuple[int, int]]:
+        with self._lock:
+            return reads.edge_evidence(self._db, edge_ids)
+
+    # -- health, backup, failures ------------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        with self._lock:
+            return maintenance.health(self._db, self.path, self._vectors, self._graph,
+                                      read_only_reason=self.read_only_reason, memory_limit=self.memory_limit,
+                                      passage_texts_mb=self.passage_texts_mb)
+
+    def backup(self, destination: Path) -> None:
+        destination = Path(destination)
+        with self._lock:
+            maintenance.backup(self._db, self.path, destination, self._reopen_after_fatal)
+
+    def read_only_message(self) -> str:
+        """What a refused write says when the file is open read-only."""
+        return connection.read_only_message(self.path, self.read_only_reason)
+
+    def _raise_storage_error(self, exc: BaseException) -> None:
+        """Raise a StoreError naming the file when `exc` is DuckDB failing to write it (see `write_failure`)."""
+        error = connection.write_failure(self.path, exc, self._reopen_after_fatal)
+        if error is not None:
+            raise error from exc
+
+    def _reopen_after_fatal(self) -> str:
+        """Close and open the file again after DuckDB invalidated it; say how that went (for an error message)."""
+        try:
+            self.close()
+        except Exception as failure:
+            log.warning("closing %s after a fatal error failed: %s", self.path, failure)
+            self._con = None
+        self._vectors.drop()
+        try:
+            self.open()
+        except Exception as failure:
+            log.error("reopening %s failed: %s", self.path, failure)
+            return (f"; reopening it failed ({connection.one_line(failure)}): restart duckgraph once the problem "
+                    "is fixed")
+        return "; duckgraph reopened the file"

@@ -1,0 +1,487 @@
+"""Writes: the statements of one write transaction, and the changes to the mirror they imply.
+
+A `Writer` runs inside the transaction the store opens. It reads the mirror (a batch's edges resolve their ends
+and find the edges they update there) but never changes it: it notes each change in `MirrorChanges`, which the
+store applies once the transaction has committed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from duckgraph.plugins.duckdb import sql, vector_tables
+from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
+from duckgraph.plugins.duckdb.schema import name_keys
+from duckgraph.plugins.duckdb.vector_tables import VECTOR_TABLES
+from duckgraph.ports import (
+    EmbedderMismatchError,
+    InvalidInputError,
+    NodeRecord,
+    StoreError,
+    WriteBatch,
+    WriteSummary,
+)
+
+
+@dataclass
+class MirrorChanges:
+    """What a write changes in the mirror, noted while its transaction runs and applied by the store after COMMIT."""
+
+    #: Calls to make on the graph mirror, in order.
+    graph: list[tuple[Callable[..., None], tuple[Any, ...]]] = field(default_factory=list)
+    #: Kind -> ids whose vectors went.
+    removed_vectors: dict[str, list[int]] = field(default_factory=dict)
+    #: (kind, namespace) -> (id, vector or None) of the records written.
+    written_vectors: dict[tuple[str, str], list[tuple[int, Any]]] = field(default_factory=dict)
+    #: Set by a restore, which touches many rows: these parts ("graph", "vectors") are loaded from the file again
+    #: instead of the changes being replayed.
+    reload: frozenset[str] | None = None
+
+
+def require_dimensions(batch: WriteBatch, bound: tuple[str, int] | None, path: Path) -> int | None:
+    """The width of the file's vectors (None before an embedder is bound); refuses vectors of another width."""
+    has_vectors = any(item.embedding is not None for item in [*batch.nodes, *batch.chunks, *batch.edges])
+    if has_vectors and bound is None:
+        raise StoreError("no embedder is bound to this file yet; call bind_embedder first")
+    if bound is None:
+        return None
+    for item in [*batch.nodes, *batch.chunks, *batch.edges]:
+        if item.embedding is not None and len(item.embedding) != bound[1]:
+            raise EmbedderMismatchError(
+                f"a vector of {len(item.embedding)} dimensions cannot be stored in {path}, "
+                f"which holds {bound[1]}-dimensional vectors of {bound[0]!r}"
+            )
+    return bound[1]
+
+
+class Writer:
+    """The statements of one write transaction on `con` (see the module docstring)."""
+
+    def __init__(self, con: Any, graph: GraphMirror, stored_precision: dict[str, str], has_vector_tables: bool) -> None:
+        self.con = con
+        self._graph = graph
+        self._stored_precision = stored_precision
+        #: False before an embedder is bound: the file has no vector tables yet.
+        self._has_vector_tables = has_vector_tables
+        self.changes = MirrorChanges()
+
+    def write(self, batch: WriteBatch, dimensions: int | None) -> WriteSummary:
+        now = sql.now()
+        removed_chunks = self.replace_documents(batch, now)
+        chunk_ids = self.insert_chunks(batch, dimensions)
+        collapsed = self._apply_merges(batch)
+        deleted_nodes = self._delete_nodes([*batch.delete_nodes, *(s for _, ss in batch.merges for s in ss)])
+        node_ids, created, updated = self._upsert_nodes(batch, now, dimensions)
+        self._write_observations(batch, now)
+        self._link_node_sources(batch, node_ids)
+        edge_ids, edges_created, edges_updated = self._upsert_edges(batch, now, dimensions)
+        dropped_edges = self._delete_edges([*collapsed, *batch.delete_edges, *deleted_nodes[1]])
+        self.con.execute("INSERT OR REPLACE INTO meta VALUES ('updated_at', ?)", [now.isoformat()])
+        self._note_vectors(batch, {"node": deleted_nodes[0], "chunk": removed_chunks, "edge": dropped_edges}, edge_ids)
+        return WriteSummary(
+            nodes_created=created, nodes_updated=updated, edges_created=edges_created, edges_updated=edges_updated,
+            documents_written=len(batch.documents), chunks_written=len(batch.chunks),
+            nodes_deleted=len(deleted_nodes[0]), edges_deleted=len(dropped_edges), node_ids=node_ids,
+            chunk_ids=chunk_ids,
+        )
+
+    def _note(self, change: Callable[..., None], *args: Any) -> None:
+        """Note a change to the graph mirror, made once the write in progress commits."""
+        self.changes.graph.append((change, args))
+
+    def _note_vectors(self, batch: WriteBatch, removed: dict[str, list[int]], edge_ids: list[int]) -> None:
+        """Note the vectors the batch removed and wrote, for the indexes once the write commits."""
+        self.changes.removed_vectors = removed
+        namespace_of = {doc.id: doc.namespace for doc in batch.documents}
+        written = self.changes.written_vectors
+        for node in batch.nodes:
+            written.setdefault(("node", node.namespace), []).append((node.id, node.embedding))
+        for chunk in batch.chunks:
+            written.setdefault(("chunk", namespace_of[chunk.document_id]), []).append((chunk.id, chunk.embedding))
+        for edge_id, edge in zip(edge_ids, batch.edges):
+            written.setdefault(("edge", edge.namespace), []).append((edge_id, edge.embedding))
+
+    def _apply_merges(self, batch: WriteBatch) -> list[int]:
+        """Re-point the sources' edges and mentions at the target; return the ids of edges that collapsed."""
+        collapsed: list[int] = []
+        for target, sources in batch.merges:
+            if not sources:
+                continue
+            for column in ("source_id", "target_id"):
+                self.con.execute(f"UPDATE edges SET {column} = $1 WHERE {column} IN "
+                                 f"(SELECT unnest({sql.JSON_IDS % 2}))",
+                            [target, sql.json_list(sources)])
+            self.con.execute(
+                "INSERT OR IGNORE INTO mentions SELECT chunk_id, $1 FROM mentions WHERE node_id IN "
+                f"(SELECT unnest({sql.JSON_IDS % 2}))",
+                [target, sql.json_list(sources)],
+            )
+            self._note(self._graph.copy_mentions, target, list(sources))
+            self._note(self._graph.repoint, target, list(sources))
+            # A self-loop made by the merge, and all but the oldest of edges that became identical, go.
+            rows = self.con.execute(
+                "SELECT id FROM edges WHERE source_id = $1 AND target_id = $1 UNION "
+                "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY namespace, source_id, target_id, type "
+                "ORDER BY id) AS n FROM edges WHERE (source_id = $1 OR target_id = $1) AND valid_until IS NULL) "
+                "WHERE n > 1",
+                [target],
+            ).fetchall()
+            collapsed += [r[0] for r in rows]
+        return collapsed
+
+    def _delete_nodes(self, ids: list[int]) -> tuple[list[int], list[int]]:
+        """Delete nodes and what hangs on them except their edges, whose ids are returned for _delete_edges."""
+        ids = sorted(set(ids))
+        if not ids:
+            return [], []
+        listed = [sql.json_list(ids)]
+        existing = [r[0] for r in self.con.execute(
+            f"SELECT id FROM nodes WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed).fetchall()]
+        edges = [r[0] for r in self.con.execute(
+            f"SELECT id FROM edges WHERE source_id IN (SELECT unnest({sql.JSON_IDS % 1})) UNION "
+            f"SELECT id FROM edges WHERE target_id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed
+        ).fetchall()]
+        for table, column in (("mentions", "node_id"), ("node_names", "node_id"), ("observations", "node_id"),
+                              ("community_members", "node_id"), ("node_vectors", "node_id")):
+            if table == "node_vectors" and not self._has_vector_tables:
+                continue  # no vector tables before an embedder is bound
+            self.con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
+        self.con.execute(f"DELETE FROM nodes WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
+        self._note(self._graph.delete_nodes, existing)
+        return existing, edges
+
+    def _delete_edges(self, ids: list[int]) -> list[int]:
+        ids = sorted(set(ids))
+        if not ids:
+            return []
+        listed = [sql.json_list(ids)]
+        existing = [r[0] for r in self.con.execute(
+            f"SELECT id FROM edges WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed).fetchall()]
+        self.con.execute(f"DELETE FROM edge_evidence WHERE edge_id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
+        if self._has_vector_tables:
+            self.con.execute(f"DELETE FROM edge_vectors WHERE edge_id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
+        self.con.execute(f"DELETE FROM edges WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
+        self._note(self._graph.delete_edges, existing)
+        return existing
+
+    def _write_observations(self, batch: WriteBatch, now: datetime) -> None:
+        # Two statements for the whole batch: per-node statements would bind list parameters, slowly, node by node.
+        self.replace_observations([n for n in batch.nodes if n.observations is not None], now)
+
+    def replace_documents(self, batch: WriteBatch, now: datetime) -> list[int]:
+        """Store the batch's documents, dropping the chunks (and what hangs on them) of those they replace; return
+        the dropped chunks' ids. A few statements for the whole batch, not four per document."""
+        documents = list({(doc.namespace, doc.id): doc for doc in batch.documents}.values())  # the last one wins
+        if not documents:
+            return []
+        namespaces, ids = [d.namespace for d in documents], [d.id for d in documents]
+        keys, key_params = sql.rows(1, ns=("VARCHAR", namespaces), id=("VARCHAR", ids))
+        removed = [row[0] for row in self.con.execute(
+            f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params
+        ).fetchall()]
+        if removed:
+            listed = [sql.json_list(removed)]
+            for table, column in (("mentions", "chunk_id"), ("edge_evidence", "chunk_id"),
+                                  ("chunk_vectors", "chunk_id"), ("chunks", "id")):
+                self.con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
+            self._note(self._graph.drop_chunks, removed)
+        self.con.execute(f"DELETE FROM documents USING {keys} WHERE documents.namespace = w.ns AND documents.id = w.id",
+                    key_params)
+        rows, params = sql.rows(
+            1, ns=("VARCHAR", namespaces), id=("VARCHAR", ids), title=("VARCHAR", [d.title for d in documents]),
+            text=("VARCHAR", [d.text for d in documents]),
+            metadata=("VARCHAR", [json.dumps(d.metadata) for d in documents]),
+            created=("TIMESTAMP", [sql.naive_utc(d.created_at) or now for d in documents]),
+        )
+        self.con.execute(f"INSERT INTO documents SELECT ns, id, title, text, metadata::JSON, created FROM {rows}",
+                         params)
+        self._note(self._graph.put_documents, namespaces, ids, [d.title for d in documents])
+        return removed
+
+    def insert_chunks(self, batch: WriteBatch, dimensions: int | None) -> dict[str, list[int]]:
+        if not batch.chunks:
+            return {}
+        namespace_of = {doc.id: doc.namespace for doc in batch.documents}
+        missing = sorted({c.document_id for c in batch.chunks} - namespace_of.keys())
+        if missing:
+            raise InvalidInputError(f"chunks refer to documents not in the batch: {', '.join(missing)}")
+        ids = [r[0] for r in self.con.execute(
+            "SELECT nextval('chunk_ids') FROM range(?)", [len(batch.chunks)]
+        ).fetchall()]
+        rows, params = sql.rows(1, id=("BIGINT", ids),
+                                ns=("VARCHAR", [namespace_of[c.document_id] for c in batch.chunks]),
+                             doc=("VARCHAR", [c.document_id for c in batch.chunks]),
+                             ordinal=("BIGINT", [c.ordinal for c in batch.chunks]),
+                             text=("VARCHAR", [c.text for c in batch.chunks]))
+        self.con.execute(f"INSERT INTO chunks SELECT id, ns, doc, ordinal, text FROM {rows}", params)
+        with_vectors = [(i, c.embedding) for i, c in zip(ids, batch.chunks) if c.embedding is not None]
+        if with_vectors:
+            self.write_vectors("chunk", [i for i, _ in with_vectors], [v for _, v in with_vectors], dimensions,
+                                replace=False)  # new ids
+        self._note(self._graph.add_chunks, ids, [namespace_of[c.document_id] for c in batch.chunks],
+                     [c.document_id for c in batch.chunks], [c.ordinal for c in batch.chunks],
+                     [c.text for c in batch.chunks])
+        by_document: dict[str, list[int]] = {}
+        for chunk_id, chunk in zip(ids, batch.chunks):
+            chunk.id = chunk_id
+            by_document.setdefault(chunk.document_id, []).append(chunk_id)
+        return by_document
+
+    def _upsert_nodes(
+        self, batch: WriteBatch, now: datetime, dimensions: int | None
+    ) -> tuple[dict[str, int], int, int]:
+        node_ids: dict[str, int] = {}
+        new = [n for n in batch.nodes if n.id is None]
+        old = [n for n in batch.nodes if n.id is not None]
+        if new:
+            ids = [r[0] for r in self.con.execute("SELECT nextval('node_ids') FROM range(?)", [len(new)]).fetchall()]
+            for node, node_id in zip(new, ids):
+                node.id = node_id
+        # Every column bound as one JSON array (`sql.rows`): list parameters bind element by element.
+        for nodes, is_new in ((new, True), (old, False)):
+            if not nodes:
+                continue
+            rows, params = sql.rows(
+                2, id=("BIGINT", [n.id for n in nodes]), namespace=("VARCHAR", [n.namespace for n in nodes]),
+                key=("VARCHAR", [n.key for n in nodes]), name=("VARCHAR", [n.name for n in nodes]),
+                type=("VARCHAR", [n.type for n in nodes]), description=("VARCHAR", [n.description for n in nodes]),
+                aliases=("VARCHAR[]", [list(n.aliases) for n in nodes]),
+                properties=("VARCHAR", [json.dumps(n.properties) if n.properties else "{}" for n in nodes]),
+            )
+            if is_new:
+                try:
+                    self.con.execute(
+                        "INSERT INTO nodes SELECT id, namespace, key, name, type, description, aliases, "
+                        f"properties::JSON, $1, $1 FROM {rows}",
+                        [now, *params],
+                    )
+                except Exception as exc:
+                    if "Duplicate key" in str(exc) or "unique" in str(exc).lower():
+                        raise InvalidInputError(f"a node with one of these names already exists: {exc}") from exc
+                    raise
+            else:
+                self.con.execute(
+                    "UPDATE nodes SET key = w.key, name = w.name, type = w.type, description = w.description, "
+                    f"aliases = w.aliases, properties = w.properties::JSON, updated_at = $1 FROM {rows} "
+                    "WHERE nodes.id = w.id",
+                    [now, *params],
+                )
+        if old:
+            touched, params = sql.rows(1, id=("BIGINT", [n.id for n in old]))
+            self.con.execute(f"DELETE FROM node_names WHERE node_id IN (SELECT id FROM {touched})", params)
+        if batch.nodes:
+            keys_of = {n.id: name_keys(n) for n in batch.nodes}
+            names = [(n.namespace, key, n.id) for n in batch.nodes for key in keys_of[n.id]]
+            rows, params = sql.rows(1, ns=("VARCHAR", [a for a, _, _ in names]),
+                                    key=("VARCHAR", [b for _, b, _ in names]),
+                                 id=("BIGINT", [c for _, _, c in names]))
+            self.con.execute(f"INSERT INTO node_names SELECT ns, key, id FROM {rows}", params)
+            self._note(self._graph.put_nodes, list(batch.nodes), now, keys_of)
+        for nodes, is_new in ((new, True), (old, False)):
+            with_vectors = [n for n in nodes if n.embedding is not None]
+            if with_vectors:  # a new id has no vector yet: nothing to delete first
+                self.write_vectors("node", [n.id for n in with_vectors], [n.embedding for n in with_vectors],
+                                    dimensions, replace=not is_new)
+        for node in batch.nodes:
+            node_ids[node.key] = node.id
+        return node_ids, len(new), len(old)
+
+    def _link_node_sources(self, batch: WriteBatch, node_ids: dict[str, int]) -> None:
+        pairs = {(chunk_id, node.id) for node in batch.nodes for chunk_id in node.source_chunk_ids}
+        wanted = [(node.id, node.namespace, doc_id) for node in batch.nodes for doc_id in node.source_ids]
+        if wanted:
+            chunks = self._chunks_of_documents({(ns, doc) for _, ns, doc in wanted})
+            names_of = {node.id: name_keys(node) for node in batch.nodes}
+            for node_id, namespace, doc_id in wanted:
+                pairs.update((chunk_id, node_id) for chunk_id in _mentioning(chunks[(namespace, doc_id)], names_of[node_id]))
+        sql.insert_pairs(self.con, "mentions", pairs)
+        if pairs:
+            self._note(self._graph.add_mentions, [c for c, _ in pairs], [n for _, n in pairs])
+
+    def _chunks_of_documents(
+        self, documents: set[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[tuple[int, str]]]:
+        found: dict[tuple[str, str], list[tuple[int, str]]] = {doc: [] for doc in documents}
+        rows = self.con.execute(
+            "SELECT d.namespace, d.id, c.id, c.text FROM documents d "
+            "LEFT JOIN chunks c ON c.namespace = d.namespace AND c.document_id = d.id "
+            f"WHERE (d.namespace, d.id) IN (SELECT unnest({sql.JSON_NAMES % 1}), unnest({sql.JSON_NAMES % 2})) "
+            "ORDER BY c.ordinal",
+            [sql.json_list(ns for ns, _ in documents), sql.json_list(doc for _, doc in documents)],
+        ).fetchall()
+        present = set()
+        for namespace, doc_id, chunk_id, text in rows:
+            present.add((namespace, doc_id))
+            if chunk_id is not None:
+                found[(namespace, doc_id)].append((chunk_id, text))
+        missing = sorted(doc for _, doc in documents - present)
+        if missing:
+            raise InvalidInputError(
+                f"source_ids name documents that are not stored: {', '.join(missing)}; "
+                "add them with add_documents first (or drop source_ids)"
+            )
+        return found
+
+    def _upsert_edges(
+        self, batch: WriteBatch, now: datetime, dimensions: int | None
+    ) -> tuple[list[int], int, int]:
+        if not batch.edges:
+            return [], 0, 0
+        id_of = self._node_ids(batch, {(e.namespace, k) for e in batch.edges for k in (e.source_key, e.target_key)})
+        for i, edge in enumerate(batch.edges):
+            for key in (edge.source_key, edge.target_key):
+                if (edge.namespace, key) not in id_of:
+                    raise InvalidInputError(f"edges[{i}]: node {key!r} does not exist")
+        resolved = [(e, id_of[(e.namespace, e.source_key)], id_of[(e.namespace, e.target_key)]) for e in batch.edges]
+        existing = self._holding_edges(batch, resolved)
+        identities = [(e.namespace, s, t, e.type) for e, s, t in resolved]
+        fresh_count = len({identity for identity in identities if identity not in existing})
+        fresh = iter(r[0] for r in self.con.execute(
+            "SELECT nextval('edge_ids') FROM range(?)", [fresh_count]).fetchall())
+        #: edge id -> [namespace, source, target, type, description, weight, properties (JSON), is new]
+        state: dict[int, list[Any]] = {}
+        created = updated = 0
+        edge_id_of: list[int] = []
+        for (edge, source_id, target_id), identity in zip(resolved, identities):
+            found = existing.get(identity)
+            if found is not None:
+                edge_id, description, weight, props = found
+                merged = json.dumps({**json.loads(props), **edge.properties}) if edge.properties else props
+                description = edge.description or description
+                weight = edge.weight if edge.weight is not None else weight
+                is_new = state[edge_id][7] if edge_id in state else False
+                updated += 1
+            else:
+                edge_id = next(fresh)
+                description, is_new = edge.description, True
+                merged = json.dumps(edge.properties) if edge.properties else "{}"
+                # The stored weight, not None: the same edge again in this batch keeps it.
+                weight = 1.0 if edge.weight is None else edge.weight
+                created += 1
+            state[edge_id] = [edge.namespace, source_id, target_id, edge.type, description, weight, merged, is_new]
+            existing[identity] = (edge_id, description, weight, merged)
+            edge_id_of.append(edge_id)
+        for is_new in (True, False):
+            ids = [i for i, row in state.items() if row[7] is is_new]
+            if not ids:
+                continue
+            rows, params = sql.rows(
+                2, id=("BIGINT", ids), namespace=("VARCHAR", [state[i][0] for i in ids]),
+                source_id=("BIGINT", [state[i][1] for i in ids]), target_id=("BIGINT", [state[i][2] for i in ids]),
+                type=("VARCHAR", [state[i][3] for i in ids]), description=("VARCHAR", [state[i][4] for i in ids]),
+                weight=("DOUBLE", [state[i][5] for i in ids]), properties=("VARCHAR", [state[i][6] for i in ids]),
+            )
+            if is_new:
+                self.con.execute(
+                    "INSERT INTO edges SELECT id, namespace, source_id, target_id, type, description, weight, "
+                    f"properties::JSON, $1, NULL, $1, $1 FROM {rows}",
+                    [now, *params],
+                )
+                self._note(self._graph.put_edges, ids, [state[i][0] for i in ids], [state[i][1] for i in ids],
+                             [state[i][2] for i in ids], [state[i][3] for i in ids], [state[i][4] for i in ids],
+                             [state[i][5] for i in ids], [state[i][6] for i in ids], now)
+            else:
+                self.con.execute(
+                    "UPDATE edges SET description = w.description, weight = w.weight, "
+                    f"properties = w.properties::JSON, updated_at = $1 FROM {rows} WHERE edges.id = w.id",
+                    [now, *params],
+                )
+                self._note(self._graph.update_edges, ids, [state[i][4] for i in ids], [state[i][5] for i in ids],
+                             [state[i][6] for i in ids], now)
+        with_vectors = {i: e.embedding for i, e in zip(edge_id_of, batch.edges) if e.embedding is not None}
+        for is_new in (True, False):
+            ids = [i for i in with_vectors if state[i][7] is is_new]
+            if ids:  # a new edge has no vector yet: nothing to delete first
+                self.write_vectors("edge", ids, [with_vectors[i] for i in ids], dimensions, replace=not is_new)
+        self._link_edge_sources(batch, resolved, edge_id_of)
+        return edge_id_of, created, updated
+
+    def write_vectors(self, kind: str, ids: Sequence[int], vectors: Sequence[Any], dimensions: int, *,
+                       replace: bool = True) -> None:
+        """`insert_vectors` into the kind's table, in the precision this file stores it in."""
+        vector_tables.insert_vectors(self.con, VECTOR_TABLES[kind][0], ids, vectors, dimensions, replace=replace,
+                                     precision=self._stored_precision[kind])
+
+    def _node_ids(self, batch: WriteBatch, keys: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """(namespace, key) -> node id of the given keys, as the transaction sees them (this batch's nodes
+        included). Read from the graph mirror, unless the batch deletes or merges nodes."""
+        if batch.merges or batch.delete_nodes:
+            wanted, params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in keys]), key=("VARCHAR", [k for _, k in keys]))
+            return {(ns, key): node_id for ns, key, node_id in self.con.execute(
+                f"SELECT n.namespace, n.key, n.id FROM nodes n JOIN {wanted} ON n.namespace = w.ns AND n.key = w.key",
+                params,
+            ).fetchall()}
+        found = {(n.namespace, n.key): n.id for n in batch.nodes}
+        written = {n.id for n in batch.nodes}
+        by_namespace: dict[str, list[str]] = {}
+        for namespace, key in keys - found.keys():
+            by_namespace.setdefault(namespace, []).append(key)
+        for namespace, wanted in by_namespace.items():
+            for key, node_id in self._graph.key_owners(namespace, wanted).items():
+                if node_id not in written:  # a node of this batch may be renamed: it answers to its new key only
+                    found[(namespace, key)] = node_id
+        return found
+
+    def _holding_edges(self, batch: WriteBatch, resolved: list) -> dict[tuple, tuple[int, str, float, str]]:
+        """(namespace, source, target, type) -> (id, description, weight, properties JSON) of the edges that still
+        hold among those the batch names. Read from the graph mirror, unless the batch merges or deletes."""
+        if batch.merges or batch.delete_nodes or batch.delete_edges:
+            wanted, params = sql.rows(
+                1, ns=("VARCHAR", [e.namespace for e, _, _ in resolved]), s=("BIGINT", [s for _, s, _ in resolved]),
+                t=("BIGINT", [t for _, _, t in resolved]), type=("VARCHAR", [e.type for e, _, _ in resolved]),
+            )
+            return {
+                (ns, s, t, ty): (edge_id, description, weight, props)
+                for edge_id, ns, s, t, ty, description, weight, props in self.con.execute(
+                    "SELECT e.id, e.namespace, e.source_id, e.target_id, e.type, e.description, e.weight, e.properties "
+                    f"FROM edges e JOIN (SELECT DISTINCT * FROM {wanted}) w ON e.namespace = w.ns AND "
+                    "e.source_id = w.s AND e.target_id = w.t AND e.type = w.type WHERE e.valid_until IS NULL",
+                    params,
+                ).fetchall()
+            }
+        return self._graph.holding_edges([s for _, s, _ in resolved], [t for _, _, t in resolved])
+
+    def _link_edge_sources(self, batch: WriteBatch, resolved: list, edge_ids: list[int]) -> None:
+        pairs = {(edge_id, chunk_id) for edge_id, (e, _, _) in zip(edge_ids, resolved) for chunk_id in e.source_chunk_ids}
+        wanted = [(edge_id, e.namespace, doc) for edge_id, (e, _, _) in zip(edge_ids, resolved) for doc in e.source_ids]
+        if wanted:
+            chunks = self._chunks_of_documents({(ns, doc) for _, ns, doc in wanted})
+            names = {edge_id: [e.source_key, e.target_key] for edge_id, (e, _, _) in zip(edge_ids, resolved)}
+            pairs.update(
+                (edge_id, chunk_id)
+                for edge_id, namespace, doc in wanted
+                for chunk_id in _mentioning(chunks[(namespace, doc)], names[edge_id])
+            )
+        sql.insert_pairs(self.con, "edge_evidence", pairs)
+
+    def replace_observations(self, nodes: list[NodeRecord], now: datetime) -> None:
+        """Make each node's observations its `observations`: drop the others, append the missing in order."""
+        if not nodes:
+            return
+        wanted = [(n.id, text) for n in nodes for text in dict.fromkeys(n.observations or ())]
+        columns = {"node_id": ("BIGINT", [i for i, _ in wanted]), "text": ("VARCHAR", [t for _, t in wanted]),
+                   "position": ("BIGINT", list(range(len(wanted))))}
+        ids, id_params = sql.rows(1, id=("BIGINT", [n.id for n in nodes]))
+        rows, params = sql.rows(2, **columns)
+        self.con.execute(
+            f"DELETE FROM observations WHERE node_id IN (SELECT id FROM {ids}) "
+            f"AND (node_id, text) NOT IN (SELECT node_id, text FROM {rows})",
+            [*id_params, *params],
+        )
+        if wanted:
+            rows, params = sql.rows(2, **columns)
+            self.con.execute(
+                f"INSERT INTO observations SELECT w.node_id, w.text, $1 FROM {rows} WHERE NOT EXISTS "
+                "(SELECT 1 FROM observations o WHERE o.node_id = w.node_id AND o.text = w.text) ORDER BY w.position",
+                [now, *params],
+            )
+
+def _mentioning(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
+    """Chunks whose text names one of `names`; all of them when none does (the fact came from the document)."""
+    hits = [chunk_id for chunk_id, text in chunks if any(name in text.casefold() for name in names)]
+    return hits or [chunk_id for chunk_id, _ in chunks]
