@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.model import (
     DeletedSummary,
     EntityDetail,
@@ -16,7 +17,6 @@ from duckgraph.core.domain.model import (
     RelationRef,
     ResultEdge,
 )
-from duckgraph.core.domain.knowledge_base import MAX_DESCRIPTION_CHARS
 from duckgraph.ports import (
     EdgeRecord,
     EdgeWrite,
@@ -24,14 +24,14 @@ from duckgraph.ports import (
     NodeRecord,
     NotFoundError,
     WriteBatch,
+    WriteSummary,
     entity_key,
     relation_type,
 )
 
 if TYPE_CHECKING:
-    from duckgraph.core.domain.knowledge_base import KnowledgeBase
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase, Writer
 
-MAX_OBSERVATIONS = 200
 MAX_PATH_HOPS = 4
 #: Neighbours read per node and hop while looking for paths: hubs would otherwise make the search explode.
 PATH_FANOUT = 200
@@ -129,8 +129,7 @@ class GraphCuration:
         properties: dict[str, Any] | None = None,
     ) -> EntityDetail:
         """Change an entity in place; a rename keeps every edge and the old name as an alias."""
-        self.kb._vectors_ready()
-        with self.kb._write_lock:
+        with self.kb.writing() as writer:
             record = self.require([name], namespace)[name]
             updated = replace(record, source_ids=(), source_chunk_ids=())
             if new_name is not None and entity_key(new_name) != record.key:
@@ -152,15 +151,14 @@ class GraphCuration:
                 updated.aliases = _unique(aliases, exclude=updated.name)
             if properties is not None:
                 updated.properties = properties
-            self._write_with_vectors(WriteBatch(nodes=[updated]), namespace, renamed={record.id: updated.name})
+            self._commit_with_vectors(writer, WriteBatch(nodes=[updated]), namespace, renamed={record.id: updated.name})
         return self.get_entities([updated.name], namespace)[0][0]
 
     def merge_entities(self, sources: Sequence[str], target: str, namespace: str) -> MergeResult:
         """Fold `sources` into `target`: edges, provenance, observations, names (as aliases) and properties."""
         if not sources:
             raise InvalidInputError("name at least one source entity to merge into the target")
-        self.kb._vectors_ready()
-        with self.kb._write_lock:
+        with self.kb.writing() as writer:
             found = self.require([*sources, target], namespace)
             into = found[target]
             merged_from = list({found[s].id: found[s] for s in sources if found[s].id != into.id}.values())
@@ -181,7 +179,7 @@ class GraphCuration:
                 [*observations.get(into.id, []), *(t for o in merged_from for t in observations.get(o.id, []))]
             ))[:MAX_OBSERVATIONS]
             batch = WriteBatch(nodes=[result], merges=[(into.id, [n.id for n in merged_from])])
-            summary = self._write_with_vectors(batch, namespace, renamed={into.id: into.name})
+            summary = self._commit_with_vectors(writer, batch, namespace, renamed={into.id: into.name})
         return MergeResult(
             target=into.name, merged=[n.name for n in merged_from], aliases=list(result.aliases),
             edges_collapsed=summary.edges_deleted,
@@ -189,10 +187,10 @@ class GraphCuration:
 
     def delete_entities(self, names: Sequence[str], namespace: str) -> DeletedSummary:
         """Delete exactly the named entities (by exact name or unique alias) with their edges."""
-        with self.kb._write_lock:
+        with self.kb.writing(vectors=False) as writer:
             found, missing = self.resolve(names, namespace)
             ids = sorted({r.id for r in found.values()})
-            summary = self.store.write(WriteBatch(delete_nodes=ids)) if ids else None
+            summary = writer.commit(WriteBatch(delete_nodes=ids)) if ids else None
         return DeletedSummary(
             deleted=sorted({r.name for r in found.values()}), not_found=missing,
             edges_deleted=summary.edges_deleted if summary else 0,
@@ -200,7 +198,7 @@ class GraphCuration:
 
     def delete_relations(self, relations: Sequence[RelationRef], namespace: str) -> DeletedSummary:
         """Delete the named relations that exist; report the ones that do not."""
-        with self.kb._write_lock:
+        with self.kb.writing(vectors=False) as writer:
             found, _ = self.resolve([n for r in relations for n in (r.source, r.target)], namespace)
             doomed: set[int] = set()
             missing: list[str] = []
@@ -214,7 +212,7 @@ class GraphCuration:
                 doomed.update(e.id for e in matches)
                 if not matches:
                     missing.append(label)
-            summary = self.store.write(WriteBatch(delete_edges=sorted(doomed))) if doomed else None
+            summary = writer.commit(WriteBatch(delete_edges=sorted(doomed))) if doomed else None
         return DeletedSummary(deleted=[], not_found=missing, edges_deleted=summary.edges_deleted if summary else 0)
 
     def add_observations(self, name: str, texts: Sequence[str], namespace: str) -> ObservationResult:
@@ -226,8 +224,7 @@ class GraphCuration:
     def _change_observations(
         self, name: str, namespace: str, *, add: Sequence[str] = (), remove: Sequence[str] = ()
     ) -> ObservationResult:
-        self.kb._vectors_ready()
-        with self.kb._write_lock:
+        with self.kb.writing() as writer:
             record = self.require([name], namespace)[name]
             current = self.store.get_observations([record.id]).get(record.id, [])
             added = [t for t in _unique(add) if t not in current]
@@ -239,18 +236,20 @@ class GraphCuration:
                 )
             if final != current:
                 updated = replace(record, source_ids=(), source_chunk_ids=(), observations=tuple(final))
-                self._write_with_vectors(WriteBatch(nodes=[updated]), namespace)
+                self._commit_with_vectors(writer, WriteBatch(nodes=[updated]), namespace)
         return ObservationResult(entity=record.name, added=added, removed=[t for t in current if t in set(remove)])
 
-    def _write_with_vectors(self, batch: WriteBatch, namespace: str, renamed: dict[int, str] | None = None):
-        """Write with fresh vectors for the batch's nodes and, after a rename or merge, for their edges."""
+    def _commit_with_vectors(
+        self, writer: Writer, batch: WriteBatch, namespace: str, renamed: dict[int, str] | None = None
+    ) -> WriteSummary:
+        """Commit with fresh vectors for the batch's nodes and, after a rename or merge, for their edges."""
         self.kb.embed_records(namespace, batch.nodes)
-        summary = self.store.write(batch)
+        summary = writer.commit(batch)
         if renamed:
-            self._refresh_edge_vectors(list(renamed), namespace)
+            self._refresh_edge_vectors(writer, list(renamed), namespace)
         return summary
 
-    def _refresh_edge_vectors(self, node_ids: list[int], namespace: str) -> None:
+    def _refresh_edge_vectors(self, writer: Writer, node_ids: list[int], namespace: str) -> None:
         """Edges are embedded as sentences naming both ends: re-embed those of renamed or merged nodes."""
         edges = self.store.neighbors(node_ids, namespace, limit=100_000)
         if not edges:
@@ -262,7 +261,7 @@ class GraphCuration:
             for e in edges if e.source_id in nodes and e.target_id in nodes
         ]
         self.kb.embed_records(namespace, edges=writes, names={n.key: n.name for n in nodes.values()})
-        self.store.write(WriteBatch(edges=writes))
+        writer.commit(WriteBatch(edges=writes))
 
     # -- paths -----------------------------------------------------------------------------------------
 

@@ -1,27 +1,26 @@
-"""The use cases: add a graph, add documents, search. Everything the server and the CLI do goes through here."""
+"""The use cases: add a graph, add documents, search; and the one path every write takes (`KnowledgeBase.writing`).
+Everything the server and the CLI do goes through here."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import threading
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from duckgraph.core.domain.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, chunk_text
+from duckgraph.core.domain import ingest
+from duckgraph.core.domain.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS
+from duckgraph.core.domain.ingest import Progress
+from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS
 from duckgraph.core.domain.render import render_search
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
 from duckgraph.core.domain.retrieval import SearchOptions, anchor_and_expand
+from duckgraph.core.domain.texts import edge_text, node_text
+from duckgraph.core.files import backup as file_backup
 from duckgraph.ports import (
-    ChunkRecord,
-    DocumentRecord,
-    DuckgraphError,
     EdgeWrite,
     Embedder,
     EmbedderMismatchError,
@@ -29,10 +28,10 @@ from duckgraph.ports import (
     GraphStore,
     InvalidInputError,
     NodeRecord,
-    StoreError,
+    Snapshot,
     WriteBatch,
+    WriteSummary,
     entity_key,
-    name_candidates,
     relation_type,
 )
 
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
     from duckgraph.core.domain.model import (
         AddDocumentsResult,
         AddGraphResult,
-        ChunkExtraction,
         DocumentInput,
         EdgeInput,
         NodeInput,
@@ -51,16 +49,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Progress callback: (done, total, message).
-Progress = Callable[[int, int, str], None]
-MAX_TOTAL_DOCUMENT_CHARS = 20_000_000
-MAX_DESCRIPTION_CHARS = 4_000
-NO_EXTRACTOR = (
-    "no extractor is configured, so duckgraph cannot extract entities from text itself. Either configure one "
-    "(DUCKGRAPH_EXTRACTOR=ollama with a local chat model, see the README), or extract them yourself: call "
-    "add_documents without extract, read the text, and call add_knowledge_graph with the entities and specific "
-    "relationships it states, passing the document id in source_ids."
-)
+
+class Writer:
+    """What `KnowledgeBase.writing()` hands out: while a use case holds it, no other write runs, so what it
+    reads through the store stays true until it commits."""
+
+    def __init__(self, store: GraphStore) -> None:
+        self._store = store
+
+    def commit(self, batch: WriteBatch) -> WriteSummary:
+        """Write the batch in one transaction; returns what changed."""
+        return self._store.write(batch)
+
+    def restore(self, snapshot: Snapshot) -> WriteSummary:
+        """Write an import's rows, matched on their natural keys, in one transaction; returns what changed."""
+        return self._store.restore(snapshot)
 
 
 class KnowledgeBase:
@@ -134,6 +137,27 @@ class KnowledgeBase:
         self.store.bind_embedder(self.embedder.id, self.embedder.dimensions)
         self._bound = True
 
+    # -- the write path --------------------------------------------------------------------------------
+
+    @contextmanager
+    def writing(self, *, vectors: bool = True) -> Iterator[Writer]:
+        """The one way to change the knowledge base: `with kb.writing() as writer: ...; writer.commit(batch)`.
+
+        Binds the embedder first (a write that computes no vector, a deletion, passes `vectors=False`), then
+        holds every other write back until the block ends, so a use case can read, decide and commit as one step.
+        """
+        if vectors:
+            self._vectors_ready()
+        with self.writes_paused():
+            yield Writer(self.store)
+
+    @contextmanager
+    def writes_paused(self) -> Iterator[None]:
+        """Hold every write back until the block ends: what a consistent copy of the file needs."""
+        self.open()
+        with self._write_lock:
+            yield
+
     # -- use cases -------------------------------------------------------------------------------------
 
     def add_knowledge_graph(
@@ -161,8 +185,7 @@ class KnowledgeBase:
             )
         if not nodes and not edges:
             raise InvalidInputError("nothing to add: give at least one node or edge")
-        self._vectors_ready()
-        with self._write_lock:
+        with self.writing() as writer:
             keys = NameKeys()  # the edges name the nodes of the call again: their keys are computed once
             merged, key_of, resolved = self._merge_nodes(nodes, namespace, keys)
             edge_writes, end_names = self._resolve_edges(edges, merged, namespace, key_of, keys)
@@ -175,7 +198,7 @@ class KnowledgeBase:
             created = [n for n in records if n.id is None]
             duplicates = possible_duplicates(self.store, namespace, created)
             created_before = {n.key for n in created}
-            summary = self.store.write(WriteBatch(nodes=records, edges=edge_writes))
+            summary = writer.commit(WriteBatch(nodes=records, edges=edge_writes))
         return AddGraphResult(
             nodes_created=summary.nodes_created,
             nodes_updated=summary.nodes_updated,
@@ -297,101 +320,9 @@ class KnowledgeBase:
 
         With `extract`, the configured extractor then reads every passage and its graph is stored with the
         passage as provenance, one transaction per passage: a passage whose extraction fails is still stored
-        and its error is reported.
+        and its error is reported (see `duckgraph.core.domain.ingest`).
         """
-        from duckgraph.core.domain.model import (
-            MAX_DOCUMENT_CHARS, MAX_DOCUMENTS_PER_CALL, AddDocumentsResult, StoredDocument)
-
-        namespace = namespace or self.namespace
-        if not documents:
-            raise InvalidInputError("nothing to add: give at least one document")
-        if extract and self.extractor is None:
-            raise InvalidInputError(NO_EXTRACTOR)
-        if len(documents) > MAX_DOCUMENTS_PER_CALL:
-            raise InvalidInputError(
-                f"{len(documents)} documents in one call; the limit is {MAX_DOCUMENTS_PER_CALL}: split them"
-            )
-        total = sum(len(d.text) for d in documents)
-        if total > MAX_TOTAL_DOCUMENT_CHARS:
-            raise InvalidInputError(
-                f"{total} characters in one call; the limit is {MAX_TOTAL_DOCUMENT_CHARS} "
-                f"(and {MAX_DOCUMENT_CHARS} per document): split them"
-            )
-        for i, doc in enumerate(documents):
-            if not doc.text.strip():
-                raise InvalidInputError(f"documents[{i}]: the text is empty")
-        ids = [doc.id or _content_id(doc.text) for doc in documents]
-        duplicates = sorted({i for i in ids if ids.count(i) > 1})
-        if duplicates:
-            raise InvalidInputError(f"the same document id appears twice in one call: {', '.join(duplicates)}")
-        self._vectors_ready()
-        with self._write_lock:
-            stored = {d.id: d for d in self.store.get_documents(ids, namespace)}
-            batch = WriteBatch()
-            results: list[StoredDocument] = []
-            for doc_id, doc in zip(ids, documents):
-                title = doc.title or ""
-                old = stored.get(doc_id)
-                if old is not None and old.text == doc.text and old.title == title and old.metadata == doc.metadata:
-                    results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[], unchanged=True))
-                    continue
-                batch.documents.append(DocumentRecord(
-                    id=doc_id, namespace=namespace, text=doc.text, title=title, metadata=dict(doc.metadata)
-                ))
-                for ordinal, text in enumerate(chunk_text(doc.text, self.chunk_chars, self.chunk_overlap)):
-                    batch.chunks.append(ChunkRecord(document_id=doc_id, ordinal=ordinal, text=text))
-                results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[]))
-            self._embed_chunks(batch, progress)
-            summary = self.store.write(batch) if batch.documents else None
-        for result in results:
-            if summary is not None and not result.unchanged:
-                result.chunk_ids = summary.chunk_ids.get(result.id, [])
-        outcome = AddDocumentsResult(documents=results, chunks_written=summary.chunks_written if summary else 0)
-        if extract:
-            outcome.extractions = self._extract(self.store.document_chunks(namespace, ids), namespace, progress)
-            outcome.extraction_errors = sum(1 for e in outcome.extractions if e.error)
-        return outcome
-
-    def _extract_one(self, chunk: ChunkRecord, namespace: str, entry: ChunkExtraction) -> None:
-        try:
-            known = [n.name for n in self.store.find_nodes(namespace, name_candidates(chunk.text, 4))]
-            fragment = self.extractor.extract(chunk.text, known_entities=known)
-            nodes, edges = _fragment_inputs(fragment, chunk.document_id)
-            if nodes or edges:
-                added = self.add_knowledge_graph(nodes, edges, namespace=namespace, source_chunk_ids=[chunk.id])
-                entry.nodes, entry.edges = len(added.nodes), added.edges_created + added.edges_updated
-        except (DuckgraphError, ValidationError) as exc:
-            entry.error = _one_line(exc)
-            log.warning("extraction of %s#%s failed: %s", chunk.document_id, chunk.id, entry.error)
-
-    def _extract(
-        self, chunks: Sequence[ChunkRecord], namespace: str, progress: Progress | None
-    ) -> list[ChunkExtraction]:
-        from duckgraph.core.domain.model import ChunkExtraction
-
-        assert self.extractor is not None
-        report: list[ChunkExtraction] = []
-        # Re-running an ingest must not pay for (or vary) a chat model's work on passages already done.
-        done_before = self.store.mentioned_chunks(c.id for c in chunks)
-        for done, chunk in enumerate(chunks, start=1):
-            entry = ChunkExtraction(document_id=chunk.document_id, chunk_id=chunk.id, skipped=chunk.id in done_before)
-            if not entry.skipped:
-                self._extract_one(chunk, namespace, entry)
-            report.append(entry)
-            if progress is not None:
-                progress(done, len(chunks), "extracting entities and relationships")
-        return report
-
-    def _embed_chunks(self, batch: WriteBatch, progress: Progress | None) -> None:
-        titles = {d.id: d.title for d in batch.documents}
-        texts = [_chunk_embedding_text(titles[c.document_id], c.text) for c in batch.chunks]
-        step = max(1, self.embedder.batch_size)  # a progress report per embedder call
-        for start in range(0, len(texts), step):
-            vectors = self.embedder.embed_documents(texts[start : start + step])
-            for chunk, vector in zip(batch.chunks[start : start + step], vectors):
-                chunk.embedding = vector
-            if progress is not None:
-                progress(min(start + step, len(texts)), len(texts), "embedding passages")
+        return ingest.add_documents(self, documents, namespace or self.namespace, extract, progress)
 
     def search(self, query: str, *, namespace: str | None = None, token_budget: int = 2_000, **options: Any) -> SearchResult:
         """Anchor & expand: the subgraph around the entities the query is about, and supporting passages."""
@@ -458,67 +389,14 @@ class KnowledgeBase:
     @property
     def curation(self):
         """Reading and editing the graph by entity name (get, update, merge, delete, paths)."""
-        from duckgraph.core.domain.curation import GraphCuration  # curation imports this module
+        from duckgraph.core.domain.curation import GraphCuration  # with its pydantic models: when first needed
 
         return GraphCuration(self)
 
     def backup(self, destination: str | Path, *, force: bool = False) -> dict[str, Any]:
-        """Write a consistent copy of the knowledge base to the file `destination`, while it stays in use.
-
-        The copy is taken at one moment (writes wait until it is done), written under a temporary name in the
-        destination's folder and renamed into place: the destination is the whole copy or untouched, never half a
-        file. An existing destination is refused unless `force`; the knowledge file itself always is. A relative
-        destination is taken from this process's working directory. Returns the destination, its size in bytes
-        and the counts it holds.
-        """
-        target = Path(destination).expanduser().absolute()
-        _check_backup_target(target, getattr(self.store, "path", None), force)
-        self.open()
-        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.partial")
-        with self._write_lock:  # the counts below are those of the copy
-            try:
-                self.store.backup(partial)
-                if _wal_of(partial).exists():
-                    raise StoreError(f"the copy {partial} was left with a write-ahead log; nothing was kept")
-                # A write-ahead log of the file being replaced would be replayed onto the copy: remove it first.
-                _wal_of(target).unlink(missing_ok=True)
-                os.replace(partial, target)
-            except OSError as exc:
-                raise StoreError(f"could not write the backup {target}: {exc}") from exc
-            except StoreError as exc:
-                raise StoreError(f"backup to {target} failed, nothing was written there: {exc}") from exc
-            finally:
-                for leftover in (partial, _wal_of(partial)):
-                    try:
-                        leftover.unlink(missing_ok=True)
-                    except OSError as exc:
-                        log.warning("could not remove %s: %s", leftover, exc)
-            _sync_folder(target.parent)
-            stats = self.store.stats()
-        return {"path": str(target), "bytes": target.stat().st_size,
-                **{key: stats[key] for key in ("nodes", "edges", "documents", "chunks")}}
-
-
-#: Observations that go into a node's vector; the rest stay searchable through get_entities only.
-OBSERVATIONS_IN_VECTOR = 10
-
-
-def node_text(node: NodeRecord, observations: Sequence[str] = ()) -> str:
-    """The text a node's vector is computed from: name, type, aliases, description, first observations."""
-    text = f"{node.name} ({node.type})"
-    if node.aliases:
-        text += f", also known as {', '.join(node.aliases)}"
-    if node.description:
-        text += f": {node.description}"
-    if observations:
-        text += ". " + " ".join(observations[:OBSERVATIONS_IN_VECTOR])
-    return text
-
-
-def edge_text(edge: EdgeWrite, names: dict[str, str]) -> str:
-    """The fact an edge states, as a sentence for its vector: "Marie Curie won Nobel Prize: in 1903"."""
-    text = f"{names[edge.source_key]} {edge.type.replace('_', ' ').lower()} {names[edge.target_key]}"
-    return f"{text}: {edge.description}" if edge.description else text
+        """Write a consistent copy of the knowledge base to the file `destination`, while it stays in use
+        (see `duckgraph.core.files.backup`)."""
+        return file_backup.backup(self, destination, force=force)
 
 
 def _refuse_edge(
@@ -562,63 +440,3 @@ def _merge_node(base: NodeRecord, node: NodeInput, key_of: Callable[[str], str] 
         properties={**base.properties, **node.properties},
         source_ids=tuple(dict.fromkeys([*base.source_ids, *node.source_ids])),
     )
-
-
-def _fragment_inputs(fragment: dict[str, Any], document_id: str) -> tuple[list[NodeInput], list[EdgeInput]]:
-    """An extractor's graph as validated inputs, with the document as provenance; self-loops are dropped."""
-    from duckgraph.core.domain.model import EdgeInput, NodeInput
-
-    nodes = [NodeInput.model_validate({**node, "source_ids": [document_id]}) for node in fragment.get("nodes", [])]
-    edges = [EdgeInput.model_validate({**edge, "source_ids": [document_id]}) for edge in fragment.get("edges", [])]
-    edges = [e for e in edges if entity_key(e.source) != entity_key(e.target)]
-    return nodes, edges
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:500]
-
-
-def _content_id(text: str) -> str:
-    """Ids for documents given without one: the same text always gets the same id."""
-    return "doc-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def _chunk_embedding_text(title: str, text: str) -> str:
-    return text if not title or text.startswith(title) else f"{title}\n{text}"
-
-
-def _wal_of(path: Path) -> Path:
-    return path.with_name(path.name + ".wal")
-
-
-def _check_backup_target(target: Path, source: Path | None, force: bool) -> None:
-    """Refuse, before anything is written, a backup destination that cannot or must not be written."""
-    if target.is_dir():
-        raise InvalidInputError(
-            f"{target} is a folder; give the backup a file name, e.g. {target / 'knowledge-backup.duckdb'}"
-        )
-    if source is not None and target.resolve() == Path(source).expanduser().resolve():
-        raise InvalidInputError(f"{target} is the knowledge file itself; choose another destination")
-    if target.exists() and not force:
-        raise InvalidInputError(
-            f"{target} exists; choose another name, or replace it with --force (force=true)"
-        )
-    folder = target.parent
-    if not folder.is_dir():
-        raise InvalidInputError(f"the folder {folder} does not exist; create it first or choose another destination")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise StoreError(f"cannot write a backup into {folder}: the folder is not writable by this user")
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make a rename in `folder` durable (best effort: not every platform can open a folder)."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)

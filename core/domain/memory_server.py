@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from duckgraph.core.domain.curation import MAX_OBSERVATIONS
+from duckgraph.core.domain.limits import MAX_OBSERVATIONS
 from duckgraph.core.domain.model import (
     AddedObservations,
     MemoryEntity,
@@ -43,7 +43,7 @@ from duckgraph.ports import (
 )
 
 if TYPE_CHECKING:
-    from duckgraph.core.domain.knowledge_base import KnowledgeBase
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase, Writer
 
 #: Edge property holding the relation type as the caller spelt it ("works at"; the edge type is WORKS_AT).
 ORIGINAL_TYPE = "relationType"
@@ -60,8 +60,7 @@ def create_entities(kb: KnowledgeBase, entities: Sequence[MemoryEntityInput]) ->
     """Create the entities whose names are new; existing names (and repeats in the call) are skipped.
     Returns the entities created, as stored."""
     namespace = kb.namespace
-    kb._vectors_ready()
-    with kb._write_lock:
+    with kb.writing() as writer:
         keys = [entity_key(e.name) for e in entities]
         existing = {n.key for n in kb.store.find_nodes(namespace, keys)}
         new: dict[str, MemoryEntityInput] = {}
@@ -75,7 +74,7 @@ def create_entities(kb: KnowledgeBase, entities: Sequence[MemoryEntityInput]) ->
         ]
         if records:
             kb.embed_records(namespace, records)
-            kb.store.write(WriteBatch(nodes=records))
+            writer.commit(WriteBatch(nodes=records))
     return [MemoryEntity(name=r.name, entityType=r.type, observations=list(r.observations or ())) for r in records]
 
 
@@ -83,8 +82,7 @@ def create_relations(kb: KnowledgeBase, relations: Sequence[RelationInput]) -> l
     """Create the relations that do not exist yet (same ends, same type after normalisation); returns them
     as the caller wrote them. Refuses the whole call if a relation names an unknown entity."""
     namespace = kb.namespace
-    kb._vectors_ready()
-    with kb._write_lock:
+    with kb.writing() as writer:
         found, missing = kb.curation.resolve([n for r in relations for n in (r.from_, r.to)], namespace)
         if missing:
             raise NotFoundError(
@@ -112,7 +110,7 @@ def create_relations(kb: KnowledgeBase, relations: Sequence[RelationInput]) -> l
                                     type=identity[2], properties={ORIGINAL_TYPE: relation.relationType}))
         if writes:
             kb.embed_records(namespace, edges=writes, names={n.key: n.name for n in ends.values()})
-            kb.store.write(WriteBatch(edges=writes))
+            writer.commit(WriteBatch(edges=writes))
     return [MemoryRelation(from_=r.from_, to=r.to, relationType=r.relationType) for r in created]
 
 
@@ -120,8 +118,7 @@ def add_observations(kb: KnowledgeBase, additions: Sequence[ObservationAddition]
     """Add observations to existing entities, skipping ones they already have; one transaction. An unknown
     entity fails the whole call, as in the reference."""
     namespace = kb.namespace
-    kb._vectors_ready()
-    with kb._write_lock:
+    with kb.writing() as writer:
         found, missing = kb.curation.resolve([a.entityName for a in additions], namespace)
         if missing:
             raise NotFoundError(f"Entity with name {missing[0]} not found; create it with create_entities first")
@@ -132,15 +129,14 @@ def add_observations(kb: KnowledgeBase, additions: Sequence[ObservationAddition]
             added = [t for t in dict.fromkeys(addition.contents) if t not in texts]
             texts.extend(added)
             results.append(AddedObservations(entityName=addition.entityName, addedObservations=added))
-        _write_observations(kb, found.values(), current, state)
+        _commit_observations(kb, writer, found.values(), current, state)
     return results
 
 
 def delete_observations(kb: KnowledgeBase, deletions: Sequence[ObservationDeletion]) -> ObservationsDeleted:
     """Remove the given observations; entities that do not exist are ignored (and listed), as in the reference."""
     namespace = kb.namespace
-    kb._vectors_ready()
-    with kb._write_lock:
+    with kb.writing() as writer:
         found, missing = kb.curation.resolve([d.entityName for d in deletions], namespace)
         current, state = _observation_state(kb, found.values())
         removed: dict[int, list[str]] = {}
@@ -151,7 +147,7 @@ def delete_observations(kb: KnowledgeBase, deletions: Sequence[ObservationDeleti
             doomed = set(deletion.observations)
             removed.setdefault(node_id, []).extend(t for t in state[node_id] if t in doomed)
             state[node_id] = [t for t in state[node_id] if t not in doomed]
-        _write_observations(kb, found.values(), current, state)
+        _commit_observations(kb, writer, found.values(), current, state)
     names = {r.id: r.name for r in found.values()}
     return ObservationsDeleted(
         success=True, message="Observations deleted successfully",
@@ -170,8 +166,9 @@ def _observation_state(
     return current, {i: list(texts) for i, texts in current.items()}
 
 
-def _write_observations(
-    kb: KnowledgeBase, records: Iterable[NodeRecord], current: dict[int, list[str]], state: dict[int, list[str]]
+def _commit_observations(
+    kb: KnowledgeBase, writer: Writer, records: Iterable[NodeRecord], current: dict[int, list[str]],
+    state: dict[int, list[str]],
 ) -> None:
     by_id = {r.id: r for r in records}
     changed = [by_id[i] for i in state if state[i] != current[i]]
@@ -183,7 +180,8 @@ def _write_observations(
             )
     if changed:
         nodes = [replace(r, source_ids=(), source_chunk_ids=(), observations=tuple(state[r.id])) for r in changed]
-        kb.curation._write_with_vectors(WriteBatch(nodes=nodes), kb.namespace)
+        kb.embed_records(kb.namespace, nodes)
+        writer.commit(WriteBatch(nodes=nodes))
 
 
 # -- reading ---------------------------------------------------------------------------------------------

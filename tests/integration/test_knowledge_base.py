@@ -12,7 +12,8 @@ import pytest
 from duckgraph.core.cli import main
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.plugins.duckdb_store import DuckDBStore, default_memory_limit
+from duckgraph.plugins.duckdb import DuckDBStore
+from duckgraph.plugins.duckdb.settings import default_memory_limit
 from duckgraph.ports import EmbedderMismatchError, InvalidInputError, entity_key
 from tests.fakes import HashingEmbedder
 
@@ -65,6 +66,14 @@ def test_same_embedder_id_with_other_dimensions_is_refused(db_path: Path):
         with pytest.raises(EmbedderMismatchError, match="64 dimensions"):
             kb.add_knowledge_graph([NodeInput(name="Charles Babbage", type="Person")], [])
         assert kb.stats()["nodes"] == 1
+
+
+def test_a_deletion_binds_no_embedder(db_path: Path):
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        kb.add_knowledge_graph([NodeInput(name="Ada Lovelace", type="Person")], [])
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder(name="other")) as kb:
+        assert kb.curation.delete_entities(["Ada Lovelace"], kb.namespace).deleted == ["Ada Lovelace"]
+        assert kb.store.embedder_info() == ("test:fake-hashing", 64)
 
 
 # -- 3. idempotent upserts ---------------------------------------------------------------------------------
@@ -274,6 +283,21 @@ def test_source_ids_link_nodes_to_the_chunks_naming_them(db_path: Path):
 
 
 # -- 9. threads --------------------------------------------------------------------------------------------
+
+
+def test_a_write_waits_while_writes_are_paused(fake_kb: KnowledgeBase):
+    done = threading.Event()
+
+    def add() -> None:
+        fake_kb.add_knowledge_graph([NodeInput(name="Ada Lovelace", type="Person")], [])
+        done.set()
+
+    with fake_kb.writes_paused():
+        thread = threading.Thread(target=add)
+        thread.start()
+        assert not done.wait(0.3)
+    thread.join(timeout=30)
+    assert done.is_set() and fake_kb.stats()["nodes"] == 1
 
 
 def test_concurrent_writes_and_searches(fake_kb: KnowledgeBase):

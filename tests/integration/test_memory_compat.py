@@ -3,7 +3,7 @@
 import pytest
 
 from duckgraph.core.domain import memory_server as memory
-from duckgraph.core.domain.curation import MAX_OBSERVATIONS
+from duckgraph.core.domain.limits import MAX_OBSERVATIONS
 from duckgraph.core.domain.model import (
     EdgeInput,
     MemoryEntityInput,

@@ -24,8 +24,9 @@ from duckgraph.core.config import load_settings
 from duckgraph.core.domain.model import DocumentInput
 from duckgraph.core.plugin_manager import create
 from duckgraph.core.mcp.server import build_server
-from duckgraph.core.domain.knowledge_base import NO_EXTRACTOR, KnowledgeBase
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.core.domain.ingest import NO_EXTRACTOR
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.plugins.ollama import OllamaEmbedder, OllamaExtractor
 from duckgraph.ports import ExtractionError, InvalidInputError, entity_key
 from tests.fakes import HashingEmbedder

@@ -17,10 +17,13 @@ from duckgraph.core.domain import memory_server as memory_compat
 from duckgraph.core.cli import main
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.plugin_manager import build_plugin_manager
-from duckgraph.core.domain.knowledge_base import KnowledgeBase, edge_text
-from duckgraph.core.files.transfer import export_jsonl, import_file, import_lines
-from duckgraph.plugins.duckdb_memory import to_bfloat16
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.texts import edge_text
+from duckgraph.core.files.export import export_jsonl
+from duckgraph.core.files.import_ import import_file, import_lines
+import duckgraph.plugins.duckdb.restore as snapshot_restore
+from duckgraph.plugins.duckdb.mirror.matrix import to_bfloat16
+from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import EdgeWrite, EmbedderMismatchError, InvalidInputError, NodeRecord, Snapshot
 from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
 from tests.fakes import FakeEmbedderPlugin, HashingEmbedder
@@ -282,20 +285,20 @@ def test_an_interrupted_import_leaves_nothing_and_can_be_run_again(source, tmp_p
     text = export(source).splitlines(keepends=True)
     target = open_kb(tmp_path / "copy.duckdb")
     calls = {"n": 0}
-    original = DuckDBStore._restore_provenance
+    original = snapshot_restore._restore_provenance
 
-    def crash(self, con, snapshot):
+    def crash(con, snapshot):
         calls["n"] += 1
         raise RuntimeError("power cut")
 
-    monkeypatch.setattr(DuckDBStore, "_restore_provenance", crash)
+    monkeypatch.setattr(snapshot_restore, "_restore_provenance", crash)
     with pytest.raises(RuntimeError, match="power cut"):
         import_lines(target, text)
     assert calls["n"] == 1
     stats = target.stats()
     assert (stats["nodes"], stats["edges"], stats["documents"], stats["chunks"]) == (0, 0, 0, 0)
 
-    monkeypatch.setattr(DuckDBStore, "_restore_provenance", original)
+    monkeypatch.setattr(snapshot_restore, "_restore_provenance", original)
     import_lines(target, text)
     assert export(target) == export(source)
     target.close()
@@ -452,18 +455,18 @@ def test_cli_export_and_import(cli_env, source, tmp_path, capsys):
 
 def test_restore_is_all_or_nothing(tmp_path):
     kb = open_kb(tmp_path / "kb.duckdb")
-    kb._vectors_ready()
-    node = NodeRecord(namespace="default", key="ada lovelace", name="Ada Lovelace", type="Person",
-                      observations=("Wrote the first program.",), embedding=kb.embedder.embed_query("Ada"))
-    with pytest.raises(InvalidInputError, match="mentions"):
-        kb.store.restore(Snapshot(nodes=[node], mentions=[("default", "ada lovelace", "no-such-doc", 0)]))
-    assert kb.stats()["nodes"] == 0 and node.id is None
-    assert kb.store.get_vectors("node", [1]) == {}
+    with kb.writing() as writer:  # binds the embedder, as an import does
+        node = NodeRecord(namespace="default", key="ada lovelace", name="Ada Lovelace", type="Person",
+                          observations=("Wrote the first program.",), embedding=kb.embedder.embed_query("Ada"))
+        with pytest.raises(InvalidInputError, match="mentions"):
+            writer.restore(Snapshot(nodes=[node], mentions=[("default", "ada lovelace", "no-such-doc", 0)]))
+        assert kb.stats()["nodes"] == 0 and node.id is None
+        assert kb.store.get_vectors("node", [1]) == {}
 
-    summary = kb.store.restore(Snapshot(nodes=[node]))
-    assert (summary.nodes_created, summary.nodes_updated) == (1, 0)
-    again = kb.store.restore(Snapshot(nodes=[NodeRecord(namespace="default", key="ada lovelace", name="Ada Lovelace",
-                                                        type="Mathematician")]))
+        summary = writer.restore(Snapshot(nodes=[node]))
+        assert (summary.nodes_created, summary.nodes_updated) == (1, 0)
+        again = writer.restore(Snapshot(nodes=[NodeRecord(namespace="default", key="ada lovelace",
+                                                          name="Ada Lovelace", type="Mathematician")]))
     assert (again.nodes_created, again.nodes_updated) == (0, 1)
     [stored] = kb.store.find_nodes("default", ["ada lovelace"])
     assert stored.type == "Mathematician"

@@ -1,20 +1,5 @@
-"""Export and import: a whole knowledge base as JSON Lines, and the reference memory server's memory.jsonl.
-
-duckgraph's format is one JSON object per line, each with a "kind", in this order (each kind sorted by its
-natural key, so the same knowledge base always gives the same lines):
-
-- ``meta``: format name and version, schema version, the embedder the vectors come from, whether they are in
-  the file;
-- ``document`` (namespace, id, title, text, metadata, created_at), each followed by its ``chunk`` lines (id,
-  document_id, ordinal, text);
-- ``node``: id, namespace, name, type, description, aliases, properties, observations, created_at, updated_at;
-- ``edge``: id, namespace, source_id and target_id (node ids of this file) with the source and target names,
-  type, description, weight, properties, valid_from, valid_until, created_at, updated_at;
-- ``mention`` (node_id, chunk_id) and ``edge_evidence`` (edge_id, chunk_id): the provenance.
-
-Ids are numbers local to the file (1, 2, ... in line order), not the database's: the database's ids are an
-accident of insertion order. Chunk, node and edge lines carry an ``embedding`` only when exported with
-embeddings. Times are UTC, ISO 8601.
+"""Import: a duckgraph export (see `duckgraph.core.files.jsonl_format`) or the reference memory server's
+memory.jsonl, into a knowledge base.
 
 Importing matches rows by natural keys (document id, entity name, the two ends and type of a relation), so
 importing the same file twice changes nothing, and an import is one transaction: all of it or nothing.
@@ -24,16 +9,29 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError
 
+from duckgraph.core.domain.ingest import Progress, embed_in_batches
 from duckgraph.core.domain.memory_server import ORIGINAL_TYPE
-from duckgraph.core.domain.knowledge_base import _chunk_embedding_text, edge_text, node_text
+from duckgraph.core.domain.texts import edge_text, node_text, passage_text
+from duckgraph.core.files.jsonl_format import (
+    FORMAT_VERSION,
+    LINE_MODELS,
+    ChunkLine,
+    DocumentLine,
+    EdgeLine,
+    EvidenceLine,
+    Line,
+    MentionLine,
+    MetaLine,
+    NodeLine,
+)
 from duckgraph.ports import (
     ChunkRecord,
     DocumentRecord,
@@ -50,266 +48,7 @@ from duckgraph.ports import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from duckgraph.core.domain.knowledge_base import KnowledgeBase
-
-FORMAT = "duckgraph"
-FORMAT_VERSION = 1
-#: Rows read from the store at a time while exporting.
-PAGE = 1_000
-#: Progress callback: (done, total, message).
-Progress = Callable[[int, int, str], None]
-
-
-# -- export ----------------------------------------------------------------------------------------------
-
-
-class ExportSummary(BaseModel):
-    documents: int = 0
-    chunks: int = 0
-    nodes: int = 0
-    edges: int = 0
-    mentions: int = 0
-    edge_evidence: int = 0
-    embeddings: bool = False
-
-
-def export_jsonl(kb: KnowledgeBase, out: TextIO, *, embeddings: bool = False) -> ExportSummary:
-    """Write every namespace of the knowledge base to `out` as JSON Lines (see the module docstring)."""
-    kb.open()
-    store = kb.store
-    info = store.embedder_info()
-    embeddings = embeddings and info is not None  # a file never bound to an embedder has no vectors
-    summary = ExportSummary(embeddings=embeddings)
-    health = store.health()
-    _write(out, {
-        "kind": "meta", "format": FORMAT, "version": FORMAT_VERSION, "schema_version": health.get("schema_version"),
-        "embedder": None if info is None else {"id": info[0], "dimensions": info[1]}, "embeddings": embeddings,
-    })
-    namespaces = store.namespaces()
-
-    chunk_ids: dict[int, int] = {}  # database id -> id in the file
-    for namespace in namespaces:
-        for documents in _pages(lambda offset: store.list_documents(namespace, offset=offset, limit=PAGE)):
-            chunks = store.document_chunks(namespace, [d.id for d in documents])
-            vectors = store.get_vectors("chunk", [c.id for c in chunks]) if embeddings else {}
-            by_document: dict[str, list[ChunkRecord]] = {}
-            for chunk in chunks:
-                by_document.setdefault(chunk.document_id, []).append(chunk)
-            for document in documents:
-                _write(out, {
-                    "kind": "document", "namespace": namespace, "id": document.id, "title": document.title,
-                    "text": document.text, "metadata": document.metadata, "created_at": _time(document.created_at),
-                })
-                summary.documents += 1
-                for chunk in sorted(by_document.get(document.id, []), key=lambda c: c.ordinal):
-                    chunk_ids[chunk.id] = len(chunk_ids) + 1
-                    _write(out, {
-                        "kind": "chunk", "id": chunk_ids[chunk.id], "namespace": namespace,
-                        "document_id": chunk.document_id, "ordinal": chunk.ordinal, "text": chunk.text,
-                    }, vectors.get(chunk.id))
-                    summary.chunks += 1
-
-    nodes = [n for ns in namespaces
-             for n in _all(lambda offset, ns=ns: store.list_nodes(ns, offset=offset, limit=PAGE))]
-    nodes.sort(key=lambda n: (n.namespace, n.key))
-    node_ids = {n.id: i for i, n in enumerate(nodes, start=1)}
-    for page in _chunked(nodes, PAGE):
-        observations = store.get_observations([n.id for n in page])
-        vectors = store.get_vectors("node", [n.id for n in page]) if embeddings else {}
-        for node in page:
-            _write(out, {
-                "kind": "node", "id": node_ids[node.id], "namespace": node.namespace, "name": node.name,
-                "type": node.type, "description": node.description, "aliases": list(node.aliases),
-                "properties": node.properties, "observations": observations.get(node.id, []),
-                "created_at": _time(node.created_at), "updated_at": _time(node.updated_at),
-            }, vectors.get(node.id))
-            summary.nodes += 1
-
-    by_id = {n.id: n for n in nodes}
-    namespace_of: dict[int, str] = {}
-    edges: list[EdgeRecord] = []
-    for namespace in namespaces:
-        for edge in _all(lambda offset, ns=namespace: store.list_edges(ns, offset=offset, limit=PAGE,
-                                                                       include_expired=True)):
-            if edge.source_id in by_id and edge.target_id in by_id:
-                edges.append(edge)
-                namespace_of[edge.id] = namespace
-    edges.sort(key=lambda e: (namespace_of[e.id], by_id[e.source_id].key, by_id[e.target_id].key, e.type,
-                              *_time_key(e.valid_until), *_time_key(e.valid_from), *_time_key(e.created_at), e.id))
-    edge_ids = {e.id: i for i, e in enumerate(edges, start=1)}
-    for page in _chunked(edges, PAGE):
-        vectors = store.get_vectors("edge", [e.id for e in page]) if embeddings else {}
-        for edge in page:
-            _write(out, {
-                "kind": "edge", "id": edge_ids[edge.id], "namespace": namespace_of[edge.id],
-                "source_id": node_ids[edge.source_id], "target_id": node_ids[edge.target_id],
-                "source": by_id[edge.source_id].name, "target": by_id[edge.target_id].name, "type": edge.type,
-                "description": edge.description, "weight": edge.weight, "properties": edge.properties,
-                "valid_from": _time(edge.valid_from), "valid_until": _time(edge.valid_until),
-                "created_at": _time(edge.created_at), "updated_at": _time(edge.updated_at),
-            }, vectors.get(edge.id))
-            summary.edges += 1
-
-    mentions = sorted(
-        (node_ids[node_id], chunk_ids[chunk_id])
-        for page in _chunked(nodes, PAGE)
-        for chunk_id, node_id in store.chunks_mentioning([n.id for n in page], limit=2**62)
-        if chunk_id in chunk_ids and node_id in node_ids
-    )
-    for node_id, chunk_id in mentions:
-        _write(out, {"kind": "mention", "node_id": node_id, "chunk_id": chunk_id})
-    summary.mentions = len(mentions)
-    evidence = sorted(
-        (edge_ids[edge_id], chunk_ids[chunk_id])
-        for page in _chunked(edges, PAGE)
-        for edge_id, chunk_id in store.edge_evidence([e.id for e in page])
-        if chunk_id in chunk_ids and edge_id in edge_ids
-    )
-    for edge_id, chunk_id in evidence:
-        _write(out, {"kind": "edge_evidence", "edge_id": edge_id, "chunk_id": chunk_id})
-    summary.edge_evidence = len(evidence)
-    return summary
-
-
-def _write(out: TextIO, obj: dict[str, Any], vector: np.ndarray | None = None) -> None:
-    line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    if vector is not None:
-        # Nine significant digits give back the very same float32; written by hand, the line stays the same.
-        line = line[:-1] + ',"embedding":[' + ",".join(f"{x:.9g}" for x in vector.tolist()) + "]}"
-    out.write(line + "\n")
-
-
-def _time(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat(timespec="microseconds")
-
-
-def _time_key(value: datetime | None) -> tuple[bool, datetime]:
-    return (value is not None, value or datetime.min)
-
-
-def _pages(read: Callable[[int], list[Any]]) -> Iterator[list[Any]]:
-    offset = 0
-    while True:
-        page = read(offset)
-        if page:
-            yield page
-        if len(page) < PAGE:
-            return
-        offset += len(page)
-
-
-def _all(read: Callable[[int], list[Any]]) -> list[Any]:
-    return [item for page in _pages(read) for item in page]
-
-
-def _chunked(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-# -- the lines of a duckgraph file ------------------------------------------------------------------------
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    """Times are stored as naive UTC; an aware time is converted."""
-    if value is not None and value.tzinfo is not None:
-        return value.astimezone(timezone.utc).replace(tzinfo=None)
-    return value
-
-
-class _Line(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    namespace: str | None = Field(None, min_length=1, max_length=200)
-
-    @field_validator("created_at", "updated_at", "valid_from", "valid_until", mode="after", check_fields=False)
-    @classmethod
-    def _naive_utc(cls, value: datetime | None) -> datetime | None:
-        return _utc(value)
-
-
-class _Embedder(BaseModel):
-    id: str
-    dimensions: int = Field(ge=1)
-
-
-class MetaLine(_Line):
-    kind: Literal["meta"]
-    format: Literal["duckgraph"]
-    version: int = Field(ge=1)
-    schema_version: int | None = None
-    embedder: _Embedder | None = None
-    embeddings: bool = False
-
-
-class DocumentLine(_Line):
-    kind: Literal["document"]
-    id: str = Field(min_length=1, max_length=200)
-    title: str = ""
-    text: str = Field(min_length=1)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    created_at: datetime | None = None
-
-
-class ChunkLine(_Line):
-    kind: Literal["chunk"]
-    id: int
-    document_id: str = Field(min_length=1)
-    ordinal: int = Field(ge=0)
-    text: str
-    embedding: list[float] | None = None
-
-
-class NodeLine(_Line):
-    kind: Literal["node"]
-    id: int | None = None
-    name: str = Field(min_length=1, max_length=300)
-    type: str = Field(min_length=1, max_length=80)
-    description: str = ""
-    aliases: list[str] = Field(default_factory=list)
-    properties: dict[str, Any] = Field(default_factory=dict)
-    observations: list[str] = Field(default_factory=list)
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    embedding: list[float] | None = None
-
-
-class EdgeLine(_Line):
-    kind: Literal["edge"]
-    id: int | None = None
-    source_id: int | None = Field(None, description="Id of a node line; or give the source name.")
-    target_id: int | None = None
-    source: str | None = None
-    target: str | None = None
-    type: str = Field(min_length=1, max_length=80)
-    description: str = ""
-    weight: float = Field(1.0, ge=0, allow_inf_nan=False)
-    properties: dict[str, Any] = Field(default_factory=dict)
-    valid_from: datetime | None = None
-    valid_until: datetime | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    embedding: list[float] | None = None
-
-
-class MentionLine(_Line):
-    kind: Literal["mention"]
-    node_id: int
-    chunk_id: int
-
-
-class EvidenceLine(_Line):
-    kind: Literal["edge_evidence"]
-    edge_id: int
-    chunk_id: int
-
-
-_LINES: dict[str, type[_Line]] = {
-    "meta": MetaLine, "document": DocumentLine, "chunk": ChunkLine, "node": NodeLine, "edge": EdgeLine,
-    "mention": MentionLine, "edge_evidence": EvidenceLine,
-}
-
-
-# -- import ----------------------------------------------------------------------------------------------
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase, Writer
 
 
 class ImportSummary(BaseModel):
@@ -393,17 +132,10 @@ class _Import:
     def _fail(self, number: int, message: str) -> InvalidInputError:
         return InvalidInputError(f"{self.source}:{number}: {message}")
 
-    def _embed_and_restore(self, plan: _Plan, summary: ImportSummary) -> ImportSummary:
-        texts = [text for _, text in plan.to_embed]
-        step = max(1, self.kb.embedder.batch_size)  # a progress report per embedder call
-        for start in range(0, len(texts), step):
-            vectors = self.kb.embedder.embed_documents(texts[start : start + step])
-            for (item, _), vector in zip(plan.to_embed[start : start + step], vectors):
-                item.embedding = vector
-            if self.progress is not None:
-                self.progress(min(start + step, len(texts)), len(texts), "embedding")
-        summary.texts_embedded = len(texts)
-        written = self.store.restore(plan.snapshot)
+    def _embed_and_restore(self, writer: Writer, plan: _Plan, summary: ImportSummary) -> ImportSummary:
+        embed_in_batches(self.kb.embedder, plan.to_embed, self.progress, "embedding")
+        summary.texts_embedded = len(plan.to_embed)
+        written = writer.restore(plan.snapshot)
         summary.documents_written = written.documents_written
         summary.chunks_written = written.chunks_written
         summary.nodes_created, summary.nodes_updated = written.nodes_created, written.nodes_updated
@@ -437,18 +169,17 @@ class _NativeImport(_Import):
         with_vectors = any(getattr(line, "embedding", None) is not None for _, line in lines)
         if with_vectors and not self.reembed:
             self._check_embedder(meta)
-        self.kb._vectors_ready()
-        with self.kb._write_lock:
+        with self.kb.writing() as writer:
             plan, summary = self._plan(lines)
-            return self._embed_and_restore(plan, summary)
+            return self._embed_and_restore(writer, plan, summary)
 
-    def _parse(self, objects: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, _Line]]:
-        parsed: list[tuple[int, _Line]] = []
+    def _parse(self, objects: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, Line]]:
+        parsed: list[tuple[int, Line]] = []
         for position, (number, obj) in enumerate(objects):
             kind = obj.get("kind")
-            model = _LINES.get(kind) if isinstance(kind, str) else None
+            model = LINE_MODELS.get(kind) if isinstance(kind, str) else None
             if model is None:
-                raise self._fail(number, f"unknown kind {kind!r}; expected one of {', '.join(_LINES)}")
+                raise self._fail(number, f"unknown kind {kind!r}; expected one of {', '.join(LINE_MODELS)}")
             if model is MetaLine and position != 0:
                 raise self._fail(number, "the meta line must be the first line")
             try:
@@ -490,7 +221,7 @@ class _NativeImport(_Import):
             raise self._fail(number, f"the embedding must be {self.kb.embedder.dimensions} finite numbers")
         return np.asarray(values, dtype=np.float32)
 
-    def _plan(self, lines: list[tuple[int, _Line]]) -> tuple[_Plan, ImportSummary]:
+    def _plan(self, lines: list[tuple[int, Line]]) -> tuple[_Plan, ImportSummary]:
         default = self.kb.namespace
         plan, summary = _Plan(), ImportSummary(format="duckgraph")
         snapshot = plan.snapshot
@@ -543,7 +274,7 @@ class _NativeImport(_Import):
                                          embedding=self._vector(number, chunk.embedding))
                     snapshot.chunks.append(record)
                     if record.embedding is None:
-                        plan.to_embed.append((record, _chunk_embedding_text(line.title, chunk.text)))
+                        plan.to_embed.append((record, passage_text(line.title, chunk.text)))
 
         # Nodes: the file's fields win; observations the stored node has and the file lacks are kept.
         nodes: dict[int, tuple[str, str]] = {}  # file id -> (namespace, key)
@@ -750,8 +481,7 @@ class _MemoryImport(_Import):
 
         namespace = self.kb.namespace
         now = datetime.now(timezone.utc).replace(tzinfo=None)
-        self.kb._vectors_ready()
-        with self.kb._write_lock:
+        with self.kb.writing() as writer:
             plan = _Plan()
             existing = self._existing_nodes({namespace: set(entities)})
             stored = {key: node for (_, key), node in existing.items()}
@@ -820,4 +550,4 @@ class _MemoryImport(_Import):
                 plan.to_embed.append((write, edge_text(write, names)))
                 plan.snapshot.edges.append(write)
             summary.skipped.sort(key=lambda reason: int(reason.split(":")[0].removeprefix("line ")))
-            return self._embed_and_restore(plan, summary)
+            return self._embed_and_restore(writer, plan, summary)

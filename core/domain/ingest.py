@@ -1,0 +1,169 @@
+"""Adding documents: check, chunk, embed and store them; then, when asked, let the extractor read every passage
+and add the graph it finds, with the passage as provenance."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from duckgraph.core.domain.chunking import chunk_text
+from duckgraph.core.domain.texts import passage_text
+from duckgraph.ports import (
+    ChunkRecord,
+    DocumentRecord,
+    DuckgraphError,
+    Embedder,
+    InvalidInputError,
+    WriteBatch,
+    entity_key,
+    name_candidates,
+)
+
+if TYPE_CHECKING:
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
+    from duckgraph.core.domain.model import AddDocumentsResult, ChunkExtraction, DocumentInput, EdgeInput, NodeInput
+
+log = logging.getLogger(__name__)
+
+#: Progress callback: (done, total, message).
+Progress = Callable[[int, int, str], None]
+MAX_TOTAL_DOCUMENT_CHARS = 20_000_000
+NO_EXTRACTOR = (
+    "no extractor is configured, so duckgraph cannot extract entities from text itself. Either configure one "
+    "(DUCKGRAPH_EXTRACTOR=ollama with a local chat model, see the README), or extract them yourself: call "
+    "add_documents without extract, read the text, and call add_knowledge_graph with the entities and specific "
+    "relationships it states, passing the document id in source_ids."
+)
+
+
+def add_documents(
+    kb: KnowledgeBase, documents: Sequence[DocumentInput], namespace: str, extract: bool, progress: Progress | None
+) -> AddDocumentsResult:
+    """`KnowledgeBase.add_documents`: one transaction for the documents, then one per extracted passage."""
+    from duckgraph.core.domain.model import AddDocumentsResult, StoredDocument
+
+    _check(documents, extract and kb.extractor is None)
+    ids = [doc.id or _content_id(doc.text) for doc in documents]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise InvalidInputError(f"the same document id appears twice in one call: {', '.join(duplicates)}")
+    with kb.writing() as writer:
+        stored = {d.id: d for d in kb.store.get_documents(ids, namespace)}
+        batch = WriteBatch()
+        results: list[StoredDocument] = []
+        for doc_id, doc in zip(ids, documents):
+            title = doc.title or ""
+            old = stored.get(doc_id)
+            if old is not None and old.text == doc.text and old.title == title and old.metadata == doc.metadata:
+                results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[], unchanged=True))
+                continue
+            batch.documents.append(DocumentRecord(
+                id=doc_id, namespace=namespace, text=doc.text, title=title, metadata=dict(doc.metadata)
+            ))
+            for ordinal, text in enumerate(chunk_text(doc.text, kb.chunk_chars, kb.chunk_overlap)):
+                batch.chunks.append(ChunkRecord(document_id=doc_id, ordinal=ordinal, text=text))
+            results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[]))
+        titles = {d.id: d.title for d in batch.documents}
+        pairs = [(c, passage_text(titles[c.document_id], c.text)) for c in batch.chunks]
+        embed_in_batches(kb.embedder, pairs, progress, "embedding passages")
+        summary = writer.commit(batch) if batch.documents else None
+    for result in results:
+        if summary is not None and not result.unchanged:
+            result.chunk_ids = summary.chunk_ids.get(result.id, [])
+    outcome = AddDocumentsResult(documents=results, chunks_written=summary.chunks_written if summary else 0)
+    if extract:
+        outcome.extractions = _extract(kb, kb.store.document_chunks(namespace, ids), namespace, progress)
+        outcome.extraction_errors = sum(1 for e in outcome.extractions if e.error)
+    return outcome
+
+
+def _check(documents: Sequence[DocumentInput], no_extractor: bool) -> None:
+    """Refuse, before anything is read or written, a call that cannot be stored as given."""
+    from duckgraph.core.domain.model import MAX_DOCUMENT_CHARS, MAX_DOCUMENTS_PER_CALL
+
+    if not documents:
+        raise InvalidInputError("nothing to add: give at least one document")
+    if no_extractor:
+        raise InvalidInputError(NO_EXTRACTOR)
+    if len(documents) > MAX_DOCUMENTS_PER_CALL:
+        raise InvalidInputError(
+            f"{len(documents)} documents in one call; the limit is {MAX_DOCUMENTS_PER_CALL}: split them"
+        )
+    total = sum(len(d.text) for d in documents)
+    if total > MAX_TOTAL_DOCUMENT_CHARS:
+        raise InvalidInputError(
+            f"{total} characters in one call; the limit is {MAX_TOTAL_DOCUMENT_CHARS} "
+            f"(and {MAX_DOCUMENT_CHARS} per document): split them"
+        )
+    for i, doc in enumerate(documents):
+        if not doc.text.strip():
+            raise InvalidInputError(f"documents[{i}]: the text is empty")
+
+
+def embed_in_batches(
+    embedder: Embedder, pairs: Sequence[tuple[Any, str]], progress: Progress | None, message: str
+) -> None:
+    """Set each item's `embedding` from the vector of its text, reporting progress once per embedder call."""
+    texts = [text for _, text in pairs]
+    step = max(1, embedder.batch_size)
+    for start in range(0, len(texts), step):
+        vectors = embedder.embed_documents(texts[start : start + step])
+        for (item, _), vector in zip(pairs[start : start + step], vectors):
+            item.embedding = vector
+        if progress is not None:
+            progress(min(start + step, len(texts)), len(texts), message)
+
+
+def _extract(
+    kb: KnowledgeBase, chunks: Sequence[ChunkRecord], namespace: str, progress: Progress | None
+) -> list[ChunkExtraction]:
+    from duckgraph.core.domain.model import ChunkExtraction
+
+    assert kb.extractor is not None
+    report: list[ChunkExtraction] = []
+    # Re-running an ingest must not pay for (or vary) a chat model's work on passages already done.
+    done_before = kb.store.mentioned_chunks(c.id for c in chunks)
+    for done, chunk in enumerate(chunks, start=1):
+        entry = ChunkExtraction(document_id=chunk.document_id, chunk_id=chunk.id, skipped=chunk.id in done_before)
+        if not entry.skipped:
+            _extract_one(kb, chunk, namespace, entry)
+        report.append(entry)
+        if progress is not None:
+            progress(done, len(chunks), "extracting entities and relationships")
+    return report
+
+
+def _extract_one(kb: KnowledgeBase, chunk: ChunkRecord, namespace: str, entry: ChunkExtraction) -> None:
+    try:
+        known = [n.name for n in kb.store.find_nodes(namespace, name_candidates(chunk.text, 4))]
+        fragment = kb.extractor.extract(chunk.text, known_entities=known)
+        nodes, edges = _fragment_inputs(fragment, chunk.document_id)
+        if nodes or edges:
+            added = kb.add_knowledge_graph(nodes, edges, namespace=namespace, source_chunk_ids=[chunk.id])
+            entry.nodes, entry.edges = len(added.nodes), added.edges_created + added.edges_updated
+    except (DuckgraphError, ValidationError) as exc:
+        entry.error = _one_line(exc)
+        log.warning("extraction of %s#%s failed: %s", chunk.document_id, chunk.id, entry.error)
+
+
+def _fragment_inputs(fragment: dict[str, Any], document_id: str) -> tuple[list[NodeInput], list[EdgeInput]]:
+    """An extractor's graph as validated inputs, with the document as provenance; self-loops are dropped."""
+    from duckgraph.core.domain.model import EdgeInput, NodeInput
+
+    nodes = [NodeInput.model_validate({**node, "source_ids": [document_id]}) for node in fragment.get("nodes", [])]
+    edges = [EdgeInput.model_validate({**edge, "source_ids": [document_id]}) for edge in fragment.get("edges", [])]
+    edges = [e for e in edges if entity_key(e.source) != entity_key(e.target)]
+    return nodes, edges
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:500]
+
+
+def _content_id(text: str) -> str:
+    """Ids for documents given without one: the same text always gets the same id."""
+    return "doc-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -1,0 +1,37 @@
+"""The texts that vectors are computed from: an entity, a relationship's fact, a passage.
+
+Everything that embeds (adding, curating, importing) and everything that decides whether a vector is still
+current (an import comparing old and new) must build the very same text, so it is built only here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from duckgraph.ports import EdgeWrite, NodeRecord
+
+#: Observations that go into a node's vector; the rest stay searchable through get_entities only.
+OBSERVATIONS_IN_VECTOR = 10
+
+
+def node_text(node: NodeRecord, observations: Sequence[str] = ()) -> str:
+    """The text a node's vector is computed from: name, type, aliases, description, first observations."""
+    text = f"{node.name} ({node.type})"
+    if node.aliases:
+        text += f", also known as {', '.join(node.aliases)}"
+    if node.description:
+        text += f": {node.description}"
+    if observations:
+        text += ". " + " ".join(observations[:OBSERVATIONS_IN_VECTOR])
+    return text
+
+
+def edge_text(edge: EdgeWrite, names: dict[str, str]) -> str:
+    """The fact an edge states, as a sentence for its vector: "Marie Curie won Nobel Prize: in 1903"."""
+    text = f"{names[edge.source_key]} {edge.type.replace('_', ' ').lower()} {names[edge.target_key]}"
+    return f"{text}: {edge.description}" if edge.description else text
+
+
+def passage_text(title: str, text: str) -> str:
+    """A passage with its document's title in front (unless it starts with it already)."""
+    return text if not title or text.startswith(title) else f"{title}\n{text}"

@@ -1,0 +1,165 @@
+"""Export: a whole knowledge base as JSON Lines, in the format of `duckgraph.core.files.jsonl_format`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TextIO
+
+from pydantic import BaseModel
+
+from duckgraph.core.files.jsonl_format import FORMAT, FORMAT_VERSION
+from duckgraph.ports import ChunkRecord, EdgeRecord
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
+
+#: Rows read from the store at a time while exporting.
+PAGE = 1_000
+
+
+class ExportSummary(BaseModel):
+    documents: int = 0
+    chunks: int = 0
+    nodes: int = 0
+    edges: int = 0
+    mentions: int = 0
+    edge_evidence: int = 0
+    embeddings: bool = False
+
+
+def export_jsonl(kb: KnowledgeBase, out: TextIO, *, embeddings: bool = False) -> ExportSummary:
+    """Write every namespace of the knowledge base to `out` as JSON Lines (see the module docstring)."""
+    kb.open()
+    store = kb.store
+    info = store.embedder_info()
+    embeddings = embeddings and info is not None  # a file never bound to an embedder has no vectors
+    summary = ExportSummary(embeddings=embeddings)
+    health = store.health()
+    _write(out, {
+        "kind": "meta", "format": FORMAT, "version": FORMAT_VERSION, "schema_version": health.get("schema_version"),
+        "embedder": None if info is None else {"id": info[0], "dimensions": info[1]}, "embeddings": embeddings,
+    })
+    namespaces = store.namespaces()
+
+    chunk_ids: dict[int, int] = {}  # database id -> id in the file
+    for namespace in namespaces:
+        for documents in _pages(lambda offset: store.list_documents(namespace, offset=offset, limit=PAGE)):
+            chunks = store.document_chunks(namespace, [d.id for d in documents])
+            vectors = store.get_vectors("chunk", [c.id for c in chunks]) if embeddings else {}
+            by_document: dict[str, list[ChunkRecord]] = {}
+            for chunk in chunks:
+                by_document.setdefault(chunk.document_id, []).append(chunk)
+            for document in documents:
+                _write(out, {
+                    "kind": "document", "namespace": namespace, "id": document.id, "title": document.title,
+                    "text": document.text, "metadata": document.metadata, "created_at": _time(document.created_at),
+                })
+                summary.documents += 1
+                for chunk in sorted(by_document.get(document.id, []), key=lambda c: c.ordinal):
+                    chunk_ids[chunk.id] = len(chunk_ids) + 1
+                    _write(out, {
+                        "kind": "chunk", "id": chunk_ids[chunk.id], "namespace": namespace,
+                        "document_id": chunk.document_id, "ordinal": chunk.ordinal, "text": chunk.text,
+                    }, vectors.get(chunk.id))
+                    summary.chunks += 1
+
+    nodes = [n for ns in namespaces
+             for n in _all(lambda offset, ns=ns: store.list_nodes(ns, offset=offset, limit=PAGE))]
+    nodes.sort(key=lambda n: (n.namespace, n.key))
+    node_ids = {n.id: i for i, n in enumerate(nodes, start=1)}
+    for page in _chunked(nodes, PAGE):
+        observations = store.get_observations([n.id for n in page])
+        vectors = store.get_vectors("node", [n.id for n in page]) if embeddings else {}
+        for node in page:
+            _write(out, {
+                "kind": "node", "id": node_ids[node.id], "namespace": node.namespace, "name": node.name,
+                "type": node.type, "description": node.description, "aliases": list(node.aliases),
+                "properties": node.properties, "observations": observations.get(node.id, []),
+                "created_at": _time(node.created_at), "updated_at": _time(node.updated_at),
+            }, vectors.get(node.id))
+            summary.nodes += 1
+
+    by_id = {n.id: n for n in nodes}
+    namespace_of: dict[int, str] = {}
+    edges: list[EdgeRecord] = []
+    for namespace in namespaces:
+        for edge in _all(lambda offset, ns=namespace: store.list_edges(ns, offset=offset, limit=PAGE,
+                                                                       include_expired=True)):
+            if edge.source_id in by_id and edge.target_id in by_id:
+                edges.append(edge)
+                namespace_of[edge.id] = namespace
+    edges.sort(key=lambda e: (namespace_of[e.id], by_id[e.source_id].key, by_id[e.target_id].key, e.type,
+                              *_time_key(e.valid_until), *_time_key(e.valid_from), *_time_key(e.created_at), e.id))
+    edge_ids = {e.id: i for i, e in enumerate(edges, start=1)}
+    for page in _chunked(edges, PAGE):
+        vectors = store.get_vectors("edge", [e.id for e in page]) if embeddings else {}
+        for edge in page:
+            _write(out, {
+                "kind": "edge", "id": edge_ids[edge.id], "namespace": namespace_of[edge.id],
+                "source_id": node_ids[edge.source_id], "target_id": node_ids[edge.target_id],
+                "source": by_id[edge.source_id].name, "target": by_id[edge.target_id].name, "type": edge.type,
+                "description": edge.description, "weight": edge.weight, "properties": edge.properties,
+                "valid_from": _time(edge.valid_from), "valid_until": _time(edge.valid_until),
+                "created_at": _time(edge.created_at), "updated_at": _time(edge.updated_at),
+            }, vectors.get(edge.id))
+            summary.edges += 1
+
+    mentions = sorted(
+        (node_ids[node_id], chunk_ids[chunk_id])
+        for page in _chunked(nodes, PAGE)
+        for chunk_id, node_id in store.chunks_mentioning([n.id for n in page], limit=2**62)
+        if chunk_id in chunk_ids and node_id in node_ids
+    )
+    for node_id, chunk_id in mentions:
+        _write(out, {"kind": "mention", "node_id": node_id, "chunk_id": chunk_id})
+    summary.mentions = len(mentions)
+    evidence = sorted(
+        (edge_ids[edge_id], chunk_ids[chunk_id])
+        for page in _chunked(edges, PAGE)
+        for edge_id, chunk_id in store.edge_evidence([e.id for e in page])
+        if chunk_id in chunk_ids and edge_id in edge_ids
+    )
+    for edge_id, chunk_id in evidence:
+        _write(out, {"kind": "edge_evidence", "edge_id": edge_id, "chunk_id": chunk_id})
+    summary.edge_evidence = len(evidence)
+    return summary
+
+
+def _write(out: TextIO, obj: dict[str, Any], vector: np.ndarray | None = None) -> None:
+    line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if vector is not None:
+        # Nine significant digits give back the very same float32; written by hand, the line stays the same.
+        line = line[:-1] + ',"embedding":[' + ",".join(f"{x:.9g}" for x in vector.tolist()) + "]}"
+    out.write(line + "\n")
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat(timespec="microseconds")
+
+
+def _time_key(value: datetime | None) -> tuple[bool, datetime]:
+    return (value is not None, value or datetime.min)
+
+
+def _pages(read: Callable[[int], list[Any]]) -> Iterator[list[Any]]:
+    offset = 0
+    while True:
+        page = read(offset)
+        if page:
+            yield page
+        if len(page) < PAGE:
+            return
+        offset += len(page)
+
+
+def _all(read: Callable[[int], list[Any]]) -> list[Any]:
+    return [item for page in _pages(read) for item in page]
+
+
+def _chunked(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

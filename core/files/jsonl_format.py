@@ -1,0 +1,129 @@
+"""The lines of a duckgraph file: a whole knowledge base as JSON Lines, as export writes and import reads it.
+
+duckgraph's format is one JSON object per line, each with a "kind", in this order (each kind sorted by its
+natural key, so the same knowledge base always gives the same lines):
+
+- ``meta``: format name and version, schema version, the embedder the vectors come from, whether they are in
+  the file;
+- ``document`` (namespace, id, title, text, metadata, created_at), each followed by its ``chunk`` lines (id,
+  document_id, ordinal, text);
+- ``node``: id, namespace, name, type, description, aliases, properties, observations, created_at, updated_at;
+- ``edge``: id, namespace, source_id and target_id (node ids of this file) with the source and target names,
+  type, description, weight, properties, valid_from, valid_until, created_at, updated_at;
+- ``mention`` (node_id, chunk_id) and ``edge_evidence`` (edge_id, chunk_id): the provenance.
+
+Ids are numbers local to the file (1, 2, ... in line order), not the database's: the database's ids are an
+accident of insertion order. Chunk, node and edge lines carry an ``embedding`` only when exported with
+embeddings. Times are UTC, ISO 8601.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+FORMAT = "duckgraph"
+FORMAT_VERSION = 1
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """Times are stored as naive UTC; an aware time is converted."""
+    if value is not None and value.tzinfo is not None:
+        return value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value
+
+
+class Line(BaseModel):
+    """A line of the file; one without a namespace goes to the importing knowledge base's."""
+
+    model_config = ConfigDict(extra="forbid")
+    namespace: str | None = Field(None, min_length=1, max_length=200)
+
+    @field_validator("created_at", "updated_at", "valid_from", "valid_until", mode="after", check_fields=False)
+    @classmethod
+    def _naive_utc(cls, value: datetime | None) -> datetime | None:
+        return _utc(value)
+
+
+class _Embedder(BaseModel):
+    id: str
+    dimensions: int = Field(ge=1)
+
+
+class MetaLine(Line):
+    kind: Literal["meta"]
+    format: Literal["duckgraph"]
+    version: int = Field(ge=1)
+    schema_version: int | None = None
+    embedder: _Embedder | None = None
+    embeddings: bool = False
+
+
+class DocumentLine(Line):
+    kind: Literal["document"]
+    id: str = Field(min_length=1, max_length=200)
+    title: str = ""
+    text: str = Field(min_length=1)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime | None = None
+
+
+class ChunkLine(Line):
+    kind: Literal["chunk"]
+    id: int
+    document_id: str = Field(min_length=1)
+    ordinal: int = Field(ge=0)
+    text: str
+    embedding: list[float] | None = None
+
+
+class NodeLine(Line):
+    kind: Literal["node"]
+    id: int | None = None
+    name: str = Field(min_length=1, max_length=300)
+    type: str = Field(min_length=1, max_length=80)
+    description: str = ""
+    aliases: list[str] = Field(default_factory=list)
+    properties: dict[str, Any] = Field(default_factory=dict)
+    observations: list[str] = Field(default_factory=list)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    embedding: list[float] | None = None
+
+
+class EdgeLine(Line):
+    kind: Literal["edge"]
+    id: int | None = None
+    source_id: int | None = Field(None, description="Id of a node line; or give the source name.")
+    target_id: int | None = None
+    source: str | None = None
+    target: str | None = None
+    type: str = Field(min_length=1, max_length=80)
+    description: str = ""
+    weight: float = Field(1.0, ge=0, allow_inf_nan=False)
+    properties: dict[str, Any] = Field(default_factory=dict)
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    embedding: list[float] | None = None
+
+
+class MentionLine(Line):
+    kind: Literal["mention"]
+    node_id: int
+    chunk_id: int
+
+
+class EvidenceLine(Line):
+    kind: Literal["edge_evidence"]
+    edge_id: int
+    chunk_id: int
+
+
+LINE_MODELS: dict[str, type[Line]] = {
+    "meta": MetaLine, "document": DocumentLine, "chunk": ChunkLine, "node": NodeLine, "edge": EdgeLine,
+    "mention": MentionLine, "edge_evidence": EvidenceLine,
+}
