@@ -37,7 +37,7 @@ def _hint_when_a_server_holds_the_file(args: argparse.Namespace, exc: DuckgraphE
     if args.command == "serve" or "locked" not in str(exc):
         return
     try:
-        from duckgraph.core.sharing import share as sharing
+        from duckgraph.core import sharing
         from duckgraph.core.config import load_settings
 
         info = sharing.holder(load_settings(args.config, db=args.db).db)
@@ -139,7 +139,7 @@ def _serve(args: argparse.Namespace) -> int:
     services = _setup(args)
     if args.http:
         from duckgraph.core.mcp.http import DEFAULT_HOST, DEFAULT_PORT, check_binding, endpoint_url
-        from duckgraph.core.mcp.server import serve_http
+        from duckgraph.core.mcp.transports import serve_http
 
         host = DEFAULT_HOST if args.host is None else args.host
         port = DEFAULT_PORT if args.port is None else args.port
@@ -152,7 +152,7 @@ def _serve(args: argparse.Namespace) -> int:
               f"({'bearer token required' if token else 'no token: this machine only'})", file=sys.stderr)
         serve_http(services, host, port)
         return 0
-    from duckgraph.core.mcp.server import serve
+    from duckgraph.core.mcp.transports import serve
 
     serve(services)
     return 0
@@ -288,7 +288,7 @@ def _doctor(args: argparse.Namespace) -> int:
     report["sharing"] = _sharing_state(services.settings.db)
     try:
         if report["sharing"].get("owner_pid"):  # a duckgraph server holds the file open: ask it
-            from duckgraph.core.sharing.share import call_owner
+            from duckgraph.core.sharing import call_owner
 
             report["store"] = call_owner(services.settings.db, "health")
         else:
@@ -318,7 +318,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _sharing_state(db: Path) -> dict[str, Any]:
     """Which duckgraph server (if any) owns the file, how many others use it through that one (core/sharing)."""
-    from duckgraph.core.sharing import share as sharing
+    from duckgraph.core import sharing
 
     if not sharing.supported():
         return {"held": None, "note": "this platform cannot share a file between servers"}
@@ -375,7 +375,7 @@ def _print_doctor(report: dict[str, Any]) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from duckgraph.core.files.transfer import export_jsonl
+    from duckgraph.core.files.export import export_jsonl
 
     services = _setup(args)
     with services.knowledge_base as kb:
@@ -404,7 +404,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from duckgraph.core.files.transfer import import_file, import_lines
+    from duckgraph.core.files.import_ import import_file, import_lines
 
     services = _setup(args)
     bar = ProgressBar()
@@ -456,8 +456,8 @@ def _backup(services: Any, destination: Path, force: bool) -> dict[str, Any]:
 
 def _backup_through_owner(db: Path, destination: Path, force: bool) -> dict[str, Any] | None:
     """While a duckgraph server holds the file (so this process cannot open it), that server makes the copy
-    (core/sharing/share.py); None when no server holds it."""
-    from duckgraph.core.sharing import share as sharing
+    (core/sharing/); None when no server holds it."""
+    from duckgraph.core import sharing
 
     if sharing.holder(db) is None:
         return None

@@ -1,7 +1,7 @@
 """Serving over HTTP: where the server may listen, and the bearer-token check in front of the MCP app.
 
-Kept apart from core/mcp/server.py (the only module that imports `mcp`): nothing here knows about MCP, it wraps
-any ASGI application.
+Kept apart from core/mcp/transports.py (which serves the MCP app over HTTP): nothing here knows about MCP, it
+wraps any ASGI application.
 """
 
 from __future__ import annotations

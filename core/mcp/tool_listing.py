@@ -26,7 +26,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pydantic
+from mcp.server.mcpserver import MCPServer
+from mcp.types import Tool as MCPTool
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +38,7 @@ LISTING_PATH = _CORE / "data" / "tool_listing.json"
 #: Where a server keeps the listing of the tools it built when the shipped one does not fit (None: the user cache).
 CACHE_PATH: Path | None = None
 # The modules whose text decides the tools' names, descriptions and schemas.
-_DEFINING_MODULES = ("mcp/server.py", "mcp/tools.py", "domain/model.py", "domain/memory_server.py")
+_DEFINING_MODULES = ("mcp/tools.py", "domain/model.py", "domain/memory_server.py")
 TOOL_SETS = ("graphrag", "memory", "all")
 
 
@@ -124,13 +127,24 @@ def status() -> str:
             "start (or `python -m duckgraph.core.mcp.tool_listing` writes the shipped one)")
 
 
+def as_json(tools: list[MCPTool]) -> list[dict[str, Any]]:
+    """Tools as a `tools/list` answer holds them, in JSON."""
+    return [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
+
+
+async def built_tool_listing(tool_set: str) -> list[dict[str, Any]]:
+    """The `tools/list` answer for `tool_set` as the SDK computes it from the tool functions, as JSON."""
+    # Imported only here and when a server builds its tools: a server that answers from the listing made ahead
+    # of time never needs the tools' pydantic models.
+    from duckgraph.core.mcp.tools import register_tools
+
+    server = MCPServer("tool-listing")
+    register_tools(server, tool_set)
+    return as_json(await server.list_tools())
+
+
 def write(path: Path = LISTING_PATH) -> None:
     """Compute every tool set's listing from the code and store it with its fingerprint."""
-    import anyio
-
-    # Imported here: the server imports this module.
-    from duckgraph.core.mcp.server import built_tool_listing
-
     listing = {"fingerprint": fingerprint(),
                "tool_sets": {tool_set: anyio.run(built_tool_listing, tool_set) for tool_set in TOOL_SETS}}
     path.write_text(json.dumps(listing, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

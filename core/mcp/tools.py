@@ -46,8 +46,8 @@ from duckgraph.core.domain.model import (
     NodeInput,
     SearchResult,
 )
-from duckgraph.core.mcp.server import progress_reporter
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.mcp.progress import progress_reporter
 from duckgraph.ports import DuckgraphError
 
 log = logging.getLogger(__name__)

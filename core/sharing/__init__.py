@@ -1,0 +1,27 @@
+"""Several duckgraph servers on one knowledge file: one process owns the file, the others are its thin clients.
+
+DuckDB lets one process at a time open a file for writing, and users run several MCP hosts at once (a chat app,
+an editor, a CLI agent), each spawning its own `duckgraph serve` on the same file. So the servers of one file
+settle who owns it, and the others forward their work to the owner:
+
+- lock.py: ownership is an exclusive `flock` on `<db>.lock`; the owner listens on a Unix socket next to it.
+- protocol.py: newline-delimited JSON over that socket, one request at a time per connection.
+- handover.py: `FileShare`, this server's role (owner or client), its calls to the owner, and the takeover when
+  the owner goes away, with the rule for calls in flight at that moment; `call_owner` for one-off requests.
+
+Nothing here knows about MCP: the server passes in the function that runs a request (`Handler`).
+Standard library only, so a client never imports numpy, DuckDB or a model.
+"""
+
+from duckgraph.core.sharing.handover import (
+    FileShare,
+    NoOwnerError,
+    OwnerLostError,
+    RemoteError,
+    RunLocally,
+    call_owner,
+)
+from duckgraph.core.sharing.lock import holder, lock_path, socket_path, supported
+
+__all__ = ["FileShare", "NoOwnerError", "OwnerLostError", "RemoteError", "RunLocally", "call_owner", "holder",
+           "lock_path", "socket_path", "supported"]

@@ -23,7 +23,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
 
 SERVE = [sys.executable, "-m", "duckgraph.core.cli", "serve", "--http"]

@@ -21,7 +21,7 @@ from duckgraph.core.config import load_settings
 from duckgraph.core.domain.model import MAX_NODES_PER_CALL, SearchResult
 from duckgraph.core.plugin_manager import build_plugin_manager
 from duckgraph.core.mcp.server import build_server
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
 
 pytestmark = pytest.mark.model

@@ -25,7 +25,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.plugins.duckdb import DuckDBStore
 from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
 from tests.e2e.test_mcp_inmemory import TOOLS as GRAPHRAG_TOOLS
 

@@ -1,5 +1,5 @@
 """Several `duckgraph serve` processes on one knowledge file, as when a chat app, an editor and a CLI agent each
-spawn their own server: the first owns the file, the others forward their calls to it (core/sharing/share.py), and one
+spawn their own server: the first owns the file, the others forward their calls to it (core/sharing/), and one
 of them takes the file over when the owner goes, without losing an acknowledged write.
 
 Real parts: real server subprocesses on a real DuckDB file, driven over stdio by the MCP SDK's client. The
@@ -30,8 +30,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from duckgraph.core.sharing import share as sharing
-from duckgraph.plugins.duckdb_store import DuckDBStore
+from duckgraph.core import sharing
+from duckgraph.plugins.duckdb import DuckDBStore
 
 pytestmark = pytest.mark.skipif(not sharing.supported(), reason="needs flock and Unix sockets")
 

@@ -11,12 +11,12 @@ import anyio
 import pytest
 from mcp import Client
 
-from duckgraph.core.mcp import server as server_module
-from duckgraph.core.mcp import tool_listing
+from duckgraph.core.mcp import tool_listing, warmup
 from duckgraph.core.bootstrap import Services, bootstrap
 from duckgraph.core.cli import main
 from duckgraph.core.config import Settings, load_settings
-from duckgraph.core.mcp.server import DuckgraphServer, build_server, built_tool_listing
+from duckgraph.core.mcp.server import DuckgraphServer, build_server
+from duckgraph.core.mcp.tool_listing import built_tool_listing
 from tests.fakes import HashingEmbedder
 from tests.fresh_interpreter import run_python
 
@@ -155,7 +155,7 @@ async def test_a_server_keeps_the_listing_it_built_and_the_next_start_answers_fr
     shipped_path = tmp_path / "tool_listing.json"
     shipped_path.write_text(json.dumps(stale), encoding="utf-8")
     monkeypatch.setattr(tool_listing, "LISTING_PATH", shipped_path)
-    monkeypatch.setattr(server_module, "WARM_UP_DELAY_SECONDS", 0.0)
+    monkeypatch.setattr(warmup, "WARM_UP_DELAY_SECONDS", 0.0)
     config = tmp_path / "config.toml"
     config.write_text("", encoding="utf-8")
     arguments = [str(shipped_path), str(tool_listing.CACHE_PATH), str(config), str(tmp_path / "kb.duckdb")]
@@ -224,7 +224,7 @@ def test_a_missing_listing_is_reported(tmp_path: Path, monkeypatch: pytest.Monke
 @pytest.mark.anyio
 async def test_the_warm_up_builds_the_tools_before_any_call(tmp_path: Path, plugin_manager, fitting_listing: None,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server_module, "WARM_UP_DELAY_SECONDS", 0.0)
+    monkeypatch.setattr(warmup, "WARM_UP_DELAY_SECONDS", 0.0)
     config = tmp_path / "config.toml"
     config.write_text("", encoding="utf-8")
     settings = load_settings(config, env={}, db=str(tmp_path / "kb.duckdb"), warm_up=True)

@@ -1,4 +1,4 @@
-"""core/sharing/share.py on its own: the ownership lock, the socket protocol, hand-over and the in-flight rule.
+"""core/sharing/ on its own: the ownership lock, the socket protocol, hand-over and the in-flight rule.
 
 Two FileShare objects in one process behave as two processes would (a flock belongs to an open file
 description, not to a process). Where the owner has to die abruptly, it runs in a child process killed with
@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
-from duckgraph.core.sharing import share as sharing
-from duckgraph.core.sharing.share import FileShare, NoOwnerError, OwnerLostError, RemoteError, RunLocally
+from duckgraph.core import sharing
+from duckgraph.core.sharing import FileShare, NoOwnerError, OwnerLostError, RemoteError, RunLocally
+from duckgraph.core.sharing.lock import MAX_SOCKET_PATH_BYTES
 from duckgraph.ports import InvalidInputError, NotFoundError
 
 pytestmark = pytest.mark.skipif(not sharing.supported(), reason="needs flock and Unix sockets")
@@ -192,10 +193,10 @@ def test_socket_path_falls_back_to_a_runtime_folder_for_long_paths(tmp_path, sha
     db = deep / "knowledge.duckdb"
     path = sharing.socket_path(db)
     assert path.parent == runtime / "duckgraph"
-    assert len(os.fsencode(path)) <= sharing.MAX_SOCKET_PATH_BYTES
+    assert len(os.fsencode(path)) <= MAX_SOCKET_PATH_BYTES
     # A runtime folder whose own path is too long is passed over for one in the temporary folder.
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("r" * 80)))
-    assert len(os.fsencode(sharing.socket_path(db))) <= sharing.MAX_SOCKET_PATH_BYTES
+    assert len(os.fsencode(sharing.socket_path(db))) <= MAX_SOCKET_PATH_BYTES
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     assert sharing.socket_path(deep / ".." / deep.name / "knowledge.duckdb") == path  # one name per file
     short = tmp_path / "kb.duckdb"
@@ -223,7 +224,7 @@ def test_holder_and_call_owner(tmp_path, shares):
 
 OWNER_SCRIPT = textwrap.dedent("""
     import sys, time, threading
-    from duckgraph.core.sharing.share import FileShare
+    from duckgraph.core.sharing import FileShare
 
     def handler(method, params, progress):
         print("running", params["n"], flush=True)

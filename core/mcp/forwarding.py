@@ -1,0 +1,176 @@
+"""MCP calls between the servers of one database file (core/sharing/): a client server forwards its tool calls
+and resource reads to the owner, and the owner runs them through the same tool functions as its own calls."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, TextContent
+
+from duckgraph.core.bootstrap import Services
+from duckgraph.core.mcp.progress import progress_reporter
+from duckgraph.core.sharing import FileShare, RunLocally, supported
+from duckgraph.ports import DuckgraphError, InvalidInputError
+
+log = logging.getLogger(__name__)
+
+
+# -- the client's side -------------------------------------------------------------------------------------
+
+
+async def forward_tool(share: FileShare, name: str, arguments: dict[str, Any], *, read_only: bool, namespace: str,
+                       context: Context | None) -> CallToolResult | None:
+    """The owner's result of a tool call, or None once this process owns the file (then it runs here)."""
+    params = {"name": name, "arguments": arguments, "namespace": namespace}
+    report = progress_reporter(context) if context is not None else None
+    # Writes take turns on the owner (as they do in its knowledge base), so one that was still waiting
+    # when the owner died is sent on; an extraction runs long, so it does not hold the others up.
+    exclusive = not read_only and not arguments.get("extract")
+    try:
+        # Reads are sent again if the owner goes away before answering; writes that started never are.
+        result = await anyio.to_thread.run_sync(functools.partial(
+            share.call, "tool", params, repeatable=read_only, exclusive=exclusive, progress=report))
+    except RunLocally:  # this process has taken the file over meanwhile
+        return None
+    except DuckgraphError as exc:
+        raise ToolError(str(exc)) from exc
+    return CallToolResult.model_validate(result)
+
+
+async def forward_resource(share: FileShare, uri: str, namespace: str) -> list[ReadResourceContents] | None:
+    """The owner's contents of a resource, or None once this process owns the file (then it reads it here)."""
+    params = {"uri": uri, "namespace": namespace}
+    try:
+        contents = await anyio.to_thread.run_sync(functools.partial(
+            share.call, "resource", params, repeatable=True))
+    except RunLocally:
+        return None
+    except DuckgraphError as exc:
+        raise ResourceError(str(exc)) from exc
+    return [ReadResourceContents(content=c["text"], mime_type=c.get("mime_type")) for c in contents]
+
+
+# -- the owner's side --------------------------------------------------------------------------------------
+
+
+class _RelayContext(Context):
+    """The context of a call run for a client server: progress goes back over the socket to that server."""
+
+    _relay: Any = None
+
+    def __init__(self, *, relay: Callable[..., None] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._relay = relay
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self._relay is not None:
+            self._relay(progress, total, message)
+
+
+class _OwnerSide:
+    """What the owner of the file runs for its client servers (the `sharing.Handler`).
+
+    Tool calls and resource reads go through a server with every tool set registered (a client may expose
+    another set than this one) over this process's knowledge base, made by `build_executor` when first needed:
+    the same tool functions, validation and error texts as a call made here. Each runs on an event loop of its
+    own, in the connection's thread.
+    """
+
+    def __init__(self, services: Services, build_executor: Callable[[], MCPServer]) -> None:
+        self.services = services
+        self.share: FileShare | None = None
+        self._build_executor = build_executor
+        self._lock = threading.Lock()
+        self._server: MCPServer | None = None
+
+    def __call__(self, method: str, params: dict[str, Any], progress: Callable[..., None]) -> Any:
+        kb = self.services.knowledge_base
+        if method == "tool":
+            return anyio.run(self._tool, params, progress)
+        if method == "resource":
+            return anyio.run(self._resource, params)
+        if method == "status":
+            return self.share.status() if self.share is not None else {"role": "owner"}
+        if method == "health":
+            return kb.health()
+        if method == "backup":
+            return kb.backup(params["path"], force=bool(params.get("force", False)))
+        raise InvalidInputError(f"unknown request {method!r}")
+
+    def _executor(self) -> MCPServer:
+        with self._lock:
+            if self._server is None:
+                self._server = self._build_executor()
+            return self._server
+
+    def _namespace_problem(self, params: dict[str, Any]) -> str | None:
+        ours, theirs = self.services.knowledge_base.namespace, params.get("namespace")
+        if theirs is None or theirs == ours:
+            return None
+        return (f"{self.services.settings.db} is served by duckgraph pid {os.getpid()}, which uses the namespace "
+                f"{ours!r}, but this server is configured with {theirs!r}. Servers that share a file must use the "
+                "same namespace (DUCKGRAPH_NAMESPACE): change it, or use another file.")
+
+    async def _tool(self, params: dict[str, Any], progress: Callable[..., None]) -> dict[str, Any]:
+        name = str(params["name"])
+        problem = self._namespace_problem(params)
+        if problem is not None:
+            result = CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
+        else:
+            server = self._executor()
+            try:
+                result = await server.call_tool(name, params.get("arguments") or {},
+                                                _RelayContext(mcp_server=server, relay=progress))
+            except Exception as exc:  # answered as MCPServer answers a failed call of its own
+                if isinstance(exc, ToolError) and not isinstance(exc, UnexpectedToolError):
+                    log.info("tool %r (for a client server) failed: %r", name, str(exc))
+                else:
+                    log.exception("tool %r (for a client server) raised an unexpected exception", name)
+                result = CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    async def _resource(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        problem = self._namespace_problem(params)
+        if problem is not None:
+            raise ResourceError(problem)
+        contents = await self._executor().read_resource(str(params["uri"]))
+        return [{"text": c.content if isinstance(c.content, str) else c.content.decode("utf-8", "replace"),
+                 "mime_type": c.mime_type} for c in contents]
+
+
+def start_sharing(services: Services, build_executor: Callable[[], MCPServer]) -> FileShare | None:
+    """Settle which duckgraph server owns the database file: this one, or another that this one forwards to.
+
+    `build_executor` makes the server (every tool set) that runs the calls of client servers, while this one owns
+    the file. Takes no time (a lock attempt and a socket); nothing is opened or loaded. None where the platform
+    cannot share (no flock), or the lock file cannot be made: then this server opens the file itself, as before.
+    """
+    if not supported():
+        return None
+    kb = services.knowledge_base
+    owner_side = _OwnerSide(services, build_executor)
+
+    try:
+        embedder_id = kb.embedder.id
+    except Exception:  # only informative here; the first tool call reports a broken embedder
+        embedder_id = None
+    try:
+        share = FileShare(services.settings.db, owner_side, on_takeover=kb.open,
+                          info={"namespace": kb.namespace, "embedder": embedder_id})
+        share.start()
+    except (OSError, DuckgraphError) as exc:
+        log.warning("cannot share %s with other duckgraph servers (%s); this server opens it by itself",
+                    services.settings.db, exc)
+        return None
+    owner_side.share = share
+    return share

@@ -1,0 +1,137 @@
+"""What the server tells the model besides its tools: the instructions, the extract_knowledge prompt and the
+duckgraph://stats and duckgraph://schema resources."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from pydantic import Field
+
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.ports import DuckgraphError
+
+T = TypeVar("T")
+
+INSTRUCTIONS = """\
+duckgraph is a long-term memory organised as a knowledge graph with source passages.
+- Store what you learn with add_knowledge_graph: specific entity types (Person, Organization, Drug) and specific
+  relation types (FOUNDED, EMPLOYED_BY, TREATS), never a vague RELATED_TO. Reuse the exact names of entities
+  that already exist.
+- Store source texts with add_documents, then pass their ids as source_ids of the entities and relations
+  you extract from them.
+- Before answering from memory, call search: it returns the relevant entities, how they connect, and the
+  passages that support them.
+"""
+
+#: With DUCKGRAPH_TOOLS=memory only the reference memory server's tools exist, so only they are named.
+MEMORY_INSTRUCTIONS = """\
+duckgraph is a long-term memory organised as a knowledge graph of entities, relations and observations.
+- Store what you learn with create_entities (specific entity types such as person, organization) and
+  create_relations between existing entities (specific relation types in active voice, e.g. works_at); add
+  facts about an entity with add_observations. Reuse the exact names of entities that already exist.
+- Before answering from memory, call search_nodes: it searches by meaning and returns the relevant entities
+  and the relations among them. open_nodes reads entities by name; read_graph reads the graph page by page.
+"""
+
+
+def instructions(tool_set: str) -> str:
+    """The server's instructions for the given tool set."""
+    return MEMORY_INSTRUCTIONS if tool_set == "memory" else INSTRUCTIONS
+
+
+EXTRACTION_GUIDE = """\
+Read the text below and store the knowledge it contains in duckgraph, the long-term memory graph.
+
+1. Keep the source. Call add_documents with the text (give it a short, stable id and a title) before anything
+   else, and note the id it returns: every entity and relationship you take from this text gets that id in
+   its source_ids, so search can later show the passage that backs each fact.
+2. Look before you write. Call search with the names the text mentions. When an entity is already stored,
+   use its stored name exactly as written there, so the new facts attach to it instead of creating a twin.
+3. Pick out the entities: the people, organizations, places, products, works, events and ideas the text is
+   about. Give each a precise type such as Person, Organization, City, Drug, Paper or Award (not Thing or
+   Entity) and a one-sentence description drawn from the text. List other names the text uses for the same
+   thing as aliases.
+4. Pick out the relationships the text states between them, each as a source entity, a target entity and
+   a type in UPPER_SNAKE_CASE that says exactly what the link is: FOUNDED, EMPLOYED_BY, BORN_IN, AUTHORED,
+   ACQUIRED, TREATS. A vague label such as RELATED_TO or ASSOCIATED_WITH tells a later reader nothing, so
+   never use one. Point each relationship the way it reads ("Ada Lovelace -WORKED_WITH-> Charles Babbage") and
+   add a description with the fact as the text puts it, dates included.
+5. Store them with one add_knowledge_graph call: nodes (name, type, description, aliases, source_ids) and
+   edges (source, target, type, description, source_ids). Only state what the text supports; leave out
+   guesses and general knowledge.
+"""
+
+MEMORY_EXTRACTION_GUIDE = """\
+Read the text below and store the knowledge it contains in the memory graph.
+
+1. Look before you write. Call search_nodes with the names the text mentions. When an entity is already
+   stored, use its stored name exactly, so the new facts attach to it instead of creating a twin.
+2. Pick out the entities: the people, organizations, places, products, works, events and ideas the text is
+   about. Give each a precise entityType such as Person, Organization, City, Drug, Paper or Award (not Thing
+   or Entity), and put what the text says about it into observations, one short fact per observation.
+   Create new ones with create_entities; add facts about stored ones with add_observations.
+3. Pick out the relationships the text states between them and store them with create_relations, each
+   with from, to and a relationType in UPPER_SNAKE_CASE that says exactly what the link is: FOUNDED,
+   EMPLOYED_BY, BORN_IN, AUTHORED, ACQUIRED, TREATS. A vague label such as RELATED_TO or ASSOCIATED_WITH tells
+   a later reader nothing, so never use one. Point each relationship the way it reads.
+4. Only state what the text supports; leave out guesses and general knowledge.
+"""
+
+
+def extraction_prompt(tool_set: str, text: str | None = None) -> str:
+    """The extract_knowledge prompt for the given tool set, with the text appended when given."""
+    guide = MEMORY_EXTRACTION_GUIDE if tool_set == "memory" else EXTRACTION_GUIDE
+    if text and text.strip():
+        return f"{guide}\nThe text:\n<text>\n{text.strip()}\n</text>\n"
+    return f"{guide}\nThe text is the one the user gives you next (or has just given you).\n"
+
+
+def register_prompts_and_resources(server: MCPServer, kb: KnowledgeBase, tool_set: str) -> None:
+    """The extract_knowledge prompt (its text for `tool_set`) and the duckgraph://stats and duckgraph://schema
+    resources (every tool set).
+
+    Static resources get no request context, so they read the knowledge base the lifespan also hands out.
+    """
+
+    @server.prompt(
+        name="extract_knowledge",
+        title="Extract knowledge into the graph",
+        description="Step-by-step instructions for turning a text into entities and specific relationships "
+                    "stored in the memory, with the text kept as their source.",
+    )
+    def extract_knowledge(
+        text: Annotated[str | None, Field(description="The text to extract from (optional: otherwise the "
+                                                      "next message).", max_length=200_000)] = None,
+    ) -> str:
+        return extraction_prompt(tool_set, text)
+
+    @server.resource(
+        "duckgraph://stats", name="stats", title="Knowledge base statistics", mime_type="application/json",
+        description="Counts of entities, relations, documents and passages, and the entity and relation "
+                    "types in use (the 50 most common of each).",
+    )
+    def stats_resource() -> str:
+        from duckgraph.core.domain.model import GraphStats  # the tools' models are imported when first needed
+
+        stats = _read_for_resource(kb.stats, kb.namespace)
+        return GraphStats(**stats).model_dump_json(indent=2)
+
+    @server.resource(
+        "duckgraph://schema", name="schema", title="Types in use", mime_type="application/json",
+        description="The entity and relation types in use (at most 50 of each, most common first), each with "
+                    "its count and an example, so new knowledge can reuse them.",
+    )
+    def schema_resource() -> str:
+        return json.dumps(_read_for_resource(kb.schema, kb.namespace), indent=2, ensure_ascii=False)
+
+
+def _read_for_resource(function: Callable[..., T], *args: Any) -> T:
+    """Call a knowledge-base read for a resource; domain errors become resource errors the client sees."""
+    try:
+        return function(*args)
+    except DuckgraphError as exc:
+        raise ResourceError(str(exc)) from exc

@@ -1,0 +1,147 @@
+"""Which process owns a database file: an exclusive `flock` on `<db>.lock`, and where the lock and the owner's socket
+are.
+
+- Ownership is an exclusive `flock` on `<db>.lock`, taken before the database is opened. The kernel drops it
+  when the owner exits, however it exits (SIGKILL included), so it can never go stale. The owner writes its pid
+  into the lock file, for messages and `duckgraph doctor`. The lock file stays next to the database (removing it
+  would let two processes lock two different files).
+- The owner listens on a Unix socket, `<db>.sock`, or, when that path is too long for AF_UNIX, a socket named
+  after a hash of the database path in a private runtime folder. It is created with mode 0600.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from duckgraph.ports import DuckgraphError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; each server opens the file itself, as before
+    fcntl = None  # type: ignore[assignment]
+
+#: AF_UNIX socket paths hold 108 bytes on Linux and 104 on macOS, the terminating NUL included.
+MAX_SOCKET_PATH_BYTES = 100
+
+
+def supported() -> bool:
+    """Whether this platform can share a file between servers (flock and Unix sockets)."""
+    return fcntl is not None and hasattr(socket, "AF_UNIX")
+
+
+# -- where things are --------------------------------------------------------------------------------------
+
+
+def _resolved(db: str | Path) -> Path:
+    """One name per file: `./kb.duckdb`, `~/kb.duckdb` and a symlink to it all lock the same lock file."""
+    return Path(db).expanduser().resolve()
+
+
+def lock_path(db: str | Path) -> Path:
+    path = _resolved(db)
+    return path.with_name(path.name + ".lock")
+
+
+def socket_path(db: str | Path) -> Path:
+    """`<db>.sock`, or `<runtime dir>/<hash of the db path>.sock` when that is too long for AF_UNIX."""
+    path = _resolved(db)
+    beside = path.with_name(path.name + ".sock")
+    if len(os.fsencode(beside)) <= MAX_SOCKET_PATH_BYTES:
+        return beside
+    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:32]
+    for folder in _runtime_dirs():
+        candidate = folder / f"{digest}.sock"
+        if len(os.fsencode(candidate)) <= MAX_SOCKET_PATH_BYTES:
+            return candidate
+    raise DuckgraphError(f"no folder with a path short enough for a Unix socket for {path}")
+
+
+def _runtime_dirs() -> list[Path]:
+    folders = []
+    if runtime := os.environ.get("XDG_RUNTIME_DIR"):
+        folders.append(Path(runtime) / "duckgraph")
+    folders.append(Path(tempfile.gettempdir()) / f"duckgraph-{os.getuid()}")
+    folders.append(Path("/tmp") / f"duckgraph-{os.getuid()}")
+    return folders
+
+
+def private_folder(folder: Path) -> None:
+    """Create the socket's folder when it is a runtime folder of ours; refuse one others could write to."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder.name.startswith("duckgraph"):
+        info = folder.stat()
+        if info.st_uid != os.getuid() or info.st_mode & 0o022:
+            raise DuckgraphError(f"{folder} belongs to another user or others can write to it; remove it")
+
+
+# -- the lock ----------------------------------------------------------------------------------------------
+
+
+class LockFile:
+    """An exclusive flock on `<db>.lock`, held through one open file description."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self, *, blocking: bool) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        return True
+
+    def describe(self, info: dict[str, Any]) -> None:
+        assert self.fd is not None
+        data = json.dumps(info).encode()
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, data, 0)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            try:
+                os.ftruncate(fd, 0)
+            except OSError:
+                pass
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def holder(db: str | Path) -> dict[str, Any] | None:
+    """The duckgraph process that holds the file, as it describes itself ({} until it has), or None."""
+    if not supported():
+        return None
+    path = lock_path(db)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        try:
+            info = json.loads(os.pread(fd, 65_536, 0) or b"{}")
+        except (OSError, ValueError):
+            info = {}
+        return info if isinstance(info, dict) else {}
+    finally:
+        os.close(fd)

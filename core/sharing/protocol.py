@@ -1,0 +1,293 @@
+"""The socket protocol between the owner of a file and its client servers: the messages, a client's connection and
+the owner's endpoint.
+
+The protocol is newline-delimited JSON. On connecting, the owner sends `{"hello": {...}}` (pid, protocol, ...).
+A request is `{"id", "method", "params", "exclusive"?}`; the owner answers with any number of `{"id",
+"progress": [done, total, message]}` lines (and `{"id", "started": true}` for an exclusive request) and then
+one `{"id", "result"}` or `{"id", "error": {"type", "message"}}` line, sent only once the work is done (for a
+write: committed). A connection carries one request at a time; a client keeps a pool of connections.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from duckgraph.core.sharing.lock import private_folder
+from duckgraph.ports import DuckgraphError
+
+log = logging.getLogger(__name__)
+
+PROTOCOL = 1
+#: How long a stopping owner waits for the requests it is running before it closes the file anyway.
+DRAIN_SECONDS = 60.0
+
+#: Progress callback: (done, total, message).
+Progress = Callable[[float, "float | None", "str | None"], None]
+#: Runs one request on the owner: (method, params, progress) -> a JSON-able result; raises to answer an error.
+Handler = Callable[[str, dict[str, Any], Progress], Any]
+
+
+def _encode(message: dict[str, Any]) -> bytes:
+    # NaN stays the bare token NaN (as MCP clients may send it), so the owner refuses it exactly as a local call.
+    return (json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str) + "\n").encode("utf-8")
+
+
+def _error_reply(exc: BaseException) -> dict[str, Any]:
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+class ConnectionLost(Exception):
+    """The connection broke; `sent` says whether the owner may have run the request."""
+
+    def __init__(self, sent: bool) -> None:
+        super().__init__("connection to the owner lost")
+        self.sent = sent
+
+
+class Connection:
+    """A client's connection to the owner: one request at a time."""
+
+    def __init__(self, path: Path, timeout: float = 5.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.sock.settimeout(timeout)
+            self.sock.connect(str(path))
+            self.reader = self.sock.makefile("rb")
+            line = self.reader.readline()
+            hello = json.loads(line).get("hello") if line.endswith(b"\n") else None
+            if not isinstance(hello, dict):
+                raise ConnectionError("the owner sent no greeting")
+            self.sock.settimeout(None)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.hello: dict[str, Any] = hello
+        if hello.get("protocol") != PROTOCOL:
+            self.close()
+            raise DuckgraphError(
+                f"the duckgraph server that owns the file (pid {hello.get('pid')}, version {hello.get('version')}) "
+                f"speaks sharing protocol {hello.get('protocol')}, this one {PROTOCOL}: run the same duckgraph "
+                "version in every MCP client configuration, or restart them"
+            )
+
+    def idle_and_open(self) -> bool:
+        """An idle connection has nothing to read; if it has, the owner closed it (or broke the protocol)."""
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
+    def request(self, request_id: int, method: str, params: dict[str, Any], progress: Progress | None,
+                exclusive: bool = False) -> dict:
+        """Send one request and wait for its reply. An `exclusive` request waits on the owner for the other
+        exclusive ones, and the owner says "started" before running it: until then, it provably has not run."""
+        message = {"id": request_id, "method": method, "params": params}
+        if exclusive:
+            message["exclusive"] = True
+        try:
+            self.sock.sendall(_encode(message))
+        except OSError as exc:
+            # The owner only runs a request once it has read the whole line, newline included.
+            raise ConnectionLost(sent=False) from exc
+        started = not exclusive
+        while True:
+            # The owner's "started" line is in our socket before it runs anything, so it is read before the
+            # end of the stream whatever happens to the owner afterwards.
+            try:
+                line = self.reader.readline()
+            except OSError as exc:
+                raise ConnectionLost(sent=started) from exc
+            try:
+                reply = json.loads(line) if line.endswith(b"\n") else None
+            except ValueError:
+                reply = None
+            if not isinstance(reply, dict):  # closed (or garbled) after the request went out
+                raise ConnectionLost(sent=started)
+            if reply.get("id") != request_id:
+                continue
+            if reply.get("started"):
+                started = True
+                continue
+            if "progress" in reply:
+                if progress is not None:
+                    done, total, message = (list(reply["progress"]) + [None, None, None])[:3]
+                    progress(done, total, message)
+                continue
+            return reply
+
+    def close(self) -> None:
+        for closing in (getattr(self, "reader", None), self.sock):
+            try:
+                if closing is not None:
+                    closing.close()
+            except OSError:
+                pass
+
+
+def _peer_pid(conn: socket.socket) -> int | None:
+    """The pid of the process at the other end of a Unix socket (Linux), for `duckgraph doctor`."""
+    try:
+        pid, _uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                              struct.calcsize("3i")))
+        return pid
+    except (AttributeError, OSError, struct.error):
+        return None
+
+
+class Endpoint:
+    """The owner's side: accepts connections on the socket and runs their requests with the handler."""
+
+    def __init__(self, path: Path, handler: Handler, hello: dict[str, Any]) -> None:
+        self.path = path
+        self._handler = handler
+        self._hello = _encode({"hello": hello})
+        self._cond = threading.Condition()
+        self._connections: dict[socket.socket, int | None] = {}  # -> the peer's pid, where the OS tells it
+        self._running = 0
+        self._closing = False
+        #: Exclusive requests (the clients' writes) run one at a time, so that those still waiting when the owner
+        #: dies have provably not run and can go to the next owner.
+        self._gate = threading.Lock()
+        private_folder(path.parent)
+        try:
+            path.unlink()  # left by an owner that was killed; only the lock holder gets here
+        except FileNotFoundError:
+            pass
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.bind(str(path))
+            os.chmod(path, 0o600)  # before listen(): nobody can connect in between
+            self._sock.listen(64)
+        except BaseException:
+            self._sock.close()
+            raise
+        self._sock.settimeout(1.0)
+        threading.Thread(target=self._accept, name="duckgraph-share-accept", daemon=True).start()
+
+    @property
+    def client_pids(self) -> list[int]:
+        """The processes connected (a client server keeps several connections); [] where the OS does not say."""
+        with self._cond:
+            return sorted({pid for pid in self._connections.values() if pid})
+
+    def _accept(self) -> None:
+        while not self._closing:
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._closing:
+                    return
+                time.sleep(0.05)
+                continue
+            conn.settimeout(None)
+            with self._cond:
+                if self._closing:
+                    conn.close()
+                    return
+                self._connections[conn] = _peer_pid(conn)
+            threading.Thread(target=self._serve, args=(conn,), name="duckgraph-share-conn", daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        write_lock = threading.Lock()
+
+        def send(message: dict[str, Any]) -> None:
+            with write_lock:
+                conn.sendall(_encode(message))
+
+        try:
+            with write_lock:
+                conn.sendall(self._hello)
+            reader = conn.makefile("rb")
+            while True:
+                line = reader.readline()
+                if not line.endswith(b"\n"):  # closed, or a request cut short: never run a partial request
+                    return
+                try:
+                    request = json.loads(line)
+                    request_id, method, params = request["id"], str(request["method"]), request.get("params") or {}
+                    exclusive = bool(request.get("exclusive"))
+                except (ValueError, KeyError, TypeError) as exc:
+                    send({"id": None, "error": {"type": "ProtocolError", "message": f"bad request: {exc}"}})
+                    continue
+                if exclusive:
+                    self._gate.acquire()
+                with self._cond:
+                    refused = self._closing
+                    if not refused:
+                        self._running += 1
+                if refused:
+                    if exclusive:
+                        self._gate.release()
+                    send({"id": request_id, "error": {"type": "Closing", "message": "the owner is stopping"}})
+                    continue
+                try:
+                    if exclusive:
+                        send({"id": request_id, "started": True})
+
+                    def progress(done: float, total: float | None = None, message: str | None = None,
+                                 _id: Any = request_id) -> None:
+                        try:
+                            send({"id": _id, "progress": [done, total, message]})
+                        except OSError:
+                            pass
+
+                    try:
+                        reply = {"id": request_id, "result": self._handler(method, params, progress)}
+                    except Exception as exc:
+                        if not isinstance(exc, DuckgraphError):
+                            log.exception("request %s from a client server failed", method)
+                        reply = {"id": request_id, "error": _error_reply(exc)}
+                    send(reply)  # before it counts as done: a stopping owner waits for the answer to go out
+                finally:
+                    if exclusive:
+                        self._gate.release()
+                    with self._cond:
+                        self._running -= 1
+                        self._cond.notify_all()
+        except OSError:
+            pass
+        finally:
+            with self._cond:
+                self._connections.pop(conn, None)
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self, drain_seconds: float = DRAIN_SECONDS) -> None:
+        """Refuse new requests, let running ones finish and answer (up to `drain_seconds`), then disconnect."""
+        with self._cond:
+            self._closing = True
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        deadline = time.monotonic() + drain_seconds
+        with self._cond:
+            while self._running and time.monotonic() < deadline:
+                self._cond.wait(0.1)
+            if self._running:
+                log.warning("stopping with %d client requests still running", self._running)
+            connections = list(self._connections)
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
