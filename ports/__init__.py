@@ -30,6 +30,7 @@ from duckgraph.ports.records import (
     WriteSummary,
 )
 from duckgraph.ports.store import GraphStore
+from duckgraph.ports.text import tokens
 
 __all__ = [
     "ChunkRecord", "ConfigError", "DocumentRecord", "DuckgraphError", "EdgeRecord", "EdgeWrite", "Embedder",
@@ -37,4 +38,5 @@ __all__ = [
     "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "Snapshot", "StoreError", "VectorKind", "WriteBatch",
     "WriteSummary",
     "entity_key", "hookimpl", "isin_ids", "link_counts", "loose_key", "name_candidates", "normalize", "relation_type",
+    "tokens",
 ]

@@ -183,6 +183,25 @@ class GraphStore(ABC):
         return [self.vector_search(kind, query, k, namespace) for query in queries]
 
     @abstractmethod
+    def keyword_search(self, kind: VectorKind, query: str, k: int, namespace: str) -> list[tuple[int, float]]:
+        """The `k` rows of `kind` in `namespace` that best match the words of `query`, as (id, Okapi BM25 score)
+        pairs, best first (ties: lowest id first); only rows holding at least one of the query's words.
+
+        Words are those of `duckgraph.ports.tokens` (case-folded, accents dropped, English stop words left out; an id
+        such as "INC-142" or "orders-db" is a word of its own besides its parts). BM25 with k1 = 1.2 and b = 0.75,
+        over the query's distinct words; the document frequencies, row count and average length are those of
+        `kind` in `namespace`, so a score is comparable across queries of one namespace and kind, not across kinds.
+        Scores are raw (not normalised): a sum over matched words of idf x saturated term frequency, each word
+        giving at most about idf x (k1 + 1), so a fusion should rank-combine them or scale by the query's own best.
+
+        What a row's words are: a node's name, aliases, type, description, every observation and its properties'
+        string and number values; an edge's fact as `edge_text` writes it ("<source name> <type words> <target
+        name>: <description>"; edges that no longer hold are included, as in `vector_search`); a chunk's text
+        and its document's title. The index must follow every committed write: a row written by one call is
+        found by the next, a deleted one is not, and renaming a node changes the words of its edges.
+        """
+
+    @abstractmethod
     def similarity_array(self, kind: VectorKind, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Cosine similarity of `query` to the stored vector of each of `ids` (an int64 array), aligned with it;
         NaN where no vector is stored. Search asks this of thousands of ids per hop: a store holding its vectors

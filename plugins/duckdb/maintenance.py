@@ -10,14 +10,15 @@ from typing import Any
 from duckgraph.plugins.duckdb import schema, sql
 from duckgraph.plugins.duckdb.connection import one_line, storage_problem
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
+from duckgraph.plugins.duckdb.mirror.keywords import KeywordIndex
 from duckgraph.plugins.duckdb.vector_search import VectorSearch
 from duckgraph.ports import StoreError
 
 log = logging.getLogger(__name__)
 
 
-def health(con: Any, path: Path, vectors: VectorSearch, graph: GraphMirror, *, read_only_reason: str,
-           memory_limit: str, passage_texts_mb: float) -> dict[str, Any]:
+def health(con: Any, path: Path, vectors: VectorSearch, graph: GraphMirror, keywords: KeywordIndex, *,
+           read_only_reason: str, memory_limit: str, passage_texts_mb: float) -> dict[str, Any]:
     """The store's state in one dictionary (called under the store's lock)."""
     info = schema.embedder_info(con)
     held = graph.held_text_megabytes()
@@ -30,6 +31,7 @@ def health(con: Any, path: Path, vectors: VectorSearch, graph: GraphMirror, *, r
         "vector_index": vectors.index_states(),
         "vectors": vectors.sizes(),
         "graph_in_memory": graph.sizes(),
+        "keyword_index": keywords.describe(),
         "passage_texts": (
             f"in memory ({held:.1f} MB, up to passage_texts_mb={passage_texts_mb:g})" if held is not None else
             f"read from the file (more than passage_texts_mb={passage_texts_mb:g} MB of them)"),

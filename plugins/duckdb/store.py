@@ -10,8 +10,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from duckgraph.plugins.duckdb import connection, maintenance, reads, schema, settings, vector_tables, writes
+from duckgraph.plugins.duckdb import (
+    connection, keyword_texts, maintenance, reads, schema, settings, vector_tables, writes,
+)
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
+from duckgraph.plugins.duckdb.mirror.keywords import KINDS, KeywordIndex
 from duckgraph.plugins.duckdb.mirror.vectors import DEFAULT_ANN_MIN_ROWS
 from duckgraph.plugins.duckdb.restore import restore_snapshot
 from duckgraph.plugins.duckdb.sql import naive_utc
@@ -29,6 +32,7 @@ from duckgraph.ports import (
     VectorKind,
     WriteBatch,
     WriteSummary,
+    tokens,
 )
 
 log = logging.getLogger(__name__)
@@ -89,6 +93,7 @@ class DuckDBStore(GraphStore):
             text_budget=int(passage_texts_mb * 2**20))
         self._vectors = VectorSearch(self._lock, self.path, choice=vector_index, ann_min_rows=ann_min_rows,
                                      ann_nprobe=ann_nprobe, hnsw_min_rows=hnsw_min_rows, use_vss=use_vss)
+        self._keywords = KeywordIndex()
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -108,8 +113,8 @@ class DuckDBStore(GraphStore):
                 schema.ensure(self._con, self.path, self.read_only, self._transaction)
                 self._load_vectors()
                 self._graph.load(self._con)
-                with self._lean_cache():  # drops what the graph's reads left cached
-                    pass
+                with self._lean_cache():  # drops what the graph's and the keyword index's reads left cached
+                    self._load_keywords()
             except BaseException:
                 self._con.close()
                 self._con = None
@@ -137,6 +142,10 @@ class DuckDBStore(GraphStore):
         self._vectors.new_indexes(self._con, info[1])
         with self._lean_cache():  # streaming reads by rowid range: nothing to keep cached
             self._vectors.load(self._con)
+
+    def _load_keywords(self) -> None:
+        """Build the keyword index from the tables (at open, after a restore)."""
+        self._keywords.build({kind: keyword_texts.all_rows(self._con, kind) for kind in KINDS})
 
     def _save_layouts(self) -> None:
         """Save the IVF layouts built since the last save (derived data: a reopen need not build them again)."""
@@ -237,6 +246,7 @@ class DuckDBStore(GraphStore):
         if changes.reload is not None:
             if "graph" in changes.reload:
                 self._graph.load(self._db)
+                self._load_keywords()
             if "vectors" in changes.reload:
                 self._vectors.drop()
                 self._load_vectors()
@@ -248,6 +258,13 @@ class DuckDBStore(GraphStore):
             log.exception("updating the in-memory graph failed; reloading it from %s", self.path)
             self._graph.load(self._db)
         self._vectors.apply(changes.removed_vectors, changes.written_vectors)
+        try:
+            for kind, ids in changes.keywords.items():
+                if ids:
+                    self._keywords.replace(kind, ids, *keyword_texts.rows_of(self._db, kind, sorted(ids)))
+        except Exception:  # as for the graph: rebuild from the file rather than miss or invent matches
+            log.exception("updating the keyword index failed; building it again from %s", self.path)
+            self._load_keywords()
 
     # -- reads from the mirror (the search path) -------------------------------------------------------
 
@@ -328,6 +345,12 @@ class DuckDBStore(GraphStore):
     def vector_search(self, kind: VectorKind, query: Any, k: int, namespace: str) -> list[tuple[int, float]]:
         return self._vectors.search(kind, query, k, namespace)
 
+    def keyword_search(self, kind: VectorKind, query: str, k: int, namespace: str) -> list[tuple[int, float]]:
+        words = tokens(query)
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._keywords.search(kind, words, k, namespace)
+
     def similarity_array(self, kind: VectorKind, ids: Any, query: Any) -> Any:
         return self._vectors.similarity_array(kind, ids, query)
 
@@ -385,7 +408,7 @@ class DuckDBStore(GraphStore):
 
     def health(self) -> dict[str, Any]:
         with self._lock:
-            return maintenance.health(self._db, self.path, self._vectors, self._graph,
+            return maintenance.health(self._db, self.path, self._vectors, self._graph, self._keywords,
                                       read_only_reason=self.read_only_reason, memory_limit=self.memory_limit,
                                       passage_texts_mb=self.passage_texts_mb)
 

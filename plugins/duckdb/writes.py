@@ -38,6 +38,9 @@ class MirrorChanges:
     removed_vectors: dict[str, list[int]] = field(default_factory=dict)
     #: (kind, namespace) -> (id, vector or None) of the records written.
     written_vectors: dict[tuple[str, str], list[tuple[int, Any]]] = field(default_factory=dict)
+    #: Kind -> ids of rows whose words may have changed (written, deleted, or an edge whose end was renamed): the
+    #: keyword index reads them again from the file once the write has committed.
+    keywords: dict[str, set[int]] = field(default_factory=lambda: {"node": set(), "edge": set(), "chunk": set()})
     #: Set by a restore, which touches many rows: these parts ("graph", "vectors") are loaded from the file again
     #: instead of the changes being replayed.
     reload: frozenset[str] | None = None
@@ -123,6 +126,9 @@ class Writer:
             )
             self._note(self._graph.copy_mentions, target, list(sources))
             self._note(self._graph.repoint, target, list(sources))
+            # the moved edges now name the target in their sentences
+            self.changes.keywords["edge"].update(r[0] for r in self.con.execute(
+                "SELECT id FROM edges WHERE source_id = $1 OR target_id = $1", [target]).fetchall())
             # A self-loop made by the merge, and all but the oldest of edges that became identical, go.
             rows = self.con.execute(
                 "SELECT id FROM edges WHERE source_id = $1 AND target_id = $1 UNION "
@@ -153,6 +159,7 @@ class Writer:
             self.con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
         self.con.execute(f"DELETE FROM nodes WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
         self._note(self._graph.delete_nodes, existing)
+        self.changes.keywords["node"].update(existing)
         return existing, edges
 
     def _delete_edges(self, ids: list[int]) -> list[int]:
@@ -167,6 +174,7 @@ class Writer:
             self.con.execute(f"DELETE FROM edge_vectors WHERE edge_id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
         self.con.execute(f"DELETE FROM edges WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
         self._note(self._graph.delete_edges, existing)
+        self.changes.keywords["edge"].update(existing)
         return existing
 
     def _write_observations(self, batch: WriteBatch, now: datetime) -> None:
@@ -190,6 +198,7 @@ class Writer:
                                   ("chunk_vectors", "chunk_id"), ("chunks", "id")):
                 self.con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
             self._note(self._graph.drop_chunks, removed)
+            self.changes.keywords["chunk"].update(removed)
         self.con.execute(f"DELETE FROM documents USING {keys} WHERE documents.namespace = w.ns AND documents.id = w.id",
                     key_params)
         rows, params = sql.rows(
@@ -226,6 +235,7 @@ class Writer:
         self._note(self._graph.add_chunks, ids, [namespace_of[c.document_id] for c in batch.chunks],
                      [c.document_id for c in batch.chunks], [c.ordinal for c in batch.chunks],
                      [c.text for c in batch.chunks])
+        self.changes.keywords["chunk"].update(ids)
         by_document: dict[str, list[int]] = {}
         for chunk_id, chunk in zip(ids, batch.chunks):
             chunk.id = chunk_id
@@ -238,6 +248,7 @@ class Writer:
         node_ids: dict[str, int] = {}
         new = [n for n in batch.nodes if n.id is None]
         old = [n for n in batch.nodes if n.id is not None]
+        self._note_renamed_edges(old)
         if new:
             ids = [r[0] for r in self.con.execute("SELECT nextval('node_ids') FROM range(?)", [len(new)]).fetchall()]
             for node, node_id in zip(new, ids):
@@ -289,7 +300,16 @@ class Writer:
                                     dimensions, replace=not is_new)
         for node in batch.nodes:
             node_ids[node.key] = node.id
+        self.changes.keywords["node"].update(node_ids.values())
         return node_ids, len(new), len(old)
+
+    def _note_renamed_edges(self, nodes: list[NodeRecord]) -> None:
+        """The edges of the nodes whose name the batch changes: their sentences name the node (the mirror still
+        holds the names before this write)."""
+        stored = {record.id: record.name for record in self._graph.node_records([n.id for n in nodes])}
+        renamed = [n.id for n in nodes if n.id in stored and stored[n.id] != n.name]
+        if renamed:
+            self.changes.keywords["edge"].update(self._graph.touching(renamed).tolist())
 
     def _link_node_sources(self, batch: WriteBatch, node_ids: dict[str, int]) -> None:
         pairs = {(chunk_id, node.id) for node in batch.nodes for chunk_id in node.source_chunk_ids}
@@ -399,6 +419,7 @@ class Writer:
             if ids:  # a new edge has no vector yet: nothing to delete first
                 self.write_vectors("edge", ids, [with_vectors[i] for i in ids], dimensions, replace=not is_new)
         self._link_edge_sources(batch, resolved, edge_id_of)
+        self.changes.keywords["edge"].update(edge_id_of)
         return edge_id_of, created, updated
 
     def write_vectors(self, kind: str, ids: Sequence[int], vectors: Sequence[Any], dimensions: int, *,

@@ -344,6 +344,94 @@ class StoreContract:
         worked = [e for e in store.list_edges("default", include_expired=True) if e.type == "WORKED_WITH"]
         assert sorted((e.valid_until is None) for e in worked) == [False, True]
 
+    # -- keyword search ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def found(store, kind: str, query: str, namespace: str = "default", k: int = 10) -> list[int]:
+        hits = store.keyword_search(kind, query, k, namespace)
+        scores = [score for _, score in hits]
+        assert scores == sorted(scores, reverse=True) and all(score > 0 for score in scores)
+        return [row for row, _ in hits]
+
+    def test_keywords_find_what_a_write_stored_in_the_next_call(self, store, graph):
+        ada, babbage, engine, oven = graph.ids("Ada Lovelace", "Charles Babbage", "Analytical Engine", "Oven")
+        edges = {e.type: e.id for e in store.list_edges("default")}
+        for query, expected in (("babbage", [babbage]), ("Countess", [ada]), ("born 1815", [ada]),
+                                ("machine", [engine]), ("OVEN!", [oven])):
+            assert self.found(store, "node", query) == expected, query
+        assert self.found(store, "edge", "designed") == [edges["DESIGNED"]]
+        assert set(self.found(store, "edge", "Babbage")) == set(edges.values())
+        assert self.found(store, "chunk", "oven hot") == [graph.chunks[1]]
+        assert self.found(store, "chunk", "notes")[0] == graph.chunks[0]  # in its text and its document's title
+        assert self.found(store, "node", "the of and") == [] and self.found(store, "node", "zeppelin") == []
+        assert self.found(store, "node", "babbage", namespace="nowhere") == []
+        assert self.found(store, "node", "lovelace babbage", k=1) in ([ada], [babbage])
+
+    def test_keywords_keep_namespaces_apart(self, store, graph):
+        assert self.found(store, "node", "Ada") == [graph.nodes["Ada Lovelace"]]
+        assert self.found(store, "node", "Ada", namespace="other") == [graph.other_nodes["Ada Lovelace"]]
+        assert self.found(store, "chunk", "Ada", namespace="other") == graph.other_chunks
+        assert self.found(store, "edge", "Babbage", namespace="other") == []
+
+    def test_keywords_follow_updates_renames_and_observations(self, store, graph):
+        ada, babbage = graph.ids("Ada Lovelace", "Charles Babbage")
+        [record] = store.get_nodes([babbage])
+        record.name, record.key, record.properties = "Charles Xavier", entity_key("Charles Xavier"), {
+            "release": "v2.3", "port": 5432, "tags": ["INC-142"]}
+        [ada_record] = store.get_nodes([ada])
+        ada_record.observations = ("Invented loops.",)
+        store.write(WriteBatch(nodes=[record, ada_record]))
+        edges = {e.type: e.id for e in store.list_edges("default")}
+        assert self.found(store, "node", "babbage") == [] and self.found(store, "node", "xavier") == [babbage]
+        assert self.found(store, "edge", "babbage") == []
+        assert set(self.found(store, "edge", "xavier")) == set(edges.values())
+        for query in ("v2.3", "5432", "inc-142"):
+            assert self.found(store, "node", query) == [babbage], query
+        assert self.found(store, "node", "1815") == [] and self.found(store, "node", "loops") == [ada]
+
+    def test_keywords_forget_deleted_rows(self, store, graph):
+        oven = graph.nodes["Oven"]
+        edges = {e.type: e.id for e in store.list_edges("default")}
+        store.write(WriteBatch(delete_nodes=[oven], delete_edges=[edges["DESIGNED"]]))
+        assert self.found(store, "node", "oven") == []
+        assert set(self.found(store, "edge", "babbage")) == {edges["KNEW"]}
+        store.write(chunk_document("default", "Recipes", ["Bread rises."], [unit(1)]))  # replaces the document
+        assert self.found(store, "chunk", "oven") == [] and self.found(store, "chunk", "notes") == []
+        assert len(self.found(store, "chunk", "bread recipes")) == 1
+
+    def test_keywords_follow_merges(self, store, graph):
+        ada, babbage = graph.ids("Ada Lovelace", "Charles Babbage")
+        store.write(WriteBatch(merges=[(ada, [babbage])]))
+        assert self.found(store, "node", "babbage") == []
+        edges = {e.type: e.id for e in store.list_edges("default")}  # the merge dropped the self-loop KNEW
+        assert set(self.found(store, "edge", "lovelace")) == {edges["DESIGNED"], edges["BAKED"]}
+        assert self.found(store, "edge", "designed lovelace")[0] == edges["DESIGNED"]
+
+    def test_a_failed_write_leaves_keywords_as_they_were(self, store, graph):
+        with pytest.raises(InvalidInputError):
+            store.write(WriteBatch(nodes=[node("Zeppelin")], edges=[edge("Zeppelin", "KNEW", "Nobody")]))
+        assert self.found(store, "node", "zeppelin") == []
+
+    def test_keywords_are_derived_again_at_open_and_after_restore(self, make_store, tmp_path):
+        store = make_store(tmp_path / "restored.db")
+        store.open()
+        store.bind_embedder("contract:unit", DIMS)
+        try:
+            store.restore(self.snapshot())
+            names = {n.name: n.id for n in store.list_nodes("default")}
+            assert self.found(store, "node", "1815") == [names["Ada Lovelace"]]
+            assert len(self.found(store, "edge", "worked")) == 1 and len(self.found(store, "chunk", "dear")) == 1
+            before = [store.keyword_search(kind, "ada babbage letters", 5, "default") for kind in ("node", "edge", "chunk")]
+        finally:
+            store.close()
+        store = make_store(tmp_path / "restored.db")
+        store.open()
+        try:
+            assert [store.keyword_search(kind, "ada babbage letters", 5, "default")
+                    for kind in ("node", "edge", "chunk")] == before
+        finally:
+            store.close()
+
 
 class TestDuckDBStore(StoreContract):
     @pytest.fixture

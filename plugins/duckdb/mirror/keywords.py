@@ -1,0 +1,286 @@
+"""The keyword index: Okapi BM25 over the words of nodes, edges and chunks (`duckgraph.ports.tokens`), in memory.
+
+Derived data like the rest of the mirror: built from the tables at open (and after a restore), and changed by the
+store only after a write has committed, for the rows the write touched (`KeywordIndex.replace`). The texts come
+from `keyword_texts.py`; this module only holds and searches the words.
+
+Each kind is an inverted index: a CSR of postings (term -> the rows holding it, with the term's count in each) built
+in one numpy pass, and the rows written since in dicts. A replaced or deleted row leaves its built postings behind,
+skipped by searches (a row-level tombstone), until the rows written and dropped since the build exceed a share of
+the rows: then the CSR is built again from what it holds (no text is read or split again).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
+
+np: Any = NumpyOnFirstUse(globals())
+
+#: Okapi BM25's term-frequency saturation and length normalisation (the usual values).
+K1 = 1.2
+B = 0.75
+#: The postings are built again once the rows written or dropped since the last build exceed this share of the
+#: rows (and REBUILD_MIN): until then written rows are read from dicts, dropped ones skipped.
+REBUILD_SHARE = 0.1
+REBUILD_MIN = 2_000
+KINDS = ("node", "edge", "chunk")
+
+
+class Vocabulary:
+    """Term -> term id, shared by the kinds (an entity's name is in its node, its edges and its passages)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def id_of(self, term: str) -> int:
+        found = self.ids.get(term)
+        if found is None:
+            found = self.ids[term] = len(self.ids)
+        return found
+
+    def known(self, terms: Iterable[str]) -> list[int]:
+        """Ids of the distinct `terms` that some text holds, in first-seen order."""
+        ids = self.ids
+        return list(dict.fromkeys(ids[t] for t in terms if t in ids))
+
+
+class KindIndex:
+    """BM25 over the rows of one kind, by id (ids come from sequences: small and dense)."""
+
+    def __init__(self, vocabulary: Vocabulary) -> None:
+        self.vocabulary = vocabulary
+        #: Per id: its namespace code (-1: not indexed), its length in terms, whether its postings are the built ones.
+        self.namespace = np.full(0, -1, dtype=np.int32)
+        self.length = np.zeros(0, dtype=np.int32)
+        self.built_row = np.zeros(0, dtype=bool)
+        # The built postings: term t's rows are rows[ptr[t]:ptr[t+1]], with its count in each in counts.
+        self.ptr = np.zeros(1, dtype=np.int64)
+        self.rows = np.zeros(0, dtype=np.int32)
+        self.counts = np.zeros(0, dtype=np.float32)
+        #: Rows written since the build: term -> {row: count}, and row -> its terms.
+        self.delta: dict[int, dict[int, int]] = {}
+        self.delta_terms: dict[int, list[int]] = {}
+        self.dropped = 0  # built rows replaced or deleted since the build
+        #: Namespace code -> [rows, total length], for the idf and the average length of the namespace.
+        self.totals: dict[int, list[int]] = {}
+        #: Scores summed per row during a search (zeroed again after it).
+        self._scratch = np.zeros(0, dtype=np.float32)
+
+    # -- changes -----------------------------------------------------------------------------------------
+
+    def _grow(self, size: int) -> None:
+        if size <= len(self.namespace):
+            return
+        size = max(size, int(1.5 * len(self.namespace)) + 1024)
+        for name, fill in (("namespace", -1), ("length", 0), ("built_row", False), ("_scratch", 0)):
+            old = getattr(self, name)
+            grown = np.full(size, fill, dtype=old.dtype)
+            grown[: len(old)] = old
+            setattr(self, name, grown)
+
+    def build(self, blocks: Iterable[tuple[Any, Any, Any]]) -> None:
+        """Index these rows, and only these: (ids, namespace codes, lengths, term ids of all rows) blocks, in
+        one pass (at open, after a restore)."""
+        self.__init__(self.vocabulary)  # type: ignore[misc]
+        parts = list(zip(*blocks)) or [[np.zeros(0, dtype=np.int64)]] * 4
+        ids, codes, lengths, flat = (np.concatenate(part).astype(np.int64) for part in parts)
+        self._grow(int(ids.max()) + 1 if len(ids) else 0)
+        self.namespace[ids] = codes
+        self.length[ids] = lengths
+        for code in np.unique(codes).tolist():
+            self.totals[code] = [int((codes == code).sum()), int(lengths[codes == code].sum())]
+        owners = np.repeat(ids, lengths)
+        stride = int(ids.max()) + 1 if len(ids) else 1
+        keys, counts = np.unique(flat * stride + owners, return_counts=True)  # one key per (term, row)
+        self._install(keys // stride, keys % stride, counts)
+
+    def _install(self, terms: Any, rows: Any, counts: Any) -> None:
+        """Make the CSR from distinct (term, row, count) postings sorted by term, and mark those rows built."""
+        width = len(self.vocabulary.ids) + 1
+        order = np.argsort(terms, kind="stable")
+        terms, rows = terms[order], rows[order]
+        self.ptr = np.zeros(width + 1, dtype=np.int64)
+        np.cumsum(np.bincount(terms, minlength=width), out=self.ptr[1:])
+        self.rows = rows.astype(np.int32 if len(self.namespace) < 2**31 else np.int64)
+        self.counts = np.asarray(counts, dtype=np.float32)[order]
+        self.built_row[:] = False
+        self.built_row[rows] = True
+        self.delta, self.delta_terms, self.dropped = {}, {}, 0
+
+    def _count(self, namespaces: Any, lengths: Any, sign: int) -> None:
+        for code, length in zip(np.asarray(namespaces).tolist(), np.asarray(lengths).tolist()):
+            total = self.totals.setdefault(code, [0, 0])
+            total[0] += sign
+            total[1] += sign * length
+
+    def remove(self, ids: Iterable[int]) -> None:
+        """Drop these rows (unknown ids are skipped)."""
+        for row in ids:
+            if row >= len(self.namespace) or self.namespace[row] < 0:
+                continue
+            self._count([self.namespace[row]], [self.length[row]], -1)
+            self.namespace[row] = -1
+            if self.built_row[row]:
+                self.built_row[row] = False
+                self.dropped += 1
+            for term in self.delta_terms.pop(row, ()):
+                postings = self.delta[term]
+                del postings[row]
+                if not postings:
+                    del self.delta[term]
+
+    def add(self, ids: Sequence[int], namespaces: Sequence[int], terms: Sequence[Sequence[int]]) -> None:
+        """Index these rows (new ones: `remove` first what they replace)."""
+        self._grow(max(ids) + 1 if ids else 0)
+        for row, code, row_terms in zip(ids, namespaces, terms):
+            counted = Counter(row_terms)
+            for term, count in counted.items():
+                self.delta.setdefault(term, {})[row] = count
+            self.delta_terms[row] = list(counted)
+            self.namespace[row] = code
+            self.length[row] = len(row_terms)
+            self._count([code], [len(row_terms)], +1)
+        if len(self.delta_terms) + self.dropped > max(REBUILD_MIN, REBUILD_SHARE * self.indexed()):
+            self.compact()
+
+    def compact(self) -> None:
+        """Build the CSR again from the built postings still current and the rows written since."""
+        owners = np.repeat(np.arange(len(self.ptr) - 1, dtype=np.int64), np.diff(self.ptr))
+        keep = self.built_row[self.rows]
+        terms, rows, counts = owners[keep], self.rows[keep].astype(np.int64), self.counts[keep]
+        extra = [(term, row, count) for term, postings in self.delta.items() for row, count in postings.items()]
+        if extra:
+            more = np.array(extra, dtype=np.int64)
+            terms, rows = np.concatenate([terms, more[:, 0]]), np.concatenate([rows, more[:, 1]])
+            counts = np.concatenate([counts, more[:, 2].astype(np.float32)])
+        self._install(terms, rows, counts)
+
+    # -- search ------------------------------------------------------------------------------------------
+
+    def indexed(self) -> int:
+        return sum(total[0] for total in self.totals.values())
+
+    def _postings(self, term: int, code: int) -> tuple[Any, Any]:
+        """The current rows of `term` in namespace `code`, and the term's count in each."""
+        rows = self.rows[self.ptr[term] : self.ptr[term + 1]] if term + 1 < len(self.ptr) else self.rows[:0]
+        counts = self.counts[self.ptr[term] : self.ptr[term + 1]] if term + 1 < len(self.ptr) else self.counts[:0]
+        if len(rows):
+            keep = self.built_row[rows] & (self.namespace[rows] == code)
+            rows, counts = rows[keep], counts[keep]
+        written = self.delta.get(term)
+        if written:
+            extra_rows = np.fromiter(written.keys(), dtype=np.int64, count=len(written))
+            extra_counts = np.fromiter(written.values(), dtype=np.float32, count=len(written))
+            keep = self.namespace[extra_rows] == code
+            rows = np.concatenate([rows.astype(np.int64), extra_rows[keep]])
+            counts = np.concatenate([counts, extra_counts[keep]])
+        return rows, counts
+
+    def search(self, terms: list[int], k: int, code: int) -> list[tuple[int, float]]:
+        """The `k` best rows of namespace `code` for the query's distinct `terms`, by BM25, best first."""
+        total = self.totals.get(code)
+        if not terms or k <= 0 or total is None or total[0] <= 0:
+            return []
+        n, average = total[0], max(total[1] / total[0], 1e-9)
+        scratch, touched = self._scratch, []
+        for term in terms:
+            rows, counts = self._postings(term, code)
+            if not len(rows):
+                continue
+            idf = math.log(1.0 + (n - len(rows) + 0.5) / (len(rows) + 0.5))
+            norm = K1 * (1.0 - B + B * self.length[rows] / average)
+            scratch[rows] += (idf * counts * (K1 + 1.0) / (counts + norm)).astype(np.float32)
+            touched.append(rows)
+        if not touched:
+            return []
+        rows = np.concatenate(touched)
+        scores = scratch[rows]  # a row matched by several terms appears several times, with its one sum
+        scratch[rows] = 0.0
+        take = min(len(rows), k * len(touched))
+        best = np.argpartition(-scores, take - 1)[:take] if take < len(rows) else np.arange(len(rows))
+        found = dict(zip(rows[best].tolist(), scores[best].tolist()))
+        return sorted(found.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+    def sizes(self) -> dict[str, Any]:
+        held = sum(a.nbytes for a in (self.namespace, self.length, self.built_row, self.ptr, self.rows, self.counts,
+                                      self._scratch))
+        written = sum(len(p) for p in self.delta.values())
+        held += 120 * written + 100 * len(self.delta_terms)  # dict entries, roughly
+        return {"rows": self.indexed(), "postings": len(self.rows) + written, "written_since_build": len(self.delta_terms),
+                "dropped_since_build": self.dropped, "bytes": held}
+
+
+class KeywordIndex:
+    """The three kinds' `KindIndex` and their shared vocabulary and namespace codes. Not locked by itself: the
+    store calls it under its own lock."""
+
+    def __init__(self) -> None:
+        self.vocabulary = Vocabulary()
+        self.namespace_codes: dict[str, int] = {}
+        self.kinds = {kind: KindIndex(self.vocabulary) for kind in KINDS}
+        #: Seconds the last full build took (health).
+        self.build_seconds = 0.0
+
+    def namespace_code(self, namespace: str) -> int:
+        found = self.namespace_codes.get(namespace)
+        if found is None:
+            found = self.namespace_codes[namespace] = len(self.namespace_codes)
+        return found
+
+    def build(self, rows: dict[str, Iterable[tuple[list[int], list[str], list[list[str]]]]]) -> None:
+        """Index exactly these rows: kind -> blocks of (ids, namespaces, each row's words)."""
+        start = time.perf_counter()
+        self.__init__()  # type: ignore[misc]
+        for kind, blocks in rows.items():
+            self.kinds[kind].build(self._block_arrays(block) for block in blocks)
+        self.build_seconds = time.perf_counter() - start
+
+    def _block_arrays(self, block: tuple[list[int], list[str], list[list[str]]]) -> tuple[Any, Any, Any, Any]:
+        """A block's ids, namespace codes, lengths and all its words' term ids, as arrays (lists of words held
+        for a million rows would take gigabytes)."""
+        ids, namespaces, words = block
+        id_of = self.vocabulary.id_of
+        lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words))
+        flat = np.fromiter((id_of(w) for row in words for w in row), dtype=np.int64, count=int(lengths.sum()))
+        codes = np.fromiter((self.namespace_code(ns) for ns in namespaces), dtype=np.int64, count=len(namespaces))
+        return np.asarray(ids, dtype=np.int64), codes, lengths, flat
+
+    def replace(self, kind: str, dropped: Iterable[int], ids: list[int], namespaces: list[str],
+                words: list[list[str]]) -> None:
+        """Drop the rows `dropped` of `kind`, then index `ids` (which are among them when they replace a row)."""
+        index = self.kinds[kind]
+        index.remove(dropped)
+        index.remove(ids)
+        if ids:
+            index.add(ids, [self.namespace_code(ns) for ns in namespaces], self._term_ids(words))
+
+    def _term_ids(self, words: list[list[str]]) -> list[list[int]]:
+        id_of = self.vocabulary.id_of
+        return [[id_of(w) for w in row] for row in words]
+
+    def search(self, kind: str, words: list[str], k: int, namespace: str) -> list[tuple[int, float]]:
+        code = self.namespace_codes.get(namespace)
+        if code is None:
+            return []
+        return self.kinds[kind].search(self.vocabulary.known(words), k, code)
+
+    def sizes(self) -> dict[str, Any]:
+        """What the index holds, for health() and the benchmarks."""
+        kinds = {kind: index.sizes() for kind, index in self.kinds.items()}
+        vocabulary_bytes = sum(60 + len(t) for t in self.vocabulary.ids) + 40 * len(self.vocabulary.ids)
+        total = sum(s["bytes"] for s in kinds.values()) + vocabulary_bytes
+        return {"terms": len(self.vocabulary.ids), "megabytes": total / 2**20, "build_seconds": self.build_seconds,
+                **{kind: {key: value for key, value in s.items() if key != "bytes"} for kind, s in kinds.items()}}
+
+    def describe(self) -> str:
+        """The index in words (what `duckgraph doctor` shows)."""
+        sizes = self.sizes()
+        rows = ", ".join(f"{kind} {sizes[kind]['rows']:,}" for kind in KINDS)
+        return (f"BM25 in memory, {sizes['megabytes']:,.1f} MB, built from the tables in {sizes['build_seconds']:.2f} s "
+                f"at open; rows {rows}; {sizes['terms']:,} terms")

@@ -1,0 +1,44 @@
+"""Words for keyword search: the one tokenizer that stores index texts with and that queries are split by.
+
+It is part of the contract: a store's keyword index and anything in core that matches or highlights query words
+must split text the same way, or an indexed word would never be found.
+"""
+
+import re
+import unicodedata
+
+# A run of letters and digits, possibly joined to more by '-', '.', '_' or '/': "INC-142", "orders-db", "v2.3".
+_RUN = re.compile(r"[^\W_]+(?:[-._/][^\W_]+)*")
+_JOINER = re.compile(r"[-._/]")
+
+#: English function words, left out of the index and of queries (they match everything and mean little).
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are aren as at be because been before being below between
+both but by can could couldn did didn do does doesn doing don down during each few for from further had has have
+having he her here hasn haven hadn hers herself him himself his how i if in into is isn it its itself just me more most my
+myself no nor not now of off on once only or other our ours ourselves out over own same she should so some such
+shouldn than that the their theirs them themselves then there these they this those through to too under until up very
+was wasn we were weren what when where which while who whom why will with would wouldn you your yours yourself
+yourselves s t d ll m o re ve y
+""".split())
+
+
+def tokens(text: str) -> list[str]:
+    """The words of `text` as keyword search indexes and matches them, in order, repeats kept.
+
+    Lower-cased (Unicode case folding, accents dropped: "Brödel" gives "brodel"), letters and digits of any script;
+    English stop words left out. A run joined by '-', '.', '_' or '/' gives its parts and also the whole run, so
+    that an exact id matches strongly: "INC-142 hit orders-db" gives inc, 142, inc-142, hit, orders, db, orders-db.
+    """
+    if not text.isascii():
+        decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
+        text = "".join(char for char in decomposed if not unicodedata.combining(char))
+    found: list[str] = []
+    for run in _RUN.findall(text.casefold()):
+        if _JOINER.search(run) is None:
+            if run not in STOP_WORDS:
+                found.append(run)
+            continue
+        found.extend(part for part in _JOINER.split(run) if part not in STOP_WORDS)
+        found.append(run)
+    return found
