@@ -4,7 +4,10 @@ The public set and the metric are described in the evaluation README next to the
 with the HippoRAG OpenIE triples). This script loads the passages and the extracted graph through duckgraph's
 public MCP tools (`add_documents`, `add_knowledge_graph`), called with the official `mcp` client against the
 in-process server, then asks every question twice: once through the `search` tool and once as plain dense
-retrieval (the same embedder, passages ranked by cosine similarity alone). Usage:
+retrieval (the same embedder, passages ranked by cosine similarity alone). Beside recall it reports how often an
+answer string (or an alias) appears in `search`'s text within the default token budget (for dense: in its top
+passages), and per hop whether the hop's answer is an entity (name or alias) of the subgraph `search` returns.
+Usage:
 
     python contrib/bench/musique.py --data ../shared/eval/musique [--set NAME] [--db PATH] [--keep] [--json-out PATH]
 
@@ -26,10 +29,12 @@ import argparse
 import json
 import os
 import shutil
+import re
 import statistics
 import sys
 import tempfile
 import time
+import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -50,12 +55,13 @@ from duckgraph.core.domain.model import EdgeInput, NodeInput  # noqa: E402
 from duckgraph.core.plugin_manager import build_plugin_manager  # noqa: E402
 from duckgraph.core.mcp.server import build_server  # noqa: E402
 from duckgraph.core.domain.knowledge_base import KnowledgeBase  # noqa: E402
-from duckgraph.ports import entity_key, relation_type  # noqa: E402
+from duckgraph.ports import Embedder, entity_key, relation_type  # noqa: E402
 
 #: The data has no entity types; every node gets this neutral one.
 NODE_TYPE = "Entity"
 TOP_K = 5
 RECALL_KS = (2, 5)
+ANSWER_IN_TEXT = "answer in text"
 
 
 # -- the data ---------------------------------------------------------------------------------------------
@@ -68,6 +74,8 @@ class Question:
     gold: list[int]  # corpus indices of the supporting paragraphs
     hop_gold: list[int]  # corpus index of each hop's supporting paragraph, in hop order (MuSiQue only)
     group: str  # what the results are broken down by: "2-hop" (MuSiQue), or the set's own type ("bridge")
+    answers: list[str] = field(default_factory=list)  # the answer and its aliases; empty when the set gives none
+    hop_answers: list[list[str]] = field(default_factory=list)  # each hop's answer (the last hop's aliases too)
 
 
 @dataclass
@@ -120,9 +128,15 @@ def read_question(item: dict[str, Any], corpus_index: Callable[[str, str, str], 
             return corpus_index(paragraph["title"], paragraph["paragraph_text"], question_id)
 
         gold = [index_of(p) for p in item["paragraphs"] if p["is_supporting"]]
-        hop_gold = [index_of(paragraphs[h["paragraph_support_idx"]]) for h in item.get("question_decomposition", [])]
+        hops = item.get("question_decomposition", [])
+        hop_gold = [index_of(paragraphs[h["paragraph_support_idx"]]) for h in hops]
+        answers = answer_strings(item.get("answer"), *item.get("answer_aliases") or [])
+        # The last hop answers the question, so the question's aliases name its answer too.
+        hop_answers = [answer_strings(h.get("answer"), *(answers if n == len(hops) else []))
+                       for n, h in enumerate(hops, start=1)]
         return Question(id=question_id, text=item["question"], gold=gold, hop_gold=hop_gold,
-                        group=f"{len(hop_gold)}-hop" if hop_gold else "all")
+                        group=f"{len(hop_gold)}-hop" if hop_gold else "all", answers=answers,
+                        hop_answers=hop_answers)
     if "supporting_facts" in item and "context" in item:
         context = {title: "".join(sentences) for title, sentences in item["context"]}
         titles = dict.fromkeys(fact[0] for fact in item["supporting_facts"])
@@ -131,9 +145,14 @@ def read_question(item: dict[str, Any], corpus_index: Callable[[str, str, str], 
             sys.exit(f"error: question {question_id}: supporting fact {missing[0]!r} is not in its context")
         gold = [corpus_index(title, context[title], question_id) for title in titles]
         return Question(id=question_id, text=item["question"], gold=gold, hop_gold=[],
-                        group=str(item.get("type") or "all"))
+                        group=str(item.get("type") or "all"), answers=answer_strings(item.get("answer")))
     sys.exit(f"error: question {question_id} has neither `paragraphs` (MuSiQue) nor `supporting_facts` and "
              "`context` (HotpotQA, 2WikiMultiHopQA)")
+
+
+def answer_strings(*values: Any) -> list[str]:
+    """The non-empty answer strings among `values`, each once (answers may be numbers in the data)."""
+    return list(dict.fromkeys(str(v).strip() for v in values if v is not None and str(v).strip()))
 
 
 def load_dataset(folder: Path, name: str | None = None) -> Dataset:
@@ -347,11 +366,59 @@ def dense_top(kb: KnowledgeBase, question: str, k: int) -> list[str]:
         depth *= 2
 
 
-async def search_top(client: Client, question: str, k: int) -> tuple[list[str], int]:
-    """Documents of the passages the search tool returns, in rank order; also how many passages it returned."""
+async def search_top(client: Client, question: str, k: int) -> tuple[list[str], dict[str, Any]]:
+    """Documents of the passages the search tool returns, in rank order, and the whole result (its text within
+    the default token budget, its entities)."""
     result = await call_tool(client, "search", {"query": question, "max_passages": k})
-    passages = result["passages"]
-    return list(dict.fromkeys(p["document_id"] for p in passages)), len(passages)
+    return list(dict.fromkeys(p["document_id"] for p in result["passages"])), result
+
+
+def entity_names(kb: KnowledgeBase, result: dict[str, Any]) -> list[str]:
+    """Names and aliases of the entities of a search result's subgraph."""
+    ids = {node["id"] for node in [*result["anchors"], *result["nodes"]]}
+    return [name for record in kb.store.get_nodes(ids) for name in (record.name, *record.aliases)]
+
+
+# -- answers ----------------------------------------------------------------------------------------------
+
+
+def answer_in_text(text: str, answers: Sequence[str]) -> float | None:
+    """1.0 when one of the answer strings appears in the text (case-insensitive, whitespace normalised); None when
+    the question gives no answer."""
+    if not answers:
+        return None
+    haystack = " ".join(text.casefold().split())
+    return float(any(" ".join(answer.casefold().split()) in haystack for answer in answers))
+
+
+_NOT_WORD = re.compile(r"[^\w\s]")
+_ARTICLES = frozenset(("a", "an", "the"))
+
+
+def _loose(text: str) -> str:
+    """Lower case, accents, punctuation and articles dropped, single spaces: "The Beatles," -> "beatles"."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    plain = "".join(char for char in decomposed if not unicodedata.combining(char))
+    return " ".join(word for word in _NOT_WORD.sub(" ", plain).split() if word not in _ARTICLES)
+
+
+def _heads(text: str) -> set[str]:
+    """A name loosely, and without what qualifies it after a comma or in brackets ("Madison, Tennessee" ->
+    "madison", "Mercury (planet)" -> "mercury"), as Wikipedia titles and extracted entities qualify names."""
+    return {_loose(text), _loose(text.split(",")[0]), _loose(re.sub(r"\s*\([^)]*\)", "", text))} - {""}
+
+
+def names_answer(answer: str, name: str) -> bool:
+    """A loose match: equal once loosened, or one is the other without its qualifier ("Nashville" and "Nashville,
+    Tennessee"); a word within a longer name is not ("Africa" and "colonial empire in Africa")."""
+    a, n = _loose(answer), _loose(name)
+    return bool(a and n) and (a == n or a in _heads(name) or n in _heads(answer))
+
+
+def hop_answers_found(question: Question, names: Sequence[str]) -> list[bool]:
+    """For each hop: whether an entity of the result (name or alias) names that hop's answer."""
+    return [any(names_answer(answer, name) for answer in answers for name in names)
+            for answers in question.hop_answers]
 
 
 # -- metrics ----------------------------------------------------------------------------------------------
@@ -368,19 +435,29 @@ def question_scores(ranked: Sequence[int], question: Question) -> dict[str, Any]
     return scores
 
 
-def aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """Mean of each score x100 over the given per-question scores."""
-    keys = [f"R@{k}" for k in RECALL_KS] + [f"all-gold@{TOP_K}"]
-    return {key: round(100 * statistics.fmean(row[key] for row in rows), 1) for key in keys}
+def aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """Mean of each score x100 over the given per-question scores (the questions that have it)."""
+    keys = [f"R@{k}" for k in RECALL_KS] + [f"all-gold@{TOP_K}", ANSWER_IN_TEXT]
+    means = {}
+    for key in keys:
+        values = [row[key] for row in rows if row.get(key) is not None]
+        means[key] = round(100 * statistics.fmean(values), 1) if values else None
+    return means
 
 
-def per_hop(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """For hop i: share (x100) of the questions with an i-th hop whose i-th hop passage is in the top k."""
+def per_hop(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """For hop i, over the questions with an i-th hop: share (x100) whose i-th hop passage is in the top k, and
+    whose i-th hop answer is an entity of the result (None for a method that returns no entities)."""
     found: dict[int, list[bool]] = defaultdict(list)
+    as_entity: dict[int, list[bool]] = defaultdict(list)
     for row in rows:
         for hop, hit in enumerate(row["hops_found"], start=1):
             found[hop].append(hit)
-    return {f"hop {hop}": {"n": len(hits), "found@5": round(100 * statistics.fmean(hits), 1)}
+        for hop, hit in enumerate(row.get("hop_answers_as_entities") or [], start=1):
+            as_entity[hop].append(hit)
+    return {f"hop {hop}": {"n": len(hits), "found@5": round(100 * statistics.fmean(hits), 1),
+                           "answer as entity": round(100 * statistics.fmean(as_entity[hop]), 1)
+                           if as_entity[hop] else None}
             for hop, hits in sorted(found.items())}
 
 
@@ -409,9 +486,10 @@ def print_table(summary: dict[str, Any], n_questions: int, name: str) -> None:
     width = 34
     line = "-" * (width + 12 * len(methods) + 12)
 
-    def row(label: str, values: Sequence[float], delta: bool = True) -> None:
-        cells = "".join(f"{v:>12.1f}" for v in values)
-        extra = f"{values[-1] - values[0]:>+12.1f}" if delta and len(values) == 2 else ""
+    def row(label: str, values: Sequence[float | None], delta: bool = True) -> None:
+        cells = "".join(f"{'-':>12}" if v is None else f"{v:>12.1f}" for v in values)
+        known = len(values) == 2 and None not in values
+        extra = f"{values[-1] - values[0]:>+12.1f}" if delta and known else ""
         print(f"{label:<{width}}{cells}{extra}")
 
     print(f"{name}: {n_questions} questions, top {TOP_K} passages")
@@ -428,8 +506,13 @@ def print_table(summary: dict[str, Any], n_questions: int, name: str) -> None:
         print(f"per-hop passage in top {TOP_K}")
         for hop, values in summary[methods[0]]["per_hop"].items():
             row(f"  {hop} (n={values['n']})", [summary[m]["per_hop"][hop]["found@5"] for m in methods])
+        print("per-hop answer among the entities of the result (name or alias, loosely matched)")
+        for hop, values in summary[methods[0]]["per_hop"].items():
+            row(f"  {hop} (n={values['n']})", [summary[m]["per_hop"][hop]["answer as entity"] for m in methods])
     else:
         print("per-hop recall: none (the questions give no hop order, as MuSiQue's question_decomposition does)")
+    print(f"{ANSWER_IN_TEXT}: an answer string in search's text (default token budget); for dense, in its top "
+          f"{TOP_K} passages")
     print(line)
     row("latency median (ms)", [summary[m]["latency"]["median_ms"] for m in methods], delta=False)
     row("latency p95 (ms)", [summary[m]["latency"]["p95_ms"] for m in methods], delta=False)
@@ -438,10 +521,11 @@ def print_table(summary: dict[str, Any], n_questions: int, name: str) -> None:
 # -- the run ----------------------------------------------------------------------------------------------
 
 
-def make_services(db: Path) -> Services:
-    """The default stack (DuckDB, all-MiniLM-L6-v2), built-in plugins only, untouched by local config."""
+def make_services(db: Path, embedder: Embedder | None = None) -> Services:
+    """The default stack (DuckDB, all-MiniLM-L6-v2), built-in plugins only, untouched by local config; `embedder`
+    shares one already loaded."""
     settings = Settings(db=db, warm_up=False)
-    return bootstrap(settings, plugin_manager=build_plugin_manager(load_entry_points=False))
+    return bootstrap(settings, plugin_manager=build_plugin_manager(load_entry_points=False), embedder=embedder)
 
 
 def already_loaded(services: Services, dataset: Dataset) -> bool:
@@ -476,6 +560,7 @@ async def evaluate(services: Services, dataset: Dataset) -> dict[str, Any]:
         kb.embedder.warm_up()
         dense_top(kb, dataset.questions[0].text, TOP_K)
         await search_top(client, dataset.questions[0].text, TOP_K)
+        passage_text = {int(doc["id"]): doc["text"] for doc in passage_documents(dataset.corpus)}
 
         runs: dict[str, list[dict[str, Any]]] = {"dense": [], "search": []}
         timings: dict[str, list[float]] = {"dense": [], "search": []}
@@ -487,8 +572,9 @@ async def evaluate(services: Services, dataset: Dataset) -> dict[str, Any]:
             dense = dense_top(kb, question.text, TOP_K)
             timings["dense"].append(time.perf_counter() - start)
             start = time.perf_counter()
-            found, returned = await search_top(client, question.text, TOP_K)
+            found, result = await search_top(client, question.text, TOP_K)
             timings["search"].append(time.perf_counter() - start)
+            returned = len(result["passages"])
             # The same search without the MCP round trip, timed like the dense baseline (which has none).
             start = time.perf_counter()
             kb.search(question.text, max_passages=TOP_K)
@@ -497,9 +583,15 @@ async def evaluate(services: Services, dataset: Dataset) -> dict[str, Any]:
             ranked = {"dense": [int(d) for d in dense], "search": [int(d) for d in found]}
             for method in runs:
                 runs[method].append(question_scores(ranked[method], question))
+            runs["dense"][-1][ANSWER_IN_TEXT] = answer_in_text(
+                "\n".join(passage_text[d] for d in ranked["dense"][:TOP_K]), question.answers)
+            runs["search"][-1][ANSWER_IN_TEXT] = answer_in_text(result["text"], question.answers)
+            runs["search"][-1]["hop_answers_as_entities"] = hop_answers_found(question, entity_names(kb, result))
             per_question.append({"id": question.id, "group": question.group, "gold": question.gold,
                                  "hop_gold": question.hop_gold, "dense": ranked["dense"], "search": ranked["search"],
-                                 "search_passages": returned})
+                                 "search_passages": returned,
+                                 "search_answer_in_text": runs["search"][-1][ANSWER_IN_TEXT],
+                                 "hop_answers_as_entities": runs["search"][-1]["hop_answers_as_entities"]})
     if short_results:
         progress(f"note: for {short_results} questions search returned fewer than {TOP_K} distinct documents")
     return {

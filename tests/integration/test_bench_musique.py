@@ -38,17 +38,22 @@ def write_dataset(folder: Path) -> None:
              "extracted_triples": triples}
             for (title, text), triples in zip(PASSAGES, TRIPLES)]
 
-    def question(qid: str, text: str, hops: list[int]) -> dict:
+    def question(qid: str, text: str, hops: list[tuple[int, str]], aliases: list[str]) -> dict:
         return {
-            "id": qid, "question": text, "answer": "", "answer_aliases": [], "answerable": True,
-            "paragraphs": [{"idx": i, "title": t, "paragraph_text": x, "is_supporting": i in hops}
+            "id": qid, "question": text, "answer": hops[-1][1], "answer_aliases": aliases, "answerable": True,
+            "paragraphs": [{"idx": i, "title": t, "paragraph_text": x, "is_supporting": i in dict(hops)}
                            for i, (t, x) in enumerate(PASSAGES)],
-            "question_decomposition": [{"id": n, "question": "", "answer": "", "paragraph_support_idx": i}
-                                       for n, i in enumerate(hops)],
+            "question_decomposition": [{"id": n, "question": "", "answer": answer, "paragraph_support_idx": i}
+                                       for n, (i, answer) in enumerate(hops)],
         }
 
-    questions = [question("2hop__1", "Where did the performer of Hello Love die?", [0, 1]),
-                 question("2hop__2", "In which city was the label Blue Note founded?", [3])]
+    questions = [
+        question("2hop__1", "Where did the performer of Hello Love die?",
+                 [(0, "Hank Snow"), (1, "Madison, Tennessee")], ["Madison"]),
+        question("2hop__2", "In which city was the label Blue Note founded?", [(3, "New York City")], ["NYC"]),
+        # An answer stored nowhere: never in the text, never an entity.
+        question("2hop__3", "What is apple pie made with?", [(4, "Zanzibar cloves")], []),
+    ]
     (folder / "musique_train_corpus.json").write_text(json.dumps(corpus))
     (folder / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json").write_text(json.dumps({"docs": docs}))
     (folder / "musique_train.json").write_text(json.dumps(questions))
@@ -73,18 +78,59 @@ def test_the_runner_loads_through_the_tools_and_reports_both_methods(tmp_path, c
     assert report["loading"]["graph_input"]["skipped: malformed triples"] == 2
     for method in ("dense", "search"):
         result = report["results"][method]
-        assert set(result["overall"]) == {"R@2", "R@5", "all-gold@5"}
+        assert set(result["overall"]) == {"R@2", "R@5", "all-gold@5", "answer in text"}
         assert all(0 <= value <= 100 for value in result["overall"].values())
-        assert result["latency"]["n"] == 2 and result["latency"]["median_ms"] > 0
+        assert result["latency"]["n"] == 3 and result["latency"]["median_ms"] > 0
         assert set(result["per_hop"]) == {"hop 1", "hop 2"}
         assert set(result["by_group"]) == {"1-hop", "2-hop"}
-    # Every question's gold passages are among only five: both methods find them all in their top 5.
-    assert report["results"]["search"]["overall"]["R@5"] == 100.0
-    assert report["search_latency_in_process"]["n"] == 2
+        # Five short passages: all of them are in the top 5, and in search's text within the default budget.
+        # Two of the three answers are written in them; the third is stored nowhere.
+        assert result["overall"]["R@5"] == 100.0
+        assert result["overall"]["answer in text"] == 66.7
+    assert "answer in text" in table and "per-hop answer among the entities" in table
+    assert report["search_latency_in_process"]["n"] == 3
+
+    # Hop answers as entities of the returned subgraph: only search returns entities; the answer stored nowhere
+    # is never one, and the rows say so per question.
+    search, dense = report["results"]["search"]["per_hop"], report["results"]["dense"]["per_hop"]
+    assert dense["hop 1"]["answer as entity"] is None
+    assert search["hop 1"]["n"] == 3 and 0 <= search["hop 1"]["answer as entity"] <= 66.7
+    by_id = {row["id"]: row for row in report["per_question"]}
+    assert by_id["2hop__3"]["hop_answers_as_entities"] == [False]
+    assert by_id["2hop__3"]["search_answer_in_text"] == 0.0
+    assert by_id["2hop__1"]["search_answer_in_text"] == 1.0
+    assert len(by_id["2hop__1"]["hop_answers_as_entities"]) == 2
 
     # A second run on the same file reuses what is loaded rather than loading it twice.
     musique.main(argv)
     assert json.loads(Path(argv[-1]).read_text())["loading"] == {"reused": True}
+
+
+def test_answers_and_hop_answers_are_read_from_the_decomposition(tmp_path):
+    write_dataset(tmp_path)
+    first, second, _ = musique.load_dataset(tmp_path).questions
+    assert first.answers == ["Madison, Tennessee", "Madison"]
+    # The last hop answers the question: its aliases count for that hop too.
+    assert first.hop_answers == [["Hank Snow"], ["Madison, Tennessee", "Madison"]]
+    assert second.hop_answers == [["New York City", "NYC"]]
+
+
+def test_answer_in_text_ignores_case_and_spacing_and_entities_match_loosely():
+    assert musique.answer_in_text("Founded in\n New  York city in 1939.", ["new york City"]) == 1.0
+    assert musique.answer_in_text("Founded in New York.", ["New York City", "Manhattan"]) == 0.0
+    assert musique.answer_in_text("anything", []) is None  # a question without an answer is not counted
+    assert musique.names_answer("Nashville", "Nashville, Tennessee")
+    assert musique.names_answer("The Beatles", "beatles")
+    assert musique.names_answer("Brödel", "Brodel")
+    assert musique.names_answer("Mercury (planet)", "mercury")
+    assert not musique.names_answer("Nash", "Nashville")
+    assert not musique.names_answer("Africa", "colonial empire in Africa")  # a word of a longer name is not it
+    assert not musique.names_answer("Madison, Tennessee", "Madison, Wisconsin")
+    assert not musique.names_answer("Paris", "London")
+    assert not musique.names_answer("the", "The Who")  # nothing left of an answer that is only an article
+    question = musique.Question(id="q", text="", gold=[0], hop_gold=[0, 1], group="2-hop",
+                                hop_answers=[["Hank Snow"], ["Madison"]])
+    assert musique.hop_answers_found(question, ["hank snow", "Nashville"]) == [True, False]
 
 
 def write_hotpot_dataset(folder: Path, name: str = "hotpotqa_train") -> None:
