@@ -9,6 +9,7 @@ import pluggy
 from duckgraph.core.config import Settings, load_settings
 from duckgraph.core.plugin_manager import build_plugin_manager, create
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.retrieval import SearchOptions
 from duckgraph.ports import Embedder, Extractor, GraphStore
 
 
@@ -37,5 +38,6 @@ def bootstrap(
         embedder = create(pm, "embedder", settings.embedder.use, **settings.embedder.options)
     if extractor is None and settings.extractor is not None:
         extractor = create(pm, "extractor", settings.extractor.use, **settings.extractor.options)
-    knowledge_base = KnowledgeBase(store, embedder, namespace=settings.namespace, extractor=extractor)
+    knowledge_base = KnowledgeBase(store, embedder, namespace=settings.namespace, extractor=extractor,
+                                   search_defaults=SearchOptions(relevance_floor=settings.relevance_floor))
     return Services(settings=settings, plugin_manager=pm, knowledge_base=knowledge_base, extractor=extractor)

@@ -285,6 +285,11 @@ def _doctor(args: argparse.Namespace) -> int:
     }
     problems: list[str] = []  # the knowledge base cannot be used as configured
     warnings: list[str] = []  # it works, in a degraded way
+    report["relevance_floor"] = _relevance_floor(services.settings.relevance_floor, kb.embedder)
+    if report["relevance_floor"] is None:
+        warnings.append(f"no relevance floor: {kb.embedder.id} has no calibrated one, so search always returns its "
+                        "nearest content, however unrelated; set relevance_floor (DUCKGRAPH_RELEVANCE_FLOOR), "
+                        "measured with contrib/bench/locomo.py")
     report["sharing"] = _sharing_state(services.settings.db)
     try:
         if report["sharing"].get("owner_pid"):  # a duckgraph server holds the file open: ask it
@@ -314,6 +319,15 @@ def _doctor(args: argparse.Namespace) -> int:
     else:
         _print_doctor(report)
     return 1 if problems else 0
+
+
+def _relevance_floor(configured: float | None, embedder: Any) -> dict[str, Any] | None:
+    """The floor search applies and where it comes from, or None when there is none."""
+    if configured is not None:
+        return {"value": configured, "from": "the relevance_floor setting"} if configured else None
+    if embedder.relevance_floor is not None:
+        return {"value": embedder.relevance_floor, "from": f"calibrated for {embedder.id}"}
+    return None
 
 
 def _sharing_state(db: Path) -> dict[str, Any]:
@@ -347,6 +361,8 @@ def _print_doctor(report: dict[str, Any]) -> None:
     elif shared.get("held") is False:
         print("sharing:   no duckgraph server has the file open")
     print(f"embedder:  {report['embedder']['id']}")
+    floor = report["relevance_floor"]
+    print(f"relevance floor: {floor['value']} ({floor['from']})" if floor else "relevance floor: none")
     for label, text in report["embedder"].items():
         if label != "id":
             print(f"embedder {label}: {text}")
@@ -364,6 +380,7 @@ def _print_doctor(report: dict[str, Any]) -> None:
         print(f"memory limit: {store.get('memory_limit', 'not reported')}")
         print(f"vectors in memory: {store.get('vectors_in_memory', 'not reported')}")
         print(f"vectors in the file: {store.get('vectors_in_file', 'not reported')}")
+        print(f"keyword index: {store.get('keyword_index', 'not reported')}")
     print("plugins:   " + ", ".join(report["plugins"]))
     print(f"tools/list at start: {report['tools_list']}")
     for problem in report["problems"]:

@@ -38,6 +38,8 @@ class Settings(BaseModel):
     log_level: str = "WARNING"
     #: Bearer token every request to `duckgraph serve --http` must carry; required to listen beyond loopback.
     http_token: SecretStr | None = None
+    #: The cosine similarity below which search finds nothing relevant; unset: the embedder's calibrated one.
+    relevance_floor: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @field_validator("http_token")
     @classmethod
@@ -100,7 +102,7 @@ def load_settings(
 
 
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
-    for key in ("db", "namespace", "log_level", "tools", "http_token"):
+    for key in ("db", "namespace", "log_level", "tools", "http_token", "relevance_floor"):
         if value := env.get(ENV_PREFIX + key.upper()):
             data[key] = value
     if value := env.get(ENV_PREFIX + "WARM_UP"):

@@ -21,6 +21,10 @@ class Embedder(ABC):
 
     #: How many texts `embed_documents` sends to `embed_batch` at once.
     batch_size: int = 32
+    #: The cosine similarity below which a query and a stored text are unrelated for this model, if it has been
+    #: calibrated (contrib/bench/locomo.py measures it): search returns nothing when no entity or passage
+    #: reaches it. None: no floor unless the `relevance_floor` search setting gives one (doctor says so).
+    relevance_floor: float | None = None
 
     @property
     @abstractmethod

@@ -278,9 +278,13 @@ class GraphCuration:
         # Breadth-first, keeping every shortest-path parent so several equally short paths can be listed.
         parents: dict[int, list[EdgeRecord]] = {start: []}
         frontier = [start]
+        complete = True  # every neighbour was read: an empty frontier then means nothing more is connected
         for _ in range(max_hops):
             reached: dict[int, list[EdgeRecord]] = {}
-            for edge in self.store.neighbors(frontier, namespace, limit=PATH_FANOUT * len(frontier)):
+            limit = PATH_FANOUT * len(frontier)
+            edges = self.store.neighbors(frontier, namespace, limit=limit)
+            complete = complete and len(edges) < limit
+            for edge in edges:
                 for here, there in ((edge.source_id, edge.target_id), (edge.target_id, edge.source_id)):
                     if here in frontier and there not in parents:
                         reached.setdefault(there, []).append(edge)
@@ -291,10 +295,19 @@ class GraphCuration:
         chains = _unwind(goal, start, parents, max_paths) if goal in parents else []
         names = {n.id: n.name for n in self.store.get_nodes({i for c in chains for e in c for i in (e.source_id, e.target_id)})}
         rendered = list(dict.fromkeys(_render_chain(chain, start, names) for chain in chains))
+        ends = found[source].name, found[target].name
         return PathResult(
-            source=found[source].name, target=found[target].name, hops=len(chains[0]) if chains else None,
-            paths=rendered,
+            source=ends[0], target=ends[1], hops=len(chains[0]) if chains else None, paths=rendered,
+            message=None if chains else _no_path(*ends, max_hops, connected=bool(frontier) or not complete),
         )
+
+
+def _no_path(source: str, target: str, max_hops: int, *, connected: bool) -> str:
+    """Why find_paths found nothing: the limit it searched within, and whether a larger one could help."""
+    if not connected:
+        return f"no path between {source} and {target}: no chain of relations of any length connects them"
+    more = f"; try max_hops up to {MAX_PATH_HOPS}" if max_hops < MAX_PATH_HOPS else ""
+    return f"no path between {source} and {target} within {max_hops} hop{'s' if max_hops > 1 else ''}{more}"
 
 
 def _unwind(node: int, start: int, parents: dict[int, list[EdgeRecord]], limit: int) -> list[list[EdgeRecord]]:

@@ -4,7 +4,9 @@ Everything the server and the CLI do goes through here."""
 from __future__ import annotations
 
 import logging
+import math
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -34,6 +36,7 @@ from duckgraph.ports import (
     entity_key,
     relation_type,
 )
+from duckgraph.ports.text import tokens
 
 # The pydantic models are imported by the methods that build them, when first called: a server answers tools/list
 # without them (see core/mcp/tools.py).
@@ -48,6 +51,9 @@ if TYPE_CHECKING:
     )
 
 log = logging.getLogger(__name__)
+
+#: Observations a search result lists per entity at most, the most relevant first (get_entities lists all).
+OBSERVATIONS_SHOWN = 20
 
 
 class Writer:
@@ -326,7 +332,7 @@ class KnowledgeBase:
 
     def search(self, query: str, *, namespace: str | None = None, token_budget: int = 2_000, **options: Any) -> SearchResult:
         """Anchor & expand: the subgraph around the entities the query is about, and supporting passages."""
-        from duckgraph.core.domain.model import Passage, ResultEdge, ScoredNode, SearchResult
+        from duckgraph.core.domain.model import Passage, ScoredEdge, ScoredNode, SearchResult
 
         namespace = namespace or self.namespace
         query = query.strip()
@@ -336,14 +342,18 @@ class KnowledgeBase:
         if unknown:
             raise InvalidInputError(f"unknown search options: {', '.join(sorted(unknown))}")
         settings = replace(self.search_defaults, **{k: v for k, v in options.items() if v is not None})
+        if settings.relevance_floor is None:
+            settings = replace(settings, relevance_floor=self.embedder.relevance_floor)
         self._vectors_ready()
         vector = self.embedder.embed_query(query)
         found = anchor_and_expand(self.store, query, vector, namespace, settings)
+        observations = _by_query_words(query, self.store.get_observations([r.node_id for r in found.nodes]))
 
         def scored(reached) -> ScoredNode:
             record = found.records[reached.node_id]
             return ScoredNode(id=record.id, name=record.name, type=record.type, description=record.description,
-                              score=round(reached.score, 4), hop=reached.hop)
+                              score=round(reached.score, 4), hop=reached.hop, properties=record.properties,
+                              observations=observations.get(record.id, [])[:OBSERVATIONS_SHOWN])
 
         names = {node_id: record.name for node_id, record in found.records.items()}
         titles = self.store.document_titles({chunk.document_id for chunk, _ in found.passages}, namespace)
@@ -356,11 +366,13 @@ class KnowledgeBase:
             query=query,
             anchors=[scored(a) for a in found.anchors],
             nodes=[scored(n) for n in found.nodes],
-            edges=[ResultEdge(id=e.id, source=names[e.source_id], target=names[e.target_id], type=e.type,
-                              description=e.description, weight=e.weight) for e in found.edges],
+            edges=[ScoredEdge(id=e.id, source=names[e.source_id], target=names[e.target_id], type=e.type,
+                              description=e.description, weight=e.weight, score=round(score, 4))
+                   for e, score in found.edges],
             passages=passages,
             text="",
             truncated=False,
+            nothing_relevant=found.nothing_relevant,
         )
         result.text, result.truncated = render_search(result, token_budget)
         return result
@@ -397,6 +409,25 @@ class KnowledgeBase:
         """Write a consistent copy of the knowledge base to the file `destination`, while it stays in use
         (see `duckgraph.core.files.backup`)."""
         return file_backup.backup(self, destination, force=force)
+
+
+def _by_query_words(query: str, observations: dict[int, list[str]]) -> dict[int, list[str]]:
+    """Each node's observations, those that share the query's rarer words first (stored order on a tie).
+
+    A word weighs log(1 + n / m) when m of the n observations at hand hold it: a word only one observation holds
+    tells it apart, one most hold ("team" in a team's notes) barely does. Observations carry no vector of their
+    own, and embedding them per search would cost more than the whole search; their words cost microseconds.
+    """
+    wanted = set(tokens(query))
+    words = {node_id: [wanted.intersection(tokens(text)) for text in texts] for node_id, texts in observations.items()}
+    held = Counter(word for found in words.values() for shared in found for word in shared)
+    total = sum(len(texts) for texts in observations.values())
+    weight = {word: math.log(1 + total / count) for word, count in held.items()}
+    ranked: dict[int, list[str]] = {}
+    for node_id, texts in observations.items():
+        score = [sum(weight[word] for word in shared) for shared in words[node_id]]
+        ranked[node_id] = [texts[i] for i in sorted(range(len(texts)), key=lambda i: -score[i])]
+    return ranked
 
 
 def _refuse_edge(

@@ -161,8 +161,14 @@ class ScoredNode(_Model):
     name: str
     type: str
     description: str = ""
-    score: float
+    score: float = Field(description="Relevance to the query (cosine similarity), discounted per hop from the anchor.")
     hop: int = Field(description="Graph distance from the nearest anchor (0 = anchor).")
+    properties: dict[str, Any] = Field(default_factory=dict)
+    observations: list[str] = Field(
+        default_factory=list,
+        description="Its observations, those sharing the query's rarer words first (at most 20; get_entities "
+        "lists all).",
+    )
 
 
 class ResultEdge(_Model):
@@ -174,12 +180,22 @@ class ResultEdge(_Model):
     weight: float
 
 
+class ScoredEdge(ResultEdge):
+    score: float = Field(
+        description="How well the fact answers the query: the mean similarity to the query of the anchor and the "
+        "facts on the path through it."
+    )
+
+
 class Passage(_Model):
     document_id: str
     chunk_id: int
     title: str = ""
     text: str
-    score: float
+    score: float = Field(
+        description="Relevance to the query, comparable across queries: the best passage scores the best "
+        "passage-to-query cosine similarity, the others in proportion to their graph-walk score."
+    )
 
 
 class SearchResult(_Model):
@@ -188,10 +204,12 @@ class SearchResult(_Model):
     query: str
     anchors: list[ScoredNode]
     nodes: list[ScoredNode]
-    edges: list[ResultEdge]
+    edges: list[ScoredEdge] = Field(description="The facts among the nodes, those that best answer the query first.")
     passages: list[Passage]
     text: str = Field(description="Compact rendering of the result within the token budget.")
     truncated: bool = Field(description="True when the text rendering had to leave things out.")
+    nothing_relevant: bool = Field(
+        default=False, description="True when nothing stored is relevant enough to the query (all lists empty).")
 
 
 class EntityDetail(_Model):
@@ -256,6 +274,9 @@ class PathResult(_Model):
     target: str
     hops: int | None = Field(description="Length of the shortest paths; null when none was found.")
     paths: list[str] = Field(description="Readable chains such as 'A -FOUNDED-> B <-EMPLOYED_BY- C'.")
+    message: str | None = Field(
+        None, description="When no path was found: why, and the hop limit searched within (null otherwise)."
+    )
 
 
 class RelationInput(_Input):

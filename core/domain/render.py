@@ -1,48 +1,184 @@
-"""Compact text renderings for an LLM, kept within a token budget."""
+"""Compact text renderings for an LLM, kept within a token budget.
+
+A search result is rendered by priority, not section by section: the lines are chosen most useful first (the
+best facts, the anchors, the best passage, the anchors' details, more facts, more passages, the other entities,
+their details) until the budget is spent, so a small budget cuts weak entities and late observations, never
+every fact. The chosen lines are then printed grouped under their headings, each group in rank order.
+"""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from duckgraph.core.domain.texts import fact_sentence
+
 if TYPE_CHECKING:
-    from duckgraph.core.domain.model import SearchResult
+    from duckgraph.core.domain.model import Passage, ScoredEdge, ScoredNode, SearchResult
 
 #: A rough, model-independent estimate: English averages about four characters per token.
 CHARS_PER_TOKEN = 4
+#: The headings, in the order the groups are printed.
+RELATIONS, ENTITIES, PASSAGES = "Relations:", "Entities:", "Passages:"
+#: Longest description, fact, property list or observation shown on one line (the structured result has them all).
+LINE_CHARS = 300
+#: A passage or entity line that does not fit whole is shown cut when at least this much of it fits.
+MIN_CUT_CHARS = 80
+#: Room kept for the closing note when something is left out.
+NOTE_TOKENS = 30
+#: Facts shown before the anchors, and before the best passage: what answers a question is usually a fact.
+FIRST_FACTS = 3
+#: Facts and passages shown before the other entities.
+EARLY_FACTS = 10
+EARLY_PASSAGES = 3
+#: Detail lines of an entity (its properties, then its most relevant observations) shown with it; the rest last.
+FIRST_DETAILS = 3
+EMPTY = "No matching entities or passages."
+NOTHING_RELEVANT = ("Nothing relevant to this query is stored in memory: no entity, fact or passage is close "
+                    "enough to it. Say that you do not know, or store what you learn about it.")
 
 
 def estimate_tokens(text: str) -> int:
     return -(-len(text) // CHARS_PER_TOKEN)
 
 
+@dataclass(eq=False)
+class _Line:
+    heading: str
+    position: tuple[int, int]  # where it prints within its group
+    text: str
+    kind: str  # what the closing note counts it as
+    owner: _Line | None = None  # the entity line it belongs under: shown only with it
+    cuttable: bool = False
+
+
 def render_search(result: SearchResult, token_budget: int) -> tuple[str, bool]:
-    """Entities, relations and passages, most relevant first, cut at whole lines to fit `token_budget`."""
-    lines: list[str] = []
-    if result.anchors:
-        lines.append("Anchors: " + "; ".join(f"{a.name} [{a.type}]" for a in result.anchors))
-    if result.nodes:
-        lines.append("Entities:")
-        lines += [f"- {n.name} [{n.type}]" + (f": {n.description}" if n.description else "") for n in result.nodes]
-    if result.edges:
-        lines.append("Relations:")
-        lines += [f"- {e.source} -{e.type}-> {e.target}" + (f" ({e.description})" if e.description else "")
-                  for e in result.edges]
-    if result.passages:
-        lines.append("Passages:")
-        lines += [f"[{p.document_id}#{p.chunk_id}] " + " ".join(p.text.split()) for p in result.passages]
+    """The result as grouped lines, the most useful kept first within `token_budget`; and whether some were
+    left out or cut."""
+    if result.nothing_relevant:
+        return NOTHING_RELEVANT, False
+    lines = _by_priority(result)
     if not lines:
-        return "No matching entities or passages.", False
-    kept: list[str] = []
-    used = 0
+        return EMPTY, False
     budget = max(token_budget, 1)
-    for line in lines:
-        cost = estimate_tokens(line) + 1
-        if used + cost > budget:
-            room = (budget - used - 8) * CHARS_PER_TOKEN
-            if room > 80:
-                kept.append(line[:room].rstrip() + "…")
-            kept.append(f"(truncated to about {token_budget} tokens)")
-            return "\n".join(kept), True
-        kept.append(line)
-        used += cost
-    return "\n".join(kept), False
+    if sum(_cost(line.text) for line in lines) + sum(_cost(h) for h in {line.heading for line in lines}) <= budget:
+        return _printed({line: line.text for line in lines}), False
+    kept, used = _fit(lines, max(budget - NOTE_TOKENS, 0))
+    left_out = Counter(line.kind for line in lines if line not in kept)
+    note = _note(token_budget, left_out)
+    if _cost(note) > budget - used:
+        note = f"(truncated to about {token_budget} tokens)"
+    return _printed(kept) + ("\n" if kept else "") + note, True
+
+
+def _cost(text: str) -> int:
+    return estimate_tokens(text) + 1  # and its line break
+
+
+def _by_priority(result: SearchResult) -> list[_Line]:
+    """Every line the result could show, the most useful first."""
+    anchor_ids = {a.id for a in result.anchors}
+    facts = [_Line(RELATIONS, (i, 0), "- " + _fact(e), "relations") for i, e in enumerate(result.edges)]
+    passages = [_Line(PASSAGES, (i, 0), _passage(p), "passages", cuttable=True) for i, p in enumerate(result.passages)]
+    entities, details = [], []
+    for i, node in enumerate(result.nodes):
+        entities.append(_Line(ENTITIES, (i, 0), _entity(node), "entities", cuttable=True))
+        details.append([_Line(ENTITIES, (i, j), text, kind, owner=entities[-1])
+                        for j, (text, kind) in enumerate(_details(node), start=1)])
+    anchors = [i for i, node in enumerate(result.nodes) if node.id in anchor_ids]
+    others = [i for i, node in enumerate(result.nodes) if node.id not in anchor_ids]
+    return [
+        *facts[:FIRST_FACTS],
+        *(entities[i] for i in anchors),
+        *passages[:1],
+        *(line for i in anchors for line in details[i][:FIRST_DETAILS]),
+        *facts[FIRST_FACTS:EARLY_FACTS],
+        *passages[1:EARLY_PASSAGES],
+        *(entities[i] for i in others),
+        *(line for i in others for line in details[i][:FIRST_DETAILS]),
+        *facts[EARLY_FACTS:],
+        *passages[EARLY_PASSAGES:],
+        *(line for lines in details for line in lines[FIRST_DETAILS:]),
+    ]
+
+
+def _fit(lines: list[_Line], budget: int) -> tuple[dict[_Line, str], int]:
+    """The lines kept (each with its text) and the tokens they take with their headings: whole lines going down
+    the priority order (one that does not fit is left out and the next ones are tried), then the room left
+    goes to the first passage or entity left out, cut short: whole facts tell more than the rest of a passage."""
+    kept: dict[_Line, str] = {}
+    headings: set[str] = set()
+    used = 0
+
+    def room(line: _Line) -> tuple[int, int]:
+        heading = 0 if line.heading in headings else _cost(line.heading)
+        return budget - used - heading, heading
+
+    for cut in (False, True):
+        for line in lines:
+            if line in kept or (line.owner is not None and line.owner not in kept):
+                continue
+            left, heading = room(line)
+            text = line.text
+            if cut:
+                chars = (left - 1) * CHARS_PER_TOKEN - 1
+                if not line.cuttable or chars < MIN_CUT_CHARS:
+                    continue
+                text = text[:chars].rstrip() + "…"
+            elif _cost(text) > left:
+                continue
+            kept[line] = text
+            headings.add(line.heading)
+            used += heading + _cost(text)
+            if cut:
+                break
+    return kept, used
+
+
+def _printed(kept: dict[_Line, str]) -> str:
+    out: list[str] = []
+    for heading in (RELATIONS, ENTITIES, PASSAGES):
+        group = sorted((line for line in kept if line.heading == heading), key=lambda line: line.position)
+        if group:
+            out += [heading, *(kept[line] for line in group)]
+    return "\n".join(out)
+
+
+def _note(token_budget: int, left_out: Counter[str]) -> str:
+    parts = ", ".join(f"{left_out[kind]} {kind}" for kind in ("relations", "entities", "properties", "observations", "passages")
+                      if left_out[kind])
+    shown = f"; not shown: {parts}" if parts else ""
+    return f"(truncated to about {token_budget} tokens{shown}; a larger token_budget shows more)"
+
+
+def _clip(text: str, limit: int = LINE_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _fact(edge: ScoredEdge) -> str:
+    return _clip(fact_sentence(edge.source, edge.type, edge.target, edge.description))
+
+
+def _entity(node: ScoredNode) -> str:
+    return _clip(f"- {node.name} [{node.type}]" + (f": {node.description}" if node.description else ""))
+
+
+def _details(node: ScoredNode) -> list[tuple[str, str]]:
+    """An entity's detail lines (properties, then observations, most relevant first) and what each counts as."""
+    lines = []
+    if node.properties:
+        shown = "; ".join(f"{key}: {value if isinstance(value, str) else json.dumps(value)}"
+                          for key, value in node.properties.items())
+        lines.append(("  properties: " + _clip(shown), "properties"))
+    lines += [("  - " + _clip(text), "observations") for text in node.observations]
+    return lines
+
+
+def _passage(passage: Passage) -> str:
+    text = " ".join(passage.text.split())
+    title = passage.title.strip()
+    named = f"{title}: " if title and not text.startswith(title) else ""
+    return f"[{passage.document_id}#{passage.chunk_id}] {named}{text}"

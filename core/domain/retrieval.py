@@ -28,10 +28,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from duckgraph.ports import ChunkRecord, EdgeRecord, GraphStore, NodeRecord, isin_ids, loose_key, name_candidates
+from duckgraph.ports import (
+    ChunkRecord, EdgeRecord, GraphStore, NodeRecord, isin_ids, loose_key, name_candidates, tokens)
 
 if TYPE_CHECKING:
     import numpy as np
+
+
+#: Facts returned at most per node kept: enough for every path and its neighbours, bounded on dense graphs.
+FACTS_PER_NODE = 2
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,13 @@ class SearchOptions:
     #: An entity or passage holding less than this share of the seeds' weight stops moving (see `_walk`).
     walk_min_share: float = 1e-4
     rrf_k: int = 60
+    #: Rows the keyword (BM25) channel proposes per kind, and the weight of its score beside the cosine's (see
+    #: `_with_keywords`; chosen on the public LoCoMo conversations, where 0.5-0.7 held on both).
+    keyword_candidates: int = 30
+    keyword_weight: float = 0.6
+    #: The cosine similarity the nearest entity or passage needs for anything to be returned (see `_relevant`):
+    #: None takes the embedder's calibrated `relevance_floor`; 0 turns the floor off.
+    relevance_floor: float | None = None
     as_of: datetime | None = None
 
 
@@ -85,9 +97,11 @@ class Reached:
 class Subgraph:
     anchors: list[Reached]
     nodes: list[Reached]  # kept nodes, best first; anchors included
-    records: dict[int, NodeRecord]
-    edges: list[EdgeRecord]
+    records: dict[int, NodeRecord]  # the kept nodes (and perhaps a few far ends of facts not kept)
+    edges: list[tuple[EdgeRecord, float]]  # the facts that best answer the query first, with their scores
     passages: list[tuple[ChunkRecord, float]]  # best first
+    #: True when nothing stored reached the relevance floor (everything above is then empty).
+    nothing_relevant: bool = False
 
 
 def anchor_and_expand(
@@ -96,14 +110,20 @@ def anchor_and_expand(
     candidates = name_candidates(query_text)
     named = store.find_nodes(namespace, candidates | {loose for key in candidates if (loose := loose_key(key))})
     nearest = store.vector_search("node", query, max(_anchor_candidates(options), options.fact_seed_nodes), namespace)
-    anchors = _anchors(store, named, nearest, query, options)
+    keyword_nodes = store.keyword_search("node", query_text, _anchor_candidates(options), namespace)
+    if not _relevant(store, query_text, query, nearest, keyword_nodes, namespace, options):
+        return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True)
+    anchors = _anchors(store, named, nearest, keyword_nodes, query, options)
     reached, edges = _expand(store, query, namespace, anchors, options)
     kept = _prune(reached, anchors, options)
     kept_ids = {r.node_id for r in kept}
     records = {n.id: n for n in store.get_nodes(kept_ids)}
     kept = [r for r in kept if r.node_id in records]
-    result_edges = store.get_edges(_edges_among(edges, kept_ids))
-    result_edges.sort(key=lambda e: -(reached[e.source_id].score + reached[e.target_id].score))
+    facts = _rank_facts(store, query, edges, kept, options)
+    fetched = {e.id: e for e in store.get_edges(list(facts))}
+    far_ends = {i for e in fetched.values() for i in (e.source_id, e.target_id)} - records.keys()
+    records.update({n.id: n for n in store.get_nodes(far_ends)})
+    result_edges, kept = _join_far_ends([(fetched[i], *facts[i]) for i in facts if i in fetched], kept, records, options)
     passages = _rank_passages(store, query_text, query, namespace, named, nearest[: options.fact_seed_nodes], options)
     return Subgraph(
         anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges, passages=passages
@@ -115,21 +135,39 @@ def _anchor_candidates(options: SearchOptions) -> int:
     return max(4 * options.k_anchors, 20)
 
 
+def _relevant(
+    store: GraphStore, query_text: str, query: np.ndarray, nearest: list[tuple[int, float]],
+    keyword_nodes: list[tuple[int, float]], namespace: str, options: SearchOptions,
+) -> bool:
+    """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
+    `relevance_floor` similar to the query, or an id the query names verbatim ("INC-142", "v2.3") is stored.
+    Below it a search returns nothing, so that the model says it does not know instead of reading noise."""
+    if not options.relevance_floor:
+        return True
+    best = max((s for _, s in nearest[:1]), default=-1.0)
+    if best < options.relevance_floor:
+        best = max(best, max((s for _, s in store.vector_search("chunk", query, 1, namespace)), default=-1.0))
+    if best >= options.relevance_floor:
+        return True
+    ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/")]
+    return any(store.keyword_search(kind, " ".join(ids), 1, namespace) for kind in ("node", "chunk")) if ids else False
+
+
 def _anchors(
-    store: GraphStore, named: list[NodeRecord], nearest: list[tuple[int, float]], query: np.ndarray,
-    options: SearchOptions,
+    store: GraphStore, named: list[NodeRecord], nearest: list[tuple[int, float]],
+    keyword_nodes: list[tuple[int, float]], query: np.ndarray, options: SearchOptions,
 ) -> list[Reached]:
     if options.k_anchors <= 0:
         return []
     vector_hits = nearest[: _anchor_candidates(options)]
     named = list(named)
     relevance = dict(vector_hits)
-    missing = [n.id for n in named if n.id not in relevance]
+    missing = [i for i in [*(n.id for n in named), *(i for i, _ in keyword_nodes)] if i not in relevance]
     relevance.update(store.similarities("node", missing, query))
     # Longer names are more specific ("New York Times" over "New York"); ties go to the closer vector.
     named.sort(key=lambda n: (-len(n.key), -relevance.get(n.id, -1.0)))
     fused: dict[int, float] = {}
-    for ranking in ([node_id for node_id, _ in vector_hits], [n.id for n in named]):
+    for ranking in ([node_id for node_id, _ in vector_hits], [n.id for n in named], [i for i, _ in keyword_nodes]):
         for rank, node_id in enumerate(ranking):
             fused[node_id] = fused.get(node_id, 0.0) + 1.0 / (options.rrf_k + rank + 1)
     chosen = sorted(fused, key=lambda node_id: -fused[node_id])[: options.k_anchors]
@@ -203,13 +241,97 @@ def _expand(
     return reached, edges
 
 
-def _edges_among(walked: list[tuple[np.ndarray, np.ndarray, np.ndarray]], node_ids: set[int]) -> list[int]:
-    """The distinct walked edges with both ends among `node_ids`, in the order they were walked."""
+def _edges_touching(
+    walked: list[tuple[np.ndarray, np.ndarray, np.ndarray]], node_ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct walked edges with an end among `node_ids` (sorted), as (ids, sources, targets)."""
     import numpy as np  # see _walk
 
-    nodes = np.fromiter(node_ids, np.int64, len(node_ids))
-    inside = [ids[isin_ids(sources, nodes) & isin_ids(targets, nodes)] for ids, sources, targets in walked]
-    return list(dict.fromkeys(np.concatenate(inside).tolist())) if inside else []
+    if not walked:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+    ids, sources, targets = (np.concatenate(part) for part in zip(*walked))
+    touching = isin_ids(sources, node_ids) | isin_ids(targets, node_ids)
+    ids, first = np.unique(ids[touching], return_index=True)
+    return ids, sources[touching][first], targets[touching][first]
+
+
+def _rank_facts(
+    store: GraphStore, query: np.ndarray, walked: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    kept: list[Reached], options: SearchOptions,
+) -> dict[int, tuple[float, float]]:
+    """The facts (edges) that best answer the query, best first, each with its score and its own similarity
+    to the query: those among the kept
+    nodes, and those from a kept node to one left out that score as high as a node needs to be kept ("Payments
+    Team owns Checkout Service" for "which team owned the service hit by INC-142?": the team alone is far from
+    the question). At most `FACTS_PER_NODE` per kept node.
+
+    A fact scores the geometric mean of its own similarity to the query and of its context: the mean
+    relevance of the chain that reached the kept end it extends (the anchor's relevance, then each fact
+    walked). Both must be high: for "who leads the team that owns X?", "Omar leads Discovery Team", next to
+    "Discovery Team owns X", outranks "Lena leads Platform Team", though the two facts alone are about as close
+    to the question; and a weak fact hanging off a strong chain stays weak.
+    """
+    import numpy as np  # see _walk
+
+    nodes = np.fromiter(sorted(r.node_id for r in kept), np.int64, len(kept))
+    ids, sources, targets = _edges_touching(walked, nodes)
+    if not len(ids):
+        return {}
+    similarity = np.maximum(np.nan_to_num(store.similarity_array("edge", ids, query), nan=0.0), 0.0)
+    context, via = (np.array([column[n] for n in nodes.tolist()]) for column in _chains(kept, ids, similarity))
+    best_context = np.zeros(len(ids))
+    both_kept = np.ones(len(ids), dtype=bool)
+    for ends in (sources, targets):
+        at = np.minimum(np.searchsorted(nodes, ends), len(nodes) - 1)
+        inside = nodes[at] == ends
+        both_kept &= inside
+        # The fact that reached an end is the last link of that end's chain: it extends the other end's.
+        extends = inside & (via[at] != ids)
+        best_context = np.where(extends, np.maximum(best_context, context[at]), best_context)
+    score = np.sqrt(best_context * similarity)
+    threshold = _keep_threshold([r for r in kept if r.hop == 0], options)
+    chosen = np.flatnonzero(both_kept | (score >= threshold))
+    best = chosen[np.argsort(-score[chosen], kind="stable")[: FACTS_PER_NODE * options.max_nodes]]
+    return dict(zip(ids[best].tolist(), zip(score[best].tolist(), similarity[best].tolist())))
+
+
+def _join_far_ends(
+    facts: list[tuple[EdgeRecord, float, float]], kept: list[Reached], records: dict[int, NodeRecord],
+    options: SearchOptions,
+) -> tuple[list[tuple[EdgeRecord, float]], list[Reached]]:
+    """The facts (best first, with their scores) and the nodes: a fact leading out of the kept nodes brings
+    its far end in while fewer than `max_nodes` are kept (reached through the fact, as relevant as the fact),
+    and is dropped otherwise, so the result stays a connected subgraph of at most `max_nodes`."""
+    by_id = {r.node_id: r for r in kept}
+    shown: list[tuple[EdgeRecord, float]] = []
+    for edge, score, similarity in facts:
+        far = [i for i in (edge.source_id, edge.target_id) if i not in by_id]
+        if far and (len(by_id) >= options.max_nodes or far[0] not in records or len(far) > 1):
+            continue
+        if far:
+            near = by_id[edge.target_id if far[0] == edge.source_id else edge.source_id]
+            by_id[far[0]] = Reached(far[0], near.hop + 1, near.proximity * options.hop_decay, similarity,
+                                    parent=near.node_id, via_edge=edge.id)
+        shown.append((edge, score))
+    return shown, sorted(by_id.values(), key=lambda r: (r.hop > 0, -r.score))
+
+
+def _chains(kept: list[Reached], ids: np.ndarray, similarity: np.ndarray) -> tuple[dict[int, float], dict[int, int]]:
+    """Per kept node, the mean relevance of the chain that reached it from its anchor (the anchor's own
+    relevance and the similarity of each fact walked), and the fact that reached it (-1 for anchors)."""
+    fact = dict(zip(ids.tolist(), similarity.tolist()))
+    by_id = {r.node_id: r for r in kept}
+    total: dict[int, float] = {}
+    length: dict[int, int] = {}
+    for item in sorted(kept, key=lambda r: r.hop):  # parents (one hop closer) first
+        parent = by_id.get(item.parent) if item.parent is not None else None
+        if parent is None or item.via_edge is None:
+            total[item.node_id], length[item.node_id] = max(item.relevance, 0.0), 1
+        else:
+            total[item.node_id] = total[parent.node_id] + fact.get(item.via_edge, 0.0)
+            length[item.node_id] = length[parent.node_id] + 1
+    mean = {node_id: total[node_id] / length[node_id] for node_id in total}
+    return mean, {r.node_id: r.via_edge if r.via_edge is not None else -1 for r in kept}
 
 
 def _keep_threshold(anchors: list[Reached], options: SearchOptions) -> float:
@@ -257,6 +379,8 @@ def _rank_passages(
         # log(2)/log(1 + n): 1 for a name one passage mentions, a third for one that seven passages mention.
         weight = options.name_seed_weight * best_fact * math.log(2) / math.log(1 + max(degree.get(node_id, 0), 1))
         node_seeds[node_id] = max(node_seeds.get(node_id, 0.0), weight)
+    top_similarity = max(direct.values())
+    direct = _with_keywords(store, query_text, query, direct, namespace, options)
     top_direct = max(direct.values())
     chunk_seeds = {c: options.passage_seed_weight * max(s, 0.0) / top_direct for c, s in direct.items()}
     chunk_ids, scores = _walk(store, node_seeds, chunk_seeds, namespace, options)
@@ -268,8 +392,40 @@ def _rank_passages(
     # 4 candidates per passage wanted leave room for passages of the same document; ties: lower ids first.
     best = np.argsort(-scores, kind="stable")[: 4 * options.max_passages]
     ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())), options.max_passages)
-    top = ranked[0][1] if ranked and ranked[0][1] > 0 else 1.0
-    return [(chunk, score / top) for chunk, score in ranked]
+    scale = _absolute_scale(ranked, top_similarity)
+    return [(chunk, score * scale) for chunk, score in ranked]
+
+
+def _with_keywords(
+    store: GraphStore, query_text: str, query: np.ndarray, nearest: dict[int, float], namespace: str,
+    options: SearchOptions,
+) -> dict[int, float]:
+    """The passages nearest the query, fused with those the keyword (BM25) channel finds, as the walk's passage
+    seeds. A passage that mentions no entity, which the walk cannot reach through the graph, scores its cosine
+    similarity plus `keyword_weight` x the best cosine x its BM25 score over the best one's, so an exact id,
+    number or rare word the vectors miss ("INC-142") lifts it. A passage that mentions entities keeps its
+    cosine: the graph already carries the words that matter there (the entities the query names seed the walk),
+    and lifting such passages by their words as well pulled multi-hop answers' bridge passages down."""
+    import numpy as np  # see _walk
+
+    found = dict(store.keyword_search("chunk", query_text, options.keyword_candidates, namespace))
+    if not found or options.keyword_weight <= 0:
+        return nearest
+    candidates = np.fromiter({*nearest, *found}, np.int64)
+    linked = set(store.links((), candidates, namespace, as_of=options.as_of).chunk_nodes[0].tolist())
+    missing = np.fromiter((i for i in found if i not in nearest and i not in linked), np.int64)
+    similarity = np.nan_to_num(store.similarity_array("chunk", missing, query), nan=0.0)
+    fused = {**nearest, **dict(zip(missing.tolist(), similarity.tolist()))}
+    lift = options.keyword_weight * max(max(nearest.values(), default=0.0), 0.0) / max(found.values())
+    return {i: s + (0.0 if i in linked else lift * found.get(i, 0.0)) for i, s in fused.items()}
+
+
+def _absolute_scale(ranked: list[tuple[ChunkRecord, float]], top_similarity: float) -> float:
+    """What turns walk scores into scores comparable across queries: the best passage scores the best
+    similarity of any passage to the query (a cosine), the others in proportion, so the ranking stays the
+    walk's while an off-topic query, whose nearest passage is far, gets low scores."""
+    top = ranked[0][1] if ranked else 0.0
+    return max(top_similarity, 0.0) / top if top > 0 else 0.0
 
 
 def _one_per_document(

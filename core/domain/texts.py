@@ -28,8 +28,13 @@ def node_text(node: NodeRecord, observations: Sequence[str] = ()) -> str:
 
 def edge_text(edge: EdgeWrite, names: dict[str, str]) -> str:
     """The fact an edge states, as a sentence for its vector: "Marie Curie won Nobel Prize: in 1903"."""
-    text = f"{names[edge.source_key]} {edge.type.replace('_', ' ').lower()} {names[edge.target_key]}"
-    return f"{text}: {edge.description}" if edge.description else text
+    return fact_sentence(names[edge.source_key], edge.type, names[edge.target_key], edge.description)
+
+
+def fact_sentence(source: str, relation: str, target: str, description: str = "") -> str:
+    """A relation as a short sentence (what its vector is computed from, and what search shows)."""
+    text = f"{source} {relation.replace('_', ' ').lower()} {target}"
+    return f"{text}: {description}" if description else text
 
 
 def passage_text(title: str, text: str) -> str:

@@ -141,9 +141,11 @@ def _register_graphrag_tools(server: MCPServer) -> None:
         token_budget: Annotated[int, Field(ge=100, le=50_000, description="Size of the text answer.")] = 2_000,
     ) -> Annotated[CallToolResult, SearchResult]:
         """Search the memory: finds the entities the query is about, follows their relationships up to `hops`
-        steps, drops what is off topic, and returns the connected entities, relations and the source passages
-        that support them (each passage with document_id, chunk_id, text and score). Use it before answering
-        from memory, and for multi-step questions ("where was the founder of X born?")."""
+        steps, drops what is off topic, and returns the relations that best answer the query first, the
+        connected entities (with their properties and most relevant observations) and the source passages that
+        support them (each passage with document_id, chunk_id, title, text and score). Scores are similarities
+        to the query, comparable across queries. Use it before answering from memory, and for multi-step
+        questions ("where was the founder of X born?")."""
         result = await _call(
             _kb(ctx).search, query, k_anchors=k_anchors, hops=hops, max_nodes=max_nodes, max_passages=max_passages,
             token_budget=token_budget,
@@ -201,7 +203,8 @@ def _register_graphrag_tools(server: MCPServer) -> None:
         max_paths: Annotated[int, Field(ge=1, le=20)] = 5,
     ) -> PathResult:
         """How are two entities connected? Returns the shortest chains of relations between them (following
-        relations in either direction), e.g. 'Marie Curie -WON-> Nobel Prize <-WON- Pierre Curie'."""
+        relations in either direction), e.g. 'Marie Curie -WON-> Nobel Prize <-WON- Pierre Curie'. When there is
+        none, message says so and names the hop limit searched within."""
         kb = _kb(ctx)
         return await _call(kb.curation.find_paths, source, target, kb.namespace, max_hops=max_hops,
                            max_paths=max_paths)

@@ -213,8 +213,11 @@ async def test_documents_graph_and_search_scenario(services, db_path):
     assert block.text == found["text"]
     with pytest.raises(json.JSONDecodeError):
         json.loads(block.text)
-    assert block.text.startswith("Anchors: Vera Rubin [Person]")
-    assert "- Vera Rubin -EMPLOYED_BY-> Carnegie Institution for Science" in block.text
+    assert block.text.startswith("Relations:\n")
+    assert "- Vera Rubin employed by Carnegie Institution for Science" in block.text
+    assert "\nEntities:\n- Vera Rubin [Person]" in block.text
+    assert all(isinstance(e["score"], float) for e in found["edges"])
+    assert [e["score"] for e in found["edges"]] == sorted((e["score"] for e in found["edges"]), reverse=True)
     assert f"[doc-rubin#{top['chunk_id']}]" in block.text
     assert found["truncated"] is False
 
@@ -223,6 +226,30 @@ async def test_documents_graph_and_search_scenario(services, db_path):
         "nodes": len(NODES), "edges": len(EDGES), "documents": len(DOCUMENTS),
         "chunks": sum(len(c) for c in chunks_of.values()),
     }
+
+
+@pytest.mark.anyio
+async def test_search_shows_observations_and_properties(seeded_services):
+    # Observations come from the memory tool set or an import of the reference's memory.jsonl on the same file.
+    from duckgraph.core.domain import memory_server
+    from duckgraph.core.domain.model import ObservationAddition
+
+    memory_server.add_observations(seeded_services.knowledge_base, [ObservationAddition(
+        entityName="Vera Rubin",
+        contents=["Born in Philadelphia in 1928", "First woman allowed to observe at Palomar Observatory"])])
+    async with Client(build_server(seeded_services)) as client:
+        await call_ok(client, "update_entity", {"name": "Vera Rubin", "properties": {"born": 1928}})
+        found = await call_ok(client, "search", {"query": "Which observatory let Vera Rubin observe first?"})
+    SearchResult.model_validate(found)
+    rubin = next(n for n in found["nodes"] if n["name"] == "Vera Rubin")
+    assert rubin["observations"] == ["First woman allowed to observe at Palomar Observatory",
+                                     "Born in Philadelphia in 1928"]
+    assert rubin["properties"]["born"] == 1928
+    assert all({"observations", "properties"} <= set(n) for n in found["nodes"])
+    lines = found["text"].splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("- Vera Rubin [Person]")))
+    assert lines[at + 1:at + 4] == ["  properties: born: 1928", "  - First woman allowed to observe at Palomar "
+                                    "Observatory", "  - Born in Philadelphia in 1928"]
 
 
 @pytest.mark.anyio

@@ -129,7 +129,7 @@ async def test_serve_over_stdio(tmp_path, db_path, child_env, warm_up):
     assert (top["document_id"], top["chunk_id"]) == ("doc-rubin", stored["chunk_ids"][0])
     assert "Carnegie Institution" in top["text"] and isinstance(top["score"], float)
     assert result.content[0].text == found["text"]
-    assert result.content[0].text.startswith("Anchors: Vera Rubin")
+    assert result.content[0].text.startswith("Relations:\n") and "\n- Vera Rubin [Person]" in result.content[0].text
 
     errors = stderr_path.read_text(encoding="utf-8")
     assert "Traceback" not in errors, errors

@@ -367,9 +367,12 @@ async def test_spelling_pagination_semantic_search_and_errors(tmp_path, minilm):
         assert "next_offset" not in last and "next_offset" not in json.loads(text)
         assert len(first["relations"]) + len(last["relations"]) == 1
 
-        # search_nodes is by meaning: no word of the query occurs in Alice's entity.
-        found, _ = await call_ok(client, "search_nodes", {"query": "who likes hot drinks?"})
+        # search_nodes is by meaning ("drinks" is nowhere in Alice's entity), and finds nothing when nothing
+        # stored is close enough (the relevance floor).
+        found, _ = await call_ok(client, "search_nodes", {"query": "who drinks tea?"})
         assert found["entities"][0]["name"] == "Alice"
+        nothing, _ = await call_ok(client, "search_nodes", {"query": "Which Kubernetes version runs in production?"})
+        assert nothing["entities"] == [] and nothing["relations"] == []
 
         # Errors are tool errors, not success results with an error inside.
         for tool, arguments, fragment in [

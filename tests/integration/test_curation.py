@@ -115,8 +115,14 @@ def test_find_paths_gives_the_shortest_readable_chains(kb):
     assert result.paths == ["Zed -FOUNDED-> Acme -LOCATED_IN-> Oslo"]
     two = kb.curation.find_paths("Bob", "Zed", NS)
     assert two.paths == ["Bob -WORKS_AT-> Acme <-FOUNDED- Zed"]
+    assert result.message is None
     none = kb.curation.find_paths("Zed", "Oslo", NS, max_hops=1)
     assert none.hops is None and none.paths == []
+    assert none.message == "no path between Zed and Oslo within 1 hop; try max_hops up to 4"
+    kb.add_knowledge_graph([NodeInput(name="Island", type="Place")], [])
+    alone = kb.curation.find_paths("Zed", "Island", NS, max_hops=4)
+    assert alone.paths == [] and alone.message == (
+        "no path between Zed and Island: no chain of relations of any length connects them")
     with pytest.raises(InvalidInputError):
         kb.curation.find_paths("Zed", "Oslo", NS, max_hops=5)
 

@@ -10,8 +10,8 @@ from collections import defaultdict, deque
 
 import pytest
 
-from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput, Passage, ResultEdge, ScoredNode, SearchResult
-from duckgraph.core.domain.render import CHARS_PER_TOKEN, estimate_tokens, render_search
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.core.domain.render import CHARS_PER_TOKEN
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb import DuckDBStore
 from tests.fakes import HashingEmbedder
@@ -238,35 +238,3 @@ def test_search_text_is_whole_with_a_large_budget(kb) -> None:
         assert n.name in result.text
     for p in result.passages:
         assert f"[{p.document_id}#{p.chunk_id}]" in result.text
-
-
-def _synthetic_result(n: int) -> SearchResult:
-    nodes = [ScoredNode(id=i, name=f"Entity {i}", type="Thing", description="word " * 30, score=1.0, hop=min(i, 1))
-             for i in range(n)]
-    edges = [ResultEdge(id=i, source="Entity 0", target=f"Entity {i}", type="REL", weight=1.0) for i in range(1, n)]
-    passages = [Passage(document_id=f"d{i}", chunk_id=i, text="text " * 100, score=0.5) for i in range(n)]
-    return SearchResult(query="q", anchors=nodes[:1], nodes=nodes, edges=edges, passages=passages, text="",
-                        truncated=False)
-
-
-@pytest.mark.parametrize("budget", [1, 5, 20, 50, 100, 300, 1000, 3000])
-def test_render_search_fits_any_budget(budget: int) -> None:
-    text, truncated = render_search(_synthetic_result(10), budget)
-    assert estimate_tokens(text) <= budget + 10
-    full, _ = render_search(_synthetic_result(10), 10**9)
-    assert truncated == (text != full)
-
-
-def test_render_search_keeps_whole_lines_in_order() -> None:
-    full, truncated = render_search(_synthetic_result(10), 10**9)
-    assert not truncated
-    text, truncated = render_search(_synthetic_result(10), 300)
-    assert truncated
-    kept = text.splitlines()[:-1]  # the last line says it was truncated
-    full_lines = full.splitlines()
-    assert kept[:-1] == full_lines[: len(kept) - 1]  # a prefix of the full text (the last kept line may be cut)
-
-
-def test_render_search_of_an_empty_result() -> None:
-    empty = SearchResult(query="q", anchors=[], nodes=[], edges=[], passages=[], text="", truncated=False)
-    assert render_search(empty, 100) == ("No matching entities or passages.", False)

@@ -1,0 +1,170 @@
+"""What `search` shows a host LLM, on a small realistic agent memory with the real default model: three documents
+about a software platform (teams, services, incidents, people), LEADS/OWNS facts with their source documents, and
+a reference-server user's observations and properties.
+
+The questions are those where a user stops trusting a memory: the fact that answers a 2-hop question must come
+first, a small budget must keep facts, and what was stored as observations must come back.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from duckgraph.core.domain import memory_server
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, MemoryEntityInput, NodeInput, ObservationAddition
+
+DOCUMENTS = [
+    DocumentInput(id="teams", title="Team ownership", text=(
+        "The Platform Team, led by Lena Fischer, owns the API Gateway and the Feature Store. "
+        "The Discovery Team is led by Omar Haddad and owns the Recommendation Engine and the Search Service. "
+        "The Payments Team, led by Priya Nair, owns the Checkout Service and the orders-db database. "
+        "Jonas Weber is a site reliability engineer on the Platform Team.")),
+    DocumentInput(id="inc-142", title="Incident INC-142", text=(
+        "INC-142: on 3 March the Checkout Service returned errors for 40 minutes. The cause was connection pool "
+        "exhaustion in orders-db. Jonas Weber resolved the incident by raising the pool size and restarting the "
+        "service.")),
+    DocumentInput(id="inc-139", title="Incident INC-139", text=(
+        "INC-139: the API Gateway had high latency after a configuration change. Lena Fischer rolled the change "
+        "back and resolved the incident. The Recommendation Engine calls the Feature Store for user features.")),
+]
+
+NODES = [
+    ("Lena Fischer", "Person", "Engineering manager of the Platform Team."),
+    ("Omar Haddad", "Person", "Engineering manager of the Discovery Team."),
+    ("Priya Nair", "Person", "Engineering manager of the Payments Team."),
+    ("Jonas Weber", "Person", "Site reliability engineer."),
+    ("Platform Team", "Team", "Runs the shared infrastructure."),
+    ("Discovery Team", "Team", "Builds search and recommendations."),
+    ("Payments Team", "Team", "Builds checkout and billing."),
+    ("API Gateway", "Service", "Routes all external traffic."),
+    ("Feature Store", "Service", "Serves user features to models."),
+    ("Recommendation Engine", "Service", "Suggests products to shoppers."),
+    ("Search Service", "Service", "Full-text product search."),
+    ("Checkout Service", "Service", "Takes orders and payments."),
+    ("orders-db", "Database", "PostgreSQL database of orders."),
+    ("INC-142", "Incident", "Checkout outage on 3 March."),
+    ("INC-139", "Incident", "API Gateway latency after a configuration change."),
+]
+
+EDGES = [
+    ("Lena Fischer", "LEADS", "Platform Team", "teams"),
+    ("Omar Haddad", "LEADS", "Discovery Team", "teams"),
+    ("Priya Nair", "LEADS", "Payments Team", "teams"),
+    ("Jonas Weber", "MEMBER_OF", "Platform Team", "teams"),
+    ("Platform Team", "OWNS", "API Gateway", "teams"),
+    ("Platform Team", "OWNS", "Feature Store", "teams"),
+    ("Discovery Team", "OWNS", "Recommendation Engine", "teams"),
+    ("Discovery Team", "OWNS", "Search Service", "teams"),
+    ("Payments Team", "OWNS", "Checkout Service", "teams"),
+    ("Payments Team", "OWNS", "orders-db", "teams"),
+    ("INC-142", "AFFECTED", "Checkout Service", "inc-142"),
+    ("INC-142", "CAUSED_BY", "orders-db", "inc-142"),
+    ("Jonas Weber", "RESOLVED", "INC-142", "inc-142"),
+    ("INC-139", "AFFECTED", "API Gateway", "inc-139"),
+    ("Lena Fischer", "RESOLVED", "INC-139", "inc-139"),
+    ("Recommendation Engine", "DEPENDS_ON", "Feature Store", "inc-139"),
+    ("Checkout Service", "DEPENDS_ON", "API Gateway", "teams"),
+]
+
+
+@pytest.fixture
+def platform(real_kb: KnowledgeBase) -> KnowledgeBase:
+    real_kb.add_documents(DOCUMENTS)
+    real_kb.add_knowledge_graph(
+        [NodeInput(name=name, type=type_, description=description) for name, type_, description in NODES],
+        [EdgeInput(source=source, type=type_, target=target, source_ids=[doc]) for source, type_, target, doc in EDGES],
+    )
+    return real_kb
+
+
+def sentence(source: str, relation: str, target: str) -> str:
+    return f"- {source} {relation.replace('_', ' ').lower()} {target}"
+
+
+def test_the_fact_that_answers_a_two_hop_question_comes_first(platform: KnowledgeBase) -> None:
+    result = platform.search("Who leads the team that owns the Recommendation Engine?")
+    facts = [(e.source, e.type, e.target) for e in result.edges]
+    answer, bridge = ("Omar Haddad", "LEADS", "Discovery Team"), ("Discovery Team", "OWNS", "Recommendation Engine")
+    assert facts[0] == bridge
+    # The leader of the team on the path outranks the leader of a neighbouring team, although "Lena Fischer
+    # leads Platform Team" alone is as close to the question.
+    assert facts.index(answer) < facts.index(("Lena Fischer", "LEADS", "Platform Team"))
+    assert answer in facts[:4]
+    text = result.text
+    assert text.startswith("Relations:\n" + sentence(*bridge))
+    assert text.index(sentence(*answer)) < text.index("Entities:")
+    scores = [e.score for e in result.edges]
+    assert scores == sorted(scores, reverse=True) and all(0 < s < 1 for s in scores)
+
+
+def test_the_owner_of_the_service_an_incident_hit_and_who_resolved_it(platform: KnowledgeBase) -> None:
+    result = platform.search("Which team owned the service hit by INC-142, and who resolved it?")
+    facts = [(e.source, e.type, e.target) for e in result.edges]
+    wanted = {("Payments Team", "OWNS", "Checkout Service"), ("INC-142", "AFFECTED", "Checkout Service"),
+              ("Jonas Weber", "RESOLVED", "INC-142")}
+    # The team's ownership is shown although the team alone is too far from the question to be kept: the fact
+    # brings it in.
+    assert wanted <= set(facts[:5]), facts
+    assert "Payments Team" in [n.name for n in result.nodes]
+    for fact in wanted:
+        assert sentence(*fact) in result.text
+
+
+def test_a_small_budget_keeps_the_best_facts_and_cuts_weak_entities(platform: KnowledgeBase) -> None:
+    question = "Who leads the team that owns the Recommendation Engine?"
+    full = platform.search(question, token_budget=50_000)
+    small = platform.search(question, token_budget=200)
+    assert small.truncated and not full.truncated
+    for fact in full.edges[:4]:  # the answer among them
+        assert sentence(fact.source, fact.type, fact.target) in small.text
+    assert sentence("Omar Haddad", "LEADS", "Discovery Team") in small.text
+    assert len(small.text) <= 200 * 4
+    weakest = full.nodes[-1]
+    assert f"- {weakest.name} [" not in small.text
+    assert "not shown:" in small.text.splitlines()[-1] or "truncated" in small.text.splitlines()[-1]
+
+
+def test_passages_show_their_title_and_scores_are_absolute(platform: KnowledgeBase) -> None:
+    on_topic = platform.search("What caused INC-142?")
+    assert on_topic.passages[0].document_id == "inc-142"
+    assert "[inc-142#" in on_topic.text and "] Incident INC-142: " in on_topic.text
+    scores = [p.score for p in on_topic.passages]
+    assert scores == sorted(scores, reverse=True) and scores[0] < 1.0  # a cosine, not normalised to the best
+    off_topic = platform.search("What version of Kubernetes do we run for the mobile app?")
+    # Never stored: nothing relevant, said plainly, instead of the nearest noise.
+    assert off_topic.nothing_relevant and not (off_topic.nodes or off_topic.edges or off_topic.passages)
+    assert off_topic.text.startswith("Nothing relevant to this query is stored")
+
+
+def test_observations_and_properties_appear_with_their_entity(platform: KnowledgeBase) -> None:
+    # A reference-server user keeps everything in observations.
+    memory_server.create_entities(platform, [MemoryEntityInput(name="Maya Chen", entityType="person", observations=[
+        "Prefers morning meetings",
+        "Is the product manager of the Recommendation Engine",
+        "Speaks German and Mandarin",
+    ])])
+    platform.add_knowledge_graph(
+        [NodeInput(name="Recommendation Engine", type="Service", properties={"language": "python", "tier": 1})], [])
+    memory_server.add_observations(platform, [ObservationAddition(
+        entityName="Recommendation Engine", contents=["Deployed every Tuesday", "Latency budget is 80 ms"])])
+
+    result = platform.search("Who is the product manager of the Recommendation Engine?")
+    maya = next(n for n in result.nodes if n.name == "Maya Chen")
+    assert maya.observations[0] == "Is the product manager of the Recommendation Engine"
+    assert set(maya.observations) == {"Prefers morning meetings", "Is the product manager of the Recommendation Engine",
+                                      "Speaks German and Mandarin"}
+    engine = next(n for n in result.nodes if n.name == "Recommendation Engine")
+    assert engine.properties == {"language": "python", "tier": 1}
+    lines = result.text.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("- Maya Chen [person]")))
+    assert lines[at + 1] == "  - Is the product manager of the Recommendation Engine"
+    engine_at = lines.index(next(line for line in lines if line.startswith("- Recommendation Engine [Service]")))
+    assert lines[engine_at + 1] == "  properties: language: python; tier: 1"
+
+    # The memory tool set keeps the reference's shapes: entities with name, entityType and observations only.
+    graph = memory_server.search_nodes(platform, "product manager of the Recommendation Engine").model_dump(
+        mode="json", exclude_none=True)
+    maya_entity = next(e for e in graph["entities"] if e["name"] == "Maya Chen")
+    assert set(maya_entity) == {"name", "entityType", "observations"}
+    assert maya_entity["observations"][0] == "Prefers morning meetings"  # stored order, as the reference

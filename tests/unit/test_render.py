@@ -1,0 +1,120 @@
+"""The search text within a token budget: the most useful lines kept first, printed grouped under headings."""
+
+from __future__ import annotations
+
+import pytest
+
+from duckgraph.core.domain.model import Passage, ScoredEdge, ScoredNode, SearchResult
+from duckgraph.core.domain.render import estimate_tokens, render_search
+
+
+def result(n: int = 10, *, observations: int = 0, passage_words: int = 100) -> SearchResult:
+    """Entity 0 is the anchor; Entity i (i > 0) is weaker the larger i; fact i links Entity 0 to Entity i."""
+    nodes = [ScoredNode(id=i, name=f"Entity {i}", type="Thing", description="word " * 30, score=1.0 / (i + 1),
+                        hop=min(i, 1), observations=[f"note {j} about entity {i}" for j in range(observations)])
+             for i in range(n)]
+    edges = [ScoredEdge(id=i, source="Entity 0", target=f"Entity {i}", type="LINKED_TO", weight=1.0,
+                        score=1.0 / (i + 1)) for i in range(1, n)]
+    passages = [Passage(document_id=f"d{i}", chunk_id=i, title=f"Doc {i}", text="text " * passage_words,
+                        score=1.0 / (i + 1)) for i in range(n)]
+    return SearchResult(query="q", anchors=nodes[:1], nodes=nodes, edges=edges, passages=passages, text="",
+                        truncated=False)
+
+
+def fact(i: int) -> str:
+    return f"- Entity 0 linked to Entity {i}"
+
+
+@pytest.mark.parametrize("budget", [1, 5, 20, 50, 100, 300, 1000, 3000])
+def test_the_text_fits_any_budget(budget: int) -> None:
+    text, truncated = render_search(result(observations=3), budget)
+    assert estimate_tokens(text) <= max(budget, 10)
+    full, _ = render_search(result(observations=3), 10**9)
+    assert truncated == (text != full)
+    if truncated:
+        assert text.splitlines()[-1].startswith("(truncated to about")
+
+
+def test_a_whole_result_is_grouped_under_headings_in_rank_order() -> None:
+    text, truncated = render_search(result(3, observations=1), 10**9)
+    assert not truncated
+    assert text.splitlines() == [
+        "Relations:", fact(1), fact(2),
+        "Entities:",
+        "- Entity 0 [Thing]: " + "word " * 29 + "word", "  - note 0 about entity 0",
+        "- Entity 1 [Thing]: " + "word " * 29 + "word", "  - note 0 about entity 1",
+        "- Entity 2 [Thing]: " + "word " * 29 + "word", "  - note 0 about entity 2",
+        "Passages:",
+        "[d0#0] Doc 0: " + "text " * 99 + "text", "[d1#1] Doc 1: " + "text " * 99 + "text",
+        "[d2#2] Doc 2: " + "text " * 99 + "text",
+    ]
+
+
+def test_a_small_budget_keeps_relations_and_cuts_weak_entities_first() -> None:
+    text, truncated = render_search(result(10, observations=3), 150)
+    assert truncated
+    lines = text.splitlines()
+    assert lines[:4] == ["Relations:", fact(1), fact(2), fact(3)]
+    assert "- Entity 0 [Thing]" in text  # the anchor
+    assert "- Entity 9 [Thing]" not in text and "about entity 9" not in text  # the weakest entity and its notes
+    assert "not shown:" in lines[-1] and "entities" in lines[-1]
+
+
+def test_facts_come_before_other_entities_and_passages_before_late_facts() -> None:
+    full = result(30, observations=2, passage_words=20)
+    text, _ = render_search(full, 700)
+    assert fact(10) in text  # the first ten facts, before any entity that is not an anchor
+    assert "[d0#0]" in text and "[d1#1]" in text
+    shown = [i for i in range(1, 30) if f"- Entity {i} [Thing]" in text]
+    assert shown == list(range(1, len(shown) + 1))  # the strongest entities are the ones kept
+    assert len(shown) < 29
+
+
+def test_an_entity_keeps_its_properties_and_most_relevant_observations_with_it() -> None:
+    full = result(2)
+    full.nodes[1].properties = {"language": "python", "tier": 1, "tags": ["a", "b"]}
+    full.nodes[1].observations = ["most relevant", "less relevant"]
+    lines = render_search(full, 10**9)[0].splitlines()
+    at = lines.index("- Entity 1 [Thing]: " + "word " * 29 + "word")
+    assert lines[at + 1: at + 4] == [
+        '  properties: language: python; tier: 1; tags: ["a", "b"]', "  - most relevant", "  - less relevant"]
+
+
+def test_an_observation_is_never_shown_without_its_entity() -> None:
+    full = result(2)
+    full.nodes[1].description = "word " * 70  # the entity's line is longer than its observation
+    full.nodes[1].observations = ["short"]
+    full.passages = []
+    full.edges = []
+    text, truncated = render_search(full, 30 + 20)
+    assert truncated and "short" not in text
+
+
+def test_the_room_left_goes_to_the_best_passage_cut_short() -> None:
+    text, truncated = render_search(result(2, passage_words=400), 300)
+    assert truncated
+    [passage] = [line for line in text.splitlines() if line.startswith("[d")]
+    assert passage.startswith("[d0#0] Doc 0: text") and passage.endswith("…")
+    assert fact(1) in text
+
+
+def test_a_passage_shows_its_title_once() -> None:
+    full = result(1)
+    full.passages = [Passage(document_id="inc", chunk_id=7, title="Incident INC-142", text="Incident INC-142\nOutage.",
+                             score=0.5),
+                     Passage(document_id="teams", chunk_id=8, title="Teams", text="Payments owns checkout.", score=0.4),
+                     Passage(document_id="untitled", chunk_id=9, text="No title.", score=0.3)]
+    lines = render_search(full, 10**9)[0].splitlines()
+    assert lines[-3:] == ["[inc#7] Incident INC-142 Outage.", "[teams#8] Teams: Payments owns checkout.",
+                          "[untitled#9] No title."]
+
+
+def test_a_relation_with_a_description_is_one_sentence() -> None:
+    full = result(2)
+    full.edges[0].description = "since   2022,\nwhen the team formed"
+    assert "- Entity 0 linked to Entity 1: since 2022, when the team formed" in render_search(full, 10**9)[0]
+
+
+def test_an_empty_result() -> None:
+    empty = SearchResult(query="q", anchors=[], nodes=[], edges=[], passages=[], text="", truncated=False)
+    assert render_search(empty, 100) == ("No matching entities or passages.", False)
