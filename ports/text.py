@@ -7,8 +7,8 @@ must split text the same way, or an indexed word would never be found.
 import re
 import unicodedata
 
-# A run of letters and digits, possibly joined to more by '-', '.', '_' or '/': "INC-142", "orders-db", "v2.3".
-_RUN = re.compile(r"[^\W_]+(?:[-._/][^\W_]+)*")
+#: A run of letters and digits, possibly joined to more by '-', '.', '_' or '/': "INC-142", "orders-db", "v2.3".
+WORD_RUN = re.compile(r"[^\W_]+(?:[-._/][^\W_]+)*")
 _JOINER = re.compile(r"[-._/]")
 
 #: English function words, left out of the index and of queries (they match everything and mean little).
@@ -34,7 +34,7 @@ def tokens(text: str) -> list[str]:
         decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
         text = "".join(char for char in decomposed if not unicodedata.combining(char))
     found: list[str] = []
-    for run in _RUN.findall(text.casefold()):
+    for run in WORD_RUN.findall(text.casefold()):
         if _JOINER.search(run) is None:
             if run not in STOP_WORDS:
                 found.append(run)

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _data import entities, entity_text, passages, questions, relation_text, relations  # noqa: E402
 
+from duckgraph.plugins.duckdb.keyword_texts import Rows  # noqa: E402
 from duckgraph.plugins.duckdb.mirror.keywords import KeywordIndex  # noqa: E402
 from duckgraph.ports import tokens  # noqa: E402
 
@@ -67,13 +68,13 @@ class Ours:
 
     def build(self, ids, words):
         self.index = KeywordIndex()
-        self.index.build({"node": [(ids, ["default"] * len(ids), words)]})
+        self.index.build({"node": [Rows.of_lists(ids, ["default"] * len(ids), words)]})
 
     def search(self, query):
         return self.index.search("node", query, 10, "default")
 
     def replace(self, row, words):
-        self.index.replace("node", [row], [row], ["default"], [words])
+        self.index.replace("node", [row], Rows.of_lists([row], ["default"], [words]))
 
     def own_mb(self):
         return self.index.sizes()["megabytes"]
@@ -284,7 +285,7 @@ def store(n: int) -> None:
         from duckgraph.plugins.duckdb import keyword_texts
 
         def refresh(row: int) -> None:  # the keyword index's share of a write: read the row's words, replace them
-            db._keywords.replace("node", [row], *keyword_texts.rows_of(db._con, "node", [row]))
+            db._keywords.replace("node", [row], keyword_texts.rows_of(db._con, db._graph, "node", [row]))
 
         shares = timed(refresh, range(1, 200, 10))
         print(f"  of which the keyword index (read one entity's words, replace them) p50 "

@@ -107,6 +107,9 @@ class GraphMirror:
         self.n_desc = np.empty(0, dtype=object)
         self.n_aliases = np.empty(0, dtype=object)
         self.n_props = np.empty(0, dtype=object)
+        #: a node's observations in stored order (a tuple; None when it has none): searches show them and the
+        #: keyword index reads them, and SQL takes milliseconds for the few dozen nodes a search returns
+        self.n_obs = np.empty(0, dtype=object)
         self.n_created = np.zeros(0, dtype="datetime64[us]")
         self.n_updated = np.zeros(0, dtype="datetime64[us]")
         #: namespace code -> name key -> node id, or a tuple of ids when several nodes answer to it
@@ -182,6 +185,7 @@ class GraphMirror:
                                        "code": np.arange(max(1, len(self.type_names)), dtype=np.int32)})
         try:
             self._load_nodes(con)
+            self._load_observations(con)
             self._load_edges(con)
         finally:
             con.unregister("_mirror_namespaces")
@@ -223,6 +227,17 @@ class GraphMirror:
             ).fetchall()
             for code, key, node_id in names:
                 self._add_name(code, key, node_id)
+
+    def _load_observations(self, con: Any) -> None:
+        top = con.execute("SELECT max(node_id) FROM observations").fetchone()[0]
+        for start in range(0, (top or 0) + 1, LOAD_BLOCK):
+            rows = con.execute(
+                "SELECT node_id, list(text ORDER BY created_at, rowid) FROM observations "
+                "WHERE node_id >= $1 AND node_id < $2 GROUP BY node_id", [start, start + LOAD_BLOCK],
+            ).fetchall()
+            for node_id, texts in rows:
+                if node_id < len(self.n_obs):  # an observation of no stored node is never read
+                    self.n_obs[node_id] = tuple(texts)
 
     def _load_edges(self, con: Any) -> None:
         top = con.execute("SELECT max(id) FROM edges").fetchone()[0]
@@ -307,7 +322,7 @@ class GraphMirror:
         self.n_ns = _grow(self.n_ns, size, -1)
         capacity = len(self.n_ns)
         self.n_type = _grow(self.n_type, capacity, 0)
-        for name in ("n_key", "n_name", "n_desc", "n_aliases", "n_props"):
+        for name in ("n_key", "n_name", "n_desc", "n_aliases", "n_props", "n_obs"):
             setattr(self, name, _grow(getattr(self, name), capacity, None))
         self.n_created = _grow(self.n_created, capacity, _nat())
         self.n_updated = _grow(self.n_updated, capacity, _nat())
@@ -386,6 +401,18 @@ class GraphMirror:
             for key in keys_of[node_id] if keys_of and node_id in keys_of else self._name_keys(node_id):
                 self._add_name(code, key, node_id)
 
+    def replace_observations(self, node_ids: Sequence[int], wanted: Sequence[Sequence[str]]) -> None:
+        """Each node's observations made its `wanted` ones as the file does (writes.replace_observations): those it
+        keeps stay in their order, the new ones follow in theirs."""
+        for node_id, texts in zip(node_ids, wanted):
+            if node_id >= len(self.n_obs) or self.n_ns[node_id] < 0:
+                continue
+            held, keep = self.n_obs[node_id] or (), set(texts)
+            kept = [text for text in held if text in keep]
+            known = set(held)
+            observations = (*kept, *(text for text in texts if text not in known))
+            self.n_obs[node_id] = observations or None
+
     def delete_nodes(self, ids: Iterable[int]) -> None:
         for node_id in ids:
             if node_id >= len(self.n_ns) or self.n_ns[node_id] < 0:
@@ -394,7 +421,7 @@ class GraphMirror:
             for key in self._name_keys(node_id):
                 self._drop_name(code, key, node_id)
             self.n_ns[node_id] = -1
-            for column in (self.n_key, self.n_name, self.n_desc, self.n_aliases, self.n_props):
+            for column in (self.n_key, self.n_name, self.n_desc, self.n_aliases, self.n_props, self.n_obs):
                 column[node_id] = None
             self.node_count -= 1
 
@@ -486,6 +513,11 @@ class GraphMirror:
             self.documents.append((key[1], title or ""))
             self.document_codes[key] = len(self.documents) - 1  # a replaced document's old entry is left unused
 
+    def drop_documents(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Documents deleted (namespace, id), after `drop_chunks` of their chunks; their entries are left unused."""
+        for key in keys:
+            self.document_codes.pop(key, None)
+
     def add_chunks(self, ids: Sequence[int], namespaces: Sequence[str], document_ids: Sequence[str],
                    ordinals: Sequence[int], texts: Sequence[str]) -> None:
         """Chunks of documents already given to `put_documents`."""
@@ -569,6 +601,40 @@ class GraphMirror:
         ids, codes = self._stored_chunks(ids)
         return [ChunkRecord(id=i, document_id=self.documents[code][0], ordinal=ordinal, text=self.chunk_text[i])
                 for i, code, ordinal in zip(ids.tolist(), codes.tolist(), self.chunk_ordinal[ids].tolist())]
+
+    def observations(self, ids: Iterable[int]) -> dict[int, list[str]]:
+        """The observations of those of the nodes `ids` that have some, in stored order."""
+        ids = np.unique(np.asarray(list(ids), dtype=np.int64))
+        ids = ids[self._node_live(ids)]
+        return {node_id: list(texts) for node_id, texts in zip(ids.tolist(), self.n_obs[ids]) if texts}
+
+    def node_texts(self, ids: Any = None) -> tuple[Any, list[str], Any, Any, Any, Any, Any, Any]:
+        """The stored ones of the nodes `ids` (default: all), by id, with their namespaces (names), names, types,
+        aliases, descriptions, properties (JSON) and observations: what the keyword index holds of them."""
+        ids = self._stored_nodes(ids)
+        namespaces, types = self.namespace_names, self.type_names
+        return (ids, [namespaces[code] for code in self.n_ns[ids].tolist()], self.n_name[ids],
+                [types[code] for code in self.n_type[ids].tolist()], self.n_aliases[ids], self.n_desc[ids],
+                self.n_props[ids], self.n_obs[ids])
+
+    def edge_texts(self, ids: Any = None) -> tuple[Any, list[str], Any, Any, Any, list[str], Any]:
+        """The stored ones of the edges `ids` (default: all), by id, with their namespaces (names), source and
+        target node ids, type codes, the types by code, and descriptions: what the keyword index holds of them."""
+        ids = np.flatnonzero(self.e_src >= 0) if ids is None else _sorted_unique(np.asarray(ids, dtype=np.int64))
+        ids = ids[(ids >= 0) & (ids < len(self.e_src))]
+        ids = ids[self.e_src[ids] >= 0]
+        namespaces = self.namespace_names
+        return (ids, [namespaces[code] for code in self.e_ns[ids].tolist()], self.e_src[ids], self.e_dst[ids],
+                self.e_type[ids], self.type_names, self.e_desc[ids])
+
+    def node_names(self, ids: Any) -> Any:
+        return self.n_name[ids]
+
+    def _stored_nodes(self, ids: Any) -> Any:
+        if ids is None:
+            return np.flatnonzero(self.n_ns >= 0)
+        ids = _sorted_unique(np.asarray(ids, dtype=np.int64))
+        return ids[self._node_live(ids)]
 
     def document_titles(self, namespace: str, ids: Iterable[str]) -> dict[str, str]:
         found = ((i, self.document_codes.get((namespace, i))) for i in ids)

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from duckgraph.plugins.duckdb.keyword_texts import Codes, Rows
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
 
 np: Any = NumpyOnFirstUse(globals())
@@ -36,13 +37,10 @@ class Vocabulary:
     """Term -> term id, shared by the kinds (an entity's name is in its node, its edges and its passages)."""
 
     def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
+        self.ids = Codes()
 
     def id_of(self, term: str) -> int:
-        found = self.ids.get(term)
-        if found is None:
-            found = self.ids[term] = len(self.ids)
-        return found
+        return self.ids[term]
 
     def known(self, terms: Iterable[str]) -> list[int]:
         """Ids of the distinct `terms` that some text holds, in first-seen order."""
@@ -84,18 +82,17 @@ class KindIndex:
             grown[: len(old)] = old
             setattr(self, name, grown)
 
-    def build(self, blocks: Iterable[tuple[Any, Any, Any]]) -> None:
-        """Index these rows, and only these: (ids, namespace codes, lengths, term ids of all rows) blocks, in
-        one pass (at open, after a restore)."""
+    def build(self, blocks: Iterable[tuple[Any, Any, Any, Any, Any]]) -> None:
+        """Index these rows, and only these: (ids, namespace codes, lengths, the row id and term id of each word)
+        blocks, in one pass (at open, after a restore)."""
         self.__init__(self.vocabulary)  # type: ignore[misc]
-        parts = list(zip(*blocks)) or [[np.zeros(0, dtype=np.int64)]] * 4
-        ids, codes, lengths, flat = (np.concatenate(part).astype(np.int64) for part in parts)
+        parts = list(zip(*blocks)) or [[np.zeros(0, dtype=np.int64)]] * 5
+        ids, codes, lengths, owners, flat = (np.concatenate(part).astype(np.int64) for part in parts)
         self._grow(int(ids.max()) + 1 if len(ids) else 0)
         self.namespace[ids] = codes
         self.length[ids] = lengths
         for code in np.unique(codes).tolist():
             self.totals[code] = [int((codes == code).sum()), int(lengths[codes == code].sum())]
-        owners = np.repeat(ids, lengths)
         stride = int(ids.max()) + 1 if len(ids) else 1
         keys, counts = np.unique(flat * stride + owners, return_counts=True)  # one key per (term, row)
         self._install(keys // stride, keys % stride, counts)
@@ -222,47 +219,39 @@ class KeywordIndex:
 
     def __init__(self) -> None:
         self.vocabulary = Vocabulary()
-        self.namespace_codes: dict[str, int] = {}
+        self.namespace_codes = Codes()
         self.kinds = {kind: KindIndex(self.vocabulary) for kind in KINDS}
         #: Seconds the last full build took (health).
         self.build_seconds = 0.0
 
     def namespace_code(self, namespace: str) -> int:
-        found = self.namespace_codes.get(namespace)
-        if found is None:
-            found = self.namespace_codes[namespace] = len(self.namespace_codes)
-        return found
+        return self.namespace_codes[namespace]
 
-    def build(self, rows: dict[str, Iterable[tuple[list[int], list[str], list[list[str]]]]]) -> None:
-        """Index exactly these rows: kind -> blocks of (ids, namespaces, each row's words)."""
+    def build(self, rows: dict[str, Iterable[Rows]]) -> None:
+        """Index exactly these rows: kind -> blocks of rows and their words."""
         start = time.perf_counter()
         self.__init__()  # type: ignore[misc]
         for kind, blocks in rows.items():
             self.kinds[kind].build(self._block_arrays(block) for block in blocks)
         self.build_seconds = time.perf_counter() - start
 
-    def _block_arrays(self, block: tuple[list[int], list[str], list[list[str]]]) -> tuple[Any, Any, Any, Any]:
-        """A block's ids, namespace codes, lengths and all its words' term ids, as arrays (lists of words held
-        for a million rows would take gigabytes)."""
-        ids, namespaces, words = block
-        id_of = self.vocabulary.id_of
-        lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words))
-        flat = np.fromiter((id_of(w) for row in words for w in row), dtype=np.int64, count=int(lengths.sum()))
-        codes = np.fromiter((self.namespace_code(ns) for ns in namespaces), dtype=np.int64, count=len(namespaces))
-        return np.asarray(ids, dtype=np.int64), codes, lengths, flat
+    def _block_arrays(self, block: Rows) -> tuple[Any, Any, Any, Any, Any]:
+        """A block's ids, namespace codes, lengths, and each word's row id and term id, as arrays (lists of words
+        held for a million rows would take gigabytes)."""
+        terms = self.vocabulary.ids.array(block.words)
+        codes = self.namespace_codes.array(block.namespaces)
+        return block.ids, codes, block.lengths(), block.ids[block.owners], terms[block.codes]
 
-    def replace(self, kind: str, dropped: Iterable[int], ids: list[int], namespaces: list[str],
-                words: list[list[str]]) -> None:
-        """Drop the rows `dropped` of `kind`, then index `ids` (which are among them when they replace a row)."""
+    def replace(self, kind: str, dropped: Iterable[int], rows: Rows) -> None:
+        """Drop the rows `dropped` of `kind`, then index `rows` (which are among them when they replace a row)."""
         index = self.kinds[kind]
+        ids = rows.ids.tolist()
         index.remove(dropped)
         index.remove(ids)
         if ids:
-            index.add(ids, [self.namespace_code(ns) for ns in namespaces], self._term_ids(words))
-
-    def _term_ids(self, words: list[list[str]]) -> list[list[int]]:
-        id_of = self.vocabulary.id_of
-        return [[id_of(w) for w in row] for row in words]
+            id_of = self.vocabulary.id_of
+            index.add(ids, [self.namespace_code(ns) for ns in rows.namespaces],
+                      [[id_of(w) for w in row] for row in rows.by_row()])
 
     def search(self, kind: str, words: list[str], k: int, namespace: str) -> list[tuple[int, float]]:
         code = self.namespace_codes.get(namespace)
