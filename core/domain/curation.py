@@ -15,6 +15,7 @@ from duckgraph.core.domain.model import (
     ObservationResult,
     PathResult,
     RelationRef,
+    RelationsDeleted,
     ResultEdge,
 )
 from duckgraph.ports import (
@@ -127,11 +128,25 @@ class GraphCuration:
         description: str | None = None,
         aliases: Sequence[str] | None = None,
         properties: dict[str, Any] | None = None,
+        add_observations: Sequence[str] = (),
+        remove_observations: Sequence[str] = (),
     ) -> EntityDetail:
-        """Change an entity in place; a rename keeps every edge and the old name as an alias."""
+        """Change an entity in place; a rename keeps every edge and the old name as an alias. Observations to
+        remove must be the entity's (else nothing changes and the error lists them)."""
         with self.kb.writing() as writer:
             record = self.require([name], namespace)[name]
             updated = replace(record, source_ids=(), source_chunk_ids=())
+            if add_observations or remove_observations:
+                current = self.store.get_observations([record.id]).get(record.id, [])
+                absent = [t for t in dict.fromkeys(remove_observations) if t not in current]
+                if absent:
+                    raise InvalidInputError(
+                        f"{record.name!r} has no observation {', '.join(repr(t) for t in absent)}; nothing was "
+                        "changed. get_entities lists its observations exactly as stored"
+                    )
+                final, _, _ = _observations_after(record.name, current, add_observations, remove_observations)
+                if final != current:
+                    updated.observations = tuple(final)
             if new_name is not None and entity_key(new_name) != record.key:
                 clash, _ = self.resolve([new_name], namespace)
                 if new_name in clash and clash[new_name].key == entity_key(new_name):
@@ -196,24 +211,26 @@ class GraphCuration:
             edges_deleted=summary.edges_deleted if summary else 0,
         )
 
-    def delete_relations(self, relations: Sequence[RelationRef], namespace: str) -> DeletedSummary:
-        """Delete the named relations that exist; report the ones that do not."""
+    def delete_relations(self, relations: Sequence[RelationRef], namespace: str) -> RelationsDeleted:
+        """Delete the named relations that exist (as stored: names and type); report the ones that do not (as
+        given)."""
         with self.kb.writing(vectors=False) as writer:
             found, _ = self.resolve([n for r in relations for n in (r.source, r.target)], namespace)
-            doomed: set[int] = set()
-            missing: list[str] = []
+            doomed: dict[int, RelationRef] = {}
+            missing: list[RelationRef] = []
             for relation in relations:
-                label = f"{relation.source} -{relation.type}-> {relation.target}"
                 source, target = found.get(relation.source), found.get(relation.target)
                 matches = [] if source is None or target is None else [
                     e for e in self.store.neighbors([source.id], namespace, limit=10_000)
                     if e.source_id == source.id and e.target_id == target.id and e.type == relation_type(relation.type)
                 ]
-                doomed.update(e.id for e in matches)
-                if not matches:
-                    missing.append(label)
-            summary = writer.commit(WriteBatch(delete_edges=sorted(doomed))) if doomed else None
-        return DeletedSummary(deleted=[], not_found=missing, edges_deleted=summary.edges_deleted if summary else 0)
+                for edge in matches:
+                    doomed[edge.id] = RelationRef(source=source.name, target=target.name, type=edge.type)
+                if not matches and relation not in missing:
+                    missing.append(relation)
+            if doomed:
+                writer.commit(WriteBatch(delete_edges=sorted(doomed)))
+        return RelationsDeleted(deleted=list(doomed.values()), not_found=missing)
 
     def add_observations(self, name: str, texts: Sequence[str], namespace: str) -> ObservationResult:
         return self._change_observations(name, namespace, add=texts)
@@ -227,17 +244,11 @@ class GraphCuration:
         with self.kb.writing() as writer:
             record = self.require([name], namespace)[name]
             current = self.store.get_observations([record.id]).get(record.id, [])
-            added = [t for t in _unique(add) if t not in current]
-            final = [t for t in current if t not in set(remove)] + added
-            if len(final) > MAX_OBSERVATIONS:
-                raise InvalidInputError(
-                    f"{record.name!r} would have {len(final)} observations; the limit is {MAX_OBSERVATIONS}: "
-                    "fold older ones into its description with update_entity"
-                )
+            final, added, removed = _observations_after(record.name, current, add, remove)
             if final != current:
                 updated = replace(record, source_ids=(), source_chunk_ids=(), observations=tuple(final))
                 self._commit_with_vectors(writer, WriteBatch(nodes=[updated]), namespace)
-        return ObservationResult(entity=record.name, added=added, removed=[t for t in current if t in set(remove)])
+        return ObservationResult(entity=record.name, added=added, removed=removed)
 
     def _commit_with_vectors(
         self, writer: Writer, batch: WriteBatch, namespace: str, renamed: dict[int, str] | None = None
@@ -338,6 +349,22 @@ def _render_chain(chain: list[EdgeRecord], start: int, names: dict[int, str]) ->
 def _result_edge(edge: EdgeRecord, names: dict[int, str]) -> ResultEdge:
     return ResultEdge(id=edge.id, source=names[edge.source_id], target=names[edge.target_id], type=edge.type,
                       description=edge.description, weight=edge.weight)
+
+
+def _observations_after(
+    name: str, current: list[str], add: Sequence[str], remove: Sequence[str]
+) -> tuple[list[str], list[str], list[str]]:
+    """An entity's observations after removing `remove` and appending the new ones of `add`; with what was added
+    and removed. Refuses more than MAX_OBSERVATIONS."""
+    doomed = set(remove)
+    added = [t for t in dict.fromkeys(add) if t not in current]
+    final = [t for t in current if t not in doomed] + added
+    if len(final) > MAX_OBSERVATIONS:
+        raise InvalidInputError(
+            f"{name!r} would have {len(final)} observations; the limit is {MAX_OBSERVATIONS}: "
+            "remove some or fold older ones into its description with update_entity"
+        )
+    return final, added, [t for t in current if t in doomed]
 
 
 def _unique(values: Sequence[str], exclude: str | None = None) -> tuple[str, ...]:

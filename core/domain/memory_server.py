@@ -4,12 +4,17 @@ Entities are nodes (entityType is the node type, observations the node's observa
 edges. Where duckgraph's model differs, the difference is deliberate and small:
 
 - Names are matched as everywhere in duckgraph: ignoring case and spacing, and by a unique alias. Creating
-  "alice" when "Alice" exists skips it, as the reference skips an existing name.
+  "Alice" when "Alice" exists skips it, as the reference does; creating "alice" (which the reference would keep
+  as a second entity) adds its observations to "Alice" and says so (`merged_into`).
 - Edge types are stored in UPPER_SNAKE_CASE, so "works at" and "WORKS_AT" are one relation. The spelling the
   caller used is kept in the edge's properties and is what every result shows.
-- Relations join existing entities: one naming an unknown entity, or an entity and itself, is refused with
-  an error instead of being stored dangling.
-- search_nodes is semantic (anchor & expand), not a substring filter; read_graph is paginated.
+- Relations join entities: an end that does not exist is created as an entity of type 'unknown' (the reference
+  stores such a relation dangling), and a relation whose ends are one entity is not stored; both are reported in
+  the relation's `note`.
+- search_nodes returns what the reference's substring match returns, ranked by duckgraph's search, plus the
+  entities that search finds by meaning; read_graph is paginated.
+
+Results have the reference's shape; the few extra fields are optional and only present when they say something.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import TYPE_CHECKING
 from duckgraph.core.domain.limits import MAX_OBSERVATIONS
 from duckgraph.core.domain.model import (
     AddedObservations,
+    CreatedEntity,
+    CreatedRelation,
     MemoryEntity,
     MemoryEntityInput,
     MemoryGraph,
@@ -47,6 +54,8 @@ if TYPE_CHECKING:
 
 #: Edge property holding the relation type as the caller spelt it ("works at"; the edge type is WORKS_AT).
 ORIGINAL_TYPE = "relationType"
+#: The type of an entity create_relations made for an end that did not exist (see create_relations).
+PLACEHOLDER_TYPE = "unknown"
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1_000
 #: Relations one read_graph page or open_nodes call returns at most (hubs would make the answer explode).
@@ -56,62 +65,142 @@ MAX_RELATIONS = 5_000
 # -- writing ---------------------------------------------------------------------------------------------
 
 
-def create_entities(kb: KnowledgeBase, entities: Sequence[MemoryEntityInput]) -> list[MemoryEntity]:
-    """Create the entities whose names are new; existing names (and repeats in the call) are skipped.
-    Returns the entities created, as stored."""
+def create_entities(kb: KnowledgeBase, entities: Sequence[MemoryEntityInput]) -> list[CreatedEntity]:
+    """Create the entities whose names are new, in one transaction, and return them as the reference does.
+
+    An entity named exactly as a stored one is skipped, as in the reference. One named as a stored (or earlier
+    in the call) entity but for case or spacing is one entity in duckgraph, where the reference keeps two: its
+    observations are added to the existing entity and it is returned with `merged_into`, so nothing the caller
+    sent is lost. A placeholder (entityType 'unknown', made by create_relations for a missing end) is filled in:
+    it takes the given type and observations, and counts as created.
+    """
     namespace = kb.namespace
     with kb.writing() as writer:
         keys = [entity_key(e.name) for e in entities]
-        existing = {n.key for n in kb.store.find_nodes(namespace, keys)}
-        new: dict[str, MemoryEntityInput] = {}
+        stored = {n.key: n for n in kb.store.find_nodes(namespace, keys) if n.key in keys}
+        texts = {r.id: list(t) for r, t in zip(stored.values(), _stored_observations(kb, stored.values()))}
+        changed: dict[str, NodeRecord] = {}
+        fresh: set[str] = set()  # keys created (or placeholders filled) by this call
+        results: list[CreatedEntity] = []
         for entity, key in zip(entities, keys):
-            if key not in existing and key not in new:
-                new[key] = entity
-        records = [
-            NodeRecord(namespace=namespace, key=key, name=e.name, type=e.entityType,
-                       observations=tuple(dict.fromkeys(e.observations)))
-            for key, e in new.items()
-        ]
+            given = list(dict.fromkeys(entity.observations))
+            record = changed.get(key) or stored.get(key)
+            if record is None:
+                changed[key] = NodeRecord(namespace=namespace, key=key, name=entity.name, type=entity.entityType,
+                                          observations=tuple(given))
+                fresh.add(key)
+                results.append(CreatedEntity(name=entity.name, entityType=entity.entityType, observations=given))
+                continue
+            exact = record.name == entity.name
+            placeholder = key not in fresh and record.type == PLACEHOLDER_TYPE
+            if exact and key not in fresh and not placeholder:
+                continue  # the reference's rule for a stored name
+            current = list(record.observations) if record.observations is not None else texts[record.id]
+            added = [t for t in given if t not in current]
+            kind = entity.entityType if placeholder else record.type
+            changed[key] = replace(record, type=kind, observations=tuple([*current, *added]), source_ids=(),
+                                   source_chunk_ids=())
+            if placeholder:
+                fresh.add(key)
+            if placeholder and exact:
+                results.append(CreatedEntity(name=entity.name, entityType=kind, observations=given))
+            else:
+                results.append(CreatedEntity(name=entity.name, entityType=kind, observations=added,
+                                             merged_into=record.name))
+        records = list(changed.values())
+        for record in records:
+            _check_observation_count(record, len(record.observations or ()))
         if records:
             kb.embed_records(namespace, records)
             writer.commit(WriteBatch(nodes=records))
-    return [MemoryEntity(name=r.name, entityType=r.type, observations=list(r.observations or ())) for r in records]
+    return results
 
 
-def create_relations(kb: KnowledgeBase, relations: Sequence[RelationInput]) -> list[MemoryRelation]:
-    """Create the relations that do not exist yet (same ends, same type after normalisation); returns them
-    as the caller wrote them. Refuses the whole call if a relation names an unknown entity."""
+def create_relations(kb: KnowledgeBase, relations: Sequence[RelationInput]) -> list[CreatedRelation]:
+    """Create the relations that do not exist yet (same ends, same type after normalisation), in one
+    transaction; returns them as the caller wrote them.
+
+    The reference stores a relation whatever its ends; duckgraph's relations join entities, so an end that does
+    not exist is created as a placeholder entity of type 'unknown' (create_entities later gives it its type and
+    observations) and the relation says so in `note`. A relation whose ends are one entity ("Maya Chen" and
+    "maya chen" are one here) is not stored and is returned with a `note` saying so.
+    """
     namespace = kb.namespace
+    for i, relation in enumerate(relations):
+        if not relation_type(relation.relationType):
+            raise InvalidInputError(f"relations[{i}] ({relation.from_} -{relation.relationType}-> {relation.to}): "
+                                    "the relationType must contain letters or digits, e.g. works_at")
     with kb.writing() as writer:
         found, missing = kb.curation.resolve([n for r in relations for n in (r.from_, r.to)], namespace)
-        if missing:
-            raise NotFoundError(
-                f"no entity named {', '.join(repr(m) for m in dict.fromkeys(missing))}: relations join existing "
-                "entities, so create it with create_entities first (or use the exact name of a stored one)"
-            )
-        for i, relation in enumerate(relations):
-            label = f"relations[{i}] ({relation.from_} -{relation.relationType}-> {relation.to})"
-            if not relation_type(relation.relationType):
-                raise InvalidInputError(f"{label}: the relationType must contain letters or digits, e.g. works_at")
-            if found[relation.from_].id == found[relation.to].id:
-                raise InvalidInputError(f"{label}: from and to are the same entity")
-        ends = {n.id: n for n in found.values()}
-        existing = {(e.source_id, e.target_id, e.type) for e in kb.store.edges_among(sorted(ends), namespace)}
-        created: list[RelationInput] = []
+        placeholders = _placeholders(kb, missing)
+        for name in missing:
+            found[name] = placeholders[entity_key(name)]
+        ends = {n.key: n for n in found.values()}
+        key_of = {n.id: n.key for n in ends.values() if n.id is not None}
+        existing = {(key_of[e.source_id], key_of[e.target_id], e.type)
+                    for e in kb.store.edges_among(sorted(key_of), namespace)}
+        results: list[CreatedRelation] = []
         writes: list[EdgeWrite] = []
         for relation in relations:
             source, target = found[relation.from_], found[relation.to]
-            identity = (source.id, target.id, relation_type(relation.relationType))
+            identity = (source.key, target.key, relation_type(relation.relationType))
+            if source.key == target.key:
+                results.append(_created(relation, f"not stored: {relation.from_!r} and {relation.to!r} are one "
+                                                  f"entity here ({source.name!r}; names match ignoring case)"))
+                continue
             if identity in existing:
                 continue
             existing.add(identity)
-            created.append(relation)
+            new = [n.name for n in (source, target) if n.id is None]
+            results.append(_created(relation, _placeholder_note(new)))
             writes.append(EdgeWrite(namespace=namespace, source_key=source.key, target_key=target.key,
                                     type=identity[2], properties={ORIGINAL_TYPE: relation.relationType}))
+        used = {key for w in writes for key in (w.source_key, w.target_key)}
+        nodes = [n for key, n in placeholders.items() if key in used]
         if writes:
-            kb.embed_records(namespace, edges=writes, names={n.key: n.name for n in ends.values()})
-            writer.commit(WriteBatch(edges=writes))
-    return [MemoryRelation(from_=r.from_, to=r.to, relationType=r.relationType) for r in created]
+            kb.embed_records(namespace, nodes, edges=writes, names={n.key: n.name for n in ends.values()})
+            writer.commit(WriteBatch(nodes=nodes, edges=writes))
+    return results
+
+
+def _placeholders(kb: KnowledgeBase, missing: Sequence[str]) -> dict[str, NodeRecord]:
+    """A placeholder entity for each missing name (one per key, spelt as first given). A name that is an alias
+    of several entities is refused: which one was meant cannot be told, and a new entity would hide them."""
+    keys: dict[str, str] = {}
+    for name in missing:
+        keys.setdefault(entity_key(name), name)
+    for record in kb.store.find_nodes(kb.namespace, keys):
+        shared = [keys[k] for k in keys if k in {entity_key(a) for a in record.aliases}]
+        if shared:
+            raise InvalidInputError(f"{shared[0]!r} is an alias of several entities; use the exact name of one")
+    return {key: NodeRecord(namespace=kb.namespace, key=key, name=name, type=PLACEHOLDER_TYPE, observations=())
+            for key, name in keys.items()}
+
+
+def _placeholder_note(names: Sequence[str]) -> str | None:
+    if not names:
+        return None
+    listed = " and ".join(repr(n) for n in names)
+    return (f"{listed} did not exist: created with entityType {PLACEHOLDER_TYPE!r} to keep the relation "
+            "(create_entities with the same name gives it a type and observations)")
+
+
+def _created(relation: RelationInput, note: str | None) -> CreatedRelation:
+    return CreatedRelation(from_=relation.from_, to=relation.to, relationType=relation.relationType, note=note)
+
+
+def _stored_observations(kb: KnowledgeBase, records: Iterable[NodeRecord]) -> list[list[str]]:
+    records = list(records)
+    stored = kb.store.get_observations([r.id for r in records])
+    return [stored.get(r.id, []) for r in records]
+
+
+def _check_observation_count(record: NodeRecord, count: int) -> None:
+    if count > MAX_OBSERVATIONS:
+        raise InvalidInputError(
+            f"{record.name!r} would have {count} observations; the limit is {MAX_OBSERVATIONS}: "
+            "delete some with delete_observations first"
+        )
 
 
 def add_observations(kb: KnowledgeBase, additions: Sequence[ObservationAddition]) -> list[AddedObservations]:
@@ -173,11 +262,7 @@ def _commit_observations(
     by_id = {r.id: r for r in records}
     changed = [by_id[i] for i in state if state[i] != current[i]]
     for record in changed:
-        if len(state[record.id]) > MAX_OBSERVATIONS:
-            raise InvalidInputError(
-                f"{record.name!r} would have {len(state[record.id])} observations; the limit is {MAX_OBSERVATIONS}: "
-                "delete some with delete_observations first"
-            )
+        _check_observation_count(record, len(state[record.id]))
     if changed:
         nodes = [replace(r, source_ids=(), source_chunk_ids=(), observations=tuple(state[r.id])) for r in changed]
         kb.embed_records(kb.namespace, nodes)
@@ -206,14 +291,23 @@ def read_graph(kb: KnowledgeBase, *, offset: int = 0, limit: int = DEFAULT_PAGE_
 
 
 def search_nodes(kb: KnowledgeBase, query: str) -> MemoryGraph:
-    """The entities a query is about and their on-topic surroundings (anchor & expand), best first, with the
-    relations among them. A blank query matches everything in the reference: it gives the first page."""
-    if not query.strip():
-        return read_graph(kb)
-    found = kb.search(query, max_passages=0)
-    ids = [n.id for n in found.nodes]
+    """Every entity the reference's match finds (the query inside the name, type or an observation, ignoring
+    case) and the entities duckgraph's search finds above its relevance floor (anchor & expand), with every
+    relation that has an end among them, as in the reference.
+
+    The search's entities come first, best first; the entities only the substring match finds follow in creation
+    order. Nothing matches: nothing is returned. An empty query matches every entity, as in the reference.
+    """
+    kb.open()
+    ranked = [n.id for n in kb.search(query, max_passages=0).nodes] if query.strip() else []
+    matched = kb.store.nodes_containing(kb.namespace, query, limit=MAX_PAGE_SIZE + 1)
+    ids = list(dict.fromkeys([*ranked, *matched[:MAX_PAGE_SIZE]]))
     records = {r.id: r for r in kb.store.get_nodes(ids)}
-    return _graph(kb, [records[i] for i in ids if i in records], kb.store.edges_among(ids, kb.namespace))
+    edges = kb.store.neighbors(ids, kb.namespace, limit=MAX_RELATIONS + 1)
+    graph = _graph(kb, [records[i] for i in ids if i in records], edges[:MAX_RELATIONS])
+    graph.relations_truncated = True if len(edges) > MAX_RELATIONS else None
+    graph.entities_truncated = True if len(matched) > MAX_PAGE_SIZE else None
+    return graph
 
 
 def open_nodes(kb: KnowledgeBase, names: Sequence[str]) -> MemoryGraph:

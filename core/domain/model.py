@@ -5,6 +5,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS
+
 MAX_NODES_PER_CALL = 5_000
 MAX_EDGES_PER_CALL = 10_000
 MAX_DOCUMENTS_PER_CALL = 1_000
@@ -37,6 +39,10 @@ TypeLabel = Annotated[
 Description = Annotated[str, StringConstraints(strip_whitespace=True, max_length=4_000)]
 SourceId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 Properties = Annotated[dict[str, Any], AfterValidator(_json_object)]
+Observation = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_DESCRIPTION_CHARS),
+    AfterValidator(_no_control_characters),
+]
 
 
 class _Model(BaseModel):
@@ -51,38 +57,39 @@ class _Input(_Model):
 
 
 class NodeInput(_Input):
-    """An entity to add or merge into the graph."""
-
-    name: Name = Field(description="The entity's name, e.g. 'Marie Curie'. Same name (any case) = same entity.")
-    type: TypeLabel = Field(description="A specific type, e.g. Person, Organization, Drug, Paper.")
-    description: Description | None = Field(None, description="One or two sentences that say what it is.")
-    aliases: list[Name] = Field(default_factory=list, max_length=50, description="Other names for it.")
-    properties: Properties = Field(default_factory=dict, description="Extra facts as a flat JSON object.")
-    source_ids: list[SourceId] = Field(
-        default_factory=list, max_length=100, description="Ids of stored documents this entity was learned from."
-    )
+    name: Name = Field(description="Same name, any case = same entity.")
+    type: TypeLabel = Field(description="Specific: Person, Organization, Drug...")
+    description: Description | None = None
+    aliases: list[Name] = Field(default_factory=list, max_length=50)
+    observations: list[Observation] = Field(
+        default_factory=list, max_length=MAX_OBSERVATIONS, description="Short facts, added to the stored ones.")
+    properties: Properties = Field(default_factory=dict, description="Flat JSON object.")
+    source_ids: list[SourceId] = Field(default_factory=list, max_length=100, description="Ids of stored documents.")
 
 
 class EdgeInput(_Input):
-    """A relationship between two entities, named by their names."""
-
-    source: Name = Field(description="Name of the source entity (in this call or already stored).")
-    target: Name = Field(description="Name of the target entity (in this call or already stored).")
-    type: TypeLabel = Field(description="A specific relation, e.g. FOUNDED, EMPLOYED_BY, TREATS (not RELATED_TO).")
+    source: Name = Field(description="Entity name, in this call or stored.")
+    target: Name
+    type: TypeLabel = Field(description="Specific, e.g. FOUNDED, EMPLOYED_BY; not RELATED_TO.")
     description: Description | None = Field(None, description="The fact in one sentence.")
-    weight: float | None = Field(
-        None, ge=0, le=1_000_000, allow_inf_nan=False, description="Strength or confidence; default 1."
-    )
-    properties: Properties = Field(default_factory=dict, description="Extra facts as a flat JSON object.")
-    source_ids: list[SourceId] = Field(
-        default_factory=list, max_length=100, description="Ids of stored documents this fact came from."
-    )
+    weight: float | None = Field(None, ge=0, le=1_000_000, allow_inf_nan=False)
+    properties: Properties = Field(default_factory=dict)
+    source_ids: list[SourceId] = Field(default_factory=list, max_length=100)
+
+
+class RelationRef(_Input):
+    """A relation named by its ends and type."""
+
+    source: Name
+    target: Name
+    type: TypeLabel
+
+    def label(self) -> str:
+        return f"{self.source} -{self.type}-> {self.target}"
 
 
 class DocumentInput(_Input):
-    """A text to store, chunk and embed."""
-
-    id: SourceId | None = Field(None, description="Your id for the document; generated when absent.")
+    id: SourceId | None = Field(None, description="Your id; generated when absent.")
     title: Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)] | None = None
     text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_DOCUMENT_CHARS)]
     metadata: Properties = Field(default_factory=dict)
@@ -107,6 +114,13 @@ class PossibleDuplicate(_Model):
     similarity: float
 
 
+class SkippedEdge(_Model):
+    source: str
+    target: str
+    type: str
+    reason: str
+
+
 class AddGraphResult(_Model):
     """What `add_knowledge_graph` stored."""
 
@@ -114,6 +128,7 @@ class AddGraphResult(_Model):
     nodes_updated: int
     edges_created: int
     edges_updated: int
+    observations_added: int = 0
     nodes: list[NodeRef]
     resolved: list[ResolvedName] = Field(
         default_factory=list,
@@ -125,6 +140,14 @@ class AddGraphResult(_Model):
         description="New entities very similar to a stored one of the same type; if they are the same, call "
         "merge_entities.",
     )
+    skipped_edges: list[SkippedEdge] = Field(
+        default_factory=list,
+        description="Edges not stored because name resolution made their two ends one entity; the rest of the "
+        "call is stored.",
+    )
+    vague_edges: list[RelationRef] = Field(
+        default_factory=list, description="Edges stored with a vague type such as RELATED_TO (see hints).")
+    hints: list[str] = Field(default_factory=list, description="What to do about skipped or vague edges.")
 
 
 class StoredDocument(_Model):
@@ -242,18 +265,17 @@ class GraphPage(_Model):
     next_offset: int | None = Field(description="Pass as offset to read the next page; null on the last page.")
 
 
-class RelationRef(_Input):
-    """A relation named by its ends and type."""
-
-    source: Name
-    target: Name
-    type: TypeLabel
-
-
 class DeletedSummary(_Model):
     deleted: list[str] = Field(default_factory=list)
     not_found: list[str] = Field(default_factory=list)
     edges_deleted: int = 0
+
+
+class RelationsDeleted(_Model):
+    """What `delete_relations` did: the relations deleted (as stored) and those that match nothing (as given)."""
+
+    deleted: list[RelationRef] = Field(default_factory=list)
+    not_found: list[RelationRef] = Field(default_factory=list)
 
 
 class MergeResult(_Model):
@@ -339,12 +361,30 @@ class MemoryRelation(_Model):
     relationType: str  # noqa: N815
 
 
+class CreatedEntity(MemoryEntity):
+    """create_entities' answer for one entity: the reference's shape, plus `merged_into` when it was merged."""
+
+    merged_into: str | None = Field(
+        None, description="Present when an entity of the same name but for case or spacing existed: its name. "
+                          "The observations listed were added to it (its type is kept).",
+    )
+
+
+class CreatedRelation(MemoryRelation):
+    """create_relations' answer for one relation: the reference's shape, plus `note` when more was done."""
+
+    note: str | None = Field(
+        None, description="Present when an end did not exist and was created with entityType 'unknown', or when "
+                          "the relation was not stored because both ends are one entity.",
+    )
+
+
 class MemoryEntities(_Model):
-    entities: list[MemoryEntity]
+    entities: list[CreatedEntity]
 
 
 class MemoryRelations(_Model):
-    relations: list[MemoryRelation]
+    relations: list[CreatedRelation]
 
 
 class AddedObservations(_Model):
@@ -366,6 +406,9 @@ class MemoryGraph(_Model):
     )
     relations_truncated: bool | None = Field(
         None, description="Present (true) only when some relations were left out to keep the answer bounded."
+    )
+    entities_truncated: bool | None = Field(
+        None, description="search_nodes only: present (true) when more entities matched than one answer holds."
     )
 
 

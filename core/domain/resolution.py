@@ -11,6 +11,11 @@ one costs a duplicate that `merge_entities` folds in one call:
 3. A new entity whose vector is at least `NEAR_DUPLICATE_SIMILARITY` close to a stored entity of the same type is
    stored as given and reported as a possible duplicate: names like "World War I" and "World War II" sit that
    close, so similarity alone never merges.
+
+Rule 2 looks at stored entities only, and never resolves a name onto an entity that another node of the same call
+names (or that another name of the call was resolved to): nodes a caller gives as distinct stay distinct, however
+alike their names ("Cherry Creek, Colorado" and "Cherry Creek (Colorado)"). A relation whose ends resolution
+still makes one entity is skipped and reported by `KnowledgeBase.add_knowledge_graph`, never an error.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ class NameKeys:
 
 @dataclass
 class NameResolver:
-    """Finds the stored (or earlier in the same call) entity a new name denotes under rule 2."""
+    """Finds the stored entity a new name denotes under rule 2."""
 
     by_alias: dict[str, list[NodeRecord]] = field(default_factory=dict)
     by_loose: dict[str, list[NodeRecord]] = field(default_factory=dict)

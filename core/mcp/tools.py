@@ -5,6 +5,7 @@ see core/mcp/tool_listing.py), so the pydantic models the tools name stay off th
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 from collections.abc import Callable
@@ -36,6 +37,8 @@ from duckgraph.core.domain.model import (
     PathResult,
     RelationInput,
     RelationRef,
+    RelationsDeleted,
+    MAX_OBSERVATIONS,
     MAX_DOCUMENTS_PER_CALL,
     MAX_EDGES_PER_CALL,
     MAX_NODES_PER_CALL,
@@ -44,6 +47,7 @@ from duckgraph.core.domain.model import (
     DocumentInput,
     EdgeInput,
     NodeInput,
+    Observation,
     SearchResult,
 )
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
@@ -55,12 +59,51 @@ T = TypeVar("T")
 
 
 def register_tools(server: MCPServer, tool_set: str) -> None:
-    """Add the tools of `tool_set` (graphrag, memory or all) to `server`."""
+    """Add the tools of `tool_set` (graphrag, memory or all) to `server`.
+
+    Both sets have delete_entities and delete_relations, each in its own vocabulary (graphrag: names and
+    {source, target, type}; memory: the reference's entityNames and {from, to, relationType}). A server lists a
+    name once, so with `all` (also what the owner of a shared file runs its clients' calls with) one tool of each
+    name takes either vocabulary and answers in the one it was called with."""
     if tool_set in ("graphrag", "all"):
         _register_graphrag_tools(server)
     if tool_set in ("memory", "all"):
         _register_memory_tools(server)
-    _register_shared_tools(server)
+    {"graphrag": _register_graphrag_deletes, "memory": _register_memory_deletes,
+     "all": _register_either_deletes}[tool_set](server)
+    for tool in server._tool_manager.list_tools():  # noqa: SLF001 (see core/mcp/server.py)
+        tool.description = " ".join(inspect.cleandoc(tool.description).splitlines())  # a docstring's line breaks
+        if tool.name in GRAPHRAG_TOOLS:
+            tool.parameters = _lean_schema(tool.parameters)
+
+
+#: The default set, whose whole listing a model pays for in every conversation (tests/integration/test_tool_cost.py).
+GRAPHRAG_TOOLS = frozenset({
+    "add_knowledge_graph", "add_documents", "search", "get_entities", "update_entity", "merge_entities",
+    "find_paths", "graph_stats", "delete_entities", "delete_relations",
+})
+
+
+def _lean_schema(schema: Any) -> Any:
+    """`schema` without what a model does not need to call the tool: pydantic's titles (the property names
+    again), `additionalProperties: true` (the default) and the null alternative of optional arguments (leaving
+    them out is how a model says null). Validation still uses the tool's own models."""
+    if isinstance(schema, list):
+        return [_lean_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    lean: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("properties", "$defs"):
+            lean[key] = {name: _lean_schema(item) for name, item in value.items()}
+        elif not (key == "title" and isinstance(value, str)) and not (key == "additionalProperties" and value is True):
+            lean[key] = _lean_schema(value)
+    options = lean.get("anyOf")
+    if "default" in lean and lean["default"] is None and options and len(options) == 2 and {"type": "null"} in options:
+        kept = next(option for option in options if option != {"type": "null"})
+        del lean["anyOf"], lean["default"]
+        lean = {**kept, **lean}
+    return lean
 
 
 def _kb(ctx: Context) -> KnowledgeBase:
@@ -71,7 +114,9 @@ def _kb(ctx: Context) -> KnowledgeBase:
 async def _call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a knowledge-base call on a worker thread; domain errors become tool errors."""
     try:
-        return await anyio.to_thread.run_sync(functools.partial(function, *args, **kwargs))
+        # abandon_on_cancel: a client that goes away cancels its calls, and the server must not wait for one
+        # (it may be loading the model) before it closes the file (core/mcp/server.py's lifespan).
+        return await anyio.to_thread.run_sync(functools.partial(function, *args, **kwargs), abandon_on_cancel=True)
     except DuckgraphError as exc:
         raise ToolError(str(exc)) from exc
     except Exception as exc:
@@ -86,66 +131,43 @@ EntityName = Annotated[str, Field(min_length=1, max_length=300)]
 
 
 def _register_graphrag_tools(server: MCPServer) -> None:
-    @server.tool(
-        annotations=ToolAnnotations(title="Add knowledge graph", readOnlyHint=False, destructiveHint=False,
-                                    idempotentHint=True, openWorldHint=False),
-    )
+    # Every word here is paid for in every conversation: the descriptions say when to use a tool and what is not
+    # obvious from its schema, no more (tests/integration/test_tool_cost.py holds the whole listing to 2,000 tokens).
+    @server.tool(title="Add knowledge graph", annotations=_titled(ADDITIVE, "Add knowledge graph"))
     async def add_knowledge_graph(
         ctx: Context,
         nodes: Annotated[list[NodeInput], Field(max_length=MAX_NODES_PER_CALL)] = [],  # noqa: B006
         edges: Annotated[list[EdgeInput], Field(max_length=MAX_EDGES_PER_CALL)] = [],  # noqa: B006
     ) -> AddGraphResult:
-        """Store entities and the relationships between them in the long-term memory graph.
-
-        nodes: entities, each {name, type, description?, aliases?, properties?, source_ids?}. An entity with the
-        same name as a stored one (ignoring case and spacing) is merged into it, not duplicated.
-        edges: relationships {source, target, type, description?, weight?, properties?, source_ids?}; source and
-        target are entity names from this call or already stored. Use specific UPPER_SNAKE_CASE types such as
-        FOUNDED, EMPLOYED_BY, LOCATED_IN, not RELATED_TO. source_ids are ids of documents added with
-        add_documents that state the fact. The whole call is stored or, on any error, nothing is.
-        """
+        """Remember facts: store entities (nodes) and relations (edges) in long-term memory. A node named like a
+        stored entity (any case) is merged into it and its observations are added. source_ids: ids from
+        add_documents. All or nothing: an invalid item fails the call and nothing is written."""
         return await _call(_kb(ctx).add_knowledge_graph, nodes, edges)
 
-    @server.tool(
-        annotations=ToolAnnotations(title="Add documents", readOnlyHint=False, destructiveHint=False,
-                                    idempotentHint=True, openWorldHint=False),
-    )
+    @server.tool(title="Add documents", annotations=_titled(ADDITIVE, "Add documents"))
     async def add_documents(
         ctx: Context,
         documents: Annotated[list[DocumentInput], Field(min_length=1, max_length=MAX_DOCUMENTS_PER_CALL)],
-        extract: Annotated[bool, Field(description="Also extract entities and relationships with the "
-                                                   "server's extractor, if one is configured.")] = False,
+        extract: bool = False,
     ) -> AddDocumentsResult:
-        """Store source texts (notes, pages, transcripts) so search can return them as supporting passages.
-
-        documents: each {id?, title?, text, metadata?}. Long texts are split into passages and embedded. Give
-        your own id to refer to the document later (e.g. in source_ids of add_knowledge_graph); adding the same
-        id again with new text replaces it. Returns the stored ids and their passage (chunk) ids.
-        extract: when the server has an extractor (a local Ollama model), it also turns every passage into
-        entities and relationships; a passage whose extraction fails is still stored and listed with its error.
-        Without an extractor, extract the graph yourself and call add_knowledge_graph.
-        """
+        """Store source texts (notes, pages, transcripts) for search to cite as passages. The same id with new
+        text replaces it. extract: the server's extractor, if configured, also stores their entities and
+        relations; otherwise extract them yourself and call add_knowledge_graph."""
         return await _call(_kb(ctx).add_documents, documents, extract=extract, progress=progress_reporter(ctx))
 
-    @server.tool(
-        annotations=ToolAnnotations(title="Search memory", readOnlyHint=True, destructiveHint=False,
-                                    idempotentHint=True, openWorldHint=False),
-    )
+    @server.tool(title="Search memory", annotations=_titled(READ_ONLY, "Search memory"))
     async def search(
         ctx: Context,
-        query: Annotated[str, Field(min_length=1, max_length=2_000, description="A question or topic.")],
-        k_anchors: Annotated[int, Field(ge=1, le=50, description="Entities to start from.")] = 5,
-        hops: Annotated[int, Field(ge=0, le=3, description="How far to walk the graph from them.")] = 2,
+        query: Annotated[str, Field(min_length=1, max_length=2_000)],
+        k_anchors: Annotated[int, Field(ge=1, le=50)] = 5,
+        hops: Annotated[int, Field(ge=0, le=3)] = 2,
         max_nodes: Annotated[int, Field(ge=1, le=200)] = 30,
         max_passages: Annotated[int, Field(ge=0, le=50)] = 5,
-        token_budget: Annotated[int, Field(ge=100, le=50_000, description="Size of the text answer.")] = 2_000,
+        token_budget: Annotated[int, Field(ge=100, le=50_000)] = 2_000,
     ) -> Annotated[CallToolResult, SearchResult]:
-        """Search the memory: finds the entities the query is about, follows their relationships up to `hops`
-        steps, drops what is off topic, and returns the relations that best answer the query first, the
-        connected entities (with their properties and most relevant observations) and the source passages that
-        support them (each passage with document_id, chunk_id, title, text and score). Scores are similarities
-        to the query, comparable across queries. Use it before answering from memory, and for multi-step
-        questions ("where was the founder of X born?")."""
+        """Search memory before answering from it, also for multi-step questions: finds the entities (anchors)
+        the query is about, follows relations `hops` steps, and returns the facts, entities and source passages
+        that best answer it, with scores comparable across queries."""
         result = await _call(
             _kb(ctx).search, query, k_anchors=k_anchors, hops=hops, max_nodes=max_nodes, max_passages=max_passages,
             token_budget=token_budget,
@@ -155,13 +177,12 @@ def _register_graphrag_tools(server: MCPServer) -> None:
             structured_content=result.model_dump(mode="json"),
         )
 
-
     @server.tool(title="Get entities", annotations=_titled(READ_ONLY, "Get entities"))
     async def get_entities(
         ctx: Context, names: Annotated[list[EntityName], Field(min_length=1, max_length=100)]
     ) -> EntitiesResult:
-        """Look up entities by exact name (or a unique alias): type, description, aliases, properties,
-        observations and up to 50 of their relations each. Names not found are listed in not_found."""
+        """Read all that is stored about entities named exactly (or by alias): description, aliases, properties,
+        observations, relations."""
         kb = _kb(ctx)
         entities, missing = await _call(kb.curation.get_entities, names, kb.namespace)
         return EntitiesResult(entities=entities, not_found=missing)
@@ -169,28 +190,30 @@ def _register_graphrag_tools(server: MCPServer) -> None:
     @server.tool(title="Update entity", annotations=_titled(DESTRUCTIVE, "Update entity"))
     async def update_entity(
         ctx: Context,
-        name: Annotated[EntityName, Field(description="The entity to change.")],
-        new_name: Annotated[EntityName | None, Field(description="Rename; the old name stays as an alias.")] = None,
+        name: EntityName,
+        new_name: Annotated[EntityName | None, Field(description="The old name stays an alias.")] = None,
         type: Annotated[str | None, Field(min_length=1, max_length=80)] = None,
-        description: Annotated[str | None, Field(max_length=4_000, description="Replaces the description.")] = None,
-        aliases: Annotated[list[EntityName] | None, Field(max_length=50, description="Replaces the aliases.")] = None,
-        properties: Annotated[dict[str, Any] | None, Field(description="Replaces the properties.")] = None,
+        description: Annotated[str | None, Field(max_length=4_000)] = None,
+        aliases: Annotated[list[EntityName] | None, Field(max_length=50)] = None,
+        properties: dict[str, Any] | None = None,
+        add_observations: Annotated[list[Observation], Field(max_length=MAX_OBSERVATIONS)] = [],  # noqa: B006
+        remove_observations: Annotated[list[str], Field(max_length=MAX_OBSERVATIONS)] = [],  # noqa: B006
     ) -> EntityDetail:
-        """Change one entity in place: rename it (all its relations stay), or replace its type, description,
-        aliases or properties. To combine two entities that are the same thing, use merge_entities."""
+        """Change one entity: rename it, replace its type, description, aliases or properties, add observations
+        or remove them (exact text). For duplicates use merge_entities."""
         kb = _kb(ctx)
         return await _call(kb.curation.update_entity, name, kb.namespace, new_name=new_name, type=type,
-                           description=description, aliases=aliases, properties=properties)
+                           description=description, aliases=aliases, properties=properties,
+                           add_observations=add_observations, remove_observations=remove_observations)
 
     @server.tool(title="Merge entities", annotations=_titled(DESTRUCTIVE, "Merge entities"))
     async def merge_entities(
         ctx: Context,
-        sources: Annotated[list[EntityName], Field(min_length=1, max_length=50, description="Duplicates to fold in.")],
-        target: Annotated[EntityName, Field(description="The entity that remains.")],
+        sources: Annotated[list[EntityName], Field(min_length=1, max_length=50)],
+        target: EntityName,
     ) -> MergeResult:
-        """Merge duplicate entities into one: the sources' relations, provenance, observations and properties
-        move to the target, their names become its aliases, and the sources are removed. Relations that become
-        duplicates or self-loops collapse."""
+        """Merge duplicates (sources) into target: their relations, observations and properties move to it and
+        their names become its aliases."""
         kb = _kb(ctx)
         return await _call(kb.curation.merge_entities, sources, target, kb.namespace)
 
@@ -202,22 +225,44 @@ def _register_graphrag_tools(server: MCPServer) -> None:
         max_hops: Annotated[int, Field(ge=1, le=4)] = 3,
         max_paths: Annotated[int, Field(ge=1, le=20)] = 5,
     ) -> PathResult:
-        """How are two entities connected? Returns the shortest chains of relations between them (following
-        relations in either direction), e.g. 'Marie Curie -WON-> Nobel Prize <-WON- Pierre Curie'. When there is
-        none, message says so and names the hop limit searched within."""
+        """How are two entities connected? The shortest chains of relations between them, e.g.
+        'A -FOUNDED-> B <-WORKS_AT- C'."""
         kb = _kb(ctx)
         return await _call(kb.curation.find_paths, source, target, kb.namespace, max_hops=max_hops,
                            max_paths=max_paths)
 
     @server.tool(title="Graph stats", annotations=_titled(READ_ONLY, "Graph stats"))
     async def graph_stats(ctx: Context) -> GraphStats:
-        """Size of the memory and the entity and relation types in use (the 50 most common of each)."""
+        """Size of the memory and its most common entity and relation types."""
         kb = _kb(ctx)
         return GraphStats(**await _call(kb.stats, kb.namespace))
 
 
-def _register_shared_tools(server: MCPServer) -> None:
-    """Tools both sets share, with the reference memory server's argument and result shapes."""
+# -- delete_entities and delete_relations, in each set's vocabulary (see register_tools) --------------------
+
+
+_DELETE_ENTITIES = "Delete entities (named exactly or by alias) and their relations."
+_DELETE_RELATIONS = "Delete wrong or outdated relations; the entities stay."
+
+
+def _register_graphrag_deletes(server: MCPServer) -> None:
+    @server.tool(title="Delete entities", description=_DELETE_ENTITIES,
+                 annotations=_titled(DESTRUCTIVE, "Delete entities"))
+    async def delete_entities(
+        ctx: Context, names: Annotated[list[EntityName], Field(min_length=1, max_length=1_000)]
+    ) -> DeletedSummary:
+        return await _delete_entities(ctx, names)
+
+    @server.tool(title="Delete relations", description=_DELETE_RELATIONS,
+                 annotations=_titled(DESTRUCTIVE, "Delete relations"))
+    async def delete_relations(
+        ctx: Context, relations: Annotated[list[RelationRef], Field(min_length=1, max_length=1_000)]
+    ) -> RelationsDeleted:
+        return await _delete_relations(ctx, relations)
+
+
+def _register_memory_deletes(server: MCPServer) -> None:
+    """The reference memory server's shapes, and its texts."""
 
     # The reference accepts empty lists here (and succeeds doing nothing), so these do too.
     @server.tool(title="Delete Entities", annotations=_titled(DESTRUCTIVE, "Delete Entities"))
@@ -228,9 +273,7 @@ def _register_shared_tools(server: MCPServer) -> None:
     ) -> Annotated[CallToolResult, MemoryDeleteResult]:
         """Delete multiple entities and their associated relations from the knowledge graph. Only exactly named
         entities (or a unique alias) are deleted; names that match nothing are reported in not_found."""
-        kb = _kb(ctx)
-        summary = await _call(kb.curation.delete_entities, entityNames, kb.namespace)
-        return _deleted(summary, "Entities deleted successfully")
+        return await _delete_entities_memory(ctx, entityNames)
 
     @server.tool(title="Delete Relations", annotations=_titled(DESTRUCTIVE, "Delete Relations"))
     async def delete_relations(
@@ -240,10 +283,63 @@ def _register_shared_tools(server: MCPServer) -> None:
     ) -> Annotated[CallToolResult, MemoryDeleteResult]:
         """Delete multiple relations ({from, to, relationType}) from the knowledge graph; relations that do not
         exist are reported in not_found. The entities stay."""
-        kb = _kb(ctx)
-        refs = [RelationRef(source=r.from_, target=r.to, type=r.relationType) for r in relations]
-        summary = await _call(kb.curation.delete_relations, refs, kb.namespace)
-        return _deleted(summary, "Relations deleted successfully")
+        return await _delete_relations_memory(ctx, relations)
+
+
+def _register_either_deletes(server: MCPServer) -> None:
+    """For `all`: one tool per name, taking either set's vocabulary (see register_tools). Their results differ
+    in shape with the vocabulary, so they declare no output schema."""
+
+    @server.tool(title="Delete entities", annotations=_titled(DESTRUCTIVE, "Delete entities"))
+    async def delete_entities(
+        ctx: Context,
+        names: Annotated[list[EntityName] | None, Field(max_length=1_000)] = None,
+        entityNames: Annotated[list[EntityName] | None, Field(max_length=1_000)] = None,  # noqa: N803
+    ) -> CallToolResult:
+        """Delete entities named exactly (or by alias) with their relations: names (or entityNames, the memory
+        tools' spelling)."""
+        if (names is None) == (entityNames is None):
+            raise ToolError("give the entities to delete as names (or as entityNames), once")
+        if names is not None:
+            return _model_result(await _delete_entities(ctx, names))
+        return await _delete_entities_memory(ctx, entityNames or [])
+
+    @server.tool(title="Delete relations", annotations=_titled(DESTRUCTIVE, "Delete relations"))
+    async def delete_relations(
+        ctx: Context, relations: Annotated[list[RelationRef | RelationInput], Field(max_length=1_000)],
+    ) -> CallToolResult:
+        """Delete relations, all {source, target, type} or all {from, to, relationType}; the entities stay."""
+        kinds = {type(r) for r in relations}
+        if len(kinds) > 1:
+            raise ToolError("give every relation as {source, target, type}, or every one as {from, to, relationType}")
+        if kinds == {RelationRef}:
+            return _model_result(await _delete_relations(ctx, relations))
+        return await _delete_relations_memory(ctx, relations)
+
+
+async def _delete_entities(ctx: Context, names: list[str]) -> DeletedSummary:
+    kb = _kb(ctx)
+    return await _call(kb.curation.delete_entities, names, kb.namespace)
+
+
+async def _delete_relations(ctx: Context, relations: list[RelationRef]) -> RelationsDeleted:
+    kb = _kb(ctx)
+    return await _call(kb.curation.delete_relations, relations, kb.namespace)
+
+
+async def _delete_entities_memory(ctx: Context, names: list[str]) -> CallToolResult:
+    summary = await _delete_entities(ctx, names)
+    message = "Entities deleted successfully"
+    return _with_text(MemoryDeleteResult(**summary.model_dump(), success=True, message=message), message)
+
+
+async def _delete_relations_memory(ctx: Context, relations: list[RelationInput]) -> CallToolResult:
+    refs = [RelationRef(source=r.from_, target=r.to, type=r.relationType) for r in relations]
+    result = await _delete_relations(ctx, refs)
+    message = "Relations deleted successfully"
+    return _with_text(MemoryDeleteResult(
+        deleted=[r.label() for r in result.deleted], not_found=[r.label() for r in result.not_found],
+        edges_deleted=len(result.deleted), success=True, message=message), message)
 
 
 def _register_memory_tools(server: MCPServer) -> None:
@@ -258,8 +354,9 @@ def _register_memory_tools(server: MCPServer) -> None:
         ctx: Context,
         entities: Annotated[list[MemoryEntityInput], Field(max_length=MAX_NODES_PER_CALL)],
     ) -> Annotated[CallToolResult, MemoryEntities]:
-        """Create multiple new entities in the knowledge graph. An entity whose name exists already (ignoring
-        case and spacing) is skipped: only the entities created are returned."""
+        """Create multiple new entities in the knowledge graph. An entity whose exact name exists already is
+        skipped; one whose name differs from a stored one only in case or spacing is the same entity here: its
+        observations are added to it, and it is returned with merged_into (the stored name)."""
         created = await _call(memory_compat.create_entities, _kb(ctx), entities)
         return _json_result(MemoryEntities(entities=created), "entities")
 
@@ -269,8 +366,9 @@ def _register_memory_tools(server: MCPServer) -> None:
         relations: Annotated[list[RelationInput], Field(max_length=MAX_EDGES_PER_CALL)],
     ) -> Annotated[CallToolResult, MemoryRelations]:
         """Create multiple new relations between entities in the knowledge graph. Relations should be in active
-        voice. Both entities must exist (create them with create_entities first). A relation that exists
-        already is skipped: only the relations created are returned."""
+        voice. An end that does not exist is created with entityType 'unknown' (create_entities with its name
+        later gives it a type and observations), and the relation's note says so. A relation that exists already
+        is skipped; one joining an entity to itself is not stored and has a note."""
         created = await _call(memory_compat.create_relations, _kb(ctx), relations)
         return _json_result(MemoryRelations(relations=created), "relations")
 
@@ -312,9 +410,9 @@ def _register_memory_tools(server: MCPServer) -> None:
         query: Annotated[str, Field(max_length=2_000, description="The search query to match against entity "
                                                                   "names, types, and observation content")],
     ) -> Annotated[CallToolResult, MemoryGraph]:
-        """Search for nodes in the knowledge graph based on a query. The search is by meaning, not by substring:
-        it finds the entities the query is about and the on-topic entities around them, best first, with the
-        relations among them."""
+        """Search for nodes in the knowledge graph based on a query: every entity whose name, type or an
+        observation contains it (ignoring case), and the entities it is about by meaning, most relevant first,
+        with the relations that touch them. Nothing relevant: an empty result."""
         graph = await _call(memory_compat.search_nodes, _kb(ctx), query)
         return _json_result(graph)
 
@@ -342,8 +440,11 @@ def _json_result(result: BaseModel, key: str | None = None) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
-def _deleted(summary: DeletedSummary, message: str) -> CallToolResult:
-    return _with_text(MemoryDeleteResult(**summary.model_dump(), success=True, message=message), message)
+def _model_result(result: BaseModel) -> CallToolResult:
+    """A result as the SDK makes one from a returned model: its JSON as text and as structured content."""
+    structured = result.model_dump(mode="json")
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(structured, indent=2))],
+                          structured_content=structured)
 
 
 def _with_text(result: Any, text: str) -> CallToolResult:

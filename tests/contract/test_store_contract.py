@@ -129,6 +129,18 @@ class StoreContract:
         assert store.get_observations([ada, graph.nodes["Oven"]]) == {
             ada: ["Wrote the first program.", "Born in 1815."]}
 
+    def test_nodes_containing_match_name_type_or_observation_ignoring_case(self, store, graph):
+        ada, babbage, engine = graph.ids("Ada Lovelace", "Charles Babbage", "Analytical Engine")
+        assert store.nodes_containing("default", "LOVELACE") == [ada]  # the name
+        assert store.nodes_containing("default", "machine") == [engine]  # the type
+        assert store.nodes_containing("default", "first PROG") == [ada]  # an observation, inside a word too
+        assert store.nodes_containing("default", "person") == sorted([ada, babbage])  # in id order, once each
+        assert store.nodes_containing("default", "kubernetes") == []
+        assert store.nodes_containing("default", "%") == []  # no pattern characters
+        assert store.nodes_containing("default", "") == sorted(graph.nodes.values())
+        assert store.nodes_containing("default", "", limit=2) == sorted(graph.nodes.values())[:2]
+        assert store.nodes_containing("other", "ada") == [graph.other_nodes["Ada Lovelace"]]
+
     def test_a_node_with_an_id_is_replaced_and_an_edge_upserted(self, store, graph):
         [ada] = store.get_nodes([graph.nodes["Ada Lovelace"]])
         ada.description = "Mathematician."

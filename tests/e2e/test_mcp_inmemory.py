@@ -363,6 +363,25 @@ BAD_CALLS = [
     pytest.param("search", {"query": "   \t "}, ["query is empty"], id="blank-query"),
     pytest.param("search", {}, ["query", "Field required"], id="missing-query"),
     pytest.param("search", {"query": "Vera Rubin", "hops": 7}, ["hops", "less than or equal to 3"], id="too-many-hops"),
+    # The default set speaks one vocabulary: the memory tools' spellings are refused with the field to use.
+    pytest.param("delete_entities", {"entityNames": ["Vera Rubin"]}, ["names", "Field required"],
+                 id="delete-entities-memory-spelling"),
+    pytest.param("delete_entities", {"names": []}, ["names", "at least 1"], id="delete-no-entities"),
+    pytest.param("delete_relations", {"relations": [{"from": "Vera Rubin", "to": "Kent Ford",
+                                                     "relationType": "COLLABORATED_WITH"}]},
+                 ["relations.0.source", "Field required"], id="delete-relations-memory-spelling"),
+    pytest.param("update_entity", {"name": "Vera Rubin", "description": "Changed.",
+                                   "remove_observations": ["never said"]},
+                 ["no observation 'never said'", "nothing was changed"], id="remove-absent-observation"),
+    pytest.param("add_knowledge_graph", {"nodes": [{**NEW_NODE, "observations": ["ok", "bad\x00"]}]},
+                 ["nodes.0.observations.1", "control characters"], id="observation-with-control-character"),
+    pytest.param("add_knowledge_graph", {"nodes": [{**NEW_NODE, "observations": [""]}]},
+                 ["nodes.0.observations.0"], id="empty-observation"),
+    pytest.param("add_knowledge_graph", {"nodes": [{"name": "Vera Rubin", "type": "Person",
+                                                    "observations": [f"fact {i}" for i in range(150)]},
+                                                   {"name": "Vera Rubin", "type": "Person",
+                                                    "observations": [f"other {i}" for i in range(150)]}]},
+                 ["'Vera Rubin' would have 300 observations", "limit is 200"], id="too-many-observations"),
 ]
 
 
@@ -400,3 +419,122 @@ async def test_handshake_and_tools_list_load_no_model_and_open_no_file(tmp_path:
         assert not result.is_error
         # The first call loads what the query needs: the model, or its cached ONNX export (see the embedder).
         assert (cold._model is not None or cold._onnx is not None) and db_path.exists()
+
+
+# -- one vocabulary, observations, exact results (issue 28) ---------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_default_tools_speak_one_vocabulary(services):
+    async with Client(build_server(services)) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    listing = json.dumps({name: tool.input_schema for name, tool in tools.items()})
+    for memory_word in ("entityNames", "relationType", '"from"', "entityType"):
+        assert memory_word not in listing
+    assert tools["delete_entities"].input_schema["required"] == ["names"]
+    relation = tools["delete_relations"].input_schema["$defs"]["RelationRef"]
+    edge = tools["add_knowledge_graph"].input_schema["$defs"]["EdgeInput"]
+    assert relation["required"] == ["source", "target", "type"] == edge["required"]
+    assert "observations" in tools["add_knowledge_graph"].input_schema["$defs"]["NodeInput"]["properties"]
+    assert {"add_observations", "remove_observations"} <= set(tools["update_entity"].input_schema["properties"])
+    for tool in tools.values():
+        assert "\n" not in tool.description and "  " not in tool.description, tool.name  # no docstring indentation
+
+
+@pytest.mark.anyio
+async def test_observations_are_added_and_removed_with_the_default_tools(seeded_services):
+    async with Client(build_server(seeded_services)) as client:
+        added = await call_ok(client, "add_knowledge_graph", {"nodes": [
+            {"name": "vera rubin", "type": "Person", "observations": ["Born in 1928", "Studied at Vassar"]}]})
+        assert added["observations_added"] == 2 and added["nodes_created"] == 0
+        again = await call_ok(client, "add_knowledge_graph", {"nodes": [
+            {"name": "Vera Rubin", "type": "Person", "observations": ["Born in 1928"]}]})
+        assert again["observations_added"] == 0
+        updated = await call_ok(client, "update_entity", {
+            "name": "Vera Rubin", "add_observations": ["Died in 2016"], "remove_observations": ["Studied at Vassar"]})
+        assert updated["observations"] == ["Born in 1928", "Died in 2016"]
+        [entity] = (await call_ok(client, "get_entities", {"names": ["Vera Rubin"]}))["entities"]
+        assert entity["observations"] == ["Born in 1928", "Died in 2016"]
+        # A removal that names an observation the entity lacks changes nothing, not even the rest of the call.
+        message = error_text(await client.call_tool("update_entity", {
+            "name": "Vera Rubin", "add_observations": ["Won the Gold Medal"],
+            "remove_observations": ["Born in 1928", "Born in 1929"]}))
+        assert "'Born in 1929'" in message
+        [entity] = (await call_ok(client, "get_entities", {"names": ["Vera Rubin"]}))["entities"]
+        assert entity["observations"] == ["Born in 1928", "Died in 2016"]
+
+
+@pytest.mark.anyio
+async def test_deletions_say_what_was_deleted_and_what_was_not_found(seeded_services):
+    services = seeded_services
+    async with Client(build_server(services)) as client:
+        before = counts(services)
+        result = await call_ok(client, "delete_relations", {"relations": [
+            {"source": "vera rubin", "target": "Kent Ford", "type": "collaborated with"},
+            {"source": "Vera Rubin", "target": "Kent Ford", "type": "MARRIED"},
+            {"source": "Vera Rubin", "target": "Nobody", "type": "KNEW"}]})
+        assert result["deleted"] == [{"source": "Vera Rubin", "target": "Kent Ford", "type": "COLLABORATED_WITH"}]
+        assert result["not_found"] == [{"source": "Vera Rubin", "target": "Kent Ford", "type": "MARRIED"},
+                                       {"source": "Vera Rubin", "target": "Nobody", "type": "KNEW"}]
+        assert counts(services)["edges"] == before["edges"] - 1
+        nothing = await call_ok(client, "delete_relations", {"relations": [
+            {"source": "Vera Rubin", "target": "Kent Ford", "type": "COLLABORATED_WITH"}]})
+        assert nothing["deleted"] == [] and len(nothing["not_found"]) == 1
+
+        entities = await call_ok(client, "delete_entities", {"names": ["kent ford", "Nobody"]})
+        assert entities["deleted"] == ["Kent Ford"] and entities["not_found"] == ["Nobody"]
+        assert counts(services)["nodes"] == before["nodes"] - 1
+
+
+@pytest.mark.anyio
+async def test_a_vague_relation_type_is_stored_and_flagged(seeded_services):
+    async with Client(build_server(seeded_services)) as client:
+        result = await call_ok(client, "add_knowledge_graph", {"edges": [
+            {"source": "Vera Rubin", "target": "dark matter", "type": "related to"},
+            {"source": "Kent Ford", "target": "Andromeda Galaxy", "type": "OBSERVED"}]})
+    assert result["edges_created"] == 2
+    assert result["vague_edges"] == [{"source": "Vera Rubin", "target": "dark matter", "type": "RELATED_TO"}]
+    assert len(result["hints"]) == 1 and "RELATED_TO" in result["hints"][0]
+
+
+@pytest.mark.anyio
+async def test_entities_given_as_distinct_are_never_joined_and_a_big_batch_is_not_refused(services):
+    nodes = [{"name": "Cherry Creek, Colorado", "type": "Place"}, {"name": "Cherry Creek (Colorado)", "type": "Place"},
+             {"name": "Carnegie Institution", "type": "Organization", "aliases": ["CIS"]}]
+    nodes += [{"name": f"Town {i}", "type": "Place"} for i in range(250)]
+    edges = [{"source": f"Town {i}", "target": f"Town {i + 1}", "type": "NEAR"} for i in range(249)]
+    edges += [{"source": "Cherry Creek, Colorado", "target": "Cherry Creek (Colorado)", "type": "MENTIONS"},
+              # two names of one entity (its alias): the server joins them, so the edge is skipped, not refused
+              {"source": "CIS", "target": "Carnegie Institution", "type": "SAME_AS"}]
+    async with Client(build_server(services)) as client:
+        result = await call_ok(client, "add_knowledge_graph", {"nodes": nodes, "edges": edges})
+    assert result["nodes_created"] == len(nodes) and result["edges_created"] == 250
+    assert [(e["source"], e["target"]) for e in result["skipped_edges"]] == [("CIS", "Carnegie Institution")]
+    assert result["hints"] and "skipped" in result["hints"][0]
+
+
+@pytest.mark.anyio
+async def test_all_tools_take_either_vocabulary_for_deletions(tmp_path, db_path, plugin_manager, minilm):
+    config = tmp_path / "config.toml"
+    config.write_text("", encoding="utf-8")
+    settings = load_settings(config, env={}, db=str(db_path), warm_up=False, tools="all")
+    services = bootstrap(settings, plugin_manager=plugin_manager, embedder=minilm)
+    async with Client(build_server(services)) as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        assert len(names) == len(set(names))
+        await seed(client)
+        ours = await call_ok(client, "delete_relations", {"relations": [
+            {"source": "Vera Rubin", "target": "Kent Ford", "type": "COLLABORATED_WITH"}]})
+        assert ours["deleted"] == [{"source": "Vera Rubin", "target": "Kent Ford", "type": "COLLABORATED_WITH"}]
+        theirs = await client.call_tool("delete_relations", {"relations": [
+            {"from": "Vera Rubin", "to": "Andromeda Galaxy", "relationType": "observed"}]})
+        assert theirs.content[0].text == "Relations deleted successfully"
+        assert theirs.structured_content["deleted"] == ["Vera Rubin -OBSERVED-> Andromeda Galaxy"]
+        mixed = await client.call_tool("delete_relations", {"relations": [
+            {"source": "Vera Rubin", "target": "dark matter", "type": "FOUND_EVIDENCE_FOR"},
+            {"from": "Vera Rubin", "to": "dark matter", "relationType": "FOUND_EVIDENCE_FOR"}]})
+        assert "every relation" in error_text(mixed)
+        entities = await call_ok(client, "delete_entities", {"entityNames": ["Kent Ford"]})
+        assert entities["success"] is True and entities["deleted"] == ["Kent Ford"]
+        assert (await call_ok(client, "delete_entities", {"names": ["Antony Hewish"]}))["deleted"] == ["Antony Hewish"]
+        assert "names" in error_text(await client.call_tool("delete_entities", {}))

@@ -91,13 +91,34 @@ def test_delete_entities_deletes_only_what_is_named(kb):
     assert kb.store.health()["vectors"] == {"node": 4, "chunk": 0, "edge": 4}
 
 
-def test_delete_relations_reports_what_did_not_exist(kb):
+def test_delete_relations_reports_what_was_deleted_and_what_was_not_found(kb):
     result = kb.curation.delete_relations(
-        [RelationRef(source="Zed", target="Acme", type="founded"), RelationRef(source="Zed", target="Acme", type="OWNS")],
+        [RelationRef(source="zed", target="Acme", type="founded"), RelationRef(source="Zed", target="Acme", type="OWNS"),
+         RelationRef(source="Zed", target="ghost", type="FOUNDED")],
         NS,
     )
-    assert result.edges_deleted == 1 and result.not_found == ["Zed -OWNS-> Acme"]
-    assert kb.stats()["nodes"] == 5
+    # Deleted as stored (names and type), not found as given.
+    assert [r.label() for r in result.deleted] == ["Zed -FOUNDED-> Acme"]
+    assert [r.label() for r in result.not_found] == ["Zed -OWNS-> Acme", "Zed -FOUNDED-> ghost"]
+    assert kb.stats()["nodes"] == 5 and kb.stats()["edges"] == 4
+    nothing = kb.curation.delete_relations([RelationRef(source="Zed", target="Acme", type="FOUNDED")], NS)
+    assert nothing.deleted == [] and len(nothing.not_found) == 1
+
+
+def test_update_entity_adds_and_removes_observations_in_one_step(kb):
+    kb.curation.add_observations("Acme", ["makes anvils", "founded 1950"], NS)
+    updated = kb.curation.update_entity("acme", NS, add_observations=["sells rockets", "makes anvils"],
+                                        remove_observations=["founded 1950"])
+    assert updated.observations == ["makes anvils", "sells rockets"]
+
+
+def test_removing_an_observation_the_entity_lacks_changes_nothing(kb):
+    kb.curation.add_observations("Acme", ["makes anvils"], NS)
+    with pytest.raises(InvalidInputError, match="no observation 'never said'"):
+        kb.curation.update_entity("Acme", NS, description="Changed.", add_observations=["new"],
+                                  remove_observations=["makes anvils", "never said"])
+    [acme], _ = kb.curation.get_entities(["Acme"], NS)
+    assert acme.observations == ["makes anvils"] and acme.description == ""
 
 
 def test_observations_are_added_once_and_removed(kb):

@@ -29,10 +29,22 @@ def kb(fake_kb):
     return fake_kb
 
 
-def test_create_skips_existing_names_and_repeats_and_stores_observations_once(kb):
-    created = memory.create_entities(kb, [entity("alice"), entity("Carol", "a", "a", "b"), entity("CAROL")])
-    assert [(e.name, e.observations) for e in created] == [("Carol", ["a", "b"])]
-    assert memory.open_nodes(kb, ["carol"]).entities[0].observations == ["a", "b"]
+def test_an_exact_name_is_skipped_and_a_case_variant_merged_and_reported(kb):
+    created = memory.create_entities(kb, [
+        entity("Alice", "dropped, as the reference drops it"),  # the exact stored name: skipped
+        entity("alice", "likes tea", "plays go"),  # the reference keeps a second entity: merged here
+        entity("Carol", "a", "a", "b"),
+        entity("CAROL", "b", "c"),  # a variant of one created in the call
+    ])
+    assert [(e.name, e.entityType, e.observations, e.merged_into) for e in created] == [
+        ("alice", "person", ["plays go"], "Alice"),
+        ("Carol", "person", ["a", "b"], None),
+        ("CAROL", "person", ["c"], "Carol"),
+    ]
+    opened = memory.open_nodes(kb, ["Alice", "Carol"]).entities
+    assert [(e.name, e.observations) for e in opened] == [("Alice", ["likes tea", "plays go"]),
+                                                          ("Carol", ["a", "b", "c"])]
+    assert kb.stats()["nodes"] == 4
 
 
 def test_relations_keep_their_spelling_and_are_not_duplicated_by_another_one(kb):
@@ -42,12 +54,34 @@ def test_relations_keep_their_spelling_and_are_not_duplicated_by_another_one(kb)
     assert (stored.from_, stored.to, stored.relationType) == ("Alice", "Acme", "works at")
 
 
-def test_relations_to_unknown_entities_or_to_themselves_are_refused_whole(kb):
-    with pytest.raises(NotFoundError, match="'Nobody'"):
-        memory.create_relations(kb, [relation("Alice", "Bob", "knows"), relation("Alice", "Nobody", "knows")])
-    with pytest.raises(InvalidInputError, match="same entity"):
-        memory.create_relations(kb, [relation("Alice", "alice", "is")])
-    assert memory.read_graph(kb).relations == []
+def test_an_unknown_end_becomes_a_placeholder_that_create_entities_fills_in(kb):
+    created = memory.create_relations(kb, [relation("Alice", "Bob", "knows"), relation("Alice", "Dana", "mentors"),
+                                           relation("dana", "Erin", "knows")])
+    assert [(r.from_, r.to, r.note is None) for r in created] == [("Alice", "Bob", True), ("Alice", "Dana", False),
+                                                                   ("dana", "Erin", False)]
+    assert "'Dana' did not exist" in created[1].note and "'unknown'" in created[1].note
+    assert "'Erin' did not exist" in created[2].note and "'dana'" not in created[2].note
+    graph = memory.read_graph(kb)
+    assert [(e.name, e.entityType) for e in graph.entities][-2:] == [("Dana", "unknown"), ("Erin", "unknown")]
+    assert len(graph.relations) == 3
+    # Creating it afterwards, as a reference user would, gives the placeholder its type and observations.
+    [filled] = memory.create_entities(kb, [entity("Dana", "a mentor")])
+    assert (filled.name, filled.entityType, filled.observations, filled.merged_into) == (
+        "Dana", "person", ["a mentor"], None)
+    [variant] = memory.create_entities(kb, [entity("ERIN", "an engineer", type="engineer")])
+    assert (variant.entityType, variant.merged_into) == ("engineer", "Erin")
+    assert [(e.name, e.entityType, e.observations) for e in memory.open_nodes(kb, ["Dana", "Erin"]).entities] == [
+        ("Dana", "person", ["a mentor"]), ("Erin", "engineer", ["an engineer"])]
+    assert len(memory.read_graph(kb).relations) == 3
+
+
+def test_a_relation_of_an_entity_with_itself_is_reported_not_stored_and_the_rest_is(kb):
+    created = memory.create_relations(kb, [relation("Alice", "alice", "is"), relation("Bob", "Alice", "knows")])
+    assert "one entity" in created[0].note and created[1].note is None
+    assert [(r.from_, r.to) for r in memory.read_graph(kb).relations] == [("Bob", "Alice")]
+    with pytest.raises(InvalidInputError, match="letters or digits"):
+        memory.create_relations(kb, [relation("Alice", "Zed", "->")])
+    assert kb.stats()["nodes"] == 3  # the refused call made no placeholder
 
 
 def test_graphrag_edges_show_their_stored_type(kb):
@@ -101,5 +135,29 @@ def test_pages_list_every_relation_once_and_open_nodes_takes_relations_with_one_
         memory.read_graph(kb, limit=0)
 
 
-def test_a_blank_search_reads_the_first_page(kb):
-    assert [e.name for e in memory.search_nodes(kb, "  ").entities] == ["Alice", "Bob", "Acme"]
+def test_search_returns_every_substring_match_after_the_ranked_ones(kb):
+    memory.create_entities(kb, [entity("duckgraph", "Written in Go", type="project"),
+                                entity("Google", type="company"), entity("Zoe", "plays GO on Sundays")])
+    found = memory.search_nodes(kb, "Go")
+    names = [e.name for e in found.entities]
+    # The reference's matches ("go" in an observation, a name, an observation), each once.
+    assert {"duckgraph", "Google", "Zoe"} <= set(names) and len(names) == len(set(names))
+    ranked = [n.name for n in kb.search("Go", max_passages=0).nodes]
+    assert names[:len(ranked)] == ranked  # the search's order first, the substring-only matches after
+
+
+def test_an_empty_query_matches_every_entity_and_spaces_only_what_holds_them_as_in_the_reference(kb):
+    assert [e.name for e in memory.search_nodes(kb, "").entities] == ["Alice", "Bob", "Acme"]
+    assert memory.search_nodes(kb, "  ").entities == []
+
+
+@pytest.mark.model
+def test_search_finds_the_substring_and_nothing_when_nothing_matches(real_kb):
+    memory.create_entities(real_kb, [entity("duckgraph", "Written in Go", type="project"),
+                                     entity("Maya Chen", "maintains duckgraph"), entity("Berlin", type="city")])
+    memory.create_relations(real_kb, [relation("Maya Chen", "duckgraph", "maintains")])
+    found = memory.search_nodes(real_kb, "Go")
+    assert "duckgraph" in [e.name for e in found.entities]
+    assert {(r.from_, r.to) for r in found.relations} == {("Maya Chen", "duckgraph")}  # one end is enough
+    nothing = memory.search_nodes(real_kb, "Kubernetes")
+    assert nothing.entities == [] and nothing.relations == []

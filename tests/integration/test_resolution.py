@@ -7,7 +7,7 @@ import pytest
 from duckgraph.core.domain.model import EdgeInput, NodeInput
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb import DuckDBStore
-from duckgraph.ports import loose_key
+from duckgraph.ports import InvalidInputError, loose_key
 
 
 def node(name: str, type_: str = "Work", **fields) -> NodeInput:
@@ -38,9 +38,58 @@ def test_accent_and_punctuation_variants_merge_and_are_reported(fake_kb) -> None
     assert fact.source_id == stored.id and fact.type == "COMPOSED_BY"
 
 
-def test_variants_within_one_call_merge(fake_kb) -> None:
-    result = fake_kb.add_knowledge_graph([node("Jean-Luc Picard", "Person"), node("Jean Luc Picard", "Person")], [])
-    assert result.nodes_created == 1 and names(fake_kb) == ["Jean-Luc Picard"]
+def test_variants_given_as_distinct_in_one_call_stay_distinct(fake_kb) -> None:
+    # The host's 500-relation batch that was refused whole: resolution had joined the two, then refused their
+    # relation as a self-loop.
+    edges = [EdgeInput(source="Cherry Creek, Colorado", target="Cherry Creek (Colorado)", type="MENTIONS"),
+             EdgeInput(source="Denver", target="Cherry Creek, Colorado", type="NEAR")]
+    result = fake_kb.add_knowledge_graph(
+        [node("Cherry Creek, Colorado", "Place"), node("Cherry Creek (Colorado)", "Place"), node("Denver", "Place")],
+        edges)
+    assert result.nodes_created == 3 and not result.resolved and not result.skipped_edges
+    assert result.edges_created == 2
+    assert names(fake_kb) == ["Cherry Creek (Colorado)", "Cherry Creek, Colorado", "Denver"]
+
+
+def test_a_call_naming_a_stored_entity_and_its_variant_keeps_them_apart(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([node("Cherry Creek, Colorado", "Place")], [])
+    result = fake_kb.add_knowledge_graph(
+        [node("Cherry Creek (Colorado)", "Place"), node("Cherry Creek, Colorado", "Place")],
+        [EdgeInput(source="Cherry Creek, Colorado", target="Cherry Creek (Colorado)", type="MENTIONS")])
+    assert (result.nodes_created, result.edges_created) == (1, 1) and not result.resolved
+    assert names(fake_kb) == ["Cherry Creek (Colorado)", "Cherry Creek, Colorado"]
+    # Two variants of one stored name in one call: at most one of them joins it, the other stays its own.
+    result = fake_kb.add_knowledge_graph([node("Jean-Luc  Picard!", "Person"), node("Jean Luc Picard", "Person")], [])
+    assert result.nodes_created == 2
+
+
+def test_a_variant_alone_still_joins_the_stored_entity(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([node("Jean-Luc Picard", "Person")], [])
+    result = fake_kb.add_knowledge_graph([node("Jean Luc Picard", "Person")], [])
+    assert result.nodes_created == 0 and [(r.name, r.into) for r in result.resolved] == [
+        ("Jean Luc Picard", "Jean-Luc Picard")]
+
+
+def test_an_edge_whose_ends_resolution_joined_is_skipped_and_reported(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([node("International Business Machines", "Organization", aliases=["IBM"]),
+                                 node("Thomas Watson", "Person")], [])
+    result = fake_kb.add_knowledge_graph([], [
+        EdgeInput(source="IBM", target="International Business Machines", type="SAME_AS"),
+        EdgeInput(source="Thomas Watson", target="IBM", type="LED"),
+    ])
+    assert result.edges_created == 1
+    [skipped] = result.skipped_edges
+    assert (skipped.source, skipped.target, skipped.type) == ("IBM", "International Business Machines", "SAME_AS")
+    assert "International Business Machines" in skipped.reason
+    assert any("skipped" in hint for hint in result.hints)
+    assert fake_kb.stats()["edge_types"] == {"LED": 1}
+
+
+def test_a_self_loop_the_caller_wrote_is_still_refused(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([node("Ouroboros", "Symbol")], [])
+    with pytest.raises(InvalidInputError, match="same entity"):
+        fake_kb.add_knowledge_graph([], [EdgeInput(source="Ouroboros", target="ouroboros ", type="EATS")])
+    assert fake_kb.stats()["edges"] == 0
 
 
 def test_an_alias_of_one_entity_of_the_same_type_merges(fake_kb) -> None:

@@ -1,0 +1,48 @@
+"""What the default tool set costs a model: its whole `tools/list` (names, descriptions, input schemas; output
+schemas are not sent to the model by hosts that follow the spec's advice) is in every conversation's context."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from duckgraph.core.mcp import tool_listing
+from duckgraph.core.mcp.tool_listing import built_tool_listing
+
+#: The budget of issue 28, in tokens of about four characters.
+MAX_TOKENS = 2_000
+
+
+def tokens(tools: list[dict[str, Any]]) -> float:
+    # json.dumps with its default separators: the spaces a host may keep count too.
+    sent = [{"name": t["name"], "description": t["description"], "inputSchema": t["inputSchema"]} for t in tools]
+    return len(json.dumps(sent, ensure_ascii=False)) / 4
+
+
+def check(tools: list[dict[str, Any]]) -> None:
+    assert len(tools) == 10
+    cost = tokens(tools)
+    assert cost <= MAX_TOKENS, f"the default tools/list costs {cost:.0f} tokens; the budget is {MAX_TOKENS}"
+    for tool in tools:
+        description = tool["description"]
+        assert description.strip() == description and "\n" not in description and "  " not in description, (
+            f"{tool['name']}: a description with docstring indentation or line breaks: {description!r}")
+        assert len(description) >= 30, f"{tool['name']}: say when to use it"
+
+
+def test_the_shipped_default_listing_fits_the_budget() -> None:
+    stored = json.loads(tool_listing.LISTING_PATH.read_text(encoding="utf-8"))
+    check(stored["tool_sets"]["graphrag"])
+
+
+def test_a_freshly_built_default_listing_fits_the_budget() -> None:
+    check(anyio.run(built_tool_listing, "graphrag"))
+
+
+@pytest.mark.parametrize("tool_set", ["memory", "all"])
+def test_every_set_has_descriptions_without_indentation(tool_set: str) -> None:
+    for tool in anyio.run(built_tool_listing, tool_set):
+        assert "\n " not in tool["description"], tool["name"]
