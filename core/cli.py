@@ -23,13 +23,29 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return args.run(args) or 0
+        code = args.run(args) or 0
+        sys.stdout.flush()  # here rather than at exit, so that a reader gone early is handled below
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except DuckgraphError as exc:
         print(f"duckgraph: {exc}", file=sys.stderr)
         _hint_when_a_server_holds_the_file(args, exc)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _stdout_closed() -> int:
+    """The reader of standard output stopped early (`duckgraph stats --json | head`): end quietly, as a command
+    killed by SIGPIPE would (exit status 128 + 13), without a traceback."""
+    try:
+        # Python flushes stdout again at exit: point it at /dev/null so that this flush cannot fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file behind stdout (an embedding, a test)
+        pass
+    return 141
 
 
 def _hint_when_a_server_holds_the_file(args: argparse.Namespace, exc: DuckgraphError) -> None:
@@ -69,8 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", parents=[common], help="load a small sample into a fresh file and search it")
     demo.set_defaults(run=_demo)
 
-    ingest = sub.add_parser("ingest", parents=[common], help="add .txt and .md files or folders as documents")
-    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    ingest = sub.add_parser("ingest", parents=[common], help="add .txt and .md files or folders as documents "
+                                                             "(again: changed files replaced, unchanged skipped)")
+    ingest.add_argument("paths", nargs="+", metavar="PATH",
+                        help="files or folders (searched recursively); a document's id is the file's absolute path")
+    ingest.add_argument("--prune", action="store_true",
+                        help="also delete the documents of files gone from the given folders, with the entities and "
+                             "relations only those documents supported")
     extract = ingest.add_mutually_exclusive_group()
     extract.add_argument("--extract", dest="extract", action="store_true", default=None,
                          help="extract entities and relationships (default: when an extractor is configured)")
@@ -79,13 +100,16 @@ def _parser() -> argparse.ArgumentParser:
     ingest.set_defaults(run=_ingest)
 
     search = sub.add_parser("search", parents=[common], help="anchor & expand search")
-    search.add_argument("query")
+    search.add_argument("query", help="the question or keywords, in natural language")
     search.add_argument("--json", action="store_true", help="print the structured result")
-    search.add_argument("--hops", type=int)
-    search.add_argument("--k-anchors", type=int)
-    search.add_argument("--max-nodes", type=int)
-    search.add_argument("--max-passages", type=int)
-    search.add_argument("--token-budget", type=int, default=2_000)
+    search.add_argument("--hops", type=int, metavar="N",
+                        help="how many relations away from the anchor entities to expand (default 2)")
+    search.add_argument("--k-anchors", type=int, metavar="N",
+                        help="how many entities the query matches best to start from (default 5)")
+    search.add_argument("--max-nodes", type=int, metavar="N", help="the most entities to return (default 30)")
+    search.add_argument("--max-passages", type=int, metavar="N", help="the most document passages to return (default 5)")
+    search.add_argument("--token-budget", type=int, default=2_000, metavar="N",
+                        help="the length of the text answer in tokens, about 4 characters each (default 2000)")
     search.set_defaults(run=_search)
 
     stats = sub.add_parser("stats", parents=[common], help="counts of nodes, edges, documents and types")
@@ -100,6 +124,10 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", metavar="FILE", help="file to write (default: standard output)")
     export.add_argument("--embeddings", action="store_true",
                         help="include the vectors (a bigger file; importing it computes no embeddings)")
+    export.add_argument("--format", choices=["duckgraph", "memory-jsonl"], default="duckgraph",
+                        help="duckgraph (default): everything, for `duckgraph import`; memory-jsonl: the reference "
+                             "MCP memory server's memory.jsonl (entities, observations and relations of the "
+                             "configured namespace)")
     export.set_defaults(run=_export)
 
     imp = sub.add_parser("import", parents=[common],
@@ -121,6 +149,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _setup(args: argparse.Namespace, **overrides: Any):
     from duckgraph.core.bootstrap import bootstrap
+
+    return bootstrap(_settings(args, **overrides))
+
+
+def _settings(args: argparse.Namespace, **overrides: Any):
+    """The layered settings for this command, with logging to stderr set up at their level."""
     from duckgraph.core.config import load_settings
 
     settings = load_settings(args.config, db=overrides.pop("db", None) or args.db,
@@ -128,7 +162,7 @@ def _setup(args: argparse.Namespace, **overrides: Any):
     logging.basicConfig(
         level=settings.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    return bootstrap(settings)
+    return settings
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -138,7 +172,8 @@ def _serve(args: argparse.Namespace) -> int:
     # Settings errors must reach the user before the MCP handshake, not as a crash inside it.
     services = _setup(args)
     if args.http:
-        from duckgraph.core.mcp.http import DEFAULT_HOST, DEFAULT_PORT, check_binding, endpoint_url
+        from duckgraph.core.mcp.http import (DEFAULT_HOST, DEFAULT_PORT, check_binding, endpoint_url,
+                                             listening_socket)
         from duckgraph.core.mcp.transports import serve_http
 
         host = DEFAULT_HOST if args.host is None else args.host
@@ -148,9 +183,11 @@ def _serve(args: argparse.Namespace) -> int:
             return 2
         token = services.settings.http_token
         check_binding(host, token.get_secret_value() if token else None)
+        sock = listening_socket(host, port)  # a port in use is an error here, before anything is announced
+        port = sock.getsockname()[1]  # the one the system chose for --port 0
         print(f"duckgraph: serving MCP at {endpoint_url(host, port)} "
               f"({'bearer token required' if token else 'no token: this machine only'})", file=sys.stderr)
-        serve_http(services, host, port)
+        serve_http(services, host, port, sock)
         return 0
     from duckgraph.core.mcp.transports import serve
 
@@ -158,70 +195,45 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-INGEST_SUFFIXES = {".txt", ".md", ".markdown"}
-INGEST_BATCH = 20
-
-
 def _ingest(args: argparse.Namespace) -> int:
-    from duckgraph.core.domain.model import DocumentInput
+    from duckgraph.core.files import folder
 
-    files = _files_to_ingest(args.paths)
-    if not files:
+    files = folder.find_files(args.paths)
+    prune = folder.folders(args.paths) if args.prune else []
+    if not files and not prune:
         print("duckgraph: no .txt or .md files found in " + ", ".join(args.paths), file=sys.stderr)
         return 1
     services = _setup(args)
     extract = services.knowledge_base.extractor is not None if args.extract is None else args.extract
-    stored = chunks = extracted = already = failed = 0
     bar = ProgressBar()
+
+    def batch_done(result: Any) -> None:
+        for entry in result.extractions:
+            if entry.error:
+                print(f"\nduckgraph: extraction failed for {entry.document_id}#{entry.chunk_id}: {entry.error}",
+                      file=sys.stderr)
+        if args.json:
+            print(result.model_dump_json())
+
     with services.knowledge_base as kb:
-        for start in range(0, len(files), INGEST_BATCH):
-            batch = files[start : start + INGEST_BATCH]
-            documents = []
-            for document_id, path in batch:
-                try:
-                    text = path.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as exc:
-                    print(f"\nduckgraph: skipping {path}: {exc}", file=sys.stderr)
-                    continue
-                if text.strip():
-                    documents.append(DocumentInput(id=document_id, title=path.stem, text=text))
-            if not documents:
-                continue
-            bar.label = f"files {start + 1}-{start + len(batch)} of {len(files)}"
-            result = kb.add_documents(documents, extract=extract, progress=bar.update)
-            stored += sum(not d.unchanged for d in result.documents)
-            chunks += result.chunks_written
-            extracted += sum(1 for e in result.extractions if not e.error and not e.skipped)
-            already += sum(1 for e in result.extractions if e.skipped)
-            failed += result.extraction_errors
-            for entry in result.extractions:
-                if entry.error:
-                    print(f"\nduckgraph: extraction failed for {entry.document_id}#{entry.chunk_id}: {entry.error}",
-                          file=sys.stderr)
-            if args.json:
-                print(result.model_dump_json())
+        report = folder.ingest(kb, files, extract=extract, prune=prune, progress=bar.update,
+                               label=lambda text: setattr(bar, "label", text), on_batch=batch_done)
     bar.finish()
-    summary = f"{stored} documents stored ({len(files) - stored} unchanged or skipped), {chunks} passages"
+    for path, why in report.skipped:
+        print(f"duckgraph: skipped {path}: {why}", file=sys.stderr)
+    extractions = [e for r in report.results for e in r.extractions]
+    failed = sum(r.extraction_errors for r in report.results)
+    summary = (f"{len(report.stored)} documents stored, {len(report.unchanged)} unchanged, "
+               f"{len(report.skipped)} skipped, {sum(r.chunks_written for r in report.results)} passages")
+    if args.prune:
+        summary += (f"; pruned {len(report.pruned)} documents of files gone, with {report.nodes_pruned} entities "
+                    f"and {report.edges_pruned} relations only they supported")
     if extract:
-        summary += f", {extracted} passages extracted" + (f" ({already} had been already)" if already else "")
-        summary += f", {failed} failed"
+        already = sum(1 for e in extractions if e.skipped)
+        summary += f", {sum(1 for e in extractions if not e.error and not e.skipped)} passages extracted"
+        summary += (f" ({already} had been already)" if already else "") + f", {failed} failed"
     print(summary, file=sys.stderr if args.json else sys.stdout)
     return 1 if failed else 0
-
-
-def _files_to_ingest(paths: list[str]) -> list[tuple[str, Path]]:
-    """(document id, file) pairs; the id is the path as given, so re-ingesting a file updates it in place."""
-    found: dict[str, Path] = {}
-    for argument in paths:
-        root = Path(argument).expanduser()
-        if root.is_dir():
-            for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in INGEST_SUFFIXES):
-                found[(root / path.relative_to(root)).as_posix()] = path
-        elif root.is_file():
-            found[root.as_posix()] = root
-        else:
-            raise DuckgraphError(f"{argument} does not exist")
-    return list(found.items())
 
 
 class ProgressBar:
@@ -270,134 +282,34 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from duckgraph.core.mcp import tool_listing
+    from duckgraph.core import doctor
+    from duckgraph.core.plugin_manager import build_plugin_manager
 
-    services = _setup(args)
-    kb = services.knowledge_base
-    report: dict[str, Any] = {
-        "duckgraph": __version__,
-        "python": sys.version.split()[0],
-        "settings": {"db": str(services.settings.db), "embedder": services.settings.embedder.model_dump(),
-                     "store": services.settings.store.model_dump()},
-        "plugins": sorted(name for name, _ in services.plugin_manager.list_name_plugin()),
-        "embedder": {"id": kb.embedder.id, **kb.embedder.describe()},
-        "tools_list": tool_listing.status(),
-    }
-    problems: list[str] = []  # the knowledge base cannot be used as configured
-    warnings: list[str] = []  # it works, in a degraded way
-    report["relevance_floor"] = _relevance_floor(services.settings.relevance_floor, kb.embedder)
-    if report["relevance_floor"] is None:
-        warnings.append(f"no relevance floor: {kb.embedder.id} has no calibrated one, so search always returns its "
-                        "nearest content, however unrelated; set relevance_floor (DUCKGRAPH_RELEVANCE_FLOOR), "
-                        "measured with contrib/bench/locomo.py")
-    report["sharing"] = _sharing_state(services.settings.db)
-    try:
-        if report["sharing"].get("owner_pid"):  # a duckgraph server holds the file open: ask it
-            from duckgraph.core.sharing import call_owner
-
-            report["store"] = call_owner(services.settings.db, "health")
-        else:
-            with kb:
-                report["store"] = kb.health()
-    except DuckgraphError as exc:
-        problems.append(str(exc))
-    if report["sharing"].get("problem"):
-        problems.append(report["sharing"]["problem"])
-    store = report.get("store", {})
-    degraded = {kind: mode for kind, mode in store.get("vector_search", {}).items() if "vss unavailable" in mode}
-    if degraded:  # only the opt-in vss HNSW path needs vss; the default IVF index does not
-        warnings.append(f"vss is not loaded ({store['vss']['problem']}): {', '.join(degraded)} vector search uses "
-                        "an exact scan")
-    if store and store.get("read_only"):
-        warnings.append(f"the file is read-only ({store['read_only']}): searches work, writes are refused")
-    recorded = store.get("embedder")
-    if recorded and recorded["id"] != kb.embedder.id:
-        problems.append(f"the file was built with {recorded['id']!r} but {kb.embedder.id!r} is configured")
-    report["problems"], report["warnings"] = problems, warnings
+    report = doctor.diagnose(_settings(args), build_plugin_manager())
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:
-        _print_doctor(report)
-    return 1 if problems else 0
-
-
-def _relevance_floor(configured: float | None, embedder: Any) -> dict[str, Any] | None:
-    """The floor search applies and where it comes from, or None when there is none."""
-    if configured is not None:
-        return {"value": configured, "from": "the relevance_floor setting"} if configured else None
-    if embedder.relevance_floor is not None:
-        return {"value": embedder.relevance_floor, "from": f"calibrated for {embedder.id}"}
-    return None
-
-
-def _sharing_state(db: Path) -> dict[str, Any]:
-    """Which duckgraph server (if any) owns the file, how many others use it through that one (core/sharing)."""
-    from duckgraph.core import sharing
-
-    if not sharing.supported():
-        return {"held": None, "note": "this platform cannot share a file between servers"}
-    info = sharing.holder(db)
-    if info is None:
-        return {"held": False}
-    try:
-        status = sharing.call_owner(db, "status", wait=10)
-    except DuckgraphError as exc:
-        return {"held": True, "owner_pid": None, "recorded_pid": info.get("pid"), "problem": str(exc)}
-    clients = [pid for pid in status.get("client_pids", []) if pid != os.getpid()]  # not this command
-    return {"held": True, "owner_pid": status.get("pid"), "since": status.get("since"), "client_pids": clients,
-            "socket": status.get("socket")}
-
-
-def _print_doctor(report: dict[str, Any]) -> None:
-    print(f"duckgraph {report['duckgraph']} on Python {report['python']}")
-    print(f"database:  {report['settings']['db']}")
-    shared = report.get("sharing", {})
-    if shared.get("owner_pid"):
-        clients = ", ".join(map(str, shared["client_pids"])) or "none"
-        print(f"sharing:   owned by the duckgraph server pid {shared['owner_pid']} (since {shared['since']}); "
-              f"servers using it through that one: {clients}; the checks below went through it")
-    elif shared.get("held"):
-        print(f"sharing:   held by duckgraph pid {shared.get('recorded_pid') or '?'}, which does not answer")
-    elif shared.get("held") is False:
-        print("sharing:   no duckgraph server has the file open")
-    print(f"embedder:  {report['embedder']['id']}")
-    floor = report["relevance_floor"]
-    print(f"relevance floor: {floor['value']} ({floor['from']})" if floor else "relevance floor: none")
-    for label, text in report["embedder"].items():
-        if label != "id":
-            print(f"embedder {label}: {text}")
-    store = report.get("store")
-    if store:
-        recorded = store["embedder"]
-        print(f"schema:    version {store['schema_version']}")
-        print(f"built with: {recorded['id']} ({recorded['dimensions']} dimensions)" if recorded
-              else "built with: (no embedder recorded yet)")
-        vss = store["vss"]
-        print(f"vss:       {'loaded from ' + vss['path'] if vss['loaded'] else 'NOT loaded: ' + vss['problem']}")
-        for kind, mode in store["vector_search"].items():
-            print(f"{kind} vector search: {mode}")
-        print(f"passage texts: {store.get('passage_texts', 'not reported')}")
-        print(f"memory limit: {store.get('memory_limit', 'not reported')}")
-        print(f"vectors in memory: {store.get('vectors_in_memory', 'not reported')}")
-        print(f"vectors in the file: {store.get('vectors_in_file', 'not reported')}")
-        print(f"keyword index: {store.get('keyword_index', 'not reported')}")
-    print("plugins:   " + ", ".join(report["plugins"]))
-    print(f"tools/list at start: {report['tools_list']}")
-    for problem in report["problems"]:
-        print(f"problem:   {problem}")
-    for warning in report["warnings"]:
-        print(f"warning:   {warning}")
-    if not report["problems"] and not report["warnings"]:
-        print("no problems found")
+        doctor.print_report(report)
+    return 1 if report["problems"] else 0
 
 
 def _export(args: argparse.Namespace) -> int:
     from duckgraph.core.files.export import export_jsonl
+    from duckgraph.core.files.memory_jsonl import export_memory_jsonl
+
+    if args.format == "memory-jsonl" and args.embeddings:
+        raise DuckgraphError("--embeddings has no place in a memory-jsonl file: leave it out, or use --format "
+                             "duckgraph")
+
+    def write(kb, out):
+        if args.format == "memory-jsonl":
+            return export_memory_jsonl(kb, out)
+        return export_jsonl(kb, out, embeddings=args.embeddings)
 
     services = _setup(args)
     with services.knowledge_base as kb:
         if not args.output or args.output == "-":
-            summary = export_jsonl(kb, sys.stdout, embeddings=args.embeddings)
+            summary = write(kb, sys.stdout)
             target = "standard output"
         else:
             # Written next to the target and renamed over it: an interrupted export leaves no half file.
@@ -405,7 +317,7 @@ def _export(args: argparse.Namespace) -> int:
             partial = path.with_name(path.name + ".partial")
             try:
                 with partial.open("w", encoding="utf-8", newline="\n") as out:
-                    summary = export_jsonl(kb, out, embeddings=args.embeddings)
+                    summary = write(kb, out)
                 partial.replace(path)
             except OSError as exc:
                 partial.unlink(missing_ok=True)
@@ -414,9 +326,13 @@ def _export(args: argparse.Namespace) -> int:
                 partial.unlink(missing_ok=True)
                 raise
             target = str(path)
-    print(f"exported {summary.documents} documents ({summary.chunks} passages), {summary.nodes} entities, "
-          f"{summary.edges} relations{' with embeddings' if summary.embeddings else ''} to {target}",
-          file=sys.stderr)
+    if args.format == "memory-jsonl":
+        print(f"exported {summary.entities} entities and {summary.relations} relations of namespace "
+              f"{summary.namespace!r} as a memory server memory.jsonl to {target}", file=sys.stderr)
+    else:
+        print(f"exported {summary.documents} documents ({summary.chunks} passages), {summary.nodes} entities, "
+              f"{summary.edges} relations{' with embeddings' if summary.embeddings else ''} to {target}",
+              file=sys.stderr)
     return 0
 
 
@@ -487,17 +403,23 @@ def _backup_through_owner(db: Path, destination: Path, force: bool) -> dict[str,
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
-
-    data = json.loads(resources.files("duckgraph.core").joinpath("data/demo.json").read_text(encoding="utf-8"))
     if args.db:
         path = Path(args.db).expanduser()
         if path.exists():
             print(f"duckgraph: {path} exists; the demo needs a fresh file", file=sys.stderr)
             return 1
-    else:
-        path = Path(tempfile.mkdtemp(prefix="duckgraph-demo-")) / "demo.duckdb"
-    print(f"Loading the demo knowledge base into {path} ...", file=sys.stderr)
+        return _run_demo(args, path, kept=True)
+    # Removed afterwards, also when the demo fails or is interrupted: nothing is left behind in the temp folder.
+    with tempfile.TemporaryDirectory(prefix="duckgraph-demo-") as folder:
+        return _run_demo(args, Path(folder) / "demo.duckdb", kept=False)
+
+
+def _run_demo(args: argparse.Namespace, path: Path, kept: bool) -> int:
+    from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+
+    data = json.loads(resources.files("duckgraph.core").joinpath("data/demo.json").read_text(encoding="utf-8"))
+    where = path if kept else f"a temporary file, {path} (removed at the end; keep it with --db FILE)"
+    print(f"Loading the demo knowledge base into {where} ...", file=sys.stderr)
     with _setup(args, db=str(path)).knowledge_base as kb:
         docs = kb.add_documents([DocumentInput(**d) for d in data["documents"]])
         graph = kb.add_knowledge_graph([NodeInput(**n) for n in data["nodes"]],

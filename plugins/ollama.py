@@ -236,6 +236,16 @@ class OllamaExtractor(Extractor):
     def id(self) -> str:
         return f"ollama:{_with_tag(self.model)}"
 
+    def check(self) -> None:
+        # /api/show answers at once, without loading the model: whether it is pulled and what it can do.
+        shown = self._client.post("/api/show", {"model": self.model})
+        capabilities = shown.get("capabilities")
+        if isinstance(capabilities, list) and "completion" not in capabilities:
+            raise ExtractionError(
+                f"{self.model} cannot chat ({', '.join(map(str, capabilities)) or 'no capabilities'}): configure a "
+                f"chat model for extraction, e.g. {DEFAULT_CHAT_MODEL} (`ollama pull {DEFAULT_CHAT_MODEL}`)"
+            )
+
     def extract(self, text: str, *, known_entities: Sequence[str] = ()) -> GraphFragment:
         messages = [{"role": "system", "content": EXTRACTION_INSTRUCTIONS}, {"role": "user", "content": _user_prompt(text, known_entities)}]
         problem = ""

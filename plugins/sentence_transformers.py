@@ -417,7 +417,6 @@ class _OnnxModel:
             raise _NotExportable("the model is not a local folder with a tokenizer.json")
         # Imported here: only a warm-up that exports the model needs them (torch is loaded by then).
         import inspect
-        import tempfile
 
         import torch
 
@@ -425,7 +424,7 @@ class _OnnxModel:
             transformer = model[0].auto_model
             accepted = inspect.signature(transformer.forward).parameters
             names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in accepted]
-            with tempfile.TemporaryDirectory(prefix="duckgraph-onnx-") as scratch:
+            with _export_scratch() as scratch:
                 graph = Path(scratch) / "model.onnx"
                 sample = [(torch.zeros if name == "token_type_ids" else torch.ones)((1, 4), dtype=torch.int64)
                           for name in names]
@@ -504,6 +503,31 @@ def _cache_key(folder: Path) -> str:
     return digest.hexdigest()[:24]
 
 
+def _export_scratch() -> Any:
+    """A temporary folder for one export, named after this process. `duckgraph serve` exits without waiting for
+    an export under way (core/mcp/transports.py), which leaves its folder behind (up to the model's size): each
+    export first removes those of processes that are gone."""
+    import shutil
+    import tempfile
+
+    for stale in Path(tempfile.gettempdir()).glob("duckgraph-onnx-*-*"):
+        if _left_by_a_gone_process(stale.name.split("-")[2]):
+            shutil.rmtree(stale, ignore_errors=True)
+    return tempfile.TemporaryDirectory(prefix=f"duckgraph-onnx-{os.getpid()}-")
+
+
+def _left_by_a_gone_process(pid: str) -> bool:
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process
+        return False
+    return False
+
+
 def _store_in_cache(cache: Path, folder: Path, graph: Path, exported: _OnnxModel, probes: np.ndarray) -> None:
     """Keep the export for later processes; a cache that cannot be written only costs them the export."""
     import shutil
@@ -513,6 +537,9 @@ def _store_in_cache(cache: Path, folder: Path, graph: Path, exported: _OnnxModel
               "probe_vectors": probes.tolist()}
     try:
         cache.mkdir(parents=True, exist_ok=True)
+        for stale in cache.glob(".*.partial"):  # a copy cut short by the exit of its process (see _export_scratch)
+            if _left_by_a_gone_process(stale.name.split(".")[-2]):
+                stale.unlink(missing_ok=True)
         partial = cache / f".{key}.{os.getpid()}.partial"
         shutil.copyfile(graph, partial)
         os.replace(partial, cache / f"{key}.onnx")  # the graph first: a record always has its graph

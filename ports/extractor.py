@@ -23,3 +23,7 @@ class Extractor(ABC):
         `known_entities` are names already in the graph that the text mentions; reuse them verbatim.
         Raises ExtractionError when no valid graph can be produced.
         """
+
+    def check(self) -> None:
+        """Reach the model without a full extraction (for `duckgraph doctor`); raise ExtractionError saying what
+        to fix. By default there is nothing to reach."""

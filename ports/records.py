@@ -160,6 +160,9 @@ class WriteBatch:
     #: Nodes to delete with everything that hangs on them (edges, provenance, vectors, observations).
     delete_nodes: list[int] = field(default_factory=list)
     delete_edges: list[int] = field(default_factory=list)
+    #: (namespace, document id): documents to delete with their chunks and what those chunks alone supported:
+    #: the nodes all of whose mentions, and the edges all of whose evidence, are in them (with the nodes' edges).
+    delete_documents: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -201,6 +204,7 @@ class WriteSummary:
     chunks_written: int = 0
     nodes_deleted: int = 0
     edges_deleted: int = 0
+    documents_deleted: int = 0
     node_ids: dict[str, int] = field(default_factory=dict)
     chunk_ids: dict[str, list[int]] = field(default_factory=dict)
     #: Provenance pairs added by `restore` (pairs already stored are not counted).

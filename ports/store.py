@@ -88,6 +88,11 @@ class GraphStore(ABC):
         """Observations of the given nodes, oldest first; nodes without any are left out."""
 
     @abstractmethod
+    def nodes_containing(self, namespace: str, text: str, *, limit: int = 1_000) -> list[int]:
+        """Ids, in id order, of the nodes whose name, type or one of whose observations contains `text`, ignoring
+        case (the reference memory server's search_nodes match); at most `limit`. An empty `text` matches all."""
+
+    @abstractmethod
     def edges_among(
         self, node_ids: Sequence[int], namespace: str, *, include_expired: bool = False
     ) -> list[EdgeRecord]:

@@ -9,14 +9,15 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain import ingest
 from duckgraph.core.domain.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS
 from duckgraph.core.domain.ingest import Progress
-from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS
+from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS
+from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.render import render_search
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
 from duckgraph.core.domain.retrieval import SearchOptions, anchor_and_expand
@@ -31,6 +32,7 @@ from duckgraph.ports import (
     InvalidInputError,
     NodeRecord,
     Snapshot,
+    StoreError,
     WriteBatch,
     WriteSummary,
     entity_key,
@@ -101,12 +103,15 @@ class KnowledgeBase:
         self._write_lock = threading.Lock()
         self._opened = False
         self._bound = False
+        self._closed_for_good = False
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
     def open(self) -> KnowledgeBase:
         """Open the store (idempotent) and check the configured embedder's id against the file."""
         with self._open_lock:
+            if self._closed_for_good:
+                raise StoreError("this knowledge base is closed: the duckgraph server is stopping")
             if not self._opened:
                 self.store.open()
                 self._opened = True
@@ -115,8 +120,11 @@ class KnowledgeBase:
                     log.warning("embedder mismatch: file has %s, configured %s", info[0], self.embedder.id)
         return self
 
-    def close(self) -> None:
+    def close(self, *, final: bool = False) -> None:
+        """Checkpoint and close the store (it opens again on the next use). `final`: for good, as a stopping
+        server closes it: a warm-up or a call still under way then fails rather than opening the file again."""
         with self._open_lock:
+            self._closed_for_good = self._closed_for_good or final
             if self._opened:
                 self.store.close()
                 self._opened = False
@@ -194,25 +202,30 @@ class KnowledgeBase:
         with self.writing() as writer:
             keys = NameKeys()  # the edges name the nodes of the call again: their keys are computed once
             merged, key_of, resolved = self._merge_nodes(nodes, namespace, keys)
-            edge_writes, end_names = self._resolve_edges(edges, merged, namespace, key_of, keys)
+            observations_added = self._add_observations(nodes, merged, key_of, keys)
+            edges_found = self._resolve_edges(edges, merged, namespace, key_of, keys)
             chunk_ids = tuple(source_chunk_ids)
-            for item in [*(node for node, _ in merged.values()), *edge_writes]:
+            for item in [*(node for node, _ in merged.values()), *edges_found.writes]:
                 item.source_chunk_ids = chunk_ids
             changed = [n for n, text_changed in merged.values() if text_changed]
-            self.embed_records(namespace, changed, edge_writes, names=end_names)
+            self.embed_records(namespace, changed, edges_found.writes, names=edges_found.names)
             records = [n for n, _ in merged.values()]
             created = [n for n in records if n.id is None]
             duplicates = possible_duplicates(self.store, namespace, created)
             created_before = {n.key for n in created}
-            summary = writer.commit(WriteBatch(nodes=records, edges=edge_writes))
+            summary = writer.commit(WriteBatch(nodes=records, edges=edges_found.writes))
         return AddGraphResult(
             nodes_created=summary.nodes_created,
             nodes_updated=summary.nodes_updated,
             edges_created=summary.edges_created,
             edges_updated=summary.edges_updated,
+            observations_added=observations_added,
             nodes=[NodeRef(id=n.id, name=n.name, type=n.type, created=n.key in created_before) for n in records],
             resolved=resolved,
             possible_duplicates=duplicates,
+            skipped_edges=edges_found.skipped,
+            vague_edges=edges_found.vague,
+            hints=edges_found.hints(),
         )
 
     def embed_records(
@@ -242,11 +255,15 @@ class KnowledgeBase:
         self, nodes: Sequence[NodeInput], namespace: str, keys: NameKeys
     ) -> tuple[dict[str, tuple[NodeRecord, bool]], dict[str, str], list[dict[str, str]]]:
         """Node records to write by key, each with whether its embedded text changed; the key each input name
-        went to; and the names merged into an entity of another name (see `duckgraph.core.domain.resolution`)."""
+        went to; and the names merged into an entity of another name (see `duckgraph.core.domain.resolution`).
+
+        Names are resolved against stored entities only, and never onto an entity another node of the call
+        names or another name of the call was resolved to: nodes given as distinct stay distinct."""
         found = self.store.find_nodes(namespace, lookup_keys([n.name for n in nodes], keys))
         existing = {n.key: n for n in found}
         resolver = NameResolver(keys=keys)
         resolver.add(found)
+        claimed = {keys.key(n.name) for n in nodes}
         merged: dict[str, tuple[NodeRecord, bool]] = {}
         key_of: dict[str, str] = {}
         resolved: list[dict[str, str]] = []
@@ -254,8 +271,10 @@ class KnowledgeBase:
             key = keys.key(node.name)
             if key not in key_of:
                 key_of[key] = key
-                if key not in merged and key not in existing and (match := resolver.match(node.name, node.type)):
+                match = None if key in existing else resolver.match(node.name, node.type)
+                if match is not None and match.key not in claimed:
                     key_of[key] = match.key
+                    claimed.add(match.key)
                     resolved.append({"name": node.name, "into": match.name})
             target = key_of[key]
             if target in merged:
@@ -267,15 +286,43 @@ class KnowledgeBase:
             before = None if changed else node_text(base)  # a new or already changed text is embedded anyway
             update = _merge_node(base, node, keys.key)
             merged[target] = (update, changed or node_text(update) != before)
-            resolver.add([update])
         return merged, key_of, resolved
+
+    def _add_observations(
+        self, nodes: Sequence[NodeInput], merged: dict[str, tuple[NodeRecord, bool]], key_of: dict[str, str],
+        keys: NameKeys,
+    ) -> int:
+        """Append the nodes' new observations to their records (after the stored ones); returns how many."""
+        given: dict[str, list[str]] = {}
+        for node in nodes:
+            if node.observations:
+                given.setdefault(key_of[keys.key(node.name)], []).extend(node.observations)
+        stored = self.store.get_observations([merged[k][0].id for k in given if merged[k][0].id is not None])
+        added = 0
+        for target, texts in given.items():
+            record, _ = merged[target]
+            current = stored.get(record.id, []) if record.id is not None else []
+            new = [t for t in dict.fromkeys(texts) if t not in set(current)]
+            if len(current) + len(new) > MAX_OBSERVATIONS:
+                raise InvalidInputError(
+                    f"{record.name!r} would have {len(current) + len(new)} observations; the limit is "
+                    f"{MAX_OBSERVATIONS}: remove some with update_entity(remove_observations=...) or fold them into "
+                    "its description"
+                )
+            if new:
+                record.observations = (*current, *new)
+                merged[target] = (record, True)  # the first observations are part of the embedded text
+                added += len(new)
+        return added
 
     def _resolve_edges(
         self, edges: Sequence[EdgeInput], merged: dict[str, tuple[NodeRecord, bool]], namespace: str,
         key_of: dict[str, str], keys: NameKeys,
-    ) -> tuple[list[EdgeWrite], dict[str, str]]:
-        """The edges to write, and the name of each node they may end at (by key; what their facts are
-        embedded with)."""
+    ) -> _ResolvedEdges:
+        """The edges to write, the name of each node they may end at (by key; what their facts are embedded
+        with), the edges skipped because resolution joined their ends, and those with a vague type."""
+        from duckgraph.core.domain.model import RelationRef, SkippedEdge
+
         key = keys.key
         ends = {name: key(name) for name in {name for e in edges for name in (e.source, e.target)}}
         wanted = set(ends.values()) - merged.keys() - key_of.keys()
@@ -297,21 +344,28 @@ class KnowledgeBase:
                 by_key[alias_key] = next(iter(owners))
         node_of = {name: by_key.get(name_key) for name, name_key in ends.items()}  # None: no such entity
         types: dict[str, str] = {}
-        writes: list[EdgeWrite] = []
+        found = _ResolvedEdges(names=names)
         for i, edge in enumerate(edges):
             source, target = node_of[edge.source], node_of[edge.target]
             edge_type = types.get(edge.type)
             if edge_type is None:
                 edge_type = types[edge.type] = relation_type(edge.type)
-            if source is None or target is None or not edge_type or source == target:
+            if source is None or target is None or not edge_type or ends[edge.source] == ends[edge.target]:
                 _refuse_edge(i, edge, by_key, alias_owners, key)
-            writes.append(EdgeWrite(
+            if source == target:  # two names the caller gave as distinct, made one entity by resolution
+                found.skipped.append(SkippedEdge(
+                    source=edge.source, target=edge.target, type=edge_type,
+                    reason=f"{edge.source!r} and {edge.target!r} are both the entity {names[source]!r}"))
+                continue
+            if is_vague(edge_type):
+                found.vague.append(RelationRef(source=edge.source, target=edge.target, type=edge_type))
+            found.writes.append(EdgeWrite(
                 namespace=namespace, source_key=source, target_key=target, type=edge_type,
                 description=edge.description or "", weight=edge.weight,
                 properties=dict(edge.properties) if edge.properties else {},
                 source_ids=tuple(dict.fromkeys(edge.source_ids)) if edge.source_ids else (),
             ))
-        return writes, names
+        return found
 
     def add_documents(
         self,
@@ -430,11 +484,31 @@ def _by_query_words(query: str, observations: dict[int, list[str]]) -> dict[int,
     return ranked
 
 
+@dataclass
+class _ResolvedEdges:
+    """What `_resolve_edges` made of a call's edges."""
+
+    names: dict[str, str]
+    writes: list[EdgeWrite] = field(default_factory=list)
+    skipped: list[Any] = field(default_factory=list)  # SkippedEdge
+    vague: list[Any] = field(default_factory=list)  # RelationRef
+
+    def hints(self) -> list[str]:
+        hints = []
+        if self.skipped:
+            hints.append(f"{len(self.skipped)} edge(s) skipped (see skipped_edges): their two names are stored as one "
+                         "entity. If they are different things, rename one with update_entity and add the edge again.")
+        if self.vague:
+            types = ", ".join(sorted({e.type for e in self.vague}))
+            hints.append(VAGUE_HINT.format(count=len(self.vague), types=types))
+        return hints
+
+
 def _refuse_edge(
     i: int, edge: EdgeInput, by_key: dict[str, str], alias_owners: dict[str, set[str]], key: Callable[[str], str]
 ) -> None:
     """Raise the error `_resolve_edges` found in `edges[i]`: an unknown end (the source first), a type without
-    letters or digits, or a self-loop."""
+    letters or digits, or a self-loop the caller wrote (source and target the same name)."""
     label = f"edges[{i}] ({edge.source} -{edge.type}-> {edge.target})"
     for role, name in (("source", edge.source), ("target", edge.target)):
         if key(name) not in by_key:
@@ -446,7 +520,7 @@ def _refuse_edge(
             raise InvalidInputError(f"{label}: the {role} entity {name!r} does not exist; {hint}")
     if not relation_type(edge.type):
         raise InvalidInputError(f"{label}: the type must contain letters or digits, e.g. FOUNDED")
-    raise InvalidInputError(f"{label}: source and target are the same entity")
+    raise InvalidInputError(f"{label}: source and target are the same entity; a relation joins two entities")
 
 
 def _merge_node(base: NodeRecord, node: NodeInput, key_of: Callable[[str], str] = entity_key) -> NodeRecord:

@@ -38,8 +38,10 @@ async def forward_tool(share: FileShare, name: str, arguments: dict[str, Any], *
     exclusive = not read_only and not arguments.get("extract")
     try:
         # Reads are sent again if the owner goes away before answering; writes that started never are.
+        # Abandoned on cancel, as the calls run here are (core/mcp/tools.py): a stopping server waits for no owner.
         result = await anyio.to_thread.run_sync(functools.partial(
-            share.call, "tool", params, repeatable=read_only, exclusive=exclusive, progress=report))
+            share.call, "tool", params, repeatable=read_only, exclusive=exclusive, progress=report),
+            abandon_on_cancel=True)
     except RunLocally:  # this process has taken the file over meanwhile
         return None
     except DuckgraphError as exc:
@@ -52,7 +54,7 @@ async def forward_resource(share: FileShare, uri: str, namespace: str) -> list[R
     params = {"uri": uri, "namespace": namespace}
     try:
         contents = await anyio.to_thread.run_sync(functools.partial(
-            share.call, "resource", params, repeatable=True))
+            share.call, "resource", params, repeatable=True), abandon_on_cancel=True)
     except RunLocally:
         return None
     except DuckgraphError as exc:

@@ -6,11 +6,13 @@ wraps any ASGI application.
 
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
 import json
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -98,8 +100,27 @@ async def _unauthorized(send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def run_asgi(app: ASGIApp, host: str, port: int, log_level: str) -> None:
-    """Serve `app` with uvicorn until interrupted. Its logs go through `logging` (stderr), never stdout."""
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port for `run_asgi`, or a ConfigError naming the port and what to do. Bound here,
+    before anything else starts, so that "serving MCP at ..." is said only once the port is really ours."""
+    bare = host.strip().strip("[]")
+    sock = socket.socket(socket.AF_INET6 if ":" in bare else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart need not wait
+    try:
+        sock.bind((bare, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"cannot serve MCP on {host} port {port}: the port is in use (another `duckgraph serve "
+                              "--http`, or another program). Stop that program, or choose another port with --port")
+        raise ConfigError(f"cannot serve MCP on {host} port {port}: {exc.strerror or exc}. Check --host (an address "
+                          "of this machine) and --port") from exc
+    return sock
+
+
+def run_asgi(app: ASGIApp, host: str, port: int, log_level: str, sock: socket.socket | None = None) -> None:
+    """Serve `app` with uvicorn until interrupted (on `sock` when given, bound by `listening_socket`). Its logs go
+    through `logging` (stderr), never stdout."""
     import uvicorn  # installed with mcp; imported here so the stdio server never pays for it
 
     config = uvicorn.Config(
@@ -116,7 +137,7 @@ def run_asgi(app: ASGIApp, host: str, port: int, log_level: str) -> None:
     for sig in previous:
         signal.signal(sig, handlers[sig])
     try:
-        uvicorn.Server(config).run()
+        uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -22,8 +22,13 @@ from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.mcp import tool_listing
 from duckgraph.core.mcp.forwarding import forward_resource, forward_tool
 from duckgraph.core.mcp.prompts import instructions, register_prompts_and_resources
-from duckgraph.core.mcp.warmup import WARM_UP_EXIT_WAIT_SECONDS, WarmUp
+from duckgraph.core.mcp.warmup import WarmUp
 from duckgraph.core.sharing import FileShare
+
+#: How long a stopping owner lets the calls other servers forwarded to it finish before it closes the file: an
+#: MCP client kills the server ~2 s after closing its stdin, and the checkpoint and the close need the rest. A
+#: call cut short fails on its server as when an owner dies (core/sharing/handover.py): nothing is half-stored.
+STOP_DRAIN_SECONDS = 1.0
 
 
 class DuckgraphServer(MCPServer):
@@ -137,13 +142,17 @@ def build_server(services: Services, share: FileShare | None = None, *, tool_set
         try:
             yield kb
         finally:
-            # The warm-up may still open the file: it stops at its next step, or ends the one under way, before
-            # the file closes.
-            await anyio.to_thread.run_sync(warm_up.stop, WARM_UP_EXIT_WAIT_SECONDS)
-            if share is not None:  # an owner answers the calls it is running before it lets the file go
-                await anyio.to_thread.run_sync(functools.partial(share.close, finalize=kb.close))
-            else:
-                await anyio.to_thread.run_sync(kb.close)
+            # The client is gone: the warm-up starts no new step, and the file closes without waiting for the
+            # step under way (it may be importing PyTorch: see WarmUp). Closed for good, so that neither that
+            # step nor a call the client left running opens it again. Shielded: the close must end.
+            warm_up.stop()
+            close = functools.partial(kb.close, final=True)
+            with anyio.CancelScope(shield=True):
+                if share is not None:  # an owner answers the calls it is running before it lets the file go
+                    await anyio.to_thread.run_sync(functools.partial(share.close, finalize=close,
+                                                                     drain_seconds=STOP_DRAIN_SECONDS))
+                else:
+                    await anyio.to_thread.run_sync(close)
 
     tool_set = tool_set or services.settings.tools
     server = DuckgraphServer(

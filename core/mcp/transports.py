@@ -3,6 +3,10 @@ owns the database file (core/mcp/forwarding.py)."""
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
+import sys
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -30,10 +34,31 @@ def _shared_server(services: Services) -> MCPServer:
 
 
 def serve(services: Services, transport: str = "stdio") -> None:
+    """Serve until the client closes stdin, then end the process (this is `duckgraph serve`'s whole life).
+
+    By the time `run` returns, the server's lifespan has closed the database file (checkpointed: the `.duckdb`
+    alone holds every write), removed its socket and released its lock. What normal interpreter exit would add
+    is its teardown: seconds with PyTorch loaded, more than the ~2 s an MCP client waits before killing the
+    server, and an abort when a warm-up thread is still inside PyTorch's import or the ONNX export (threads in
+    native code cannot be interrupted; see core/mcp/warmup.py). So the process ends here, at once, once what it
+    wrote is flushed.
+    """
     _shared_server(services).run(transport)  # type: ignore[arg-type]
+    _exit_now()
 
 
-def serve_http(services: Services, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+def _exit_now() -> None:
+    logging.shutdown()  # flushes the log handlers (stderr, or a log file)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed by the client: nothing left to say
+            pass
+    os._exit(0)
+
+
+def serve_http(services: Services, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+               sock: socket.socket | None = None) -> None:
     """Serve MCP over streamable HTTP at http://host:port/mcp until interrupted.
 
     With `settings.http_token` every request needs `Authorization: Bearer <token>`; without one the server
@@ -55,4 +80,4 @@ def serve_http(services: Services, host: str = DEFAULT_HOST, port: int = DEFAULT
     )
     if token is not None:
         app = BearerTokenMiddleware(app, token)
-    run_asgi(app, bare, port, services.settings.log_level)
+    run_asgi(app, bare, port, services.settings.log_level, sock)

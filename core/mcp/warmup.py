@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 from collections.abc import Callable
@@ -12,14 +13,23 @@ log = logging.getLogger(__name__)
 
 # The warm-up imports torch (seconds of GIL-heavy work); waiting a moment lets the handshake finish first.
 WARM_UP_DELAY_SECONDS = 0.5
-#: How long a server that is shutting down waits for its warm-up to finish.
+#: How long an interpreter that exits normally (a server run in-process, e.g. by tests) waits for a warm-up
+#: still under way: see `WarmUp._join_at_exit`.
 WARM_UP_EXIT_WAIT_SECONDS = 60
 
 
 class WarmUp:
     """The background warm-up of a server: its tools, then the knowledge base and the embedder, so that the first
-    call waits for none of them. A closing server stops it between steps and waits for the step under way:
-    its native work (PyTorch's import, the ONNX export) cut short by the interpreter's exit aborts the process.
+    call waits for none of them.
+
+    A closing server calls `stop()`: no new step starts, and nothing waits for the step under way. That step may
+    be PyTorch's import or the model's ONNX export, seconds of native code that no flag can interrupt, while an
+    MCP client kills the server ~2 s after closing its stdin. So the server closes its file without it (the
+    knowledge base refuses to open again once closed for good, so a warm-up that reaches `open` late opens
+    nothing) and `duckgraph serve` then ends the process with `os._exit` (core/mcp/transports.py), which never
+    runs the interpreter's teardown under that thread. An interpreter that does tear down (a server run
+    in-process) first waits for the thread (`_join_at_exit`): finalizing the interpreter under a thread inside
+    native code aborts the process.
 
     `build_tools` and `remember_listing` are the server's (see core/mcp/server.py)."""
 
@@ -37,25 +47,36 @@ class WarmUp:
             if self._thread is None and not self._stopping.is_set():
                 self._thread = threading.Thread(target=self._run, name="duckgraph-warm-up", daemon=True)
                 self._thread.start()
+                atexit.register(self._join_at_exit)
 
-    def stop(self, timeout: float) -> None:
-        """No new step; wait up to `timeout` seconds for the one under way (at worst the model's import, ~10 s)."""
+    def stop(self) -> None:
+        """No new step; the one under way, if any, goes on (see the class)."""
         with self._lock:
             self._stopping.set()
-            thread = self._thread
+
+    @property
+    def busy(self) -> bool:
+        """Whether a step is still under way."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def _join_at_exit(self) -> None:
+        thread = self._thread
         if thread is not None:
-            thread.join(timeout)
+            thread.join(WARM_UP_EXIT_WAIT_SECONDS)
 
     def _run(self) -> None:
-        if self._stopping.wait(WARM_UP_DELAY_SECONDS):
-            return
-        self._build_tools()
         try:
+            if self._stopping.wait(WARM_UP_DELAY_SECONDS):
+                return
             # The listing last: a failure to keep it must not keep the file closed or the model cold.
-            for step in (self._kb.open, self._kb.embedder.warm_up, self._remember_listing):
+            for step in (self._build_tools, self._kb.open, self._kb.embedder.warm_up, self._remember_listing):
                 if self._stopping.is_set():
                     return
                 step()
             log.info("knowledge base open and embedder ready")
         except Exception as exc:  # the first tool call reports the same problem to the model
-            log.warning("warm-up failed: %s", exc)
+            if not self._stopping.is_set():  # a stopping server closed the file under it: nothing to report
+                log.warning("warm-up failed: %s", exc)
+        finally:
+            atexit.unregister(self._join_at_exit)

@@ -16,9 +16,9 @@ What happens to a call when the owner goes away (the rule every caller relies on
   and to check and retry: a write is never applied twice by duckgraph, and never reported as done unless the
   owner answered after committing it. So when an owner is killed, at most the one write it was running fails
   (and any extraction it was running: those take long, so they do not take turns with the other writes).
-- An owner that stops normally (its host closed stdin) refuses new requests, finishes the ones it is running
-  and answers them, closes the database and only then releases the lock, so a normal hand-over loses nothing
-  and fails no call.
+- An owner that stops normally (its host closed stdin) refuses new requests, lets the ones it is running finish
+  and answers them (within the `drain_seconds` its server gives: a call still running then fails as when an
+  owner dies), closes the database and only then releases the lock.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reads answered by SQL: listings, counts, observations, documents, and passages whose texts are not held in
+"""Reads answered by SQL: listings, counts, documents, and passages whose texts are not held in
 memory. (What a search reads on its path comes from the mirror instead; see `DuckDBStore`.) Each takes the
 connection; the store calls them under its lock."""
 
@@ -29,16 +29,15 @@ def list_nodes(con: Any, namespace: str, offset: int, limit: int) -> list[NodeRe
     return [_node(row) for row in rows]
 
 
-def observations(con: Any, node_ids: Iterable[int]) -> dict[int, list[str]]:
-    ids = list(set(node_ids))
-    if not ids:
-        return {}
+def nodes_containing(con: Any, namespace: str, text: str, limit: int) -> list[int]:
+    # contains() rather than ILIKE: the text is matched as given, with no pattern characters to escape.
     rows = con.execute(
-        "SELECT node_id, list(text ORDER BY created_at, rowid) FROM observations "
-        f"WHERE node_id IN (SELECT unnest({sql.JSON_IDS % 1})) GROUP BY node_id",
-        [sql.json_list(ids)],
+        "SELECT id FROM nodes WHERE namespace = $1 AND (contains(lower(name), $2) OR contains(lower(type), $2)) "
+        "UNION SELECT o.node_id FROM observations o JOIN nodes n ON n.id = o.node_id "
+        "WHERE n.namespace = $1 AND contains(lower(o.text), $2) ORDER BY 1 LIMIT $3",
+        [namespace, text.lower(), limit],
     ).fetchall()
-    return {node_id: texts for node_id, texts in rows}
+    return [node_id for (node_id,) in rows]
 
 
 def list_edges(con: Any, namespace: str, offset: int, limit: int, include_expired: bool) -> list[EdgeRecord]:

@@ -145,7 +145,7 @@ class DuckDBStore(GraphStore):
 
     def _load_keywords(self) -> None:
         """Build the keyword index from the tables (at open, after a restore)."""
-        self._keywords.build({kind: keyword_texts.all_rows(self._con, kind) for kind in KINDS})
+        self._keywords.build({kind: keyword_texts.all_rows(self._con, self._graph, kind) for kind in KINDS})
 
     def _save_layouts(self) -> None:
         """Save the IVF layouts built since the last save (derived data: a reopen need not build them again)."""
@@ -261,7 +261,7 @@ class DuckDBStore(GraphStore):
         try:
             for kind, ids in changes.keywords.items():
                 if ids:
-                    self._keywords.replace(kind, ids, *keyword_texts.rows_of(self._db, kind, sorted(ids)))
+                    self._keywords.replace(kind, ids, keyword_texts.rows_of(self._db, self._graph, kind, sorted(ids)))
         except Exception:  # as for the graph: rebuild from the file rather than miss or invent matches
             log.exception("updating the keyword index failed; building it again from %s", self.path)
             self._load_keywords()
@@ -304,6 +304,11 @@ class DuckDBStore(GraphStore):
         with self._lock:
             self._db  # noqa: B018 - raises when the store is not open
             return self._graph.chunk_documents(list(ids))
+
+    def get_observations(self, node_ids: Iterable[int]) -> dict[int, list[str]]:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.observations(node_ids)
 
     def document_titles(self, ids: Iterable[str], namespace: str) -> dict[str, str]:
         with self._lock:
@@ -366,9 +371,10 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return reads.list_nodes(self._db, namespace, offset, limit)
 
-    def get_observations(self, node_ids: Iterable[int]) -> dict[int, list[str]]:
+
+    def nodes_containing(self, namespace: str, text: str, *, limit: int = 1_000) -> list[int]:
         with self._lock:
-            return reads.observations(self._db, node_ids)
+            return reads.nodes_containing(self._db, namespace, text, limit)
 
     def list_edges(
         self, namespace: str, *, offset: int = 0, limit: int = 100, include_expired: bool = False

@@ -76,20 +76,24 @@ class Writer:
     def write(self, batch: WriteBatch, dimensions: int | None) -> WriteSummary:
         now = sql.now()
         removed_chunks = self.replace_documents(batch, now)
+        gone_documents, gone_chunks, unsupported_nodes, unsupported_edges = self._delete_documents(batch)
+        removed_chunks += gone_chunks
         chunk_ids = self.insert_chunks(batch, dimensions)
         collapsed = self._apply_merges(batch)
-        deleted_nodes = self._delete_nodes([*batch.delete_nodes, *(s for _, ss in batch.merges for s in ss)])
+        deleted_nodes = self._delete_nodes([*batch.delete_nodes, *(s for _, ss in batch.merges for s in ss),
+                                            *unsupported_nodes])
         node_ids, created, updated = self._upsert_nodes(batch, now, dimensions)
         self._write_observations(batch, now)
         self._link_node_sources(batch, node_ids)
         edge_ids, edges_created, edges_updated = self._upsert_edges(batch, now, dimensions)
-        dropped_edges = self._delete_edges([*collapsed, *batch.delete_edges, *deleted_nodes[1]])
+        dropped_edges = self._delete_edges([*collapsed, *batch.delete_edges, *deleted_nodes[1], *unsupported_edges])
         self.con.execute("INSERT OR REPLACE INTO meta VALUES ('updated_at', ?)", [now.isoformat()])
         self._note_vectors(batch, {"node": deleted_nodes[0], "chunk": removed_chunks, "edge": dropped_edges}, edge_ids)
         return WriteSummary(
             nodes_created=created, nodes_updated=updated, edges_created=edges_created, edges_updated=edges_updated,
             documents_written=len(batch.documents), chunks_written=len(batch.chunks),
-            nodes_deleted=len(deleted_nodes[0]), edges_deleted=len(dropped_edges), node_ids=node_ids,
+            nodes_deleted=len(deleted_nodes[0]), edges_deleted=len(dropped_edges), documents_deleted=gone_documents,
+            node_ids=node_ids,
             chunk_ids=chunk_ids,
         )
 
@@ -189,16 +193,7 @@ class Writer:
             return []
         namespaces, ids = [d.namespace for d in documents], [d.id for d in documents]
         keys, key_params = sql.rows(1, ns=("VARCHAR", namespaces), id=("VARCHAR", ids))
-        removed = [row[0] for row in self.con.execute(
-            f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params
-        ).fetchall()]
-        if removed:
-            listed = [sql.json_list(removed)]
-            for table, column in (("mentions", "chunk_id"), ("edge_evidence", "chunk_id"),
-                                  ("chunk_vectors", "chunk_id"), ("chunks", "id")):
-                self.con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
-            self._note(self._graph.drop_chunks, removed)
-            self.changes.keywords["chunk"].update(removed)
+        removed = self._drop_chunks(keys, key_params)
         self.con.execute(f"DELETE FROM documents USING {keys} WHERE documents.namespace = w.ns AND documents.id = w.id",
                     key_params)
         rows, params = sql.rows(
@@ -211,6 +206,43 @@ class Writer:
                          params)
         self._note(self._graph.put_documents, namespaces, ids, [d.title for d in documents])
         return removed
+
+    def _drop_chunks(self, keys: str, key_params: list[str]) -> list[int]:
+        """Delete the chunks of the documents `keys` lists (see `sql.rows`), with their provenance and vectors."""
+        removed = [row[0] for row in self.con.execute(
+            f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params
+        ).fetchall()]
+        if removed:
+            listed = [sql.json_list(removed)]
+            for table, column in (("mentions", "chunk_id"), ("edge_evidence", "chunk_id"),
+                                  ("chunk_vectors", "chunk_id"), ("chunks", "id")):
+                self.con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
+            self._note(self._graph.drop_chunks, removed)
+            self.changes.keywords["chunk"].update(removed)
+        return removed
+
+    def _delete_documents(self, batch: WriteBatch) -> tuple[int, list[int], list[int], list[int]]:
+        """Delete `batch.delete_documents` and their chunks; return how many were stored, the chunks' ids, and the
+        nodes and edges that only those chunks supported (deleted with the batch's other deletions)."""
+        documents = sorted(set(batch.delete_documents))
+        if not documents:
+            return 0, [], [], []
+        keys, key_params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in documents]), id=("VARCHAR", [i for _, i in documents]))
+        chunks = f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id"
+        # Provenance other chunks also give keeps a node or an edge: only what these documents alone support goes.
+        nodes = [row[0] for row in self.con.execute(
+            f"SELECT node_id FROM mentions WHERE node_id IN (SELECT node_id FROM mentions WHERE chunk_id IN ({chunks})) "
+            f"GROUP BY node_id HAVING bool_and(chunk_id IN ({chunks}))", key_params).fetchall()]
+        edges = [row[0] for row in self.con.execute(
+            f"SELECT edge_id FROM edge_evidence WHERE edge_id IN (SELECT edge_id FROM edge_evidence WHERE chunk_id IN "
+            f"({chunks})) GROUP BY edge_id HAVING bool_and(chunk_id IN ({chunks}))", key_params).fetchall()]
+        stored = self.con.execute(f"SELECT count(*) FROM documents d JOIN {keys} ON d.namespace = w.ns AND d.id = w.id",
+                                  key_params).fetchone()[0]
+        removed = self._drop_chunks(keys, key_params)
+        self.con.execute(f"DELETE FROM documents USING {keys} WHERE documents.namespace = w.ns AND documents.id = w.id",
+                         key_params)
+        self._note(self._graph.drop_documents, documents)
+        return stored, removed, nodes, edges
 
     def insert_chunks(self, batch: WriteBatch, dimensions: int | None) -> dict[str, list[int]]:
         if not batch.chunks:
@@ -485,6 +517,8 @@ class Writer:
         if not nodes:
             return
         wanted = [(n.id, text) for n in nodes for text in dict.fromkeys(n.observations or ())]
+        self._note(self._graph.replace_observations, [n.id for n in nodes],
+                   [list(dict.fromkeys(n.observations or ())) for n in nodes])
         columns = {"node_id": ("BIGINT", [i for i, _ in wanted]), "text": ("VARCHAR", [t for _, t in wanted]),
                    "position": ("BIGINT", list(range(len(wanted))))}
         ids, id_params = sql.rows(1, id=("BIGINT", [n.id for n in nodes]))

@@ -112,12 +112,14 @@ async def test_the_stats_and_schema_resources_describe_the_graph(tmp_path, db_pa
 
         stats = json.loads(text_of(await client.read_resource("duckgraph://stats")))
         schema = json.loads(text_of(await client.read_resource("duckgraph://schema")))
+        # Read while the server runs: once it stops, it closes the file for good.
+        expected_stats = services.knowledge_base.stats(services.knowledge_base.namespace)
 
     assert empty_stats == {"nodes": 0, "edges": 0, "documents": 0, "chunks": 0, "node_types": {}, "edge_types": {}}
     assert empty_schema["node_types"] == [] and empty_schema["edge_types"] == []
 
     # Stats is KnowledgeBase.stats, as the graph_stats tool returns it.
-    assert stats == {**services.knowledge_base.stats(services.knowledge_base.namespace)}
+    assert stats == expected_stats
     assert stats["nodes"] == len(NODES) and stats["edges"] == len(EDGES)
     assert stats["documents"] == len(DOCUMENTS) and stats["chunks"] >= len(DOCUMENTS)
     assert stats["node_types"]["Person"] == sum(n["type"] == "Person" for n in NODES)

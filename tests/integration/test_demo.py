@@ -1,6 +1,8 @@
 """`duckgraph demo` on the real model: the Apple disambiguation and the multi-hop question."""
 
 import json
+import socket
+import tempfile
 from importlib import resources
 
 import pytest
@@ -57,3 +59,30 @@ def test_demo_command_prints_both_searches(tmp_path, capsys, minilm, monkeypatch
     assert "Tim Cook" in apple_part and "apple pie" not in apple_part
     assert "Harvard University" in microsoft_part
     assert main(["demo", "--db", str(path)]) == 1  # refuses to overwrite an existing file
+
+
+def test_demo_without_db_removes_its_temporary_folder(tmp_path, capsys, minilm, monkeypatch):
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    monkeypatch.setenv("DUCKGRAPH_CONFIG", "")
+    assert main(["demo"]) == 0
+    captured = capsys.readouterr()
+    assert "== search: " in captured.out
+    assert f"into a temporary file, {temporary}" in captured.err and "(removed at the end" in captured.err
+    assert list(temporary.iterdir()) == []
+
+
+def test_a_failing_demo_removes_its_temporary_folder_too(tmp_path, capsys, monkeypatch):
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    monkeypatch.setenv("DUCKGRAPH_CONFIG", "")
+    with socket.socket() as sock:  # Ollama is down: the first embedding fails
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    monkeypatch.setenv("DUCKGRAPH_EMBEDDER", "ollama")
+    monkeypatch.setenv("DUCKGRAPH_EMBEDDER_OPTIONS", json.dumps({"base_url": url}))
+    assert main(["demo"]) == 1
+    assert f"cannot reach Ollama at {url}" in capsys.readouterr().err
+    assert list(temporary.iterdir()) == []

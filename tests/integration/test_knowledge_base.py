@@ -355,6 +355,8 @@ def cli_env(monkeypatch, tmp_path: Path):
 
 def test_doctor_on_a_fresh_file(cli_env, tmp_path: Path, capsys):
     path = tmp_path / "fresh.duckdb"
+    with KnowledgeBase(DuckDBStore(path), HashingEmbedder()):
+        pass  # an empty file, no embedder bound yet (doctor never creates one: tests/integration/test_doctor.py)
     code = main(["doctor", "--db", str(path), "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report
@@ -430,3 +432,50 @@ def test_real_model_search_finds_the_entity_and_its_passage(real_kb: KnowledgeBa
     assert "Sourdough" not in {n.name for n in result.nodes}
     assert result.passages and result.passages[0].document_id == "curie"
     assert real_kb.health()["embedder"] == {"id": "sentence-transformers:all-MiniLM-L6-v2", "dimensions": 384}
+
+
+# -- observations, vague types ---------------------------------------------------------------------------
+
+
+def test_nodes_bring_observations_added_once_after_the_stored_ones(fake_kb: KnowledgeBase):
+    first = fake_kb.add_knowledge_graph(
+        [NodeInput(name="Ada Lovelace", type="Person", observations=["wrote the first program", "born 1815"])], [])
+    assert first.observations_added == 2
+    again = fake_kb.add_knowledge_graph(
+        [NodeInput(name="ada lovelace", type="Person", observations=["born 1815", "died 1852", "died 1852"])], [])
+    assert again.observations_added == 1 and again.nodes_created == 0
+    [entity], _ = fake_kb.curation.get_entities(["Ada Lovelace"], fake_kb.namespace)
+    assert entity.observations == ["wrote the first program", "born 1815", "died 1852"]
+
+
+def test_too_many_observations_write_nothing(fake_kb: KnowledgeBase):
+    from duckgraph.core.domain.limits import MAX_OBSERVATIONS
+
+    fake_kb.add_knowledge_graph([NodeInput(name="Ada Lovelace", type="Person", observations=["born 1815"])], [])
+    before = fake_kb.stats()
+    many = [f"fact {i}" for i in range(MAX_OBSERVATIONS)]
+    with pytest.raises(InvalidInputError, match=f"'Ada Lovelace' would have {MAX_OBSERVATIONS + 1} observations"):
+        fake_kb.add_knowledge_graph([NodeInput(name="Ada Lovelace", type="Person", observations=many),
+                                     NodeInput(name="Charles Babbage", type="Person")], [])
+    assert fake_kb.stats() == before
+    assert fake_kb.curation.get_entities(["Ada Lovelace"], fake_kb.namespace)[0][0].observations == ["born 1815"]
+
+
+@pytest.mark.parametrize("vague", ["RELATED_TO", "related to", "Relates-To", "ASSOCIATED_WITH", "is related to",
+                                   "IS_ASSOCIATED_WITH", "connected to"])
+def test_a_vague_relation_type_is_stored_and_flagged(fake_kb: KnowledgeBase, vague: str):
+    result = fake_kb.add_knowledge_graph(
+        [NodeInput(name="Ada Lovelace", type="Person"), NodeInput(name="Charles Babbage", type="Person")],
+        [EdgeInput(source="Ada Lovelace", target="Charles Babbage", type=vague),
+         EdgeInput(source="Ada Lovelace", target="Charles Babbage", type="CORRESPONDED_WITH")])
+    assert result.edges_created == 2
+    assert [(e.source, e.target) for e in result.vague_edges] == [("Ada Lovelace", "Charles Babbage")]
+    [hint] = result.hints
+    assert result.vague_edges[0].type in hint and "specific type" in hint and "delete_relations" in hint
+
+
+def test_specific_types_are_not_flagged(fake_kb: KnowledgeBase):
+    result = fake_kb.add_knowledge_graph(
+        [NodeInput(name="Ada Lovelace", type="Person"), NodeInput(name="Byron", type="Person")],
+        [EdgeInput(source="Ada Lovelace", target="Byron", type=t) for t in ("CHILD_OF", "RELATED_BY_BLOOD_TO")])
+    assert not result.vague_edges and not result.hints

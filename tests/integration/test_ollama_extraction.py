@@ -396,7 +396,7 @@ async def test_extract_without_an_extractor_is_a_tool_error_over_mcp(tmp_path, d
 
 @pytest.fixture
 def notes(tmp_path: Path, monkeypatch) -> Path:
-    """A folder of notes, with the working directory set so paths are given relative ("notes/...")."""
+    """A folder of notes, with the working directory set so paths are given relative ("notes")."""
     folder = tmp_path / "notes"
     (folder / "sub").mkdir(parents=True)
     (folder / "ada.md").write_text(f"# Ada\n\n{ADA_TEXT}\n", encoding="utf-8")
@@ -423,7 +423,12 @@ def ingest_env(tmp_path: Path, monkeypatch, ollama) -> Path:
     return tmp_path / "ingested.duckdb"
 
 
-NOTE_IDS = ["notes/ada.md", "notes/babbage.txt", "notes/sub/turing.md"]
+NOTES = ["ada.md", "babbage.txt", "sub/turing.md"]
+
+
+def note_id(notes: Path, name: str) -> str:
+    """A file's document id: its canonical absolute path (core/files/folder.py)."""
+    return (notes.resolve() / name).as_posix()
 
 
 def open_file(path: Path) -> KnowledgeBase:
@@ -435,7 +440,7 @@ def test_ingest_a_folder_with_extraction(notes, ingest_env, ollama, capsys):
     code = main(["ingest", "notes", "--db", str(ingest_env)])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert out.strip() == "3 documents stored (0 unchanged or skipped), 3 passages, 3 passages extracted, 0 failed"
+    assert out.strip() == "3 documents stored, 0 unchanged, 0 skipped, 3 passages, 3 passages extracted, 0 failed"
     assert "\r" not in err  # stderr is not a terminal: plain lines
     progress = err.splitlines()
     assert "files 1-3 of 3: embedding passages [" + "#" * 30 + "] 3/3" in progress
@@ -447,17 +452,16 @@ def test_ingest_a_folder_with_extraction(notes, ingest_env, ollama, capsys):
 
     kb = open_file(ingest_env)
     try:
-        docs = kb.store.get_documents(NOTE_IDS, "default")
-        assert sorted(d.id for d in docs) == NOTE_IDS
-        assert {d.id: d.title for d in docs} == {"notes/ada.md": "ada", "notes/babbage.txt": "babbage",
-                                                 "notes/sub/turing.md": "turing"}
+        ids = [note_id(notes, name) for name in NOTES]
+        docs = kb.store.get_documents(ids, "default")
+        assert sorted(d.id for d in docs) == ids
+        assert {d.id: d.title for d in docs} == dict(zip(ids, ["ada", "babbage", "turing"]))
         stats = kb.stats()
         assert (stats["documents"], stats["chunks"], stats["nodes"], stats["edges"]) == (3, 3, 5, 3)
         assert stats["edge_types"] == {"WROTE_PROGRAM_FOR": 1, "DESIGNED": 1, "WORKED_AT": 1}
         engine = node_named(kb, "Analytical Engine")
-        chunks = {c.id: c.document_id for c in kb.store.document_chunks("default", NOTE_IDS)}
-        assert {chunks[c] for c, _ in kb.store.chunks_mentioning([engine.id])} == {"notes/ada.md",
-                                                                                   "notes/babbage.txt"}
+        chunks = {c.id: c.document_id for c in kb.store.document_chunks("default", ids)}
+        assert {chunks[c] for c, _ in kb.store.chunks_mentioning([engine.id])} == set(ids[:2])
         assert kb.store.embedder_info() == ("ollama:all-minilm:latest", 384)
     finally:
         kb.close()
@@ -468,7 +472,7 @@ def test_ingest_a_folder_with_extraction(notes, ingest_env, ollama, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     assert out.strip() == (
-        "0 documents stored (3 unchanged or skipped), 0 passages, 0 passages extracted (3 had been already), 0 failed"
+        "0 documents stored, 3 unchanged, 0 skipped, 0 passages, 0 passages extracted (3 had been already), 0 failed"
     )
     assert len(chats(ollama)) == chats_before
     kb = open_file(ingest_env)
@@ -482,7 +486,7 @@ def test_ingest_without_extraction_sends_no_chat(notes, ingest_env, ollama, caps
     code = main(["ingest", "notes", "--no-extract", "--db", str(ingest_env)])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert out.strip() == "3 documents stored (0 unchanged or skipped), 3 passages"
+    assert out.strip() == "3 documents stored, 0 unchanged, 0 skipped, 3 passages"
     assert "extracting" not in err and "embedding passages" in err
     assert chats(ollama) == []
     kb = open_file(ingest_env)
@@ -497,15 +501,15 @@ def test_ingest_exits_1_when_an_extraction_failed(notes, ingest_env, ollama, cap
     code = main(["ingest", "notes", "--db", str(ingest_env)])
     out, err = capsys.readouterr()
     assert code == 1
-    summary = "4 documents stored (0 unchanged or skipped), 4 passages, 3 passages extracted, 1 failed"
+    summary = "4 documents stored, 0 unchanged, 0 skipped, 4 passages, 3 passages extracted, 1 failed"
     assert out.strip() == summary
     [failure] = [line for line in err.splitlines() if "extraction failed" in line]
-    assert re.fullmatch(rf"duckgraph: extraction failed for notes/broken\.txt#\d+: {MODEL} gave no valid "
+    assert re.fullmatch(rf"duckgraph: extraction failed for {re.escape(note_id(notes, 'broken.txt'))}#\d+: {MODEL} gave no valid "
                         r"extraction in 2 attempts: .*", failure)
     assert len(chats(ollama)) == 3 + 2
     kb = open_file(ingest_env)
     try:
-        assert kb.store.get_documents(["notes/broken.txt"], "default")  # stored anyway
+        assert kb.store.get_documents([note_id(notes, "broken.txt")], "default")  # stored anyway
         assert node_named(kb, "Grace Hopper") is None
         assert counts(kb) == {"nodes": 5, "edges": 3, "documents": 4, "chunks": 4}
     finally:

@@ -1,0 +1,311 @@
+"""`duckgraph doctor`: whether this installation and its file work as configured, and what to do when not.
+
+Everything is tried for real, the way a server would: the embedder is built and embeds a probe (reaching Ollama
+when it is the embedder), the extractor reaches its model, and the database is read through the store (or the
+duckgraph server that owns it). A missing database is reported, never created. Problems (something does not work)
+make the command exit 1; warnings (it works, degraded) are shown only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from duckgraph.core import __version__
+from duckgraph.core.config import Settings
+from duckgraph.core.plugin_manager import PluginKind, create
+from duckgraph.ports import DuckgraphError, Embedder
+
+PROBE_QUERY = "Who maintains the duckgraph doctor's probe?"
+#: A few texts embedded as one batch, the way a write embeds them (a query alone may take another path).
+PROBE_BATCH = tuple(f"Probe passage {i}: the doctor checks that writes can be embedded." for i in range(8))
+
+
+class Diagnosis:
+    """The report being built: facts, plus problems (broken, with the fix) and warnings (degraded)."""
+
+    def __init__(self, settings: Settings, pm: pluggy.PluginManager) -> None:
+        from duckgraph.core.mcp import tool_listing  # reads a small JSON file; imports no MCP
+
+        self.settings = settings
+        self.pm = pm
+        self.problems: list[str] = []
+        self.warnings: list[str] = []
+        self.report: dict[str, Any] = {
+            "duckgraph": __version__,
+            "python": sys.version.split()[0],
+            "settings": {"db": str(settings.db), "embedder": settings.embedder.model_dump(),
+                         "store": settings.store.model_dump()},
+            "plugins": sorted(name for name, _ in pm.list_name_plugin()),
+            "tools_list": tool_listing.status(),
+            "checks": [],
+        }
+
+    def check(self, name: str, ok: bool, detail: str) -> None:
+        self.report["checks"].append({"check": name, "ok": ok, "detail": detail})
+
+    def build(self, kind: PluginKind, use: str, options: dict[str, Any], *args: Any) -> Any:
+        """The adapter from its plugin, or None with a problem saying why it cannot be built."""
+        try:
+            return create(self.pm, kind, use, *args, **options)
+        except DuckgraphError as exc:
+            problem = f"the {kind} {use!r} cannot be created: {exc}"
+        except ImportError as exc:  # a plugin importing an optional package on construction
+            problem = (f"the {kind} {use!r} cannot be created: {exc}; install what it needs "
+                       "(for the built-in ones: pip install 'duckgraph[local]')")
+        except Exception as exc:  # a third-party plugin's own failure: still a diagnosis, not a traceback
+            problem = f"the {kind} {use!r} cannot be created: {type(exc).__name__}: {exc}"
+        self.problems.append(problem)
+        self.check(kind, False, problem)
+        return None
+
+
+def diagnose(settings: Settings, pm: pluggy.PluginManager) -> dict[str, Any]:
+    """The doctor's report (JSON-ready); `report["problems"]` is empty when everything works."""
+    diagnosis = Diagnosis(settings, pm)
+    embedder = _check_embedder(diagnosis)
+    _check_extractor(diagnosis)
+    _check_database(diagnosis, embedder)
+    diagnosis.report["problems"], diagnosis.report["warnings"] = diagnosis.problems, diagnosis.warnings
+    return diagnosis.report
+
+
+# -- the embedder ------------------------------------------------------------------------------------------
+
+
+def _check_embedder(diagnosis: Diagnosis) -> Embedder | None:
+    configured = diagnosis.settings.embedder
+    embedder = diagnosis.build("embedder", configured.use, configured.options)
+    if embedder is None:
+        diagnosis.report["embedder"] = {"id": f"{configured.use} (not created)"}
+        diagnosis.report["relevance_floor"] = None
+        return None
+    facts: dict[str, Any] = {"id": embedder.id}
+    try:
+        facts.update(embedder.describe())  # how it will run in a server, before the probe changes that
+    except Exception as exc:  # describe() is informative only; the probe below says what is broken
+        facts["describe"] = f"not available: {exc}"
+    diagnosis.report["embedder"] = facts
+    diagnosis.report["relevance_floor"] = relevance_floor(diagnosis.settings.relevance_floor, embedder)
+    if diagnosis.report["relevance_floor"] is None:
+        diagnosis.warnings.append(
+            f"no relevance floor: {embedder.id} has no calibrated one, so search always returns its nearest "
+            "content, however unrelated; set relevance_floor (DUCKGRAPH_RELEVANCE_FLOOR), measured with "
+            "contrib/bench/locomo.py")
+    started = time.perf_counter()
+    try:
+        embedder.embed_query(PROBE_QUERY)
+        embedder.embed_documents(list(PROBE_BATCH))
+    except Exception as exc:  # EmbedderError says what to do; anything else is reported as it came
+        problem = f"the embedder {embedder.id} cannot embed: {_said(exc)}"
+        diagnosis.problems.append(problem)
+        diagnosis.check("embedder", False, problem)
+        return embedder
+    diagnosis.check("embedder", True, f"{embedder.id} embedded a query and a batch of {len(PROBE_BATCH)} "
+                                      f"({embedder.dimensions} dimensions) in {time.perf_counter() - started:.1f} s")
+    return embedder
+
+
+def relevance_floor(configured: float | None, embedder: Embedder) -> dict[str, Any] | None:
+    """The floor search applies and where it comes from, or None when there is none."""
+    if configured is not None:
+        return {"value": configured, "from": "the relevance_floor setting"} if configured else None
+    if embedder.relevance_floor is not None:
+        return {"value": embedder.relevance_floor, "from": f"calibrated for {embedder.id}"}
+    return None
+
+
+# -- the extractor -----------------------------------------------------------------------------------------
+
+
+def _check_extractor(diagnosis: Diagnosis) -> None:
+    configured = diagnosis.settings.extractor
+    if configured is None:
+        diagnosis.report["extractor"] = None
+        return
+    extractor = diagnosis.build("extractor", configured.use, configured.options)
+    if extractor is None:
+        diagnosis.report["extractor"] = {"id": f"{configured.use} (not created)"}
+        return
+    diagnosis.report["extractor"] = {"id": extractor.id}
+    try:
+        extractor.check()
+    except Exception as exc:
+        problem = f"the extractor {extractor.id} cannot extract: {_said(exc)}"
+        diagnosis.problems.append(problem)
+        diagnosis.check("extractor", False, problem)
+    else:
+        diagnosis.check("extractor", True, f"{extractor.id} is reachable")
+
+
+def _said(exc: BaseException) -> str:
+    """A domain error's own words (they carry the fix); the type too for anything else."""
+    return str(exc) if isinstance(exc, DuckgraphError) else f"{type(exc).__name__}: {exc}"
+
+
+# -- the database ------------------------------------------------------------------------------------------
+
+
+def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
+    settings, report = diagnosis.settings, diagnosis.report
+    path = Path(settings.db).expanduser()
+    report["sharing"] = sharing_state(path)
+    if report["sharing"].get("problem"):
+        diagnosis.problems.append(report["sharing"]["problem"])
+    if not path.exists():
+        note = f"no database yet at {path}: it is created on the first write"
+        report["database"] = {"path": str(path), "exists": False, "note": note}
+        diagnosis.check("database", True, note)
+        if blocked := _why_not_creatable(path):
+            diagnosis.problems.append(blocked)
+        return
+    report["database"] = {"path": str(path), "exists": True}
+    store = _store_health(diagnosis, path)
+    if store is None:
+        return
+    report["store"] = store
+    diagnosis.check("database", True, f"{path} read (schema version {store.get('schema_version', '?')})")
+    _store_warnings(diagnosis, store)
+    recorded = store.get("embedder")
+    if recorded and embedder is not None:
+        _check_binding(diagnosis, path, recorded, embedder)
+
+
+def _store_health(diagnosis: Diagnosis, path: Path) -> dict[str, Any] | None:
+    """The store's health, asked of the duckgraph server that owns the file when one does (this process cannot
+    open it then), else read by opening the file here."""
+    try:
+        if diagnosis.report["sharing"].get("owner_pid"):
+            from duckgraph.core.sharing import call_owner
+
+            return call_owner(path, "health")
+        configured = diagnosis.settings.store
+        store = diagnosis.build("store", configured.use, configured.options, path)
+        if store is None:
+            return None
+        store.open()
+        try:
+            return store.health()
+        finally:
+            store.close()
+    except DuckgraphError as exc:
+        diagnosis.problems.append(str(exc))
+        diagnosis.check("database", False, str(exc))
+        return None
+
+
+def _store_warnings(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
+    degraded = {kind: mode for kind, mode in store.get("vector_search", {}).items() if "vss unavailable" in mode}
+    if degraded:  # only the opt-in vss HNSW path needs vss; the default IVF index does not
+        diagnosis.warnings.append(f"vss is not loaded ({store['vss']['problem']}): {', '.join(degraded)} vector "
+                                  "search uses an exact scan")
+    if store.get("read_only"):
+        diagnosis.warnings.append(f"the file is read-only ({store['read_only']}): searches work, writes are refused")
+
+
+def _check_binding(diagnosis: Diagnosis, path: Path, recorded: dict[str, Any], embedder: Embedder) -> None:
+    """The file's vectors are comparable only with those of the embedder that wrote them."""
+    configured = embedder.id
+    if recorded["id"] == configured:
+        try:
+            dimensions = embedder.dimensions
+        except Exception:  # the probe above has already reported why the embedder does not work
+            return
+        if dimensions == recorded["dimensions"]:
+            return
+        configured = f"{configured} ({dimensions} dimensions, the file has {recorded['dimensions']})"
+    diagnosis.problems.append(
+        f"the file was built with {recorded['id']!r} but {configured!r} is configured: configure "
+        f"{recorded['id']!r} again (DUCKGRAPH_EMBEDDER and its options, or [embedder] in the config), or move the "
+        f"knowledge to a new file with the new embedder: duckgraph export -o kb.jsonl --db {path}, then "
+        "duckgraph import --re-embed kb.jsonl --db NEW.duckdb")
+
+
+def _why_not_creatable(path: Path) -> str | None:
+    """Why the first write could not create the file (its nearest existing folder is not writable), or None."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
+        return None
+    return (f"{path} cannot be created: {folder} is not a writable folder for this user; choose another file with "
+            "--db or DUCKGRAPH_DB")
+
+
+def sharing_state(db: Path) -> dict[str, Any]:
+    """Which duckgraph server (if any) owns the file, how many others use it through that one (core/sharing)."""
+    from duckgraph.core import sharing
+
+    if not sharing.supported():
+        return {"held": None, "note": "this platform cannot share a file between servers"}
+    info = sharing.holder(db)
+    if info is None:
+        return {"held": False}
+    try:
+        status = sharing.call_owner(db, "status", wait=10)
+    except DuckgraphError as exc:
+        return {"held": True, "owner_pid": None, "recorded_pid": info.get("pid"), "problem": str(exc)}
+    clients = [pid for pid in status.get("client_pids", []) if pid != os.getpid()]  # not this command
+    return {"held": True, "owner_pid": status.get("pid"), "since": status.get("since"), "client_pids": clients,
+            "socket": status.get("socket")}
+
+
+# -- the text report ---------------------------------------------------------------------------------------
+
+
+def print_report(report: dict[str, Any]) -> None:
+    print(f"duckgraph {report['duckgraph']} on Python {report['python']}")
+    database = report.get("database", {})
+    print(f"database:  {report['settings']['db']}" + ("" if database.get("exists", True) else
+                                                      " (no database yet: it is created on the first write)"))
+    shared = report.get("sharing", {})
+    if shared.get("owner_pid"):
+        clients = ", ".join(map(str, shared["client_pids"])) or "none"
+        print(f"sharing:   owned by the duckgraph server pid {shared['owner_pid']} (since {shared['since']}); "
+              f"servers using it through that one: {clients}; the checks below went through it")
+    elif shared.get("held"):
+        print(f"sharing:   held by duckgraph pid {shared.get('recorded_pid') or '?'}, which does not answer")
+    elif shared.get("held") is False:
+        print("sharing:   no duckgraph server has the file open")
+    print(f"embedder:  {report['embedder']['id']}")
+    floor = report["relevance_floor"]
+    print(f"relevance floor: {floor['value']} ({floor['from']})" if floor else "relevance floor: none")
+    for label, text in report["embedder"].items():
+        if label != "id":
+            print(f"embedder {label}: {text}")
+    if report.get("extractor"):
+        print(f"extractor: {report['extractor']['id']}")
+    _print_store(report.get("store"))
+    print("plugins:   " + ", ".join(report["plugins"]))
+    print(f"tools/list at start: {report['tools_list']}")
+    for check in report["checks"]:
+        print(f"check {check['check']}: {'ok, ' if check['ok'] else 'FAILED: '}{check['detail']}")
+    for problem in report["problems"]:
+        print(f"problem:   {problem}")
+    for warning in report["warnings"]:
+        print(f"warning:   {warning}")
+    if not report["problems"] and not report["warnings"]:
+        print("no problems found")
+
+
+def _print_store(store: dict[str, Any] | None) -> None:
+    if not store:
+        return
+    recorded = store["embedder"]
+    print(f"schema:    version {store['schema_version']}")
+    print(f"built with: {recorded['id']} ({recorded['dimensions']} dimensions)" if recorded
+          else "built with: (no embedder recorded yet)")
+    vss = store["vss"]
+    print(f"vss:       {'loaded from ' + vss['path'] if vss['loaded'] else 'NOT loaded: ' + vss['problem']}")
+    for kind, mode in store["vector_search"].items():
+        print(f"{kind} vector search: {mode}")
+    print(f"passage texts: {store.get('passage_texts', 'not reported')}")
+    print(f"memory limit: {store.get('memory_limit', 'not reported')}")
+    print(f"vectors in memory: {store.get('vectors_in_memory', 'not reported')}")
+    print(f"vectors in the file: {store.get('vectors_in_file', 'not reported')}")
+    print(f"keyword index: {store.get('keyword_index', 'not reported')}")

@@ -1,0 +1,143 @@
+"""`duckgraph ingest` mirrors a folder: real files in tmp_path, the real DuckDB file and the real default model.
+
+A document's id is the file's canonical absolute path (core/files/folder.py), so the folder typed two ways is
+stored once; unchanged files are skipped, changed ones replaced, and `--prune` deletes the documents of files that
+are gone with the entities and relations only they supported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from duckgraph.core.bootstrap import bootstrap
+from duckgraph.core.cli import main
+from duckgraph.core.config import load_settings
+from duckgraph.core.domain.model import EdgeInput, NodeInput
+from duckgraph.plugins.duckdb import DuckDBStore
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture
+def notes(tmp_path: Path, monkeypatch) -> Path:
+    for name in ("DUCKGRAPH_DB", "DUCKGRAPH_NAMESPACE", "DUCKGRAPH_STORE", "DUCKGRAPH_EMBEDDER", "DUCKGRAPH_EXTRACTOR"):
+        monkeypatch.delenv(name, raising=False)
+    config = tmp_path / "config.toml"
+    config.write_text("", encoding="utf-8")
+    monkeypatch.setenv("DUCKGRAPH_CONFIG", str(config))
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "ada.md").write_text("Ada Lovelace wrote the first program for the Analytical Engine.\n", encoding="utf-8")
+    (folder / "babbage.txt").write_text("Charles Babbage designed the Analytical Engine.\n", encoding="utf-8")
+    (folder / "sub" / "turing.md").write_text("Alan Turing worked at Bletchley Park.\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return folder
+
+
+def ingest(db: Path, *args: str) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["ingest", *args, "--db", str(db)])
+    return code, out.getvalue().strip()
+
+
+def documents(db: Path) -> dict[str, tuple[str, str, dict]]:
+    store = DuckDBStore(db)
+    store.open()
+    try:
+        return {d.id: (d.title, d.text, d.metadata) for d in store.list_documents("default", limit=1000)}
+    finally:
+        store.close()
+
+
+def test_a_folder_typed_two_ways_is_stored_once_and_unchanged_files_are_skipped(notes, tmp_path, db_path):
+    assert ingest(db_path, "notes") == (0, "3 documents stored, 0 unchanged, 0 skipped, 3 passages")
+    code, summary = ingest(db_path, f"{notes.resolve()}/")  # absolute, with a trailing slash
+    assert (code, summary) == (0, "0 documents stored, 3 unchanged, 0 skipped, 0 passages")
+    root = notes.resolve().as_posix()
+    assert sorted(documents(db_path)) == [f"{root}/ada.md", f"{root}/babbage.txt", f"{root}/sub/turing.md"]
+    # A file given alone, relative to another working folder, is the same document too.
+    assert ingest(db_path, "./notes/../notes/sub/turing.md")[1].startswith("0 documents stored, 1 unchanged")
+
+
+def test_a_changed_file_is_replaced(notes, db_path):
+    ingest(db_path, "notes")
+    (notes / "babbage.txt").write_text("Charles Babbage designed the Difference Engine.\n", encoding="utf-8")
+    assert ingest(db_path, "notes") == (0, "1 documents stored, 2 unchanged, 0 skipped, 1 passages")
+    stored = documents(db_path)
+    assert len(stored) == 3
+    assert stored[(notes / "babbage.txt").resolve().as_posix()][1] == "Charles Babbage designed the Difference Engine.\n"
+    stats = DuckDBStore(db_path)
+    stats.open()
+    try:
+        assert stats.stats()["chunks"] == 3  # the old passage went with the old text
+    finally:
+        stats.close()
+
+
+def test_prune_deletes_the_documents_of_files_gone_with_what_only_they_supported(notes, tmp_path, db_path):
+    other = tmp_path / "elsewhere" / "notes"  # another folder of the same name: never pruned with this one
+    other.mkdir(parents=True)
+    (other / "kept.md").write_text("Grace Hopper worked at Harvard University.\n", encoding="utf-8")
+    ingest(db_path, "notes", str(other))
+    root = notes.resolve().as_posix()
+    kb = bootstrap(load_settings(None, db=str(db_path))).knowledge_base
+    with kb:
+        kb.add_knowledge_graph(
+            [NodeInput(name="Charles Babbage", type="Person", source_ids=[f"{root}/babbage.txt"]),
+             NodeInput(name="Analytical Engine", type="Machine", source_ids=[f"{root}/babbage.txt", f"{root}/ada.md"]),
+             NodeInput(name="Difference Engine", type="Machine")],  # no provenance: added by hand
+            [EdgeInput(source="Charles Babbage", target="Analytical Engine", type="DESIGNED",
+                       source_ids=[f"{root}/babbage.txt"]),
+             EdgeInput(source="Analytical Engine", target="Difference Engine", type="SUCCEEDED",
+                       source_ids=[f"{root}/ada.md"])])
+    (notes / "babbage.txt").unlink()
+
+    assert ingest(db_path, "notes")[1].startswith("0 documents stored, 2 unchanged")  # without --prune: kept
+    assert f"{root}/babbage.txt" in documents(db_path)
+
+    code, summary = ingest(db_path, "notes", "--prune")
+    assert code == 0
+    assert summary == ("0 documents stored, 2 unchanged, 0 skipped, 0 passages; pruned 1 documents of files gone, "
+                       "with 1 entities and 1 relations only they supported")
+    assert sorted(documents(db_path)) == sorted([f"{root}/ada.md", f"{root}/sub/turing.md",
+                                                 (other / "kept.md").resolve().as_posix()])
+    store = DuckDBStore(db_path)
+    store.open()
+    try:
+        names = {n.name for n in store.list_nodes("default", limit=100)}
+        types = {e.type for e in store.list_edges("default", limit=100)}
+        chunks = store.stats()["chunks"]
+    finally:
+        store.close()
+    # Babbage was supported by the deleted file alone; the Analytical Engine by ada.md too; the Difference
+    # Engine by nothing (added by hand), so it stays with the relation ada.md supports.
+    assert names == {"Analytical Engine", "Difference Engine"}
+    assert types == {"SUCCEEDED"}
+    assert chunks == 3
+
+    # A folder emptied of files is pruned as well.
+    for path in notes.rglob("*.*"):
+        path.unlink()
+    code, summary = ingest(db_path, "notes", "--prune")
+    assert code == 0 and "pruned 2 documents" in summary
+    assert sorted(documents(db_path)) == [(other / "kept.md").resolve().as_posix()]
+
+
+def test_markdown_front_matter_gives_the_title_and_the_date(notes, db_path):
+    (notes / "meeting.md").write_text(
+        '---\ntitle: "Design review: the engine"\ndate: 2024-05-02\ntags:\n  - engine\n---\n'
+        "We chose the Analytical Engine.\n", encoding="utf-8")
+    (notes / "plain.md").write_text("---\nnot: front matter\n", encoding="utf-8")  # never closed: plain text
+    ingest(db_path, "notes")
+    stored = documents(db_path)
+    title, text, metadata = stored[(notes / "meeting.md").resolve().as_posix()]
+    assert title == "Design review: the engine"
+    assert metadata == {"date": "2024-05-02"}
+    assert text == "We chose the Analytical Engine.\n"
+    assert stored[(notes / "ada.md").resolve().as_posix()][0] == "ada"  # no front matter: the file's name
+    assert stored[(notes / "plain.md").resolve().as_posix()][:2] == ("plain", "---\nnot: front matter\n")
