@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from duckgraph.core.files.paths import refuse_to_write
 from duckgraph.ports import InvalidInputError, StoreError
 
 if TYPE_CHECKING:
@@ -21,7 +22,8 @@ def backup(kb: KnowledgeBase, destination: str | Path, *, force: bool = False) -
 
     The copy is taken at one moment (writes wait until it is done), written under a temporary name in the
     destination's folder and renamed into place: the destination is the whole copy or untouched, never half a
-    file. An existing destination is refused unless `force`; the knowledge file itself always is. A relative
+    file. An existing destination is refused unless `force`; the knowledge file and the write-ahead log, lock and
+    socket of any database always are, and so is a database in use (core/files/paths.py). A relative
     destination is taken from this process's working directory. Returns the destination, its size in bytes
     and the counts it holds.
     """
@@ -63,12 +65,11 @@ def _wal_of(path: Path) -> Path:
 
 def _check_target(target: Path, source: Path | None, force: bool) -> None:
     """Refuse, before anything is written, a backup destination that cannot or must not be written."""
+    refuse_to_write(target, source, "a backup", replace_unused=True)
     if target.is_dir():
         raise InvalidInputError(
             f"{target} is a folder; give the backup a file name, e.g. {target / 'knowledge-backup.duckdb'}"
         )
-    if source is not None and target.resolve() == Path(source).expanduser().resolve():
-        raise InvalidInputError(f"{target} is the knowledge file itself; choose another destination")
     if target.exists() and not force:
         raise InvalidInputError(
             f"{target} exists; choose another name, or replace it with --force (force=true)"

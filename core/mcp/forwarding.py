@@ -19,7 +19,7 @@ from mcp.types import CallToolResult, TextContent
 
 from duckgraph.core.bootstrap import Services
 from duckgraph.core.mcp.progress import progress_reporter
-from duckgraph.core.sharing import FileShare, RunLocally, supported
+from duckgraph.core.sharing import FileShare, ForeignFileError, RunLocally, supported
 from duckgraph.ports import DuckgraphError, InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -170,6 +170,8 @@ def start_sharing(services: Services, build_executor: Callable[[], MCPServer]) -
         share = FileShare(services.settings.db, owner_side, on_takeover=kb.open,
                           info={"namespace": kb.namespace, "embedder": embedder_id})
         share.start()
+    except ForeignFileError:
+        raise  # another user's lock file: serving around it would hide that someone poses as the owner
     except (OSError, DuckgraphError) as exc:
         log.warning("cannot share %s with other duckgraph servers (%s); this server opens it by itself",
                     services.settings.db, exc)

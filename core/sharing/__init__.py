@@ -4,7 +4,8 @@ DuckDB lets one process at a time open a file for writing, and users run several
 an editor, a CLI agent), each spawning its own `duckgraph serve` on the same file. So the servers of one file
 settle who owns it, and the others forward their work to the owner:
 
-- lock.py: ownership is an exclusive `flock` on `<db>.lock`; the owner listens on a Unix socket next to it.
+- lock.py: ownership is an exclusive `flock` on `<db>.lock`; the owner listens on a Unix socket next to it. Both
+  must be this user's own and private to them (ForeignFileError otherwise).
 - protocol.py: newline-delimited JSON over that socket, one request at a time per connection.
 - handover.py: `FileShare`, this server's role (owner or client), its calls to the owner, and the takeover when
   the owner goes away, with the rule for calls in flight at that moment; `call_owner` for one-off requests.
@@ -21,7 +22,7 @@ from duckgraph.core.sharing.handover import (
     RunLocally,
     call_owner,
 )
-from duckgraph.core.sharing.lock import holder, lock_path, socket_path, supported
+from duckgraph.core.sharing.lock import ForeignFileError, holder, lock_path, socket_path, supported
 
-__all__ = ["FileShare", "NoOwnerError", "OwnerLostError", "RemoteError", "RunLocally", "call_owner", "holder",
-           "lock_path", "socket_path", "supported"]
+__all__ = ["FileShare", "ForeignFileError", "NoOwnerError", "OwnerLostError", "RemoteError", "RunLocally",
+           "call_owner", "holder", "lock_path", "socket_path", "supported"]

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from duckgraph.core import __version__
-from duckgraph.core.sharing.lock import LockFile, holder, lock_path, socket_path
+from duckgraph.core.sharing.lock import LockFile, check_lock_file, holder, lock_path, socket_path
 from duckgraph.core.sharing.protocol import (
     DRAIN_SECONDS,
     PROTOCOL,
@@ -182,7 +182,7 @@ class FileShare:
         lock = LockFile(self.lock_path)
         try:
             lock.acquire(blocking=True)
-        except OSError as exc:
+        except (OSError, DuckgraphError) as exc:
             log.warning("cannot wait for %s: %s; this server stays a client", self.lock_path, exc)
             return
         if self._role == "closed":
@@ -374,6 +374,7 @@ def call_owner(db: str | Path, method: str, params: dict[str, Any] | None = None
     """
     if holder(db) is None:
         raise NoOwnerError(f"no duckgraph server holds {Path(db).expanduser()}")
+    check_lock_file(db)
     path = socket_path(db)
     deadline = time.monotonic() + wait
     while True:

@@ -7,6 +7,11 @@ are.
   would let two processes lock two different files).
 - The owner listens on a Unix socket, `<db>.sock`, or, when that path is too long for AF_UNIX, a socket named
   after a hash of the database path in a private runtime folder. It is created with mode 0600.
+- Both stay next to the database, so every process of the user finds them whatever its environment. That folder
+  may be one others can write to (`/tmp`, a shared folder), where another user can create them first and pose as
+  the owner. So neither is used unless it is this user's own and private to them (`check_private`), and a client
+  sends nothing until the process on the socket proves, by its credentials, to run as this user
+  (protocol.py).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import hashlib
 import json
 import os
 import socket
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -80,6 +86,73 @@ def private_folder(folder: Path) -> None:
             raise DuckgraphError(f"{folder} belongs to another user or others can write to it; remove it")
 
 
+# -- whose files ------------------------------------------------------------------------------------------
+
+
+class ForeignFileError(DuckgraphError):
+    """A lock or socket of a shared database that is not this user's own and private: another user may be posing
+    as the duckgraph server that owns the file, so nothing is sent to it."""
+
+
+def user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def check_private(path: Path, info: os.stat_result, what: str) -> None:
+    """Refuse a lock file or socket that another user owns or could open: whoever can open the lock can hold
+    it, and whoever owns the socket answers the calls sent there."""
+    me = os.getuid()
+    if stat.S_ISLNK(info.st_mode):
+        raise ForeignFileError(f"{path} ({what}) is a symbolic link, which duckgraph never follows there: "
+                               f"remove it (it belongs to {user_name(info.st_uid)})")
+    if info.st_uid != me:
+        raise ForeignFileError(
+            f"{path} ({what}) belongs to {user_name(info.st_uid)}, not to you, {user_name(me)}: another user "
+            "may be posing as the duckgraph server of this database, so nothing was sent to it. Have that user or "
+            "an administrator remove it, or keep the database in a folder only you can write to"
+        )
+    if info.st_mode & 0o077:
+        raise ForeignFileError(f"{path} ({what}) can be opened by other users (mode {stat.S_IMODE(info.st_mode):04o}),"
+                               f" who could take the database over: run `chmod 600 {path}`")
+
+
+def _open_private(path: Path, flags: int, what: str) -> int:
+    """Open `path` (never through a symlink) and check it is ours and private before it is used."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError:
+        try:
+            found = os.lstat(path)
+        except OSError:
+            found = None
+        if found is not None:  # there, but not openable as ours (a symlink, or another user's file)
+            check_private(path, found, what)
+        raise
+    try:
+        info = os.fstat(fd)
+        check_private(path, info, what)
+        if not stat.S_ISREG(info.st_mode):
+            raise ForeignFileError(f"{path} ({what}) is not a plain file: remove it")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_lock_file(db: str | Path) -> None:
+    """Refuse to deal with the owner of `db` when its lock file is not this user's own and private."""
+    path = lock_path(db)
+    try:
+        os.close(_open_private(path, os.O_RDONLY, "the lock file"))
+    except FileNotFoundError:
+        pass
+
+
 # -- the lock ----------------------------------------------------------------------------------------------
 
 
@@ -92,7 +165,7 @@ class LockFile:
 
     def acquire(self, *, blocking: bool) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        fd = _open_private(self.path, os.O_RDWR | os.O_CREAT, "the lock file")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         except BlockingIOError:
@@ -122,12 +195,14 @@ class LockFile:
 
 
 def holder(db: str | Path) -> dict[str, Any] | None:
-    """The duckgraph process that holds the file, as it describes itself ({} until it has), or None."""
+    """The duckgraph process that holds the file, as it describes itself ({} until it has), or None.
+
+    Only for messages: whoever holds the lock wrote this. Calls to the owner check its files and credentials."""
     if not supported():
         return None
     path = lock_path(db)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:

@@ -6,6 +6,9 @@ A request is `{"id", "method", "params", "exclusive"?}`; the owner answers with 
 "progress": [done, total, message]}` lines (and `{"id", "started": true}` for an exclusive request) and then
 one `{"id", "result"}` or `{"id", "error": {"type", "message"}}` line, sent only once the work is done (for a
 write: committed). A connection carries one request at a time; a client keeps a pool of connections.
+
+A client sends nothing before it knows the owner is this user's own process: the socket file must be this user's
+and private to them, and the process listening on it must run as this user (its credentials, from the kernel).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from duckgraph.core.sharing.lock import private_folder
+from duckgraph.core.sharing.lock import ForeignFileError, check_private, private_folder, user_name
 from duckgraph.ports import DuckgraphError
 
 log = logging.getLogger(__name__)
@@ -62,6 +65,7 @@ class Connection:
         try:
             self.sock.settimeout(timeout)
             self.sock.connect(str(path))
+            _check_owner(path, self.sock)
             self.reader = self.sock.makefile("rb")
             line = self.reader.readline()
             hello = json.loads(line).get("hello") if line.endswith(b"\n") else None
@@ -135,14 +139,33 @@ class Connection:
                 pass
 
 
-def _peer_pid(conn: socket.socket) -> int | None:
-    """The pid of the process at the other end of a Unix socket (Linux), for `duckgraph doctor`."""
+def peer_credentials(conn: socket.socket) -> tuple[int | None, int | None]:
+    """(pid, uid) of the process at the other end of a Unix socket, as the kernel tells it; None where the
+    platform does not say (the pid is not told on macOS)."""
     try:
-        pid, _uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                              struct.calcsize("3i")))
-        return pid
-    except (AttributeError, OSError, struct.error):
-        return None
+        if hasattr(socket, "SO_PEERCRED"):  # Linux
+            pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                                  struct.calcsize("3i")))
+            return pid, uid
+        if hasattr(socket, "LOCAL_PEERCRED"):  # macOS, BSD: struct xucred {u_int version; uid_t uid; ...}
+            _version, uid = struct.unpack("2I", conn.getsockopt(0, socket.LOCAL_PEERCRED, 76)[:8])
+            return None, uid
+    except (OSError, struct.error):
+        pass
+    return None, None
+
+
+def _check_owner(path: Path, conn: socket.socket) -> None:
+    """Refuse an owner that is not this user's own process, before anything is sent to it. Checked once
+    connected: an owner binds its socket, makes it private and only then listens."""
+    check_private(path, os.lstat(path), "the owner's socket")
+    pid, uid = peer_credentials(conn)
+    if uid is not None and uid != os.getuid():
+        raise ForeignFileError(
+            f"the process listening on {path} (pid {pid if pid is not None else '?'}) runs as {user_name(uid)}, "
+            f"not as you, {user_name(os.getuid())}: it is not your duckgraph server, so nothing was sent to it. "
+            "Have that user or an administrator stop it, or keep the database in a folder only you can write to"
+        )
 
 
 class Endpoint:
@@ -161,9 +184,13 @@ class Endpoint:
         self._gate = threading.Lock()
         private_folder(path.parent)
         try:
-            path.unlink()  # left by an owner that was killed; only the lock holder gets here
+            found = os.lstat(path)
         except FileNotFoundError:
             pass
+        else:
+            if found.st_uid != os.getuid():  # planted by another user: say so rather than fail to remove it
+                check_private(path, found, "the owner's socket")
+            path.unlink()  # left by an owner that was killed; only the lock holder gets here
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.bind(str(path))
@@ -197,7 +224,7 @@ class Endpoint:
                 if self._closing:
                     conn.close()
                     return
-                self._connections[conn] = _peer_pid(conn)
+                self._connections[conn] = peer_credentials(conn)[0]
             threading.Thread(target=self._serve, args=(conn,), name="duckgraph-share-conn", daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:

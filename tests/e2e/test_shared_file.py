@@ -265,6 +265,14 @@ async def test_a_second_server_is_a_client_of_the_first_with_the_same_results_an
             assert backup.returncode == 0, backup.stderr
             assert json.loads(backup.stdout)["nodes"] == len(NODES)
             assert sorted(node_names(copy)) == sorted(n["name"] for n in NODES)
+            # Not onto the file's own write-ahead log or lock, forced or not (issue 29): the owner refuses.
+            for own in (db.with_name("kb.duckdb.wal"), sharing.lock_path(db)):
+                before = own.read_bytes() if own.exists() else None
+                refused = subprocess.run([*SERVE[:-1], "backup", own.name, "--force", "--db", str(db)],
+                                         capture_output=True, text=True, env=env, timeout=60, cwd=db.parent)
+                assert refused.returncode == 1 and f"{own} is the knowledge file's" in refused.stderr, refused.stderr
+                assert (own.read_bytes() if own.exists() else None) == before
+            assert owner_pid(db) == a_pid
 
             # The client has forwarded every call: it never opened the file nor embedded anything.
             if Path(f"/proc/{b_pid}/maps").exists():

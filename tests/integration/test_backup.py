@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -182,9 +183,55 @@ def test_bad_destinations_are_refused_before_anything_is_written(kb: KnowledgeBa
         kb.backup(tmp_path / "missing" / "kb.duckdb")
     with pytest.raises(InvalidInputError, match="is a folder"):
         kb.backup(tmp_path)
-    with pytest.raises(InvalidInputError, match="knowledge file itself"):
+    with pytest.raises(InvalidInputError, match="is the knowledge file"):
         kb.backup(db_path, force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kb.duckdb", "kb.duckdb.wal"]  # the open source's own
+
+
+def test_no_file_of_a_database_is_ever_a_backup_destination(kb: KnowledgeBase, db_path: Path, tmp_path: Path,
+                                                             monkeypatch):
+    """Issue 29: `backup --force` onto the file's own .wal lost acknowledged writes, onto its .lock it made the
+    next server a second owner. Every name for them is refused, forced or not, before anything is written."""
+    wal, lock, sock = (db_path.with_name(db_path.name + suffix) for suffix in (".wal", ".lock", ".sock"))
+    wal_before = wal.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link-to-wal").symlink_to(wal)
+    (tmp_path / "link-to-db").symlink_to("kb.duckdb")
+    other = tmp_path / "other.duckdb"
+    duckdb.connect(str(other)).close()
+    cases = {
+        db_path: "the knowledge file", wal: "the knowledge file's write-ahead log", lock: "lock file",
+        sock: "socket", Path("kb.duckdb.wal"): "write-ahead log", Path("sub/../kb.duckdb.lock"): "lock file",
+        tmp_path / "link-to-wal": "write-ahead log", tmp_path / "link-to-db": "the knowledge file",
+        other.with_name("other.duckdb.wal"): f"the write-ahead log of the database {other}",
+        other.with_name("other.duckdb.lock"): f"the lock file of the database {other}",
+    }
+    for destination, reason in cases.items():
+        for force in (False, True):
+            with pytest.raises(InvalidInputError, match=rf"{re.escape(str(destination))} is .*{re.escape(reason)}.*nothing was written"):
+                kb.backup(destination, force=force)
+    assert wal.read_bytes() == wal_before and not lock.exists() and not sock.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kb.duckdb", "kb.duckdb.wal", "link-to-db", "link-to-wal",
+                                                          "other.duckdb", "sub"]
+    # A database no process uses may be replaced (a newer backup over an older one); one in use may not.
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
+                               "print('open', flush=True); sys.stdin.read()", str(other)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(InvalidInputError, match=rf"{other} is a DuckDB database \(open in a DuckDB process\)"):
+            kb.backup(other, force=True)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    other.with_name("other.duckdb.wal").write_bytes(b"changes not yet in the file")
+    with pytest.raises(InvalidInputError, match="it has a write-ahead log"):
+        kb.backup(other, force=True)
+    other.with_name("other.duckdb.wal").unlink()
+    kb.backup(other, force=True)
+    with KnowledgeBase(DuckDBStore(other), HashingEmbedder()) as copy:
+        assert copy.stats() == kb.stats()
 
 
 def test_unwritable_folder_is_a_clear_error(kb: KnowledgeBase, tmp_path: Path, monkeypatch):

@@ -275,3 +275,67 @@ def test_a_killed_owner_fails_the_write_it_was_running_and_nothing_else(tmp_path
     assert isinstance(outcomes["read"], RunLocally), outcomes
     assert client.is_owner
     assert json.loads(sharing.lock_path(db).read_text())["pid"] == os.getpid()
+
+
+# -- files that are not this user's own (another user posing as the owner: tests/e2e/test_impostor_owner.py) --
+
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+NOBODY = 65534
+
+
+def test_a_lock_file_others_can_open_or_a_symlink_is_refused_naming_it(tmp_path, shares):
+    db = tmp_path / "kb.duckdb"
+    lock = sharing.lock_path(db)
+    lock.touch()
+    lock.chmod(0o644)
+    with pytest.raises(sharing.ForeignFileError,
+                       match=rf"{lock} \(the lock file\) can be opened by other users \(mode 0644\).*chmod 600 {lock}"):
+        FileShare(db, echo).start()
+    lock.unlink()
+    (tmp_path / "elsewhere").write_text("a file of the user's that must never be truncated")
+    lock.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(sharing.ForeignFileError, match=rf"{lock} \(the lock file\) is a symbolic link"):
+        FileShare(db, echo).start()
+    assert (tmp_path / "elsewhere").read_text() == "a file of the user's that must never be truncated"
+    lock.unlink()
+    assert shares(db).role == "owner"  # once it is gone, all is as before
+
+
+def test_a_socket_others_can_write_is_refused_before_anything_is_sent(tmp_path, shares):
+    db = tmp_path / "kb.duckdb"
+    calls: list[str] = []
+    shares(db, lambda method, params, progress: calls.append(method) or "ran")
+    client = shares(db)
+    sock = sharing.socket_path(db)
+    sock.chmod(0o666)
+    with pytest.raises(sharing.ForeignFileError,
+                       match=rf"{sock} \(the owner's socket\) can be opened by other users \(mode 0666\)"):
+        client.call("echo", {}, repeatable=True, wait=2)
+    with pytest.raises(sharing.ForeignFileError, match="the owner's socket"):
+        sharing.call_owner(db, "status", wait=2)
+    assert calls == []
+    sock.chmod(0o600)
+    assert client.call("echo", {}, repeatable=True) == "ran"
+
+
+@AS_ROOT
+def test_lock_and_socket_files_of_another_user_are_refused_naming_their_owner(tmp_path, shares):
+    db = tmp_path / "kb.duckdb"
+    lock = sharing.lock_path(db)
+    lock.touch(mode=0o600)
+    os.chown(lock, NOBODY, NOBODY)
+    with pytest.raises(sharing.ForeignFileError, match=rf"{lock} \(the lock file\) belongs to nobody \(uid 65534\),"
+                                                       r" not to you, root \(uid 0\).*posing as the duckgraph server"):
+        FileShare(db, echo).start()
+    assert lock.stat().st_uid == NOBODY and lock.read_bytes() == b""  # left as it was
+    lock.unlink()
+
+    # A socket another user left where the owner's goes: the new owner says so (it cannot remove it in /tmp).
+    sock = sharing.socket_path(db)
+    sock.touch()
+    os.chown(sock, NOBODY, NOBODY)
+    with pytest.raises(sharing.ForeignFileError, match=rf"{sock} \(the owner's socket\) belongs to nobody"):
+        FileShare(db, echo).start()
+    assert sharing.holder(db) is None  # the lock was released again
+    sock.unlink()
+    assert shares(db).role == "owner"

@@ -1,0 +1,140 @@
+"""Is a path one of a database's files? Every path the user gives (a backup's destination, an export's output, an
+import's source, the database itself) is checked here, so that no command writes over a database, its write-ahead
+log, its lock or its socket, whether a server has it open or not.
+
+Paths are compared as the operating system will open them: relative ones from the working directory, through
+symbolic links, and a hard link to the knowledge file is the knowledge file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+import sys
+from pathlib import Path
+
+from duckgraph.core.sharing.lock import holder, lock_path, socket_path
+from duckgraph.ports import DuckgraphError, InvalidInputError
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+#: The files a DuckDB database has beside itself while duckgraph uses it, and what each is.
+COMPANIONS = {".wal": "write-ahead log", ".lock": "lock file", ".sock": "socket"}
+#: Bytes 8-11 of every DuckDB database file.
+DUCKDB_MAGIC = b"DUCK"
+
+
+def resolved(path: str | Path) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def own_file(path: str | Path, db: str | Path) -> str | None:
+    """What `path` is of the knowledge file `db` ("the knowledge file", "its write-ahead log", ...), or None."""
+    target, base = resolved(path), resolved(db)
+    names = {base: "the knowledge file", base.with_name(base.name + ".wal"): "the knowledge file's write-ahead log",
+             lock_path(base): "the knowledge file's lock file"}
+    try:
+        names[socket_path(base)] = "the knowledge file's socket"
+    except DuckgraphError:  # no folder for a long path's socket: then there is no such socket either
+        pass
+    if target in names:
+        return f"{names[target]} {base}" if target == base else f"{names[target]} (of {base})"
+    try:
+        if os.path.samefile(target, base):
+            return f"the knowledge file {base} (under another name)"
+    except OSError:
+        pass
+    return None
+
+
+def database_file(path: str | Path) -> str | None:
+    """What `path` is of any database, or None: the write-ahead log, lock or socket beside an existing file, a
+    socket, or a DuckDB database file (with whether it is in use)."""
+    target = resolved(path)
+    for suffix, what in COMPANIONS.items():
+        base = target.with_name(target.name[: -len(suffix)])
+        if target.name.endswith(suffix) and base.is_file():
+            return f"the {what} of the database {base}"
+    try:
+        info = target.stat()
+    except OSError:
+        return None
+    if stat.S_ISSOCK(info.st_mode):
+        return "a socket"
+    if stat.S_ISREG(info.st_mode) and _is_duckdb(target):
+        use = in_use(target)
+        return f"a DuckDB database ({use})" if use else "a DuckDB database"
+    return None
+
+
+def in_use(database: Path) -> str | None:
+    """Why the database file is in use, or None: a duckgraph server holds it, DuckDB has it open, or it has a
+    write-ahead log (changes that are not in the file yet)."""
+    info = holder(database)
+    if info is not None:
+        return f"held by the duckgraph server pid {info.get('pid', '?')}"
+    if _posix_locked(database):
+        return "open in a DuckDB process"
+    if database.with_name(database.name + ".wal").exists():
+        return "it has a write-ahead log, changes not yet in the file"
+    return None
+
+
+def refuse_to_write(path: str | Path, db: str | Path | None, purpose: str, *, replace_unused: bool = False) -> None:
+    """Refuse, before anything is written, to write `purpose` (e.g. "the backup") to a file of a database.
+
+    `replace_unused`: a DuckDB database no process uses may be replaced (a backup over an older backup)."""
+    reason = (own_file(path, db) if db is not None else None) or database_file(path)
+    if reason is None or (replace_unused and reason == "a DuckDB database"):
+        return
+    raise InvalidInputError(
+        f"{path} is {reason}; duckgraph never writes {purpose} over a database's files, in use or not, so nothing "
+        "was written: choose another file"
+    )
+
+
+def refuse_to_read(path: str | Path, db: str | Path, purpose: str) -> None:
+    """Refuse to read one of the knowledge file's own files as the input of `purpose` (e.g. "import")."""
+    reason = own_file(path, db)
+    if reason is not None:
+        raise InvalidInputError(f"{path} is {reason}, not a file {purpose} can read: give an export file")
+
+
+def refuse_as_database(path: str | Path) -> None:
+    """Refuse to use another database's write-ahead log, lock or socket as a knowledge file."""
+    reason = database_file(path)
+    if reason is not None and not reason.startswith("a DuckDB database"):
+        raise InvalidInputError(f"{path} is {reason}, not a knowledge file: give the database's own file to --db "
+                                "(DUCKGRAPH_DB)")
+
+
+def _is_duckdb(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            return file.read(12)[8:12] == DUCKDB_MAGIC
+    except OSError:
+        return False
+
+
+def _posix_locked(path: Path) -> bool:
+    """Whether some process holds a POSIX lock on the file (DuckDB locks a database it opens), asked with
+    F_GETLK, which takes none: taking one and closing the file would drop this process's own locks on it."""
+    if fcntl is None or not sys.platform.startswith("linux") or struct.calcsize("P") != 8:
+        return False
+    layout = "hhqqi"  # struct flock on 64-bit Linux: type, whence, start, len, pid (padded to 32 bytes)
+    query = struct.pack(layout, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0).ljust(32, b"\0")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK, query)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return struct.unpack(layout, answer[: struct.calcsize(layout)])[0] != fcntl.F_UNLCK
