@@ -6,6 +6,7 @@ wraps any ASGI application.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hmac
 import ipaddress
@@ -14,6 +15,7 @@ import logging
 import signal
 import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -100,6 +102,82 @@ async def _unauthorized(send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+class BodyLimitMiddleware:
+    """Gives the 413 that the wrapped app (the MCP SDK's body limit) answers to an oversized request a body that
+    says so: a JSON-RPC error naming the limit, which MCP clients show (a bare 413 reads as "Server returned an
+    error response")."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        replaced = False
+
+        async def send_clear(message: Message) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start" and message["status"] == 413:
+                replaced = True
+                # Read the rest of the body first: a client still sending it reads no answer from a connection
+                # closed under it (it reports the reset, not the 413).
+                await _discard_body(receive, 16 * self.limit)
+                await _json_rpc_error(send, 413, -32600, self._too_large(scope))
+            elif not replaced:
+                await send(message)
+
+        await self.app(scope, receive, send_clear)
+
+    def _too_large(self, scope: Scope) -> str:
+        sizes = [value for name, value in scope.get("headers", ()) if name.lower() == b"content-length"]
+        size = f"{int(sizes[0])} bytes" if sizes and sizes[0].isdigit() else "over the limit"
+        return (f"request body too large: {size}; this server accepts at most {self.limit} bytes "
+                f"({self.limit / 1e6:g} MB) per HTTP request. Split the call into smaller ones")
+
+
+class StopMiddleware:
+    """Counts the requests under way, so that a stopping server can let them answer, and refuses new ones with a
+    503 once it is stopping (`run_asgi`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.stopping = False
+        self.under_way = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # A GET is the client's stream of server messages, open as long as the session: not a call to wait for.
+        if scope["type"] != "http" or scope.get("method") == "GET":
+            await self.app(scope, receive, send)
+            return
+        if self.stopping:
+            await _json_rpc_error(send, 503, -32000, "duckgraph is stopping: the request was not run")
+            return
+        self.under_way += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.under_way -= 1
+
+
+async def _discard_body(receive: Receive, at_most: int) -> None:
+    read = 0
+    while read <= at_most:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        read += len(message.get("body", b""))
+
+
+async def _json_rpc_error(send: Send, status: int, code: int, message: str) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+    ]})
+    await send({"type": "http.response.body", "body": body})
+
+
 def listening_socket(host: str, port: int) -> socket.socket:
     """A socket bound to host:port for `run_asgi`, or a ConfigError naming the port and what to do. Bound here,
     before anything else starts, so that "serving MCP at ..." is said only once the port is really ours."""
@@ -118,15 +196,38 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_asgi(app: ASGIApp, host: str, port: int, log_level: str, sock: socket.socket | None = None) -> None:
+def run_asgi(app: ASGIApp, host: str, port: int, log_level: str, sock: socket.socket | None = None, *,
+             stop: StopMiddleware | None = None, grace: float = 5.0) -> None:
     """Serve `app` with uvicorn until interrupted (on `sock` when given, bound by `listening_socket`). Its logs go
-    through `logging` (stderr), never stdout."""
+    through `logging` (stderr), never stdout.
+
+    SIGINT or SIGTERM stop it gracefully: with `stop` (the StopMiddleware around `app`), new requests get a 503
+    and the ones under way up to `grace` seconds to answer (a second Ctrl-C stops waiting); then the streams
+    close, and the app's lifespan ends (the database closes)."""
     import uvicorn  # installed with mcp; imported here so the stdio server never pays for it
+    from sse_starlette.sse import AppStatus
 
     config = uvicorn.Config(
         app, host=host.strip().strip("[]"), port=port, log_config=None, log_level=log_level.lower(),
         access_log=log_level.upper() == "DEBUG", server_header=False, lifespan="on",
+        timeout_graceful_shutdown=grace + 2,  # what still runs then is cancelled: the stop stays bounded
     )
+    # sse-starlette (the SDK's SSE responses) ends every stream the moment uvicorn is told to stop, the answers
+    # of the calls under way with them; they end here once those calls have answered (see _GracefulServer).
+    AppStatus.disable_automatic_graceful_drain()
+
+    class _GracefulServer(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            if stop is not None:
+                stop.stopping = True
+                if stop.under_way:
+                    log.info("stopping: finishing %d request(s) under way (at most %g s)", stop.under_way, grace)
+                deadline = time.monotonic() + grace
+                while stop.under_way and not self.force_exit and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+            AppStatus.should_exit = True
+            await super().shutdown(sockets)
+
     # uvicorn shuts down gracefully on SIGTERM or SIGINT (sessions end, the database closes), then re-raises the
     # signal to the handler it found. A service manager's stop is a normal exit: status 0. Ctrl-C is an
     # interruption (status 130, as for any command); left to asyncio's own SIGINT handler, the re-raised signal
@@ -137,7 +238,7 @@ def run_asgi(app: ASGIApp, host: str, port: int, log_level: str, sock: socket.so
     for sig in previous:
         signal.signal(sig, handlers[sig])
     try:
-        uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
+        _GracefulServer(config).run(sockets=[sock] if sock is not None else None)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

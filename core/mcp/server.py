@@ -22,6 +22,7 @@ from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.mcp import tool_listing
 from duckgraph.core.mcp.forwarding import forward_resource, forward_tool
 from duckgraph.core.mcp.prompts import instructions, register_prompts_and_resources
+from duckgraph.core.mcp.stdio import StdioTransport
 from duckgraph.core.mcp.warmup import WarmUp
 from duckgraph.core.sharing import FileShare
 
@@ -29,6 +30,9 @@ from duckgraph.core.sharing import FileShare
 #: MCP client kills the server ~2 s after closing its stdin, and the checkpoint and the close need the rest. A
 #: call cut short fails on its server as when an owner dies (core/sharing/handover.py): nothing is half-stored.
 STOP_DRAIN_SECONDS = 1.0
+#: How long a server stopped by SIGINT or SIGTERM lets the calls under way answer before the session ends and
+#: the file closes (core/mcp/stdio.py, core/mcp/http.py): a service manager waits 10 s or more before it kills.
+STOP_GRACE_SECONDS = 5.0
 
 
 class DuckgraphServer(MCPServer):
@@ -111,6 +115,13 @@ class DuckgraphServer(MCPServer):
                 if result is not None:
                     return result
         return await super().call_tool(name, arguments, context)
+
+    async def run_stdio_async(self, transport: StdioTransport | None = None) -> None:
+        """The SDK's, over duckgraph's stdio transport: every message answered, a signal stops it gracefully."""
+        transport = transport or StdioTransport(STOP_GRACE_SECONDS)
+        async with transport.streams() as (read_stream, write_stream):
+            lowlevel = self._lowlevel_server  # as the SDK's own run_stdio_async reaches it
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     async def read_resource(self, uri: Any, context: Context | None = None) -> Any:
         share = self._forwarding()

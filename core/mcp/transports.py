@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import sys
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
@@ -19,11 +21,20 @@ from duckgraph.core.mcp.http import (
     DEFAULT_PORT,
     MCP_PATH,
     BearerTokenMiddleware,
+    BodyLimitMiddleware,
+    StopMiddleware,
     check_binding,
     is_loopback,
     run_asgi,
 )
-from duckgraph.core.mcp.server import build_server
+from duckgraph.core.domain.ingest import MAX_TOTAL_DOCUMENT_CHARS
+from duckgraph.core.mcp.server import STOP_GRACE_SECONDS, build_server
+from duckgraph.core.mcp.stdio import StdioTransport
+
+#: The largest HTTP request body: what the biggest call the tools accept takes (add_documents' characters, at up
+#: to 4 bytes each in UTF-8), and a megabyte for the rest of the request. The SDK's default, 4 MiB, refused calls
+#: the tools take. A client that escapes non-ASCII characters (\uXXXX, 6 bytes) reaches it with fewer.
+HTTP_MAX_BODY_BYTES = 4 * MAX_TOTAL_DOCUMENT_CHARS + 1_000_000
 
 
 def _shared_server(services: Services) -> MCPServer:
@@ -33,8 +44,9 @@ def _shared_server(services: Services) -> MCPServer:
     return build_server(services, share)
 
 
-def serve(services: Services, transport: str = "stdio") -> None:
-    """Serve until the client closes stdin, then end the process (this is `duckgraph serve`'s whole life).
+def serve(services: Services) -> None:
+    """Serve over stdio until the client closes stdin, or SIGINT or SIGTERM stops the server once the calls under
+    way have answered (core/mcp/stdio.py), then end the process (this is `duckgraph serve`'s whole life).
 
     By the time `run` returns, the server's lifespan has closed the database file (checkpointed: the `.duckdb`
     alone holds every write), removed its socket and released its lock. What normal interpreter exit would add
@@ -43,23 +55,26 @@ def serve(services: Services, transport: str = "stdio") -> None:
     native code cannot be interrupted; see core/mcp/warmup.py). So the process ends here, at once, once what it
     wrote is flushed.
     """
-    _shared_server(services).run(transport)  # type: ignore[arg-type]
-    _exit_now()
+    server = _shared_server(services)
+    stdio = StdioTransport(STOP_GRACE_SECONDS)
+    anyio.run(server.run_stdio_async, stdio)  # type: ignore[call-arg]
+    _exit_now(130 if stdio.stopped_by == signal.SIGINT else 0)  # Ctrl-C: an interruption, as for any command
 
 
-def _exit_now() -> None:
+def _exit_now(status: int) -> None:
     logging.shutdown()  # flushes the log handlers (stderr, or a log file)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # closed by the client: nothing left to say
             pass
-    os._exit(0)
+    os._exit(status)
 
 
 def serve_http(services: Services, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                sock: socket.socket | None = None) -> None:
-    """Serve MCP over streamable HTTP at http://host:port/mcp until interrupted.
+    """Serve MCP over streamable HTTP at http://host:port/mcp until SIGINT or SIGTERM, which stop it once the
+    calls under way have answered (at most STOP_GRACE_SECONDS). Bodies over HTTP_MAX_BODY_BYTES get a 413.
 
     With `settings.http_token` every request needs `Authorization: Bearer <token>`; without one the server
     only listens on a loopback address (a ConfigError otherwise, raised before anything starts).
@@ -75,9 +90,11 @@ def serve_http(services: Services, host: str = DEFAULT_HOST, port: int = DEFAULT
             allowed_hosts=[f"{authority}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=[f"http://{authority}:*", "http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
-    app: Any = _shared_server(services).streamable_http_app(
-        streamable_http_path=MCP_PATH, host=bare, transport_security=security
-    )
+    app: Any = BodyLimitMiddleware(_shared_server(services).streamable_http_app(
+        streamable_http_path=MCP_PATH, host=bare, transport_security=security,
+        max_request_body_size=HTTP_MAX_BODY_BYTES,
+    ), HTTP_MAX_BODY_BYTES)
     if token is not None:
         app = BearerTokenMiddleware(app, token)
-    run_asgi(app, bare, port, services.settings.log_level, sock)
+    stop = StopMiddleware(app)
+    run_asgi(stop, bare, port, services.settings.log_level, sock, stop=stop, grace=STOP_GRACE_SECONDS)

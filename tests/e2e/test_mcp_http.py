@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -201,3 +202,76 @@ def test_host_and_port_need_http(tmp_path, child_env):
                               stdin=subprocess.DEVNULL)
     assert finished.returncode == 2
     assert "--http" in finished.stderr
+
+
+@pytest.mark.anyio
+async def test_a_body_over_the_limit_gets_a_413_naming_it_and_one_under_reaches_the_tools(server: Served):
+    from duckgraph.core.mcp.transports import HTTP_MAX_BODY_BYTES
+
+    with anyio.fail_after(TIMEOUT_SECONDS):
+        async with Client(server.url) as client:
+            # 5 MB: over the SDK's default (4 MiB), so it used to fail as "Server returned an error response";
+            # now the tool itself answers (a query of 2,000 characters at most).
+            answered = await client.call_tool("search", {"query": "comet " * 1_000_000})
+            assert answered.is_error and "2000" in answered.content[0].text, answered.content
+            with pytest.raises(Exception) as refused:
+                await client.call_tool("search", {"query": "x" * (HTTP_MAX_BODY_BYTES + 1)})
+            assert f"at most {HTTP_MAX_BODY_BYTES} bytes" in str(refused.value)
+            assert (await client.list_tools()).tools  # the session goes on
+
+    async with httpx.AsyncClient(timeout=60) as http:
+        body = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"' + b"x" * HTTP_MAX_BODY_BYTES + b'"}}'
+        refused = await http.post(server.url, content=body, headers=MCP_HEADERS)
+    assert refused.status_code == 413
+    error = refused.json()["error"]
+    assert error["code"] == -32600
+    assert f"request body too large: {len(body)} bytes" in error["message"]
+    assert "Split the call" in error["message"]
+
+
+@pytest.mark.model
+@pytest.mark.anyio
+async def test_sigterm_lets_the_call_under_way_answer_then_closes_the_file(server: Served, db_path: Path):
+    from duckgraph.core.mcp.server import STOP_GRACE_SECONDS
+
+    text = " ".join(f"Sentence {i} tells of the comet seen over the harbour in the year {1600 + i}."
+                    for i in range(80))
+    outcome: dict[str, Any] = {}
+    try:
+        with anyio.fail_after(TIMEOUT_SECONDS):
+            async with Client(server.url) as client:
+                warm = await client.call_tool("add_knowledge_graph",
+                                              {"nodes": [{"name": "Halley", "type": "Person"}]})
+                assert not warm.is_error, warm.content  # the model is loaded now
+
+                async def add() -> None:
+                    outcome["added"] = await client.call_tool(
+                        "add_documents", {"documents": [{"id": "comets", "text": text}]})
+                    # Once the server is stopping, a new request is refused (503), or finds it gone: no hang.
+                    async with httpx.AsyncClient(timeout=10) as http:
+                        try:
+                            outcome["after"] = (await http.post(server.url, json=INITIALIZE,
+                                                                headers=MCP_HEADERS)).status_code
+                        except httpx.TransportError:
+                            outcome["after"] = "gone"
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(add)
+                    await anyio.sleep(0.1)
+                    stopped = time.monotonic()
+                    server.process.send_signal(signal.SIGTERM)
+    except Exception:  # leaving the session of a server that has gone may fail; what it answered is checked below
+        if "after" not in outcome:
+            raise
+    added = outcome["added"]
+    assert not added.is_error, (added.content, server.errors())
+    assert added.structured_content["chunks_written"] > 0
+    assert outcome["after"] in (503, "gone"), outcome["after"]
+
+    code = server.process.wait(timeout=STOP_GRACE_SECONDS + 10)
+    took = time.monotonic() - stopped
+    assert code == 0, server.errors()
+    assert took < STOP_GRACE_SECONDS + 5, f"{took:.1f} s to stop\n{server.errors()}"
+    assert "Traceback" not in server.errors(), server.errors()
+    assert not Path(f"{db_path}.wal").exists() and not Path(f"{db_path}.sock").exists()
+    assert counts_on_disk(db_path) == {"nodes": 1, "edges": 0, "documents": 1}
