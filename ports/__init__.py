@@ -13,7 +13,7 @@ from duckgraph.ports.errors import (
 )
 from duckgraph.ports.extractor import Extractor
 from duckgraph.ports.hookspecs import hookimpl
-from duckgraph.ports.names import entity_key, loose_key, name_candidates, relation_type
+from duckgraph.ports.names import clean_name, entity_key, loose_key, name_candidates, relation_type
 from duckgraph.ports.records import (
     ChunkRecord,
     DocumentRecord,
@@ -37,6 +37,6 @@ __all__ = [
     "EmbedderError", "EmbedderMismatchError", "ExtractionError", "Extractor", "GraphFragment", "GraphStore",
     "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "Snapshot", "StoreError", "VectorKind", "WriteBatch",
     "WriteSummary",
-    "entity_key", "hookimpl", "isin_ids", "link_counts", "loose_key", "name_candidates", "normalize", "relation_type",
-    "tokens",
+    "clean_name", "entity_key", "hookimpl", "isin_ids", "link_counts", "loose_key", "name_candidates", "normalize",
+    "relation_type", "tokens",
 ]

@@ -11,11 +11,35 @@ _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[\w][\w'’.&+-]*", re.UNICODE)
 _POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
 _LOOSE_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+#: Characters a reader cannot see: Unicode's format characters (category Cf: zero-width space, joiners and
+#: non-joiner, BOM, soft hyphen, the bidirectional controls such as RLO, LRO and PDF, the tag characters) and the
+#: control characters (Cc) that are not whitespace (C0 such as NUL and ESC, DEL, C1). They make two names that
+#: look the same different, or a name look like another, so names drop them. Written out rather than computed from
+#: `unicodedata` at import (a pass over 1.1M code points); tests/unit/test_names.py checks the class still covers
+#: every such character of the running Python's Unicode version (this one covers Unicode 15.1).
+INVISIBLE = re.compile(
+    "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+#: Whitespace that breaks a line or is a control character: a name is one line, so these become spaces.
+_LINE_SPACE = re.compile("[\t\n\x0b\x0c\r\x1c-\x1f\x85\u2028\u2029]")
+
+
+def clean_name(name: str) -> str:
+    """`name` as stored: invisible characters (`INVISIBLE`) removed, line breaks and tabs made spaces, trimmed.
+
+    Every way in (the tools, import, ingest) stores names through this, so 'Al<ZERO WIDTH SPACE>ice' is stored as
+    'Alice'.
+    """
+    return _LINE_SPACE.sub(" ", INVISIBLE.sub("", name)).strip()
 
 
 def entity_key(name: str) -> str:
-    """Case-, width- and whitespace-insensitive key: 'Journal of  Math ' and 'journal of math' are one."""
-    return _SPACE.sub(" ", unicodedata.normalize("NFKC", name)).strip().casefold()
+    """Case-, width- and whitespace-insensitive key: 'Journal of  Math ' and 'journal of math' are one.
+
+    Invisible characters are ignored too, so a name looked up with a zero-width space still finds its entity."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", INVISIBLE.sub("", name))).strip().casefold()
 
 
 def loose_key(name: str) -> str:
@@ -54,7 +78,8 @@ def _word_runs(text: str, max_words: int) -> dict[str, bool]:
     # the text is NFKC-normalised once and words hold no spaces, so a run's key is its words' keys joined by
     # spaces (what entity_key of the run would give, without normalising each run again).
     words: list[tuple[str, str, bool]] = []
-    text = unicodedata.normalize("NFKC", text)
+    text = unicodedata.normalize("NFKC", INVISIBLE.sub("", text))  # as in entity_key
+
     for match in _WORD.finditer(text):
         word = _POSSESSIVE.sub("", match.group()).rstrip("'’")
         if bare := word.strip(".'’"):

@@ -3,21 +3,35 @@
 import json
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS
+from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
+from duckgraph.ports import clean_name
 
 MAX_NODES_PER_CALL = 5_000
 MAX_EDGES_PER_CALL = 10_000
 MAX_DOCUMENTS_PER_CALL = 1_000
 MAX_DOCUMENT_CHARS = 2_000_000
 MAX_PROPERTIES_BYTES = 16_384
+MAX_WEIGHT = 1_000_000
+
+# These types are the one validation of every way in: the tools' inputs below, and `duckgraph import`'s lines
+# (core/files/jsonl_format.py) and entities (core/files/import_.py), so all accept and refuse the same things
+# with the same errors.
 
 
 def _no_control_characters(value: str) -> str:
-    if any(ord(ch) < 32 and ch not in "\t\n\r" for ch in value):
+    # Texts keep tabs and line breaks; other control characters (NUL, ESC and its terminal sequences, DEL, C1)
+    # have no place in a fact and would reach terminals and prompts as they are.
+    if any((ord(ch) < 32 and ch not in "\t\n\r") or 0x7F <= ord(ch) <= 0x9F for ch in value):
         raise ValueError("must not contain control characters")
     return value
+
+
+def _clean_name(value: Any) -> Any:
+    # Names drop invisible characters (ports/names.py): 'Al<ZERO WIDTH SPACE>ice' is stored as 'Alice', and a
+    # right-to-left override cannot make a name read as another.
+    return clean_name(value) if isinstance(value, str) else value
 
 
 def _json_object(value: dict[str, Any]) -> dict[str, Any]:
@@ -30,18 +44,30 @@ def _json_object(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+# Validators run last first: a name is cleaned, then trimmed and measured.
 Name = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300), AfterValidator(_no_control_characters)
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300), BeforeValidator(_clean_name)
 ]
 TypeLabel = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=80), AfterValidator(_no_control_characters)
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=80), BeforeValidator(_clean_name)
 ]
-Description = Annotated[str, StringConstraints(strip_whitespace=True, max_length=4_000)]
-SourceId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-Properties = Annotated[dict[str, Any], AfterValidator(_json_object)]
-Observation = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_DESCRIPTION_CHARS),
+Description = Annotated[
+    str, StringConstraints(strip_whitespace=True, max_length=MAX_DESCRIPTION_CHARS),
     AfterValidator(_no_control_characters),
+]
+SourceId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+Title = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)]
+DocumentText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_DOCUMENT_CHARS)]
+Properties = Annotated[dict[str, Any], AfterValidator(_json_object)]
+Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
+Observation = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_OBSERVATION_CHARS),
+    AfterValidator(_no_control_characters),
+]
+#: An observation as the reference memory server takes it (kept as given, blank allowed), with the same cap and
+#: characters as ours; also what a file's node lines hold, since a stored observation may have come this way.
+StoredObservation = Annotated[
+    str, StringConstraints(max_length=MAX_OBSERVATION_CHARS), AfterValidator(_no_control_characters)
 ]
 
 
@@ -72,7 +98,7 @@ class EdgeInput(_Input):
     target: Name
     type: TypeLabel = Field(description="Specific, e.g. FOUNDED, EMPLOYED_BY; not RELATED_TO.")
     description: Description | None = Field(None, description="The fact in one sentence.")
-    weight: float | None = Field(None, ge=0, le=1_000_000, allow_inf_nan=False)
+    weight: Weight | None = None
     properties: Properties = Field(default_factory=dict)
     source_ids: list[SourceId] = Field(default_factory=list, max_length=100)
 
@@ -90,8 +116,8 @@ class RelationRef(_Input):
 
 class DocumentInput(_Input):
     id: SourceId | None = Field(None, description="Your id; generated when absent.")
-    title: Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)] | None = None
-    text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_DOCUMENT_CHARS)]
+    title: Title | None = None
+    text: DocumentText
     metadata: Properties = Field(default_factory=dict)
 
 
@@ -331,15 +357,16 @@ class MemoryEntityInput(_Model):
     model_config = ConfigDict(extra="ignore")
     name: Name = Field(description="The name of the entity")
     entityType: TypeLabel = Field(description="The type of the entity")  # noqa: N815
-    observations: list[str] = Field(
-        max_length=200, description="An array of observation contents associated with the entity"
+    observations: list[StoredObservation] = Field(
+        max_length=MAX_OBSERVATIONS, description="An array of observation contents associated with the entity"
     )
 
 
 class ObservationAddition(_Model):
     model_config = ConfigDict(extra="ignore")
     entityName: Name = Field(description="The name of the entity to add the observations to")  # noqa: N815
-    contents: list[str] = Field(max_length=200, description="An array of observation contents to add")
+    contents: list[StoredObservation] = Field(
+        max_length=MAX_OBSERVATIONS, description="An array of observation contents to add")
 
 
 class ObservationDeletion(_Model):

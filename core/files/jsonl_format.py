@@ -20,9 +20,22 @@ embeddings. Times are UTC, ISO 8601.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from duckgraph.core.domain.limits import MAX_OBSERVATIONS
+from duckgraph.core.domain.model import (
+    Description,
+    DocumentText,
+    Name,
+    Properties,
+    SourceId,
+    StoredObservation,
+    Title,
+    TypeLabel,
+    Weight,
+)
 
 FORMAT = "duckgraph"
 FORMAT_VERSION = 1
@@ -63,10 +76,10 @@ class MetaLine(Line):
 
 class DocumentLine(Line):
     kind: Literal["document"]
-    id: str = Field(min_length=1, max_length=200)
-    title: str = ""
-    text: str = Field(min_length=1)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    id: SourceId
+    title: Title = ""
+    text: DocumentText
+    metadata: Properties = Field(default_factory=dict)
     created_at: datetime | None = None
 
 
@@ -75,19 +88,19 @@ class ChunkLine(Line):
     id: int
     document_id: str = Field(min_length=1)
     ordinal: int = Field(ge=0)
-    text: str
+    text: DocumentText
     embedding: list[float] | None = None
 
 
 class NodeLine(Line):
     kind: Literal["node"]
     id: int | None = None
-    name: str = Field(min_length=1, max_length=300)
-    type: str = Field(min_length=1, max_length=80)
-    description: str = ""
-    aliases: list[str] = Field(default_factory=list)
-    properties: dict[str, Any] = Field(default_factory=dict)
-    observations: list[str] = Field(default_factory=list)
+    name: Name
+    type: TypeLabel
+    description: Description = ""
+    aliases: list[Name] = Field(default_factory=list)  # no count limit: merging entities gathers their names
+    properties: Properties = Field(default_factory=dict)
+    observations: list[StoredObservation] = Field(default_factory=list, max_length=MAX_OBSERVATIONS)
     created_at: datetime | None = None
     updated_at: datetime | None = None
     embedding: list[float] | None = None
@@ -98,12 +111,12 @@ class EdgeLine(Line):
     id: int | None = None
     source_id: int | None = Field(None, description="Id of a node line; or give the source name.")
     target_id: int | None = None
-    source: str | None = None
-    target: str | None = None
-    type: str = Field(min_length=1, max_length=80)
-    description: str = ""
-    weight: float = Field(1.0, ge=0, allow_inf_nan=False)
-    properties: dict[str, Any] = Field(default_factory=dict)
+    source: Name | None = None
+    target: Name | None = None
+    type: TypeLabel
+    description: Description = ""
+    weight: Weight = 1.0
+    properties: Properties = Field(default_factory=dict)
     valid_from: datetime | None = None
     valid_until: datetime | None = None
     created_at: datetime | None = None

@@ -46,9 +46,13 @@ from duckgraph.core.domain.model import (
     AddGraphResult,
     DocumentInput,
     EdgeInput,
+    Description,
+    Name,
     NodeInput,
     Observation,
+    Properties,
     SearchResult,
+    TypeLabel,
 )
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.mcp.progress import progress_reporter
@@ -191,11 +195,11 @@ def _register_graphrag_tools(server: MCPServer) -> None:
     async def update_entity(
         ctx: Context,
         name: EntityName,
-        new_name: Annotated[EntityName | None, Field(description="The old name stays an alias.")] = None,
-        type: Annotated[str | None, Field(min_length=1, max_length=80)] = None,
-        description: Annotated[str | None, Field(max_length=4_000)] = None,
-        aliases: Annotated[list[EntityName] | None, Field(max_length=50)] = None,
-        properties: dict[str, Any] | None = None,
+        new_name: Annotated[Name | None, Field(description="The old name stays an alias.")] = None,
+        type: TypeLabel | None = None,
+        description: Description | None = None,
+        aliases: Annotated[list[Name] | None, Field(max_length=50)] = None,
+        properties: Properties | None = None,
         add_observations: Annotated[list[Observation], Field(max_length=MAX_OBSERVATIONS)] = [],  # noqa: B006
         remove_observations: Annotated[list[str], Field(max_length=MAX_OBSERVATIONS)] = [],  # noqa: B006
     ) -> EntityDetail:

@@ -1,6 +1,7 @@
 """Opening the DuckDB file, and what the user reads when that, or a write, fails: a file this user cannot write is
 opened read-only (reads work, writes say why not), a lock held by another program is named, and a write that
-fails for lack of space or permission says what was kept."""
+fails for lack of space or permission says what was kept. A damaged file (truncated, overwritten) says so in one
+line, with what to do, wherever DuckDB notices it: at connect or while the store loads its tables."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ _STORAGE_PROBLEMS = (
     ("permission denied", "not writable"),
     ("read-only file system", "not writable"),
 )
+#: DuckDB's words for a file it cannot read as a database: cut short, blocks overwritten, or not a database at all.
+_DAMAGE = ("could not read enough bytes", "not a valid duckdb database file", "corrupt database file",
+           "does not match stored checksum")
 
 
 def why_read_only(path: Path) -> str:
@@ -53,9 +57,20 @@ def connect(path: Path, read_only: bool) -> tuple[Any, str]:
             log.warning("%s is read-only (%s): opened for reading only", path, reason)
             return con, reason
     except duckdb.IOException as exc:
-        raise StoreError(_explain_open_error(path, exc)) from exc
+        raise (damaged(path, exc) or StoreError(_explain_open_error(path, exc))) from exc
     except duckdb.Error as exc:
-        raise StoreError(f"{path} is not a usable DuckDB file: {exc}") from exc
+        raise (damaged(path, exc) or StoreError(f"{path} is not a usable DuckDB file: {one_line(exc)}")) from exc
+
+
+def damaged(path: Path, exc: BaseException) -> StoreError | None:
+    """The one-line error for a file DuckDB cannot read as a database (`exc` says so), else None."""
+    if not any(needle in str(exc).lower() for needle in _DAMAGE):
+        return None
+    return StoreError(
+        f"{path} is damaged (cut short or overwritten): DuckDB cannot read it ({one_line(exc)[:200]}). Restore it "
+        "from a backup (`duckgraph backup` makes one), or move it aside to start a new file; `duckgraph doctor` "
+        "checks a file."
+    )
 
 
 def _unwritable_reason(path: Path) -> str:

@@ -115,9 +115,11 @@ class DuckDBStore(GraphStore):
                 self._graph.load(self._con)
                 with self._lean_cache():  # drops what the graph's and the keyword index's reads left cached
                     self._load_keywords()
-            except BaseException:
+            except BaseException as exc:
                 self._con.close()
                 self._con = None
+                if damage := connection.damaged(self.path, exc):  # DuckDB reads most blocks only now
+                    raise damage from exc
                 raise
 
     def close(self) -> None:

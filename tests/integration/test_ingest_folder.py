@@ -141,3 +141,68 @@ def test_markdown_front_matter_gives_the_title_and_the_date(notes, db_path):
     assert text == "We chose the Analytical Engine.\n"
     assert stored[(notes / "ada.md").resolve().as_posix()][0] == "ada"  # no front matter: the file's name
     assert stored[(notes / "plain.md").resolve().as_posix()][:2] == ("plain", "---\nnot: front matter\n")
+
+
+# -- issue 29: links out of the folder, big files, one bad file ------------------------------------------------
+
+
+def test_a_link_out_of_the_folder_is_skipped_unless_follow_symlinks(notes, tmp_path, db_path, capsys):
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("The launch code is 0000.\n", encoding="utf-8")
+    (notes / "notes.txt").symlink_to(secret)  # notes.txt -> a file outside the folder
+    (notes / "linked").symlink_to(secret.parent, target_is_directory=True)  # a folder outside
+    (notes / "again.md").symlink_to(notes / "ada.md")  # a link that stays inside: read
+    code, summary = ingest(db_path, "notes")
+    assert (code, summary) == (0, "4 documents stored, 0 unchanged, 2 skipped, 4 passages")
+    err = capsys.readouterr().err
+    assert f"skipped {notes.resolve() / 'notes.txt'}: a symbolic link to {secret}, outside the folders given" in err
+    assert "--follow-symlinks" in err and f"skipped {notes.resolve() / 'linked'}" in err
+    assert not any("launch code" in text for _, text, _ in documents(db_path).values())
+
+    code, summary = ingest(db_path, "notes", "--follow-symlinks")
+    assert (code, summary) == (0, "2 documents stored, 4 unchanged, 0 skipped, 2 passages")
+    root = notes.resolve().as_posix()
+    assert {f"{root}/notes.txt", f"{root}/linked/secret.txt"} <= set(documents(db_path))
+
+
+def _hashing_kb(db: Path):
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
+    from tests.fakes import HashingEmbedder
+
+    return KnowledgeBase(DuckDBStore(db), HashingEmbedder()).open()
+
+
+def test_a_file_over_the_document_limit_is_stored_as_several_and_the_rest_of_the_folder_too(notes, db_path):
+    from duckgraph.core.domain.model import MAX_DOCUMENT_CHARS
+    from duckgraph.core.files import folder
+
+    paragraph = "The engine computed Bernoulli numbers. " * 25 + "\n\n"
+    (notes / "big.txt").write_text(paragraph * (MAX_DOCUMENT_CHARS // len(paragraph) + 10), encoding="utf-8")
+    kb = _hashing_kb(db_path)
+    report = folder.ingest(kb, folder.find_files([str(notes)]), extract=False)
+    kb.close()
+    big = (notes / "big.txt").resolve().as_posix()
+    assert report.skipped == [] and report.split == {str(notes.resolve() / "big.txt"): 2}
+    stored = documents(db_path)
+    assert {big, f"{big}#part-2", f"{notes.resolve().as_posix()}/ada.md"} <= set(stored) and len(stored) == 5
+    assert stored[big][0] == "big (part 1 of 2)" and stored[big][1].endswith("\n\n")  # cut at a paragraph
+    assert len(stored[big][1]) <= MAX_DOCUMENT_CHARS
+    assert stored[big][1] + stored[f"{big}#part-2"][1] == (notes / "big.txt").read_text(encoding="utf-8")
+
+
+def test_one_file_the_store_refuses_does_not_stop_the_others(notes, db_path, monkeypatch):
+    from duckgraph.core.domain import ingest as ingest_module
+    from duckgraph.core.files import folder
+
+    # A small limit per call stands for the real 20M characters: batches keep under it, and a file over it is
+    # refused alone, with the reason, while the others are stored.
+    monkeypatch.setattr(ingest_module, "MAX_TOTAL_DOCUMENT_CHARS", 120)
+    (notes / "long.md").write_text("Too long for one call. " * 10, encoding="utf-8")
+    (notes / "bad.txt").write_bytes(b"\xff\xfe not UTF-8")
+    kb = _hashing_kb(db_path)
+    report = folder.ingest(kb, folder.find_files([str(notes)]), extract=False)
+    kb.close()
+    assert sorted(Path(p).name for p, _ in report.skipped) == ["bad.txt", "long.md"]
+    assert "the limit is 120" in dict(report.skipped)[str(notes.resolve() / "long.md")]
+    assert len(report.stored) == 3 and len(documents(db_path)) == 3
