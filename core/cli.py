@@ -96,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     extract.add_argument("--extract", dest="extract", action="store_true", default=None,
                          help="extract entities and relationships (default: when an extractor is configured)")
     extract.add_argument("--no-extract", dest="extract", action="store_false")
+    ingest.add_argument("--follow-symlinks", action="store_true",
+                        help="also read files and folders that symbolic links in the given folders lead to outside "
+                             "them (default: skipped and reported)")
     ingest.add_argument("--json", action="store_true", help="print the result of every batch as JSON")
     ingest.set_defaults(run=_ingest)
 
@@ -156,9 +159,11 @@ def _setup(args: argparse.Namespace, **overrides: Any):
 def _settings(args: argparse.Namespace, **overrides: Any):
     """The layered settings for this command, with logging to stderr set up at their level."""
     from duckgraph.core.config import load_settings
+    from duckgraph.core.files.paths import refuse_as_database
 
     settings = load_settings(args.config, db=overrides.pop("db", None) or args.db,
                              log_level=args.log_level, **overrides)
+    refuse_as_database(settings.db)
     logging.basicConfig(
         level=settings.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -198,7 +203,10 @@ def _serve(args: argparse.Namespace) -> int:
 def _ingest(args: argparse.Namespace) -> int:
     from duckgraph.core.files import folder
 
-    files = folder.find_files(args.paths)
+    from duckgraph.core.domain.model import MAX_DOCUMENT_CHARS
+    from duckgraph.core.terminal import for_stream
+
+    files = folder.find_files(args.paths, follow_symlinks=args.follow_symlinks)
     prune = folder.folders(args.paths) if args.prune else []
     if not files and not prune:
         print("duckgraph: no .txt or .md files found in " + ", ".join(args.paths), file=sys.stderr)
@@ -219,12 +227,17 @@ def _ingest(args: argparse.Namespace) -> int:
         report = folder.ingest(kb, files, extract=extract, prune=prune, progress=bar.update,
                                label=lambda text: setattr(bar, "label", text), on_batch=batch_done)
     bar.finish()
-    for path, why in report.skipped:
-        print(f"duckgraph: skipped {path}: {why}", file=sys.stderr)
+    for path, why in report.skipped:  # a file name may hold anything, escape sequences included
+        print(for_stream(f"duckgraph: skipped {path}: {why}", sys.stderr), file=sys.stderr)
+    for path, parts in report.split.items():
+        print(for_stream(f"duckgraph: {path} is longer than a document may be ({MAX_DOCUMENT_CHARS:,} characters): "
+                         f"stored as {parts} documents", sys.stderr), file=sys.stderr)
     extractions = [e for r in report.results for e in r.extractions]
     failed = sum(r.extraction_errors for r in report.results)
     summary = (f"{len(report.stored)} documents stored, {len(report.unchanged)} unchanged, "
                f"{len(report.skipped)} skipped, {sum(r.chunks_written for r in report.results)} passages")
+    if report.split:
+        summary += f" ({len(report.split)} long files split into {sum(report.split.values())} documents)"
     if args.prune:
         summary += (f"; pruned {len(report.pruned)} documents of files gone, with {report.nodes_pruned} entities "
                     f"and {report.edges_pruned} relations only they supported")
@@ -263,7 +276,11 @@ def _search(args: argparse.Namespace) -> int:
     with _setup(args).knowledge_base as kb:
         result = kb.search(args.query, hops=args.hops, k_anchors=args.k_anchors, max_nodes=args.max_nodes,
                            max_passages=args.max_passages, token_budget=args.token_budget)
-    print(result.model_dump_json(indent=2) if args.json else result.text)
+    from duckgraph.core.terminal import for_stream
+
+    # Stored texts may hold terminal escape sequences: shown escaped on a terminal (JSON escapes them itself).
+    print(for_stream(result.model_dump_json(indent=2), sys.stdout, json=True) if args.json
+          else for_stream(result.text, sys.stdout))
     return 0
 
 
@@ -307,6 +324,10 @@ def _export(args: argparse.Namespace) -> int:
         return export_jsonl(kb, out, embeddings=args.embeddings)
 
     services = _setup(args)
+    if args.output and args.output != "-":
+        from duckgraph.core.files.paths import refuse_to_write
+
+        refuse_to_write(args.output, services.settings.db, "an export")
     with services.knowledge_base as kb:
         if not args.output or args.output == "-":
             summary = write(kb, sys.stdout)
@@ -340,6 +361,10 @@ def _import(args: argparse.Namespace) -> int:
     from duckgraph.core.files.import_ import import_file, import_lines
 
     services = _setup(args)
+    if args.file != "-":
+        from duckgraph.core.files.paths import refuse_to_read
+
+        refuse_to_read(args.file, services.settings.db, "import")
     bar = ProgressBar()
     bar.label = "import"
     with services.knowledge_base as kb:

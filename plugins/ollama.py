@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -40,33 +39,37 @@ def _with_tag(model: str) -> str:
 
 
 class OllamaClient:
-    """The few Ollama API calls duckgraph makes, with errors that say what to do."""
+    """The few Ollama API calls duckgraph makes, with errors that say what to do.
+
+    `timeout` is a deadline for the whole request (connecting, sending, waiting, reading every byte), not for
+    each read: a server that sends a byte now and then must not keep a caller (and the write it is part of)
+    waiting without end. Each call gets its own deadline; a caller that repeats a call (the extractor's attempts)
+    gives each attempt a fresh one."""
 
     def __init__(self, base_url: str | None, timeout: float, error: type[Exception]) -> None:
         self.base_url = resolve_base_url(base_url)
         self.timeout = timeout
         self._error = error
-        self._client: httpx.Client | None = None
-        self._lock = threading.Lock()
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        import httpx  # imported on first call: registering the plugin stays cheap
+        import anyio  # imported on first call: registering the plugin stays cheap
+        import httpx
 
-        client = self._http()
         url = f"{self.base_url}{path}"
         try:
-            response = client.post(path, json=body)
+            response = _run_async(self._post, path, body)
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            raise self._error(
+                f"Ollama at {url} did not answer within the {self.timeout:g} s deadline (the timeout option, for "
+                "the whole request); the model may still be loading, the machine is busy or the server stalls: "
+                "raise the timeout option or try again"
+            ) from exc
         except httpx.ConnectError as exc:
             raise self._error(
                 f"cannot reach Ollama at {self.base_url}: is it running? Start it with `ollama serve`, or point "
                 "duckgraph at it with OLLAMA_HOST or the base_url option"
             ) from exc
-        except httpx.TimeoutException as exc:
-            raise self._error(
-                f"Ollama at {self.base_url} did not answer {path} within {self.timeout:g} s; the model may still be "
-                "loading or the machine is busy: raise the timeout option or try again"
-            ) from exc
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, anyio.BrokenResourceError, OSError) as exc:
             raise self._error(f"request to {url} failed: {exc}") from exc
         message = _error_message(response)
         model = body.get("model", "")
@@ -81,13 +84,31 @@ class OllamaClient:
         except ValueError as exc:
             raise self._error(f"Ollama at {self.base_url} sent a reply to {path} that is not JSON") from exc
 
-    def _http(self) -> httpx.Client:
+    async def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        import anyio
         import httpx
 
-        with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(base_url=self.base_url, timeout=self.timeout)
-            return self._client
+        # Cancellation interrupts any await, the reading of the headers included, so the deadline holds however
+        # slowly the server sends; httpx's own timeout only bounds each read.
+        with anyio.fail_after(self.timeout):
+            async with httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout) as client:
+                return await client.post(path, json=body)
+
+
+def _run_async(function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    """Run a coroutine function to completion from synchronous code, also from a thread with a running event
+    loop (anyio.run refuses that one: the call then runs on a thread of its own)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    import anyio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(function, *args)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, function, *args).result()
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -12,7 +12,7 @@ speaks the documented API (ollama/ollama docs/api.md) and mirrors the server's e
     POST /api/generate     the same script, answered in the /api/generate shape
 
 Faults are injected at runtime, from any thread: `fail_next(status, error, count)`, `delay_seconds`,
-`wrong_dimensions`. Every request is recorded in `requests`. Nothing is ever printed.
+`drip_seconds` (the whole answer, status line and headers included, one byte per interval), `wrong_dimensions`. Every request is recorded in `requests`. Nothing is ever printed.
 
     with FakeOllama(embed_fn=minilm_embed_fn(), chat_replies=['{"entities": []}']) as ollama:
         ...  # point the plugin under test at ollama.base_url
@@ -186,6 +186,7 @@ class FakeOllama:
         self._replies: deque[ChatReply] = deque(chat_replies)
         self._failures: deque[_Failure] = deque()
         self._delay_seconds = 0.0
+        self._drip_seconds = 0.0
         self._wrong_dimensions: int | None = None
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -261,6 +262,18 @@ class FakeOllama:
     def delay_seconds(self, value: float) -> None:
         with self._lock:
             self._delay_seconds = max(0.0, float(value))
+
+    @property
+    def drip_seconds(self) -> float:
+        with self._lock:
+            return self._drip_seconds
+
+    @drip_seconds.setter
+    def drip_seconds(self, value: float) -> None:
+        """Send every answer one byte at a time, this far apart: a server that never lets a per-read timeout
+        expire."""
+        with self._lock:
+            self._drip_seconds = max(0.0, float(value))
 
     @property
     def wrong_dimensions(self) -> int | None:
@@ -448,6 +461,10 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length > 0 else b""
 
     def _send_bytes(self, status: int, data: bytes, content_type: str) -> None:
+        drip = self.server.fake.drip_seconds
+        if drip:
+            self._drip(status, data, content_type, drip)
+            return
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -456,6 +473,16 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
         self.wfile.flush()
+
+    def _drip(self, status: int, data: bytes, content_type: str, interval: float) -> None:
+        head = (f"{self.protocol_version} {status} {self.responses[status][0]}\r\nContent-Type: {content_type}\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n").encode("ascii")
+        stopping, raw = self.server.fake._stopping, head + data
+        for i in range(len(raw)):
+            if stopping.wait(interval):
+                return
+            self.wfile.write(raw[i:i + 1])
+            self.wfile.flush()
 
     def _send_json(self, status: int, payload: Any) -> None:
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

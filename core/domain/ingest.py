@@ -25,7 +25,8 @@ from duckgraph.ports import (
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
-    from duckgraph.core.domain.model import AddDocumentsResult, ChunkExtraction, DocumentInput, EdgeInput, NodeInput
+    from duckgraph.core.domain.model import (
+        AddDocumentsResult, ChunkExtraction, DocumentInput, EdgeInput, NodeInput, StoredDocument)
 
 log = logging.getLogger(__name__)
 
@@ -44,32 +45,21 @@ def add_documents(
     kb: KnowledgeBase, documents: Sequence[DocumentInput], namespace: str, extract: bool, progress: Progress | None
 ) -> AddDocumentsResult:
     """`KnowledgeBase.add_documents`: one transaction for the documents, then one per extracted passage."""
-    from duckgraph.core.domain.model import AddDocumentsResult, StoredDocument
+    from duckgraph.core.domain.model import AddDocumentsResult
 
     _check(documents, extract and kb.extractor is None)
     ids = [doc.id or _content_id(doc.text) for doc in documents]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise InvalidInputError(f"the same document id appears twice in one call: {', '.join(duplicates)}")
+    # Passages are chunked and embedded before other writes are held back (a long document takes minutes); under
+    # the lock the plan is made again only if another write committed meanwhile, with the vectors computed.
+    vectors: dict[str, Any] = {}
+    mark = kb.prepare_write()
+    batch, results = _plan_documents(kb, ids, documents, namespace, vectors, progress)
     with kb.writing() as writer:
-        stored = {d.id: d for d in kb.store.get_documents(ids, namespace)}
-        batch = WriteBatch()
-        results: list[StoredDocument] = []
-        for doc_id, doc in zip(ids, documents):
-            title = doc.title or ""
-            old = stored.get(doc_id)
-            if old is not None and old.text == doc.text and old.title == title and old.metadata == doc.metadata:
-                results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[], unchanged=True))
-                continue
-            batch.documents.append(DocumentRecord(
-                id=doc_id, namespace=namespace, text=doc.text, title=title, metadata=dict(doc.metadata)
-            ))
-            for ordinal, text in enumerate(chunk_text(doc.text, kb.chunk_chars, kb.chunk_overlap)):
-                batch.chunks.append(ChunkRecord(document_id=doc_id, ordinal=ordinal, text=text))
-            results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[]))
-        titles = {d.id: d.title for d in batch.documents}
-        pairs = [(c, passage_text(titles[c.document_id], c.text)) for c in batch.chunks]
-        embed_in_batches(kb.embedder, pairs, progress, "embedding passages")
+        if kb.changed_since(mark):
+            batch, results = _plan_documents(kb, ids, documents, namespace, vectors, progress)
         summary = writer.commit(batch) if batch.documents else None
     for result in results:
         if summary is not None and not result.unchanged:
@@ -79,6 +69,34 @@ def add_documents(
         outcome.extractions = _extract(kb, kb.store.document_chunks(namespace, ids), namespace, progress)
         outcome.extraction_errors = sum(1 for e in outcome.extractions if e.error)
     return outcome
+
+
+def _plan_documents(
+    kb: KnowledgeBase, ids: list[str], documents: Sequence[DocumentInput], namespace: str,
+    vectors: dict[str, Any], progress: Progress | None,
+) -> tuple[WriteBatch, list[StoredDocument]]:
+    """The documents to write (new or changed since stored), chunked and embedded, and the result of each."""
+    from duckgraph.core.domain.model import StoredDocument
+
+    stored = {d.id: d for d in kb.store.get_documents(ids, namespace)}
+    batch = WriteBatch()
+    results: list[StoredDocument] = []
+    for doc_id, doc in zip(ids, documents):
+        title = doc.title or ""
+        old = stored.get(doc_id)
+        if old is not None and old.text == doc.text and old.title == title and old.metadata == doc.metadata:
+            results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[], unchanged=True))
+            continue
+        batch.documents.append(DocumentRecord(
+            id=doc_id, namespace=namespace, text=doc.text, title=title, metadata=dict(doc.metadata)
+        ))
+        for ordinal, text in enumerate(chunk_text(doc.text, kb.chunk_chars, kb.chunk_overlap)):
+            batch.chunks.append(ChunkRecord(document_id=doc_id, ordinal=ordinal, text=text))
+        results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[]))
+    titles = {d.id: d.title for d in batch.documents}
+    pairs = [(c, passage_text(titles[c.document_id], c.text)) for c in batch.chunks]
+    embed_in_batches(kb.embedder, pairs, progress, "embedding passages", vectors)
+    return batch, results
 
 
 def _check(documents: Sequence[DocumentInput], no_extractor: bool) -> None:
@@ -105,17 +123,22 @@ def _check(documents: Sequence[DocumentInput], no_extractor: bool) -> None:
 
 
 def embed_in_batches(
-    embedder: Embedder, pairs: Sequence[tuple[Any, str]], progress: Progress | None, message: str
+    embedder: Embedder, pairs: Sequence[tuple[Any, str]], progress: Progress | None, message: str,
+    known: dict[str, Any] | None = None,
 ) -> None:
-    """Set each item's `embedding` from the vector of its text, reporting progress once per embedder call."""
-    texts = [text for _, text in pairs]
+    """Set each item's `embedding` from the vector of its text, reporting progress once per embedder call.
+
+    `known` (text -> vector): vectors computed before, reused rather than computed again; new ones are added."""
+    known = {} if known is None else known
+    texts = list(dict.fromkeys(text for _, text in pairs if text not in known))
     step = max(1, embedder.batch_size)
     for start in range(0, len(texts), step):
-        vectors = embedder.embed_documents(texts[start : start + step])
-        for (item, _), vector in zip(pairs[start : start + step], vectors):
-            item.embedding = vector
+        batch = texts[start : start + step]
+        known.update(zip(batch, embedder.embed_documents(batch)))
         if progress is not None:
             progress(min(start + step, len(texts)), len(texts), message)
+    for item, text in pairs:
+        item.embedding = known[text]
 
 
 def _extract(

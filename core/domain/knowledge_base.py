@@ -62,16 +62,23 @@ class Writer:
     """What `KnowledgeBase.writing()` hands out: while a use case holds it, no other write runs, so what it
     reads through the store stays true until it commits."""
 
-    def __init__(self, store: GraphStore) -> None:
+    def __init__(self, store: GraphStore, counted: Callable[[], None]) -> None:
         self._store = store
+        self._counted = counted
 
     def commit(self, batch: WriteBatch) -> WriteSummary:
         """Write the batch in one transaction; returns what changed."""
-        return self._store.write(batch)
+        try:
+            return self._store.write(batch)
+        finally:
+            self._counted()
 
     def restore(self, snapshot: Snapshot) -> WriteSummary:
         """Write an import's rows, matched on their natural keys, in one transaction; returns what changed."""
-        return self._store.restore(snapshot)
+        try:
+            return self._store.restore(snapshot)
+        finally:
+            self._counted()
 
 
 class KnowledgeBase:
@@ -104,6 +111,7 @@ class KnowledgeBase:
         self._opened = False
         self._bound = False
         self._closed_for_good = False
+        self._commit_count = 0  # commits tried through `writing()`: what `prepare_write` compares against
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -159,11 +167,30 @@ class KnowledgeBase:
 
         Binds the embedder first (a write that computes no vector, a deletion, passes `vectors=False`), then
         holds every other write back until the block ends, so a use case can read, decide and commit as one step.
+        A use case that computes vectors (slow: seconds to minutes) does that before, see `prepare_write`.
         """
         if vectors:
             self._vectors_ready()
         with self.writes_paused():
-            yield Writer(self.store)
+            yield Writer(self.store, self._count_commit)
+
+    def prepare_write(self) -> int:
+        """Start a write whose vectors are computed before `writing()` holds the other writes back, so a long
+        embedding blocks no other writer: binds the embedder (a different one is refused before any model loads)
+        and returns a mark. Inside `writing()`, `changed_since(mark)` tells whether another write committed
+        meanwhile: the use case then reads and decides again (reusing the vectors of texts it already embedded)
+        before it commits."""
+        self._vectors_ready()
+        return self._commit_count
+
+    def changed_since(self, mark: int) -> bool:
+        """Whether a write was committed (or tried) since `prepare_write` gave `mark`; asked inside `writing()`."""
+        return self._commit_count != mark
+
+    def _count_commit(self) -> None:
+        # Counted once the store call has returned (or failed): a mark taken after the count then never misses a
+        # write its reads could not see yet. Only under the write lock, so no two writers count at once.
+        self._commit_count += 1
 
     @contextmanager
     def writes_paused(self) -> Iterator[None]:
@@ -199,33 +226,47 @@ class KnowledgeBase:
             )
         if not nodes and not edges:
             raise InvalidInputError("nothing to add: give at least one node or edge")
+        vectors: dict[str, Any] = {}  # text -> vector: a plan made again embeds only texts it did not have
+        mark = self.prepare_write()
+        plan = self._plan_graph(nodes, edges, namespace, tuple(source_chunk_ids), vectors)
         with self.writing() as writer:
-            keys = NameKeys()  # the edges name the nodes of the call again: their keys are computed once
-            merged, key_of, resolved = self._merge_nodes(nodes, namespace, keys)
-            observations_added = self._add_observations(nodes, merged, key_of, keys)
-            edges_found = self._resolve_edges(edges, merged, namespace, key_of, keys)
-            chunk_ids = tuple(source_chunk_ids)
-            for item in [*(node for node, _ in merged.values()), *edges_found.writes]:
-                item.source_chunk_ids = chunk_ids
-            changed = [n for n, text_changed in merged.values() if text_changed]
-            self.embed_records(namespace, changed, edges_found.writes, names=edges_found.names)
-            records = [n for n, _ in merged.values()]
-            created = [n for n in records if n.id is None]
-            duplicates = possible_duplicates(self.store, namespace, created)
-            created_before = {n.key for n in created}
-            summary = writer.commit(WriteBatch(nodes=records, edges=edges_found.writes))
+            if self.changed_since(mark):  # names resolved before may have been stored, merged or deleted since
+                plan = self._plan_graph(nodes, edges, namespace, tuple(source_chunk_ids), vectors)
+            summary = writer.commit(WriteBatch(nodes=plan.records, edges=plan.edges.writes))
+        edges_found = plan.edges
         return AddGraphResult(
             nodes_created=summary.nodes_created,
             nodes_updated=summary.nodes_updated,
             edges_created=summary.edges_created,
             edges_updated=summary.edges_updated,
-            observations_added=observations_added,
-            nodes=[NodeRef(id=n.id, name=n.name, type=n.type, created=n.key in created_before) for n in records],
-            resolved=resolved,
-            possible_duplicates=duplicates,
+            observations_added=plan.observations_added,
+            nodes=[NodeRef(id=n.id, name=n.name, type=n.type, created=n.key in plan.created)
+                   for n in plan.records],
+            resolved=plan.resolved,
+            possible_duplicates=plan.duplicates,
             skipped_edges=edges_found.skipped,
             vague_edges=edges_found.vague,
             hints=edges_found.hints(),
+        )
+
+    def _plan_graph(
+        self, nodes: Sequence[NodeInput], edges: Sequence[EdgeInput], namespace: str, chunk_ids: tuple[int, ...],
+        vectors: dict[str, Any],
+    ) -> _GraphPlan:
+        """What `add_knowledge_graph` writes, read from the store as it is now, its vectors computed."""
+        keys = NameKeys()  # the edges name the nodes of the call again: their keys are computed once
+        merged, key_of, resolved = self._merge_nodes(nodes, namespace, keys)
+        observations_added = self._add_observations(nodes, merged, key_of, keys)
+        edges_found = self._resolve_edges(edges, merged, namespace, key_of, keys)
+        for item in [*(node for node, _ in merged.values()), *edges_found.writes]:
+            item.source_chunk_ids = chunk_ids
+        changed = [n for n, text_changed in merged.values() if text_changed]
+        self.embed_records(namespace, changed, edges_found.writes, names=edges_found.names, known=vectors)
+        records = [n for n, _ in merged.values()]
+        created = [n for n in records if n.id is None]
+        return _GraphPlan(
+            records=records, edges=edges_found, resolved=resolved, observations_added=observations_added,
+            duplicates=possible_duplicates(self.store, namespace, created), created={n.key for n in created},
         )
 
     def embed_records(
@@ -235,11 +276,13 @@ class KnowledgeBase:
         edges: Sequence[EdgeWrite] = (),
         *,
         names: dict[str, str] | None = None,
+        known: dict[str, Any] | None = None,
     ) -> None:
-        """Give nodes and edges fresh vectors in one embedding call.
+        """Give nodes and edges fresh vectors.
 
         A node is embedded with its observations (read from the store when the record carries none), an edge as
         the fact it states; edge ends that are neither among `nodes` nor in `names` (key -> name) are looked up.
+        `known` (text -> vector): vectors already computed, reused, and where the new ones are added.
         """
         stored = self.store.get_observations([n.id for n in nodes if n.id is not None and n.observations is None])
         known = {**(names or {}), **{n.key: n.name for n in nodes}}
@@ -248,8 +291,7 @@ class KnowledgeBase:
             known.update({n.key: n.name for n in self.store.find_nodes(namespace, unknown)})
         texts = [node_text(n, n.observations if n.observations is not None else stored.get(n.id, ())) for n in nodes]
         texts += [edge_text(e, known) for e in edges]
-        for item, vector in zip([*nodes, *edges], self.embedder.embed_documents(texts)):
-            item.embedding = vector
+        ingest.embed_in_batches(self.embedder, list(zip([*nodes, *edges], texts)), None, "embedding", known)
 
     def _merge_nodes(
         self, nodes: Sequence[NodeInput], namespace: str, keys: NameKeys
@@ -482,6 +524,18 @@ def _by_query_words(query: str, observations: dict[int, list[str]]) -> dict[int,
         score = [sum(weight[word] for word in shared) for shared in words[node_id]]
         ranked[node_id] = [texts[i] for i in sorted(range(len(texts)), key=lambda i: -score[i])]
     return ranked
+
+
+@dataclass
+class _GraphPlan:
+    """What one `add_knowledge_graph` call will commit, and what it reports."""
+
+    records: list[NodeRecord]
+    edges: _ResolvedEdges
+    resolved: list[dict[str, str]]
+    observations_added: int
+    duplicates: list[Any]
+    created: set[str]  # keys of the nodes the call creates
 
 
 @dataclass

@@ -7,9 +7,9 @@ importing the same file twice changes nothing, and an import is one transaction:
 
 from __future__ import annotations
 
+import itertools
 import json
-import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from duckgraph.core.domain.ingest import Progress, embed_in_batches
+from duckgraph.core.domain.limits import MAX_OBSERVATIONS
+from duckgraph.core.domain.model import MemoryEntityInput, RelationInput
 from duckgraph.core.domain.memory_server import ORIGINAL_TYPE
 from duckgraph.core.domain.texts import edge_text, node_text, passage_text
 from duckgraph.core.files.jsonl_format import (
@@ -89,7 +91,24 @@ def import_lines(
     progress: Progress | None = None,
 ) -> ImportSummary:
     """Import JSON Lines; every line is checked before anything is written, and the write is one transaction."""
-    objects: list[tuple[int, dict[str, Any]]] = []
+    objects = _objects(lines, source)
+    first = next(objects, None)
+    if first is None:
+        raise InvalidInputError(f"{source} holds no lines to import")
+    stream = itertools.chain([first], objects)
+    if "kind" in first[1]:
+        return _NativeImport(kb, source, reembed, progress).run(stream)
+    if first[1].get("type") in ("entity", "relation"):
+        return _MemoryImport(kb, source, progress).run(stream)
+    raise InvalidInputError(
+        f"{source}:{first[0]}: neither a duckgraph export (lines with a \"kind\") nor a memory server file "
+        "(lines with \"type\": \"entity\" or \"relation\")"
+    )
+
+
+def _objects(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The file's JSON objects with their line numbers, one at a time: the importer keeps what it needs of each
+    (a validated line, a vector as float32) rather than every raw object of the file at once."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -99,18 +118,23 @@ def import_lines(
             raise InvalidInputError(f"{source}:{number}: not JSON ({exc.msg})") from exc
         if not isinstance(obj, dict):
             raise InvalidInputError(f"{source}:{number}: a line must be a JSON object")
-        objects.append((number, obj))
-    if not objects:
-        raise InvalidInputError(f"{source} holds no lines to import")
-    first = objects[0][1]
-    if "kind" in first:
-        return _NativeImport(kb, source, reembed, progress).run(objects)
-    if first.get("type") in ("entity", "relation"):
-        return _MemoryImport(kb, source, progress).run(objects)
-    raise InvalidInputError(
-        f"{source}:{objects[0][0]}: neither a duckgraph export (lines with a \"kind\") nor a memory server file "
-        "(lines with \"type\": \"entity\" or \"relation\")"
-    )
+        yield number, obj
+
+
+def _compact(line: Line) -> Line:
+    """The line with its embedding as float32 (1.5 KB for 384 dimensions, against ~12 KB as a list of Python
+    floats), kept so until the plan checks it: the file's lines are all held at once."""
+    values = getattr(line, "embedding", None)
+    if values is not None:
+        import numpy as np
+
+        line.embedding = np.asarray(values, dtype=np.float32)  # type: ignore[attr-defined]
+    return line
+
+
+def validation_problems(exc: ValidationError) -> str:
+    """A validation error in one line, each problem as `field: message`, as the tools word them."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'line'}: {e['msg']}" for e in exc.errors())
 
 
 @dataclass
@@ -158,7 +182,7 @@ class _NativeImport(_Import):
         super().__init__(kb, source, progress)
         self.reembed = reembed
 
-    def run(self, objects: list[tuple[int, dict[str, Any]]]) -> ImportSummary:
+    def run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
         lines = self._parse(objects)
         meta = next((line for _, line in lines if isinstance(line, MetaLine)), None)
         if meta is not None and meta.version > FORMAT_VERSION:
@@ -173,7 +197,7 @@ class _NativeImport(_Import):
             plan, summary = self._plan(lines)
             return self._embed_and_restore(writer, plan, summary)
 
-    def _parse(self, objects: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, Line]]:
+    def _parse(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> list[tuple[int, Line]]:
         parsed: list[tuple[int, Line]] = []
         for position, (number, obj) in enumerate(objects):
             kind = obj.get("kind")
@@ -183,10 +207,9 @@ class _NativeImport(_Import):
             if model is MetaLine and position != 0:
                 raise self._fail(number, "the meta line must be the first line")
             try:
-                parsed.append((number, model.model_validate(obj)))
+                parsed.append((number, _compact(model.model_validate(obj))))
             except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or kind}: {e['msg']}" for e in exc.errors())
-                raise self._fail(number, f"invalid {kind} line: {problems}") from exc
+                raise self._fail(number, f"invalid {kind} line: {validation_problems(exc)}") from exc
         return parsed
 
     def _check_embedder(self, meta: MetaLine | None) -> None:
@@ -212,14 +235,14 @@ class _NativeImport(_Import):
                 "vectors with the configured embedder"
             )
 
-    def _vector(self, number: int, values: list[float] | None) -> np.ndarray | None:
+    def _vector(self, number: int, values: np.ndarray | None) -> np.ndarray | None:
         if values is None or self.reembed:
             return None
         import numpy as np
 
-        if len(values) != self.kb.embedder.dimensions or not all(math.isfinite(v) for v in values):
+        if len(values) != self.kb.embedder.dimensions or not np.isfinite(values).all():
             raise self._fail(number, f"the embedding must be {self.kb.embedder.dimensions} finite numbers")
-        return np.asarray(values, dtype=np.float32)
+        return values
 
     def _plan(self, lines: list[tuple[int, Line]]) -> tuple[_Plan, ImportSummary]:
         default = self.kb.namespace
@@ -333,6 +356,9 @@ class _NativeImport(_Import):
             old = existing.get((namespace, key))
             stored_observations = observations.get(old.id, []) if old is not None else []
             merged = list(dict.fromkeys([*stored_observations, *line.observations]))
+            if len(merged) > MAX_OBSERVATIONS:  # the tools' limit (add_knowledge_graph words it the same way)
+                raise self._fail(number, f"{line.name!r} would have {len(merged)} observations; the limit is "
+                                         f"{MAX_OBSERVATIONS}")
             record = NodeRecord(
                 namespace=namespace, key=key, name=line.name, type=line.type, description=line.description,
                 aliases=tuple(line.aliases), properties=line.properties, observations=tuple(merged),
@@ -446,36 +472,33 @@ class _MemoryImport(_Import):
     (in the file or stored) and relations of an entity with itself, each reported in `skipped`.
     """
 
-    def run(self, objects: list[tuple[int, dict[str, Any]]]) -> ImportSummary:
+    def run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
         summary = ImportSummary(format="memory")
         entities: dict[str, tuple[str, str, list[str]]] = {}  # key -> (name, type, observations)
         relations: list[tuple[int, str, str, str]] = []
         for number, obj in objects:
             kind = obj.get("type")
             if kind == "entity":
-                name, entity_type, observations = obj.get("name"), obj.get("entityType"), obj.get("observations")
-                if not (isinstance(name, str) and entity_key(name) and len(name.strip()) <= 300):
-                    summary.skipped.append(f"line {number}: an entity needs a name (up to 300 characters)")
+                # Checked as create_entities checks its entities: the same names, sizes and characters.
+                try:
+                    entity = MemoryEntityInput.model_validate(obj)
+                except ValidationError as exc:
+                    summary.skipped.append(f"line {number}: invalid entity: {validation_problems(exc)}")
                     continue
-                if not (isinstance(entity_type, str) and entity_type.strip() and len(entity_type.strip()) <= 80):
-                    summary.skipped.append(f"line {number}: the entity {name!r} needs an entityType (up to 80 "
-                                           "characters)")
-                    continue
-                if not (isinstance(observations, list) and all(isinstance(o, str) for o in observations)):
-                    summary.skipped.append(f"line {number}: the observations of {name!r} must be a list of texts")
-                    continue
-                key = entity_key(name)
+                key = entity_key(entity.name)
                 if key in entities:  # "Alice" and "alice" are one entity in duckgraph
                     first, _, known = entities[key]
-                    entities[key] = (first, entity_type.strip(), list(dict.fromkeys([*known, *observations])))
+                    entities[key] = (first, entity.entityType,
+                                     list(dict.fromkeys([*known, *entity.observations])))
                 else:
-                    entities[key] = (name.strip(), entity_type.strip(), list(dict.fromkeys(observations)))
+                    entities[key] = (entity.name, entity.entityType, list(dict.fromkeys(entity.observations)))
             elif kind == "relation":
-                ends = (obj.get("from"), obj.get("to"), obj.get("relationType"))
-                if not all(isinstance(v, str) and v.strip() for v in ends):
-                    summary.skipped.append(f"line {number}: a relation needs from, to and relationType")
+                try:
+                    relation = RelationInput.model_validate(obj)
+                except ValidationError as exc:
+                    summary.skipped.append(f"line {number}: invalid relation: {validation_problems(exc)}")
                     continue
-                relations.append((number, *(v.strip() for v in ends)))  # type: ignore[union-attr]
+                relations.append((number, relation.from_, relation.to, relation.relationType))
             else:
                 summary.skipped.append(f"line {number}: unknown type {kind!r}")
 
@@ -488,6 +511,10 @@ class _MemoryImport(_Import):
             observations = self.store.get_observations([n.id for n in stored.values()])
             for key, (name, entity_type, texts) in entities.items():
                 old = stored.get(key)
+                merged = list(dict.fromkeys([*observations.get(old.id, []), *texts])) if old else texts
+                if len(merged) > MAX_OBSERVATIONS:  # as create_entities and add_observations refuse it
+                    raise InvalidInputError(f"{self.source}: {name!r} would have {len(merged)} observations; the "
+                                            f"limit is {MAX_OBSERVATIONS}")
                 if old is None:
                     record = NodeRecord(namespace=namespace, key=key, name=name, type=entity_type,
                                         observations=tuple(texts), created_at=now, updated_at=now)
@@ -496,7 +523,6 @@ class _MemoryImport(_Import):
                     continue
                 # A stored entity keeps its fields; the file's observations are added to it.
                 before = observations.get(old.id, [])
-                merged = list(dict.fromkeys([*before, *texts]))
                 if merged == before:
                     summary.nodes_unchanged += 1
                     continue

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 import tomllib
 from pathlib import Path
 
@@ -216,6 +217,29 @@ def test_timeout(ollama, db_path):
             seed(kb)
         ollama.delay_seconds = 0
         assert counts(kb) == EMPTY_COUNTS and kb.store.embedder_info() is None
+
+
+def test_the_timeout_is_a_deadline_for_the_whole_request(ollama, db_path):
+    # A byte every 0.4 s never lets a per-read timeout of 1.5 s expire; the answer would take minutes.
+    ollama.drip_seconds = 0.4
+    embedder = OllamaEmbedder(base_url=ollama.base_url, timeout=1.5, dimensions=384)
+    started = time.monotonic()
+    with pytest.raises(EmbedderError) as err:
+        embedder.embed_documents(["hello"])
+    assert time.monotonic() - started < 1.5 + 1.0
+    message = str(err.value)
+    assert "1.5 s deadline" in message and f"{ollama.base_url}/api/embed" in message and "timeout" in message
+
+    with KnowledgeBase(DuckDBStore(db_path), OllamaEmbedder(base_url=ollama.base_url, timeout=1.5,
+                                                            dimensions=384)) as kb:
+        started = time.monotonic()
+        with pytest.raises(EmbedderError, match="deadline"):
+            kb.add_documents([DocumentInput(id="d", text="Some text about the Analytical Engine.")])
+        with pytest.raises(EmbedderError, match="deadline"):
+            kb.add_knowledge_graph([NodeInput(name="Ada Lovelace", type="Person")], [])
+        assert time.monotonic() - started < 2 * 1.5 + 2.0
+        ollama.drip_seconds = 0
+        assert counts(kb) == EMPTY_COUNTS
 
 
 def test_http_500_carries_ollamas_error(ollama, db_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +223,24 @@ def test_ollama_errors_are_extraction_errors_and_not_retried():
         url = server.base_url
     with pytest.raises(ExtractionError, match=re.escape(url) + ".*`ollama serve`"):
         OllamaExtractor(MODEL, base_url=url).extract(ADA_TEXT)
+
+
+def test_the_timeout_is_a_deadline_for_each_attempt_and_a_late_one_writes_nothing(ollama, db_path):
+    # A byte every 0.4 s never lets a per-read timeout expire: only a deadline for the whole request ends it.
+    ollama.drip_seconds = 0.4
+    started = time.monotonic()
+    with pytest.raises(ExtractionError) as err:
+        extractor_for(ollama, timeout=1.5, max_attempts=3).extract(ADA_TEXT)
+    assert time.monotonic() - started < 1.5 + 1.0
+    assert "1.5 s deadline" in str(err.value) and f"{ollama.base_url}/api/chat" in str(err.value)
+    assert len(chats(ollama)) == 1  # an Ollama error is not retried
+
+    with knowledge_base(db_path, extractor_for(ollama, timeout=1.5)) as kb:
+        started = time.monotonic()
+        result = kb.add_documents([DocumentInput(id="ada", text=ADA_TEXT)], extract=True)
+        assert time.monotonic() - started < 1.5 + 2.0
+        assert result.extraction_errors == 1 and "deadline" in result.extractions[0].error
+        assert counts(kb) == {"nodes": 0, "edges": 0, "documents": 1, "chunks": 1}
 
 
 def test_the_plugin_is_registered_as_ollama(plugin_manager):

@@ -473,3 +473,27 @@ def test_restore_is_all_or_nothing(tmp_path):
     assert kb.store.get_observations([stored.id]) == {stored.id: ["Wrote the first program."]}  # None: kept
     assert list(kb.store.get_vectors("node", [stored.id])) == [stored.id]  # no embedding: the vector stays
     kb.close()
+
+
+def test_import_keeps_an_embedded_line_in_a_fraction_of_its_json_size(tmp_path):
+    """The reading loop holds each line as validated and its vector as float32 (1.5 KB for 384 dimensions), not
+    every raw JSON object of the file (a list of 384 Python floats is ~12 KB, validated twice that)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(3)
+    count, dims = 2_000, 384
+    objects = [{"kind": "meta", "format": "duckgraph", "version": 1,
+                "embedder": {"id": "test:fake-hashing", "dimensions": dims}, "embeddings": True}]
+    objects += [{"kind": "node", "id": i + 1, "name": f"Entity {i}", "type": "Thing",
+                 "embedding": [round(float(v), 5) for v in rng.standard_normal(dims)]} for i in range(count)]
+    path = write_lines(tmp_path / "vectors.jsonl", objects)
+    with open_kb(tmp_path / "target.duckdb", HashingEmbedder(dimensions=dims)) as kb:
+        kb.stats()  # the file opened before the measure
+        tracemalloc.start()
+        try:
+            summary = import_file(kb, path)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert summary.nodes_created == count and summary.texts_embedded == 0
+    assert peak / count < 8_000, f"{peak / count:.0f} bytes a line at the peak"
