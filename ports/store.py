@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -250,6 +251,17 @@ class GraphStore(ABC):
     @abstractmethod
     def get_vectors(self, kind: VectorKind, ids: Iterable[int]) -> dict[int, np.ndarray]:
         """Stored vectors by id; ids without a vector are left out."""
+
+    @abstractmethod
+    def restore_stream(self) -> AbstractContextManager[Callable[[Snapshot], WriteSummary]]:
+        """Restore in several snapshots and ONE transaction, for a file too large to hold at once:
+        `with store.restore_stream() as restore: restore(a); restore(b)` writes each snapshot as `restore` does
+        and commits them all when the block ends; an error anywhere in the block (in a `restore` call or between
+        two) rolls every one of them back. A snapshot may name the rows of earlier ones of the block (the ends of
+        an edge, the chunk of a mention): they are visible to it. Until the block has committed, what the store's
+        other reads return of the block's snapshots is not specified (some read the file, some what was committed):
+        the caller keeps what it needs of earlier snapshots (their keys) itself.
+        """
 
     @abstractmethod
     def restore(self, snapshot: Snapshot) -> WriteSummary:

@@ -80,6 +80,15 @@ class Writer:
         finally:
             self._counted()
 
+    @contextmanager
+    def restoring(self) -> Iterator[Callable[[Snapshot], WriteSummary]]:
+        """Write an import's rows in several snapshots and one transaction (see `GraphStore.restore_stream`)."""
+        try:
+            with self._store.restore_stream() as restore:
+                yield restore
+        finally:
+            self._counted()
+
 
 class KnowledgeBase:
     """One knowledge base: a store and the embedder its vectors come from.

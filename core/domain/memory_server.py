@@ -132,9 +132,9 @@ def create_relations(kb: KnowledgeBase, relations: Sequence[RelationInput]) -> l
                                     "the relationType must contain letters or digits, e.g. works_at")
     with kb.writing() as writer:
         found, missing = kb.curation.resolve([n for r in relations for n in (r.from_, r.to)], namespace)
-        placeholders = _placeholders(kb, missing)
+        new_ends = placeholders(kb, missing)
         for name in missing:
-            found[name] = placeholders[entity_key(name)]
+            found[name] = new_ends[entity_key(name)]
         ends = {n.key: n for n in found.values()}
         key_of = {n.id: n.key for n in ends.values() if n.id is not None}
         existing = {(key_of[e.source_id], key_of[e.target_id], e.type)
@@ -156,14 +156,14 @@ def create_relations(kb: KnowledgeBase, relations: Sequence[RelationInput]) -> l
             writes.append(EdgeWrite(namespace=namespace, source_key=source.key, target_key=target.key,
                                     type=identity[2], properties={ORIGINAL_TYPE: relation.relationType}))
         used = {key for w in writes for key in (w.source_key, w.target_key)}
-        nodes = [n for key, n in placeholders.items() if key in used]
+        nodes = [n for key, n in new_ends.items() if key in used]
         if writes:
             kb.embed_records(namespace, nodes, edges=writes, names={n.key: n.name for n in ends.values()})
             writer.commit(WriteBatch(nodes=nodes, edges=writes))
     return results
 
 
-def _placeholders(kb: KnowledgeBase, missing: Sequence[str]) -> dict[str, NodeRecord]:
+def placeholders(kb: KnowledgeBase, missing: Sequence[str]) -> dict[str, NodeRecord]:
     """A placeholder entity for each missing name (one per key, spelt as first given). A name that is an alias
     of several entities is refused: which one was meant cannot be told, and a new entity would hide them."""
     keys: dict[str, str] = {}

@@ -2,14 +2,15 @@
 memory.jsonl, into a knowledge base.
 
 Importing matches rows by natural keys (document id, entity name, the two ends and type of a relation), so
-importing the same file twice changes nothing, and an import is one transaction: all of it or nothing.
+importing the same file twice changes nothing, and an import is one transaction: all of it or nothing. An export is
+read, checked and written a batch of lines at a time (in that one transaction), so memory does not grow with it.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 from duckgraph.core.domain.ingest import Progress, embed_in_batches
 from duckgraph.core.domain.limits import MAX_OBSERVATIONS
 from duckgraph.core.domain.model import MemoryEntityInput, RelationInput
-from duckgraph.core.domain.memory_server import ORIGINAL_TYPE
+from duckgraph.core.domain.memory_server import ORIGINAL_TYPE, PLACEHOLDER_TYPE, placeholders
 from duckgraph.core.domain.texts import edge_text, node_text, passage_text
 from duckgraph.core.files.jsonl_format import (
     FORMAT_VERSION,
@@ -43,9 +44,14 @@ from duckgraph.ports import (
     InvalidInputError,
     NodeRecord,
     Snapshot,
+    WriteSummary,
     entity_key,
     relation_type,
 )
+
+#: Lines of a duckgraph export checked, embedded and written at a time: what an import holds in memory (about
+#: 8 KB a line with vectors), however long the file.
+BATCH_LINES = 2_000
 
 if TYPE_CHECKING:
     import numpy as np
@@ -70,6 +76,11 @@ class ImportSummary(BaseModel):
     evidence_added: int = 0
     texts_embedded: int = 0
     skipped: list[str] = Field(default_factory=list, description="Lines left out, and why.")
+    placeholders: list[str] = Field(
+        default_factory=list,
+        description=f"Entities created with type {PLACEHOLDER_TYPE!r} for the missing end of a relation of a memory "
+                    "server file, as create_relations creates them.",
+    )
 
 
 def import_file(
@@ -90,7 +101,7 @@ def import_lines(
     kb: KnowledgeBase, lines: Iterable[str], *, source: str = "<input>", reembed: bool = False,
     progress: Progress | None = None,
 ) -> ImportSummary:
-    """Import JSON Lines; every line is checked before anything is written, and the write is one transaction."""
+    """Import JSON Lines in one transaction: a line refused anywhere in the file leaves nothing written."""
     objects = _objects(lines, source)
     first = next(objects, None)
     if first is None:
@@ -123,7 +134,7 @@ def _objects(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[str,
 
 def _compact(line: Line) -> Line:
     """The line with its embedding as float32 (1.5 KB for 384 dimensions, against ~12 KB as a list of Python
-    floats), kept so until the plan checks it: the file's lines are all held at once."""
+    floats): a batch's lines are held until the batch is written."""
     values = getattr(line, "embedding", None)
     if values is not None:
         import numpy as np
@@ -135,6 +146,17 @@ def _compact(line: Line) -> Line:
 def validation_problems(exc: ValidationError) -> str:
     """A validation error in one line, each problem as `field: message`, as the tools word them."""
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'line'}: {e['msg']}" for e in exc.errors())
+
+
+def _add_written(summary: ImportSummary, written: WriteSummary) -> None:
+    summary.documents_written += written.documents_written
+    summary.chunks_written += written.chunks_written
+    summary.nodes_created += written.nodes_created
+    summary.nodes_updated += written.nodes_updated
+    summary.edges_created += written.edges_created
+    summary.edges_updated += written.edges_updated
+    summary.mentions_added += written.mentions_added
+    summary.evidence_added += written.evidence_added
 
 
 @dataclass
@@ -159,12 +181,7 @@ class _Import:
     def _embed_and_restore(self, writer: Writer, plan: _Plan, summary: ImportSummary) -> ImportSummary:
         embed_in_batches(self.kb.embedder, plan.to_embed, self.progress, "embedding")
         summary.texts_embedded = len(plan.to_embed)
-        written = writer.restore(plan.snapshot)
-        summary.documents_written = written.documents_written
-        summary.chunks_written = written.chunks_written
-        summary.nodes_created, summary.nodes_updated = written.nodes_created, written.nodes_updated
-        summary.edges_created, summary.edges_updated = written.edges_created, written.edges_updated
-        summary.mentions_added, summary.evidence_added = written.mentions_added, written.evidence_added
+        _add_written(summary, writer.restore(plan.snapshot))
         return summary
 
     def _existing_nodes(self, keys: dict[str, set[str]]) -> dict[tuple[str, str], NodeRecord]:
@@ -178,27 +195,50 @@ class _Import:
 
 
 class _NativeImport(_Import):
+    """A duckgraph export, read BATCH_LINES lines at a time: each batch is checked, embedded where it lacks
+    vectors and handed to the store, then forgotten; all batches are one transaction. What later lines may refer
+    to (the file's ids and keys of earlier lines) is kept in small maps, never the lines themselves."""
+
     def __init__(self, kb: KnowledgeBase, source: str, reembed: bool, progress: Progress | None) -> None:
         super().__init__(kb, source, progress)
         self.reembed = reembed
+        self.meta: MetaLine | None = None
+        self.embedder_checked = False
+        self.documents: set[tuple[str, str]] = set()
+        self.chunks: dict[int, tuple[str, str, int]] = {}  # file id -> (namespace, document id, ordinal)
+        self.nodes: dict[int, tuple[str, str]] = {}  # file id -> (namespace, key)
+        self.names: dict[tuple[str, str], str] = {}  # (namespace, key) -> name, of the file's nodes
+        self.edges: dict[int, tuple[str, str, str, str, datetime | None, datetime | None]] = {}
+        self.seen_edges: set[tuple[Any, ...]] = set()
+        #: The line numbers of the current batch's nodes, chunks and edges: a line names only lines before it
+        #: (those of earlier batches are), whatever the batch size.
+        self.batch_lines: dict[tuple[str, Any], int] = {}
 
     def run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
         lines = self._parse(objects)
-        meta = next((line for _, line in lines if isinstance(line, MetaLine)), None)
-        if meta is not None and meta.version > FORMAT_VERSION:
-            raise InvalidInputError(
-                f"{self.source} is version {meta.version} of the duckgraph format; this duckgraph reads up to "
-                f"version {FORMAT_VERSION}: upgrade duckgraph"
-            )
-        with_vectors = any(getattr(line, "embedding", None) is not None for _, line in lines)
-        if with_vectors and not self.reembed:
-            self._check_embedder(meta)
-        with self.kb.writing() as writer:
-            plan, summary = self._plan(lines)
-            return self._embed_and_restore(writer, plan, summary)
+        first = next(lines)  # `import_lines` saw a first object
+        if isinstance(first[1], MetaLine):
+            self.meta = first[1]
+            if self.meta.version > FORMAT_VERSION:
+                raise InvalidInputError(
+                    f"{self.source} is version {self.meta.version} of the duckgraph format; this duckgraph reads "
+                    f"up to version {FORMAT_VERSION}: upgrade duckgraph"
+                )
+            if self.meta.embeddings and not self.reembed:  # before the embedder is bound to a fresh file
+                self._check_embedder()
+        summary = ImportSummary(format="duckgraph")
+        with self.kb.writing() as writer, writer.restoring() as restore:
+            batch: list[tuple[int, Line]] = []
+            for number, line in itertools.chain([first], lines):
+                # A document and the chunks after it go in one batch: it is compared with the stored one whole.
+                if len(batch) >= BATCH_LINES and not isinstance(line, ChunkLine):
+                    self._write(restore, batch, summary)
+                    batch = []
+                batch.append((number, line))
+            self._write(restore, batch, summary)
+        return summary
 
-    def _parse(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> list[tuple[int, Line]]:
-        parsed: list[tuple[int, Line]] = []
+    def _parse(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> Iterator[tuple[int, Line]]:
         for position, (number, obj) in enumerate(objects):
             kind = obj.get("kind")
             model = LINE_MODELS.get(kind) if isinstance(kind, str) else None
@@ -207,12 +247,22 @@ class _NativeImport(_Import):
             if model is MetaLine and position != 0:
                 raise self._fail(number, "the meta line must be the first line")
             try:
-                parsed.append((number, _compact(model.model_validate(obj))))
+                line = model.model_validate(obj)
             except ValidationError as exc:
                 raise self._fail(number, f"invalid {kind} line: {validation_problems(exc)}") from exc
-        return parsed
+            if getattr(line, "embedding", None) is not None and not self.reembed and not self.embedder_checked:
+                self._check_embedder()
+            yield number, _compact(line)
 
-    def _check_embedder(self, meta: MetaLine | None) -> None:
+    def _write(self, restore: Callable[[Snapshot], WriteSummary], batch: list[tuple[int, Line]],
+               summary: ImportSummary) -> None:
+        plan = self._plan(batch, summary)
+        embed_in_batches(self.kb.embedder, plan.to_embed, self.progress, "embedding")
+        summary.texts_embedded += len(plan.to_embed)
+        _add_written(summary, restore(plan.snapshot))
+
+    def _check_embedder(self) -> None:
+        meta = self.meta
         if meta is None or meta.embedder is None:
             raise InvalidInputError(
                 f"{self.source} has embeddings but no meta line naming the embedder they come from; import it "
@@ -234,6 +284,7 @@ class _NativeImport(_Import):
                 f"{configured_id!r} is configured: configure {theirs[0]!r}, or use --re-embed to compute the "
                 "vectors with the configured embedder"
             )
+        self.embedder_checked = True
 
     def _vector(self, number: int, values: np.ndarray | None) -> np.ndarray | None:
         if values is None or self.reembed:
@@ -244,34 +295,46 @@ class _NativeImport(_Import):
             raise self._fail(number, f"the embedding must be {self.kb.embedder.dimensions} finite numbers")
         return values
 
-    def _plan(self, lines: list[tuple[int, Line]]) -> tuple[_Plan, ImportSummary]:
-        default = self.kb.namespace
-        plan, summary = _Plan(), ImportSummary(format="duckgraph")
-        snapshot = plan.snapshot
+    def _plan(self, lines: list[tuple[int, Line]], summary: ImportSummary) -> _Plan:
+        """What one batch writes. Its lines may refer to the lines of earlier batches (by the maps of `self`),
+        not to later ones: an export writes documents, chunks, nodes, edges and then their provenance."""
+        plan = _Plan()
+        self.batch_lines = {}
+        self._plan_documents(lines, plan, summary)
+        wanted, existing, edge_lines = self._plan_nodes(lines, plan, summary)
+        self._plan_edges(wanted, existing, edge_lines, plan, summary)
+        self._plan_provenance(lines, plan)
+        return plan
 
+    def _plan_documents(self, lines: list[tuple[int, Line]], plan: _Plan, summary: ImportSummary) -> None:
         # Documents and their chunks: a document is written when it is new or differs in text, title,
         # metadata or passages; otherwise the stored one (and its chunk ids) stays.
+        default = self.kb.namespace
         documents: dict[tuple[str, str], tuple[int, DocumentLine]] = {}
-        chunks: dict[int, tuple[int, ChunkLine, str]] = {}  # file id -> (line, chunk, namespace)
+        chunk_lines: dict[int, int] = {}  # file id -> line number, of this batch's chunks
         chunks_of: dict[tuple[str, str], list[ChunkLine]] = {}
         for number, line in lines:
             if isinstance(line, DocumentLine):
                 key = (line.namespace or default, line.id)
-                if key in documents:
+                if key in self.documents:
                     raise self._fail(number, f"document {line.id!r} appears twice")
+                self.documents.add(key)
                 documents[key] = (number, line)
             elif isinstance(line, ChunkLine):
                 namespace = line.namespace or default
                 if (namespace, line.document_id) not in documents:
                     raise self._fail(number, f"chunk of document {line.document_id!r}, which is not in the file "
-                                             "before it")
-                if line.id in chunks:
+                                             "before it (a document's chunks follow its line)")
+                if line.id in self.chunks:
                     raise self._fail(number, f"chunk id {line.id} appears twice")
-                chunks[line.id] = (number, line, namespace)
+                self.chunks[line.id] = (namespace, line.document_id, line.ordinal)
+                self.batch_lines[("chunk", line.id)] = number
+                chunk_lines[line.id] = number
                 chunks_of.setdefault((namespace, line.document_id), []).append(line)
         by_namespace: dict[str, list[str]] = {}
         for namespace, doc_id in documents:
             by_namespace.setdefault(namespace, []).append(doc_id)
+        snapshot = plan.snapshot
         for namespace, ids in by_namespace.items():
             stored = {d.id: d for d in self.store.get_documents(ids, namespace)}
             stored_chunks: dict[str, list[tuple[int, str]]] = {}
@@ -292,15 +355,18 @@ class _NativeImport(_Import):
                     created_at=line.created_at,
                 ))
                 for chunk in mine:
-                    number = chunks[chunk.id][0]
                     record = ChunkRecord(document_id=doc_id, ordinal=chunk.ordinal, text=chunk.text,
-                                         embedding=self._vector(number, chunk.embedding))
+                                         embedding=self._vector(chunk_lines[chunk.id], chunk.embedding))
                     snapshot.chunks.append(record)
                     if record.embedding is None:
                         plan.to_embed.append((record, passage_text(line.title, chunk.text)))
 
+    def _plan_nodes(
+        self, lines: list[tuple[int, Line]], plan: _Plan, summary: ImportSummary
+    ) -> tuple[dict[tuple[str, str], tuple[int, NodeLine]], dict[tuple[str, str], NodeRecord],
+               list[tuple[int, EdgeLine, str, str, str]]]:
         # Nodes: the file's fields win; observations the stored node has and the file lacks are kept.
-        nodes: dict[int, tuple[str, str]] = {}  # file id -> (namespace, key)
+        default = self.kb.namespace
         wanted: dict[tuple[str, str], tuple[int, NodeLine]] = {}
         for number, line in lines:
             if isinstance(line, NodeLine):
@@ -308,19 +374,22 @@ class _NativeImport(_Import):
                 namespace = line.namespace or default
                 if not key:
                     raise self._fail(number, "the name is blank")
-                if (namespace, key) in wanted:
+                if (namespace, key) in self.names:
                     raise self._fail(number, f"the entity {line.name!r} appears twice (names are compared "
                                              "ignoring case and spacing)")
                 if line.id is not None:
-                    if line.id in nodes:
+                    if line.id in self.nodes:
                         raise self._fail(number, f"node id {line.id} appears twice")
-                    nodes[line.id] = (namespace, key)
+                    self.nodes[line.id] = (namespace, key)
+                    self.batch_lines[("node", line.id)] = number
                 wanted[(namespace, key)] = (number, line)
+                self.batch_lines[("key", (namespace, key))] = number
+                self.names[(namespace, key)] = line.name
         keys: dict[str, set[str]] = {}
         for namespace, key in wanted:
             keys.setdefault(namespace, set()).add(key)
 
-        # Edges name their ends by node id (or by name: an entity in the file or already stored).
+        # Edges name their ends by node id (or by name: an entity earlier in the file or already stored).
         edge_lines: list[tuple[int, EdgeLine, str, str, str]] = []
         for number, line in lines:
             if isinstance(line, EdgeLine):
@@ -329,30 +398,32 @@ class _NativeImport(_Import):
                 for role, node_id, name in (("source", line.source_id, line.source),
                                             ("target", line.target_id, line.target)):
                     if node_id is not None:
-                        if node_id not in nodes:
-                            raise self._fail(number, f"{role}_id {node_id} is not the id of a node line")
-                        if nodes[node_id][0] != namespace:
+                        if node_id not in self.nodes or self._after(("node", node_id), number):
+                            raise self._fail(number, f"{role}_id {node_id} is not the id of a node line before "
+                                                     "it")
+                        if self.nodes[node_id][0] != namespace:
                             raise self._fail(number, f"the {role} is in another namespace")
-                        ends.append(nodes[node_id][1])
+                        ends.append(self.nodes[node_id][1])
                     elif name and entity_key(name):
                         ends.append(entity_key(name))
-                        keys.setdefault(namespace, set()).add(entity_key(name))
                     else:
                         raise self._fail(number, f"give the {role} as {role}_id or {role}")
+                    keys.setdefault(namespace, set()).add(ends[-1])
                 if ends[0] == ends[1]:
                     raise self._fail(number, "source and target are the same entity")
                 edge_lines.append((number, line, namespace, ends[0], ends[1]))
+        # As stored before the import: each of the file's nodes is written by its own batch, so no earlier batch
+        # changed these (the store's reads need not show a batch before the commit).
         existing = self._existing_nodes(keys)
         for number, line, namespace, source, target in edge_lines:
             for key in (source, target):
-                if (namespace, key) not in wanted and (namespace, key) not in existing:
-                    raise self._fail(number, f"the entity {key!r} is neither in the file nor stored")
+                in_file = (namespace, key) in self.names and not self._after(("key", (namespace, key)), number)
+                if not in_file and (namespace, key) not in existing:
+                    raise self._fail(number, f"the entity {key!r} is neither in the file (before it) nor stored")
 
         observations = self.store.get_observations([n.id for n in existing.values()])
-        names: dict[tuple[str, str], str] = {k: n.name for k, n in existing.items()}
-        old_names = dict(names)
+        snapshot = plan.snapshot
         for (namespace, key), (number, line) in wanted.items():
-            names[(namespace, key)] = line.name
             old = existing.get((namespace, key))
             stored_observations = observations.get(old.id, []) if old is not None else []
             merged = list(dict.fromkeys([*stored_observations, *line.observations]))
@@ -382,11 +453,19 @@ class _NativeImport(_Import):
             if record.embedding is None:
                 plan.to_embed.append((record, node_text(record, merged)))
             snapshot.nodes.append(record)
+        return wanted, existing, edge_lines
 
+    def _plan_edges(
+        self, wanted: dict[tuple[str, str], tuple[int, NodeLine]], existing: dict[tuple[str, str], NodeRecord],
+        edge_lines: list[tuple[int, EdgeLine, str, str, str]], plan: _Plan, summary: ImportSummary,
+    ) -> None:
         # Edges: matched on their ends and type (and validity, for edges that no longer hold).
         stored_edges = self._stored_edges(existing)
-        edges: dict[int, tuple[str, str, str, str, datetime | None, datetime | None]] = {}
-        seen: set[tuple[Any, ...]] = set()
+        old_names = {k: n.name for k, n in existing.items()}
+
+        def name(namespace: str, key: str) -> str:
+            return self.names.get((namespace, key)) or old_names[(namespace, key)]
+
         for number, line, namespace, source, target in edge_lines:
             kind = relation_type(line.type)
             if not kind:
@@ -394,12 +473,13 @@ class _NativeImport(_Import):
             identity = (namespace, source, target, kind, line.valid_until,
                         line.valid_from if line.valid_until is not None else None)
             if line.id is not None:
-                if line.id in edges:
+                if line.id in self.edges:
                     raise self._fail(number, f"edge id {line.id} appears twice")
-                edges[line.id] = (namespace, source, target, kind, line.valid_from, line.valid_until)
-            if identity in seen:
+                self.edges[line.id] = (namespace, source, target, kind, line.valid_from, line.valid_until)
+                self.batch_lines[("edge", line.id)] = number
+            if identity in self.seen_edges:
                 raise self._fail(number, f"the relation {source} -{kind}-> {target} appears twice")
-            seen.add(identity)
+            self.seen_edges.add(identity)
             write = EdgeWrite(
                 namespace=namespace, source_key=source, target_key=target, type=kind,
                 description=line.description, weight=line.weight, properties=line.properties,
@@ -407,7 +487,7 @@ class _NativeImport(_Import):
                 updated_at=line.updated_at,
             )
             old = stored_edges.get(identity)
-            new_text = edge_text(write, {source: names[(namespace, source)], target: names[(namespace, target)]})
+            new_text = edge_text(write, {source: name(namespace, source), target: name(namespace, target)})
             if old is not None:
                 write.created_at = write.created_at or old.created_at
                 old_text = edge_text(
@@ -423,33 +503,41 @@ class _NativeImport(_Import):
                     summary.edges_unchanged += 1
                     continue
                 if old_text == new_text:
-                    snapshot.edges.append(write)
+                    plan.snapshot.edges.append(write)
                     continue
             write.embedding = self._vector(number, line.embedding)
             if write.embedding is None:
                 plan.to_embed.append((write, new_text))
-            snapshot.edges.append(write)
+            plan.snapshot.edges.append(write)
 
+    def _after(self, line: tuple[str, Any], number: int) -> bool:
+        """Whether the line named (a node, chunk or edge of the current batch) comes after line `number`."""
+        return self.batch_lines.get(line, 0) > number
+
+    def _plan_provenance(self, lines: list[tuple[int, Line]], plan: _Plan) -> None:
         # Provenance, by natural keys.
         for number, line in lines:
             if isinstance(line, MentionLine):
-                if line.node_id not in nodes or line.chunk_id not in chunks:
-                    raise self._fail(number, "node_id and chunk_id must be ids of node and chunk lines")
-                namespace, key = nodes[line.node_id]
-                _, chunk, chunk_namespace = chunks[line.chunk_id]
+                if (line.node_id not in self.nodes or line.chunk_id not in self.chunks
+                        or self._after(("node", line.node_id), number)
+                        or self._after(("chunk", line.chunk_id), number)):
+                    raise self._fail(number, "node_id and chunk_id must be ids of node and chunk lines before it")
+                namespace, key = self.nodes[line.node_id]
+                chunk_namespace, document_id, ordinal = self.chunks[line.chunk_id]
                 if chunk_namespace != namespace:
                     raise self._fail(number, "the node and the chunk are in different namespaces")
-                snapshot.mentions.append((namespace, key, chunk.document_id, chunk.ordinal))
+                plan.snapshot.mentions.append((namespace, key, document_id, ordinal))
             elif isinstance(line, EvidenceLine):
-                if line.edge_id not in edges or line.chunk_id not in chunks:
-                    raise self._fail(number, "edge_id and chunk_id must be ids of edge and chunk lines")
-                namespace, source, target, kind, valid_from, valid_until = edges[line.edge_id]
-                _, chunk, chunk_namespace = chunks[line.chunk_id]
+                if (line.edge_id not in self.edges or line.chunk_id not in self.chunks
+                        or self._after(("edge", line.edge_id), number)
+                        or self._after(("chunk", line.chunk_id), number)):
+                    raise self._fail(number, "edge_id and chunk_id must be ids of edge and chunk lines before it")
+                namespace, source, target, kind, valid_from, valid_until = self.edges[line.edge_id]
+                chunk_namespace, document_id, ordinal = self.chunks[line.chunk_id]
                 if chunk_namespace != namespace:
                     raise self._fail(number, "the edge and the chunk are in different namespaces")
-                snapshot.evidence.append((namespace, source, target, kind, valid_from, valid_until,
-                                          chunk.document_id, chunk.ordinal))
-        return plan, summary
+                plan.snapshot.evidence.append((namespace, source, target, kind, valid_from, valid_until,
+                                               document_id, ordinal))
 
     def _stored_edges(self, existing: dict[tuple[str, str], NodeRecord]) -> dict[tuple[Any, ...], EdgeRecord]:
         """Stored edges among the stored nodes the file names, by the identity the import matches on."""
@@ -468,8 +556,9 @@ class _NativeImport(_Import):
 class _MemoryImport(_Import):
     """The reference memory server's file: entities become nodes with their observations, relations edges.
 
-    As in the reference, lines of another type are skipped; so are relations whose ends are not entities
-    (in the file or stored) and relations of an entity with itself, each reported in `skipped`.
+    As in the reference, lines of another type are skipped, and so are relations of an entity with itself, each
+    reported in `skipped`. The end of a relation that is no entity (in the file or stored) is created as an
+    entity of type 'unknown', as create_relations does, and listed in `placeholders`.
     """
 
     def run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
@@ -535,9 +624,11 @@ class _MemoryImport(_Import):
             names.update({key: node.name for key, node in stored.items()})
             unresolved = {n for _, source, target, _ in relations for n in (source, target)
                           if entity_key(n) not in names}
-            found, _ = self.kb.curation.resolve(sorted(unresolved), namespace) if unresolved else ({}, [])
+            found, missing = self.kb.curation.resolve(sorted(unresolved), namespace) if unresolved else ({}, [])
             others = {name: node for name, node in found.items()}
             names.update({node.key: node.name for node in others.values()})
+            new_ends = placeholders(self.kb, missing)
+            names.update({key: node.name for key, node in new_ends.items()})
 
             def key_of(name: str) -> str | None:
                 if entity_key(name) in names:
@@ -552,11 +643,7 @@ class _MemoryImport(_Import):
             seen: set[tuple[str, str, str]] = set()
             for number, source, target, label in relations:
                 source_key, target_key, kind = key_of(source), key_of(target), relation_type(label)
-                if source_key is None or target_key is None:
-                    missing = source if source_key is None else target
-                    summary.skipped.append(f"line {number}: the relation {source} -{label}-> {target} names "
-                                           f"{missing!r}, which is not an entity")
-                    continue
+                assert source_key is not None and target_key is not None  # every end is an entity or a placeholder
                 if not kind:
                     summary.skipped.append(f"line {number}: the relationType {label!r} has no letters or digits")
                     continue
@@ -575,5 +662,12 @@ class _MemoryImport(_Import):
                                   properties={ORIGINAL_TYPE: label}, valid_from=now, created_at=now, updated_at=now)
                 plan.to_embed.append((write, edge_text(write, names)))
                 plan.snapshot.edges.append(write)
+            used = {key for write in plan.snapshot.edges for key in (write.source_key, write.target_key)}
+            for key, record in new_ends.items():
+                if key in used:
+                    record.created_at = record.updated_at = now
+                    plan.to_embed.append((record, node_text(record, [])))
+                    plan.snapshot.nodes.append(record)
+                    summary.placeholders.append(record.name)
             summary.skipped.sort(key=lambda reason: int(reason.split(":")[0].removeprefix("line ")))
             return self._embed_and_restore(writer, plan, summary)

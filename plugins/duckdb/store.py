@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -224,6 +224,27 @@ class DuckDBStore(GraphStore):
             with self._committing([*snapshot.nodes, *snapshot.chunks]) as writer:
                 summary = restore_snapshot(writer, snapshot, batch, dimensions)
         return summary
+
+    @contextmanager
+    def restore_stream(self) -> Iterator[Callable[[Snapshot], WriteSummary]]:
+        if self.read_only:
+            raise StoreError(self.read_only_message())
+        reload: set[str] = set()
+        with self._lock, self._committing([]) as writer:
+            # No records to take ids back from on a rollback: the caller drops each snapshot once written.
+
+            def restore(snapshot: Snapshot) -> WriteSummary:
+                batch = WriteBatch(nodes=snapshot.nodes, edges=snapshot.edges, documents=snapshot.documents,
+                                   chunks=snapshot.chunks)
+                dimensions = writes.require_dimensions(batch, self.embedder_info(), self.path)
+                summary = restore_snapshot(writer, snapshot, batch, dimensions)
+                # The mirror is loaded again from the file after the commit, so the changes noted for it (ids,
+                # vectors) need not be kept from one snapshot to the next: only what to load again.
+                reload.update(writer.changes.reload or ())
+                writer.changes = MirrorChanges(reload=frozenset(reload))
+                return summary
+
+            yield restore
 
     @contextmanager
     def _committing(self, records: list[Any]) -> Iterator[Writer]:

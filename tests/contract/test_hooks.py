@@ -93,7 +93,7 @@ from duckgraph.ports import Embedder, hookimpl
 
 
 class TinyEmbedder(Embedder):
-    """The README's example, verbatim in spirit: plain class attributes for id and dimensions."""
+    """The example of docs/plugins.md, verbatim in spirit: plain class attributes for id and dimensions."""
 
     id = "tiny:v1"
     dimensions = 4

@@ -333,6 +333,44 @@ class StoreContract:
             store.restore(bad)
         assert store.namespaces() == [] and store.list_nodes("default") == []
 
+    @staticmethod
+    def in_parts(snapshot: Snapshot) -> list[Snapshot]:
+        """The snapshot as three, each naming rows of the ones before it: documents, then nodes, then the rest."""
+        return [Snapshot(documents=snapshot.documents, chunks=snapshot.chunks), Snapshot(nodes=snapshot.nodes),
+                Snapshot(edges=snapshot.edges, mentions=snapshot.mentions, evidence=snapshot.evidence)]
+
+    def test_a_restore_stream_commits_every_snapshot_at_the_end(self, store):
+        written = []
+        with store.restore_stream() as restore:
+            for part in self.in_parts(self.snapshot()):
+                written.append(restore(part))
+        assert [(w.documents_written, w.nodes_created, w.edges_created, w.mentions_added, w.evidence_added)
+                for w in written] == [(1, 0, 0, 0, 0), (0, 2, 0, 0, 0), (0, 0, 2, 1, 1)]
+        ada = {n.name: n.id for n in store.list_nodes("default")}["Ada Lovelace"]
+        assert store.get_observations([ada]) == {ada: ["Born in 1815."]}
+        edges = {e.type: e for e in store.list_edges("default", include_expired=True)}
+        [chunk] = store.document_chunks("default", ["letters"])
+        assert store.chunks_mentioning([ada]) == [(chunk.id, ada)]
+        assert store.edge_evidence([edges["WORKED_WITH"].id]) == [(edges["WORKED_WITH"].id, chunk.id)]
+        assert store.vector_search("edge", unit(1, 1), 1, "default")[0][0] == edges["WORKED_WITH"].id
+
+    @pytest.mark.parametrize("failure", ["bad snapshot", "error between snapshots"])
+    def test_a_restore_stream_is_all_or_nothing(self, store, failure):
+        first, second, third = self.in_parts(self.snapshot())
+        if failure == "bad snapshot":
+            third.mentions.append(("default", entity_key("Ada Lovelace"), "no such document", 0))
+        with pytest.raises((InvalidInputError, RuntimeError)):
+            with store.restore_stream() as restore:
+                restore(first)
+                restore(second)
+                if failure != "bad snapshot":
+                    raise RuntimeError("the caller failed")
+                restore(third)
+        assert store.namespaces() == [] and store.list_nodes("default") == []
+        assert store.list_documents("default") == [] and store.list_edges("default", include_expired=True) == []
+        store.restore(self.snapshot())  # the store is usable after the rollback
+        assert len(store.list_nodes("default")) == 2
+
     def test_edges_hold_between_valid_from_and_valid_until(self, store, restored):
         ada, babbage = restored["Ada Lovelace"], restored["Charles Babbage"]
         types = {e.id: e.type for e in store.list_edges("default", include_expired=True)}

@@ -20,6 +20,7 @@ from duckgraph.core.plugin_manager import build_plugin_manager
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.texts import edge_text
 from duckgraph.core.files.export import export_jsonl
+from duckgraph.core.files import import_ as import_module
 from duckgraph.core.files.import_ import import_file, import_lines
 import duckgraph.plugins.duckdb.restore as snapshot_restore
 from duckgraph.plugins.duckdb.mirror.matrix import to_bfloat16
@@ -304,6 +305,51 @@ def test_an_interrupted_import_leaves_nothing_and_can_be_run_again(source, tmp_p
     target.close()
 
 
+@pytest.mark.parametrize("embeddings", [True, False])
+def test_an_import_in_many_batches_is_the_same_import(source, tmp_path, monkeypatch, embeddings):
+    monkeypatch.setattr(import_module, "BATCH_LINES", 3)  # later batches name the nodes and chunks of earlier ones
+    text = export(source, embeddings=embeddings).splitlines(keepends=True)
+    target = open_kb(tmp_path / "copy.duckdb")
+    calls = {"n": 0}
+    original = snapshot_restore.restore_snapshot
+
+    def counted(*args):
+        calls["n"] += 1
+        return original(*args)
+
+    monkeypatch.setattr(snapshot_restore, "restore_snapshot", counted)
+    monkeypatch.setattr("duckgraph.plugins.duckdb.store.restore_snapshot", counted)
+    summary = import_lines(target, text)
+    assert calls["n"] >= len(text) // 3 - 1
+    assert export(target, embeddings=embeddings) == export(source, embeddings=embeddings)
+    assert summary.nodes_created == len(NODES) + 2 and summary.edges_created == len(EDGES) + 2
+    again = import_lines(target, text)
+    assert (again.nodes_created, again.nodes_updated, again.edges_created, again.edges_updated) == (0, 0, 0, 0)
+    target.close()
+
+
+def test_an_import_that_fails_in_a_later_batch_leaves_nothing(source, tmp_path, monkeypatch):
+    monkeypatch.setattr(import_module, "BATCH_LINES", 3)
+    lines = export(source).splitlines(keepends=True)
+    target = open_kb(tmp_path / "copy.duckdb")
+    with pytest.raises(InvalidInputError, match=f"{len(lines) + 1}: unknown kind 'planet'"):
+        import_lines(target, [*lines, json.dumps({"kind": "planet"}) + "\n"])
+    stats = target.stats()
+    assert (stats["nodes"], stats["edges"], stats["documents"], stats["chunks"]) == (0, 0, 0, 0)
+    assert target.search("Vera Rubin").anchors == []  # the mirror holds nothing either
+    target.close()
+
+
+def test_a_line_may_name_only_lines_before_it(tmp_path):
+    path = write_lines(tmp_path / "late.jsonl", [
+        {"kind": "edge", "source_id": 1, "target_id": 2, "type": "KNOWS"},
+        {"kind": "node", "id": 1, "name": "A", "type": "T"}, {"kind": "node", "id": 2, "name": "B", "type": "T"}])
+    target = open_kb(tmp_path / "kb.duckdb")
+    with pytest.raises(InvalidInputError, match="1: source_id 1 is not the id of a node line before it"):
+        import_file(target, path)
+    target.close()
+
+
 def test_importing_into_a_file_with_other_knowledge_merges_by_name(source, tmp_path):
     target = open_kb(tmp_path / "target.duckdb")
     target.add_knowledge_graph(
@@ -390,15 +436,21 @@ def test_a_memory_file_adds_observations_to_stored_entities_and_reports_what_it_
                {"type": "relation", "from": "Anthropic", "to": "anthropic", "relationType": "is"},
                {"type": "entity", "name": "Broken", "observations": []},
                {"type": "something-else"}]
-    summary = import_file(kb, write_lines(tmp_path / "memory.jsonl", objects))
-    assert summary.nodes_created == 2 and summary.nodes_updated == 1
-    assert [reason.split(":")[0] for reason in summary.skipped] == ["line 7", "line 8", "line 9", "line 10"]
-    assert "'Nobody'" in summary.skipped[0] and "itself" in summary.skipped[1]
+    path = write_lines(tmp_path / "memory.jsonl", objects)
+    summary = import_file(kb, path)
+    # 'Nobody' is no entity: created with type 'unknown' to keep the relation, as create_relations does.
+    assert summary.nodes_created == 3 and summary.nodes_updated == 1 and summary.placeholders == ["Nobody"]
+    assert [reason.split(":")[0] for reason in summary.skipped] == ["line 8", "line 9", "line 10"]
+    assert "itself" in summary.skipped[0]
+    [nobody], _ = kb.curation.get_entities(["Nobody"], "default")
+    assert nobody.type == "unknown" and {(r.type, r.source) for r in nobody.relations} == {("KNOWS", "john_smith")}
+    again = import_file(kb, path)
+    assert (again.nodes_created, again.edges_created, again.placeholders) == (0, 0, [])
 
     [john], _ = kb.curation.get_entities(["John_Smith"], "default")
     assert john.name == "john_smith" and john.type == "Engineer" and john.description == "Works on compilers."
     assert john.observations == ["Graduated in 2019", "Speaks fluent Spanish"]
-    assert kb.stats()["edges"] == 3
+    assert kb.stats()["edges"] == 4
     kb.close()
 
 
