@@ -80,7 +80,7 @@ def _runtime_dirs() -> list[Path]:
 def private_folder(folder: Path) -> None:
     """Create the socket's folder when it is a runtime folder of ours; refuse one others could write to."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if folder.name.startswith("duckgraph"):
+    if folder in _runtime_dirs():  # a database's own folder is the user's business, whatever its name
         info = folder.stat()
         if info.st_uid != os.getuid() or info.st_mode & 0o022:
             raise DuckgraphError(f"{folder} belongs to another user or others can write to it; remove it")

@@ -339,3 +339,19 @@ def test_lock_and_socket_files_of_another_user_are_refused_naming_their_owner(tm
     assert sharing.holder(db) is None  # the lock was released again
     sock.unlink()
     assert shares(db).role == "owner"
+
+
+def test_only_runtime_folders_must_be_private(tmp_path, monkeypatch) -> None:
+    from duckgraph.core.sharing.lock import private_folder
+    from duckgraph.ports import DuckgraphError
+
+    shared = tmp_path / "duckgraph-notes"  # a database's folder that merely starts with the name
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    private_folder(shared)  # not refused: where a user keeps a database is theirs to decide
+    runtime = tmp_path / "run"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    (runtime / "duckgraph").mkdir(parents=True)
+    (runtime / "duckgraph").chmod(0o777)
+    with pytest.raises(DuckgraphError, match="others can write"):
+        private_folder(runtime / "duckgraph")
