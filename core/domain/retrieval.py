@@ -111,7 +111,10 @@ def anchor_and_expand(
     named = store.find_nodes(namespace, candidates | {loose for key in candidates if (loose := loose_key(key))})
     nearest = store.vector_search("node", query, max(_anchor_candidates(options), options.fact_seed_nodes), namespace)
     keyword_nodes = store.keyword_search("node", query_text, _anchor_candidates(options), namespace)
-    if not _relevant(store, query_text, query, nearest, keyword_nodes, namespace, options):
+    # One search of the passages nearest the query serves the floor and the passage ranking.
+    nearest_chunks = (store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace)
+                      if options.max_passages > 0 else None)
+    if not _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options):
         return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True)
     anchors = _anchors(store, named, nearest, keyword_nodes, query, options)
     reached, edges = _expand(store, query, namespace, anchors, options)
@@ -124,7 +127,8 @@ def anchor_and_expand(
     far_ends = {i for e in fetched.values() for i in (e.source_id, e.target_id)} - records.keys()
     records.update({n.id: n for n in store.get_nodes(far_ends)})
     result_edges, kept = _join_far_ends([(fetched[i], *facts[i]) for i in facts if i in fetched], kept, records, options)
-    passages = _rank_passages(store, query_text, query, namespace, named, nearest[: options.fact_seed_nodes], options)
+    passages = _rank_passages(store, query_text, query, namespace, named, nearest[: options.fact_seed_nodes],
+                              nearest_chunks or [], options)
     return Subgraph(
         anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges, passages=passages
     )
@@ -137,7 +141,7 @@ def _anchor_candidates(options: SearchOptions) -> int:
 
 def _relevant(
     store: GraphStore, query_text: str, query: np.ndarray, nearest: list[tuple[int, float]],
-    keyword_nodes: list[tuple[int, float]], namespace: str, options: SearchOptions,
+    nearest_chunks: list[tuple[int, float]] | None, namespace: str, options: SearchOptions,
 ) -> bool:
     """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
     `relevance_floor` similar to the query, or an id the query names verbatim ("INC-142", "v2.3") is stored.
@@ -146,7 +150,9 @@ def _relevant(
         return True
     best = max((s for _, s in nearest[:1]), default=-1.0)
     if best < options.relevance_floor:
-        best = max(best, max((s for _, s in store.vector_search("chunk", query, 1, namespace)), default=-1.0))
+        if nearest_chunks is None:  # no passages wanted: only the nearest one counts here
+            nearest_chunks = store.vector_search("chunk", query, 1, namespace)
+        best = max(best, max((s for _, s in nearest_chunks[:1]), default=-1.0))
     if best >= options.relevance_floor:
         return True
     ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/")]
@@ -362,14 +368,12 @@ def _prune(reached: dict[int, Reached], anchors: list[Reached], options: SearchO
 
 def _rank_passages(
     store: GraphStore, query_text: str, query: np.ndarray, namespace: str, named: list[NodeRecord],
-    nearest: list[tuple[int, float]], options: SearchOptions,
+    nearest: list[tuple[int, float]], nearest_chunks: list[tuple[int, float]], options: SearchOptions,
 ) -> list[tuple[int, float]]:
     import numpy as np  # see _walk
 
-    if options.max_passages <= 0:
-        return []
-    direct = dict(store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace))
-    if not direct:
+    direct = dict(nearest_chunks)
+    if options.max_passages <= 0 or not direct:
         return []
     node_seeds = _fact_seeds(store, query, namespace, [node_id for node_id, _ in nearest], options)
     best_fact = max(node_seeds.values(), default=max(direct.values()))

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from duckgraph.plugins.duckdb import DuckDBStore
+from tests.e2e.pipes import StdoutLines
 from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
 from tests.e2e.test_mcp_inmemory import TOOLS as GRAPHRAG_TOOLS
 
@@ -146,14 +146,8 @@ class RawSession:
     def __init__(self, process: subprocess.Popen[str]) -> None:
         self.process = process
         self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self._queue.put(line)
-        self._queue.put(None)
+        self._out = StdoutLines(self.process.stdout)
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.process.stdin is not None
@@ -164,7 +158,7 @@ class RawSession:
     def response(self, request_id: int, timeout: float = TIMEOUT_SECONDS) -> dict[str, Any]:
         while True:
             try:
-                line = self._queue.get(timeout=timeout)
+                line = self._out.get(timeout=timeout)
             except queue.Empty:
                 raise AssertionError(f"no response to request {request_id} within {timeout} s") from None
             if line is None:
@@ -175,7 +169,7 @@ class RawSession:
                 return message
 
     def rest(self, timeout: float = TIMEOUT_SECONDS) -> None:
-        while (line := self._queue.get(timeout=timeout)) is not None:
+        while (line := self._out.get(timeout=timeout)) is not None:
             self.lines.append(line)
 
 

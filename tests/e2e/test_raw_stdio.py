@@ -9,7 +9,6 @@ import os
 import queue
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from duckgraph.core.mcp.server import STOP_GRACE_SECONDS
+from tests.e2e.pipes import StdoutLines
 from tests.e2e.test_mcp_stdio import SERVE, TIMEOUT_SECONDS, store_stats
 
 pytestmark = pytest.mark.model
@@ -36,14 +36,8 @@ class RawServer:
             self.process = subprocess.Popen([*SERVE, "--db", str(db_path)], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=tmp_path)
         self.lines: list[bytes] = []
-        self._queue: queue.Queue[bytes | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self._queue.put(line)
-        self._queue.put(None)
+        self._out = StdoutLines(self.process.stdout)
 
     def write(self, data: bytes) -> None:
         assert self.process.stdin is not None
@@ -55,7 +49,7 @@ class RawServer:
 
     def next(self, timeout: float) -> dict[str, Any]:
         try:
-            line = self._queue.get(timeout=timeout)
+            line = self._out.get(timeout=timeout)
         except queue.Empty:
             raise AssertionError(f"no answer within {timeout} s\n{self.errors()}") from None
         if line is None:
@@ -76,7 +70,7 @@ class RawServer:
 
     def rest(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while (line := self._queue.get(timeout=max(deadline - time.monotonic(), 0.01))) is not None:
+        while (line := self._out.get(timeout=max(deadline - time.monotonic(), 0.01))) is not None:
             self.lines.append(line)
             json.loads(line)
 
