@@ -1,0 +1,1 @@
+"""duckgraph-chat: a terminal chat connecting a local model to an MCP server (duckgraph by default)."""

@@ -1,0 +1,3 @@
+from duckgraph_chat.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,164 @@
+"""The few calls to an OpenAI-compatible API the plugin makes: deadlines, retries, and errors that say what to do.
+
+The API key is read from an environment variable on each request and sent only in the Authorization header;
+every text that leaves this module (errors, logs) has it removed, whatever the server echoes back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import httpx
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+#: Answers worth another try: rate limits and the server's own failures.
+RETRIED = frozenset({429, 500, 502, 503, 504})
+#: A server asking for a longer pause than this is waited for this long at most.
+MAX_RETRY_AFTER = 60.0
+
+
+class OpenAIClient:
+    """One OpenAI-compatible server. `timeout` bounds each request as a whole (connecting, waiting, every byte
+    read), so a server that answers a byte now and then cannot hold a write forever; each retry gets a fresh
+    deadline. 429 and 5xx answers are retried `max_retries` times, waiting `backoff` seconds doubled each time
+    (or the server's Retry-After)."""
+
+    def __init__(self, base_url: str, *, timeout: float, max_retries: int, backoff: float, api_key_env: str,
+                 error: type[Exception]) -> None:
+        if timeout <= 0 or max_retries < 0 or backoff < 0:
+            raise ValueError("timeout must be positive, max_retries and backoff at least 0")
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.api_key_env = api_key_env
+        self._error = error
+
+    def key_status(self) -> str:
+        """Where the key comes from and whether it is set, never the key."""
+        return f"${self.api_key_env} ({'set' if os.environ.get(self.api_key_env) else 'not set'})"
+
+    def get(self, path: str) -> dict[str, Any]:
+        return self._call("GET", path, None)
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", path, body)
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        for attempt in range(self.max_retries + 1):
+            response = self._send(method, path, body)
+            if response.status_code not in RETRIED or attempt == self.max_retries:
+                break
+            pause = self._pause(response, attempt)
+            log.info("%s%s answered HTTP %d; retry %d/%d in %.1f s", self.base_url, path, response.status_code,
+                     attempt + 1, self.max_retries, pause)
+            time.sleep(pause)
+        if response.status_code >= 400:
+            raise self._error(self._redact(self._explain(response, path, body)))
+        try:
+            reply = response.json()
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            raise self._error(f"{self.base_url}{path} answered with something that is not a JSON object: check "
+                              "base_url points at an OpenAI-compatible API (usually ending in /v1)")
+        return reply
+
+    def _pause(self, response: httpx.Response, attempt: int) -> float:
+        try:
+            asked = float(response.headers.get("retry-after", ""))
+        except ValueError:
+            asked = None
+        if asked is not None and asked >= 0:
+            return min(asked, MAX_RETRY_AFTER)
+        return self.backoff * 2**attempt
+
+    def _send(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
+        import anyio  # imported on first call: registering the plugin stays cheap
+        import httpx
+
+        url = f"{self.base_url}{path}"
+        try:
+            return _run_async(self._request, method, path, body)
+        except (TimeoutError, httpx.TimeoutException):
+            raise self._error(f"{url} did not answer within the {self.timeout:g} s deadline (the timeout option, "
+                              "for the whole request): raise the timeout option or try again") from None
+        except httpx.ConnectError:
+            raise self._error(f"cannot reach {self.base_url}: is the server running? Set the base_url option to "
+                              "its OpenAI-compatible API, e.g. http://127.0.0.1:1234/v1") from None
+        except (httpx.HTTPError, anyio.BrokenResourceError, OSError) as exc:
+            raise self._error(self._redact(f"request to {url} failed: {exc}")) from None
+
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
+        import anyio
+        import httpx
+
+        headers = {"Accept": "application/json"}
+        if key := os.environ.get(self.api_key_env, "").strip():
+            headers["Authorization"] = f"Bearer {key}"
+        # Cancellation interrupts any await, the headers' included: the deadline holds however slowly bytes come.
+        with anyio.fail_after(self.timeout):
+            async with httpx.AsyncClient(timeout=self.timeout) as client:
+                return await client.request(method, f"{self.base_url}{path}", json=body, headers=headers)
+
+    def _explain(self, response: httpx.Response, path: str, body: dict[str, Any] | None) -> str:
+        status, said = response.status_code, _server_message(response)
+        model = (body or {}).get("model", "")
+        if status in (401, 403):
+            if not os.environ.get(self.api_key_env, "").strip():
+                return (f"{self.base_url} needs an API key (HTTP {status}) and ${self.api_key_env} is not set: set it, "
+                        "or name the variable that holds the key with the api_key_env option")
+            return (f"{self.base_url} refused the API key in ${self.api_key_env} (HTTP {status}): set a valid key "
+                    f"there; the server said: {said}")
+        if status == 404 and model and ("model" in said.lower() or "model_not_found" in response.text):
+            return (f"{self.base_url} has no model {model!r} (HTTP 404): check the model option; "
+                    f"{self.base_url}/models lists what it serves. The server said: {said}")
+        if status == 404:
+            return (f"{self.base_url}{path} does not exist (HTTP 404): check the base_url option; OpenAI-compatible "
+                    "servers serve the API under /v1 (e.g. http://127.0.0.1:11434/v1 for Ollama)")
+        if status == 429:
+            return (f"{self.base_url} is rate limiting (HTTP 429), still after {self.max_retries} retries: wait and "
+                    f"try again, lower batch_size or raise max_retries. The server said: {said}")
+        if status >= 500:
+            return (f"{self.base_url} failed with HTTP {status} on {path}, {self.max_retries + 1} times: "
+                    f"try again later. The server said: {said}")
+        return f"{self.base_url} answered {path} with HTTP {status}: {said}"
+
+    def _redact(self, text: str) -> str:
+        key = os.environ.get(self.api_key_env, "").strip()
+        return text.replace(key, "[redacted]") if len(key) >= 4 else text
+
+
+def _server_message(response: httpx.Response) -> str:
+    """OpenAI's {"error": {"message": ...}}, the {"error": "..."} of some servers, or the start of the text."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return response.text.strip()[:300] or "(no message)"
+    if isinstance(error, dict):
+        error = error.get("message")
+    return str(error)[:300] if error else response.text.strip()[:300]
+
+
+def _run_async(function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    """Run a coroutine function from synchronous code, also from a thread with a running event loop (anyio.run
+    refuses that one: the call then runs on a thread of its own)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    import anyio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(function, *args)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, function, *args).result()

@@ -1,0 +1,88 @@
+"""Embeddings from any OpenAI-compatible /v1/embeddings endpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from duckgraph.ports import Embedder, EmbedderError
+
+from duckgraph_openai.client import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, OpenAIClient
+
+if TYPE_CHECKING:
+    import numpy as np
+
+DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
+
+
+class OpenAIEmbedder(Embedder):
+    """Embeds through POST {base_url}/embeddings. With `dimensions` the server is asked for vectors of that
+    width (models such as text-embedding-3 shorten theirs); without it the width is probed once."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_EMBEDDING_MODEL,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        dimensions: int | None = None,
+        batch_size: int = 64,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        backoff: float = 0.5,
+        api_key_env: str = DEFAULT_API_KEY_ENV,
+    ) -> None:
+        if dimensions is not None and dimensions < 1:
+            raise ValueError("dimensions must be at least 1")
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.model = model
+        self.batch_size = batch_size
+        self._requested = dimensions
+        self._dimensions = dimensions
+        self._client = OpenAIClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff,
+                                    api_key_env=api_key_env, error=EmbedderError)
+
+    @property
+    def id(self) -> str:
+        # A shortened vector is another space than the full one: the width asked for is part of the identity.
+        return f"openai:{self.model}" + (f"@{self._requested}" if self._requested else "")
+
+    @property
+    def dimensions(self) -> int:
+        if self._dimensions is None:
+            self._dimensions = len(self._request(["dimension probe"])[0])
+        return self._dimensions
+
+    def warm_up(self) -> None:
+        self.dimensions  # one request reaches the server and tells the width
+
+    def describe(self) -> dict[str, str]:
+        return {"endpoint": f"{self._client.base_url}/embeddings", "api key": self._client.key_status()}
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np  # imported on use: the MCP handshake should not wait for it
+
+        return np.asarray(self._request(list(texts)), dtype=np.float32)
+
+    def _request(self, texts: list[str]) -> list[list[float]]:
+        body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
+        if self._requested:
+            body["dimensions"] = self._requested
+        data = self._client.post("/embeddings", body).get("data")
+        if not isinstance(data, list) or len(data) != len(texts):
+            raise EmbedderError(f"{self._client.base_url}/embeddings returned "
+                                f"{len(data) if isinstance(data, list) else 'no'} embeddings for {len(texts)} texts")
+        try:  # the answer carries each vector's position; servers need not keep the order
+            rows = sorted(data, key=lambda item: item["index"])
+            vectors = [row["embedding"] for row in rows]
+        except (KeyError, TypeError) as exc:
+            raise EmbedderError(f"{self._client.base_url}/embeddings sent items without index or embedding: "
+                                "is it an OpenAI-compatible API?") from exc
+        if [row["index"] for row in rows] != list(range(len(texts))):
+            raise EmbedderError(f"{self._client.base_url}/embeddings numbered its embeddings wrongly")
+        if not all(isinstance(v, list) and v for v in vectors):
+            raise EmbedderError(f"{self._client.base_url}/embeddings sent embeddings that are not lists of numbers "
+                                "(base64 encoding is not supported)")
+        if self._dimensions is None:  # the first answer tells the width: no probe needed
+            self._dimensions = len(vectors[0])
+        return vectors
