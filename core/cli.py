@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--db", help="database file (default: DUCKGRAPH_DB, the config file, or the user data dir)")
     common.add_argument("--config", help="TOML config file (default: DUCKGRAPH_CONFIG or the user config dir)")
     common.add_argument("--log-level", help="DEBUG, INFO, WARNING (default) or ERROR; logs go to stderr")
+    common.add_argument("--namespace", metavar="NAME",
+                        help="the memory (namespace) to use (default: DUCKGRAPH_NAMESPACE, the config file, or "
+                             "'default'); serve also takes @roots (see docs/namespaces.md)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", parents=[common], help="run the MCP server (stdio, or streamable HTTP)")
@@ -85,13 +88,16 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", parents=[common], help="load a small sample into a fresh file and search it")
     demo.set_defaults(run=_demo)
 
-    ingest = sub.add_parser("ingest", parents=[common], help="add .txt and .md files or folders as documents "
-                                                             "(again: changed files replaced, unchanged skipped)")
+    ingest = sub.add_parser("ingest", parents=[common], help="add files, folders and web pages as documents: text, "
+                                                             "Markdown, PDF, HTML, DOCX, PPTX, EPUB (again: changed "
+                                                             "ones replaced, unchanged skipped)")
     ingest.add_argument("paths", nargs="+", metavar="PATH",
-                        help="files or folders (searched recursively); a document's id is the file's absolute path")
+                        help="files, folders (searched recursively) or http(s) URLs; a document's id is the file's "
+                             "absolute path or the URL")
     ingest.add_argument("--prune", action="store_true",
-                        help="also delete the documents of files gone from the given folders, with the entities and "
-                             "relations only those documents supported")
+                        help="also delete the documents of files gone from the given folders (with --crawl, of pages "
+                             "gone from a URL's folder on its site), with the entities and relations only those "
+                             "documents supported")
     extract = ingest.add_mutually_exclusive_group()
     extract.add_argument("--extract", dest="extract", action="store_true", default=None,
                          help="extract entities and relationships (default: when an extractor is configured)")
@@ -99,6 +105,13 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--follow-symlinks", action="store_true",
                         help="also read files and folders that symbolic links in the given folders lead to outside "
                              "them (default: skipped and reported)")
+    ingest.add_argument("--crawl", action="store_true",
+                        help="also follow the links of the URLs given within their site (robots.txt and the sitemap "
+                             "honoured)")
+    ingest.add_argument("--depth", type=int, default=2, metavar="N",
+                        help="with --crawl: how many links away from a URL given to go (default 2)")
+    ingest.add_argument("--max-pages", type=int, default=50, metavar="M",
+                        help="the most pages fetched for each URL given (default 50)")
     ingest.add_argument("--json", action="store_true", help="print the result of every batch as JSON")
     ingest.set_defaults(run=_ingest)
 
@@ -115,15 +128,45 @@ def _parser() -> argparse.ArgumentParser:
                         help="the length of the text answer in tokens, about 4 characters each (default 2000)")
     search.set_defaults(run=_search)
 
+    changes = sub.add_parser("changes", parents=[common], help="what was written, newest first (entities, facts "
+                             "added or ended, documents)")
+    changes.add_argument("--since", type=_moment, metavar="WHEN", help="from this ISO date or date-time (UTC)")
+    changes.add_argument("--until", type=_moment, metavar="WHEN", help="before this ISO date or date-time (UTC)")
+    changes.add_argument("--limit", type=int, default=50, metavar="N", help="the most changes to list (default 50)")
+    changes.add_argument("--json", action="store_true", help="print the structured result")
+    changes.set_defaults(run=_changes)
+
     stats = sub.add_parser("stats", parents=[common], help="counts of nodes, edges, documents and types")
     stats.add_argument("--json", action="store_true")
     stats.set_defaults(run=_stats)
+
+    namespaces = sub.add_parser("namespaces", parents=[common],
+                                help="list the namespaces in the file, with their sizes and last write; or delete one")
+    namespaces.add_argument("action", nargs="?", choices=["list", "delete"], default="list",
+                            help="list (the default), or delete NAME and everything in it, for good")
+    namespaces.add_argument("name", nargs="?", help="delete: the namespace to delete")
+    namespaces.add_argument("--confirm", metavar="NAME", help="delete: the namespace's name again")
+    namespaces.add_argument("--json", action="store_true")
+    namespaces.set_defaults(run=_namespaces)
+
+    communities = sub.add_parser("communities", parents=[common],
+                                 help="communities of the graph and their reports (see docs/communities.md)")
+    communities.add_argument("action", choices=["build", "search", "write"],
+                             help="build: detect them and write extractive reports; search: global search; write: "
+                                  "have the configured extractor model write the reports still extractive or stale")
+    communities.add_argument("query", nargs="?", help="the question, for search")
+    communities.add_argument("--level", type=int, help="search: the level (0 = broadest; default: fits the budget)")
+    communities.add_argument("--token-budget", type=int, default=2_000)
+    communities.add_argument("--limit", type=int, default=20, help="write: reports to write at most")
+    communities.add_argument("--json", action="store_true")
+    communities.set_defaults(run=_communities)
 
     doctor = sub.add_parser("doctor", parents=[common], help="check the installation and the database")
     doctor.add_argument("--json", action="store_true")
     doctor.set_defaults(run=_doctor)
 
-    export = sub.add_parser("export", parents=[common], help="write the whole knowledge base as JSON Lines")
+    export = sub.add_parser("export", parents=[common], help="write the whole knowledge base (with --namespace: one "
+                                                             "namespace) as JSON Lines")
     export.add_argument("-o", "--output", metavar="FILE", help="file to write (default: standard output)")
     export.add_argument("--embeddings", action="store_true",
                         help="include the vectors (a bigger file; importing it computes no embeddings)")
@@ -134,7 +177,8 @@ def _parser() -> argparse.ArgumentParser:
     export.set_defaults(run=_export)
 
     imp = sub.add_parser("import", parents=[common],
-                         help="read a duckgraph export or a memory server memory.jsonl into the database")
+                         help="read a duckgraph export or a memory server memory.jsonl into the database (with "
+                              "--namespace: all of it into that namespace)")
     imp.add_argument("file", metavar="FILE", help="the JSON Lines file ('-' for standard input)")
     imp.add_argument("--re-embed", dest="reembed", action="store_true",
                      help="ignore the vectors in the file and compute them with the configured embedder")
@@ -147,6 +191,17 @@ def _parser() -> argparse.ArgumentParser:
     backup.add_argument("--force", action="store_true", help="replace PATH if it exists")
     backup.add_argument("--json", action="store_true", help="print the result as JSON")
     backup.set_defaults(run=_backup_command)
+
+    ui = sub.add_parser("ui", parents=[common], help="a local web page to explore, check and curate the memory "
+                                                     "(also while a server uses the file)")
+    ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other than "
+                                                        "a loopback address needs a token)")
+    ui.add_argument("--port", type=int, default=8766, help="port to listen on (default 8766; 0: any free one)")
+    ui.add_argument("--open", action="store_true", help="open the page in the web browser")
+    ui.add_argument("--token", nargs="?", const="", metavar="TOKEN",
+                    help="require this token (default: DUCKGRAPH_HTTP_TOKEN, if set); --token alone makes a new "
+                         "one, printed in the page's address")
+    ui.set_defaults(run=_ui)
     return parser
 
 
@@ -162,7 +217,7 @@ def _settings(args: argparse.Namespace, **overrides: Any):
     from duckgraph.core.files.paths import refuse_as_database
 
     settings = load_settings(args.config, db=overrides.pop("db", None) or args.db,
-                             log_level=args.log_level, **overrides)
+                             log_level=args.log_level, namespace=getattr(args, "namespace", None), **overrides)
     refuse_as_database(settings.db)
     logging.basicConfig(
         level=settings.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -206,14 +261,30 @@ def _ingest(args: argparse.Namespace) -> int:
     from duckgraph.core.domain.model import MAX_DOCUMENT_CHARS
     from duckgraph.core.terminal import for_stream
 
-    files = folder.find_files(args.paths, follow_symlinks=args.follow_symlinks)
-    prune = folder.folders(args.paths) if args.prune else []
-    if not files and not prune:
-        print("duckgraph: no .txt or .md files found in " + ", ".join(args.paths), file=sys.stderr)
-        return 1
+    if args.depth < 0 or args.max_pages < 1:
+        print("duckgraph: --depth must be 0 or more and --max-pages 1 or more", file=sys.stderr)
+        return 2
+    urls = [p for p in args.paths if "://" in p]
     services = _setup(args)
+    fetching = services.url_fetching
+    paths = [p for p in args.paths if p not in urls]
+    files = folder.find_files(paths, follow_symlinks=args.follow_symlinks, converters=fetching.converters.by_suffix)
+    prune = [folder.prefix(f) for f in folder.folders(paths)] if args.prune else []
+    if not files and not prune and not urls:
+        print("duckgraph: no documents found in " + ", ".join(args.paths), file=sys.stderr)
+        return 1
     extract = services.knowledge_base.extractor is not None if args.extract is None else args.extract
     bar = ProgressBar()
+    if urls:
+        bar.label = "web"
+        crawl = fetching.fetch(urls, depth=args.depth if args.crawl else 0, max_pages=args.max_pages,
+                               progress=bar.update)
+        files = [*files, *crawl.pages]
+        if args.prune:  # a site is pruned only after a whole crawl (core/web/crawl.py)
+            prune += crawl.whole
+            for start, why in crawl.partial:
+                print(f"duckgraph: not pruning {start}: the crawl was not whole ({why})", file=sys.stderr)
+    bar.label = "ingest"
 
     def batch_done(result: Any) -> None:
         for entry in result.extractions:
@@ -234,7 +305,8 @@ def _ingest(args: argparse.Namespace) -> int:
                          f"stored as {parts} documents", sys.stderr), file=sys.stderr)
     extractions = [e for r in report.results for e in r.extractions]
     failed = sum(r.extraction_errors for r in report.results)
-    summary = (f"{len(report.stored)} documents stored, {len(report.unchanged)} unchanged, "
+    replaced = f" ({len(report.replaced)} replaced)" if report.replaced else ""
+    summary = (f"{len(report.stored)} documents stored{replaced}, {len(report.unchanged)} unchanged, "
                f"{len(report.skipped)} skipped, {sum(r.chunks_written for r in report.results)} passages")
     if report.split:
         summary += f" ({len(report.split)} long files split into {sum(report.split.values())} documents)"
@@ -272,6 +344,31 @@ class ProgressBar:
             print(file=sys.stderr)
 
 
+def _communities(args: argparse.Namespace) -> int:
+    if args.action == "search" and not (args.query or "").strip():
+        print("duckgraph communities search: give the question, e.g. duckgraph communities search \"main themes\"",
+              file=sys.stderr)
+        return 2
+    bar = ProgressBar()
+    bar.label = f"communities {args.action}"
+    with _setup(args).knowledge_base as kb:
+        service = kb.communities
+        if args.action == "build":
+            result = service.build(kb.namespace, bar.update)
+        elif args.action == "write":
+            result = service.write_with_model(kb.namespace, limit=args.limit, progress=bar.update)
+        else:
+            result = service.global_search(args.query, kb.namespace, level=args.level, token_budget=args.token_budget)
+    bar.finish()
+    from duckgraph.core.terminal import for_stream
+
+    text = result.text if args.action == "search" else "\n".join(
+        f"{key}: {value}" for key, value in result.model_dump().items())
+    print(for_stream(result.model_dump_json(indent=2), sys.stdout, json=True) if args.json
+          else for_stream(text, sys.stdout))
+    return 0
+
+
 def _search(args: argparse.Namespace) -> int:
     with _setup(args).knowledge_base as kb:
         result = kb.search(args.query, hops=args.hops, k_anchors=args.k_anchors, max_nodes=args.max_nodes,
@@ -284,17 +381,70 @@ def _search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _moment(text: str) -> Any:
+    from duckgraph.core.domain.moments import parse_moment
+
+    try:
+        return parse_moment(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _changes(args: argparse.Namespace) -> int:
+    with _setup(args).knowledge_base as kb:
+        result = kb.recent_changes(since=args.since, until=args.until, limit=args.limit, token_budget=10**9)
+    from duckgraph.core.terminal import for_stream
+
+    print(for_stream(result.model_dump_json(indent=2), sys.stdout, json=True) if args.json
+          else for_stream(result.text, sys.stdout))
+    return 0
+
+
 def _stats(args: argparse.Namespace) -> int:
     with _setup(args).knowledge_base as kb:
-        stats = kb.stats()
+        stats = {"namespace": kb.namespace, **kb.stats(kb.namespace)}
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
         print(f"{stats['nodes']} nodes, {stats['edges']} edges, {stats['documents']} documents, "
-              f"{stats['chunks']} passages")
+              f"{stats['chunks']} passages (namespace {stats['namespace']})")
         for label in ("node_types", "edge_types"):
             if stats[label]:
                 print(f"{label.replace('_', ' ')}: " + ", ".join(f"{k} ({v})" for k, v in stats[label].items()))
+    return 0
+
+
+def _namespaces(args: argparse.Namespace) -> int:
+    from duckgraph.core.domain.namespaces import list_namespaces
+
+    if args.action == "delete":
+        return _delete_namespace(args)
+    with _setup(args).knowledge_base as kb:
+        found = list_namespaces(kb).namespaces
+    if args.json:
+        print(json.dumps([n.model_dump(mode="json") for n in found], indent=2))
+        return 0
+    for n in found:
+        when = f", last write {n.last_write}" if n.last_write else ""
+        print(f"{n.name}{' (default)' if n.default else ''}: {n.entities} entities, {n.relations} relations, "
+              f"{n.documents} documents{when}")
+    return 0
+
+
+def _delete_namespace(args: argparse.Namespace) -> int:
+    from duckgraph.core.domain.namespaces import delete_namespace
+    from duckgraph.ports import InvalidInputError
+
+    if not args.name or args.confirm is None:
+        raise InvalidInputError("usage: duckgraph namespaces delete NAME --confirm NAME (the name twice: it deletes "
+                                "everything in that namespace for good); nothing was deleted")
+    with _setup(args).knowledge_base as kb:
+        result = delete_namespace(kb, args.name, args.confirm, kb.namespace)
+    if args.json:
+        print(json.dumps(result.model_dump(mode="json"), indent=2))
+    else:
+        print(f"{result.message}: {result.entities} entities, {result.relations} relations, "
+              f"{result.documents} documents")
     return 0
 
 
@@ -321,7 +471,7 @@ def _export(args: argparse.Namespace) -> int:
     def write(kb, out):
         if args.format == "memory-jsonl":
             return export_memory_jsonl(kb, out)
-        return export_jsonl(kb, out, embeddings=args.embeddings)
+        return export_jsonl(kb, out, embeddings=args.embeddings, namespace=args.namespace)
 
     services = _setup(args)
     if args.output and args.output != "-":
@@ -369,9 +519,10 @@ def _import(args: argparse.Namespace) -> int:
     bar.label = "import"
     with services.knowledge_base as kb:
         if args.file == "-":
-            summary = import_lines(kb, sys.stdin, source="<stdin>", reembed=args.reembed, progress=bar.update)
+            summary = import_lines(kb, sys.stdin, source="<stdin>", reembed=args.reembed, progress=bar.update,
+                                   namespace=args.namespace)
         else:
-            summary = import_file(kb, args.file, reembed=args.reembed, progress=bar.update)
+            summary = import_file(kb, args.file, reembed=args.reembed, progress=bar.update, namespace=args.namespace)
     bar.finish()
     if args.json:
         print(summary.model_dump_json(indent=2))
@@ -428,6 +579,32 @@ def _backup_through_owner(db: Path, destination: Path, force: bool) -> dict[str,
         if sharing.holder(db) is None:  # it stopped meanwhile: the file is free
             return None
         raise
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from duckgraph.core.mcp.http import check_binding
+    from duckgraph.core.ui.server import new_token, page_url, serve_ui, ui_socket
+
+    if not 0 <= args.port <= 65_535:
+        print(f"duckgraph: --port {args.port} is not a port number", file=sys.stderr)
+        return 2
+    services = _setup(args)
+    configured = services.settings.http_token
+    token = args.token or (configured.get_secret_value() if configured else None)
+    if args.token == "":
+        token = new_token()
+    check_binding(args.host, token)
+    sock = ui_socket(args.host, args.port)
+    port = sock.getsockname()[1]
+    # A token made here is shown in the address, which sets it in the browser; a configured one is not printed.
+    url = page_url(args.host, port, token if args.token is not None else None)
+    guard = "token required" if token else "no token: this machine only"
+    print(f"duckgraph: the web UI is at {url} ({guard}); Ctrl-C stops it", file=sys.stderr, flush=True)
+    serve_ui(services, args.host, sock, token, open_url=url if args.open else None)
+    from duckgraph.core.mcp.transports import _exit_now
+
+    _exit_now(0)  # as `duckgraph serve` ends: the file is closed; skip PyTorch's slow teardown
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -10,9 +10,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from duckgraph.ports import ConfigError
+from duckgraph.core.domain.namespaces import check_namespace
+from duckgraph.ports import ConfigError, InvalidInputError
 
 ENV_PREFIX = "DUCKGRAPH_"
+#: The `namespace` setting that makes each client's default namespace its first MCP root folder's name.
+ROOTS_NAMESPACE = "@roots"
 
 
 class PluginChoice(BaseModel):
@@ -27,7 +30,10 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     db: Path = Field(default_factory=lambda: default_data_dir() / "duckgraph.duckdb")
+    #: The default namespace of tool calls, or "@roots": each client's first root folder's name.
     namespace: str = "default"
+    #: With namespace = "@roots": the default namespace of a client that gives no roots.
+    namespace_fallback: str = "default"
     store: PluginChoice = Field(default_factory=lambda: PluginChoice(use="duckdb"))
     embedder: PluginChoice = Field(default_factory=lambda: PluginChoice(use="sentence-transformers"))
     extractor: PluginChoice | None = None
@@ -40,6 +46,31 @@ class Settings(BaseModel):
     http_token: SecretStr | None = None
     #: The cosine similarity below which search finds nothing relevant; unset: the embedder's calibrated one.
     relevance_floor: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: Let the MCP tool add_urls fetch pages for the model (off: a server must opt in to reach the web).
+    fetch_urls: bool = False
+    #: Fetch URLs whose host is private, loopback or link-local (refused by default: see core/web/fetch.py).
+    fetch_private_hosts: bool = False
+    #: Seconds between two requests to one site while ingesting URLs (more when its robots.txt asks it).
+    fetch_delay: float = Field(default=1.0, ge=0.0, le=60.0)
+
+    @field_validator("namespace", "namespace_fallback")
+    @classmethod
+    def _valid_namespace(cls, value: str, info: Any) -> str:
+        if info.field_name == "namespace" and value == ROOTS_NAMESPACE:
+            return value
+        try:
+            return check_namespace(value)
+        except InvalidInputError as exc:
+            raise ValueError(str(exc) + (f", or {ROOTS_NAMESPACE!r}" if info.field_name == "namespace" else "")) from exc
+
+    @property
+    def from_roots(self) -> bool:
+        return self.namespace == ROOTS_NAMESPACE
+
+    @property
+    def default_namespace(self) -> str:
+        """The namespace of calls that name none, before any client's roots are known."""
+        return self.namespace_fallback if self.from_roots else self.namespace
 
     @field_validator("http_token")
     @classmethod
@@ -102,11 +133,14 @@ def load_settings(
 
 
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
-    for key in ("db", "namespace", "log_level", "tools", "http_token", "relevance_floor"):
+    for key in ("db", "namespace", "namespace_fallback", "log_level", "tools", "http_token", "relevance_floor"):
         if value := env.get(ENV_PREFIX + key.upper()):
             data[key] = value
-    if value := env.get(ENV_PREFIX + "WARM_UP"):
-        data["warm_up"] = value.strip().lower() not in {"0", "false", "no", "off"}
+    for key in ("warm_up", "fetch_urls", "fetch_private_hosts"):
+        if value := env.get(ENV_PREFIX + key.upper()):
+            data[key] = value.strip().lower() not in {"0", "false", "no", "off"}
+    if value := env.get(ENV_PREFIX + "FETCH_DELAY"):
+        data["fetch_delay"] = value
     for section in ("store", "embedder", "extractor"):
         use = env.get(ENV_PREFIX + section.upper())
         options = env.get(f"{ENV_PREFIX}{section.upper()}_OPTIONS")

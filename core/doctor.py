@@ -43,6 +43,7 @@ class Diagnosis:
                          "store": settings.store.model_dump()},
             "plugins": sorted(name for name, _ in pm.list_name_plugin()),
             "tools_list": tool_listing.status(),
+            "namespace": namespace_choice(settings),
             "checks": [],
         }
 
@@ -63,6 +64,17 @@ class Diagnosis:
         self.problems.append(problem)
         self.check(kind, False, problem)
         return None
+
+
+def namespace_choice(settings: Settings) -> dict[str, Any]:
+    """Which namespace a server's calls that name none use, and why."""
+    if settings.from_roots:
+        return {"default": settings.namespace_fallback, "from_roots": True,
+                "why": "namespace is @roots: each client's first MCP root folder's name; a client without roots "
+                       f"gets {settings.namespace_fallback!r} (namespace_fallback, DUCKGRAPH_NAMESPACE_FALLBACK)"}
+    return {"default": settings.namespace, "from_roots": False,
+            "why": "the namespace setting (--namespace, DUCKGRAPH_NAMESPACE or the config file; 'default' when "
+                   "unset); a tool call may name another"}
 
 
 def diagnose(settings: Settings, pm: pluggy.PluginManager) -> dict[str, Any]:
@@ -272,6 +284,8 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"sharing:   held by duckgraph pid {shared.get('recorded_pid') or '?'}, which does not answer")
     elif shared.get("held") is False:
         print("sharing:   no duckgraph server has the file open")
+    namespace = report["namespace"]
+    print(f"namespace: {'@roots' if namespace['from_roots'] else namespace['default']} ({namespace['why']})")
     print(f"embedder:  {report['embedder']['id']}")
     floor = report["relevance_floor"]
     print(f"relevance floor: {floor['value']} ({floor['from']})" if floor else "relevance floor: none")

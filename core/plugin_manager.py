@@ -17,12 +17,16 @@ BUILTIN_PLUGINS = (
     "duckgraph.plugins.duckdb",
     "duckgraph.plugins.sentence_transformers",
     "duckgraph.plugins.ollama",
+    "duckgraph.plugins.converters",
+    "duckgraph.plugins.leiden",
 )
-PluginKind = Literal["embedder", "store", "extractor"]
+PluginKind = Literal["embedder", "store", "extractor", "converter", "community_detector"]
 _HOOKS: dict[PluginKind, str] = {
     "embedder": "register_embedders",
     "store": "register_stores",
     "extractor": "register_extractors",
+    "converter": "register_converters",
+    "community_detector": "register_community_detectors",
 }
 
 

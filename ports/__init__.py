@@ -11,10 +11,11 @@ from duckgraph.ports.errors import (
     NotFoundError,
     StoreError,
 )
-from duckgraph.ports.extractor import Extractor
+from duckgraph.ports.extractor import ChatExtractor, Extractor, ReplyFormat
 from duckgraph.ports.hookspecs import hookimpl
 from duckgraph.ports.names import clean_name, entity_key, loose_key, name_candidates, relation_type
 from duckgraph.ports.records import (
+    ChangeRecord,
     ChunkRecord,
     DocumentRecord,
     EdgeRecord,
@@ -25,6 +26,7 @@ from duckgraph.ports.records import (
     isin_ids,
     link_counts,
     Snapshot,
+    TimeFilter,
     VectorKind,
     WriteBatch,
     WriteSummary,
@@ -33,9 +35,9 @@ from duckgraph.ports.store import GraphStore
 from duckgraph.ports.text import tokens
 
 __all__ = [
-    "ChunkRecord", "ConfigError", "DocumentRecord", "DuckgraphError", "EdgeRecord", "EdgeWrite", "Embedder",
+    "ChangeRecord", "ChatExtractor", "ChunkRecord", "ConfigError", "DocumentRecord", "DuckgraphError", "EdgeRecord", "EdgeWrite", "Embedder",
     "EmbedderError", "EmbedderMismatchError", "ExtractionError", "Extractor", "GraphFragment", "GraphStore",
-    "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "Snapshot", "StoreError", "VectorKind", "WriteBatch",
+    "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "ReplyFormat", "Snapshot", "StoreError", "TimeFilter", "VectorKind", "WriteBatch",
     "WriteSummary",
     "clean_name", "entity_key", "hookimpl", "isin_ids", "link_counts", "loose_key", "name_candidates", "normalize",
     "relation_type", "tokens",

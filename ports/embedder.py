@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 class Embedder(ABC):
     """Embeds texts as unit-length float32 vectors.
 
-    A plugin implements `id`, `dimensions` and `embed_batch`; batching, normalisation and shape checks live
-    here. Constructing an embedder must be cheap: load models or open connections on first use.
+    A plugin implements `id` and `embed_batch`, and `dimensions` where probing it (below) will not do; batching,
+    normalisation and shape checks live here. Constructing an embedder must be cheap: load models or open
+    connections on first use.
     """
 
     #: How many texts `embed_documents` sends to `embed_batch` at once.
@@ -34,10 +35,16 @@ class Embedder(ABC):
         Two embedders with the same id must produce comparable vectors; the store records it.
         """
 
+    #: The width when known (a plugin's option, or its first reply); None until `dimensions` probes it.
+    _dimensions: int | None = None
+
     @property
-    @abstractmethod
     def dimensions(self) -> int:
-        """Length of every vector. May load the model to find out."""
+        """Length of every vector. By default probed once, by embedding one text, unless `_dimensions` is known;
+        a plugin that can read it elsewhere (the model's files) overrides this."""
+        if self._dimensions is None:
+            self._dimensions = len(self.embed_batch(["dimension probe"])[0])
+        return self._dimensions
 
     @abstractmethod
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:

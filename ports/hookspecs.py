@@ -19,3 +19,13 @@ def register_stores(register):
 @hookspec
 def register_extractors(register):
     """Register extractor factories: ``register("my-id", lambda **options: MyExtractor(**options))``."""
+
+
+@hookspec
+def register_community_detectors(register):
+    """Register community detector factories: ``register("my-id", lambda **options: MyDetector(**options))``."""
+
+
+@hookspec
+def register_converters(register):
+    """Register document converters: ``register("my-id", lambda: MyConverter())`` (ports/converter.py)."""

@@ -51,7 +51,8 @@ class EdgeWrite:
     source_chunk_ids: tuple[int, ...] = ()
     #: Vector of the fact as a sentence ("Marie Curie won Nobel Prize in Physics").
     embedding: np.ndarray | None = None
-    #: Validity and times, stored as given by `GraphStore.restore` only (`write` sets them itself).
+    #: Validity (naive UTC; None: unknown start / still holds). `write` stores the given validity on the matching
+    #: edge that has not ended (or a new one; see `GraphStore.write`); `restore` stores all four as given.
     valid_from: datetime | None = None
     valid_until: datetime | None = None
     created_at: datetime | None = None
@@ -73,6 +74,21 @@ class EdgeRecord:
     valid_until: datetime | None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class TimeFilter:
+    """Which edges a graph read follows, by validity (times naive UTC), where `as_of` takes more than a moment.
+
+    Valid at `as_of` (None: now), unless a window is given without `as_of`; `history` adds the edges that ended
+    before that moment; `after` / `before` keep only edges valid at some moment between them. A plain datetime
+    as `as_of` is `TimeFilter(as_of=it)`; None is "valid now".
+    """
+
+    as_of: datetime | None = None
+    history: bool = False
+    after: datetime | None = None
+    before: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -132,6 +148,8 @@ class DocumentRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: When it was stored (read back by the store; `write` sets it, `restore` keeps a given one).
     created_at: datetime | None = None
+    #: When what it tells happened or was written (naive UTC; None: unknown), given by the caller.
+    time: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -143,6 +161,8 @@ class ChunkRecord:
     text: str
     id: int | None = None
     embedding: np.ndarray | None = None
+    #: The headings above it, "Installation > Linux"; "" when none.
+    section: str = ""
 
 
 @dataclass(slots=True)
@@ -160,9 +180,13 @@ class WriteBatch:
     #: Nodes to delete with everything that hangs on them (edges, provenance, vectors, observations).
     delete_nodes: list[int] = field(default_factory=list)
     delete_edges: list[int] = field(default_factory=list)
+    #: (edge id, moment): edges that stop holding at that moment (valid_until), kept as history.
+    end_edges: list[tuple[int, datetime]] = field(default_factory=list)
     #: (namespace, document id): documents to delete with their chunks and what those chunks alone supported:
     #: the nodes all of whose mentions, and the edges all of whose evidence, are in them (with the nodes' edges).
     delete_documents: list[tuple[str, str]] = field(default_factory=list)
+    #: Namespaces whose communities and reports go too (derived data): those deleted whole.
+    drop_communities: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -205,11 +229,24 @@ class WriteSummary:
     nodes_deleted: int = 0
     edges_deleted: int = 0
     documents_deleted: int = 0
+    edges_ended: int = 0
     node_ids: dict[str, int] = field(default_factory=dict)
     chunk_ids: dict[str, list[int]] = field(default_factory=dict)
     #: Provenance pairs added by `restore` (pairs already stored are not counted).
     mentions_added: int = 0
     evidence_added: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class ChangeRecord:
+    """One thing a write did, for a list of what changed: `kind` is "entity created", "entity updated", "fact added",
+    "fact ended" or "document added"; `at` when it was written (naive UTC); the id of what changed."""
+
+    at: datetime
+    kind: str
+    node_id: int | None = None
+    edge_id: int | None = None
+    document_id: str | None = None
 
 
 class GraphFragment(TypedDict):

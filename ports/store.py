@@ -11,10 +11,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from duckgraph.ports.communities import CommunityBuild, CommunityRecord
+
     import numpy as np
 
 from duckgraph.ports.errors import StoreError
 from duckgraph.ports.records import (
+    ChangeRecord,
     ChunkRecord,
     DocumentRecord,
     EdgeRecord,
@@ -118,6 +121,19 @@ class GraphStore(ABC):
         a few texts; stores that hold this mapping in memory should answer it without a query."""
         return {c.id: c.document_id for c in self.get_chunks(ids)}
 
+    def chunk_times(self, ids: Iterable[int], namespace: str) -> dict[int, datetime]:
+        """The time of each known chunk's document, for those whose document has one (a search's window and
+        its passages' dates)."""
+        documents = self.chunk_documents(ids)
+        times = {d.id: d.time for d in self.get_documents(set(documents.values()), namespace) if d.time is not None}
+        return {chunk_id: times[doc] for chunk_id, doc in documents.items() if doc in times}
+
+    @abstractmethod
+    def changes(self, namespace: str, since: datetime | None, until: datetime | None, limit: int) -> list[ChangeRecord]:
+        """What writes did in [since, until) (naive UTC; None: unbounded), newest first, at most `limit`: entities
+        created, entities updated (last update), edges added, edges ended (when the end was written), documents
+        stored."""
+
     def document_titles(self, ids: Iterable[str], namespace: str) -> dict[str, str]:
         """The title of each known document of `ids` ("" for none), for a search's passages."""
         return {d.id: d.title or "" for d in self.get_documents(ids, namespace)}
@@ -130,7 +146,8 @@ class GraphStore(ABC):
     def neighbor_ends(
         self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The edges touching any of `node_ids`, in either direction, valid at `as_of` (None: still holding), at
+        """The edges touching any of `node_ids`, in either direction, valid at `as_of` (None: now; a `TimeFilter`
+        for more than a moment, as every `as_of` below), at
         most `limit` of them, the strongest (then the lowest id) first: arrays of their ids, source ids, target ids
         (int64) and weights (float64), aligned. Walks need no more of an edge until it is kept (then `get_edges`)."""
 
@@ -234,11 +251,34 @@ class GraphStore(ABC):
         node example is an entity name, an edge example ``{"source", "target"}`` names.
         """
 
+    def most_connected(self, namespace: str, *, limit: int = 20) -> list[tuple[int, int]]:
+        """The `limit` nodes of `namespace` with the most edges that still hold (either direction), as (node id,
+        edge count) pairs, most first (ties: lowest id first). This default reads every edge; a store should
+        answer it with one query."""
+        from collections import Counter
+
+        counts: Counter[int] = Counter()
+        offset = 0
+        while page := self.list_edges(namespace, offset=offset, limit=10_000):
+            counts.update(i for e in page for i in (e.source_id, e.target_id))
+            offset += len(page)
+        return sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
+
     # -- bulk reads and restore (export and import) ------------------------------------------------------
 
     @abstractmethod
     def namespaces(self) -> list[str]:
         """Every namespace that holds a node, an edge or a document, sorted."""
+
+    def namespace_summaries(self) -> list[dict[str, Any]]:
+        """Per namespace (sorted): ``{"namespace", "nodes", "edges" (that still hold), "documents", "last_write"}``,
+        the last a naive UTC datetime of its newest row (None when unknown)."""
+        summaries = []
+        for namespace in self.namespaces():
+            stats = self.stats(namespace)
+            summaries.append({"namespace": namespace, "nodes": stats["nodes"], "edges": stats["edges"],
+                              "documents": stats["documents"], "last_write": None})
+        return summaries
 
     @abstractmethod
     def list_documents(self, namespace: str, *, offset: int = 0, limit: int = 100) -> list[DocumentRecord]:
@@ -292,4 +332,45 @@ class GraphStore(ABC):
             f"the {type(self).__name__} store cannot make backups; use `duckgraph export` to save its contents"
         )
 
+    # -- communities (derived data, see ports/communities.py); a store without them refuses ---------------
 
+    def _no_communities(self) -> StoreError:
+        return StoreError(f"the {type(self).__name__} store does not keep communities")
+
+    def edge_arrays(self, namespace: str, at: datetime) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Ids, source ids, target ids (int64) and weights (float64) of the namespace's edges valid at `at`."""
+        raise self._no_communities()
+
+    def replace_communities(self, namespace: str, communities: Sequence[CommunityRecord],
+                            build: CommunityBuild) -> None:
+        """Replace the namespace's communities (ids are given to the records; parents by `parent_ref`) and record
+        the build, in one transaction. Called through `KnowledgeBase.writing()` only."""
+        raise self._no_communities()
+
+    def save_reports(self, communities: Sequence[CommunityRecord]) -> None:
+        """Store the reports (title, summary, details, author, stale, embedding) of existing communities, in one
+        transaction; StoreError naming an id that no longer exists. Called through `KnowledgeBase.writing()`."""
+        raise self._no_communities()
+
+    def communities(self, namespace: str, ids: Sequence[int] | None = None, *, members: bool = True,
+                    vectors: bool = False) -> list[CommunityRecord]:
+        """The namespace's communities (or those of `ids`), coarsest level first."""
+        raise self._no_communities()
+
+    def community_build(self, namespace: str) -> CommunityBuild | None:
+        """The namespace's last build, None before the first."""
+        raise self._no_communities()
+
+    def changed_since_build(self, namespace: str, since: datetime) -> int:
+        """Nodes and edges written or ended since `since`, plus members deleted since the build."""
+        raise self._no_communities()
+
+    def node_communities(self, node_ids: Sequence[int], namespace: str) -> dict[int, list[tuple[int, int, str]]]:
+        """Node id -> its communities as (id, level, title), coarsest first."""
+        raise self._no_communities()
+
+    def search_reports(self, namespace: str, vector: np.ndarray, query: str, candidates: Sequence[int]
+                       ) -> tuple[dict[int, float], dict[int, float]]:
+        """For the communities of `candidates`: the cosine similarity of their report vectors to `vector`, and the
+        BM25 score of their report words for `query` (only those that match)."""
+        raise self._no_communities()

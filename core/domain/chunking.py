@@ -1,4 +1,5 @@
-"""Splitting documents into passages small enough to embed well."""
+"""Splitting documents into passages small enough to embed well, and at their Markdown headings: each passage
+knows its section, the path of headings above it ("Installation > Linux")."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import re
 #: all-MiniLM-L6-v2 reads 256 word pieces, roughly 1,000 characters of English.
 DEFAULT_CHUNK_CHARS = 1_000
 DEFAULT_OVERLAP_CHARS = 150
+#: The passage path's separator, between the headings of a section and the ones above it.
+SECTION_SEPARATOR = " > "
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+"), re.compile(r"\s+"))
 
 
@@ -43,3 +48,36 @@ def _best_cut(text: str, start: int, end: int) -> int:
         if cuts:
             return start + cuts[-1]
     return end
+
+
+def chunk_sections(text: str, max_chars: int = DEFAULT_CHUNK_CHARS,
+                   overlap: int = DEFAULT_OVERLAP_CHARS) -> list[tuple[str, str]]:
+    """(section, passage) pairs: `text` cut at its Markdown headings, then each section as `chunk_text` cuts it.
+    A passage never spans two sections; the heading lines themselves are left out (the section names them)."""
+    return [(section, passage) for section, body in sections(text) for passage in chunk_text(body, max_chars, overlap)]
+
+
+def sections(text: str) -> list[tuple[str, str]]:
+    """(section path, body) of each part of `text` that has a body, in order; "" is the path of the text before
+    the first heading. `#` lines inside fenced code blocks are code, not headings."""
+    found: list[tuple[str, str]] = []
+    path: list[tuple[int, str]] = []  # (level, heading) from the top down
+    body: list[str] = []
+    fenced = False
+
+    def close() -> None:
+        if "".join(body).strip():
+            found.append((SECTION_SEPARATOR.join(h for _, h in path), "\n".join(body)))
+        body.clear()
+
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and (match := _HEADING.match(line)) and match.group(2).strip():
+            close()
+            level = len(match.group(1))
+            path = [*(entry for entry in path if entry[0] < level), (level, " ".join(match.group(2).split()))]
+            continue
+        body.append(line)
+    close()
+    return found

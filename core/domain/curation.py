@@ -18,12 +18,14 @@ from duckgraph.core.domain.model import (
     RelationsDeleted,
     ResultEdge,
 )
+from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.ports import (
     EdgeRecord,
     EdgeWrite,
     InvalidInputError,
     NodeRecord,
     NotFoundError,
+    TimeFilter,
     WriteBatch,
     WriteSummary,
     entity_key,
@@ -52,6 +54,7 @@ class GraphCuration:
 
     def resolve(self, names: Sequence[str], namespace: str) -> tuple[dict[str, NodeRecord], list[str]]:
         """Nodes by name (exact key first, else an alias only one node has), and the names not found."""
+        namespace = check_namespace(namespace)  # every use case by name comes through here, before it writes
         self.kb.open()
         records = self.store.find_nodes(namespace, [entity_key(n) for n in names])
         by_key = {r.key: r for r in records}
@@ -85,7 +88,8 @@ class GraphCuration:
         observations = self.store.get_observations([r.id for r in records])
         details = []
         for record in records:
-            edges = self.store.neighbors([record.id], namespace, limit=max_edges + 1)
+            # Ended relations too, with their periods: what was true before is part of what is known.
+            edges = self.store.neighbors([record.id], namespace, as_of=TimeFilter(history=True), limit=max_edges + 1)
             details.append(EntityDetail(
                 id=record.id, name=record.name, type=record.type, description=record.description,
                 aliases=list(record.aliases), properties=record.properties,
@@ -96,6 +100,7 @@ class GraphCuration:
 
     def page(self, namespace: str, *, offset: int, limit: int) -> GraphPage:
         """A page of entities with the relations among them; `next_offset` is None on the last page."""
+        namespace = check_namespace(namespace)
         self.kb.open()
         records = self.store.list_nodes(namespace, offset=offset, limit=limit + 1)
         more = len(records) > limit
@@ -348,7 +353,8 @@ def _render_chain(chain: list[EdgeRecord], start: int, names: dict[int, str]) ->
 
 def _result_edge(edge: EdgeRecord, names: dict[int, str]) -> ResultEdge:
     return ResultEdge(id=edge.id, source=names[edge.source_id], target=names[edge.target_id], type=edge.type,
-                      description=edge.description, weight=edge.weight)
+                      description=edge.description, weight=edge.weight, valid_from=edge.valid_from,
+                      valid_until=edge.valid_until)
 
 
 def _observations_after(

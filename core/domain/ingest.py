@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from duckgraph.core.domain.chunking import chunk_text
+from duckgraph.core.domain.chunking import chunk_sections
 from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import (
     ChunkRecord,
@@ -84,17 +84,19 @@ def _plan_documents(
     for doc_id, doc in zip(ids, documents):
         title = doc.title or ""
         old = stored.get(doc_id)
-        if old is not None and old.text == doc.text and old.title == title and old.metadata == doc.metadata:
+        if (old is not None and old.text == doc.text and old.title == title and old.metadata == doc.metadata
+                and old.time == doc.time):
             results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[], unchanged=True))
             continue
         batch.documents.append(DocumentRecord(
-            id=doc_id, namespace=namespace, text=doc.text, title=title, metadata=dict(doc.metadata)
+            id=doc_id, namespace=namespace, text=doc.text, title=title, metadata=dict(doc.metadata), time=doc.time,
         ))
-        for ordinal, text in enumerate(chunk_text(doc.text, kb.chunk_chars, kb.chunk_overlap)):
-            batch.chunks.append(ChunkRecord(document_id=doc_id, ordinal=ordinal, text=text))
-        results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[]))
+        sections = chunk_sections(doc.text, kb.chunk_chars, kb.chunk_overlap)
+        for ordinal, (section, text) in enumerate(sections):
+            batch.chunks.append(ChunkRecord(document_id=doc_id, ordinal=ordinal, text=text, section=section))
+        results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[], replaced=old is not None))
     titles = {d.id: d.title for d in batch.documents}
-    pairs = [(c, passage_text(titles[c.document_id], c.text)) for c in batch.chunks]
+    pairs = [(c, passage_text(titles[c.document_id], c.text, c.section)) for c in batch.chunks]
     embed_in_batches(kb.embedder, pairs, progress, "embedding passages", vectors)
     return batch, results
 
@@ -163,7 +165,8 @@ def _extract(
 def _extract_one(kb: KnowledgeBase, chunk: ChunkRecord, namespace: str, entry: ChunkExtraction) -> None:
     try:
         known = [n.name for n in kb.store.find_nodes(namespace, name_candidates(chunk.text, 4))]
-        fragment = kb.extractor.extract(chunk.text, known_entities=known)
+        # The section's headings are the passage's context ("Installation > Linux"), as they are for its vector.
+        fragment = kb.extractor.extract(passage_text("", chunk.text, chunk.section), known_entities=known)
         nodes, edges = _fragment_inputs(fragment, chunk.document_id)
         if nodes or edges:
             added = kb.add_knowledge_graph(nodes, edges, namespace=namespace, source_chunk_ids=[chunk.id])

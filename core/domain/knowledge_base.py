@@ -10,12 +10,16 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain import ingest
 from duckgraph.core.domain.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS
+from duckgraph.core.domain import history
+from duckgraph.core.domain.history import check_window
 from duckgraph.core.domain.ingest import Progress
+from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.render import render_search
@@ -46,7 +50,10 @@ if TYPE_CHECKING:
     from duckgraph.core.domain.model import (
         AddDocumentsResult,
         AddGraphResult,
+        ChangesResult,
         DocumentInput,
+        EndRelationInput,
+        RelationsEnded,
         EdgeInput,
         NodeInput,
         SearchResult,
@@ -80,6 +87,14 @@ class Writer:
         finally:
             self._counted()
 
+    def replace_communities(self, namespace: str, communities: Sequence[Any], build: Any) -> None:
+        """Replace a namespace's communities (derived data: not counted as a write of the graph)."""
+        self._store.replace_communities(namespace, communities, build)
+
+    def save_reports(self, communities: Sequence[Any]) -> None:
+        """Store community reports (derived data: not counted as a write of the graph)."""
+        self._store.save_reports(communities)
+
     @contextmanager
     def restoring(self) -> Iterator[Callable[[Snapshot], WriteSummary]]:
         """Write an import's rows in several snapshots and one transaction (see `GraphStore.restore_stream`)."""
@@ -107,8 +122,11 @@ class KnowledgeBase:
         chunk_overlap: int = DEFAULT_OVERLAP_CHARS,
         search_defaults: SearchOptions = SearchOptions(),
         extractor: Extractor | None = None,
+        community_detector: Any = None,
     ) -> None:
         self.store = store
+        self.community_detector = community_detector  # a CommunityDetector (ports/communities.py), or None
+        self._communities: Any = None
         self.embedder = embedder
         self.extractor = extractor
         self.namespace = namespace
@@ -121,6 +139,11 @@ class KnowledgeBase:
         self._bound = False
         self._closed_for_good = False
         self._commit_count = 0  # commits tried through `writing()`: what `prepare_write` compares against
+
+    def resolve_namespace(self, namespace: str | None) -> str:
+        """The namespace a use case works in: `namespace` when given (an invalid name is an InvalidInputError
+        before anything is read or written), else this knowledge base's default."""
+        return self.namespace if namespace is None else check_namespace(namespace)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -142,6 +165,9 @@ class KnowledgeBase:
         server closes it: a warm-up or a call still under way then fails rather than opening the file again."""
         with self._open_lock:
             self._closed_for_good = self._closed_for_good or final
+            if self._communities is not None:  # its background rebuilds end with the file's use
+                self._communities.keeper.stop()
+                self._communities = None
             if self._opened:
                 self.store.close()
                 self._opened = False
@@ -200,6 +226,7 @@ class KnowledgeBase:
         # Counted once the store call has returned (or failed): a mark taken after the count then never misses a
         # write its reads could not see yet. Only under the write lock, so no two writers count at once.
         self._commit_count += 1
+        self.communities.keeper.written()  # wakes the background check of the communities' freshness
 
     @contextmanager
     def writes_paused(self) -> Iterator[None]:
@@ -227,7 +254,7 @@ class KnowledgeBase:
         from duckgraph.core.domain.model import (
             MAX_EDGES_PER_CALL, MAX_NODES_PER_CALL, AddGraphResult, NodeRef)
 
-        namespace = namespace or self.namespace
+        namespace = self.resolve_namespace(namespace)
         if len(nodes) > MAX_NODES_PER_CALL or len(edges) > MAX_EDGES_PER_CALL:
             raise InvalidInputError(
                 f"too many items in one call ({len(nodes)} nodes, {len(edges)} edges); the limits are "
@@ -415,6 +442,7 @@ class KnowledgeBase:
                 description=edge.description or "", weight=edge.weight,
                 properties=dict(edge.properties) if edge.properties else {},
                 source_ids=tuple(dict.fromkeys(edge.source_ids)) if edge.source_ids else (),
+                valid_from=edge.valid_from, valid_until=edge.valid_until,
             ))
         return found
 
@@ -433,13 +461,13 @@ class KnowledgeBase:
         passage as provenance, one transaction per passage: a passage whose extraction fails is still stored
         and its error is reported (see `duckgraph.core.domain.ingest`).
         """
-        return ingest.add_documents(self, documents, namespace or self.namespace, extract, progress)
+        return ingest.add_documents(self, documents, self.resolve_namespace(namespace), extract, progress)
 
     def search(self, query: str, *, namespace: str | None = None, token_budget: int = 2_000, **options: Any) -> SearchResult:
         """Anchor & expand: the subgraph around the entities the query is about, and supporting passages."""
         from duckgraph.core.domain.model import Passage, ScoredEdge, ScoredNode, SearchResult
 
-        namespace = namespace or self.namespace
+        namespace = self.resolve_namespace(namespace)
         query = query.strip()
         if not query:
             raise InvalidInputError("the query is empty: ask a question or name what you are looking for")
@@ -447,6 +475,7 @@ class KnowledgeBase:
         if unknown:
             raise InvalidInputError(f"unknown search options: {', '.join(sorted(unknown))}")
         settings = replace(self.search_defaults, **{k: v for k, v in options.items() if v is not None})
+        check_window(settings.after, settings.before)
         if settings.relevance_floor is None:
             settings = replace(settings, relevance_floor=self.embedder.relevance_floor)
         self._vectors_ready()
@@ -462,9 +491,10 @@ class KnowledgeBase:
 
         names = {node_id: record.name for node_id, record in found.records.items()}
         titles = self.store.document_titles({chunk.document_id for chunk, _ in found.passages}, namespace)
+        times = self.store.chunk_times([chunk.id for chunk, _ in found.passages], namespace) if found.passages else {}
         passages = [
             Passage(document_id=chunk.document_id, chunk_id=chunk.id, title=titles.get(chunk.document_id, ""),
-                    text=chunk.text, score=round(score, 4))
+                    section=chunk.section, text=chunk.text, time=times.get(chunk.id), score=round(score, 4))
             for chunk, score in found.passages
         ]
         result = SearchResult(
@@ -472,7 +502,8 @@ class KnowledgeBase:
             anchors=[scored(a) for a in found.anchors],
             nodes=[scored(n) for n in found.nodes],
             edges=[ScoredEdge(id=e.id, source=names[e.source_id], target=names[e.target_id], type=e.type,
-                              description=e.description, weight=e.weight, score=round(score, 4))
+                              description=e.description, weight=e.weight, valid_from=e.valid_from,
+                              valid_until=e.valid_until, score=round(score, 4))
                    for e, score in found.edges],
             passages=passages,
             text="",
@@ -480,9 +511,33 @@ class KnowledgeBase:
             nothing_relevant=found.nothing_relevant,
         )
         result.text, result.truncated = render_search(result, token_budget)
+        self._name_communities(result, namespace)
         return result
 
+    def end_relations(self, relations: Sequence[EndRelationInput], *, namespace: str | None = None) -> RelationsEnded:
+        """Close current relations at their `ended_at` (default now), keeping them as history (core/domain/history.py)."""
+        return history.end_relations(self, relations, self.resolve_namespace(namespace))
+
+    def recent_changes(self, *, namespace: str | None = None, since: datetime | None = None,
+                       until: datetime | None = None, limit: int = 50, token_budget: int = 2_000) -> ChangesResult:
+        """What was written in [since, until), newest first (core/domain/history.py)."""
+        return history.recent_changes(self, self.resolve_namespace(namespace), since=since, until=until, limit=limit,
+                                      token_budget=token_budget)
+
+    def _name_communities(self, result: SearchResult, namespace: str) -> None:
+        """Name the community of each anchor, and point a question about the whole memory to global_search."""
+        titles, hint = self.communities.about_anchors(namespace, [a.id for a in result.anchors],
+                                                      result.nothing_relevant)
+        result.anchor_communities = {a.name: titles[a.id] for a in result.anchors if a.id in titles}
+        result.hint = hint
+        if result.anchor_communities:
+            result.text += "\nCommunities: " + "; ".join(f"{k}: {v}" for k, v in result.anchor_communities.items())
+        if hint:
+            result.text += f"\n{hint}"
+
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
+        """Counts and types of `namespace` (None: of the whole file)."""
+        namespace = None if namespace is None else check_namespace(namespace)
         self.open()
         return self.store.stats(namespace)
 
@@ -493,7 +548,7 @@ class KnowledgeBase:
     def schema(self, namespace: str | None = None, *, limit: int = 50) -> dict[str, Any]:
         """The entity and relation types in use, most common first, each with its count and one example;
         at most `limit` of each, with `truncated` telling whether there are more."""
-        namespace = namespace or self.namespace
+        namespace = self.resolve_namespace(namespace)
         self.open()
         found = self.store.type_examples(namespace, limit=limit + 1)
         return {
@@ -502,6 +557,17 @@ class KnowledgeBase:
             "edge_types": found["edge_types"][:limit],
             "truncated": {kind: len(found[kind]) > limit for kind in ("node_types", "edge_types")},
         }
+
+    @property
+    def communities(self):
+        """Communities, their reports and global search (see `duckgraph.core.domain.communities`)."""
+        if self._communities is None:
+            from duckgraph.core.domain.communities.service import CommunityService
+
+            with self._open_lock:
+                if self._communities is None:
+                    self._communities = CommunityService(self, self.community_detector)
+        return self._communities
 
     @property
     def curation(self):

@@ -65,7 +65,9 @@ MAX_RELATIONS = 5_000
 # -- writing ---------------------------------------------------------------------------------------------
 
 
-def create_entities(kb: KnowledgeBase, entities: Sequence[MemoryEntityInput]) -> list[CreatedEntity]:
+def create_entities(
+    kb: KnowledgeBase, entities: Sequence[MemoryEntityInput], *, namespace: str | None = None
+) -> list[CreatedEntity]:
     """Create the entities whose names are new, in one transaction, and return them as the reference does.
 
     An entity named exactly as a stored one is skipped, as in the reference. One named as a stored (or earlier
@@ -74,7 +76,7 @@ def create_entities(kb: KnowledgeBase, entities: Sequence[MemoryEntityInput]) ->
     sent is lost. A placeholder (entityType 'unknown', made by create_relations for a missing end) is filled in:
     it takes the given type and observations, and counts as created.
     """
-    namespace = kb.namespace
+    namespace = kb.resolve_namespace(namespace)
     with kb.writing() as writer:
         keys = [entity_key(e.name) for e in entities]
         stored = {n.key: n for n in kb.store.find_nodes(namespace, keys) if n.key in keys}
@@ -116,7 +118,9 @@ def create_entities(kb: KnowledgeBase, entities: Sequence[MemoryEntityInput]) ->
     return results
 
 
-def create_relations(kb: KnowledgeBase, relations: Sequence[RelationInput]) -> list[CreatedRelation]:
+def create_relations(
+    kb: KnowledgeBase, relations: Sequence[RelationInput], *, namespace: str | None = None
+) -> list[CreatedRelation]:
     """Create the relations that do not exist yet (same ends, same type after normalisation), in one
     transaction; returns them as the caller wrote them.
 
@@ -125,14 +129,14 @@ def create_relations(kb: KnowledgeBase, relations: Sequence[RelationInput]) -> l
     observations) and the relation says so in `note`. A relation whose ends are one entity ("Maya Chen" and
     "maya chen" are one here) is not stored and is returned with a `note` saying so.
     """
-    namespace = kb.namespace
+    namespace = kb.resolve_namespace(namespace)
     for i, relation in enumerate(relations):
         if not relation_type(relation.relationType):
             raise InvalidInputError(f"relations[{i}] ({relation.from_} -{relation.relationType}-> {relation.to}): "
                                     "the relationType must contain letters or digits, e.g. works_at")
     with kb.writing() as writer:
         found, missing = kb.curation.resolve([n for r in relations for n in (r.from_, r.to)], namespace)
-        new_ends = placeholders(kb, missing)
+        new_ends = placeholders(kb, missing, namespace)
         for name in missing:
             found[name] = new_ends[entity_key(name)]
         ends = {n.key: n for n in found.values()}
@@ -163,17 +167,17 @@ def create_relations(kb: KnowledgeBase, relations: Sequence[RelationInput]) -> l
     return results
 
 
-def placeholders(kb: KnowledgeBase, missing: Sequence[str]) -> dict[str, NodeRecord]:
+def placeholders(kb: KnowledgeBase, missing: Sequence[str], namespace: str) -> dict[str, NodeRecord]:
     """A placeholder entity for each missing name (one per key, spelt as first given). A name that is an alias
     of several entities is refused: which one was meant cannot be told, and a new entity would hide them."""
     keys: dict[str, str] = {}
     for name in missing:
         keys.setdefault(entity_key(name), name)
-    for record in kb.store.find_nodes(kb.namespace, keys):
+    for record in kb.store.find_nodes(namespace, keys):
         shared = [keys[k] for k in keys if k in {entity_key(a) for a in record.aliases}]
         if shared:
             raise InvalidInputError(f"{shared[0]!r} is an alias of several entities; use the exact name of one")
-    return {key: NodeRecord(namespace=kb.namespace, key=key, name=name, type=PLACEHOLDER_TYPE, observations=())
+    return {key: NodeRecord(namespace=namespace, key=key, name=name, type=PLACEHOLDER_TYPE, observations=())
             for key, name in keys.items()}
 
 
@@ -203,10 +207,12 @@ def _check_observation_count(record: NodeRecord, count: int) -> None:
         )
 
 
-def add_observations(kb: KnowledgeBase, additions: Sequence[ObservationAddition]) -> list[AddedObservations]:
+def add_observations(
+    kb: KnowledgeBase, additions: Sequence[ObservationAddition], *, namespace: str | None = None
+) -> list[AddedObservations]:
     """Add observations to existing entities, skipping ones they already have; one transaction. An unknown
     entity fails the whole call, as in the reference."""
-    namespace = kb.namespace
+    namespace = kb.resolve_namespace(namespace)
     with kb.writing() as writer:
         found, missing = kb.curation.resolve([a.entityName for a in additions], namespace)
         if missing:
@@ -218,13 +224,15 @@ def add_observations(kb: KnowledgeBase, additions: Sequence[ObservationAddition]
             added = [t for t in dict.fromkeys(addition.contents) if t not in texts]
             texts.extend(added)
             results.append(AddedObservations(entityName=addition.entityName, addedObservations=added))
-        _commit_observations(kb, writer, found.values(), current, state)
+        _commit_observations(kb, writer, found.values(), current, state, namespace)
     return results
 
 
-def delete_observations(kb: KnowledgeBase, deletions: Sequence[ObservationDeletion]) -> ObservationsDeleted:
+def delete_observations(
+    kb: KnowledgeBase, deletions: Sequence[ObservationDeletion], *, namespace: str | None = None
+) -> ObservationsDeleted:
     """Remove the given observations; entities that do not exist are ignored (and listed), as in the reference."""
-    namespace = kb.namespace
+    namespace = kb.resolve_namespace(namespace)
     with kb.writing() as writer:
         found, missing = kb.curation.resolve([d.entityName for d in deletions], namespace)
         current, state = _observation_state(kb, found.values())
@@ -236,7 +244,7 @@ def delete_observations(kb: KnowledgeBase, deletions: Sequence[ObservationDeleti
             doomed = set(deletion.observations)
             removed.setdefault(node_id, []).extend(t for t in state[node_id] if t in doomed)
             state[node_id] = [t for t in state[node_id] if t not in doomed]
-        _commit_observations(kb, writer, found.values(), current, state)
+        _commit_observations(kb, writer, found.values(), current, state, namespace)
     names = {r.id: r.name for r in found.values()}
     return ObservationsDeleted(
         success=True, message="Observations deleted successfully",
@@ -257,7 +265,7 @@ def _observation_state(
 
 def _commit_observations(
     kb: KnowledgeBase, writer: Writer, records: Iterable[NodeRecord], current: dict[int, list[str]],
-    state: dict[int, list[str]],
+    state: dict[int, list[str]], namespace: str,
 ) -> None:
     by_id = {r.id: r for r in records}
     changed = [by_id[i] for i in state if state[i] != current[i]]
@@ -265,24 +273,27 @@ def _commit_observations(
         _check_observation_count(record, len(state[record.id]))
     if changed:
         nodes = [replace(r, source_ids=(), source_chunk_ids=(), observations=tuple(state[r.id])) for r in changed]
-        kb.embed_records(kb.namespace, nodes)
+        kb.embed_records(namespace, nodes)
         writer.commit(WriteBatch(nodes=nodes))
 
 
 # -- reading ---------------------------------------------------------------------------------------------
 
 
-def read_graph(kb: KnowledgeBase, *, offset: int = 0, limit: int = DEFAULT_PAGE_SIZE) -> MemoryGraph:
+def read_graph(
+    kb: KnowledgeBase, *, offset: int = 0, limit: int = DEFAULT_PAGE_SIZE, namespace: str | None = None
+) -> MemoryGraph:
     """A page of entities in creation order, with the relations that start at them (so every relation is on
     exactly one page); `next_offset` is set when more entities remain."""
     if offset < 0 or not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidInputError(f"offset must be 0 or more and limit between 1 and {MAX_PAGE_SIZE}")
+    namespace = kb.resolve_namespace(namespace)
     kb.open()
-    records = kb.store.list_nodes(kb.namespace, offset=offset, limit=limit + 1)
+    records = kb.store.list_nodes(namespace, offset=offset, limit=limit + 1)
     more = len(records) > limit
     records = records[:limit]
     page = {r.id for r in records}
-    edges = kb.store.neighbors(sorted(page), kb.namespace, limit=MAX_RELATIONS + 1)
+    edges = kb.store.neighbors(sorted(page), namespace, limit=MAX_RELATIONS + 1)
     truncated = len(edges) > MAX_RELATIONS
     graph = _graph(kb, records, [e for e in edges[:MAX_RELATIONS] if e.source_id in page])
     graph.next_offset = offset + limit if more else None
@@ -290,7 +301,7 @@ def read_graph(kb: KnowledgeBase, *, offset: int = 0, limit: int = DEFAULT_PAGE_
     return graph
 
 
-def search_nodes(kb: KnowledgeBase, query: str) -> MemoryGraph:
+def search_nodes(kb: KnowledgeBase, query: str, *, namespace: str | None = None) -> MemoryGraph:
     """Every entity the reference's match finds (the query inside the name, type or an observation, ignoring
     case) and the entities duckgraph's search finds above its relevance floor (anchor & expand), with every
     relation that has an end among them, as in the reference.
@@ -298,24 +309,26 @@ def search_nodes(kb: KnowledgeBase, query: str) -> MemoryGraph:
     The search's entities come first, best first; the entities only the substring match finds follow in creation
     order. Nothing matches: nothing is returned. An empty query matches every entity, as in the reference.
     """
+    namespace = kb.resolve_namespace(namespace)
     kb.open()
-    ranked = [n.id for n in kb.search(query, max_passages=0).nodes] if query.strip() else []
-    matched = kb.store.nodes_containing(kb.namespace, query, limit=MAX_PAGE_SIZE + 1)
+    ranked = [n.id for n in kb.search(query, namespace=namespace, max_passages=0).nodes] if query.strip() else []
+    matched = kb.store.nodes_containing(namespace, query, limit=MAX_PAGE_SIZE + 1)
     ids = list(dict.fromkeys([*ranked, *matched[:MAX_PAGE_SIZE]]))
     records = {r.id: r for r in kb.store.get_nodes(ids)}
-    edges = kb.store.neighbors(ids, kb.namespace, limit=MAX_RELATIONS + 1)
+    edges = kb.store.neighbors(ids, namespace, limit=MAX_RELATIONS + 1)
     graph = _graph(kb, [records[i] for i in ids if i in records], edges[:MAX_RELATIONS])
     graph.relations_truncated = True if len(edges) > MAX_RELATIONS else None
     graph.entities_truncated = True if len(matched) > MAX_PAGE_SIZE else None
     return graph
 
 
-def open_nodes(kb: KnowledgeBase, names: Sequence[str]) -> MemoryGraph:
+def open_nodes(kb: KnowledgeBase, names: Sequence[str], *, namespace: str | None = None) -> MemoryGraph:
     """The named entities (names that match nothing are skipped) and every relation with at least one end
     among them, as in the reference."""
-    found, _ = kb.curation.resolve(names, kb.namespace)
+    namespace = kb.resolve_namespace(namespace)
+    found, _ = kb.curation.resolve(names, namespace)
     records = sorted({r.id: r for r in found.values()}.values(), key=lambda r: r.id)
-    edges = kb.store.neighbors([r.id for r in records], kb.namespace, limit=MAX_RELATIONS + 1)
+    edges = kb.store.neighbors([r.id for r in records], namespace, limit=MAX_RELATIONS + 1)
     graph = _graph(kb, records, edges[:MAX_RELATIONS])
     graph.relations_truncated = True if len(edges) > MAX_RELATIONS else None
     return graph

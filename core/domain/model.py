@@ -1,11 +1,13 @@
 """The domain model as the outside world sees it: validated inputs and structured results."""
 
 import json
+from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
+from duckgraph.core.domain.moments import check_period, parse_moment
 from duckgraph.ports import clean_name
 
 MAX_NODES_PER_CALL = 5_000
@@ -64,6 +66,8 @@ Observation = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_OBSERVATION_CHARS),
     AfterValidator(_no_control_characters),
 ]
+#: A moment: an ISO 8601 date or date-time, no zone = UTC, kept as naive UTC (core/domain/moments.py).
+Moment = Annotated[datetime, BeforeValidator(parse_moment)]
 #: An observation as the reference memory server takes it (kept as given, blank allowed), with the same cap and
 #: characters as ours; also what a file's node lines hold, since a stored observation may have come this way.
 StoredObservation = Annotated[
@@ -101,6 +105,13 @@ class EdgeInput(_Input):
     weight: Weight | None = None
     properties: Properties = Field(default_factory=dict)
     source_ids: list[SourceId] = Field(default_factory=list, max_length=100)
+    valid_from: Moment | None = Field(None, description="ISO date the fact became true.")
+    valid_until: Moment | None = Field(None, description="ISO date it stopped being true.")
+
+    @model_validator(mode="after")
+    def _period(self) -> "EdgeInput":
+        check_period(self.valid_from, self.valid_until, f"{self.source} -{self.type}-> {self.target}")
+        return self
 
 
 class RelationRef(_Input):
@@ -114,11 +125,45 @@ class RelationRef(_Input):
         return f"{self.source} -{self.type}-> {self.target}"
 
 
+class EndRelationInput(RelationRef):
+    ended_at: Moment | None = Field(None, description="ISO date; default now.")
+
+
+class EndedRelation(_Model):
+    source: str
+    target: str
+    type: str
+    valid_from: datetime | None = None
+    valid_until: datetime
+
+
+class RelationsEnded(_Model):
+    """What `end_relations` closed (kept as history) and the relations that had no current match (as given)."""
+
+    ended: list[EndedRelation] = Field(default_factory=list)
+    not_found: list[RelationRef] = Field(default_factory=list)
+
+
+class Change(_Model):
+    at: datetime = Field(description="When it was written (UTC).")
+    change: str = Field(description="entity created, entity updated, fact added, fact ended or document added.")
+    subject: str
+
+
+class ChangesResult(_Model):
+    """What was written in a span of time, newest first."""
+
+    changes: list[Change]
+    text: str = Field(description="The changes as lines, within the token budget.")
+    truncated: bool = Field(description="True when more changes exist than listed.")
+
+
 class DocumentInput(_Input):
     id: SourceId | None = Field(None, description="Your id; generated when absent.")
     title: Title | None = None
     text: DocumentText
     metadata: Properties = Field(default_factory=dict)
+    time: Moment | None = Field(None, description="ISO date it was written or happened.")
 
 
 class NodeRef(_Model):
@@ -181,6 +226,7 @@ class StoredDocument(_Model):
     title: str
     chunk_ids: list[int]
     unchanged: bool = Field(False, description="True when the same text was already stored under this id.")
+    replaced: bool = Field(False, description="An older text under this id was replaced.")
 
 
 class ChunkExtraction(_Model):
@@ -205,6 +251,21 @@ class AddDocumentsResult(_Model):
     extraction_errors: int = 0
 
 
+class FailedUrl(_Model):
+    url: str
+    reason: str
+
+
+class AddUrlsResult(_Model):
+    """What `add_urls` stored: page URLs (the documents' ids), by outcome."""
+
+    stored: list[str]
+    unchanged: list[str]
+    replaced: list[str] = Field(description="Among stored: pages whose text had changed.")
+    failed: list[FailedUrl]
+    chunks_written: int
+
+
 class ScoredNode(_Model):
     id: int
     name: str
@@ -227,6 +288,8 @@ class ResultEdge(_Model):
     type: str
     description: str = ""
     weight: float
+    valid_from: datetime | None = Field(None, description="When it became true, if known.")
+    valid_until: datetime | None = Field(None, description="When it stopped being true; null while it holds.")
 
 
 class ScoredEdge(ResultEdge):
@@ -240,7 +303,9 @@ class Passage(_Model):
     document_id: str
     chunk_id: int
     title: str = ""
+    section: str = Field("", description="Headings above it: 'Install > Linux'.")
     text: str
+    time: datetime | None = Field(None, description="Its document's time, if given.")
     score: float = Field(
         description="Relevance to the query, comparable across queries: the best passage scores the best "
         "passage-to-query cosine similarity, the others in proportion to their graph-walk score."
@@ -259,6 +324,9 @@ class SearchResult(_Model):
     truncated: bool = Field(description="True when the text rendering had to leave things out.")
     nothing_relevant: bool = Field(
         default=False, description="True when nothing stored is relevant enough to the query (all lists empty).")
+    anchor_communities: dict[str, str] = Field(
+        default_factory=dict, description="Anchor name -> its community (see global_search).")
+    hint: str | None = None
 
 
 class EntityDetail(_Model):
@@ -453,3 +521,98 @@ class ObservationsDeleted(_Model):
     message: str
     removed: list[ObservationResult] = Field(default_factory=list, description="Per entity, what was removed.")
     not_found: list[str] = Field(default_factory=list, description="Entity names that match nothing (ignored).")
+
+
+# -- namespaces (core/domain/namespaces.py) ------------------------------------------------------------------
+
+
+class NamespaceInfo(_Model):
+    name: str
+    entities: int
+    relations: int
+    documents: int
+    last_write: str | None = Field(None, description="UTC, ISO 8601; none while it is empty.")
+    default: bool = Field(False, description="This server's default namespace.")
+
+
+class NamespacesResult(_Model):
+    namespaces: list[NamespaceInfo]
+
+
+class NamespaceDeleted(_Model):
+    namespace: str
+    entities: int
+    relations: int
+    documents: int
+    message: str
+
+
+# -- communities (core/domain/communities/) ------------------------------------------------------------------
+
+
+class CommunityFreshness(_Model):
+    built_at: str = Field(description="UTC, ISO 8601.")
+    changed_share: float = Field(description="Share of the entities and relations written since the build.")
+    stale: bool = Field(description="Enough changed that a rebuild is due (it runs in the background).")
+    rebuilding: bool
+
+
+class BuildCommunitiesResult(_Model):
+    namespace: str
+    communities: int
+    levels: int
+    entities: int
+    relations: int
+    reports_written: int = Field(description="Extractive reports written by this build.")
+    reports_kept: int = Field(description="Reports of unchanged communities, or stale written ones, kept.")
+    seconds: float
+
+
+class KeyEntity(_Model):
+    name: str
+    type: str
+
+
+class CommunityReport(_Model):
+    id: int
+    level: int
+    size: int = Field(description="Entities in the community.")
+    title: str
+    summary: str
+    key_entities: list[KeyEntity]
+    author: str = Field(description="extractive, model or host.")
+    stale: bool = Field(False, description="Written before its community last changed.")
+    score: float = 0.0
+
+
+class GlobalSearchResult(_Model):
+    query: str
+    level: int | None = Field(description="The level whose reports were ranked (0 = coarsest).")
+    levels: int
+    reports: list[CommunityReport]
+    text: str = Field(description="The reports rendered within the token budget.")
+    truncated: bool
+    freshness: CommunityFreshness | None = None
+    hint: str | None = None
+
+
+class ReportToWrite(_Model):
+    id: int
+    level: int
+    size: int
+    stale: bool
+    current_title: str
+    material: str = Field(description="Entities, facts and passages to summarise.")
+
+
+class ReportsToWrite(_Model):
+    namespace: str
+    communities: list[ReportToWrite]
+    remaining: int = Field(description="Communities still without a written report after these.")
+
+
+class ReportsWritten(_Model):
+    namespace: str
+    written: int
+    failed: list[str] = Field(default_factory=list)
+    remaining: int

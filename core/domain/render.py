@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from duckgraph.core.domain.moments import period, short
 from duckgraph.core.domain.texts import fact_sentence
 
 if TYPE_CHECKING:
@@ -159,7 +160,8 @@ def _clip(text: str, limit: int = LINE_CHARS) -> str:
 
 
 def _fact(edge: ScoredEdge) -> str:
-    return _clip(fact_sentence(edge.source, edge.type, edge.target, edge.description))
+    when = period(edge.valid_from, edge.valid_until)  # "since 2024-06-01", "2024-01-01 to 2024-06-01"
+    return _clip(fact_sentence(edge.source, edge.type, edge.target, edge.description)) + (f" ({when})" if when else "")
 
 
 def _entity(node: ScoredNode) -> str:
@@ -180,5 +182,12 @@ def _details(node: ScoredNode) -> list[tuple[str, str]]:
 def _passage(passage: Passage) -> str:
     text = " ".join(passage.text.split())
     title = passage.title.strip()
-    named = f"{title}: " if title and not text.startswith(title) else ""
-    return f"[{passage.document_id}#{passage.chunk_id}] {named}{text}"
+    named = title if title and not text.startswith(title) else ""
+    section = passage.section
+    if title and section.startswith(title + " > "):  # a page whose first heading repeats its title
+        section = section[len(title) + 3:]
+    if section and section != title:  # where in the document: "Manual § Installation > Linux: ..."
+        named = f"{named} § {section}".strip()
+    named = f"{named}: " if named else ""
+    when = f"({short(passage.time)}) " if passage.time else ""
+    return f"[{passage.document_id}#{passage.chunk_id}] {when}{named}{text}"

@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from duckgraph.ports import (
-    ChunkRecord, EdgeRecord, GraphStore, NodeRecord, isin_ids, loose_key, name_candidates, tokens)
+    ChunkRecord, EdgeRecord, GraphStore, NodeRecord, TimeFilter, isin_ids, loose_key, name_candidates, tokens)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -76,7 +76,14 @@ class SearchOptions:
     #: The cosine similarity the nearest entity or passage needs for anything to be returned (see `_relevant`):
     #: None takes the embedder's calibrated `relevance_floor`; 0 turns the floor off.
     relevance_floor: float | None = None
+    #: Time (naive UTC): facts valid at `as_of` (None: now) are followed and shown; `include_history` adds those
+    #: that ended before it; `after` / `before` keep facts valid, and passages whose document's time falls,
+    #: within [after, before). A given `as_of` also leaves out passages of documents timed after it (they told of
+    #: a later world). Unused, they cost nothing: the store's plain path is taken.
     as_of: datetime | None = None
+    include_history: bool = False
+    after: datetime | None = None
+    before: datetime | None = None
 
 
 @dataclass
@@ -132,6 +139,40 @@ def anchor_and_expand(
     return Subgraph(
         anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges, passages=passages
     )
+
+
+def _edge_filter(options: SearchOptions) -> TimeFilter | datetime | None:
+    """What the store's graph reads take as `as_of`: the plain moment (None: now) unless more is asked."""
+    if not options.include_history and options.after is None and options.before is None:
+        return options.as_of
+    return TimeFilter(as_of=options.as_of, history=options.include_history, after=options.after,
+                      before=options.before)
+
+
+def _timed(options: SearchOptions) -> bool:
+    """Whether passages are filtered by their document's time (see `_in_window`)."""
+    return options.as_of is not None or options.after is not None or options.before is not None
+
+
+def _in_window(store: GraphStore, ids: Sequence[int], namespace: str, options: SearchOptions) -> np.ndarray:
+    """Which of the chunk `ids` may be shown: those whose document's time lies in [after, before) (with a window,
+    a passage of unknown time is left out) and is not after a given `as_of` (unknown time: kept, as a fact of
+    unknown start is valid at any moment)."""
+    import numpy as np  # see _walk
+
+    ids = np.asarray(ids, dtype=np.int64)
+    if not _timed(options):
+        return np.ones(len(ids), dtype=bool)
+    times = store.chunk_times(ids.tolist(), namespace)
+    window = options.after is not None or options.before is not None
+
+    def shown(t: datetime | None) -> bool:
+        if t is None:
+            return not window
+        return ((options.after is None or t >= options.after) and (options.before is None or t < options.before)
+                and (options.as_of is None or t <= options.as_of))
+
+    return np.array([shown(times.get(i)) for i in ids.tolist()], dtype=bool)
 
 
 def _anchor_candidates(options: SearchOptions) -> int:
@@ -203,7 +244,7 @@ def _expand(
         if not frontier:
             break
         edge_ids, sources, targets, weights = store.neighbor_ends(
-            frontier, namespace, as_of=options.as_of, limit=options.frontier * 20)
+            frontier, namespace, as_of=_edge_filter(options), limit=options.frontier * 20)
         if not len(edge_ids):
             break
         edges.append((edge_ids, sources, targets))
@@ -372,6 +413,9 @@ def _rank_passages(
 ) -> list[tuple[int, float]]:
     import numpy as np  # see _walk
 
+    if _timed(options):
+        shown = _in_window(store, [c for c, _ in nearest_chunks], namespace, options)
+        nearest_chunks = [pair for pair, keep in zip(nearest_chunks, shown.tolist()) if keep]
     direct = dict(nearest_chunks)
     if options.max_passages <= 0 or not direct:
         return []
@@ -393,6 +437,8 @@ def _rank_passages(
     similarity = np.nan_to_num(store.similarity_array("chunk", chunk_ids[others], query), nan=0.0)
     restart = (1 - options.walk_damping) * options.passage_seed_weight / top_direct
     scores[others] += restart * np.maximum(similarity, 0.0)
+    shown = _in_window(store, chunk_ids, namespace, options)
+    chunk_ids, scores = chunk_ids[shown], scores[shown]
     # 4 candidates per passage wanted leave room for passages of the same document; ties: lower ids first.
     best = np.argsort(-scores, kind="stable")[: 4 * options.max_passages]
     ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())), options.max_passages)
@@ -413,10 +459,13 @@ def _with_keywords(
     import numpy as np  # see _walk
 
     found = dict(store.keyword_search("chunk", query_text, options.keyword_candidates, namespace))
+    if found and _timed(options):
+        found = {c: s for (c, s), keep in zip(found.items(), _in_window(store, list(found), namespace, options))
+                 if keep}
     if not found or options.keyword_weight <= 0:
         return nearest
     candidates = np.fromiter({*nearest, *found}, np.int64)
-    linked = set(store.links((), candidates, namespace, as_of=options.as_of).chunk_nodes[0].tolist())
+    linked = set(store.links((), candidates, namespace, as_of=_edge_filter(options)).chunk_nodes[0].tolist())
     missing = np.fromiter((i for i in found if i not in nearest and i not in linked), np.int64)
     similarity = np.nan_to_num(store.similarity_array("chunk", missing, query), nan=0.0)
     fused = {**nearest, **dict(zip(missing.tolist(), similarity.tolist()))}
@@ -463,7 +512,7 @@ def _fact_seeds(
     if options.fact_seeds <= 0 or not nearest:
         return {}
     edge_ids, sources, targets, _ = store.neighbor_ends(
-        nearest, namespace, as_of=options.as_of, limit=20 * len(nearest))
+        nearest, namespace, as_of=_edge_filter(options), limit=20 * len(nearest))
     similarity = store.similarity_array("edge", edge_ids, query)
     scored = np.flatnonzero(~np.isnan(similarity))  # edges stored without a vector are no facts to match
     best = scored[np.argsort(-similarity[scored], kind="stable")[: options.fact_seeds]]
@@ -536,11 +585,11 @@ def _walk(
         node_ids, node_weight, chunk_ids, chunk_weight = (
             node_ids[held], node_weight[held], chunk_ids[held_chunks], chunk_weight[held_chunks])
         if step == options.walk_steps - 1:  # only what flows into passages: each entity's degree, not its neighbours
-            degree, (mentioned, mentioning) = store.passage_links(node_ids, namespace, as_of=options.as_of)
+            degree, (mentioned, mentioning) = store.passage_links(node_ids, namespace, as_of=_edge_filter(options))
             chunk_ids, chunk_weight = _summed(
                 [restart_chunks, (mentioning, *spread(node_ids, node_weight, mentioned, degree=degree))])
             break
-        links = store.links(node_ids, chunk_ids, namespace, as_of=options.as_of)
+        links = store.links(node_ids, chunk_ids, namespace, as_of=_edge_filter(options))
         (neighbour_of, neighbours), (mentioned, mentioning) = links.node_neighbors, links.node_chunks
         to_neighbours, to_chunks = spread(node_ids, node_weight, neighbour_of, mentioned)
         chunk_of, in_chunk = links.chunk_nodes

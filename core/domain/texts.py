@@ -37,6 +37,7 @@ def fact_sentence(source: str, relation: str, target: str, description: str = ""
     return f"{text}: {description}" if description else text
 
 
-def passage_text(title: str, text: str) -> str:
-    """A passage with its document's title in front (unless it starts with it already)."""
+def passage_text(title: str, text: str, section: str = "") -> str:
+    """A passage with its document's title (unless it starts with it already) and its section in front."""
+    text = f"{section}\n{text}" if section else text
     return text if not title or text.startswith(title) else f"{title}\n{text}"

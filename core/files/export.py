@@ -28,11 +28,16 @@ class ExportSummary(BaseModel):
     edges: int = 0
     mentions: int = 0
     edge_evidence: int = 0
+    community_reports: int = 0
     embeddings: bool = False
 
 
-def export_jsonl(kb: KnowledgeBase, out: TextIO, *, embeddings: bool = False) -> ExportSummary:
-    """Write every namespace of the knowledge base to `out` as JSON Lines (see the module docstring)."""
+def export_jsonl(
+    kb: KnowledgeBase, out: TextIO, *, embeddings: bool = False, namespace: str | None = None
+) -> ExportSummary:
+    """Write every namespace of the knowledge base (or only `namespace`) to `out` as JSON Lines (see the module
+    docstring)."""
+    only = None if namespace is None else kb.resolve_namespace(namespace)
     kb.open()
     store = kb.store
     info = store.embedder_info()
@@ -43,7 +48,7 @@ def export_jsonl(kb: KnowledgeBase, out: TextIO, *, embeddings: bool = False) ->
         "kind": "meta", "format": FORMAT, "version": FORMAT_VERSION, "schema_version": health.get("schema_version"),
         "embedder": None if info is None else {"id": info[0], "dimensions": info[1]}, "embeddings": embeddings,
     })
-    namespaces = store.namespaces()
+    namespaces = [ns for ns in store.namespaces() if only is None or ns == only]
 
     chunk_ids: dict[int, int] = {}  # database id -> id in the file
     for namespace in namespaces:
@@ -57,6 +62,7 @@ def export_jsonl(kb: KnowledgeBase, out: TextIO, *, embeddings: bool = False) ->
                 _write(out, {
                     "kind": "document", "namespace": namespace, "id": document.id, "title": document.title,
                     "text": document.text, "metadata": document.metadata, "created_at": _time(document.created_at),
+                    **({"time": _time(document.time)} if document.time else {}),
                 })
                 summary.documents += 1
                 for chunk in sorted(by_document.get(document.id, []), key=lambda c: c.ordinal):
@@ -64,11 +70,12 @@ def export_jsonl(kb: KnowledgeBase, out: TextIO, *, embeddings: bool = False) ->
                     _write(out, {
                         "kind": "chunk", "id": chunk_ids[chunk.id], "namespace": namespace,
                         "document_id": chunk.document_id, "ordinal": chunk.ordinal, "text": chunk.text,
+                        **({"section": chunk.section} if chunk.section else {}),
                     }, vectors.get(chunk.id))
                     summary.chunks += 1
 
     nodes = [n for ns in namespaces
-             for n in _all(lambda offset, ns=ns: store.list_nodes(ns, offset=offset, limit=PAGE))]
+             for n in read_all(lambda offset, ns=ns: store.list_nodes(ns, offset=offset, limit=PAGE))]
     nodes.sort(key=lambda n: (n.namespace, n.key))
     node_ids = {n.id: i for i, n in enumerate(nodes, start=1)}
     for page in _chunked(nodes, PAGE):
@@ -87,7 +94,7 @@ def export_jsonl(kb: KnowledgeBase, out: TextIO, *, embeddings: bool = False) ->
     namespace_of: dict[int, str] = {}
     edges: list[EdgeRecord] = []
     for namespace in namespaces:
-        for edge in _all(lambda offset, ns=namespace: store.list_edges(ns, offset=offset, limit=PAGE,
+        for edge in read_all(lambda offset, ns=namespace: store.list_edges(ns, offset=offset, limit=PAGE,
                                                                        include_expired=True)):
             if edge.source_id in by_id and edge.target_id in by_id:
                 edges.append(edge)
@@ -126,7 +133,22 @@ def export_jsonl(kb: KnowledgeBase, out: TextIO, *, embeddings: bool = False) ->
     for edge_id, chunk_id in evidence:
         _write(out, {"kind": "edge_evidence", "edge_id": edge_id, "chunk_id": chunk_id})
     summary.edge_evidence = len(evidence)
+    summary.community_reports = _write_reports(out, kb, namespaces, node_ids)
     return summary
+
+
+def _write_reports(out: TextIO, kb: KnowledgeBase, namespaces: Sequence[str], node_ids: dict[int, int]) -> int:
+    """The reports a model or the host wrote, with their communities' members (see jsonl_format)."""
+    from duckgraph.core.domain.communities.transfer import written_reports
+
+    lines = sorted(
+        (namespace, c.level, sorted(node_ids[m] for m in c.members if m in node_ids), c.title, c.summary, c.author,
+         c.stale) for namespace in namespaces for c in written_reports(kb, namespace))
+    lines = [line for line in lines if line[2]]  # a community of nodes all left out (none: they are exported)
+    for namespace, level, members, title, summary, author, stale in lines:
+        _write(out, {"kind": "community_report", "namespace": namespace, "level": level, "members": members,
+                     "title": title, "summary": summary, "author": author, "stale": stale})
+    return len(lines)
 
 
 def _write(out: TextIO, obj: dict[str, Any], vector: np.ndarray | None = None) -> None:
@@ -156,7 +178,8 @@ def _pages(read: Callable[[int], list[Any]]) -> Iterator[list[Any]]:
         offset += len(page)
 
 
-def _all(read: Callable[[int], list[Any]]) -> list[Any]:
+def read_all(read: Callable[[int], list[Any]]) -> list[Any]:
+    """Every row of a paged read, `read(offset)` giving PAGE rows at a time."""
     return [item for page in _pages(read) for item in page]
 
 

@@ -1,5 +1,6 @@
-"""`duckgraph ingest`: text files and folders kept as documents, a folder mirrored (changed files replaced, with
-`prune` the documents of files that are gone deleted).
+"""`duckgraph ingest`: files and folders kept as documents (text and Markdown read here; PDF, HTML, DOCX and the
+other formats by the converters plugins register, see core/files/converters.py), a folder mirrored (changed files
+replaced, with `prune` the documents of files that are gone deleted).
 
 A file's document id is its canonical absolute path: the folder given, resolved (`notes/`, `./notes`,
 `~/notes` and `/home/me/notes/` are one folder, symlinks followed), then the file's path inside it. So a folder
@@ -12,23 +13,32 @@ skipped and reported, unless `follow_symlinks` (a link that stays inside is read
 one document may be (MAX_DOCUMENT_CHARS) is stored as several, cut at paragraph or line breaks: the first keeps
 the file's id, the others are `<id>#part-2`, `<id>#part-3`... And one file never stops the rest: a file that
 cannot be read or stored is skipped with the reason, and the rest of the folder is stored.
+
+A document's time is the one it states (front matter `date`, a PDF's creation date, a page's date), else the
+file's modification time (a page's Last-Modified). A stated time is part of the document: when it changes, the
+document is replaced. The modification time is a fallback, not content (touching a file, a checkout or a copy
+changes it alone): a document whose text, title and metadata are unchanged keeps the time it was stored with, and
+is left as it is.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from duckgraph.ports import DuckgraphError, InvalidInputError, WriteBatch
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
     from duckgraph.core.domain.model import AddDocumentsResult, DocumentInput
+    from duckgraph.ports.converter import DocumentConverter
 
+#: Read here, without a converter.
 SUFFIXES = {".txt", ".md", ".markdown"}
 #: Documents per `add_documents` call: a failed batch costs no more than this many files' work.
 BATCH = 20
@@ -37,18 +47,48 @@ _FIELD = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:[ \t]*(.*?)[ \t]*$")
 
 
 @dataclass
+class Contents:
+    """What a source holds; `time_stated`: the documents' time is one the source states, not a fallback (see the
+    module)."""
+
+    documents: list[DocumentInput] = field(default_factory=list)
+    time_stated: bool = True
+
+
+class Source(Protocol):
+    """What `ingest` stores: a file, or a fetched page (core/web/); `path` names it in reports; `gone`: the source
+    says it no longer exists (a page answering 404), so that pruning deletes its document."""
+
+    id: str
+    refused: str
+    gone: bool
+
+    @property
+    def path(self) -> Path | str: ...
+
+    def read(self) -> Contents: ...
+
+
+@dataclass
 class FileDocument:
-    """One file to store: its id (see the module) and where it is; `refused` says why it is not read."""
+    """One file to store: its id (see the module) and where it is; `refused` says why it is not read; `converter`
+    reads it unless it is text or Markdown."""
 
     id: str
     path: Path
     refused: str = ""
+    converter: DocumentConverter | None = None
+    gone = False
+
+    def read(self) -> Contents:
+        return read_documents(self)
 
 
 @dataclass
 class IngestReport:
     stored: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)  # among `stored`: an older text was replaced
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     split: dict[str, int] = field(default_factory=dict)  # path of a file stored as several documents -> how many
     pruned: list[str] = field(default_factory=list)
@@ -57,30 +97,36 @@ class IngestReport:
     results: list[AddDocumentsResult] = field(default_factory=list)
 
 
-def find_files(paths: Sequence[str], *, follow_symlinks: bool = False) -> list[FileDocument]:
-    """The .txt and .md files of `paths` (files, or folders searched recursively), each once, in path order.
+def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
+               converters: Mapping[str, DocumentConverter] | None = None) -> list[FileDocument]:
+    """The files of `paths` (files, or folders searched recursively) that are text, Markdown or of a suffix in
+    `converters`, each once, in path order.
 
-    A file given by name is read wherever it is; in a folder, a symbolic link that leads out of the folders given
-    is returned `refused` unless `follow_symlinks`."""
+    A file given by name is read wherever it is (by its converter, else as text); in a folder, a symbolic link
+    that leads out of the folders given is returned `refused` unless `follow_symlinks`."""
+    converters = converters or {}
     found: dict[str, FileDocument] = {}
     roots = folders(paths)
     for argument in paths:
         given = Path(argument).expanduser()
         if given.is_dir():
             folder = given.resolve()
-            for path, refused in _walk(folder, roots, follow_symlinks):
+            for path, refused in _walk(folder, roots, follow_symlinks, SUFFIXES | converters.keys()):
                 document_id = path.as_posix()  # inside the folder, symlink or not
-                found.setdefault(document_id, FileDocument(document_id, path, refused))
+                found.setdefault(document_id, FileDocument(document_id, path, refused,
+                                                           converters.get(path.suffix.lower())))
         elif given.is_file():
             path = given.resolve()
-            found.setdefault(path.as_posix(), FileDocument(path.as_posix(), path))
+            found.setdefault(path.as_posix(), FileDocument(path.as_posix(), path,
+                                                           converter=converters.get(path.suffix.lower())))
         else:
             raise DuckgraphError(f"{argument} does not exist")
     return sorted(found.values(), key=lambda f: f.id)
 
 
-def _walk(folder: Path, roots: Sequence[Path], follow_symlinks: bool) -> Iterator[tuple[Path, str]]:
-    """The .txt and .md files under `folder`, each with why it is not read ("" when it is), and the links to folders
+def _walk(folder: Path, roots: Sequence[Path], follow_symlinks: bool,
+          suffixes: Collection[str]) -> Iterator[tuple[Path, str]]:
+    """The files of `suffixes` under `folder`, each with why it is not read ("" when it is), and the links to folders
     that are not entered, with why. A real folder is entered once, so a link loop ends."""
     seen = {folder}
     for top, dirs, names in os.walk(folder, followlinks=True):
@@ -96,7 +142,7 @@ def _walk(folder: Path, roots: Sequence[Path], follow_symlinks: bool) -> Iterato
         dirs[:] = entered
         for name in sorted(names):
             path = here / name
-            if path.suffix.lower() in SUFFIXES and path.is_file():
+            if path.suffix.lower() in suffixes and path.is_file():
                 yield path, _outside(path, roots, follow_symlinks)
 
 
@@ -113,27 +159,53 @@ def _outside(path: Path, roots: Sequence[Path], follow_symlinks: bool) -> str:
             "pass --follow-symlinks)")
 
 
-def read_documents(file: FileDocument) -> list[DocumentInput]:
-    """The file as documents (none when it holds no text): Markdown front matter, when present, gives the title
-    (else the file name) and the date (kept in the metadata), and is left out of the text. A text longer than a
-    document may be is cut into several (see the module)."""
-    from duckgraph.core.domain.model import MAX_DOCUMENT_CHARS, DocumentInput
+def read_documents(file: FileDocument) -> Contents:
+    """The file as documents (none when it holds no text), through its converter, else as text or Markdown. The
+    time is the one it states, else its modification time. A text longer than a document may be is cut into
+    several (see the module)."""
+    if file.converter is not None:
+        converted = file.converter.convert(file.path.read_bytes(), str(file.path))
+        title, text, time, metadata = converted.title, converted.text, converted.time, dict(converted.metadata)
+    else:
+        title, text, time, metadata = read_markdown(file.path.read_text(encoding="utf-8"),
+                                                    front_matter=file.path.suffix.lower() != ".txt")
+    modified = datetime.fromtimestamp(file.path.stat().st_mtime, timezone.utc).isoformat()
+    return as_documents(file.id, title or file.path.stem, text, time, metadata, fallback_time=modified)
 
-    text = file.path.read_text(encoding="utf-8")
-    title, metadata = file.path.stem, {}
-    if file.path.suffix.lower() != ".txt" and (match := _FRONT_MATTER.match(text)):
-        fields = _front_matter(match.group(1))
-        title = fields.get("title") or title
-        if fields.get("date"):
-            metadata["date"] = fields["date"]
-        text = text[match.end():]
+
+def read_markdown(text: str, *, front_matter: bool = True) -> tuple[str, str, str | None, dict[str, str]]:
+    """(title, text, time, metadata) of a Markdown text: its front matter, when present, gives the title, the
+    date (also kept in the metadata) and its other one-line fields as metadata, and is left out of the text."""
+    if not front_matter or not (match := _FRONT_MATTER.match(text)):
+        return "", text, None, {}
+    fields = _front_matter(match.group(1))
+    title = fields.pop("title", "")
+    return title, text[match.end():], fields.get("date") or None, fields
+
+
+def as_documents(document_id: str, title: str, text: str, time: str | None, metadata: dict[str, str], *,
+                 fallback_time: str | None = None) -> Contents:
+    """`text` as one document, or several when it is longer than a document may be (see the module); none when it
+    is blank. Their time is `time`, the one the source states, else `fallback_time`. A time that is not ISO 8601
+    is left out (a front matter's "May 2nd"); the metadata keeps it."""
+    from duckgraph.core.domain.model import MAX_DOCUMENT_CHARS, DocumentInput
+    from duckgraph.core.domain.moments import parse_moment
+
+    stated = bool(time)
     if not text.strip():
-        return []
+        return Contents([], stated)
+    try:
+        moment = parse_moment(time or fallback_time) if time or fallback_time else None
+    except ValueError:
+        moment = None
     parts = [part for part in _split(text, MAX_DOCUMENT_CHARS) if part.strip()]
     if len(parts) == 1:
-        return [DocumentInput(id=file.id, title=title, text=parts[0], metadata=metadata)]
-    return [DocumentInput(id=file.id if n == 1 else f"{file.id}#part-{n}", title=f"{title} (part {n} of {len(parts)})",
-                          text=part, metadata=metadata) for n, part in enumerate(parts, start=1)]
+        return Contents([DocumentInput(id=document_id, title=title, text=parts[0], metadata=metadata, time=moment)],
+                        stated)
+    return Contents([DocumentInput(id=document_id if n == 1 else f"{document_id}#part-{n}",
+                                   title=f"{title} (part {n} of {len(parts)})", text=part, metadata=metadata,
+                                   time=moment)
+                     for n, part in enumerate(parts, start=1)], stated)
 
 
 def _split(text: str, limit: int) -> list[str]:
@@ -150,7 +222,7 @@ def _split(text: str, limit: int) -> list[str]:
 
 def _front_matter(block: str) -> dict[str, str]:
     """The top-level `key: value` lines of a YAML front matter block, values unquoted (no YAML parser needed for
-    the two fields used; nested or list values are ignored)."""
+    one-line fields; nested or list values are ignored)."""
     fields = {}
     for line in block.splitlines():
         if (match := _FIELD.match(line)) and match.group(2):
@@ -161,29 +233,39 @@ def _front_matter(block: str) -> dict[str, str]:
     return fields
 
 
-def ingest(kb: KnowledgeBase, files: Sequence[FileDocument], *, extract: bool, prune: Sequence[Path] = (),
+def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: Sequence[str] = (),
            progress: Callable[[int, int, str], None] | None = None, label: Callable[[str], None] | None = None,
-           on_batch: Callable[[AddDocumentsResult], None] | None = None) -> IngestReport:
-    """Store `files` (unchanged ones are left as they are, changed ones replaced), then delete the documents under
-    the `prune` folders (see `folders`) whose file is not among `files`, with what they alone supported.
+           on_batch: Callable[[AddDocumentsResult], None] | None = None,
+           namespace: str | None = None) -> IngestReport:
+    """Store `files` (unchanged ones are left as they are, changed ones replaced) in `namespace` (default: the
+    knowledge base's), then delete the documents under the `prune` prefixes (a folder's, see `prefix`, or a crawled
+    site's) whose source is not among `files` (or is `gone`), with what they alone supported.
     `label` hears which files a batch holds ("files 1-20 of 35") before its `progress`."""
     from duckgraph.core.domain.ingest import MAX_TOTAL_DOCUMENT_CHARS
 
+    namespace = kb.resolve_namespace(namespace)
     report = IngestReport()
-    present = {f.id for f in files}
-    batch: list[tuple[FileDocument, DocumentInput]] = []
+    present = {f.id for f in files if not f.gone}
+    batch: list[tuple[Source, DocumentInput]] = []
+    fallback_times: set[str] = set()  # the documents whose time is not stated (see the module)
     first = 0  # the number of the batch's first file
 
     def flush(last: int) -> None:
         if batch:
             if label is not None:
                 label(f"files {first + 1}-{last} of {len(files)}")
-            _store(kb, batch, report, extract=extract, progress=progress, on_batch=on_batch)
+            _store(kb, _keep_stored_times(kb, batch, fallback_times, namespace), report, extract=extract,
+                   progress=progress, on_batch=on_batch, namespace=namespace)
             batch.clear()
 
     for number, file in enumerate(files):
-        documents = _documents(file, report)
+        if progress is not None:  # converting a PDF takes a while: say so between the batches' embedding
+            progress(number, len(files), "reading files")
+        contents = _contents(file, report)
+        documents = contents.documents
         present.update(d.id for d in documents)
+        if not contents.time_stated:
+            fallback_times.update(d.id for d in documents)
         # A batch of at most BATCH documents that add_documents takes in one call (its limit on characters).
         if batch and (len(batch) + len(documents) > BATCH
                       or sum(len(d.text) for _, d in batch) + sum(len(d.text) for d in documents)
@@ -194,35 +276,51 @@ def ingest(kb: KnowledgeBase, files: Sequence[FileDocument], *, extract: bool, p
             first = number
         batch += [(file, d) for d in documents]
     flush(len(files))
-    for folder in prune:
-        _prune(kb, folder, present, report)
+    for start in prune:
+        _prune(kb, start, present, report, namespace)
     return report
 
 
-def _documents(file: FileDocument, report: IngestReport) -> list[DocumentInput]:
-    """The file's documents; none, and the reason in `report.skipped`, when it is refused or cannot be read."""
+def _contents(file: Source, report: IngestReport) -> Contents:
+    """The file's documents; none, and the reason in `report.skipped`, when it is refused or cannot be read (a
+    format whose extra is missing: the reason says what to install)."""
     if file.refused:
         report.skipped.append((str(file.path), file.refused))
-        return []
+        return Contents()
     try:
-        documents = read_documents(file)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: pydantic's, e.g. a too long id
+        contents = file.read()
+    except (OSError, UnicodeDecodeError, ValueError, DuckgraphError) as exc:  # ValueError: pydantic's, e.g. a long id
         report.skipped.append((str(file.path), " ".join(str(exc).split())[:300]))
-        return []
-    if not documents:
+        return Contents()
+    if not contents.documents:
         report.skipped.append((str(file.path), "no text"))
-    elif len(documents) > 1:
-        report.split[str(file.path)] = len(documents)
-    return documents
+    elif len(contents.documents) > 1:
+        report.split[str(file.path)] = len(contents.documents)
+    return contents
 
 
-def _store(kb: KnowledgeBase, batch: Sequence[tuple[FileDocument, DocumentInput]], report: IngestReport, *,
+def _keep_stored_times(kb: KnowledgeBase, batch: Sequence[tuple[Source, DocumentInput]], fallback_times: set[str],
+                       namespace: str) -> list[tuple[Source, DocumentInput]]:
+    """The batch, where a document whose time is a fallback (see the module) and whose text, title and metadata are
+    those stored takes the stored time, so that it is left as it is."""
+    ids = [d.id for _, d in batch if d.id in fallback_times]
+    stored = {d.id: d for d in kb.open().store.get_documents(ids, namespace)} if ids else {}
+    kept = []
+    for source, doc in batch:
+        old = stored.get(doc.id)
+        if old is not None and (old.text, old.title, old.metadata) == (doc.text, doc.title or "", doc.metadata):
+            doc = doc.model_copy(update={"time": old.time})
+        kept.append((source, doc))
+    return kept
+
+
+def _store(kb: KnowledgeBase, batch: Sequence[tuple[Source, DocumentInput]], report: IngestReport, *,
            extract: bool, progress: Callable[[int, int, str], None] | None,
-           on_batch: Callable[[AddDocumentsResult], None] | None) -> None:
+           on_batch: Callable[[AddDocumentsResult], None] | None, namespace: str) -> None:
     """Store a batch in one call; when the call refuses it, each file on its own, so that one bad file is
     skipped with the reason and the others are stored."""
     try:
-        result = kb.add_documents([d for _, d in batch], extract=extract, progress=progress)
+        result = kb.add_documents([d for _, d in batch], extract=extract, progress=progress, namespace=namespace)
     except InvalidInputError as exc:
         files = list(dict.fromkeys(file.id for file, _ in batch))
         if len(files) == 1:
@@ -230,29 +328,30 @@ def _store(kb: KnowledgeBase, batch: Sequence[tuple[FileDocument, DocumentInput]
             return
         for file_id in files:
             _store(kb, [(f, d) for f, d in batch if f.id == file_id], report, extract=extract, progress=progress,
-                   on_batch=on_batch)
+                   on_batch=on_batch, namespace=namespace)
         return
     for stored in result.documents:
         (report.unchanged if stored.unchanged else report.stored).append(stored.id)
+        if stored.replaced:
+            report.replaced.append(stored.id)
     report.results.append(result)
     if on_batch is not None:
         on_batch(result)
 
 
-def _prune(kb: KnowledgeBase, folder: Path, present: set[str], report: IngestReport) -> None:
-    prefix = folder.as_posix().rstrip("/") + "/"
+def _prune(kb: KnowledgeBase, prefix: str, present: set[str], report: IngestReport, namespace: str) -> None:
     with kb.writing(vectors=False) as writer:  # read and delete as one step: no write slips in between
-        gone = [d for d in _document_ids(kb) if d.startswith(prefix) and d not in present]
+        gone = [d for d in _document_ids(kb, namespace) if d.startswith(prefix) and d not in present]
         if gone:
-            summary = writer.commit(WriteBatch(delete_documents=[(kb.namespace, d) for d in gone]))
+            summary = writer.commit(WriteBatch(delete_documents=[(namespace, d) for d in gone]))
             report.pruned += gone
             report.nodes_pruned += summary.nodes_deleted
             report.edges_pruned += summary.edges_deleted
 
 
-def _document_ids(kb: KnowledgeBase, page: int = 1_000) -> list[str]:
+def _document_ids(kb: KnowledgeBase, namespace: str, page: int = 1_000) -> list[str]:
     ids, offset = [], 0
-    while batch := kb.store.list_documents(kb.namespace, offset=offset, limit=page):
+    while batch := kb.store.list_documents(namespace, offset=offset, limit=page):
         ids += [d.id for d in batch]
         offset += len(batch)
     return ids
@@ -261,3 +360,8 @@ def _document_ids(kb: KnowledgeBase, page: int = 1_000) -> list[str]:
 def folders(paths: Sequence[str]) -> list[Path]:
     """The folders among `paths`, resolved: what pruning looks under (also one with no file left)."""
     return sorted({Path(p).expanduser().resolve() for p in paths if Path(p).expanduser().is_dir()})
+
+
+def prefix(folder: Path) -> str:
+    """The start of the ids of the documents of the files under `folder`."""
+    return folder.as_posix().rstrip("/") + "/"

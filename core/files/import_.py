@@ -18,15 +18,19 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from duckgraph.core.domain.communities.transfer import CarriedReport
+from duckgraph.core.domain.communities.transfer import restore as restore_reports
 from duckgraph.core.domain.ingest import Progress, embed_in_batches
 from duckgraph.core.domain.limits import MAX_OBSERVATIONS
 from duckgraph.core.domain.model import MemoryEntityInput, RelationInput
 from duckgraph.core.domain.memory_server import ORIGINAL_TYPE, PLACEHOLDER_TYPE, placeholders
+from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.core.domain.texts import edge_text, node_text, passage_text
 from duckgraph.core.files.jsonl_format import (
     FORMAT_VERSION,
     LINE_MODELS,
     ChunkLine,
+    CommunityReportLine,
     DocumentLine,
     EdgeLine,
     EvidenceLine,
@@ -74,6 +78,7 @@ class ImportSummary(BaseModel):
     edges_unchanged: int = 0
     mentions_added: int = 0
     evidence_added: int = 0
+    community_reports_restored: int = 0
     texts_embedded: int = 0
     skipped: list[str] = Field(default_factory=list, description="Lines left out, and why.")
     placeholders: list[str] = Field(
@@ -84,13 +89,15 @@ class ImportSummary(BaseModel):
 
 
 def import_file(
-    kb: KnowledgeBase, path: str | Path, *, reembed: bool = False, progress: Progress | None = None
+    kb: KnowledgeBase, path: str | Path, *, reembed: bool = False, progress: Progress | None = None,
+    namespace: str | None = None,
 ) -> ImportSummary:
-    """Import a duckgraph export or a reference memory server memory.jsonl (told apart by their lines)."""
+    """Import a duckgraph export or a reference memory server memory.jsonl (told apart by their lines); with
+    `namespace`, all of it into that namespace (a file of one namespace only)."""
     path = Path(path).expanduser()
     try:
         with path.open(encoding="utf-8") as handle:
-            return import_lines(kb, handle, source=str(path), reembed=reembed, progress=progress)
+            return import_lines(kb, handle, source=str(path), reembed=reembed, progress=progress, namespace=namespace)
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc}") from exc
     except UnicodeDecodeError as exc:
@@ -99,18 +106,20 @@ def import_file(
 
 def import_lines(
     kb: KnowledgeBase, lines: Iterable[str], *, source: str = "<input>", reembed: bool = False,
-    progress: Progress | None = None,
+    progress: Progress | None = None, namespace: str | None = None,
 ) -> ImportSummary:
-    """Import JSON Lines in one transaction: a line refused anywhere in the file leaves nothing written."""
+    """Import JSON Lines in one transaction: a line refused anywhere in the file leaves nothing written.
+    `namespace`: where every line goes (default: a line's own namespace, else the knowledge base's)."""
+    into = None if namespace is None else check_namespace(namespace)
     objects = _objects(lines, source)
     first = next(objects, None)
     if first is None:
         raise InvalidInputError(f"{source} holds no lines to import")
     stream = itertools.chain([first], objects)
     if "kind" in first[1]:
-        return _NativeImport(kb, source, reembed, progress).run(stream)
+        return _NativeImport(kb, source, reembed, progress, into).run(stream)
     if first[1].get("type") in ("entity", "relation"):
-        return _MemoryImport(kb, source, progress).run(stream)
+        return _MemoryImport(kb, source, progress, into).run(stream)
     raise InvalidInputError(
         f"{source}:{first[0]}: neither a duckgraph export (lines with a \"kind\") nor a memory server file "
         "(lines with \"type\": \"entity\" or \"relation\")"
@@ -169,8 +178,10 @@ class _Plan:
 
 
 class _Import:
-    def __init__(self, kb: KnowledgeBase, source: str, progress: Progress | None) -> None:
+    def __init__(self, kb: KnowledgeBase, source: str, progress: Progress | None, into: str | None) -> None:
         self.kb = kb
+        self.into = into  # the namespace every line goes to, if the caller chose one
+        self.from_namespace: str | None = None  # with `into`: the one namespace the file's lines name
         self.store = kb.store
         self.source = source
         self.progress = progress
@@ -199,8 +210,9 @@ class _NativeImport(_Import):
     vectors and handed to the store, then forgotten; all batches are one transaction. What later lines may refer
     to (the file's ids and keys of earlier lines) is kept in small maps, never the lines themselves."""
 
-    def __init__(self, kb: KnowledgeBase, source: str, reembed: bool, progress: Progress | None) -> None:
-        super().__init__(kb, source, progress)
+    def __init__(self, kb: KnowledgeBase, source: str, reembed: bool, progress: Progress | None,
+                 into: str | None) -> None:
+        super().__init__(kb, source, progress, into)
         self.reembed = reembed
         self.meta: MetaLine | None = None
         self.embedder_checked = False
@@ -213,6 +225,7 @@ class _NativeImport(_Import):
         #: The line numbers of the current batch's nodes, chunks and edges: a line names only lines before it
         #: (those of earlier batches are), whatever the batch size.
         self.batch_lines: dict[tuple[str, Any], int] = {}
+        self.reports: list[CarriedReport] = []  # written community reports, put back after a build
 
     def run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
         lines = self._parse(objects)
@@ -236,6 +249,9 @@ class _NativeImport(_Import):
                     batch = []
                 batch.append((number, line))
             self._write(restore, batch, summary)
+        if self.reports:  # derived data on the graph just committed: after the import's transaction
+            summary.community_reports_restored, problems = restore_reports(self.kb, self.reports)
+            summary.skipped += problems
         return summary
 
     def _parse(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> Iterator[tuple[int, Line]]:
@@ -252,7 +268,19 @@ class _NativeImport(_Import):
                 raise self._fail(number, f"invalid {kind} line: {validation_problems(exc)}") from exc
             if getattr(line, "embedding", None) is not None and not self.reembed and not self.embedder_checked:
                 self._check_embedder()
+            if self.into is not None and not isinstance(line, MetaLine):
+                self._move(number, line)
             yield number, _compact(line)
+
+    def _move(self, number: int, line: Line) -> None:
+        """Put the line in `into`; a file that holds several namespaces cannot go into one."""
+        if line.namespace is not None:
+            if self.from_namespace not in (None, line.namespace):
+                raise self._fail(number, f"the file holds the namespaces {self.from_namespace!r} and "
+                                         f"{line.namespace!r}; it goes into one namespace only if it holds one: "
+                                         "import it without a namespace, or export one namespace at a time")
+            self.from_namespace = line.namespace
+        line.namespace = self.into
 
     def _write(self, restore: Callable[[Snapshot], WriteSummary], batch: list[tuple[int, Line]],
                summary: ImportSummary) -> None:
@@ -304,7 +332,21 @@ class _NativeImport(_Import):
         wanted, existing, edge_lines = self._plan_nodes(lines, plan, summary)
         self._plan_edges(wanted, existing, edge_lines, plan, summary)
         self._plan_provenance(lines, plan)
+        self._plan_reports(lines)
         return plan
+
+    def _plan_reports(self, lines: list[tuple[int, Line]]) -> None:
+        for number, line in lines:
+            if isinstance(line, CommunityReportLine):
+                ends = [self.nodes.get(member) for member in line.members]
+                if None in ends or any(self._after(("node", m), number) for m in line.members):
+                    raise self._fail(number, "members must be ids of node lines before it")
+                if {namespace for namespace, _ in ends} != {line.namespace or self.kb.namespace}:
+                    raise self._fail(number, "the members must be nodes of the report's namespace")
+                self.reports.append(CarriedReport(
+                    namespace=line.namespace or self.kb.namespace, level=line.level,
+                    keys=tuple(key for _, key in ends), title=line.title, summary=line.summary, author=line.author,
+                    stale=line.stale))
 
     def _plan_documents(self, lines: list[tuple[int, Line]], plan: _Plan, summary: ImportSummary) -> None:
         # Documents and their chunks: a document is written when it is new or differs in text, title,
@@ -337,29 +379,30 @@ class _NativeImport(_Import):
         snapshot = plan.snapshot
         for namespace, ids in by_namespace.items():
             stored = {d.id: d for d in self.store.get_documents(ids, namespace)}
-            stored_chunks: dict[str, list[tuple[int, str]]] = {}
+            stored_chunks: dict[str, list[tuple[int, str, str]]] = {}
             for chunk in self.store.document_chunks(namespace, ids):
-                stored_chunks.setdefault(chunk.document_id, []).append((chunk.ordinal, chunk.text))
+                stored_chunks.setdefault(chunk.document_id, []).append((chunk.ordinal, chunk.text, chunk.section))
             for doc_id in ids:
                 _, line = documents[(namespace, doc_id)]
                 mine = sorted(chunks_of.get((namespace, doc_id), []), key=lambda c: c.ordinal)
                 if len({c.ordinal for c in mine}) != len(mine):
                     raise InvalidInputError(f"{self.source}: document {doc_id!r} has two chunks with one ordinal")
                 old = stored.get(doc_id)
-                if (old is not None and (old.title, old.text, old.metadata) == (line.title, line.text, line.metadata)
-                        and sorted(stored_chunks.get(doc_id, [])) == [(c.ordinal, c.text) for c in mine]):
+                if (old is not None and (old.title, old.text, old.metadata, old.time)
+                        == (line.title, line.text, line.metadata, line.time)
+                        and sorted(stored_chunks.get(doc_id, [])) == [(c.ordinal, c.text, c.section) for c in mine]):
                     summary.documents_unchanged += 1
                     continue
                 snapshot.documents.append(DocumentRecord(
                     id=doc_id, namespace=namespace, text=line.text, title=line.title, metadata=line.metadata,
-                    created_at=line.created_at,
+                    created_at=line.created_at, time=line.time,
                 ))
                 for chunk in mine:
                     record = ChunkRecord(document_id=doc_id, ordinal=chunk.ordinal, text=chunk.text,
-                                         embedding=self._vector(chunk_lines[chunk.id], chunk.embedding))
+                                         section=chunk.section, embedding=self._vector(chunk_lines[chunk.id], chunk.embedding))
                     snapshot.chunks.append(record)
                     if record.embedding is None:
-                        plan.to_embed.append((record, passage_text(line.title, chunk.text)))
+                        plan.to_embed.append((record, passage_text(line.title, chunk.text, chunk.section)))
 
     def _plan_nodes(
         self, lines: list[tuple[int, Line]], plan: _Plan, summary: ImportSummary
@@ -591,7 +634,7 @@ class _MemoryImport(_Import):
             else:
                 summary.skipped.append(f"line {number}: unknown type {kind!r}")
 
-        namespace = self.kb.namespace
+        namespace = self.into or self.kb.namespace
         now = datetime.now(timezone.utc).replace(tzinfo=None)
         with self.kb.writing() as writer:
             plan = _Plan()
@@ -627,7 +670,7 @@ class _MemoryImport(_Import):
             found, missing = self.kb.curation.resolve(sorted(unresolved), namespace) if unresolved else ({}, [])
             others = {name: node for name, node in found.items()}
             names.update({node.key: node.name for node in others.values()})
-            new_ends = placeholders(self.kb, missing)
+            new_ends = placeholders(self.kb, missing, namespace)
             names.update({key: node.name for key, node in new_ends.items()})
 
             def key_of(name: str) -> str | None:
@@ -659,7 +702,7 @@ class _MemoryImport(_Import):
                     summary.edges_unchanged += 1
                     continue
                 write = EdgeWrite(namespace=namespace, source_key=source_key, target_key=target_key, type=kind,
-                                  properties={ORIGINAL_TYPE: label}, valid_from=now, created_at=now, updated_at=now)
+                                  properties={ORIGINAL_TYPE: label}, created_at=now, updated_at=now)
                 plan.to_embed.append((write, edge_text(write, names)))
                 plan.snapshot.edges.append(write)
             used = {key for write in plan.snapshot.edges for key in (write.source_key, write.target_key)}

@@ -5,12 +5,15 @@ natural key, so the same knowledge base always gives the same lines):
 
 - ``meta``: format name and version, schema version, the embedder the vectors come from, whether they are in
   the file;
-- ``document`` (namespace, id, title, text, metadata, created_at), each followed by its ``chunk`` lines (id,
+- ``document`` (namespace, id, title, text, metadata, created_at, time), each followed by its ``chunk`` lines (id,
   document_id, ordinal, text);
 - ``node``: id, namespace, name, type, description, aliases, properties, observations, created_at, updated_at;
 - ``edge``: id, namespace, source_id and target_id (node ids of this file) with the source and target names,
   type, description, weight, properties, valid_from, valid_until, created_at, updated_at;
-- ``mention`` (node_id, chunk_id) and ``edge_evidence`` (edge_id, chunk_id): the provenance.
+- ``mention`` (node_id, chunk_id) and ``edge_evidence`` (edge_id, chunk_id): the provenance;
+- ``community_report``: a report written by a model or the host (level, members: node ids of this file, title,
+  summary, author, stale). Communities are derived: an import builds them again and puts these reports back on
+  the communities they were written for (extractive reports are written anew).
 
 Ids are numbers local to the file (1, 2, ... in line order), not the database's: the database's ids are an
 accident of insertion order. Chunk, node and edge lines carry an ``embedding`` only when exported with
@@ -24,6 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from duckgraph.core.domain.communities.service import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.core.domain.limits import MAX_OBSERVATIONS
 from duckgraph.core.domain.model import (
     Description,
@@ -54,7 +58,8 @@ class Line(BaseModel):
     model_config = ConfigDict(extra="forbid")
     namespace: str | None = Field(None, min_length=1, max_length=200)
 
-    @field_validator("created_at", "updated_at", "valid_from", "valid_until", mode="after", check_fields=False)
+    @field_validator("created_at", "updated_at", "valid_from", "valid_until", "time", mode="after",
+                     check_fields=False)
     @classmethod
     def _naive_utc(cls, value: datetime | None) -> datetime | None:
         return _utc(value)
@@ -81,6 +86,7 @@ class DocumentLine(Line):
     text: DocumentText
     metadata: Properties = Field(default_factory=dict)
     created_at: datetime | None = None
+    time: datetime | None = None
 
 
 class ChunkLine(Line):
@@ -89,6 +95,7 @@ class ChunkLine(Line):
     document_id: str = Field(min_length=1)
     ordinal: int = Field(ge=0)
     text: DocumentText
+    section: str = Field("", max_length=2_000)
     embedding: list[float] | None = None
 
 
@@ -136,7 +143,17 @@ class EvidenceLine(Line):
     chunk_id: int
 
 
+class CommunityReportLine(Line):
+    kind: Literal["community_report"]
+    level: int = Field(ge=0)
+    members: list[int] = Field(min_length=1)
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
+    summary: str = Field(min_length=1, max_length=MAX_SUMMARY_CHARS)
+    author: Literal["model", "host"]
+    stale: bool = False
+
+
 LINE_MODELS: dict[str, type[Line]] = {
     "meta": MetaLine, "document": DocumentLine, "chunk": ChunkLine, "node": NodeLine, "edge": EdgeLine,
-    "mention": MentionLine, "edge_evidence": EvidenceLine,
+    "mention": MentionLine, "edge_evidence": EvidenceLine, "community_report": CommunityReportLine,
 }

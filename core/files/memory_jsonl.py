@@ -33,7 +33,7 @@ def export_memory_jsonl(kb: KnowledgeBase, out: TextIO, *, namespace: str | None
     """Write the entities and relations of `namespace` (default: the knowledge base's) to `out`."""
     kb.open()
     store = kb.store
-    namespace = namespace or kb.namespace
+    namespace = kb.resolve_namespace(namespace)
     summary = MemoryExportSummary(namespace=namespace)
     names: dict[int, str] = {}
     offset = 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError, Unexpected
 from mcp.types import CallToolResult, TextContent
 
 from duckgraph.core.bootstrap import Services
+from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.core.mcp.progress import progress_reporter
 from duckgraph.core.sharing import FileShare, ForeignFileError, RunLocally, supported
 from duckgraph.ports import DuckgraphError, InvalidInputError
@@ -66,13 +66,22 @@ async def forward_resource(share: FileShare, uri: str, namespace: str) -> list[R
 
 
 class _RelayContext(Context):
-    """The context of a call run for a client server: progress goes back over the socket to that server."""
+    """The context of a call run for a client server: progress goes back over the socket to that server, and a
+    call that names no namespace runs in that server's default one (`client_namespace`, see
+    DuckgraphServer.default_namespace)."""
 
     _relay: Any = None
+    _client_namespace: str | None = None
 
-    def __init__(self, *, relay: Callable[..., None] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, relay: Callable[..., None] | None = None, client_namespace: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._relay = relay
+        self._client_namespace = client_namespace
+
+    @property
+    def client_namespace(self) -> str | None:
+        return self._client_namespace
 
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         if self._relay is not None:
@@ -107,6 +116,10 @@ class _OwnerSide:
             return kb.health()
         if method == "backup":
             return kb.backup(params["path"], force=bool(params.get("force", False)))
+        if method == "browse":  # the web UI's reads that no tool answers (core/mcp/direct.py)
+            from duckgraph.core.domain import browse
+
+            return browse.run(kb, str(params["view"]), params.get("namespace"), dict(params.get("arguments") or {}))
         raise InvalidInputError(f"unknown request {method!r}")
 
     def _executor(self) -> MCPServer:
@@ -115,37 +128,30 @@ class _OwnerSide:
                 self._server = self._build_executor()
             return self._server
 
-    def _namespace_problem(self, params: dict[str, Any]) -> str | None:
-        ours, theirs = self.services.knowledge_base.namespace, params.get("namespace")
-        if theirs is None or theirs == ours:
-            return None
-        return (f"{self.services.settings.db} is served by duckgraph pid {os.getpid()}, which uses the namespace "
-                f"{ours!r}, but this server is configured with {theirs!r}. Servers that share a file must use the "
-                "same namespace (DUCKGRAPH_NAMESPACE): change it, or use another file.")
+    @staticmethod
+    def _client_namespace(params: dict[str, Any]) -> str | None:
+        """The namespace the client server's calls default to (None from a server that sends none: the owner's)."""
+        namespace = params.get("namespace")
+        return None if namespace is None else check_namespace(namespace)
 
     async def _tool(self, params: dict[str, Any], progress: Callable[..., None]) -> dict[str, Any]:
         name = str(params["name"])
-        problem = self._namespace_problem(params)
-        if problem is not None:
-            result = CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
-        else:
-            server = self._executor()
-            try:
-                result = await server.call_tool(name, params.get("arguments") or {},
-                                                _RelayContext(mcp_server=server, relay=progress))
-            except Exception as exc:  # answered as MCPServer answers a failed call of its own
-                if isinstance(exc, ToolError) and not isinstance(exc, UnexpectedToolError):
-                    log.info("tool %r (for a client server) failed: %r", name, str(exc))
-                else:
-                    log.exception("tool %r (for a client server) raised an unexpected exception", name)
-                result = CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+        server = self._executor()
+        try:
+            context = _RelayContext(mcp_server=server, relay=progress, client_namespace=self._client_namespace(params))
+            result = await server.call_tool(name, params.get("arguments") or {}, context)
+        except Exception as exc:  # answered as MCPServer answers a failed call of its own
+            if isinstance(exc, (ToolError, DuckgraphError)) and not isinstance(exc, UnexpectedToolError):
+                log.info("tool %r (for a client server) failed: %r", name, str(exc))
+            else:
+                log.exception("tool %r (for a client server) raised an unexpected exception", name)
+            result = CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     async def _resource(self, params: dict[str, Any]) -> list[dict[str, Any]]:
-        problem = self._namespace_problem(params)
-        if problem is not None:
-            raise ResourceError(problem)
-        contents = await self._executor().read_resource(str(params["uri"]))
+        server = self._executor()
+        context = _RelayContext(mcp_server=server, client_namespace=self._client_namespace(params))
+        contents = await server.read_resource(str(params["uri"]), context)
         return [{"text": c.content if isinstance(c.content, str) else c.content.decode("utf-8", "replace"),
                  "mime_type": c.mime_type} for c in contents]
 

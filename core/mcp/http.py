@@ -178,22 +178,30 @@ async def _json_rpc_error(send: Send, status: int, code: int, message: str) -> N
     await send({"type": "http.response.body", "body": body})
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A socket bound to host:port for `run_asgi`, or a ConfigError naming the port and what to do. Bound here,
-    before anything else starts, so that "serving MCP at ..." is said only once the port is really ours."""
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port for `run_asgi`; the OSError of the bind when it cannot be."""
     bare = host.strip().strip("[]")
     sock = socket.socket(socket.AF_INET6 if ":" in bare else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart need not wait
     try:
         sock.bind((bare, port))
-    except OSError as exc:
+    except OSError:
         sock.close()
+        raise
+    return sock
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port for `run_asgi`, or a ConfigError naming the port and what to do. Bound here,
+    before anything else starts, so that "serving MCP at ..." is said only once the port is really ours."""
+    try:
+        return bound_socket(host, port)
+    except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise ConfigError(f"cannot serve MCP on {host} port {port}: the port is in use (another `duckgraph serve "
                               "--http`, or another program). Stop that program, or choose another port with --port")
         raise ConfigError(f"cannot serve MCP on {host} port {port}: {exc.strerror or exc}. Check --host (an address "
                           "of this machine) and --port") from exc
-    return sock
 
 
 def run_asgi(app: ASGIApp, host: str, port: int, log_level: str, sock: socket.socket | None = None, *,

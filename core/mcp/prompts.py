@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -16,6 +17,10 @@ from duckgraph.ports import DuckgraphError
 
 T = TypeVar("T")
 
+#: The namespace a resource read or a prompt is for: its client's default, set by the server before the read
+#: (static resources get no request context); unset: the knowledge base's.
+RESOURCE_NAMESPACE: ContextVar[str | None] = ContextVar("resource_namespace", default=None)
+
 INSTRUCTIONS = """\
 duckgraph is a long-term memory organised as a knowledge graph with source passages.
 - Store what you learn with add_knowledge_graph: specific entity types (Person, Organization, Drug) and specific
@@ -25,6 +30,9 @@ duckgraph is a long-term memory organised as a knowledge graph with source passa
   you extract from them.
 - Before answering from memory, call search: it returns the relevant entities, how they connect, and the
   passages that support them.
+- When a fact stops holding, end it with end_relations (it stays as history); delete_relations is for mistakes.
+- The tools' optional `namespace` picks one of several separate memories (list_namespaces shows them); leave it
+  out to use this client's own.
 """
 
 #: With DUCKGRAPH_TOOLS=memory only the reference memory server's tools exist, so only they are named.
@@ -35,6 +43,7 @@ duckgraph is a long-term memory organised as a knowledge graph of entities, rela
   facts about an entity with add_observations. Reuse the exact names of entities that already exist.
 - Before answering from memory, call search_nodes: it searches by meaning and returns the relevant entities
   and the relations among them. open_nodes reads entities by name; read_graph reads the graph page by page.
+- The tools' optional `namespace` picks one of several separate memories; leave it out to use this client's own.
 """
 
 
@@ -90,6 +99,31 @@ def extraction_prompt(tool_set: str, text: str | None = None) -> str:
     return f"{guide}\nThe text is the one the user gives you next (or has just given you).\n"
 
 
+SUMMARY_GUIDE = """\
+Write a report for each community of the knowledge graph listed below: a group of entities more connected to
+each other than to the rest of the memory. Its report is what global_search returns for questions about the
+whole memory, so make it say what the community is about.
+
+For each community:
+1. Read its entities, facts and passages. Use nothing else: no general knowledge, no guesses.
+2. Write a title that names its theme in a few words (not a list of names), and a summary of 3 to 6
+   sentences: what it is about, which entities are central, how they connect, dates where given.
+3. Store it with save_community_report(id, title, summary), the id as listed.
+Then call communities_to_summarize for the next ones, until none remain.
+"""
+
+
+def summary_prompt(kb: KnowledgeBase, limit: int) -> str:
+    """The summarize_communities prompt: the guide, and the material of the first communities to summarise."""
+    waiting = kb.communities.to_write(RESOURCE_NAMESPACE.get() or kb.namespace, limit=limit)
+    if not waiting.communities:
+        return ("Every community of this memory has a written, current report (or none is built yet: call "
+                "build_communities first). Nothing to summarise.")
+    material = "\n\n".join(c.material for c in waiting.communities)
+    more = f"\n{waiting.remaining} more communities wait after these." if waiting.remaining else ""
+    return f"{SUMMARY_GUIDE}\n<communities>\n{material}\n</communities>{more}\n"
+
+
 def register_prompts_and_resources(server: MCPServer, kb: KnowledgeBase, tool_set: str) -> None:
     """The extract_knowledge prompt (its text for `tool_set`) and the duckgraph://stats and duckgraph://schema
     resources (every tool set).
@@ -109,6 +143,9 @@ def register_prompts_and_resources(server: MCPServer, kb: KnowledgeBase, tool_se
     ) -> str:
         return extraction_prompt(tool_set, text)
 
+    if tool_set == "all":  # the tools it walks the host through are listed only there
+        _register_summary_prompt(server, kb)
+
     @server.resource(
         "duckgraph://stats", name="stats", title="Knowledge base statistics", mime_type="application/json",
         description="Counts of entities, relations, documents and passages, and the entity and relation "
@@ -117,7 +154,7 @@ def register_prompts_and_resources(server: MCPServer, kb: KnowledgeBase, tool_se
     def stats_resource() -> str:
         from duckgraph.core.domain.model import GraphStats  # the tools' models are imported when first needed
 
-        stats = _read_for_resource(kb.stats, kb.namespace)
+        stats = _read_for_resource(kb.stats, RESOURCE_NAMESPACE.get() or kb.namespace)
         return GraphStats(**stats).model_dump_json(indent=2)
 
     @server.resource(
@@ -126,7 +163,8 @@ def register_prompts_and_resources(server: MCPServer, kb: KnowledgeBase, tool_se
                     "its count and an example, so new knowledge can reuse them.",
     )
     def schema_resource() -> str:
-        return json.dumps(_read_for_resource(kb.schema, kb.namespace), indent=2, ensure_ascii=False)
+        return json.dumps(_read_for_resource(kb.schema, RESOURCE_NAMESPACE.get() or kb.namespace), indent=2,
+                          ensure_ascii=False)
 
 
 def _read_for_resource(function: Callable[..., T], *args: Any) -> T:
@@ -135,3 +173,16 @@ def _read_for_resource(function: Callable[..., T], *args: Any) -> T:
         return function(*args)
     except DuckgraphError as exc:
         raise ResourceError(str(exc)) from exc
+
+
+def _register_summary_prompt(server: MCPServer, kb: KnowledgeBase) -> None:
+    @server.prompt(
+        name="summarize_communities",
+        title="Write community reports",
+        description="Walks you through writing reports for the memory's communities (used by global_search), "
+                    "with the material of those still lacking one.",
+    )
+    def summarize_communities(
+        limit: Annotated[int, Field(description="Communities to include (1-20).", ge=1, le=20)] = 5,
+    ) -> str:
+        return _read_for_resource(summary_prompt, kb, limit)

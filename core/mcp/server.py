@@ -5,26 +5,34 @@ handing over the file). Transports: core/mcp/transports.py; tools: core/mcp/tool
 from __future__ import annotations
 
 import functools
+import logging
 import threading
+import warnings
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import ToolManager
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.types import ClientCapabilities, RootsCapability
 from mcp.types import Tool as MCPTool
 
 from duckgraph.core import __version__
 from duckgraph.core.bootstrap import Services
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.namespaces import namespace_from_folder
 from duckgraph.core.mcp import tool_listing
 from duckgraph.core.mcp.forwarding import forward_resource, forward_tool
-from duckgraph.core.mcp.prompts import instructions, register_prompts_and_resources
+from duckgraph.core.mcp.prompts import RESOURCE_NAMESPACE, instructions, register_prompts_and_resources
 from duckgraph.core.mcp.stdio import StdioTransport
 from duckgraph.core.mcp.warmup import WarmUp
 from duckgraph.core.sharing import FileShare
+from duckgraph.core.web.add_urls import UrlFetching
 
 #: How long a stopping owner lets the calls other servers forwarded to it finish before it closes the file: an
 #: MCP client kills the server ~2 s after closing its stdin, and the checkpoint and the close need the rest. A
@@ -34,14 +42,16 @@ STOP_DRAIN_SECONDS = 1.0
 #: the file closes (core/mcp/stdio.py, core/mcp/http.py): a service manager waits 10 s or more before it kills.
 STOP_GRACE_SECONDS = 5.0
 
+log = logging.getLogger(__name__)
+
 
 class DuckgraphServer(MCPServer):
     """The MCP server over one knowledge base. While this process is a client of the duckgraph server that owns
     the database file (see core/sharing/), its tool calls and resource reads run there, through the same
     functions, and come back as the owner's result (core/mcp/forwarding.py); otherwise they run here."""
 
-    def __init__(self, *args: Any, knowledge_base: KnowledgeBase, tool_set: str, share: FileShare | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, *args: Any, knowledge_base: KnowledgeBase, url_fetching: UrlFetching, tool_set: str,
+                 share: FileShare | None = None, namespace_from_roots: bool = False, **kwargs: Any) -> None:
         # Set before the SDK's __init__, which stores its tool manager through the property below.
         self.tool_set = tool_set
         self._tools_built = False
@@ -49,8 +59,42 @@ class DuckgraphServer(MCPServer):
         self._build_lock = threading.Lock()
         super().__init__(*args, **kwargs)
         self.knowledge_base = knowledge_base
+        self.url_fetching = url_fetching  # add_urls refuses unless the settings enable it
         self.share = share
         self._read_only: dict[str, bool] | None = None
+        self.namespace_from_roots = namespace_from_roots
+        self._session_namespaces: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        #: Why calls got the fallback namespace, each logged once: on the newest protocol every call comes on a
+        #: session of its own, so once per session would be at every call.
+        self._fallback_reasons: set[str] = set()
+
+    # -- the namespace of a call that names none ---------------------------------------------------------------
+
+    async def default_namespace(self, context: Context | None) -> str:
+        """The namespace of the client's calls that name none: for a call the owner runs for another server of
+        the file, that server's (core/mcp/forwarding.py); with namespace = "@roots", the client's first root
+        folder's name, asked once per session; otherwise the knowledge base's (the setting, or its fallback)."""
+        client = getattr(context, "client_namespace", None)
+        if client is not None:
+            return client
+        fallback = self.knowledge_base.namespace
+        if not self.namespace_from_roots or context is None:
+            return fallback
+        try:
+            session = context.session
+        except ValueError:  # no request under way: nothing to ask
+            return fallback
+        namespace = self._session_namespaces.get(session)
+        if namespace is None:
+            namespace, why = await _namespace_from_roots(session)
+            if namespace is None:
+                namespace = fallback
+                if why not in self._fallback_reasons:
+                    self._fallback_reasons.add(why)
+                    log.warning("namespace %r (the fallback, DUCKGRAPH_NAMESPACE_FALLBACK): namespace is '@roots' "
+                                "but %s", fallback, why)
+            self._session_namespaces[session] = namespace
+        return namespace
 
     # The tools are built when something first needs them (the warm-up thread, a call, or a listing that the
     # shipped one cannot answer): building them is most of what duckgraph adds to start-up (see
@@ -111,7 +155,7 @@ class DuckgraphServer(MCPServer):
                                    for t in await self.list_tools()}
             if name in self._read_only:  # an unknown name fails here, as it would on a server of its own
                 result = await forward_tool(share, name, arguments, read_only=self._read_only[name],
-                                            namespace=self.knowledge_base.namespace, context=context)
+                                            namespace=await self.default_namespace(context), context=context)
                 if result is not None:
                     return result
         return await super().call_tool(name, arguments, context)
@@ -124,12 +168,54 @@ class DuckgraphServer(MCPServer):
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     async def read_resource(self, uri: Any, context: Context | None = None) -> Any:
+        namespace = await self.default_namespace(context)
         share = self._forwarding()
         if share is not None and str(uri) in {str(r.uri) for r in await self.list_resources()}:
-            contents = await forward_resource(share, str(uri), self.knowledge_base.namespace)
+            contents = await forward_resource(share, str(uri), namespace)
             if contents is not None:
                 return contents
-        return await super().read_resource(uri, context)
+        token = RESOURCE_NAMESPACE.set(namespace)
+        try:
+            return await super().read_resource(uri, context)
+        finally:
+            RESOURCE_NAMESPACE.reset(token)
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
+                         context: Context | None = None) -> Any:
+        token = RESOURCE_NAMESPACE.set(await self.default_namespace(context))  # a prompt reads the client's default
+        try:
+            return await super().get_prompt(name, arguments, context)
+        finally:
+            RESOURCE_NAMESPACE.reset(token)
+
+
+async def _namespace_from_roots(session: Any) -> tuple[str | None, str]:
+    """The name of the client's first root folder, made a valid namespace; None and why when it gives none."""
+    roots, why = await _client_roots(session)
+    if roots:
+        path = unquote(urlparse(str(roots[0].uri)).path).rstrip("/")
+        namespace = namespace_from_folder(path.rsplit("/", 1)[-1]) if path else None
+        if namespace is not None:
+            log.info("namespace %r: the name of the client's first root folder (%s)", namespace, roots[0].uri)
+            return namespace, ""
+        why = f"the client's first root ({roots[0].uri}) has no usable folder name"
+    return None, why
+
+
+async def _client_roots(session: Any) -> tuple[list[Any], str]:
+    """The client's roots, and why there are none when there are none."""
+    if not session.check_client_capability(ClientCapabilities(roots=RootsCapability())):
+        return [], "the client does not offer MCP roots"
+    try:
+        with warnings.catch_warnings():  # roots are deprecated in the newest protocol, and what hosts send today
+            warnings.simplefilter("ignore")
+            roots = (await session.list_roots()).roots
+    except NoBackChannelError:
+        return [], (f"the client's protocol ({getattr(session, 'protocol_version', '?')}) lets a server ask nothing "
+                    "during a call")
+    except Exception as exc:  # a client that offers roots but fails to list them: the fallback still serves
+        return [], f"listing the client's roots failed ({exc})"
+    return list(roots), "the client lists no roots"
 
 
 def build_server(services: Services, share: FileShare | None = None, *, tool_set: str | None = None) -> MCPServer:
@@ -142,6 +228,9 @@ def build_server(services: Services, share: FileShare | None = None, *, tool_set
     @asynccontextmanager
     async def lifespan(server: DuckgraphServer) -> AsyncIterator[KnowledgeBase]:
         kb = services.knowledge_base
+        settings = services.settings
+        log.info("default namespace: %s", f"each client's first MCP root folder's name, else {kb.namespace!r}"
+                 if settings.from_roots else f"{kb.namespace!r} (the namespace setting)")
         warm_up = WarmUp(kb, server.build_tools, server.remember_listing)
         if services.settings.warm_up:
             # A client has no use for the model (the owner embeds) until it takes the file over. Registered
@@ -169,6 +258,7 @@ def build_server(services: Services, share: FileShare | None = None, *, tool_set
     server = DuckgraphServer(
         "duckgraph", version=__version__, lifespan=lifespan, instructions=instructions(tool_set),
         warn_on_duplicate_tools=False, knowledge_base=services.knowledge_base, share=share, tool_set=tool_set,
+        namespace_from_roots=services.settings.from_roots, url_fetching=services.url_fetching,
     )
-    register_prompts_and_resources(server, services.knowledge_base, services.settings.tools)
+    register_prompts_and_resources(server, services.knowledge_base, tool_set)
     return server

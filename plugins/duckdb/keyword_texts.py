@@ -35,7 +35,9 @@ _SEPARATOR = "\uffff"
 _RUN_OR_SEPARATOR = re.compile(WORD_RUN.pattern + "|" + _SEPARATOR)
 
 _CHUNKS = (
-    "SELECT c.id, c.namespace, d.title, c.text FROM chunks c "
+    # a passage's words include its section's (as the text its vector is computed from does)
+    "SELECT c.id, c.namespace, d.title, CASE WHEN c.section = '' THEN c.text ELSE c.section || ' ' || c.text END "
+    "FROM chunks c "
     "LEFT JOIN documents d ON d.namespace = c.namespace AND d.id = c.document_id WHERE {rows} ORDER BY c.id"
 )
 

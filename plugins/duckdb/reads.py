@@ -9,13 +9,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from duckgraph.plugins.duckdb import sql
-from duckgraph.ports import ChunkRecord, DocumentRecord, EdgeRecord, NodeRecord
+from duckgraph.ports import ChangeRecord, ChunkRecord, DocumentRecord, EdgeRecord, NodeRecord
 
 _NODE_COLUMNS = "id, namespace, key, name, type, description, aliases, properties, created_at, updated_at"
 _EDGE_COLUMNS = (
     "id, source_id, target_id, type, description, weight, properties, valid_from, valid_until, created_at, updated_at"
 )
-_DOCUMENT_COLUMNS = "id, namespace, text, title, metadata, created_at"
+_DOCUMENT_COLUMNS = "id, namespace, text, title, metadata, created_at, time"
 #: Up to this many ids, rows are fetched by one probe of the primary key each (UNION ALL of `id = ...`): DuckDB
 #: answers `id IN (list)` with a scan of the whole table.
 _POINT_LOOKUPS = 64
@@ -71,13 +71,14 @@ def chunks(con: Any, ids: list[int]) -> list[ChunkRecord]:
     """The chunks of the given (distinct) ids, read from the file."""
     if len(ids) <= _POINT_LOOKUPS:  # (what a search asks): index probes, not a scan of the table
         rows = con.execute(" UNION ALL ".join(
-            f"SELECT id, document_id, ordinal, text FROM chunks WHERE id = {i}" for i in ids)).fetchall()
+            f"SELECT id, document_id, ordinal, text, section FROM chunks WHERE id = {i}" for i in ids)).fetchall()
     else:
         rows = con.execute(
-            f"SELECT id, document_id, ordinal, text FROM chunks WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))",
+            "SELECT id, document_id, ordinal, text, section FROM chunks "
+            f"WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))",
             [sql.json_list(ids)],
         ).fetchall()
-    return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3]) for r in rows]
+    return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3], section=r[4] or "") for r in rows]
 
 
 def document_chunks(con: Any, namespace: str, document_ids: Iterable[str]) -> list[ChunkRecord]:
@@ -85,11 +86,11 @@ def document_chunks(con: Any, namespace: str, document_ids: Iterable[str]) -> li
     if not ids:
         return []
     rows = con.execute(
-        "SELECT id, document_id, ordinal, text FROM chunks WHERE namespace = $1 AND document_id IN "
+        "SELECT id, document_id, ordinal, text, section FROM chunks WHERE namespace = $1 AND document_id IN "
         f"(SELECT unnest({sql.JSON_NAMES % 2})) ORDER BY list_position({sql.JSON_NAMES % 2}, document_id), ordinal",
         [namespace, sql.json_list(ids)],
     ).fetchall()
-    return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3]) for r in rows]
+    return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3], section=r[4] or "") for r in rows]
 
 
 def stats(con: Any, namespace: str | None) -> dict[str, Any]:
@@ -131,12 +132,37 @@ def type_examples(con: Any, namespace: str, limit: int) -> dict[str, list[dict[s
     }
 
 
+def most_connected(con: Any, namespace: str, limit: int) -> list[tuple[int, int]]:
+    rows = con.execute(
+        "WITH live AS (SELECT source_id, target_id FROM edges WHERE namespace = $1 AND valid_until IS NULL) "
+        "SELECT id, count(*) AS n FROM (SELECT source_id AS id FROM live UNION ALL SELECT target_id FROM live) "
+        "GROUP BY id ORDER BY n DESC, id LIMIT $2",
+        [namespace, limit],
+    ).fetchall()
+    return [(int(node), int(n)) for node, n in rows]
+
+
 def namespaces(con: Any) -> list[str]:
     rows = con.execute(
         "SELECT namespace FROM nodes UNION SELECT namespace FROM edges UNION SELECT namespace FROM documents "
         "ORDER BY 1"
     ).fetchall()
     return [r[0] for r in rows]
+
+
+def namespace_summaries(con: Any) -> list[dict[str, Any]]:
+    rows = con.execute(
+        "WITH n AS (SELECT namespace, count(*) AS c, max(updated_at) AS t FROM nodes GROUP BY 1), "
+        "e AS (SELECT namespace, count(*) FILTER (WHERE valid_until IS NULL) AS c, max(updated_at) AS t "
+        "FROM edges GROUP BY 1), "
+        "d AS (SELECT namespace, count(*) AS c, max(created_at) AS t FROM documents GROUP BY 1), "
+        "names AS (SELECT namespace FROM n UNION SELECT namespace FROM e UNION SELECT namespace FROM d) "
+        "SELECT names.namespace, coalesce(n.c, 0), coalesce(e.c, 0), coalesce(d.c, 0), greatest(n.t, e.t, d.t) "
+        "FROM names LEFT JOIN n USING (namespace) LEFT JOIN e USING (namespace) LEFT JOIN d USING (namespace) "
+        "ORDER BY 1"
+    ).fetchall()
+    return [{"namespace": ns, "nodes": nodes, "edges": edges, "documents": documents, "last_write": last}
+            for ns, nodes, edges, documents, last in rows]
 
 
 def list_documents(con: Any, namespace: str, offset: int, limit: int) -> list[DocumentRecord]:
@@ -160,6 +186,28 @@ def edge_evidence(con: Any, edge_ids: Iterable[int]) -> list[tuple[int, int]]:
     return [(int(e), int(c)) for e, c in rows]
 
 
+def changes(con: Any, namespace: str, since: Any, until: Any, limit: int) -> list[ChangeRecord]:
+    def span(column: str) -> str:
+        return (f"{column} >= coalesce($2::TIMESTAMP, '-infinity'::TIMESTAMP) "
+                f"AND {column} < coalesce($3::TIMESTAMP, 'infinity'::TIMESTAMP)")
+
+    rows = con.execute(
+        "SELECT * FROM (SELECT created_at AS moment, 'entity created' AS kind, id AS node, NULL::BIGINT AS edge, "
+        f"NULL::VARCHAR AS doc FROM nodes WHERE namespace = $1 AND {span('created_at')} "
+        "UNION ALL SELECT updated_at, 'entity updated', id, NULL, NULL FROM nodes WHERE namespace = $1 "
+        f"AND updated_at > created_at AND {span('updated_at')} "
+        "UNION ALL SELECT created_at, 'fact added', NULL, id, NULL FROM edges WHERE namespace = $1 "
+        f"AND {span('created_at')} "
+        "UNION ALL SELECT updated_at, 'fact ended', NULL, id, NULL FROM edges WHERE namespace = $1 "
+        f"AND valid_until IS NOT NULL AND updated_at > created_at AND {span('updated_at')} "
+        "UNION ALL SELECT created_at, 'document added', NULL, NULL, id FROM documents WHERE namespace = $1 "
+        f"AND {span('created_at')}) AS c ORDER BY moment DESC, kind, node, edge, doc LIMIT $4",
+        [namespace, since, until, limit],
+    ).fetchall()
+    return [ChangeRecord(at=at, kind=kind, node_id=node, edge_id=edge, document_id=doc)
+            for at, kind, node, edge, doc in rows]
+
+
 def _edge(row: tuple) -> EdgeRecord:
     return EdgeRecord(id=row[0], source_id=row[1], target_id=row[2], type=row[3], description=row[4], weight=row[5],
                       properties=json.loads(row[6]), valid_from=row[7], valid_until=row[8], created_at=row[9],
@@ -168,7 +216,7 @@ def _edge(row: tuple) -> EdgeRecord:
 
 def _document(row: tuple) -> DocumentRecord:
     return DocumentRecord(id=row[0], namespace=row[1], text=row[2], title=row[3], metadata=json.loads(row[4]),
-                          created_at=row[5])
+                          created_at=row[5], time=row[6])
 
 
 def _node(row: tuple) -> NodeRecord:

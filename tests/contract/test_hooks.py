@@ -136,7 +136,8 @@ def test_entry_point_plugin_is_discovered(installed_tiny_plugin: str) -> None:
     pm = build_plugin_manager(load_entry_points=True)
     try:
         assert pm.has_plugin("tiny")
-        assert [dist.metadata["Name"] for _, dist in pm.list_plugin_distinfo()] == ["duckgraph-tiny-plugin"]
+        # Other installed plugin packages (contrib/duckgraph-openai in CI) are found beside it.
+        assert "duckgraph-tiny-plugin" in [dist.metadata["Name"] for _, dist in pm.list_plugin_distinfo()]
         found = factories(pm, "embedder")
         assert {"tiny", "sentence-transformers"} <= set(found)
         embedder = create(pm, "embedder", "tiny", scale=2.0)

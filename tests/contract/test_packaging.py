@@ -33,7 +33,8 @@ def test_installed_files_live_under_duckgraph():
     assert not unexpected, f"the wheel installs top-level names besides duckgraph: {sorted(unexpected)}"
     files = {str(file) for file in dist.files or []}
     for required in ("duckgraph/core/data/demo.json", "duckgraph/ports/hookspecs.py",
-                     "duckgraph/plugins/duckdb/store.py", "duckgraph/core/mcp/server.py"):
+                     "duckgraph/plugins/duckdb/store.py", "duckgraph/core/mcp/server.py",
+                     "duckgraph/core/ui/static/index.html", "duckgraph/core/ui/static/main.js"):
         assert required in files
 
 

@@ -28,10 +28,13 @@ pytestmark = pytest.mark.model
 
 TOOLS = {
     "add_knowledge_graph", "add_documents", "search", "get_entities", "update_entity", "merge_entities",
-    "delete_entities", "delete_relations", "find_paths", "graph_stats",
+    "delete_entities", "delete_relations", "find_paths", "graph_stats", "end_relations", "recent_changes",
+    "list_namespaces", "delete_namespace", "add_urls", "global_search", "build_communities",
 }
-READ_ONLY = {"search", "get_entities", "find_paths", "graph_stats"}
-DESTRUCTIVE = {"update_entity", "merge_entities", "delete_entities", "delete_relations"}
+READ_ONLY = {"search", "get_entities", "find_paths", "graph_stats", "recent_changes", "list_namespaces",
+             "global_search"}
+DESTRUCTIVE = {"update_entity", "merge_entities", "delete_entities", "delete_relations", "end_relations",
+               "delete_namespace"}
 
 
 @pytest.fixture
@@ -127,7 +130,7 @@ async def test_lists_exactly_the_graphrag_tools_with_schemas_and_annotations(ser
     for name, tool in tools.items():
         assert tool.description and tool.description.strip(), name
         assert tool.input_schema["type"] == "object", name
-        assert tool.input_schema["properties"] or name == "graph_stats", name  # graph_stats takes no arguments
+        assert tool.input_schema["properties"] or name == "list_namespaces", name  # it lists them all
         assert tool.output_schema and tool.output_schema.get("properties"), name
         assert tool.annotations is not None, name
         assert tool.annotations.title, name

@@ -24,6 +24,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from duckgraph.core.bootstrap import Services, bootstrap
 from duckgraph.core.config import load_settings
 from duckgraph.core.mcp.server import build_server
+from tests.e2e.test_mcp_inmemory import TOOLS as GRAPHRAG_TOOLS
 
 pytestmark = pytest.mark.model
 
@@ -36,10 +37,8 @@ MEMORY_TOOLS = {
     "create_entities", "create_relations", "add_observations", "delete_entities", "delete_observations",
     "delete_relations", "read_graph", "search_nodes", "open_nodes",
 }
-GRAPHRAG_TOOLS = {
-    "add_knowledge_graph", "add_documents", "search", "get_entities", "update_entity", "merge_entities",
-    "find_paths", "graph_stats", "delete_entities", "delete_relations",
-}
+#: Only in DUCKGRAPH_TOOLS=all: the host's own community reports (their listing would cost every conversation).
+REPORT_TOOLS = {"communities_to_summarize", "save_community_report"}
 #: Tools whose text content is the reference's JSON, byte for byte (the others answer with a fixed message).
 JSON_TEXT_TOOLS = {"create_entities", "create_relations", "add_observations", "read_graph", "open_nodes"}
 
@@ -287,7 +286,7 @@ def assert_extends(mine: Any, ref: Any, where: str) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(("tool_set", "expected"), [
-    ("memory", MEMORY_TOOLS), ("graphrag", GRAPHRAG_TOOLS), ("all", MEMORY_TOOLS | GRAPHRAG_TOOLS),
+    ("memory", MEMORY_TOOLS), ("graphrag", GRAPHRAG_TOOLS), ("all", MEMORY_TOOLS | GRAPHRAG_TOOLS | REPORT_TOOLS),
 ])
 async def test_each_tool_set_lists_its_tools_once(tmp_path, minilm, tool_set, expected):
     async with Client(build_server(make_services(tmp_path, tool_set, minilm))) as client:
@@ -310,6 +309,8 @@ async def test_memory_tools_have_the_reference_names_schemas_and_hints(tmp_path,
         mine = ours[name]
         assert mine["title"] == ref["title"], name
         ref_in, my_in = schema_shape(ref["inputSchema"]), schema_shape(mine["inputSchema"])
+        # Every tool adds an optional namespace (docs/namespaces.md).
+        assert my_in["properties"].pop("namespace") in ("string", ["string", "null"]), name
         if name == "read_graph":
             # The reference takes no arguments; ours adds optional pagination.
             assert ref_in == {"required": [], "properties": {}}

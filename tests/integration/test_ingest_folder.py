@@ -67,7 +67,7 @@ def test_a_folder_typed_two_ways_is_stored_once_and_unchanged_files_are_skipped(
 def test_a_changed_file_is_replaced(notes, db_path):
     ingest(db_path, "notes")
     (notes / "babbage.txt").write_text("Charles Babbage designed the Difference Engine.\n", encoding="utf-8")
-    assert ingest(db_path, "notes") == (0, "1 documents stored, 2 unchanged, 0 skipped, 1 passages")
+    assert ingest(db_path, "notes") == (0, "1 documents stored (1 replaced), 2 unchanged, 0 skipped, 1 passages")
     stored = documents(db_path)
     assert len(stored) == 3
     assert stored[(notes / "babbage.txt").resolve().as_posix()][1] == "Charles Babbage designed the Difference Engine.\n"
@@ -77,6 +77,34 @@ def test_a_changed_file_is_replaced(notes, db_path):
         assert stats.stats()["chunks"] == 3  # the old passage went with the old text
     finally:
         stats.close()
+
+
+def test_a_file_whose_modification_time_alone_changed_is_left_as_it_is(notes, db_path):
+    import os
+    from datetime import datetime
+
+    def times() -> dict[str, datetime | None]:
+        store = DuckDBStore(db_path)
+        store.open()
+        try:
+            return {d.id: d.time for d in store.list_documents("default", limit=1000)}
+        finally:
+            store.close()
+
+    babbage = (notes / "babbage.txt").resolve().as_posix()
+    os.utime(notes / "babbage.txt", (1_500_000_000, 1_500_000_000))
+    ingest(db_path, "notes")
+    assert times()[babbage] == datetime(2017, 7, 14, 2, 40)  # the modification time, when nothing states one
+    # Touched (a checkout, a copy): the time is a fallback, not content, so nothing is replaced or embedded again.
+    for name in ("ada.md", "babbage.txt", "sub/turing.md"):
+        os.utime(notes / name, (1_700_000_000, 1_700_000_000))
+    assert ingest(db_path, "notes") == (0, "0 documents stored, 3 unchanged, 0 skipped, 0 passages")
+    assert times()[babbage] == datetime(2017, 7, 14, 2, 40)
+    # A new text brings its own modification time.
+    (notes / "babbage.txt").write_text("Charles Babbage designed the Difference Engine.\n", encoding="utf-8")
+    os.utime(notes / "babbage.txt", (1_700_000_000, 1_700_000_000))
+    assert ingest(db_path, "notes") == (0, "1 documents stored (1 replaced), 2 unchanged, 0 skipped, 1 passages")
+    assert times()[babbage] == datetime(2023, 11, 14, 22, 13, 20)
 
 
 def test_prune_deletes_the_documents_of_files_gone_with_what_only_they_supported(notes, tmp_path, db_path):

@@ -467,7 +467,7 @@ def test_ingest_a_folder_with_extraction(notes, ingest_env, ollama, capsys):
     assert any(line.endswith("1/3") and "extracting" in line for line in progress)
     assert all("png" not in str(r["body"]) for r in ollama.requests)
     assert [passage_of(b).strip() for b in chats(ollama)] == [
-        f"# Ada\n\n{ADA_TEXT}", "Charles Babbage designed the Analytical Engine.", "Alan Turing worked at Bletchley Park."]
+        f"Ada\n{ADA_TEXT}", "Charles Babbage designed the Analytical Engine.", "Alan Turing worked at Bletchley Park."]
 
     kb = open_file(ingest_env)
     try:
@@ -540,7 +540,7 @@ def test_ingest_names_a_missing_path_and_an_empty_folder(tmp_path, ingest_env, c
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "picture.png").write_bytes(b"\x89PNG")
     assert main(["ingest", "empty", "--db", str(ingest_env)]) == 1
-    assert "no .txt or .md files found in empty" in capsys.readouterr().err
+    assert "no documents found in empty" in capsys.readouterr().err
     assert main(["ingest", "missing", "--db", str(ingest_env)]) == 1
     assert "missing does not exist" in capsys.readouterr().err
     assert not ingest_env.exists()

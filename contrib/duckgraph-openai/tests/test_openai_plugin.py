@@ -196,3 +196,15 @@ def test_check_finds_an_unserved_model(server, api_key):
     extractor(server).check()
     with pytest.raises(ExtractionError, match=r"does not serve the model 'gpt-5'.*gpt-4o-mini, text-embedding"):
         extractor(server, model="gpt-5").check()
+
+
+def test_community_reports_are_asked_for_in_their_own_strict_schema(server, api_key):
+    report = {"title": "Victorian computing", "summary": "Ada Lovelace wrote a program for Babbage's engine."}
+    replies = iter(['{"title": "x"}', json.dumps(report)])
+    server.chat_reply = lambda body: next(replies)
+    assert extractor(server).write_report("Entities: Ada Lovelace, Analytical Engine.") == report
+    first, retry = [c["body"] for c in server.requests_to("/v1/chat/completions")]
+    schema = first["response_format"]["json_schema"]
+    assert schema["name"] == "community_report" and schema["schema"]["required"] == ["title", "summary"]
+    assert "Ada Lovelace" in first["messages"][1]["content"]
+    assert "That answer was invalid" in retry["messages"][3]["content"]

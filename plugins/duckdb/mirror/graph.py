@@ -13,7 +13,8 @@ from typing import Any
 
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
 from duckgraph.plugins.duckdb.mirror.links import LinkTable
-from duckgraph.ports import Links, isin_ids, link_counts
+from duckgraph.plugins.duckdb.sql import now as sql_now
+from duckgraph.ports import Links, TimeFilter, isin_ids, link_counts
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,10 @@ class GraphMirror:
         #: `_degree_stale` marks the nodes an edge written, deleted or repointed since then ends at.
         self._degrees = np.zeros(0, dtype=np.int64)
         self._degree_stale = np.zeros(0, dtype=bool)
+        self._degrees_until: Any = None
+        #: per node, its edges without validity (counted) and its edges with one (listed), as `_degrees` counts
+        self._untimed_degrees = np.zeros(0, dtype=np.int64)
+        self._timed_links = LinkTable()
         self.out_edges = LinkTable()  # node -> edges leaving it
         self.in_edges = LinkTable()  # node -> edges entering it
         # mentions
@@ -145,9 +150,13 @@ class GraphMirror:
         self.chunk_ordinal = np.zeros(0, dtype=np.int32)
         #: chunk id -> its text while they fit `text_budget` (decided at open, given up when writes outgrow it)
         self.chunk_text: dict[int, str] | None = {}
+        #: chunk id -> its section ("Installation > Linux"), for those that have one: short, so always held
+        self.chunk_section: dict[int, str] = {}
         self.text_bytes = 0  # UTF-8 bytes of the chunks' texts held (of all of them, when over the budget at open)
         self.document_codes: dict[tuple[str, str], int] = {}  # (namespace, document id) -> code
         self.documents: list[tuple[str, str]] = []  # code -> (document id, title)
+        #: code -> the document's time (NaT: none given): a search's window filters and shows passages by it
+        self.document_time = np.zeros(0, dtype="datetime64[us]")
         self.chunks_of = LinkTable()  # node -> chunks mentioning it
         self.nodes_of = LinkTable()  # chunk -> nodes it mentions
 
@@ -269,15 +278,16 @@ class GraphMirror:
         """The adjacency, the live chunks and the mentions, once nodes and edges are in."""
         self._rebuild_adjacency()
         self.chunk_live[:] = False
-        documents = con.execute("SELECT namespace, id, title FROM documents").fetchnumpy()
-        self.put_documents(documents["namespace"], documents["id"], documents["title"])
+        documents = con.execute("SELECT namespace, id, title, time FROM documents").fetchnumpy()
+        self.put_documents(documents["namespace"], documents["id"], documents["title"], _filled(documents["time"]))
         self.text_bytes = con.execute("SELECT coalesce(sum(strlen(text)), 0) FROM chunks").fetchone()[0]
         held = self.text_bytes <= self.text_budget
         text = "text" if held else "NULL AS text"
-        chunks = con.execute(f"SELECT id, namespace, document_id, ordinal, {text} FROM chunks").fetchnumpy()
+        chunks = con.execute(f"SELECT id, namespace, document_id, ordinal, {text}, section FROM chunks").fetchnumpy()
         ids = np.asarray(chunks["id"], dtype=np.int64)
         self.chunk_text = None  # filled below at once: the sum above already counted the texts' bytes
-        self.add_chunks(ids, chunks["namespace"], chunks["document_id"], chunks["ordinal"], chunks["text"])
+        self.add_chunks(ids, chunks["namespace"], chunks["document_id"], chunks["ordinal"], chunks["text"],
+                        chunks["section"])
         self.chunk_text = dict(zip(ids.tolist(), chunks["text"])) if held else None
         mentions = con.execute("SELECT chunk_id, node_id FROM mentions").fetchnumpy()
         chunks = np.asarray(mentions["chunk_id"], dtype=np.int64)
@@ -298,17 +308,32 @@ class GraphMirror:
         self._count_degrees()
 
     def _count_degrees(self) -> None:
-        holding = np.flatnonzero((self.e_src >= 0) & np.isnat(self.e_until))
-        sources, targets, namespaces = self.e_src[holding], self.e_dst[holding], self.e_ns[holding]
+        # Counted as of now: valid until the next start or end of validity still ahead (`_degrees_until`).
+        moment = _time(sql_now())
+        live = np.flatnonzero(self.e_src >= 0)
+        ahead = np.concatenate([self.e_from[live], self.e_until[live]])
+        ahead = ahead[~np.isnat(ahead) & (ahead > moment)]
+        self._degrees_until = ahead.min() if len(ahead) else None
+        sources, targets, namespaces = self.e_src[live], self.e_dst[live], self.e_ns[live]
         size = len(self.n_ns)
-        self._degrees = np.zeros(size, dtype=np.int64)
+        owners, edges = [], []
         for ends, others, incoming in ((sources, targets, False), (targets, sources, True)):
             known = ends < size
-            ends, others, edge_ns = ends[known], others[known], namespaces[known]
-            keep = self.n_ns[ends] == edge_ns
+            keep = known.copy()
+            keep[known] = self.n_ns[ends[known]] == namespaces[known]
             if incoming:  # a self-loop counts once, as its source
                 keep &= ends != others
-            self._degrees += np.bincount(ends[keep], minlength=size)
+            owners.append(ends[keep])
+            edges.append(live[keep])
+        owners, edges = np.concatenate(owners), np.concatenate(edges)
+        # Edges without validity hold at every moment: counted once; those with one are kept per node, so that
+        # a search at another moment (or in a window) counts them without listing every neighbour.
+        timed = ~(np.isnat(self.e_from[edges]) & np.isnat(self.e_until[edges]))
+        self._untimed_degrees = np.bincount(owners[~timed], minlength=size)
+        self._timed_links = LinkTable()
+        self._timed_links.build(owners[timed], edges[timed])
+        now_holding = self._holding_mask(edges[timed], None, None)
+        self._degrees = self._untimed_degrees + np.bincount(owners[timed][now_holding], minlength=size)
         self._degree_stale = np.zeros(size, dtype=bool)
 
     def _mark_degrees_stale(self, *node_arrays: Any) -> None:
@@ -427,8 +452,9 @@ class GraphMirror:
 
     def put_edges(self, ids: Sequence[int], namespaces: Sequence[str], sources: Sequence[int],
                   targets: Sequence[int], types: Sequence[str], descriptions: Sequence[str], weights: Sequence[float],
-                  properties: Sequence[str | None], now: Any, *, valid_from: Any = None) -> None:
-        """New edges (that still hold: valid_from = now unless given, valid_until NULL)."""
+                  properties: Sequence[str | None], now: Any, valid_from: Sequence[Any] | None = None,
+                  valid_until: Sequence[Any] | None = None) -> None:
+        """New edges, with their validity (None: open)."""
         if not len(ids):
             return
         ids = np.asarray(ids, dtype=np.int64)
@@ -448,8 +474,8 @@ class GraphMirror:
         self.e_desc[ids] = [d or None for d in descriptions]
         self.e_props[ids] = [None if p in (None, "{}") else p for p in properties]
         stamp = _time(now)
-        self.e_from[ids] = stamp if valid_from is None else _time(valid_from)
-        self.e_until[ids] = _nat()
+        self.e_from[ids] = _nat() if valid_from is None else [_time(t) for t in valid_from]
+        self.e_until[ids] = _nat() if valid_until is None else [_time(t) for t in valid_until]
         self.e_created[ids] = stamp
         self.e_updated[ids] = stamp
         self.edge_count += fresh
@@ -458,11 +484,14 @@ class GraphMirror:
         self._maybe_rebuild()
 
     def update_edges(self, ids: Sequence[int], descriptions: Sequence[str], weights: Sequence[float],
-                     properties: Sequence[str | None], now: Any) -> None:
+                     properties: Sequence[str | None], now: Any, valid_from: Sequence[Any] | None = None,
+                     valid_until: Sequence[Any] | None = None) -> None:
         if not len(ids):
             return
         ids = np.asarray(ids, dtype=np.int64)
         self._forget_edges(ids.tolist())
+        if valid_from is not None:
+            self.set_validity(ids, valid_from, valid_until)
         self.e_desc[ids] = [d or None for d in descriptions]
         changed = ids[self.e_weight[ids] != np.asarray(weights, dtype=np.float64)]
         self.e_weight[ids] = weights
@@ -474,6 +503,21 @@ class GraphMirror:
             self._maybe_rebuild()
         self.e_props[ids] = [None if p in (None, "{}") else p for p in properties]
         self.e_updated[ids] = _time(now)
+
+    def set_validity(self, ids: Sequence[int], valid_from: Sequence[Any], valid_until: Sequence[Any]) -> None:
+        """Edges whose validity changed (a fact ended, or its period given)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        starts = np.array([_time(t) for t in valid_from], dtype="datetime64[us]")
+        ends = np.array([_time(t) for t in valid_until], dtype="datetime64[us]")
+        changed = ~(((self.e_from[ids] == starts) | (np.isnat(self.e_from[ids]) & np.isnat(starts)))
+                    & ((self.e_until[ids] == ends) | (np.isnat(self.e_until[ids]) & np.isnat(ends))))
+        if not changed.any():
+            return
+        ids = ids[changed]
+        self._forget_edges(ids.tolist())
+        self._mark_degrees_stale(self.e_src[ids], self.e_dst[ids])
+        self.e_from[ids] = starts[changed]
+        self.e_until[ids] = ends[changed]
 
     def delete_edges(self, ids: Iterable[int]) -> None:
         ids = np.asarray(list(ids), dtype=np.int64)
@@ -508,10 +552,15 @@ class GraphMirror:
         if self.out_edges.stale() or self.in_edges.stale():
             self._rebuild_adjacency()
 
-    def put_documents(self, namespaces: Sequence[str], ids: Sequence[str], titles: Sequence[str | None]) -> None:
+    def put_documents(self, namespaces: Sequence[str], ids: Sequence[str], titles: Sequence[str | None],
+                      times: Sequence[Any] | None = None) -> None:
+        first = len(self.documents)
         for key, title in zip(zip(namespaces, ids), titles):
             self.documents.append((key[1], title or ""))
             self.document_codes[key] = len(self.documents) - 1  # a replaced document's old entry is left unused
+        self.document_time = _grow(self.document_time, len(self.documents), _nat())
+        if times is not None and len(self.documents) > first:
+            self.document_time[first:len(self.documents)] = [_time(t) for t in times]
 
     def drop_documents(self, keys: Sequence[tuple[str, str]]) -> None:
         """Documents deleted (namespace, id), after `drop_chunks` of their chunks; their entries are left unused."""
@@ -519,9 +568,10 @@ class GraphMirror:
             self.document_codes.pop(key, None)
 
     def add_chunks(self, ids: Sequence[int], namespaces: Sequence[str], document_ids: Sequence[str],
-                   ordinals: Sequence[int], texts: Sequence[str]) -> None:
+                   ordinals: Sequence[int], texts: Sequence[str], sections: Sequence[str | None] = ()) -> None:
         """Chunks of documents already given to `put_documents`."""
         if len(ids):
+            self.chunk_section.update((i, s) for i, s in zip(np.asarray(ids).tolist(), sections) if s)
             ids = np.asarray(ids, dtype=np.int64)
             size = int(ids.max()) + 1
             self.chunk_live = _grow(self.chunk_live, size, False)
@@ -543,6 +593,8 @@ class GraphMirror:
         ids = np.asarray(ids, dtype=np.int64)
         ids = ids[ids < len(self.chunk_live)]
         self.chunk_live[ids] = False
+        for i in ids.tolist():
+            self.chunk_section.pop(i, None)
         if self.chunk_text is not None:
             self.text_bytes -= sum(len(self.chunk_text.pop(i, "").encode()) for i in ids.tolist())
 
@@ -592,6 +644,13 @@ class GraphMirror:
         ids, codes = self._stored_chunks(ids)
         return {i: self.documents[c][0] for i, c in zip(ids.tolist(), codes.tolist())}
 
+    def chunk_times(self, ids: Iterable[int]) -> dict[int, Any]:
+        """The time of each stored one of the chunk `ids` whose document has one."""
+        ids, codes = self._stored_chunks(list(ids))
+        times = self.document_time[codes]
+        timed = ~np.isnat(times)
+        return dict(zip(ids[timed].tolist(), times[timed].tolist()))
+
     def chunk_records(self, ids: Sequence[int]) -> list[Any] | None:
         """ChunkRecords of the stored ones of `ids`, or None while the texts are not held in memory."""
         from duckgraph.ports import ChunkRecord
@@ -599,7 +658,8 @@ class GraphMirror:
         if self.chunk_text is None:
             return None
         ids, codes = self._stored_chunks(ids)
-        return [ChunkRecord(id=i, document_id=self.documents[code][0], ordinal=ordinal, text=self.chunk_text[i])
+        return [ChunkRecord(id=i, document_id=self.documents[code][0], ordinal=ordinal, text=self.chunk_text[i],
+                            section=self.chunk_section.get(i, ""))
                 for i, code, ordinal in zip(ids.tolist(), codes.tolist(), self.chunk_ordinal[ids].tolist())]
 
     def observations(self, ids: Iterable[int]) -> dict[int, list[str]]:
@@ -770,19 +830,29 @@ class GraphMirror:
         return self.by_weight(edges, limit)
 
     def holding(self, edges: Any, namespace: str | None, as_of: Any = None, *, include_expired: bool = False) -> Any:
-        """Those of `edges` in `namespace` (None: any) that hold at `as_of` (None: now, i.e. valid_until NULL)."""
+        """Those of `edges` in `namespace` (None: any) that hold at `as_of`: a datetime, None (now) or a
+        `TimeFilter` (see there)."""
+        if include_expired:
+            return edges if namespace is None else edges[self.e_ns[edges] == self.namespace_codes.get(namespace, -2)]
+        return edges[self._holding_mask(edges, namespace, as_of)]
+
+    def _holding_mask(self, edges: Any, namespace: str | None, as_of: Any) -> Any:
+        """Which of `edges` are in `namespace` (None: any) and hold at `as_of` (see `holding`)."""
         keep = np.ones(len(edges), dtype=bool)
         if namespace is not None:
             keep &= self.e_ns[edges] == self.namespace_codes.get(namespace, -2)
-        if include_expired:
-            return edges[keep]
-        if as_of is None:
-            keep &= np.isnat(self.e_until[edges])
-        else:
-            moment = np.datetime64(as_of, "us")
-            valid_from, valid_until = self.e_from[edges], self.e_until[edges]
-            keep &= (np.isnat(valid_from) | (valid_from <= moment)) & (np.isnat(valid_until) | (valid_until > moment))
-        return edges[keep]
+        when = as_of if isinstance(as_of, TimeFilter) else TimeFilter(as_of=as_of)
+        valid_from, valid_until = self.e_from[edges], self.e_until[edges]
+        if when.as_of is not None or (when.after is None and when.before is None):
+            moment = _time(when.as_of or sql_now())
+            keep &= np.isnat(valid_from) | (valid_from <= moment)
+            if not when.history:
+                keep &= np.isnat(valid_until) | (valid_until > moment)
+        if when.after is not None:
+            keep &= np.isnat(valid_until) | (valid_until > _time(when.after))
+        if when.before is not None:
+            keep &= np.isnat(valid_from) | (valid_from < _time(when.before))
+        return keep
 
     def by_weight(self, edges: Any, limit: int | None = None) -> Any:
         """The edges ordered by weight (highest first), then id; the first `limit` of them."""
@@ -827,11 +897,18 @@ class GraphMirror:
         mentions = self.node_chunk_pairs(nodes)
         degrees = link_counts(nodes, mentions[0])
         counted = np.zeros(len(nodes), dtype=bool)
+        if as_of is None and self._degrees_until is not None and _time(sql_now()) >= self._degrees_until:
+            self._count_degrees()  # a fact started or ended since they were counted
+        inside = (nodes >= 0) & (nodes < len(self._degrees))
+        known = nodes[inside]
+        counted[inside] = ~self._degree_stale[known] & (self.n_ns[known] == self.namespace_codes.get(namespace, -2))
+        chosen = nodes[counted]
         if as_of is None:
-            inside = (nodes >= 0) & (nodes < len(self._degrees))
-            known = nodes[inside]
-            counted[inside] = ~self._degree_stale[known] & (self.n_ns[known] == self.namespace_codes.get(namespace, -2))
-            degrees[counted] += self._degrees[nodes[counted]]
+            degrees[counted] += self._degrees[chosen]
+        else:  # the edges without validity hold whenever; only those with one are read
+            owners, edges = self._timed_links.gather(chosen)
+            degrees[counted] += self._untimed_degrees[chosen] + link_counts(
+                chosen, owners[self._holding_mask(edges, namespace, as_of)])
         again = nodes[~counted]
         if len(again):
             degrees[~counted] += link_counts(again, self.neighbour_pairs(again, namespace, as_of)[0])
@@ -872,21 +949,22 @@ class GraphMirror:
         """EdgeRecords of the stored ones of the edge `ids`, by id."""
         return self.edge_records(self.existing_edges(ids))
 
-    def holding_edges(self, sources: Sequence[int], targets: Sequence[int]) -> dict[tuple, tuple[int, str, float, str]]:
-        """(namespace, source, target, type) -> (id, description, weight, properties JSON) of the edges that hold
-        now from one of `sources` to one of `targets` (any namespace): what a write updates instead of adding."""
+    def edges_between(self, sources: Sequence[int], targets: Sequence[int]) -> dict[tuple, list[list[Any]]]:
+        """(namespace, source, target, type) -> [id, description, weight, properties JSON, valid_from, valid_until]
+        of every edge, ended ones included, from one of `sources` to one of `targets` (any namespace), by id: what a
+        write updates instead of adding (see writes.py)."""
         sources = np.unique(np.asarray(sources, dtype=np.int64))
         owners, edges = self.out_edges.gather(sources)
         edges = edges[self.e_src[edges] == owners]
-        edges = edges[isin_ids(self.e_dst[edges], np.asarray(targets, dtype=np.int64))]
-        edges = self.holding(np.unique(edges), None)
-        return {
-            (self.namespace_names[ns], s, t, self.type_names[ty]): (edge_id, desc or "", weight, props or "{}")
-            for edge_id, ns, s, t, ty, desc, weight, props in zip(
+        edges = np.unique(edges[isin_ids(self.e_dst[edges], np.asarray(targets, dtype=np.int64))])
+        found: dict[tuple, list[list[Any]]] = {}
+        for edge_id, ns, s, t, ty, desc, weight, props, valid_from, valid_until in zip(
                 edges.tolist(), self.e_ns[edges].tolist(), self.e_src[edges].tolist(), self.e_dst[edges].tolist(),
                 self.e_type[edges].tolist(), self.e_desc[edges], self.e_weight[edges].tolist(), self.e_props[edges],
-            )
-        }
+                self.e_from[edges].tolist(), self.e_until[edges].tolist()):
+            found.setdefault((self.namespace_names[ns], s, t, self.type_names[ty]), []).append(
+                [edge_id, desc or "", weight, props or "{}", valid_from, valid_until])
+        return found
 
     def links(self, node_ids: Sequence[int], chunk_ids: Sequence[int], namespace: str, as_of: Any) -> Links:
         """The port's `Links` of the nodes and chunks."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+
+from duckgraph.ports.http import request
 
 if TYPE_CHECKING:
     import httpx
@@ -82,12 +83,15 @@ class OpenAIClient:
         return self.backoff * 2**attempt
 
     def _send(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
-        import anyio  # imported on first call: registering the plugin stays cheap
+        import anyio  # imported on first call (for its errors): registering the plugin stays cheap
         import httpx
 
         url = f"{self.base_url}{path}"
+        headers = {"Accept": "application/json"}
+        if key := os.environ.get(self.api_key_env, "").strip():
+            headers["Authorization"] = f"Bearer {key}"
         try:
-            return _run_async(self._request, method, path, body)
+            return request(method, url, timeout=self.timeout, json=body, headers=headers)
         except (TimeoutError, httpx.TimeoutException):
             raise self._error(f"{url} did not answer within the {self.timeout:g} s deadline (the timeout option, "
                               "for the whole request): raise the timeout option or try again") from None
@@ -96,18 +100,6 @@ class OpenAIClient:
                               "its OpenAI-compatible API, e.g. http://127.0.0.1:1234/v1") from None
         except (httpx.HTTPError, anyio.BrokenResourceError, OSError) as exc:
             raise self._error(self._redact(f"request to {url} failed: {exc}")) from None
-
-    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
-        import anyio
-        import httpx
-
-        headers = {"Accept": "application/json"}
-        if key := os.environ.get(self.api_key_env, "").strip():
-            headers["Authorization"] = f"Bearer {key}"
-        # Cancellation interrupts any await, the headers' included: the deadline holds however slowly bytes come.
-        with anyio.fail_after(self.timeout):
-            async with httpx.AsyncClient(timeout=self.timeout) as client:
-                return await client.request(method, f"{self.base_url}{path}", json=body, headers=headers)
 
     def _explain(self, response: httpx.Response, path: str, body: dict[str, Any] | None) -> str:
         status, said = response.status_code, _server_message(response)
@@ -146,19 +138,3 @@ def _server_message(response: httpx.Response) -> str:
     if isinstance(error, dict):
         error = error.get("message")
     return str(error)[:300] if error else response.text.strip()[:300]
-
-
-def _run_async(function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-    """Run a coroutine function from synchronous code, also from a thread with a running event loop (anyio.run
-    refuses that one: the call then runs on a thread of its own)."""
-    import asyncio
-    from concurrent.futures import ThreadPoolExecutor
-
-    import anyio
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return anyio.run(function, *args)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(anyio.run, function, *args).result()

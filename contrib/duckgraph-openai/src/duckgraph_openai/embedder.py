@@ -47,12 +47,6 @@ class OpenAIEmbedder(Embedder):
         # A shortened vector is another space than the full one: the width asked for is part of the identity.
         return f"openai:{self.model}" + (f"@{self._requested}" if self._requested else "")
 
-    @property
-    def dimensions(self) -> int:
-        if self._dimensions is None:
-            self._dimensions = len(self._request(["dimension probe"])[0])
-        return self._dimensions
-
     def warm_up(self) -> None:
         self.dimensions  # one request reaches the server and tells the width
 

@@ -1,0 +1,285 @@
+"""Communities benchmark: build time and memory, extractive report time, global_search latency, and quality on
+planted clusters; optionally the ten largest communities of a real graph (e.g. the MuSiQue one musique.py builds).
+
+    python contrib/bench/communities.py [--sizes 10k,100k] [--search 1k,10k] [--json-out results.json]
+    python contrib/bench/communities.py --sizes "" --search "" --real /tmp/m.duckdb
+
+Graphs (--sizes): N entities in planted clusters of --cluster entities, 5 relations each (90% inside the
+entity's cluster, the rest to any entity; weights 1), written straight into a fresh file with SQL (no vectors: the
+build reads relations only). Each size is built in a fresh process (its own peak RSS) by `CommunityService.build`
+with an embedder that hashes words into 384 dimensions (report embedding excluded; the real model's throughput on
+report texts is printed once, to add it). Timed from the build's progress: reading the relations, hierarchical
+Leiden, extractive reports (+ hashing), storing. Quality: NMI of each level's partition against the planted clusters.
+
+global_search (--search): K communities (planted clusters of 10 entities: leaf communities at level 0), their
+reports embedded by the real default model, then `global_search` for a cluster's own word, in process (query
+embedding included) and through the official MCP client (in memory, the real server); p50/p95 over 100 queries,
+and how often the first report is the queried cluster's community (the one holding most of its members).
+
+Progress goes to stderr, tables to stdout, everything to --json-out. Nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.plugins.duckdb import DuckDBStore
+from duckgraph.plugins.leiden import LeidenDetector
+from duckgraph.ports import Embedder
+
+SYLLABLES = ["ka", "zu", "mor", "tel", "vin", "qua", "rix", "lo", "pen", "dra", "sul", "ové", "gim", "bar", "ny",
+             "fex", "tor", "wa", "lis", "cho"]
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def count(text: str) -> int:
+    text = text.strip().lower()
+    return int(float(text[:-1]) * {"k": 1_000, "m": 1_000_000}[text[-1]]) if text[-1] in "km" else int(text)
+
+
+class HashingEmbedder(Embedder):
+    """Words hashed into 384 dimensions: instant, so that a build's time is the build's own."""
+
+    id = "bench:hashing-384"
+    dimensions = 384
+    batch_size = 4_096
+
+    def embed_batch(self, texts):
+        vectors = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                vectors[row, int(hashlib.blake2b(word.encode(), digest_size=4).hexdigest(), 16) % 384] += 1.0
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+
+
+def theme_word(cluster: int) -> str:
+    rng = random.Random(cluster)
+    return "".join(rng.choice(SYLLABLES) for _ in range(3)) + str(cluster)
+
+
+def write_planted(path: Path, n: int, cluster: int, seed: int = 0) -> np.ndarray:
+    """A fresh file holding N entities in clusters of `cluster` and 5 relations per entity; the planted labels."""
+    import duckdb
+
+    DuckDBStore(path).open()  # creates the schema
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) // cluster
+    sources = np.repeat(np.arange(n), 5)
+    inside = rng.random(len(sources)) < 0.9
+    targets = np.where(inside, labels[sources] * cluster + rng.integers(0, cluster, len(sources)),
+                       rng.integers(0, n, len(sources)))
+    targets = np.minimum(targets, n - 1)
+    keep = sources != targets
+    sources, targets = sources[keep], targets[keep]
+    con = duckdb.connect(str(path))
+    words = [theme_word(int(c)) for c in range(int(labels.max()) + 1)]
+    names = [f"{words[labels[i]]} {i}" for i in range(n)]
+    con.register("_n", {"id": np.arange(1, n + 1), "name": np.array(names, dtype=object),
+                        "type": np.array([f"Kind{labels[i] % 7}" for i in range(n)], dtype=object)})
+    con.execute("INSERT INTO nodes (id, namespace, key, name, type, created_at, updated_at) "
+                "SELECT id, 'default', lower(name), name, type, now(), now() FROM _n")
+    con.execute("INSERT INTO node_names SELECT 'default', lower(name), id FROM _n")
+    con.register("_e", {"id": np.arange(1, len(sources) + 1), "s": sources + 1, "t": targets + 1})
+    con.execute("INSERT INTO edges (id, namespace, source_id, target_id, type, created_at, updated_at) "
+                "SELECT id, 'default', s, t, 'LINKED_TO', now(), now() FROM _e")
+    con.close()
+    return labels
+
+
+def nmi(found: dict[int, int], planted: np.ndarray) -> float:
+    """Normalised mutual information (arithmetic mean) of two partitions of the same nodes."""
+    nodes = sorted(found)
+    a, b = [found[i] for i in nodes], [int(planted[i - 1]) for i in nodes]
+    total = len(nodes)
+    joint, ca, cb = Counter(zip(a, b)), Counter(a), Counter(b)
+    mutual = sum(c / total * math.log(c * total / (ca[x] * cb[y])) for (x, y), c in joint.items())
+    entropy = lambda counts: -sum(c / total * math.log(c / total) for c in counts.values())  # noqa: E731
+    return 2 * mutual / max(entropy(ca) + entropy(cb), 1e-12)
+
+
+def nmi_by_level(found: list, planted: np.ndarray) -> dict[int, float]:
+    """NMI against the planted clusters of each level's partition (its communities and coarser leaves): the
+    hierarchy gives a partition per scale, and the planted clusters are one scale."""
+    from duckgraph.core.domain.communities.hierarchy import level_view
+
+    return {level: round(nmi({m: c.id for c in level_view(found, level) for m in c.members}, planted), 4)
+            for level in sorted({c.level for c in found})}
+
+
+def measure_build(n: int, cluster: int, workdir: Path) -> dict[str, Any]:
+    path = workdir / f"build-{n}.duckdb"
+    started = time.perf_counter()
+    labels = write_planted(path, n, cluster)
+    log(f"{n}: graph written in {time.perf_counter() - started:.1f} s")
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    marks: list[float] = []
+    with KnowledgeBase(DuckDBStore(path), HashingEmbedder(), community_detector=LeidenDetector()) as kb:
+        kb.open()
+        rss_open = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        started = time.perf_counter()
+        outcome = kb.communities._build("default", lambda done, total, message: marks.append(time.perf_counter()))
+        total = time.perf_counter() - started
+        found = kb.store.communities("default")
+    by_level = nmi_by_level(found, labels)
+    phases = np.diff([started, *marks]).tolist()
+    return {
+        "entities": n, "relations": outcome.relations, "communities": outcome.communities, "levels": outcome.levels,
+        "seconds": round(total, 2), "read_s": round(phases[1], 2), "leiden_s": round(phases[2], 2),
+        "reports_s": round(phases[3], 2), "store_s": round(phases[4], 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 0),
+        "rss_before_mb": round(rss_before, 0), "rss_open_mb": round(rss_open, 0),
+        "nmi_by_level": by_level, "nmi_best": max(by_level.values()),
+        "leaf_sizes_p50": statistics.median(len(c.members) for c in found if c.leaf),
+    }
+
+
+def measure_search(k: int, workdir: Path, queries: int = 100) -> dict[str, Any]:
+    import anyio
+
+    from duckgraph.plugins.sentence_transformers import SentenceTransformersEmbedder
+
+    path = workdir / f"search-{k}.duckdb"
+    labels = write_planted(path, k * 10, 10)
+    embedder = SentenceTransformersEmbedder()
+    embedder.warm_up()
+    with KnowledgeBase(DuckDBStore(path), embedder, community_detector=LeidenDetector()) as kb:
+        started = time.perf_counter()
+        outcome = kb.communities.build("default")
+        build_s = time.perf_counter() - started
+        rng = random.Random(1)
+        wanted = [rng.randrange(int(labels.max()) + 1) for _ in range(queries)]
+        members = {c.id: set(c.members) for c in kb.store.communities("default")}
+        first_right, local, levels_chosen = 0, [], Counter()
+        for cluster in wanted:
+            began = time.perf_counter()
+            result = kb.communities.global_search(f"everything about {theme_word(cluster)}", "default",
+                                                  token_budget=1_000)
+            local.append(time.perf_counter() - began)
+            first_right += bool(result.reports) and holds_cluster(members[result.reports[0].id], cluster, 10)
+            levels_chosen[result.level] += 1
+    client = anyio.run(_client_latencies, path, embedder, wanted)
+    ms = lambda values, q: round(1000 * float(np.percentile(values, q)), 1)  # noqa: E731
+    return {"communities": outcome.communities, "entities": k * 10, "build_with_model_s": round(build_s, 1),
+            "levels": outcome.levels,
+            "in_process_p50_ms": ms(local, 50), "in_process_p95_ms": ms(local, 95),
+            "client_p50_ms": ms(client, 50), "client_p95_ms": ms(client, 95),
+            "theme_first_share": first_right / queries, "levels_chosen": dict(levels_chosen)}
+
+
+def holds_cluster(members: set[int], cluster: int, size: int) -> bool:
+    """Whether a community holds most of planted cluster `cluster` (node ids start at 1): it is that cluster's
+    community at its level."""
+    planted = range(cluster * size + 1, cluster * size + size + 1)
+    return 2 * sum(node in members for node in planted) > size
+
+
+async def _client_latencies(path: Path, embedder: Embedder, wanted: list[int]) -> list[float]:
+    from mcp import Client
+
+    from duckgraph.core.bootstrap import bootstrap
+    from duckgraph.core.config import load_settings
+    from duckgraph.core.mcp.server import build_server
+
+    config = path.with_suffix(".toml")
+    config.write_text("", encoding="utf-8")
+    services = bootstrap(load_settings(config, env={}, db=str(path), warm_up=False), embedder=embedder)
+    seconds = []
+    async with Client(build_server(services)) as client:
+        await client.call_tool("global_search", {"query": "warm up"})
+        for cluster in wanted:
+            began = time.perf_counter()
+            result = await client.call_tool("global_search", {"query": f"everything about {theme_word(cluster)}",
+                                                              "token_budget": 1_000})
+            seconds.append(time.perf_counter() - began)
+            assert not result.is_error, result.content
+    return seconds
+
+
+def real_graph(path: Path) -> dict[str, Any]:
+    """Build the communities of an existing file with the real model and list its ten largest, coarsest first."""
+    from duckgraph.plugins.sentence_transformers import SentenceTransformersEmbedder
+
+    embedder = SentenceTransformersEmbedder()
+    with KnowledgeBase(DuckDBStore(path), embedder, community_detector=LeidenDetector()) as kb:
+        started = time.perf_counter()
+        outcome = kb.communities.build("default", lambda d, t, m: log(f"real graph: {m}"))
+        seconds = time.perf_counter() - started
+        found = kb.store.communities("default")
+    top = sorted((c for c in found if c.level == 0), key=lambda c: -len(c.members))[:10]
+    return {"communities": outcome.communities, "levels": outcome.levels, "entities": outcome.entities,
+            "relations": outcome.relations, "build_with_model_s": round(seconds, 1),
+            "largest": [{"size": len(c.members), "title": c.title, "summary": c.summary[:300]} for c in top]}
+
+
+def report_throughput() -> float:
+    """Report texts a second through the real default model (what a build adds per report to embed)."""
+    from duckgraph.plugins.sentence_transformers import SentenceTransformersEmbedder
+
+    embedder = SentenceTransformersEmbedder()
+    embedder.warm_up()
+    texts = [f"{theme_word(i)} {i}, {theme_word(i)} {i + 1} and {theme_word(i)} {i + 2}. 10 entities, mostly Kind1 "
+             f"(10). Central: " + "; ".join(f"{theme_word(i)} {i + j} (Kind1)" for j in range(5)) +
+             ". Facts: a linked to b; b linked to c." for i in range(512)]
+    embedder.embed_documents(texts[:32])
+    started = time.perf_counter()
+    embedder.embed_documents(texts)
+    return len(texts) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10k,100k", help="entity counts of the build runs (\"\": none)")
+    parser.add_argument("--cluster", type=int, default=50, help="planted cluster size of the build runs")
+    parser.add_argument("--search", default="1k,10k", help="community counts of the global_search runs")
+    parser.add_argument("--real", type=Path, help="a knowledge base file to build and list (e.g. MuSiQue's)")
+    parser.add_argument("--json-out", type=Path)
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: one measurement in this process
+    args = parser.parse_args()
+    if args.one:
+        kind, value = args.one.split(":")
+        with tempfile.TemporaryDirectory() as folder:
+            result = (measure_build(count(value), args.cluster, Path(folder)) if kind == "build"
+                      else measure_search(count(value), Path(folder)))
+        print(json.dumps(result))
+        return
+    results: dict[str, Any] = {"builds": [], "searches": []}
+    for kind, values in (("build", args.sizes), ("search", args.search)):
+        for value in filter(None, values.split(",")):
+            log(f"{kind} {value} ...")
+            done = subprocess.run([sys.executable, __file__, "--one", f"{kind}:{value}", "--cluster",
+                                   str(args.cluster)], capture_output=True, text=True)
+            if done.returncode:
+                log(done.stderr[-3_000:])
+                continue
+            results["builds" if kind == "build" else "searches"].append(json.loads(done.stdout.splitlines()[-1]))
+            log(json.dumps(results["builds" if kind == "build" else "searches"][-1]))
+    if results["builds"]:
+        results["report_texts_per_s_real_model"] = round(report_throughput(), 1)
+    if args.real:
+        results["real"] = real_graph(args.real)
+    print(json.dumps(results, indent=2, ensure_ascii=False))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Reads for a person browsing the memory (the web UI, core/ui/) that no MCP tool answers: the passages that
+mention an entity, its neighbours with their types (to draw them), the most connected entities and the
+namespaces. Everything else the UI shows comes from the tools themselves."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from duckgraph.ports import InvalidInputError, tokens
+
+if TYPE_CHECKING:
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
+
+MAX_PASSAGES = 50
+MAX_NEIGHBOURS = 200
+MAX_CONNECTED = 100
+
+
+def entity_passages(kb: KnowledgeBase, namespace: str, name: str, limit: int = 10) -> dict[str, Any]:
+    """The passages an entity was extracted from (its provenance), in document order."""
+    record = kb.curation.require([name], namespace)[name]
+    pairs = kb.store.chunks_mentioning([record.id], limit=min(limit, MAX_PASSAGES) + 1)
+    chunks = kb.store.get_chunks(sorted({chunk for chunk, _ in pairs})[: min(limit, MAX_PASSAGES)])
+    titles = kb.store.document_titles({c.document_id for c in chunks}, namespace)
+    chunks.sort(key=lambda c: (c.document_id, c.ordinal))
+    return {
+        "entity": record.name,
+        "passages": [{"document_id": c.document_id, "chunk_id": c.id, "title": titles.get(c.document_id, ""),
+                      "text": c.text} for c in chunks],
+        "truncated": len(pairs) > min(limit, MAX_PASSAGES),
+        "words": tokens(" ".join([record.name, *record.aliases])),
+    }
+
+
+def neighbourhood(kb: KnowledgeBase, namespace: str, name: str, limit: int = 60) -> dict[str, Any]:
+    """An entity and its strongest relations with the entities at their other ends (names and types), as a
+    small graph to draw."""
+    record = kb.curation.require([name], namespace)[name]
+    limit = max(1, min(limit, MAX_NEIGHBOURS))
+    edges = kb.store.neighbors([record.id], namespace, limit=limit + 1)
+    nodes = {n.id: n for n in kb.store.get_nodes({i for e in edges[:limit] for i in (e.source_id, e.target_id)})}
+    nodes[record.id] = record
+    return {
+        "center": record.name,
+        "nodes": [{"name": n.name, "type": n.type} for n in nodes.values()],
+        "edges": [{"source": nodes[e.source_id].name, "target": nodes[e.target_id].name, "type": e.type,
+                   "description": e.description} for e in edges[:limit]
+                  if e.source_id in nodes and e.target_id in nodes],
+        "truncated": len(edges) > limit,
+    }
+
+
+def most_connected(kb: KnowledgeBase, namespace: str, limit: int = 20) -> dict[str, Any]:
+    """The entities with the most relations that still hold, most first."""
+    kb.open()
+    ranked = kb.store.most_connected(namespace, limit=max(1, min(limit, MAX_CONNECTED)))
+    nodes = {n.id: n for n in kb.store.get_nodes([node_id for node_id, _ in ranked])}
+    return {"entities": [{"name": nodes[i].name, "type": nodes[i].type, "relations": degree}
+                         for i, degree in ranked if i in nodes]}
+
+
+def namespaces(kb: KnowledgeBase, namespace: str) -> dict[str, Any]:
+    """The namespaces of the file, and the one this process uses by default."""
+    kb.open()
+    return {"namespaces": kb.store.namespaces(), "default": kb.namespace}
+
+
+VIEWS: dict[str, Callable[..., dict[str, Any]]] = {
+    "entity_passages": entity_passages, "neighbourhood": neighbourhood, "most_connected": most_connected,
+    "namespaces": namespaces,
+}
+
+
+def run(kb: KnowledgeBase, view: str, namespace: str | None, arguments: dict[str, Any]) -> dict[str, Any]:
+    """One of VIEWS by name, in `namespace` (None: the knowledge base's own)."""
+    if view not in VIEWS:
+        raise InvalidInputError(f"unknown view {view!r}; the views are {', '.join(sorted(VIEWS))}")
+    from duckgraph.core.domain.namespaces import check_namespace
+
+    function = VIEWS[view]
+    namespace = check_namespace(namespace) if namespace else kb.namespace
+    try:
+        inspect.signature(function).bind(kb, namespace, **arguments)
+    except TypeError as exc:
+        raise InvalidInputError(f"bad arguments for the view {view!r}: {exc}") from exc
+    return function(kb, namespace, **arguments)

@@ -1,0 +1,74 @@
+"""Building a namespace's communities: hierarchical detection over the relations valid now (weighted by their
+weight), extractive reports for the communities that have no report to keep, their vectors, one commit."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from duckgraph.core.domain.communities.hierarchy import communities_of, reuse_reports
+from duckgraph.core.domain.communities.reports import EdgeTable, report_text, write_extractive
+from duckgraph.core.domain.ingest import Progress, embed_in_batches
+from duckgraph.ports import ConfigError, StoreError
+from duckgraph.ports.communities import CommunityBuild, CommunityDetector
+
+if TYPE_CHECKING:
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    namespace: str
+    communities: int
+    levels: int
+    entities: int
+    relations: int
+    reports_written: int
+    reports_kept: int
+    seconds: float
+
+
+def build(kb: KnowledgeBase, detector: CommunityDetector | None, namespace: str,
+          progress: Progress | None = None, cancelled: Callable[[], bool] = lambda: False) -> BuildOutcome:
+    """Detect the namespace's communities and store them with their reports, replacing the last build.
+    `cancelled`: asked before the file is opened and before the commit (a background rebuild whose knowledge
+    base closed meanwhile must not open it again)."""
+    if detector is None:
+        raise ConfigError("no community detector is configured: install duckgraph with graspologic-native "
+                          "(pip install graspologic-native) and restart the server")
+    if cancelled():
+        raise StoreError("the community build was cancelled: the knowledge base closed")
+    started = time.perf_counter()
+    built_at = _now()
+    kb.prepare_write()  # binds the file's embedder (another is refused): the reports are embedded with it
+    store = kb.store
+    report = progress or (lambda done, total, message: None)
+    report(0, 4, "reading the relations valid now")
+    arrays = store.edge_arrays(namespace, built_at)
+    report(1, 4, f"detecting communities among {len(arrays[0])} relations")
+    found = communities_of(detector.detect(arrays[1], arrays[2], arrays[3]), namespace)
+    reuse_reports(found, store.communities(namespace, vectors=True))
+    fresh = [c for c in found if c.embedding is None or (c.author == "extractive" and c.stale)]
+    report(2, 4, f"writing {len(fresh)} extractive reports of {len(found)} communities")
+    write_extractive(store, fresh, EdgeTable(arrays), found)
+    embed_in_batches(kb.embedder, [(c, report_text(c)) for c in fresh], None, "embedding reports")
+    report(3, 4, "storing the communities")
+    entities = len({node for c in found if c.leaf for node in c.members})
+    if cancelled():
+        raise StoreError("the community build was cancelled: the knowledge base closed")
+    with kb.writing() as writer:
+        writer.replace_communities(namespace, found, CommunityBuild(
+            namespace=namespace, built_at=built_at, nodes=entities, edges=len(arrays[0]), detector=detector.id))
+    report(4, 4, f"{len(found)} communities stored")
+    return BuildOutcome(namespace=namespace, communities=len(found),
+                        levels=len({c.level for c in found}), entities=entities, relations=len(arrays[0]),
+                        reports_written=len(fresh), reports_kept=len(found) - len(fresh),
+                        seconds=round(time.perf_counter() - started, 3))
+
+
+def _now() -> datetime:
+    # Naive UTC, as the store keeps its times.
+    return datetime.now(timezone.utc).replace(tzinfo=None)

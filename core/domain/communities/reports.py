@@ -1,0 +1,181 @@
+"""Extractive community reports, written without any model: the most central entities and their types, the facts
+that tie them together, and the passages that mention most of them. Also the material a model or the host
+summarises, and the text a report is embedded and searched by."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from duckgraph.core.domain.communities.terms import distinctive_terms
+from duckgraph.core.domain.texts import fact_sentence
+from duckgraph.ports.communities import CommunityRecord
+
+if TYPE_CHECKING:
+    from duckgraph.ports import GraphStore
+
+#: What an extractive report names at most.
+KEY_ENTITIES = 8
+KEY_FACTS = 6
+KEY_PASSAGES = 2
+PASSAGE_CHARS = 300
+DESCRIPTION_CHARS = 120
+
+
+class EdgeTable:
+    """The namespace's edges valid now, as arrays (from `GraphStore.edge_arrays`): what a report's central
+    entities and key facts are found in, one level at a time, without a query."""
+
+    def __init__(self, arrays: tuple[Any, Any, Any, Any]) -> None:
+        import numpy as np  # loaded by then (the detector's input); not at import, to keep start-up light
+
+        self.ids, self.sources, self.targets, self.weights = arrays
+        self._np = np
+        self._top = int(max(self.sources.max(initial=0), self.targets.max(initial=0))) + 1
+
+    def key_parts(self, communities: Sequence[CommunityRecord], entities: int, facts: int
+                  ) -> dict[int, tuple[list[int], list[int]]]:
+        """Community ref -> (its `entities` members of largest weighted degree inside it, then lowest id; the ids of
+        its `facts` strongest internal edges, those between two of its central members first)."""
+        found: dict[int, tuple[list[int], list[int]]] = {c.ref: ([], []) for c in communities}
+        for level in sorted({c.level for c in communities}):
+            self._level_parts([c for c in communities if c.level == level], entities, facts, found)
+        return found
+
+    def _level_parts(self, at_level: Sequence[CommunityRecord], entities: int, facts: int,
+                     found: dict[int, tuple[list[int], list[int]]]) -> None:
+        np = self._np
+        refs = np.asarray([c.ref for c in at_level], dtype=np.int64)
+        nodes = np.concatenate([np.asarray(c.members, dtype=np.int64) for c in at_level])
+        owner = np.repeat(np.arange(len(at_level)), [len(c.members) for c in at_level])
+        nodes, owner = nodes[nodes < self._top], owner[nodes < self._top]  # a member without edges: none here
+        label = np.full(self._top, -1, dtype=np.int64)
+        label[nodes] = owner
+        source_label, target_label = label[self.sources], label[self.targets]
+        inside = np.flatnonzero((source_label == target_label) & (source_label >= 0))
+        degree = (np.bincount(self.sources[inside], self.weights[inside], minlength=self._top)
+                  + np.bincount(self.targets[inside], self.weights[inside], minlength=self._top))
+        order = np.lexsort((nodes, -degree[nodes], owner))
+        nodes, owner = nodes[order], owner[order]
+        chosen = _first_of_each(np, owner, entities)
+        central = np.zeros(self._top, dtype=bool)
+        central[nodes[chosen]] = True
+        for position, node in zip(owner[chosen].tolist(), nodes[chosen].tolist()):
+            found[int(refs[position])][0].append(node)
+        edge_owner = source_label[inside]
+        between = central[self.sources[inside]] & central[self.targets[inside]]
+        order = np.lexsort((inside, -self.weights[inside], ~between, edge_owner))
+        inside, edge_owner = inside[order], edge_owner[order]
+        chosen = _first_of_each(np, edge_owner, facts)
+        for position, edge in zip(edge_owner[chosen].tolist(), self.ids[inside[chosen]].tolist()):
+            found[int(refs[position])][1].append(edge)
+
+
+def _first_of_each(np: Any, groups: Any, k: int) -> Any:
+    """Mask of the first `k` rows of each run of equal values in the sorted `groups`."""
+    return np.arange(len(groups)) - np.searchsorted(groups, groups) < k
+
+
+def write_extractive(store: GraphStore, communities: Sequence[CommunityRecord], table: EdgeTable,
+                     level_mates: Sequence[CommunityRecord] = ()) -> None:
+    """Give each of `communities` an extractive report (title, summary, details; author "extractive").
+    `level_mates`: all communities of the build, against which a community's distinctive terms are weighed."""
+    everyone = list(level_mates) or list(communities)
+    parts = table.key_parts(communities, KEY_ENTITIES, KEY_FACTS)
+    nodes = {n.id: n for n in store.get_nodes({node for c in everyone for node in c.members})}
+    names = {node: record.name for node, record in nodes.items()}
+    terms = distinctive_terms(everyone, names)
+    facts = _facts(store, parts, names)
+    passages = _passages(store, {ref: central for ref, (central, _) in parts.items()})
+    for community in communities:
+        top = [nodes[n] for n in parts[community.ref][0] if n in nodes]
+        types = Counter(nodes[n].type for n in community.members if n in nodes)
+        community.details = {
+            "entities": [{"name": n.name, "type": n.type, "description": n.description[:DESCRIPTION_CHARS]}
+                         for n in top],
+            "types": [{"type": t, "count": count} for t, count in types.most_common(5)],
+            "terms": terms.get(community.ref, []),
+            "facts": facts.get(community.ref, []),
+            "passages": passages.get(community.ref, []),
+        }
+        community.title = _title([n.name for n in top])
+        community.summary = _summary(len(community.members), types, community.details)
+        community.author, community.stale = "extractive", False
+
+
+def _facts(store: GraphStore, parts: dict[int, tuple[list[int], list[int]]], names: dict[int, str]
+           ) -> dict[int, list[str]]:
+    """Each community's key edges as sentences (their ends are members: `names` holds them)."""
+    records = {e.id: e for e in store.get_edges({i for _, ids in parts.values() for i in ids})}
+    return {ref: [fact_sentence(names.get(records[i].source_id, "?"), records[i].type,
+                                names.get(records[i].target_id, "?"), records[i].description)
+                  for i in ids if i in records] for ref, (_, ids) in parts.items()}
+
+
+def _passages(store: GraphStore, central: dict[int, list[int]]) -> dict[int, list[str]]:
+    """Community ref -> the passages that mention the most of its central entities (at least two, when it has two),
+    from one read of all their mentions."""
+    chunks_of: dict[int, list[int]] = {}
+    for chunk, node in store.chunks_mentioning(sorted({n for nodes in central.values() for n in nodes}),
+                                               limit=2**62):
+        chunks_of.setdefault(node, []).append(chunk)
+    best: dict[int, list[int]] = {}
+    for ref, nodes in central.items():
+        counts = Counter(chunk for node in nodes for chunk in chunks_of.get(node, ()))
+        need = min(2, len(nodes))
+        ranked = sorted((chunk for chunk, n in counts.items() if n >= need), key=lambda c: (-counts[c], c))
+        best[ref] = ranked[:KEY_PASSAGES]
+    texts = {c.id: c.text for c in store.get_chunks({chunk for chunks in best.values() for chunk in chunks})}
+    return {ref: [_clip(texts[chunk], PASSAGE_CHARS) for chunk in chunks if chunk in texts]
+            for ref, chunks in best.items()}
+
+
+def _title(names: list[str]) -> str:
+    shown = names[:3]
+    if not shown:
+        return "Unnamed community"
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+
+
+def _summary(size: int, types: Counter[str], details: dict[str, Any]) -> str:
+    kinds = ", ".join(f"{t} ({n})" for t, n in types.most_common(3))
+    central = "; ".join(f"{e['name']} ({e['type']})" + (f": {e['description']}" if e["description"] else "")
+                        for e in details["entities"][:5])
+    text = f"{size} entities, mostly {kinds}."
+    if details["terms"]:
+        text += " Recurring words: " + ", ".join(details["terms"]) + "."
+    text += f" Central: {central}."
+    if details["facts"]:
+        text += " Facts: " + "; ".join(details["facts"][:3]) + "."
+    return text
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def report_text(community: CommunityRecord) -> str:
+    """What a report's vector is computed from: its title, summary, key entities and distinctive terms (which a
+    written summary may leave out)."""
+    names = ", ".join(f"{e['name']} ({e['type']})" for e in community.details.get("entities", []))
+    terms = ", ".join(community.details.get("terms", []))
+    return f"{community.title}. {community.summary} Key entities: {names}. Terms: {terms}"
+
+
+def material(community: CommunityRecord) -> str:
+    """What a model or the host reads to write a report: the extractive report's entities, facts, passages."""
+    details = community.details
+    lines = [f"Community {community.id} (level {community.level}, {len(community.members)} entities)."]
+    lines += ["Entities:"] + [f"- {e['name']} ({e['type']})" + (f": {e['description']}" if e.get("description") else "")
+                              for e in details.get("entities", [])]
+    if details.get("types"):
+        lines.append("Types: " + ", ".join(f"{t['type']} ({t['count']})" for t in details["types"]))
+    if details.get("terms"):
+        lines.append("Recurring words: " + ", ".join(details["terms"]))
+    if details.get("facts"):
+        lines += ["Facts:"] + [f"- {fact}" for fact in details["facts"]]
+    if details.get("passages"):
+        lines += ["Passages:"] + [f"- {passage}" for passage in details["passages"]]
+    return "\n".join(lines)

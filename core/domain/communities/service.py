@@ -1,0 +1,219 @@
+"""The community use cases of one knowledge base: build, keep fresh, global search, reports written by the
+configured model or by the host, and what `search` says about its anchors' communities."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from duckgraph.core.domain.communities import global_search as ranking
+from duckgraph.core.domain.communities.build import BuildOutcome, build
+from duckgraph.core.domain.communities.freshness import Freshness, Keeper
+from duckgraph.core.domain.communities.hierarchy import level_view, reuse_reports
+from duckgraph.core.domain.communities.reports import material, report_text
+from duckgraph.ports import ExtractionError, InvalidInputError, NotFoundError, StoreError
+from duckgraph.ports.communities import CommunityBuild, CommunityDetector, CommunityRecord
+
+if TYPE_CHECKING:
+    from duckgraph.core.domain.ingest import Progress
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
+    from duckgraph.core.domain.model import (
+        BuildCommunitiesResult, CommunityFreshness, GlobalSearchResult, ReportsToWrite, ReportsWritten)
+
+NO_COMMUNITIES = ("No communities are built for this namespace yet: call build_communities (or run `duckgraph "
+                  "communities build`), then global_search again.")
+BROAD_HINT = ("This question seems to be about the memory as a whole (its best matches are weak or spread over "
+              "several communities): global_search answers such questions from community reports.")
+#: search adds BROAD_HINT when its anchors fall in at least this many top-level communities, none holding half.
+SPREAD_COMMUNITIES = 3
+MAX_TITLE_CHARS = 200
+MAX_SUMMARY_CHARS = 4_000
+
+
+class CommunityService:
+    def __init__(self, kb: KnowledgeBase, detector: CommunityDetector | None) -> None:
+        self.kb = kb
+        self.detector = detector
+        self.keeper = Keeper(kb.store, self._rebuild_quietly)
+        self._catalog: dict[str, tuple[Any, list[CommunityRecord]]] = {}
+        self._version = 0  # bumped by every change of communities or reports made here
+        self._build_lock = threading.Lock()
+
+    # -- building ------------------------------------------------------------------------------------------
+
+    def build(self, namespace: str, progress: Progress | None = None) -> BuildCommunitiesResult:
+        from duckgraph.core.domain.model import BuildCommunitiesResult
+
+        outcome = self._build(namespace, progress)
+        return BuildCommunitiesResult(**outcome.__dict__)
+
+    def _build(self, namespace: str, progress: Progress | None = None, *, background: bool = False) -> BuildOutcome:
+        cancelled = self.keeper.stopped if background else (lambda: False)
+        with self._build_lock:  # one build at a time: a background rebuild and a call never interleave
+            try:
+                return build(self.kb, self.detector, namespace, progress, cancelled)
+            finally:
+                self._changed()
+
+    def _rebuild_quietly(self, namespace: str) -> None:
+        self._build(namespace, background=True)
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._catalog.clear()
+
+    def _communities(self, namespace: str) -> list[CommunityRecord]:
+        """The namespace's communities with their members, cached until this service changes them or a build of
+        another process is seen."""
+        return self._catalog_of(namespace)[1]
+
+    def _catalog_of(self, namespace: str) -> tuple[CommunityBuild | None, list[CommunityRecord]]:
+        build_mark = self.kb.store.community_build(namespace)
+        key = (build_mark.built_at if build_mark else None, self._version)
+        held = self._catalog.get(namespace)
+        if held is None or held[0] != key:
+            held = self._catalog[namespace] = (key, self.kb.store.communities(namespace))
+        return build_mark, held[1]
+
+    def listing(self, namespace: str) -> tuple[CommunityBuild | None, list[CommunityRecord]]:
+        """The namespace's last build and its communities with their reports, coarse to fine (the web UI's list)."""
+        return self._catalog_of(namespace)
+
+    def freshness(self, namespace: str, build: CommunityBuild | None = None) -> CommunityFreshness | None:
+        from duckgraph.core.domain.model import CommunityFreshness
+
+        found: Freshness | None = self.keeper.freshness(namespace, build)
+        if found is None:
+            return None
+        return CommunityFreshness(built_at=found.built_at.isoformat() + "Z", changed_share=found.changed_share,
+                                  stale=found.stale, rebuilding=found.rebuilding)
+
+    # -- global search ---------------------------------------------------------------------------------------
+
+    def global_search(self, query: str, namespace: str, *, level: int | None = None,
+                      token_budget: int = 2_000) -> GlobalSearchResult:
+        from duckgraph.core.domain.model import GlobalSearchResult
+
+        query = query.strip()
+        if not query:
+            raise InvalidInputError("the query is empty: ask a question or name a theme")
+        self.kb.prepare_write()  # binds the file's embedder, refusing another, as search does
+        build_mark, found = self._catalog_of(namespace)
+        if not found:
+            return GlobalSearchResult(query=query, level=None, levels=0, reports=[], text=NO_COMMUNITIES,
+                                      truncated=False, hint=NO_COMMUNITIES)
+        levels = sorted({c.level for c in found})
+        if level is not None and level not in levels:
+            raise InvalidInputError(f"level {level} does not exist: this namespace has levels 0 to {levels[-1]}")
+        vector = self.kb.embedder.embed_query(query)
+        similarity, keyword = self.kb.store.search_reports(namespace, vector, query, [c.id for c in found])
+        floor = self.kb.search_defaults.relevance_floor
+        floor = self.kb.embedder.relevance_floor if floor is None else floor
+        relevant = ranking.relevant(similarity, keyword, floor or 0.0)
+        level = ranking.choose_level(found, token_budget, relevant) if level is None else level
+        # Without a floor, similarity still ranks: only a calibrated floor tells a broad question apart.
+        ranked = ranking.rank(level_view(found, level), similarity, keyword, bool(relevant) or not floor)
+        kept, text, truncated = ranking.within_budget(ranked, token_budget)
+        return GlobalSearchResult(
+            query=query, level=level, levels=len(levels), text=text, truncated=truncated,
+            reports=[ranking.as_report(c, score) for c, score in kept], freshness=self.freshness(namespace, build_mark))
+
+    # -- reports written by the host or a model ------------------------------------------------------------------
+
+    def to_write(self, namespace: str, *, level: int | None = None, limit: int = 10) -> ReportsToWrite:
+        """Communities whose report is extractive or stale, coarsest and largest first, with their material."""
+        from duckgraph.core.domain.model import ReportToWrite, ReportsToWrite
+
+        waiting = self._waiting(namespace, level)
+        return ReportsToWrite(namespace=namespace, remaining=max(0, len(waiting) - limit), communities=[
+            ReportToWrite(id=c.id, level=c.level, size=len(c.members), stale=c.stale, current_title=c.title,
+                          material=material(c)) for c in waiting[:limit]])
+
+    def _waiting(self, namespace: str, level: int | None) -> list[CommunityRecord]:
+        return [c for c in self._communities(namespace)
+                if (c.author == "extractive" or c.stale) and (level is None or c.level == level)]
+
+    def save_written(self, namespace: str, community_id: int, title: str, summary: str, *,
+                     author: str = "host") -> CommunityRecord:
+        """Store a report written for community `community_id` of the namespace (title and summary)."""
+        title, summary = " ".join(title.split()), summary.strip()
+        if not title or not summary:
+            raise InvalidInputError("a report needs a title and a summary, both not empty")
+        if len(title) > MAX_TITLE_CHARS or len(summary) > MAX_SUMMARY_CHARS:
+            raise InvalidInputError(f"keep the title under {MAX_TITLE_CHARS} characters and the summary under "
+                                    f"{MAX_SUMMARY_CHARS}")
+        known = {c.id: c for c in self._communities(namespace)}
+        if community_id not in known:
+            raise NotFoundError(f"no community {community_id} in namespace {namespace!r}: it may have been rebuilt; "
+                                "list them again with communities_to_summarize")
+        community = known[community_id]
+        written = CommunityRecord(namespace=namespace, level=community.level, members=community.members,
+                                  id=community.id, title=title, summary=summary, details=community.details,
+                                  author=author, stale=False)
+        written.embedding = self.kb.embedder.embed_documents([report_text(written)])[0]
+        with self._build_lock, self.kb.writing() as writer:  # a rebuild in flight would drop it
+            writer.save_reports([written])
+        self._changed()
+        return written
+
+    def restore_written(self, namespace: str, written: Sequence[CommunityRecord]) -> int:
+        """Put reports written for an earlier build (an imported file's) on this build's communities, as a rebuild
+        keeps them: on the community with the same level and members as it was, else (stale) on one that shares
+        half its members. Returns how many found a community."""
+        current = self._communities(namespace)
+        targets = [CommunityRecord(namespace=namespace, level=c.level, members=c.members, id=c.id) for c in current]
+        reuse_reports(targets, written)
+        details = {c.id: c.details for c in current}
+        placed = [t for t in targets if t.author != "extractive"]
+        for target in placed:
+            target.details = details[target.id]  # the build's entities and facts: the report's own are not carried
+        if not placed:
+            return 0
+        for target, vector in zip(placed, self.kb.embedder.embed_documents([report_text(t) for t in placed])):
+            target.embedding = vector
+        with self._build_lock, self.kb.writing() as writer:
+            writer.save_reports(placed)
+        self._changed()
+        return len(placed)
+
+    def write_with_model(self, namespace: str, *, limit: int = 20, progress: Progress | None = None
+                         ) -> ReportsWritten:
+        """Have the configured extractor's model write the reports still extractive or stale (coarsest and
+        largest first, at most `limit`); a community whose report fails is named in `failed`."""
+        from duckgraph.core.domain.model import ReportsWritten
+
+        extractor = self.kb.extractor
+        if extractor is None:
+            raise InvalidInputError("no extractor model is configured ([extractor] in the config, e.g. use = "
+                                    "\"ollama\"): write the reports yourself with communities_to_summarize")
+        waiting = self._waiting(namespace, None)[:limit]
+        written, failed = 0, []
+        for done, community in enumerate(waiting):
+            try:
+                report = extractor.write_report(material(community))
+                self.save_written(namespace, community.id, report["title"], report["summary"], author="model")
+                written += 1
+            except (ExtractionError, InvalidInputError) as exc:
+                failed.append(f"community {community.id}: {exc}")
+            if progress is not None:
+                progress(done + 1, len(waiting), f"community {community.id}")
+        return ReportsWritten(namespace=namespace, written=written, failed=failed,
+                              remaining=len(self._waiting(namespace, None)))
+
+    # -- what search says --------------------------------------------------------------------------------------
+
+    def about_anchors(self, namespace: str, anchor_ids: Sequence[int], nothing_relevant: bool
+                      ) -> tuple[dict[int, str], str | None]:
+        """The finest community title of each anchor, and the hint that global_search exists when the anchors
+        are spread over several top-level communities (or nothing is relevant) while communities exist."""
+        try:
+            if self.kb.store.community_build(namespace) is None:
+                return {}, None
+            found = self.kb.store.node_communities(anchor_ids, namespace)
+        except StoreError:  # a store without communities: search answers as before
+            return {}, None
+        titles = {node: f"{chain[-1][2]} (community {chain[-1][0]})" for node, chain in found.items() if chain}
+        tops = [chain[0][0] for chain in found.values() if chain]
+        spread = len(set(tops)) >= SPREAD_COMMUNITIES and max(map(tops.count, tops)) * 2 <= len(tops)
+        return titles, BROAD_HINT if nothing_relevant or spread else None

@@ -1,0 +1,116 @@
+"""Time: ending facts (kept as history) and listing what changed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from duckgraph.core.domain.moments import now, period, short
+from duckgraph.core.domain.render import estimate_tokens
+from duckgraph.core.domain.texts import fact_sentence
+from duckgraph.ports import ChangeRecord, InvalidInputError, WriteBatch, relation_type
+
+if TYPE_CHECKING:
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
+    from duckgraph.core.domain.model import ChangesResult, EndRelationInput, RelationsEnded
+
+MAX_CHANGES = 1_000
+#: Relations of one entity read while matching the ones to end (a hub's are many).
+EDGES_READ = 100_000
+
+
+def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], namespace: str) -> RelationsEnded:
+    """Close the current relations matching each of `relations` at its `ended_at` (default: now), in one
+    transaction; they stay as history. A moment before a relation's start is refused and nothing is ended."""
+    from duckgraph.core.domain.model import EndedRelation, RelationRef, RelationsEnded
+
+    moment = now()
+    with kb.writing(vectors=False) as writer:
+        found, _ = kb.curation.resolve([n for r in relations for n in (r.source, r.target)], namespace)
+        ending: dict[int, tuple[datetime, EndedRelation]] = {}
+        missing: list[RelationRef] = []
+        for i, relation in enumerate(relations):
+            source, target = found.get(relation.source), found.get(relation.target)
+            kind = relation_type(relation.type)
+            matches = [] if source is None or target is None else [
+                e for e in kb.store.neighbors([source.id], namespace, limit=EDGES_READ)
+                if e.source_id == source.id and e.target_id == target.id and e.type == kind
+            ]
+            ended_at = relation.ended_at or moment
+            for edge in matches:
+                if edge.valid_from is not None and ended_at < edge.valid_from:
+                    raise InvalidInputError(
+                        f"relations[{i}] ({relation.label()}): ended_at {short(ended_at)} is before the relation "
+                        f"started ({short(edge.valid_from)}); nothing was ended")
+                ending[edge.id] = (ended_at, EndedRelation(source=source.name, target=target.name, type=edge.type,
+                                                           valid_from=edge.valid_from, valid_until=ended_at))
+            if not matches:
+                missing.append(RelationRef(source=relation.source, target=relation.target, type=relation.type))
+        if ending:
+            writer.commit(WriteBatch(end_edges=[(edge_id, at) for edge_id, (at, _) in ending.items()]))
+    return RelationsEnded(ended=[ended for _, ended in ending.values()], not_found=missing)
+
+
+def recent_changes(
+    kb: KnowledgeBase, namespace: str, *, since: datetime | None = None, until: datetime | None = None,
+    limit: int = 50, token_budget: int = 2_000,
+) -> ChangesResult:
+    """What was written in [since, until), newest first: at most `limit` changes, as lines within `token_budget`."""
+    from duckgraph.core.domain.model import Change, ChangesResult
+
+    if since is not None and until is not None and until <= since:
+        raise InvalidInputError(f"until ({short(until)}) must be after since ({short(since)})")
+    if not 1 <= limit <= MAX_CHANGES:
+        raise InvalidInputError(f"limit must be between 1 and {MAX_CHANGES}")
+    kb.open()
+    records = kb.store.changes(namespace, since, until, limit + 1)
+    subjects = _subjects(kb, records[:limit], namespace)
+    changes = [Change(at=r.at, change=r.kind, subject=subject) for r, subject in zip(records[:limit], subjects)]
+    lines, used = [], 0
+    for change in changes:
+        line = f"- {change.at.strftime('%Y-%m-%d %H:%M:%S')} {change.change}: {change.subject}"
+        used += estimate_tokens(line) + 1
+        if used > token_budget:
+            break
+        lines.append(line)
+    truncated = len(records) > limit or len(lines) < len(changes)
+    changes = changes[: len(lines)]
+    text = "\n".join(lines) if lines else "No changes in that span."
+    if truncated:
+        text += "\n(more changes: narrow since/until or raise limit)"
+    return ChangesResult(changes=changes, text=text, truncated=truncated)
+
+
+def _subjects(kb: KnowledgeBase, records: list[ChangeRecord], namespace: str) -> list[str]:
+    """What each change is about, in words: an entity "Name [Type]", a fact's sentence and period, a document's
+    id and title."""
+    store = kb.store
+    edges = {e.id: e for e in store.get_edges([r.edge_id for r in records if r.edge_id is not None])}
+    node_ids = {r.node_id for r in records if r.node_id is not None}
+    node_ids |= {i for e in edges.values() for i in (e.source_id, e.target_id)}
+    nodes = {n.id: n for n in store.get_nodes(node_ids)}
+    titles = store.document_titles({r.document_id for r in records if r.document_id is not None}, namespace)
+    subjects = []
+    for record in records:
+        if record.edge_id is not None and record.edge_id in edges:
+            edge = edges[record.edge_id]
+            names = [nodes[i].name if i in nodes else "?" for i in (edge.source_id, edge.target_id)]
+            when = period(edge.valid_from, edge.valid_until)
+            subjects.append(fact_sentence(names[0], edge.type, names[1], edge.description)
+                            + (f" ({when})" if when else ""))
+        elif record.node_id is not None and record.node_id in nodes:
+            node = nodes[record.node_id]
+            subjects.append(f"{node.name} [{node.type}]")
+        elif record.document_id is not None:
+            title = titles.get(record.document_id, "")
+            subjects.append(record.document_id + (f": {title}" if title else ""))
+        else:
+            subjects.append("(deleted since)")
+    return subjects
+
+
+def check_window(after: datetime | None, before: datetime | None) -> None:
+    """Refuse a search window that ends before it starts."""
+    if after is not None and before is not None and before <= after:
+        raise InvalidInputError(f"before ({short(before)}) must be later than after ({short(after)})")

@@ -1,0 +1,87 @@
+"""Namespaces: several memories in one file. Every row carries its namespace and every read answers within one;
+this module says what a valid name is, lists the namespaces of a file and deletes one."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from duckgraph.ports import InvalidInputError, NotFoundError, WriteBatch
+
+if TYPE_CHECKING:
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
+    from duckgraph.core.domain.model import NamespaceDeleted, NamespacesResult
+
+MAX_NAMESPACE_CHARS = 100
+#: Letters, digits and - _ . / (a project's folder name or "team/project"): safe in a log line, a file name part
+#: and a command line without quoting.
+NAMESPACE_PATTERN = r"^[A-Za-z0-9_./-]{1,100}$"
+_VALID = re.compile(NAMESPACE_PATTERN)
+_INVALID_CHARS = re.compile(r"[^A-Za-z0-9_./-]+")
+
+
+def check_namespace(name: object) -> str:
+    """`name` if it is a valid namespace; otherwise an InvalidInputError that says what a valid one is."""
+    if isinstance(name, str) and _VALID.match(name):
+        return name
+    raise InvalidInputError(
+        f"invalid namespace {name!r}: use 1 to {MAX_NAMESPACE_CHARS} letters, digits, '-', '_', '.' or '/'"
+    )
+
+
+def namespace_from_folder(folder: str) -> str | None:
+    """A valid namespace made of a folder's name (other characters become '-'), or None if nothing is left."""
+    name = _INVALID_CHARS.sub("-", folder).strip("-")[:MAX_NAMESPACE_CHARS]
+    return name or None
+
+
+def list_namespaces(kb: KnowledgeBase, default: str | None = None) -> NamespacesResult:
+    """Every namespace of the file with its counts and last write, and the caller's default one (`default`, else
+    the knowledge base's), listed even while it is empty."""
+    from duckgraph.core.domain.model import NamespaceInfo, NamespacesResult
+
+    default = kb.resolve_namespace(default)
+    kb.open()
+    found = {s["namespace"]: s for s in kb.store.namespace_summaries()}
+    found.setdefault(default, {"namespace": default, "nodes": 0, "edges": 0, "documents": 0, "last_write": None})
+    return NamespacesResult(namespaces=[
+        NamespaceInfo(name=name, entities=s["nodes"], relations=s["edges"], documents=s["documents"],
+                      last_write=_iso(s["last_write"]), default=name == default)
+        for name, s in sorted(found.items())
+    ])
+
+
+def delete_namespace(
+    kb: KnowledgeBase, namespace: str, confirm: str, default: str | None = None
+) -> NamespaceDeleted:
+    """Delete everything of `namespace` (entities, relations, documents, their vectors and index entries) in one
+    transaction. `confirm` must repeat the name. The caller's default namespace (`default`, else the knowledge
+    base's) is emptied: it stays the default."""
+    from duckgraph.core.domain.model import NamespaceDeleted
+
+    namespace = check_namespace(namespace)
+    default = kb.resolve_namespace(default)
+    if confirm != namespace:
+        raise InvalidInputError(f"to delete the namespace {namespace!r} and everything in it, repeat its name in "
+                                f"`confirm` (got {confirm!r}); nothing was deleted")
+    from duckgraph.core.files.export import PAGE, read_all
+
+    with kb.writing(vectors=False) as writer:  # read under the write lock: nothing is added to it meanwhile
+        store = kb.store
+        nodes = read_all(lambda offset: store.list_nodes(namespace, offset=offset, limit=PAGE))
+        edges = read_all(lambda offset: store.list_edges(namespace, offset=offset, limit=PAGE, include_expired=True))
+        documents = read_all(lambda offset: store.list_documents(namespace, offset=offset, limit=PAGE))
+        if not (nodes or edges or documents) and namespace != default:
+            raise NotFoundError(f"there is no namespace {namespace!r}; list_namespaces shows those there are")
+        holding = sum(1 for e in edges if e.valid_until is None)
+        writer.commit(WriteBatch(delete_nodes=[n.id for n in nodes], delete_edges=[e.id for e in edges],
+                                 delete_documents=[(namespace, d.id) for d in documents],
+                                 drop_communities=[namespace]))
+    left = "emptied; it stays the default namespace" if namespace == default else "deleted"
+    return NamespaceDeleted(namespace=namespace, entities=len(nodes), relations=holding, documents=len(documents),
+                            message=f"namespace {namespace!r} {left}")
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.replace(microsecond=0).isoformat() + "Z"

@@ -1,0 +1,1 @@
+"""`duckgraph ui`: a local web page to explore, check and curate the memory (see docs/ui.md)."""

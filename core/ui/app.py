@@ -1,0 +1,165 @@
+"""The web UI's application: the page and its static files, and a small JSON API over the MCP tools (called by
+name through core/mcp/direct.py, so the page validates, fails and forwards to the file's owner exactly as a
+model's calls do) and the reads of core/domain/browse.py.
+
+    GET  /api/overview?namespace=        counts, types, most connected entities, namespaces, what is available
+    GET  /api/search?q=&namespace=       the search tool's result, and the query's words to mark in passages
+    GET  /api/entity?name=&namespace=    get_entities, the passages that mention it, its neighbours
+    POST /api/tool/{name}                one of TOOLS with {"arguments": {...}, "namespace": ...}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from duckgraph.core.mcp.direct import DirectCalls
+from duckgraph.ports import DuckgraphError, InvalidInputError, NotFoundError, tokens
+
+#: The tools the page may call through /api/tool: curation, and the reads of its optional views. Those that
+#: this version's server lacks are reported as not available (another version may have them).
+TOOLS = frozenset({
+    "update_entity", "merge_entities", "delete_entities", "delete_relations", "end_relations", "find_paths",
+    "recent_changes", "list_namespaces", "global_search", "build_communities",
+})
+#: Search limits the page may ask for (the tool's own bounds apply too).
+SEARCH_OPTIONS = {"max_nodes": int, "hops": int, "k_anchors": int, "max_passages": int}
+STATIC = resources.files("duckgraph.core.ui").joinpath("static")
+
+
+def build_app(calls: DirectCalls) -> Starlette:
+    """The ASGI app over `calls`; its lifespan starts the warm-up and closes the file at the end."""
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette):
+        calls.start()
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(calls.close)
+
+    api = _Api(calls)
+    routes = [
+        Route("/", _page),
+        Route("/api/overview", api.overview),
+        Route("/api/search", api.search),
+        Route("/api/entity", api.entity),
+        Route("/api/tool/{name}", api.tool, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+async def _page(_request: Request) -> Response:
+    return FileResponse(str(STATIC.joinpath("index.html")), headers=_NO_CACHE)
+
+
+_NO_CACHE = {"cache-control": "no-cache"}
+
+
+class _Api:
+    def __init__(self, calls: DirectCalls) -> None:
+        self.calls = calls
+        self.default_namespace = calls.services.knowledge_base.namespace
+
+    # -- the views -------------------------------------------------------------------------------------
+
+    async def overview(self, request: Request) -> Response:
+        async def answer(namespace: str) -> dict[str, Any]:
+            tools = await self.calls.tools()
+            stats, connected, spaces = await asyncio.gather(
+                self._tool("graph_stats", {}, namespace),
+                self.calls.browse("most_connected", namespace, {"limit": 20}),
+                self.calls.browse("namespaces", namespace, {}),
+            )
+            return {
+                "namespace": namespace, "default_namespace": self.default_namespace, "role": self.calls.role,
+                "stats": stats, "most_connected": connected["entities"], "namespaces": spaces["namespaces"],
+                "tools": sorted(name for name in tools if name in TOOLS),
+                "switch_namespaces": "namespace" in tools["search"].get("properties", {}),
+            }
+
+        return await self._answer(request, answer)
+
+    async def search(self, request: Request) -> Response:
+        async def answer(namespace: str) -> dict[str, Any]:
+            query = request.query_params.get("q", "")
+            options = {}
+            for key, kind in SEARCH_OPTIONS.items():
+                if key in request.query_params:
+                    try:
+                        options[key] = kind(request.query_params[key])
+                    except ValueError:
+                        raise InvalidInputError(f"{key} must be a whole number") from None
+            result = await self._tool("search", {"query": query, **options}, namespace)
+            return {**result, "words": sorted(set(tokens(query)))}
+
+        return await self._answer(request, answer)
+
+    async def entity(self, request: Request) -> Response:
+        async def answer(namespace: str) -> dict[str, Any]:
+            name = request.query_params.get("name", "")
+            found = await self._tool("get_entities", {"names": [name]}, namespace)
+            if not found["entities"]:
+                raise NotFoundError(f"no entity named {name!r} in the namespace {namespace!r}")
+            stored = found["entities"][0]["name"]
+            passages, neighbours = await asyncio.gather(
+                self.calls.browse("entity_passages", namespace, {"name": stored}),
+                self.calls.browse("neighbourhood", namespace, {"name": stored}),
+            )
+            return {"entity": found["entities"][0], "passages": passages, "graph": neighbours}
+
+        return await self._answer(request, answer)
+
+    async def tool(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "the request body must be a JSON object")
+        if not isinstance(body, dict) or not isinstance(body.get("arguments", {}), dict):
+            return _error(400, 'the request body must be {"arguments": {...}, "namespace": ...}')
+        if name not in TOOLS or name not in await self.calls.tools():
+            return _error(404, f"{name} is not available on this duckgraph server")
+
+        async def answer(namespace: str) -> dict[str, Any]:
+            return await self._tool(name, body.get("arguments", {}), namespace)
+
+        return await self._answer(request, answer, body.get("namespace"))
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    async def _answer(self, request: Request, view, namespace: Any = None) -> Response:
+        namespace = namespace or request.query_params.get("namespace") or self.default_namespace
+        try:
+            if not isinstance(namespace, str):
+                raise InvalidInputError("namespace must be a string")
+            return JSONResponse(await view(namespace), headers=_NO_CACHE)
+        except NotFoundError as exc:
+            return _error(404, str(exc))
+        except DuckgraphError as exc:
+            return _error(400, str(exc))
+
+    async def _tool(self, name: str, arguments: dict[str, Any], namespace: str) -> dict[str, Any]:
+        """Call a tool in `namespace`: as its argument where the tool takes one, else only the default one."""
+        if "namespace" in (await self.calls.tools())[name].get("properties", {}):
+            arguments = {**arguments, "namespace": namespace}
+        elif namespace != self.default_namespace:
+            raise InvalidInputError(f"this duckgraph's {name} tool cannot use another namespace than "
+                                    f"{self.default_namespace!r}")
+        return await self.calls.call(name, arguments)
+
+
+def _error(status: int, message: str) -> Response:
+    return JSONResponse({"error": message}, status_code=status, headers=_NO_CACHE)

@@ -1,0 +1,378 @@
+// The page: three views chosen by the address (#/ browse, #/search?q=, #/entity?name=), each drawn from the
+// JSON API of core/ui/app.py, and the curation actions of an entity's page.
+
+import { clear, h, marked, typeBadge } from "./dom.js";
+import { drawGraph } from "./graph.js";
+import { ask, confirmAction, editEntity } from "./curate.js";
+
+const view = document.getElementById("view");
+const nsSelect = document.getElementById("namespace");
+const state = { namespace: null, overview: null, drawing: null };
+
+// -- the API ---------------------------------------------------------------------------------------------
+
+async function api(path, params = {}) {
+  const query = new URLSearchParams({ ...params, namespace: state.namespace || "" });
+  return answer(await fetch(`/api/${path}?${query}`, { headers: { accept: "application/json" } }));
+}
+
+export async function callTool(name, args) {
+  return answer(await fetch(`/api/tool/${encodeURIComponent(name)}`, {
+    method: "POST", headers: { "content-type": "application/json" },
+    body: JSON.stringify({ arguments: args, namespace: state.namespace }),
+  }));
+}
+
+async function answer(response) {
+  const body = await response.json().catch(() => ({ error: `${response.status} ${response.statusText}` }));
+  if (!response.ok) throw new Error(body.error || body.error_description || `${response.status}`);
+  return body;
+}
+
+function available(tool) {
+  return state.overview && state.overview.tools.includes(tool);
+}
+
+// -- routing ---------------------------------------------------------------------------------------------
+
+function route() {
+  const [path, search] = (location.hash.slice(1) || "/").split("?");
+  const params = new URLSearchParams(search || "");
+  return { path, params };
+}
+
+export function go(path, params = {}) {
+  const query = new URLSearchParams(params);
+  if (state.namespace && state.namespace !== state.overview?.default_namespace) query.set("ns", state.namespace);
+  const target = `#${path}${[...query].length ? "?" + query : ""}`;
+  if (location.hash === target) render();
+  else location.hash = target;
+}
+
+async function render() {
+  const { path, params } = route();
+  if (params.get("ns")) state.namespace = params.get("ns");
+  state.drawing?.stop();
+  state.drawing = null;
+  try {
+    if (!state.overview || state.overview.namespace !== (state.namespace || state.overview.default_namespace)) {
+      await loadOverview();
+    }
+    if (path === "/search") await showSearch(params.get("q") || "");
+    else if (path === "/entity") await showEntity(params.get("name") || "");
+    else showBrowse();
+  } catch (error) {
+    clear(view, h("p", { class: "error" }, error.message));
+  }
+}
+
+async function loadOverview() {
+  state.overview = await api("overview");
+  state.namespace = state.overview.namespace;
+  const names = [...new Set([state.overview.default_namespace, ...state.overview.namespaces, state.namespace])];
+  clear(nsSelect, names.map((n) => h("option", { value: n, selected: n === state.namespace }, n)));
+  nsSelect.disabled = !state.overview.switch_namespaces && names.length <= 1;
+  document.getElementById("role").textContent = state.overview.role === "client"
+    ? "through the duckgraph server that holds the file" : "";
+}
+
+// -- browse ----------------------------------------------------------------------------------------------
+
+function showBrowse() {
+  document.title = "duckgraph";
+  const o = state.overview;
+  const stats = o.stats;
+  const counts = h("section", { class: "card counts", id: "counts" }, h("h2", {}, `Namespace ${o.namespace}`),
+    h("dl", {}, [["entities", stats.nodes], ["relations", stats.edges], ["documents", stats.documents],
+      ["passages", stats.chunks]].map(([label, value]) => [h("dt", {}, label), h("dd", {}, value.toLocaleString())])));
+  const types = (title, entries, link) => h("section", { class: "card" }, h("h2", {}, title),
+    entries.length ? h("ul", { class: "counted" }, entries.map(([type, count]) => h("li", {},
+      link ? h("a", { href: "#", onclick: (e) => { e.preventDefault(); go("/search", { q: type }); } }, typeBadge(type))
+        : h("code", {}, type), h("span", { class: "count" }, count.toLocaleString()))))
+      : h("p", { class: "muted" }, "none yet"));
+  const connected = h("section", { class: "card", id: "most-connected" }, h("h2", {}, "Most connected"),
+    o.most_connected.length ? h("ol", {}, o.most_connected.map((e) => h("li", {}, entityLink(e.name), " ",
+      typeBadge(e.type), h("span", { class: "count" }, `${e.relations} relation${e.relations === 1 ? "" : "s"}`)))) : h("p", { class: "muted" }, "no relations yet"));
+  const spaces = h("section", { class: "card double", id: "namespaces" }, h("h2", {}, "Namespaces"));
+  const changes = h("section", { class: "card wide", id: "recent-changes" }, h("h2", {}, "Recent changes"));
+  const communities = h("section", { class: "card wide", id: "communities" }, h("h2", {}, "Communities"));
+  clear(view, h("div", { class: "browse" }, counts,
+    types("Entity types", Object.entries(stats.node_types), true),
+    types("Relation types", Object.entries(stats.edge_types), false), connected, spaces, changes, communities));
+  showNamespaces(spaces);
+  optional(changes, "recent_changes", { limit: 30 }, changesTable);
+  showCommunities(communities);
+}
+
+// A view of a tool that other versions may lack: drawn by `draw`, or "not available".
+async function optional(section, tool, args, draw) {
+  if (!available(tool)) {
+    section.append(h("p", { class: "muted not-available" }, "Not available on this duckgraph server."));
+    return null;
+  }
+  const body = h("div", { class: "tool-view" }, h("p", { class: "muted" }, "Loading…"));
+  section.append(body);
+  try {
+    clear(body, draw(await callTool(tool, args)));
+  } catch (error) {
+    clear(body, h("p", { class: "error" }, error.message));
+  }
+  return body;
+}
+
+function changesTable(result) {
+  if (!result.changes.length) return h("p", { class: "muted" }, "No changes recorded.");
+  return [h("table", { class: "changes" }, result.changes.map((c) => h("tr", {},
+    h("td", { class: "muted when" }, String(c.at).replace("T", " ").slice(0, 19)), h("td", {}, c.change),
+    h("td", {}, subject(c))))),
+  result.truncated ? h("p", { class: "muted" }, "More changes exist than listed.") : null];
+}
+
+// An entity's change names it as "Name [Type]": linked to its page.
+function subject(change) {
+  const entity = change.change.startsWith("entity") && /^(.*) \[([^\]]+)\]$/.exec(change.subject);
+  return entity ? [entityLink(entity[1]), " ", typeBadge(entity[2])] : change.subject;
+}
+
+async function showNamespaces(section) {
+  const pick = (n) => n === state.namespace ? h("strong", {}, n)
+    : state.overview.switch_namespaces ? h("a", { href: "#", onclick: (e) => { e.preventDefault(); switchNamespace(n); } }, n)
+      : h("span", { title: "this server's tools take no namespace" }, n);
+  if (!available("list_namespaces")) {
+    section.append(h("ul", {}, state.overview.namespaces.map((n) => h("li", {}, pick(n)))),
+      h("p", { class: "muted" }, "Switching namespaces is not available on this server."));
+    return;
+  }
+  await optional(section, "list_namespaces", {}, (r) => h("table", { class: "namespaces" },
+    h("tr", {}, ["", "entities", "relations", "documents", "last write"].map((t) => h("th", {}, t))),
+    r.namespaces.map((n) => h("tr", {}, h("td", {}, pick(n.name), n.default ? h("span", { class: "muted" }, " (default)") : null),
+      h("td", {}, n.entities.toLocaleString()), h("td", {}, n.relations.toLocaleString()),
+      h("td", {}, n.documents.toLocaleString()), h("td", { class: "muted" }, (n.last_write || "").slice(0, 16).replace("T", " "))))));
+}
+
+async function showCommunities(section) {
+  if (!available("global_search")) {
+    section.append(h("p", { class: "muted not-available" }, "Not available on this duckgraph server."));
+    return;
+  }
+  const input = h("input", { id: "community-query", value: "main themes", "aria-label": "question about the whole memory" });
+  const results = h("div", { class: "tool-view" });
+  const askReports = async () => {
+    clear(results, h("p", { class: "muted" }, "Loading…"));
+    try {
+      clear(results, reports(await callTool("global_search", { query: input.value || "main themes", token_budget: 4000 })));
+    } catch (error) {
+      clear(results, h("p", { class: "error" }, error.message));
+    }
+  };
+  const build = available("build_communities") ? h("button", { type: "button", id: "build-communities", onclick: () =>
+    act(() => callTool("build_communities", {}), () => { notify("Communities built."); askReports(); }) }, "Build now") : null;
+  section.append(h("form", { class: "inline", onsubmit: (e) => { e.preventDefault(); askReports(); } },
+    input, h("button", {}, "Ask the communities"), build), results);
+  askReports();
+}
+
+function reports(result) {
+  const hint = result.hint ? h("p", { class: "muted" }, result.hint) : null;
+  if (!result.reports.length) return [hint || h("p", { class: "muted" }, "No community reports yet.")];
+  return [hint, result.reports.map((r) => h("article", { class: "report" },
+    h("h3", {}, r.title, h("span", { class: "count" }, `level ${r.level} · ${r.size} entities${r.stale ? " · stale" : ""}`)),
+    h("p", {}, r.summary),
+    h("p", {}, r.key_entities.map((e, i) => [i ? ", " : "", entityLink(e.name)]))))];
+}
+
+function switchNamespace(name) {
+  state.namespace = name;
+  state.overview = null;
+  go("/", {});
+}
+
+function entityLink(name) {
+  return h("a", { href: `#/entity?${new URLSearchParams(nsParams({ name }))}`, class: "entity-link" }, name);
+}
+
+function nsParams(params) {
+  return state.namespace && state.namespace !== state.overview?.default_namespace ? { ...params, ns: state.namespace } : params;
+}
+
+// -- search ----------------------------------------------------------------------------------------------
+
+async function showSearch(query) {
+  document.getElementById("q").value = query;
+  document.title = `${query} — duckgraph`;
+  if (!query.trim()) { showBrowse(); return; }
+  clear(view, h("p", { class: "muted" }, "Searching…"));
+  const result = await api("search", { q: query, max_nodes: document.getElementById("max-nodes").value });
+  const anchors = new Set(result.anchors.map((a) => a.name));
+  const byName = new Map();
+  for (const n of [...result.anchors, ...result.nodes]) if (!byName.has(n.name)) byName.set(n.name, n);
+  const graph = { nodes: [...byName.values()].map((n) => ({ name: n.name, type: n.type, anchor: anchors.has(n.name) })),
+    edges: result.edges };
+  const canvas = h("div", { class: "graph", id: "search-graph" });
+  const facts = h("section", { class: "facts" }, h("h2", {}, `Facts (${result.edges.length})`),
+    h("ol", {}, result.edges.map((e) => h("li", {}, entityLink(e.source), ` —${e.type}→ `, entityLink(e.target),
+      e.description ? h("span", { class: "muted" }, ` ${e.description}`) : null, period(e)))));
+  const passages = h("section", { class: "passages", id: "passages" }, h("h2", {}, `Passages (${result.passages.length})`),
+    result.passages.length ? result.passages.map((p) => passage(p, result.words))
+      : h("p", { class: "muted" }, "No passage."));
+  clear(view, result.nothing_relevant ? h("p", { class: "notice-inline" }, "Nothing stored is relevant enough to this query.") : null,
+    h("div", { class: "search" }, h("div", { class: "left" }, canvas, facts), passages));
+  state.drawing = drawGraph(canvas, graph, { onOpen: (name) => go("/entity", { name }) });
+}
+
+function passage(p, words) {
+  return h("article", { class: "passage" }, h("header", {}, h("strong", {}, p.title || p.document_id),
+    p.score !== undefined ? h("span", { class: "count" }, `score ${p.score}`) : null),
+    h("p", {}, marked(p.text, words)));
+}
+
+function period(edge) {
+  const from = edge.valid_from, until = edge.valid_until;
+  if (!from && !until) return null;
+  const day = (t) => String(t).slice(0, 10);
+  return h("span", { class: "period" }, until ? ` ${from ? day(from) : "…"} to ${day(until)}` : ` since ${day(from)}`);
+}
+
+// -- an entity's page ------------------------------------------------------------------------------------
+
+async function showEntity(name) {
+  const { entity, passages, graph } = await api("entity", { name });
+  document.title = `${entity.name} — duckgraph`;
+  const canvas = h("div", { class: "graph small", id: "entity-graph" });
+  const actions = h("div", { class: "actions" },
+    h("button", { type: "button", id: "rename", onclick: () => rename(entity) }, "Rename"),
+    h("button", { type: "button", id: "edit", onclick: () => edit(entity) }, "Edit"),
+    h("button", { type: "button", id: "merge", onclick: () => merge(entity) }, "Merge duplicates into this"),
+    h("button", { type: "button", id: "delete", class: "danger", onclick: () => remove(entity) }, "Delete"));
+  const properties = Object.entries(entity.properties || {});
+  clear(view, h("div", { class: "entity", "data-entity": entity.name },
+    h("div", { class: "entity-head" }, h("h1", {}, entity.name), typeBadge(entity.type), actions),
+    entity.description ? h("p", { class: "description" }, entity.description) : null,
+    entity.aliases.length ? h("p", { class: "aliases" }, h("span", { class: "muted" }, "also known as "),
+      entity.aliases.map((a, i) => [i ? ", " : "", h("span", { class: "alias" }, a)])) : null,
+    properties.length ? h("table", { class: "properties" }, properties.map(([k, v]) =>
+      h("tr", {}, h("th", {}, k), h("td", {}, typeof v === "string" ? v : JSON.stringify(v))))) : null,
+    h("div", { class: "columns" },
+      h("div", {},
+        h("section", {}, h("h2", {}, `Observations (${entity.observations.length})`),
+          entity.observations.length ? h("ul", { class: "observations" }, entity.observations.map((o) => h("li", {}, o)))
+            : h("p", { class: "muted" }, "none")),
+        h("section", { id: "relations" }, h("h2", {}, `Relations (${entity.relations.length}${entity.relations_truncated ? "+" : ""})`),
+          relationsTable(entity)),
+        h("section", { id: "entity-passages" }, h("h2", {}, `Passages that mention it (${passages.passages.length}${passages.truncated ? "+" : ""})`),
+          passages.passages.length ? passages.passages.map((p) => passage(p, passages.words)) : h("p", { class: "muted" }, "none"))),
+      h("div", {}, h("h2", {}, "Neighbours"), canvas))));
+  state.drawing = drawGraph(canvas, graph, { center: graph.center, onOpen: (n) => n !== entity.name && go("/entity", { name: n }) });
+}
+
+function relationsTable(entity) {
+  if (!entity.relations.length) return h("p", { class: "muted" }, "none");
+  const canEnd = available("end_relations");
+  return h("table", { class: "relations" }, entity.relations.map((r) => h("tr", { class: "relation" },
+    h("td", {}, r.source === entity.name ? h("strong", {}, r.source) : entityLink(r.source)),
+    h("td", {}, h("code", {}, r.type)),
+    h("td", {}, r.target === entity.name ? h("strong", {}, r.target) : entityLink(r.target)),
+    h("td", { class: "muted" }, r.description || "", period(r)),
+    h("td", { class: "row-actions" },
+      canEnd && !r.valid_until ? h("button", { type: "button", class: "end-relation", onclick: () => endRelation(entity, r) }, "End") : null,
+      h("button", { type: "button", class: "danger delete-relation", onclick: () => deleteRelation(entity, r) }, "Delete")))));
+}
+
+// -- curation: each through its MCP tool, then the page again ----------------------------------------------
+
+async function act(work, done) {
+  try {
+    const result = await work();
+    await done(result);
+  } catch (error) {
+    notify(error.message, true);
+  }
+}
+
+async function rename(entity) {
+  const newName = await ask("Rename", `New name for ${entity.name} (the old one stays an alias):`, entity.name);
+  if (!newName || newName === entity.name) return;
+  act(() => callTool("update_entity", { name: entity.name, new_name: newName }), (r) => {
+    notify(`Renamed ${entity.name} to ${r.name}.`);
+    state.overview = null;
+    go("/entity", { name: r.name });
+  });
+}
+
+async function edit(entity) {
+  let changes;
+  try {
+    changes = await editEntity(entity);
+  } catch (error) {
+    notify(error.message, true);
+    return;
+  }
+  if (!changes) return;
+  act(() => callTool("update_entity", { name: entity.name, ...changes }), (r) => {
+    notify(`Saved ${r.name}.`);
+    state.overview = null;
+    go("/entity", { name: r.name });
+  });
+}
+
+async function merge(entity) {
+  const text = await ask("Merge duplicates", `Names of the entities to merge into ${entity.name}, one per line. ` +
+    "Their relations, observations and properties move to it and their names become its aliases.", "", true);
+  const sources = (text || "").split("\n").map((s) => s.trim()).filter(Boolean);
+  if (!sources.length) return;
+  if (!await confirmAction("Merge", `Merge ${sources.join(", ")} into ${entity.name}? This cannot be undone.`)) return;
+  act(() => callTool("merge_entities", { sources, target: entity.name }), (r) => {
+    notify(`Merged ${r.merged.join(", ")} into ${r.target}.`);
+    state.overview = null;
+    go("/entity", { name: r.target });
+  });
+}
+
+async function remove(entity) {
+  if (!await confirmAction("Delete", `Delete ${entity.name} and its ${entity.relations.length} relations? This cannot be undone.`)) return;
+  act(() => callTool("delete_entities", { names: [entity.name] }), () => {
+    notify(`Deleted ${entity.name}.`);
+    state.overview = null;
+    go("/", {});
+  });
+}
+
+async function deleteRelation(entity, r) {
+  if (!await confirmAction("Delete relation", `Delete ${r.source} —${r.type}→ ${r.target}? ` +
+    (available("end_relations") ? "To keep it as history, End it instead." : "This cannot be undone."))) return;
+  act(() => callTool("delete_relations", { relations: [{ source: r.source, target: r.target, type: r.type }] }), () => {
+    notify(`Deleted ${r.source} —${r.type}→ ${r.target}.`);
+    state.overview = null;
+    go("/entity", { name: entity.name });
+  });
+}
+
+async function endRelation(entity, r) {
+  const when = await ask("End relation", `${r.source} —${r.type}→ ${r.target} stops holding at (ISO date, empty: now):`, "");
+  if (when === null) return;
+  act(() => callTool("end_relations", { relations: [{ source: r.source, target: r.target, type: r.type,
+    ...(when.trim() ? { ended_at: when.trim() } : {}) }] }), () => {
+    notify(`Ended ${r.source} —${r.type}→ ${r.target}.`);
+    go("/entity", { name: entity.name });
+  });
+}
+
+// -- the rest --------------------------------------------------------------------------------------------
+
+export function notify(message, error = false) {
+  const box = document.getElementById("notice");
+  box.textContent = message;
+  box.className = error ? "error" : "";
+  box.hidden = false;
+  clearTimeout(notify.timer);
+  notify.timer = setTimeout(() => { box.hidden = true; }, error ? 12000 : 5000);
+}
+
+document.getElementById("search-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const q = document.getElementById("q").value.trim();
+  if (q) go("/search", { q });
+});
+nsSelect.addEventListener("change", () => switchNamespace(nsSelect.value));
+window.addEventListener("hashchange", render);
+render();

@@ -1,0 +1,288 @@
+"""The web UI in a real browser: `duckgraph ui` as a child process on a real DuckDB file built with the real
+default model (the demo's documents and graph, and one duplicate to merge), driven in headless Chromium through
+Selenium and the system's chromedriver. Also while a `duckgraph serve` process holds the file.
+
+Each view is saved as a PNG for a person to look at: in $DUCKGRAPH_UI_SCREENSHOTS when set, else in a folder of
+the run's temporary directory (printed; pytest -s shows it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.plugins.duckdb import DuckDBStore
+from tests.e2e.ui_server import child_env, get_json, running_ui
+
+from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ready  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.model
+
+
+def test_the_browser_is_installed() -> None:
+    # Not a skip: a suite that ran without its browser would pass without testing the page at all.
+    assert CHROMIUM and CHROMEDRIVER, "the browser tests need Chromium: apt-get install -y chromium chromium-driver"
+WAIT_SECONDS = 60
+DUPLICATE = {"name": "Steven Paul Jobs", "type": "Person", "observations": ["Born in San Francisco in 1955."]}
+QUERY = "Who runs Apple and which products does the company design?"
+WORK_NOTE = {"name": "Quarterly planning", "type": "Meeting", "description": "Planning of the next quarter."}
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    chosen = os.environ.get("DUCKGRAPH_UI_SCREENSHOTS")
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("ui-screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots of the web UI: {folder}")
+    return folder
+
+
+@pytest.fixture
+def demo_db(tmp_path: Path, minilm) -> Path:
+    """The demo's documents, entities and relations, and a duplicate of Steve Jobs, stored with the real model."""
+    data = json.loads(resources.files("duckgraph.core").joinpath("data/demo.json").read_text(encoding="utf-8"))
+    path = tmp_path / "ui.duckdb"
+    with KnowledgeBase(DuckDBStore(path), minilm) as kb:
+        kb.add_documents([DocumentInput(**d) for d in data["documents"]])
+        kb.add_knowledge_graph([NodeInput(**n) for n in data["nodes"]] + [NodeInput(**DUPLICATE)],
+                               [EdgeInput(**e) for e in data["edges"]])
+        kb.add_knowledge_graph([NodeInput(**WORK_NOTE)], [], namespace="work")  # a second memory in the file
+    return path
+
+
+@pytest.fixture
+def browser() -> Iterator[webdriver.Chrome]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1400,1000", "--force-device-scale-factor=1"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(driver, condition, what: str):
+    try:
+        return WebDriverWait(driver, WAIT_SECONDS).until(condition)
+    except TimeoutException:
+        raise AssertionError(f"the page never showed {what}; it shows:\n{driver.find_element(By.TAG_NAME, 'body').text}")
+
+
+def shown(driver, css: str):
+    return wait_for(driver, ready.visibility_of_element_located((By.CSS_SELECTOR, css)), css)
+
+
+def settled_graph(driver, css: str):
+    return wait_for(driver, ready.presence_of_element_located((By.CSS_SELECTOR, f"{css} svg[data-settled]")),
+                    f"a settled graph in {css}")
+
+
+def search(driver, query: str) -> None:
+    box = shown(driver, "#q")
+    box.clear()
+    box.send_keys(query)
+    driver.find_element(By.CSS_SELECTOR, "#search-form button").click()
+    shown(driver, "#passages")
+
+
+def answer_dialog(driver, text: str | None = None, *, ok: bool = True) -> None:
+    shown(driver, "#dialog[open]")
+    if text is not None:
+        field = driver.find_element(By.ID, "dialog-input")
+        field.clear()
+        field.send_keys(text)
+    asked = driver.find_element(By.ID, "dialog-title").text
+    driver.find_element(By.ID, "dialog-ok" if ok else "dialog-cancel").click()
+    # Closed, or already asking the next question (a merge asks for the names, then for a confirmation).
+    wait_for(driver, lambda d: not d.find_element(By.ID, "dialog").get_attribute("open")
+             or d.find_element(By.ID, "dialog-title").text != asked, "the dialog answered")
+
+
+def entity_count(driver) -> int:
+    """The overview's count of entities (the first of its counts)."""
+    found = driver.find_elements(By.CSS_SELECTOR, "#counts dd")
+    return int(found[0].text.replace(",", "")) if found else -1
+
+
+def open_entity_page(driver, name: str) -> None:
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'.entity[data-entity="{name}"]'), f"{name}'s page")
+
+
+def test_browse_search_open_and_merge(demo_db: Path, tmp_path: Path, browser, screenshots: Path) -> None:
+    with running_ui(demo_db, tmp_path / "ui.log", child_env(tmp_path / "home")) as url:
+        browser.get(url)
+        shown(browser, "#counts")
+        assert entity_count(browser) == 24  # the demo's 23 and the duplicate
+        assert "Apple Inc." in shown(browser, "#most-connected").text
+        shown(browser, "#recent-changes > :not(h2)")  # a view of a tool, or "not available" without it
+        shown(browser, "#communities > :not(h2)")
+        tools = get_json(f"{url}api/overview")["tools"]
+        if "recent_changes" in tools:
+            wait_for(browser, lambda d: "Steven Paul Jobs" in d.find_element(By.ID, "recent-changes").text,
+                     "the entities created among the recent changes")
+        browser.save_screenshot(str(screenshots / "browse.png"))
+
+        # Search: the drawing holds exactly the entities the search returned; passages mark the query's words.
+        search(browser, QUERY)
+        graph = settled_graph(browser, "#search-graph")
+        result = get_json(f"{url}api/search?{urllib.parse.urlencode({'q': QUERY, 'max_nodes': 60})}")
+        expected = {n["name"] for n in result["anchors"] + result["nodes"]}
+        drawn = {g.get_attribute("data-name") for g in browser.find_elements(By.CSS_SELECTOR, "#search-graph g.node")}
+        assert drawn == expected and len(expected) > 3
+        assert graph.get_attribute("data-nodes") == str(len(expected))
+        anchors = {g.get_attribute("data-name") for g in browser.find_elements(By.CSS_SELECTOR, "#search-graph g.anchor")}
+        assert anchors == {a["name"] for a in result["anchors"]}
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#search-graph g.edge")) == len(result["edges"])
+        marks = {m.text.casefold() for m in browser.find_elements(By.CSS_SELECTOR, "#passages mark")}
+        assert {"apple", "design"} & marks, marks
+        browser.save_screenshot(str(screenshots / "search.png"))
+
+        # Zoom and pan change the view's transform; a click on a node opens its entity.
+        viewport = browser.find_element(By.CSS_SELECTOR, "#search-graph .viewport")
+        before = viewport.get_attribute("transform")
+        browser.find_element(By.CSS_SELECTOR, "#search-graph .graph-controls button[title='zoom in']").click()
+        assert viewport.get_attribute("transform") != before
+        browser.find_element(By.CSS_SELECTOR, "#search-graph .graph-controls button[title='fit the drawing']").click()
+        browser.find_element(By.CSS_SELECTOR, '#search-graph g.node[data-name="Steve Jobs"] circle').click()
+        open_entity_page(browser, "Steve Jobs")
+        settled_graph(browser, "#entity-graph")
+        page = browser.find_element(By.CSS_SELECTOR, ".entity").text
+        assert "Co-founder and former chief executive of Apple." in page
+        assert "FOUNDED" in browser.find_element(By.ID, "relations").text
+        assert "Apple" in browser.find_element(By.ID, "entity-passages").text
+        browser.save_screenshot(str(screenshots / "entity.png"))
+
+        # Merge the duplicate into it: asked, confirmed, and the page shows the merged entity.
+        browser.find_element(By.ID, "merge").click()
+        answer_dialog(browser, DUPLICATE["name"])
+        shown(browser, "#dialog[open]")
+        assert "cannot be undone" in browser.find_element(By.ID, "dialog-body").text
+        browser.save_screenshot(str(screenshots / "merge-confirm.png"))
+        browser.find_element(By.ID, "dialog-ok").click()
+        wait_for(browser, lambda d: DUPLICATE["name"] in d.find_element(By.CSS_SELECTOR, ".entity").text,
+                 "the merged name among the aliases")
+        assert DUPLICATE["name"] in browser.find_element(By.CSS_SELECTOR, ".aliases").text
+        assert DUPLICATE["observations"][0] in browser.find_element(By.CSS_SELECTOR, ".observations").text
+        browser.save_screenshot(str(screenshots / "merged.png"))
+        stored = get_json(f"{url}api/entity?{urllib.parse.urlencode({'name': DUPLICATE['name']})}")
+        assert stored["entity"]["name"] == "Steve Jobs"  # the duplicate's name now leads to the merged entity
+
+        browser.get(url)
+        shown(browser, "#counts")
+        assert entity_count(browser) == 23  # the browse view counts again
+
+
+def test_deleting_a_relation_asks_first(demo_db: Path, tmp_path: Path, browser, screenshots: Path) -> None:
+    with running_ui(demo_db, tmp_path / "ui.log", child_env(tmp_path / "home")) as url:
+        # Another namespace of the file: its own counts and entities, then back.
+        browser.get(url)
+        shown(browser, "#counts")
+        if get_json(f"{url}api/overview")["switch_namespaces"]:
+            Select(browser.find_element(By.ID, "namespace")).select_by_value("work")
+            wait_for(browser, lambda d: "Namespace work" in d.find_element(By.ID, "counts").text, "the work namespace")
+            assert entity_count(browser) == 1
+            search(browser, WORK_NOTE["name"])
+            settled_graph(browser, "#search-graph")
+            drawn = [g.get_attribute("data-name") for g in browser.find_elements(By.CSS_SELECTOR, "#search-graph g.node")]
+            assert drawn == [WORK_NOTE["name"]]
+            browser.save_screenshot(str(screenshots / "namespace.png"))
+            Select(browser.find_element(By.ID, "namespace")).select_by_value("default")
+            wait_for(browser, lambda d: entity_count(d) == 24, "the default namespace again")
+
+        browser.get(f"{url}#/entity?name=Bill%20Gates")
+        open_entity_page(browser, "Bill Gates")
+        rows = browser.find_elements(By.CSS_SELECTOR, "#relations tr.relation")
+        dropped = next(r for r in rows if "DROPPED_OUT_OF" in r.text)
+        dropped.find_element(By.CSS_SELECTOR, ".delete-relation").click()
+        answer_dialog(browser, ok=False)  # cancelled: nothing changes
+        assert "DROPPED_OUT_OF" in browser.find_element(By.ID, "relations").text
+        rows = browser.find_elements(By.CSS_SELECTOR, "#relations tr.relation")
+        next(r for r in rows if "DROPPED_OUT_OF" in r.text).find_element(By.CSS_SELECTOR, ".delete-relation").click()
+        answer_dialog(browser)
+        wait_for(browser, lambda d: "DROPPED_OUT_OF" not in d.find_element(By.ID, "relations").text,
+                 "the relation gone")
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#relations tr.relation")) == len(rows) - 1
+
+        # Ending a fact (where the server can): asked when, then no longer listed as holding.
+        if "end_relations" in get_json(f"{url}api/overview")["tools"]:
+            browser.get(f"{url}#/entity?name=Tim%20Cook")
+            open_entity_page(browser, "Tim Cook")
+            row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#relations tr.relation") if "CEO_OF" in r.text)
+            row.find_element(By.CSS_SELECTOR, ".end-relation").click()
+            answer_dialog(browser, "2025-06-30")
+            wait_for(browser, lambda d: not any("CEO_OF" in r.text and "2025-06-30" not in r.text
+                                                for r in d.find_elements(By.CSS_SELECTOR, "#relations tr.relation")),
+                     "CEO_OF ended")
+            browser.get(f"{url}#/entity?name=Bill%20Gates")
+            open_entity_page(browser, "Bill Gates")
+
+        # Rename: the page follows the new name, and the old one stays an alias.
+        browser.find_element(By.ID, "rename").click()
+        answer_dialog(browser, "William Henry Gates III")
+        open_entity_page(browser, "William Henry Gates III")
+        assert "Bill Gates" in browser.find_element(By.CSS_SELECTOR, ".aliases").text
+
+        # Delete the entity: confirmed, then back to the overview, one entity fewer.
+        browser.find_element(By.ID, "delete").click()
+        answer_dialog(browser)
+        wait_for(browser, lambda d: entity_count(d) == 23, "the overview with 23 entities")
+
+
+def test_the_ui_works_while_a_server_holds_the_file(demo_db: Path, tmp_path: Path, browser, screenshots: Path) -> None:
+    env = child_env(tmp_path / "home")
+    server_log = (tmp_path / "serve.log").open("w", encoding="utf-8")
+    # An MCP client's server: it owns the file from its start, and keeps it while its stdin stays open.
+    serve = subprocess.Popen([sys.executable, "-m", "duckgraph.core.cli", "serve", "--db", str(demo_db)],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=server_log, env=env)
+    try:
+        _wait_until_held(demo_db)
+        with running_ui(demo_db, tmp_path / "ui.log", env) as url:
+            browser.get(url)
+            shown(browser, "#counts")
+            assert "through the duckgraph server" in browser.find_element(By.ID, "role").text
+            search(browser, "Which university did the founder of Microsoft drop out of?")
+            settled_graph(browser, "#search-graph")
+            assert browser.find_elements(By.CSS_SELECTOR, '#search-graph g.node[data-name="Harvard University"]')
+            browser.save_screenshot(str(screenshots / "search-through-owner.png"))
+            browser.get(f"{url}#/entity?name=Steve%20Jobs")
+            open_entity_page(browser, "Steve Jobs")
+            browser.find_element(By.ID, "merge").click()
+            answer_dialog(browser, DUPLICATE["name"])
+            answer_dialog(browser)
+            wait_for(browser, lambda d: DUPLICATE["name"] in d.find_element(By.CSS_SELECTOR, ".aliases").text,
+                     "the duplicate merged into Steve Jobs by the owner")
+        assert serve.poll() is None  # the owner served the UI's calls and still holds the file
+    finally:
+        serve.stdin.close()
+        serve.wait(60)
+        server_log.close()
+
+
+def _wait_until_held(db: Path) -> None:
+    from duckgraph.core import sharing
+
+    deadline = time.monotonic() + 60
+    while sharing.holder(db) is None:
+        assert time.monotonic() < deadline, "duckgraph serve never took the file"
+        time.sleep(0.05)

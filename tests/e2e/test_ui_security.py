@@ -1,0 +1,152 @@
+"""Who may use `duckgraph ui`, and how its API answers mistakes: the same rules as `serve --http` (loopback
+unless there is a token; the token as a bearer header, or as the cookie that opening the printed address sets),
+Host and Origin checks against DNS rebinding and cross-site requests, and clear errors that change nothing.
+
+Real parts: the UI as a child process on 127.0.0.1 over a real DuckDB file, plain HTTP requests with the headers
+a hostile page or a rebinding DNS name would send. The embedder is the hashing fake of tests/fakes.py (what is
+checked here does not depend on it).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import subprocess
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.model import EdgeInput, NodeInput
+from duckgraph.core.ui.security import allowed_hosts
+from duckgraph.plugins.duckdb import DuckDBStore
+from tests.e2e.ui_server import UI, child_env, running_ui
+from tests.fakes import HashingEmbedder
+
+
+@pytest.fixture
+def small_db(tmp_path: Path) -> Path:
+    path = tmp_path / "small.duckdb"
+    with KnowledgeBase(DuckDBStore(path), HashingEmbedder()) as kb:
+        kb.add_knowledge_graph([NodeInput(name="Ada Lovelace", type="Person"),
+                                NodeInput(name="Analytical Engine", type="Machine")],
+                               [EdgeInput(source="Ada Lovelace", target="Analytical Engine", type="WROTE_ABOUT")])
+    return path
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return child_env(tmp_path / "home", fake_embedder=True, DUCKGRAPH_WARM_UP="0")
+
+
+def request(url: str, path: str, *, method: str = "GET", headers: dict[str, str] | None = None,
+            body: Any = None) -> tuple[int, dict[str, str], bytes]:
+    """One request with exactly these headers (Host included when given), answered as (status, headers, body)."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        data = None if body is None else json.dumps(body).encode()
+        sent = {"content-type": "application/json"} if data is not None else {}
+        conn.request(method, path, body=data, headers={**sent, **(headers or {})})
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def ui(small_db: Path, tmp_path: Path, env: dict[str, str]) -> Iterator[str]:
+    with running_ui(small_db, tmp_path / "ui.log", env) as url:
+        yield url
+
+
+def test_listening_beyond_loopback_needs_a_token(small_db: Path, env: dict[str, str]) -> None:
+    done = subprocess.run([*UI, "--db", str(small_db), "--host", "0.0.0.0", "--port", "0"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "refusing to listen on 0.0.0.0 without a token" in done.stderr
+
+
+def test_a_port_in_use_is_named_with_what_to_do(small_db: Path, env: dict[str, str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run([*UI, "--db", str(small_db), "--port", str(port)], env=env, capture_output=True,
+                              text=True, timeout=120)
+    assert done.returncode == 1
+    assert f"port {port} is in use" in done.stderr and "choose another with --port" in done.stderr
+    assert "MCP" not in done.stderr  # the web UI's words, not those of `serve --http`
+
+
+def test_foreign_hosts_and_origins_are_refused(ui: str) -> None:
+    port = urllib.parse.urlsplit(ui).port
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
+        assert request(ui, "/", headers={"Host": host})[0] == 200
+    # A page of another site whose name was made to resolve to 127.0.0.1 sends its own name as Host.
+    for host in (f"attacker.example:{port}", "attacker.example", f"127.0.0.1:{port + 1}"):
+        status, _, body = request(ui, "/api/overview", headers={"Host": host})
+        assert status == 421 and b"does not answer for the host" in body
+    # Another site's script may send requests to 127.0.0.1; its Origin gives it away, and nothing is run.
+    status, _, body = request(ui, "/api/tool/delete_entities", method="POST",
+                              headers={"Origin": "http://attacker.example"},
+                              body={"arguments": {"names": ["Ada Lovelace"]}})
+    assert status == 403 and b"not allowed" in body
+    status, _, body = request(ui, "/api/entity?name=Ada%20Lovelace", headers={"Origin": f"http://127.0.0.1:{port}"})
+    assert status == 200 and json.loads(body)["entity"]["name"] == "Ada Lovelace"
+
+
+def test_a_token_guards_every_request(small_db: Path, tmp_path: Path, env: dict[str, str]) -> None:
+    with running_ui(small_db, tmp_path / "ui.log", env, "--token", "s3cret-token") as url:
+        assert url.endswith("/?token=s3cret-token")  # given on the command line: printed to open the page
+        status, headers, body = request(url, "/api/overview")
+        assert status == 401 and headers["www-authenticate"].startswith("Bearer")
+        status, _, body = request(url, "/")  # a person is asked for it
+        assert status == 401 and b'name=token' in body
+        assert request(url, "/?token=wrong")[0] == 401
+        assert request(url, "/api/overview", headers={"Authorization": "Bearer wrong"})[0] == 401
+        assert request(url, "/api/overview", headers={"Authorization": "Bearer s3cret-token"})[0] == 200
+        # The printed address: kept in a cookie no script reads, and the address reloaded without it.
+        status, headers, _ = request(url, "/?token=s3cret-token")
+        assert status == 303 and headers["location"] == "/"
+        cookie = headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "s3cret-token" not in cookie
+        assert request(url, "/api/overview", headers={"Cookie": cookie.split(";")[0]})[0] == 200
+        assert request(url, "/api/overview", headers={"Cookie": "duckgraph_ui_token=forged"})[0] == 401
+
+
+def test_a_configured_token_is_required_and_not_printed(small_db: Path, tmp_path: Path, env: dict[str, str]) -> None:
+    with running_ui(small_db, tmp_path / "ui.log", {**env, "DUCKGRAPH_HTTP_TOKEN": "from-the-env"}) as url:
+        assert "token" not in url
+        assert request(url, "/api/overview")[0] == 401
+        assert request(url, "/api/overview", headers={"Authorization": "Bearer from-the-env"})[0] == 200
+
+
+def test_the_api_answers_mistakes_clearly_and_changes_nothing(ui: str) -> None:
+    status, _, body = request(ui, "/api/entity?name=Nobody")
+    assert status == 404 and "no entity named 'Nobody'" in json.loads(body)["error"]
+    status, _, body = request(ui, "/api/tool/add_documents", method="POST", body={"arguments": {}})
+    assert status == 404 and "not available" in json.loads(body)["error"]
+    status, _, body = request(ui, "/api/tool/update_entity", method="POST", body=["not", "an", "object"])
+    assert status == 400
+    status, _, body = request(ui, "/api/tool/merge_entities", method="POST",
+                              body={"arguments": {"sources": ["Nobody"], "target": "Ada Lovelace"}})
+    assert status == 400 and "no entity named 'Nobody'" in json.loads(body)["error"]  # the tool's own error
+    status, _, body = request(ui, "/api/tool/update_entity", method="POST",
+                              body={"arguments": {"name": "Ada Lovelace", "new_name": ""}})
+    assert status == 400 and "new_name" in json.loads(body)["error"]
+    status, _, body = request(ui, "/api/search?q=engine&max_nodes=many")
+    assert status == 400 and "max_nodes must be a whole number" in json.loads(body)["error"]
+    entity = json.loads(request(ui, "/api/entity?name=Ada%20Lovelace")[2])["entity"]
+    assert entity["name"] == "Ada Lovelace" and len(entity["relations"]) == 1
+
+
+def test_allowed_hosts() -> None:
+    assert allowed_hosts("127.0.0.1", 8766) == {"127.0.0.1:8766", "localhost:8766", "[::1]:8766"}
+    assert allowed_hosts("::1", 8766) == {"[::1]:8766", "127.0.0.1:8766", "localhost:8766"}
+    assert allowed_hosts("192.168.1.5", 8766) == {"192.168.1.5:8766"}
+    assert allowed_hosts("0.0.0.0", 8766) is None  # every address: the token guards it

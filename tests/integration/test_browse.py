@@ -1,0 +1,72 @@
+"""The web UI's reads that no tool answers (core/domain/browse.py), on a real DuckDB file: the passages of an
+entity, its neighbourhood, the most connected entities (the store's query against the port's reference
+implementation), the namespaces, and the errors of a bad request."""
+
+from __future__ import annotations
+
+import pytest
+
+from duckgraph.core.domain import browse
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput, RelationRef
+from duckgraph.ports import GraphStore, InvalidInputError, NotFoundError
+
+
+@pytest.fixture
+def kb(fake_kb):
+    fake_kb.add_documents([DocumentInput(id="d1", title="Lab", text="Ada Lovelace wrote about the Analytical "
+                                                                     "Engine that Charles Babbage designed.")])
+    fake_kb.add_knowledge_graph(
+        [NodeInput(name="Ada Lovelace", type="Person", aliases=["Ada"], source_ids=["d1"]),
+         NodeInput(name="Analytical Engine", type="Machine", source_ids=["d1"]),
+         NodeInput(name="Charles Babbage", type="Person", source_ids=["d1"]),
+         NodeInput(name="Difference Engine", type="Machine")],
+        [EdgeInput(source="Ada Lovelace", target="Analytical Engine", type="WROTE_ABOUT"),
+         EdgeInput(source="Charles Babbage", target="Analytical Engine", type="DESIGNED"),
+         EdgeInput(source="Charles Babbage", target="Difference Engine", type="DESIGNED"),
+         EdgeInput(source="Ada Lovelace", target="Charles Babbage", type="CORRESPONDED_WITH")],
+    )
+    fake_kb.add_knowledge_graph([NodeInput(name="Other", type="Thing")], [], namespace="elsewhere")
+    return fake_kb
+
+
+def test_most_connected_counts_relations_that_hold(kb) -> None:
+    ranked = browse.run(kb, "most_connected", "default", {"limit": 3})["entities"]
+    assert [(e["name"], e["relations"]) for e in ranked] == [
+        ("Charles Babbage", 3), ("Ada Lovelace", 2), ("Analytical Engine", 2)]
+    kb.curation.delete_relations([RelationRef(source="Charles Babbage", target="Difference Engine",
+                                              type="DESIGNED")], "default")
+    assert browse.run(kb, "most_connected", "default", {"limit": 1})["entities"][0]["relations"] == 2
+
+
+def test_the_store_query_matches_the_ports_reference(kb) -> None:
+    store = kb.store
+    assert store.most_connected("default", limit=10) == GraphStore.most_connected(store, "default", limit=10)
+    assert store.most_connected("nowhere", limit=10) == []
+
+
+def test_entity_passages_and_neighbourhood(kb) -> None:
+    passages = browse.run(kb, "entity_passages", "default", {"name": "Ada"})  # an alias leads to it
+    assert passages["entity"] == "Ada Lovelace"
+    assert [(p["document_id"], p["title"]) for p in passages["passages"]] == [("d1", "Lab")]
+    assert {"ada", "lovelace"} <= set(passages["words"])
+    around = browse.run(kb, "neighbourhood", "default", {"name": "Ada Lovelace"})
+    assert {n["name"] for n in around["nodes"]} == {"Ada Lovelace", "Analytical Engine", "Charles Babbage"}
+    assert {(e["source"], e["type"], e["target"]) for e in around["edges"]} == {
+        ("Ada Lovelace", "WROTE_ABOUT", "Analytical Engine"), ("Ada Lovelace", "CORRESPONDED_WITH", "Charles Babbage")}
+    assert browse.run(kb, "entity_passages", "default", {"name": "Difference Engine"})["passages"] == []
+
+
+def test_namespaces_are_kept_apart(kb) -> None:
+    assert browse.run(kb, "namespaces", "default", {}) == {"namespaces": ["default", "elsewhere"], "default": "default"}
+    assert [e["name"] for e in browse.run(kb, "most_connected", "elsewhere", {})["entities"]] == []
+    with pytest.raises(NotFoundError):
+        browse.run(kb, "neighbourhood", "elsewhere", {"name": "Ada Lovelace"})
+
+
+def test_bad_requests_are_refused(kb) -> None:
+    with pytest.raises(InvalidInputError, match="unknown view 'everything'"):
+        browse.run(kb, "everything", "default", {})
+    with pytest.raises(InvalidInputError, match="bad arguments for the view 'neighbourhood'"):
+        browse.run(kb, "neighbourhood", "default", {"entity": "Ada"})
+    with pytest.raises(InvalidInputError, match="invalid namespace"):
+        browse.run(kb, "namespaces", "no spaces allowed", {})

@@ -1,0 +1,270 @@
+"""Communities on a real DuckDB file with the real default model: planted clusters found, reports of the three
+kinds (extractive, the Ollama model's against FakeOllama, the host's), global search, freshness after writes,
+namespaces kept apart, search naming its anchors' communities, and export/import followed by a rebuild."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from duckgraph.core.domain.communities.service import BROAD_HINT, NO_COMMUNITIES
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.model import EdgeInput, NodeInput
+from duckgraph.core.files.export import export_jsonl
+from duckgraph.core.files.import_ import import_file
+from duckgraph.plugins.duckdb import DuckDBStore
+from duckgraph.plugins.leiden import LeidenDetector
+from duckgraph.core.plugin_manager import create, factories
+from duckgraph.plugins.ollama import OllamaExtractor
+from duckgraph.ports import InvalidInputError, NotFoundError
+from tests.ollama_server import FakeOllama
+
+pytestmark = pytest.mark.model
+
+#: Planted clusters: each theme's entities are densely related among themselves, barely to the others.
+THEMES = {
+    "astronomy": ("Planet", ["Jupiter", "Saturn", "Mars", "Venus", "Neptune", "Uranus", "Mercury", "Pluto"]),
+    "cooking": ("Dish", ["Lasagna", "Risotto", "Paella", "Ratatouille", "Goulash", "Moussaka", "Couscous", "Sushi"]),
+    "football": ("Club", ["Arsenal", "Chelsea", "Liverpool", "Juventus", "Barcelona", "Bayern Munich", "Ajax",
+                          "Benfica"]),
+    "music": ("Composer", ["Mozart", "Beethoven", "Bach", "Chopin", "Vivaldi", "Brahms", "Schubert", "Haydn"]),
+    "medicine": ("Drug", ["Aspirin", "Ibuprofen", "Penicillin", "Insulin", "Metformin", "Morphine", "Warfarin",
+                          "Heparin"]),
+}
+RELATIONS = {"astronomy": "ORBITS_NEAR", "cooking": "SERVED_WITH", "football": "PLAYED_AGAINST",
+             "music": "INFLUENCED", "medicine": "INTERACTS_WITH"}
+QUERIES = {"astronomy": "planets of the solar system", "cooking": "recipes and dishes to cook",
+           "football": "football clubs and matches", "music": "classical composers",
+           "medicine": "drugs and their interactions"}
+
+
+def planted_graph(themes: dict = THEMES, prefix: str = "") -> tuple[list[NodeInput], list[EdgeInput]]:
+    nodes, edges = [], []
+    for theme, (kind, names) in themes.items():
+        nodes += [NodeInput(name=prefix + name, type=kind, description=f"A {kind.lower()} ({theme}).")
+                  for name in names]
+        for i, name in enumerate(names):  # a ring and its chords: every entity has 4 links inside its theme
+            for step in (1, 2):
+                edges.append(EdgeInput(source=prefix + name, target=prefix + names[(i + step) % len(names)],
+                                       type=RELATIONS[theme]))
+    themes_list = list(themes.values())
+    for (_, a), (_, b) in zip(themes_list, themes_list[1:]):  # one weak link between neighbouring themes
+        edges.append(EdgeInput(source=prefix + a[0], target=prefix + b[0], type="MENTIONED_WITH", weight=0.1))
+    return nodes, edges
+
+
+def theme_of(name: str) -> str:
+    return next(theme for theme, (_, names) in THEMES.items() if name.split(":")[-1] in names)
+
+
+def knowledge_base(path: Path, embedder, **options) -> KnowledgeBase:
+    return KnowledgeBase(DuckDBStore(path), embedder, community_detector=LeidenDetector(), **options)
+
+
+@pytest.fixture
+def kb(db_path: Path, minilm):
+    with knowledge_base(db_path, minilm) as kb:
+        kb.add_knowledge_graph(*planted_graph())
+        kb.communities.keeper.settle = 0.2
+        yield kb
+
+
+def test_the_planted_clusters_are_the_communities_and_their_reports_are_extractive(kb):
+    progress = []
+    built = kb.communities.build("default", lambda done, total, message: progress.append((done, total)))
+    assert (built.entities, built.relations, built.reports_written) == (40, 84, built.communities)
+    assert progress[-1] == (4, 4)
+    found = kb.store.communities("default")
+    top = [c for c in found if c.level == 0]
+    names = {n.id: n.name for n in kb.store.get_nodes({m for c in top for m in c.members})}
+    assert sorted({theme_of(names[m]) for m in c.members}.pop() for c in top) == sorted(THEMES)
+    assert all(len({theme_of(names[m]) for m in c.members}) == 1 for c in top)
+    for community in top:
+        report = community.details
+        assert community.author == "extractive" and not community.stale
+        assert len(report["entities"]) == 8 and report["types"][0]["count"] == 8
+        assert report["facts"] and all(any(e["name"] in fact for e in report["entities"]) for fact in report["facts"])
+        assert community.title.split(", ")[0] in {e["name"] for e in report["entities"]}
+
+
+def test_global_search_returns_the_theme_named_first_within_the_budget(kb):
+    kb.communities.build("default")
+    for theme, query in QUERIES.items():
+        result = kb.communities.global_search(query, "default")
+        first = result.reports[0]
+        assert {theme_of(e.name) for e in first.key_entities} == {theme}, (query, first.title)
+        assert result.freshness is not None and result.freshness.changed_share == 0.0
+    small = kb.communities.global_search("composers", "default", token_budget=100)
+    assert len(small.reports) == 1 and small.truncated
+    broad = kb.communities.global_search("What are the main themes?", "default", token_budget=5_000)
+    assert len(broad.reports) == 5 and not broad.truncated
+    with pytest.raises(InvalidInputError, match="level 7 does not exist"):
+        kb.communities.global_search("composers", "default", level=7)
+
+
+def test_before_a_build_global_search_says_how_to_build(kb):
+    assert kb.communities.global_search("main themes", "default").hint == NO_COMMUNITIES
+
+
+def test_search_names_its_anchors_community_and_points_broad_questions_to_global_search(kb):
+    before = kb.search("Mozart and Beethoven")
+    assert before.anchor_communities == {} and before.hint is None
+    kb.communities.build("default")
+    found = kb.search("Mozart and Beethoven")
+    composers = {c.id for c in kb.store.communities("default") if c.level == 0 and "Mozart" in json.dumps(c.details)}
+    assert found.anchor_communities["Mozart"].endswith(f"(community {composers.pop()})")
+    assert found.hint is None
+    spread = kb.search("Jupiter, Lasagna, Arsenal, Aspirin")
+    assert spread.hint == BROAD_HINT and BROAD_HINT in spread.text
+
+
+def test_writes_beyond_the_share_rebuild_in_the_background_and_results_say_how_fresh(kb):
+    kb.communities.build("default")
+    first = kb.store.community_build("default").built_at
+    kb.add_knowledge_graph([NodeInput(name="Mars rover", type="Vehicle")],
+                           [EdgeInput(source="Mars rover", target="Mars", type="EXPLORES")])
+    assert kb.communities.keeper.idle.wait(10)
+    fresh = kb.communities.global_search("planets", "default").freshness
+    assert 0 < fresh.changed_share < 0.2 and not fresh.stale  # 2 of 124: below the share, no rebuild
+    assert kb.store.community_build("default").built_at == first
+
+    nodes, edges = planted_graph({"astronomy": THEMES["astronomy"], "music": THEMES["music"]}, prefix="new:")
+    kb.add_knowledge_graph(nodes, edges)  # 16 entities and 33 relations more: 40% of the graph
+    assert kb.communities.keeper.idle.wait(30)
+    assert kb.store.community_build("default").built_at > first
+    fresh = kb.communities.global_search("planets", "default").freshness
+    assert fresh.changed_share == 0.0 and not fresh.rebuilding
+    assert len([c for c in kb.store.communities("default") if c.level == 0]) == 7
+
+
+def test_host_reports_are_kept_while_their_community_holds_and_marked_stale_after(kb):
+    kb.communities.build("default")
+    waiting = kb.communities.to_write("default", limit=2)
+    assert len(waiting.communities) == 2 and waiting.remaining == 3
+    chosen = waiting.communities[0]
+    assert "Entities:" in chosen.material and "Facts:" in chosen.material
+    theme = theme_of(chosen.material.split("\n")[2][2:].split(" (")[0])
+    kb.communities.save_written("default", chosen.id, f"The {theme} theme", f"All about {theme}, " * 5)
+    with pytest.raises(NotFoundError, match="no community 999"):
+        kb.communities.save_written("default", 999, "A title", "A summary long enough.")
+    with pytest.raises(InvalidInputError, match="title and a summary"):
+        kb.communities.save_written("default", chosen.id, " ", "A summary long enough.")
+
+    result = kb.communities.global_search(QUERIES[theme], "default")
+    assert (result.reports[0].title, result.reports[0].author) == (f"The {theme} theme", "host")
+    assert chosen.id not in {c.id for c in kb.communities.to_write("default", limit=10).communities}
+
+    kb.communities.build("default")  # nothing changed: the report stays as it is
+    kept = next(c for c in kb.store.communities("default") if c.title == f"The {theme} theme")
+    assert (kept.author, kept.stale) == ("host", False)
+
+    name = THEMES[theme][1][0]
+    kb.add_knowledge_graph([NodeInput(name=f"{name} II", type="Thing")],
+                           [EdgeInput(source=f"{name} II", target=name, type="NEAR")])
+    kb.communities.build("default")  # the community gained a member: the report is kept but stale
+    stale = next(c for c in kb.store.communities("default") if c.title == f"The {theme} theme")
+    assert (stale.author, stale.stale) == ("host", True)
+    assert stale.id in {c.id for c in kb.communities.to_write("default", limit=10).communities}
+
+
+def test_the_ollama_model_writes_reports_validated_and_retried(db_path, minilm):
+    good = json.dumps({"title": "Classical composers", "summary": "Composers of the classical era who influenced "
+                                                                  "each other, from Bach to Brahms."})
+    with FakeOllama(chat_replies=['{"title": "x"}', good]) as server:
+        extractor = OllamaExtractor("qwen3:8b", base_url=server.base_url, max_attempts=2)
+        with knowledge_base(db_path, minilm, extractor=extractor) as kb:
+            kb.add_knowledge_graph(*planted_graph({"music": THEMES["music"]}))
+            kb.communities.build("default")
+            written = kb.communities.write_with_model("default", limit=1)
+            total = len(kb.store.communities("default"))
+            assert (written.written, written.failed, written.remaining) == (1, [], total - 1)
+            chats = server.requests_to("/api/chat")
+            assert len(chats) == 2  # the first reply lacked the summary: shown to the model, answered again
+            assert chats[0]["body"]["format"]["required"] == ["title", "summary"]
+            assert "Mozart" in chats[0]["body"]["messages"][1]["content"]
+            assert "invalid" in chats[1]["body"]["messages"][-1]["content"]
+            reports = kb.communities.global_search("classical composers", "default").reports
+            assert ("Classical composers", "model") in {(r.title, r.author) for r in reports}
+
+            server.add_chat_replies("not json", "still not json")
+            kb.add_knowledge_graph([NodeInput(name="Salieri", type="Composer")],
+                                   [EdgeInput(source="Salieri", target="Mozart", type="RIVALLED")])
+            kb.communities.build("default")
+            failed = kb.communities.write_with_model("default", limit=1)
+            assert failed.written == 0 and "no valid report in 2 attempts" in failed.failed[0]
+
+
+def test_without_an_extractor_model_reports_are_refused_with_what_to_do(kb):
+    kb.communities.build("default")
+    with pytest.raises(InvalidInputError, match="communities_to_summarize"):
+        kb.communities.write_with_model("default")
+
+
+def test_namespaces_never_mix(db_path, minilm):
+    with knowledge_base(db_path, minilm) as kb:
+        kb.add_knowledge_graph(*planted_graph({"music": THEMES["music"]}), namespace="a")
+        kb.add_knowledge_graph(*planted_graph({"cooking": THEMES["cooking"]}), namespace="b")
+        kb.communities.build("a")
+        assert kb.communities.global_search("dishes", "b").hint == NO_COMMUNITIES
+        kb.communities.build("b")
+        for namespace, theme in (("a", "music"), ("b", "cooking")):
+            reports = kb.communities.global_search("dishes and composers", namespace, token_budget=10_000).reports
+            assert {theme_of(e.name) for r in reports for e in r.key_entities} == {theme}
+            members = {m for c in kb.store.communities(namespace) for m in c.members}
+            assert {n.namespace for n in kb.store.get_nodes(members)} == {namespace}
+
+
+def test_export_and_import_carry_the_written_reports_onto_the_rebuilt_communities(tmp_path, db_path, minilm):
+    with knowledge_base(db_path, minilm) as kb:
+        kb.add_knowledge_graph(*planted_graph())
+        kb.communities.build("default")
+        groups = partition(kb)
+        music = next(c for c in kb.store.communities("default") if c.level == 0 and "Mozart" in c.title + c.summary)
+        kb.communities.save_written("default", music.id, "The Viennese classics", "Composers who shaped music.")
+        with (tmp_path / "export.jsonl").open("w", encoding="utf-8") as out:
+            assert export_jsonl(kb, out).community_reports == 1
+    lines = [json.loads(line) for line in (tmp_path / "export.jsonl").read_text(encoding="utf-8").splitlines()]
+    carried = [line for line in lines if line["kind"] == "community_report"]
+    assert [(c["title"], c["author"], len(c["members"])) for c in carried] == [("The Viennese classics", "host", 8)]
+    with knowledge_base(tmp_path / "copy.duckdb", minilm) as copy:
+        assert import_file(copy, tmp_path / "export.jsonl").community_reports_restored == 1
+        assert partition(copy) == groups
+        written = [c for c in copy.store.communities("default") if c.author == "host"]
+        assert [(c.title, c.stale, c.details["entities"] != []) for c in written] == [
+            ("The Viennese classics", False, True)]
+        assert copy.communities.global_search("Viennese classics", "default").reports[0].title == (
+            "The Viennese classics")
+
+
+def test_an_import_refuses_a_report_of_unknown_members_and_writes_nothing(tmp_path, minilm):
+    lines = ['{"kind":"meta","format":"duckgraph","version":1}',
+             '{"kind":"node","id":1,"name":"Mozart","type":"Composer"}',
+             '{"kind":"community_report","level":0,"members":[1,2],"title":"T","summary":"S","author":"host"}']
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with knowledge_base(tmp_path / "copy.duckdb", minilm) as copy:
+        with pytest.raises(InvalidInputError, match="bad.jsonl:3: members must be ids of node lines before it"):
+            import_file(copy, tmp_path / "bad.jsonl")
+        assert copy.store.find_nodes("default", {"mozart"}) == []
+
+
+def partition(kb: KnowledgeBase) -> list[list[str]]:
+    """Each community's member names, sorted: comparable across files, whose ids differ."""
+    found = kb.store.communities("default")
+    names = {n.id: n.name for n in kb.store.get_nodes({m for c in found for m in c.members})}
+    return sorted(sorted(names[m] for m in c.members) for c in found)
+
+
+def test_the_leiden_detector_is_registered_through_register_community_detectors(plugin_manager):
+    assert "leiden" in factories(plugin_manager, "community_detector")
+    detector = create(plugin_manager, "community_detector", "leiden", max_cluster_size=4)
+    assert detector.id == "leiden:max_cluster_size=4,resolution=1"
+    # Two triangles joined by one weak edge: two communities, split no finer than 4 members.
+    found = detector.detect([1, 2, 3, 4, 5, 6, 3], [2, 3, 1, 5, 6, 4, 4], [1, 1, 1, 1, 1, 1, 0.1])
+    final = {}
+    for membership in found:
+        if membership.final:
+            final.setdefault(membership.cluster, set()).add(membership.node)
+    assert sorted(map(sorted, final.values())) == [[1, 2, 3], [4, 5, 6]]
+    assert detector.detect([1], [1], [1.0]) == []

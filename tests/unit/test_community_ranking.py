@@ -1,0 +1,36 @@
+"""Community reports' distinctive terms, and the level global_search chooses by default."""
+
+from duckgraph.core.domain.communities.global_search import choose_level, relevant
+from duckgraph.core.domain.communities.terms import distinctive_terms
+from duckgraph.ports.communities import CommunityRecord
+
+
+def community(ref: int, level: int, members: range, leaf: bool = True, **report) -> CommunityRecord:
+    return CommunityRecord(namespace="default", level=level, members=tuple(members), leaf=leaf, ref=ref, id=ref,
+                           **report)
+
+
+def test_a_coarse_community_carries_the_recurring_words_of_every_theme_it_holds():
+    names = {i: f"kubernetes node {i}" for i in range(1, 6)} | {i: f"postgres replica {i}" for i in range(6, 11)}
+    names |= {i: f"invoice {i}" for i in range(11, 16)} | {16: "node lonely"}
+    found = [community(0, 0, range(1, 11), leaf=False), community(1, 0, range(11, 17)),
+             community(2, 1, range(1, 6)), community(3, 1, range(6, 11))]
+    terms = distinctive_terms(found, names)
+    # Each number occurs once, and "node" is in both communities of level 0: neither tells this one apart.
+    assert sorted(terms[0]) == ["kubernetes", "postgres", "replica"]
+    assert terms[1] == ["invoice"]
+    assert sorted(terms[2]) == ["kubernetes", "node"] and sorted(terms[3]) == ["postgres", "replica"]
+    assert distinctive_terms(found, names, k=1)[0] in (["kubernetes"], ["postgres"], ["replica"])
+
+
+def test_the_default_level_is_the_finest_where_what_the_query_needs_fits_the_budget():
+    found = [community(0, 0, range(1, 21), leaf=False, title="A", summary="word " * 50),
+             community(1, 1, range(1, 11), title="B", summary="word " * 50),
+             community(2, 1, range(11, 21), title="C", summary="word " * 50)]
+    assert choose_level(found, 10_000, set()) == 1  # everything fits: the finest
+    assert choose_level(found, 100, set()) == 0  # a broad question, one report fits: the coarsest covers all
+    assert choose_level(found, 100, {2}) == 1  # one relevant report at the finest level: it fits
+    assert choose_level(found, 100, {0, 1, 2}) == 0  # relevant at level 1 twice (too much): level 0 gathers it
+    assert choose_level(found, 10, {2}) == 0  # nothing fits: the coarsest
+    assert relevant({1: 0.2}, {2: 1.5}, 0.5) == {2} and relevant({1: 0.6, 2: 0.4}, {}, 0.5) == {1}
+    assert relevant({1: 0.9}, {}, 0.0) == set()  # no floor known: only words tell

@@ -1,0 +1,109 @@
+"""Headings as passage boundaries (core/domain/chunking.py), PDF dates, the URL guard (core/web/fetch.py) and the
+converter hook: a plugin's converter reads the formats it names, before the built-in one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from duckgraph.core.domain.chunking import chunk_sections, sections
+from duckgraph.core.files.converters import load_converters
+from duckgraph.core.files.folder import find_files, read_markdown
+from duckgraph.core.plugin_manager import build_plugin_manager
+from duckgraph.core.web.fetch import FetchError, check_url
+from duckgraph.plugins.converters.support import pdf_date
+from duckgraph.ports import hookimpl
+from duckgraph.ports.converter import ConvertedDocument, DocumentConverter
+
+
+def test_headings_cut_passages_and_name_their_section():
+    text = ("Intro line.\n# Install\n## Linux\nRun apt.\n```sh\n# not a heading\n```\n## Mac ##\nRun brew.\n"
+            "# Use\n### Deep\nRun it.\n# Empty\n")
+    assert sections(text) == [("", "Intro line."), ("Install > Linux", "Run apt.\n```sh\n# not a heading\n```"),
+                              ("Install > Mac", "Run brew."), ("Use > Deep", "Run it.")]
+    assert chunk_sections("No heading here.") == [("", "No heading here.")]
+    long = "# Big\n" + "A sentence of words. " * 120
+    assert {s for s, _ in chunk_sections(long, 500, 50)} == {"Big"} and len(chunk_sections(long, 500, 50)) > 3
+
+
+def test_front_matter_gives_title_time_and_metadata():
+    assert read_markdown("---\ntitle: 'A: b'\ndate: 2024-05-02\nauthor: Kim\ntags:\n  - x\n---\nBody\n") == (
+        "A: b", "Body\n", "2024-05-02", {"date": "2024-05-02", "author": "Kim"})
+    assert read_markdown("---\ntitle: x\n---\nBody", front_matter=False) == ("", "---\ntitle: x\n---\nBody", None, {})
+
+
+@pytest.mark.parametrize(("text", "iso"), [
+    ("D:20240305101112Z", "2024-03-05T10:11:12+00:00"),
+    ("D:20240305101112+02'00'", "2024-03-05T08:11:12+00:00"),
+    ("D:2024", "2024-01-01T00:00:00"),
+    ("yesterday", None),
+])
+def test_pdf_dates(text, iso):
+    assert pdf_date(text) == iso
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.com/x", "http://127.0.0.1/",
+                                 "http://[::1]:8080/", "http://169.254.169.254/latest", "http://10.0.0.8/",
+                                 "http://localhost/", "javascript:alert(1)"])
+def test_only_public_http_urls_are_fetched(url):
+    with pytest.raises(FetchError):
+        check_url(url, allow_private=False)
+
+
+def test_private_hosts_may_be_allowed_but_not_other_schemes():
+    check_url("http://127.0.0.1:9/", allow_private=True)
+    with pytest.raises(FetchError, match="only http"):
+        check_url("file:///etc/passwd", allow_private=True)
+
+
+class RstConverter(DocumentConverter):
+    suffixes = (".rst", ".pdf")
+
+    def convert(self, data: bytes, name: str) -> ConvertedDocument:
+        return ConvertedDocument(text=data.decode().replace("===", "#"), title="from the plugin")
+
+
+class RstPlugin:
+    @hookimpl
+    def register_converters(self, register):
+        register("rst-test", RstConverter)
+
+
+def test_a_plugin_converter_reads_its_formats_before_the_built_in(tmp_path: Path):
+    pm = build_plugin_manager(load_entry_points=False)
+    assert type(load_converters(pm).by_suffix[".pdf"]).__name__ == "PdfConverter"
+    assert load_converters(pm).by_media_type["text/html"].id == "html"
+    pm.register(RstPlugin())
+    converters = load_converters(pm)
+    assert isinstance(converters.by_suffix[".pdf"], RstConverter)
+    (tmp_path / "a.rst").write_text("=== Title\nBody text.\n", encoding="utf-8")
+    (tmp_path / "b.unknown").write_text("not read", encoding="utf-8")
+    [found] = find_files([str(tmp_path)], converters=converters.by_suffix)
+    [document] = found.read().documents
+    assert (document.title, document.text) == ("from the plugin", "# Title\nBody text.\n")
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(monkeypatch):
+    from duckgraph.core.web import fetch
+    from tests.site_server import serve
+
+    asked = []
+
+    def resolve(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return {"site.invalid": ["127.0.0.1"], "evil.invalid": ["10.1.2.3"]}[host]
+
+    monkeypatch.setattr(fetch, "resolve", resolve)
+    with serve({"/a": ("text/plain", "pinned")}) as site:
+        port = site.url.rsplit(":", 1)[1]
+        fetcher = fetch.Fetcher(allow_private=True)
+        try:  # the system cannot resolve .invalid names: the page comes only from the address checked
+            response = fetcher.get(f"http://site.invalid:{port}/a")
+        finally:
+            fetcher.close()
+        assert (response.body, response.url) == (b"pinned", f"http://site.invalid:{port}/a")
+        assert site.hosts == [f"site.invalid:{port}"]  # the name is kept for the server
+        with pytest.raises(FetchError, match=r"private, loopback or link-local address \(10\.1\.2\.3\)"):
+            fetch.Fetcher().get(f"http://evil.invalid:{port}/a")
+        assert asked == ["site.invalid", "evil.invalid"] and len(site.requests) == 1

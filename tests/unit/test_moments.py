@@ -1,0 +1,57 @@
+"""Moments as duckgraph takes and shows them, and the time in a search's text."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+import pytest
+
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, Passage, ScoredEdge, SearchResult
+from duckgraph.core.domain.moments import parse_moment, period
+from duckgraph.core.domain.render import render_search
+
+
+@pytest.mark.parametrize(("given", "stored"), [
+    ("2024-06-01", datetime(2024, 6, 1)),
+    ("2024-06-01T09:30", datetime(2024, 6, 1, 9, 30)),
+    ("2024-06-01T09:30:00Z", datetime(2024, 6, 1, 9, 30)),
+    ("2024-06-01T09:30:00+02:00", datetime(2024, 6, 1, 7, 30)),
+    (date(2024, 6, 1), datetime(2024, 6, 1)),
+])
+def test_iso_dates_and_date_times_become_naive_utc(given, stored):
+    assert parse_moment(given) == stored
+    assert DocumentInput(text="x", time=given).time == stored
+
+
+@pytest.mark.parametrize("given", ["June 2024", "2024-06", "01/06/2024", "", "2024-13-01", 1717200000])
+def test_anything_else_is_refused_with_the_format_expected(given):
+    with pytest.raises(ValueError, match="ISO 8601"):
+        EdgeInput(source="a", target="b", type="X", valid_from=given)
+
+
+def test_a_period_that_ends_before_it_starts_is_refused():
+    with pytest.raises(ValueError, match="valid_until .2024-01-01. is before valid_from .2024-06-01."):
+        EdgeInput(source="a", target="b", type="X", valid_from="2024-06-01", valid_until="2024-01-01")
+    assert EdgeInput(source="a", target="b", type="X", valid_from="2024-06-01", valid_until="2024-06-01")
+
+
+def test_periods_in_words():
+    assert period(None, None) == ""
+    assert period(datetime(2024, 6, 1), None) == "since 2024-06-01"
+    assert period(None, datetime(2024, 6, 1, 14, 5)) == "until 2024-06-01 14:05"
+    assert period(datetime(2024, 1, 1), datetime(2024, 6, 1)) == "2024-01-01 to 2024-06-01"
+
+
+def test_the_text_shows_a_fact_s_period_and_a_passage_s_time():
+    result = SearchResult(
+        query="q", anchors=[], nodes=[], passages=[
+            Passage(document_id="d", chunk_id=1, text="Notes.", time=datetime(2024, 6, 3), score=0.5),
+            Passage(document_id="e", chunk_id=2, text="Undated.", score=0.4)],
+        edges=[ScoredEdge(id=1, source="A", target="B", type="OWNS", weight=1.0, score=0.9,
+                          valid_from=datetime(2024, 1, 1), valid_until=datetime(2024, 6, 1)),
+               ScoredEdge(id=2, source="C", target="B", type="OWNS", weight=1.0, score=0.8)],
+        text="", truncated=False)
+    text, _ = render_search(result, 2_000)
+    assert "- A owns B (2024-01-01 to 2024-06-01)" in text
+    assert "- C owns B\n" in text + "\n" and "C owns B (" not in text
+    assert "[d#1] (2024-06-03) Notes." in text and "[e#2] Undated." in text

@@ -1,0 +1,44 @@
+"""What a namespace name may be, the name made of a root folder, and the namespace settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from duckgraph.core.config import load_settings
+from duckgraph.core.doctor import namespace_choice
+from duckgraph.core.domain.namespaces import check_namespace, namespace_from_folder
+from duckgraph.ports import ConfigError, InvalidInputError
+
+
+@pytest.mark.parametrize("name", ["default", "my-app", "team/api.v2", "A_1", "x" * 100])
+def test_valid_names_pass(name: str) -> None:
+    assert check_namespace(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "a b", "x" * 101, "naïve", "semi;colon", "@roots", None, 3])
+def test_other_names_are_refused_with_the_rule(name: object) -> None:
+    with pytest.raises(InvalidInputError, match="letters, digits, '-', '_', '.' or '/'"):
+        check_namespace(name)
+
+
+@pytest.mark.parametrize(("folder", "namespace"), [
+    ("api-server", "api-server"), ("My App", "My-App"), ("  été 2026 ", "t-2026"), ("x" * 150, "x" * 100),
+    ("日本語", None), ("", None),
+])
+def test_a_folder_name_is_made_valid(folder: str, namespace: str | None) -> None:
+    assert namespace_from_folder(folder) == namespace
+
+
+def test_the_settings_take_roots_and_a_fallback(tmp_path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("", encoding="utf-8")
+    roots = load_settings(env={"DUCKGRAPH_CONFIG": str(config), "DUCKGRAPH_NAMESPACE": "@roots",
+                               "DUCKGRAPH_NAMESPACE_FALLBACK": "shared"})
+    assert roots.from_roots and roots.default_namespace == "shared"
+    assert namespace_choice(roots)["default"] == "shared" and "root folder" in namespace_choice(roots)["why"]
+    plain = load_settings(env={"DUCKGRAPH_CONFIG": str(config)}, namespace="proj")
+    assert not plain.from_roots and plain.default_namespace == "proj"
+    with pytest.raises(ConfigError, match="invalid namespace 'a b'"):
+        load_settings(env={"DUCKGRAPH_CONFIG": str(config), "DUCKGRAPH_NAMESPACE": "a b"})
+    with pytest.raises(ConfigError, match="namespace_fallback"):
+        load_settings(env={"DUCKGRAPH_CONFIG": str(config), "DUCKGRAPH_NAMESPACE_FALLBACK": "@roots"})
