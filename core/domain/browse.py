@@ -1,6 +1,7 @@
 """Reads for a person browsing the memory (the web UI, core/ui/) that no MCP tool answers: the passages that
-mention an entity, its neighbours with their types (to draw them), the most connected entities and the
-namespaces. Everything else the UI shows comes from the tools themselves."""
+mention an entity, its neighbours with their types (to draw them), the most connected entities, the
+namespaces, and the communities of a level with one community's entities drawn. Everything else the UI shows
+comes from the tools themselves."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.ports import InvalidInputError, tokens
+from duckgraph.ports import InvalidInputError, NotFoundError, tokens
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 MAX_PASSAGES = 50
 MAX_NEIGHBOURS = 200
 MAX_CONNECTED = 100
+MAX_COMMUNITIES = 500
 
 
 def entity_passages(kb: KnowledgeBase, namespace: str, name: str, limit: int = 10) -> dict[str, Any]:
@@ -67,9 +69,53 @@ def namespaces(kb: KnowledgeBase, namespace: str) -> dict[str, Any]:
     return {"namespaces": kb.store.namespaces(), "default": kb.namespace}
 
 
+def communities(kb: KnowledgeBase, namespace: str, level: int = 0, limit: int = 100) -> dict[str, Any]:
+    """The communities of one level (0: the coarsest; a coarser one split no finer counts at finer levels too),
+    largest first, with their reports, the levels there are and how fresh the last build is."""
+    from duckgraph.core.domain.communities.global_search import as_report
+    from duckgraph.core.domain.communities.hierarchy import level_view
+
+    kb.open()
+    build_mark, found = kb.communities.listing(namespace)
+    levels = sorted({c.level for c in found})
+    if found and level not in levels:
+        raise InvalidInputError(f"level {level} does not exist: this namespace has levels 0 to {levels[-1]}")
+    view = sorted(level_view(found, level), key=lambda c: (-len(c.members), c.id))
+    freshness = kb.communities.freshness(namespace, build_mark)
+    return {"levels": levels, "level": level if found else None, "total": len(view),
+            "communities": [as_report(c).model_dump(mode="json") for c in view[: max(1, min(limit, MAX_COMMUNITIES))]],
+            "freshness": freshness.model_dump(mode="json") if freshness else None}
+
+
+def community(kb: KnowledgeBase, namespace: str, id: int, limit: int = 60) -> dict[str, Any]:
+    """One community's report and its entities drawn with the relations among them: its key entities (the
+    anchors of the drawing) first, then other members up to `limit`."""
+    from duckgraph.core.domain.communities.global_search import as_report
+
+    kb.open()
+    chosen = next((c for c in kb.communities.listing(namespace)[1] if c.id == id), None)
+    if chosen is None:
+        raise NotFoundError(f"no community {id} in namespace {namespace!r}: it may have been rebuilt")
+    limit = max(1, min(limit, MAX_NEIGHBOURS))
+    members = set(chosen.members)
+    keys = {r.id: r for r in kb.curation.resolve([e["name"] for e in chosen.details.get("entities", [])],
+                                                  namespace)[0].values() if r.id in members}
+    nodes = {**keys, **{n.id: n for n in kb.store.get_nodes(chosen.members[:limit]) if n.id not in keys}}
+    nodes = dict(list(nodes.items())[:limit])
+    edges = list({e.id: e for e in kb.store.neighbors(list(nodes), namespace, limit=20 * len(nodes))
+                  if e.source_id in nodes and e.target_id in nodes}.values())
+    return {
+        "report": as_report(chosen).model_dump(mode="json"),
+        "nodes": [{"name": n.name, "type": n.type, "anchor": i in keys} for i, n in nodes.items()],
+        "edges": [{"source": nodes[e.source_id].name, "target": nodes[e.target_id].name, "type": e.type,
+                   "description": e.description} for e in edges],
+        "truncated": len(members) > len(nodes),
+    }
+
+
 VIEWS: dict[str, Callable[..., dict[str, Any]]] = {
     "entity_passages": entity_passages, "neighbourhood": neighbourhood, "most_connected": most_connected,
-    "namespaces": namespaces,
+    "namespaces": namespaces, "communities": communities, "community": community,
 }
 
 

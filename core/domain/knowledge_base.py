@@ -45,7 +45,7 @@ from duckgraph.ports import (
 from duckgraph.ports.text import tokens
 
 # The pydantic models are imported by the methods that build them, when first called: a server answers tools/list
-# without them (see core/mcp/tools.py).
+# without them (see core/mcp/tools/).
 if TYPE_CHECKING:
     from duckgraph.core.domain.model import (
         AddDocumentsResult,

@@ -38,7 +38,7 @@ async def forward_tool(share: FileShare, name: str, arguments: dict[str, Any], *
     exclusive = not read_only and not arguments.get("extract")
     try:
         # Reads are sent again if the owner goes away before answering; writes that started never are.
-        # Abandoned on cancel, as the calls run here are (core/mcp/tools.py): a stopping server waits for no owner.
+        # Abandoned on cancel, as the calls run here are (core/mcp/tools/common.py): a stopping server waits for no owner.
         result = await anyio.to_thread.run_sync(functools.partial(
             share.call, "tool", params, repeatable=read_only, exclusive=exclusive, progress=report),
             abandon_on_cancel=True)

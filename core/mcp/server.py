@@ -1,6 +1,6 @@
 """The MCP server over one knowledge base: its tools built when first needed (the shipped listing answers before
 that), its calls forwarded while another process owns the file, and its lifespan (the warm-up, then closing or
-handing over the file). Transports: core/mcp/transports.py; tools: core/mcp/tools.py."""
+handing over the file). Transports: core/mcp/transports.py; tools: core/mcp/tools/."""
 
 from __future__ import annotations
 

@@ -38,7 +38,8 @@ LISTING_PATH = _CORE / "data" / "tool_listing.json"
 #: Where a server keeps the listing of the tools it built when the shipped one does not fit (None: the user cache).
 CACHE_PATH: Path | None = None
 # The modules whose text decides the tools' names, descriptions and schemas.
-_DEFINING_MODULES = ("mcp/tools.py", "domain/model.py", "domain/memory_server.py")
+_DEFINING_MODULES = (*sorted(f"mcp/tools/{path.name}" for path in (_CORE / "mcp" / "tools").glob("*.py")),
+                     "domain/model.py", "domain/memory_server.py")
 TOOL_SETS = ("graphrag", "memory", "all")
 
 

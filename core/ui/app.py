@@ -5,6 +5,8 @@ model's calls do) and the reads of core/domain/browse.py.
     GET  /api/overview?namespace=        counts, types, most connected entities, namespaces, what is available
     GET  /api/search?q=&namespace=       the search tool's result, and the query's words to mark in passages
     GET  /api/entity?name=&namespace=    get_entities, the passages that mention it, its neighbours
+    GET  /api/communities?level=         the communities of a level with their reports
+    GET  /api/community?id=              one community's report and its entities to draw
     POST /api/tool/{name}                one of TOOLS with {"arguments": {...}, "namespace": ...}
 """
 
@@ -33,7 +35,9 @@ TOOLS = frozenset({
     "recent_changes", "list_namespaces", "global_search", "build_communities",
 })
 #: Search limits the page may ask for (the tool's own bounds apply too).
-SEARCH_OPTIONS = {"max_nodes": int, "hops": int, "k_anchors": int, "max_passages": int}
+SEARCH_OPTIONS = ("max_nodes", "hops", "k_anchors", "max_passages")
+#: The search tool's time arguments, passed on as given (the tool parses and checks the dates).
+TIME_OPTIONS = ("as_of", "after", "before")
 STATIC = resources.files("duckgraph.core.ui").joinpath("static")
 
 
@@ -55,6 +59,8 @@ def build_app(calls: DirectCalls) -> Starlette:
         Route("/api/overview", api.overview),
         Route("/api/search", api.search),
         Route("/api/entity", api.entity),
+        Route("/api/communities", api.communities),
+        Route("/api/community", api.community),
         Route("/api/tool/{name}", api.tool, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
@@ -94,14 +100,14 @@ class _Api:
 
     async def search(self, request: Request) -> Response:
         async def answer(namespace: str) -> dict[str, Any]:
-            query = request.query_params.get("q", "")
-            options = {}
-            for key, kind in SEARCH_OPTIONS.items():
-                if key in request.query_params:
-                    try:
-                        options[key] = kind(request.query_params[key])
-                    except ValueError:
-                        raise InvalidInputError(f"{key} must be a whole number") from None
+            given = request.query_params
+            query = given.get("q", "")
+            options: dict[str, Any] = {key: _whole(request, key) for key in SEARCH_OPTIONS if key in given}
+            options.update({key: given[key] for key in TIME_OPTIONS if given.get(key)})
+            if given.get("include_history", "false") not in ("true", "false"):
+                raise InvalidInputError("include_history must be true or false")
+            if given.get("include_history") == "true":
+                options["include_history"] = True
             result = await self._tool("search", {"query": query, **options}, namespace)
             return {**result, "words": sorted(set(tokens(query)))}
 
@@ -119,6 +125,19 @@ class _Api:
                 self.calls.browse("neighbourhood", namespace, {"name": stored}),
             )
             return {"entity": found["entities"][0], "passages": passages, "graph": neighbours}
+
+        return await self._answer(request, answer)
+
+    async def communities(self, request: Request) -> Response:
+        async def answer(namespace: str) -> dict[str, Any]:
+            level = _whole(request, "level") if "level" in request.query_params else 0
+            return await self.calls.browse("communities", namespace, {"level": level})
+
+        return await self._answer(request, answer)
+
+    async def community(self, request: Request) -> Response:
+        async def answer(namespace: str) -> dict[str, Any]:
+            return await self.calls.browse("community", namespace, {"id": _whole(request, "id")})
 
         return await self._answer(request, answer)
 
@@ -159,6 +178,13 @@ class _Api:
             raise InvalidInputError(f"this duckgraph's {name} tool cannot use another namespace than "
                                     f"{self.default_namespace!r}")
         return await self.calls.call(name, arguments)
+
+
+def _whole(request: Request, key: str) -> int:
+    try:
+        return int(request.query_params.get(key, ""))
+    except ValueError:
+        raise InvalidInputError(f"{key} must be a whole number") from None
 
 
 def _error(status: int, message: str) -> Response:

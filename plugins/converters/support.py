@@ -19,8 +19,9 @@ def require(module: str, format_name: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingExtraError(f"reading {format_name} needs the documents extra ({exc.name or module} is not "
-                                f"installed): {DOCUMENTS_EXTRA}") from exc
+        # The ImportError's own text: a library may be installed and still miss one of its dependencies.
+        raise MissingExtraError(f"reading {format_name} needs the documents extra ({module} cannot be imported: "
+                                f"{exc}): {DOCUMENTS_EXTRA}") from exc
 
 
 @contextmanager

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -141,6 +142,10 @@ def test_browse_search_open_and_merge(demo_db: Path, tmp_path: Path, browser, sc
         if "recent_changes" in tools:
             wait_for(browser, lambda d: "Steven Paul Jobs" in d.find_element(By.ID, "recent-changes").text,
                      "the entities created among the recent changes")
+        if "build_communities" in tools:
+            check_communities(browser, url, screenshots)
+            browser.get(url)
+            shown(browser, "#communities article.report")
         browser.save_screenshot(str(screenshots / "browse.png"))
 
         # Search: the drawing holds exactly the entities the search returned; passages mark the query's words.
@@ -193,6 +198,53 @@ def test_browse_search_open_and_merge(demo_db: Path, tmp_path: Path, browser, sc
         assert entity_count(browser) == 23  # the browse view counts again
 
 
+def check_communities(driver, url: str, screenshots: Path) -> None:
+    """None built yet; Build now lists them by level, largest first; one opens with its entities drawn."""
+    wait_for(driver, lambda d: "No communities are built" in d.find_element(
+        By.CSS_SELECTOR, "#communities .tool-view:last-child").text, "no communities yet")
+    driver.find_element(By.ID, "build-communities").click()
+    shown(driver, "#communities article.report")
+    listed = get_json(f"{url}api/communities?level=0")
+    titles = [a.find_element(By.CSS_SELECTOR, "h3 a").text
+              for a in driver.find_elements(By.CSS_SELECTOR, "#communities article.report")]
+    assert titles == [c["title"] for c in listed["communities"]] and titles
+    assert [int(o.get_attribute("value")) for o in driver.find_elements(By.CSS_SELECTOR, "#community-level option")
+            ] == listed["levels"]
+    first = listed["communities"][0]
+    driver.find_element(By.CSS_SELECTOR, f'#communities article[data-community="{first["id"]}"] .community-link').click()
+    settled_graph(driver, "#community-graph")
+    drawn = {g.get_attribute("data-name") for g in driver.find_elements(By.CSS_SELECTOR, "#community-graph g.node")}
+    one = get_json(f"{url}api/community?id={first['id']}")
+    assert drawn == {n["name"] for n in one["nodes"]} and len(drawn) > 1
+    ringed = {g.get_attribute("data-name") for g in driver.find_elements(By.CSS_SELECTOR, "#community-graph g.anchor")}
+    assert ringed == {e["name"] for e in first["key_entities"]}
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#community-graph g.edge")) == len(one["edges"])
+    assert first["summary"][:40] in driver.find_element(By.CSS_SELECTOR, ".community").text
+    driver.save_screenshot(str(screenshots / "community.png"))
+
+
+def search_in_time(driver, query: str, *, as_of: str = "", history: bool = False, fails: bool = False) -> None:
+    """Search with the form's time controls; wait for the new answer (drawn, or the error when it `fails`)."""
+    for field, value in (("#q", query), ("#as-of", as_of)):
+        shown(driver, field).clear()
+        driver.find_element(By.CSS_SELECTOR, field).send_keys(value)
+    box = driver.find_element(By.ID, "history")
+    if box.is_selected() != history:
+        box.click()
+    before = driver.find_elements(By.CSS_SELECTOR, "#view > *")
+    driver.find_element(By.CSS_SELECTOR, "#search-form button").click()
+    if before:
+        wait_for(driver, ready.staleness_of(before[0]), "a new answer")
+    if fails:
+        shown(driver, "#view .error")
+    else:
+        settled_graph(driver, "#search-graph")
+
+
+def facts(driver, css: str = "#facts li") -> list[str]:
+    return [li.text for li in driver.find_elements(By.CSS_SELECTOR, css)]
+
+
 def test_deleting_a_relation_asks_first(demo_db: Path, tmp_path: Path, browser, screenshots: Path) -> None:
     with running_ui(demo_db, tmp_path / "ui.log", child_env(tmp_path / "home")) as url:
         # Another namespace of the file: its own counts and entities, then back.
@@ -234,6 +286,30 @@ def test_deleting_a_relation_asks_first(demo_db: Path, tmp_path: Path, browser, 
             wait_for(browser, lambda d: not any("CEO_OF" in r.text and "2025-06-30" not in r.text
                                                 for r in d.find_elements(By.CSS_SELECTOR, "#relations tr.relation")),
                      "CEO_OF ended")
+            ended = browser.find_element(By.CSS_SELECTOR, "#relations tr.relation.ended")
+            assert "CEO_OF" in ended.text and "to 2025-06-30" in ended.text
+            assert not ended.find_elements(By.CSS_SELECTOR, ".end-relation")  # ended once
+
+            # Time in search: now the fact is gone; with history it is drawn dashed and listed with its period;
+            # as of a day when it held, it is an ordinary fact again.
+            question = "Who is the chief executive of Apple?"
+            search_in_time(browser, question)
+            assert not [f for f in facts(browser) if "CEO_OF" in f]
+            search_in_time(browser, question, history=True)
+            assert "including those that ended" in browser.find_element(By.ID, "search-time").text
+            old = [f for f in facts(browser, "#facts li.ended") if "CEO_OF" in f]
+            assert old and "to 2025-06-30" in old[0] and "ended" in old[0]
+            result = get_json(f"{url}api/search?{urllib.parse.urlencode({'q': question, 'include_history': 'true'})}")
+            assert len(browser.find_elements(By.CSS_SELECTOR, "#search-graph g.edge.ended")) == len(
+                [e for e in result["edges"] if e["valid_until"]]) >= 1
+            browser.save_screenshot(str(screenshots / "search-history.png"))
+            search_in_time(browser, question, as_of="2025-01-01")
+            assert "as of 2025-01-01" in browser.find_element(By.ID, "search-time").text
+            assert [f for f in facts(browser, "#facts li:not(.ended)") if "CEO_OF" in f]
+            assert "as_of=2025-01-01" in browser.current_url  # the address keeps it: reload, share
+            search_in_time(browser, question, as_of="the day before", fails=True)
+            assert "as_of" in browser.find_element(By.CSS_SELECTOR, "#view .error").text  # the tool's own error
+            search_in_time(browser, question)  # the next search starts from now again
             browser.get(f"{url}#/entity?name=Bill%20Gates")
             open_entity_page(browser, "Bill Gates")
 
@@ -261,6 +337,12 @@ def test_the_ui_works_while_a_server_holds_the_file(demo_db: Path, tmp_path: Pat
             browser.get(url)
             shown(browser, "#counts")
             assert "through the duckgraph server" in browser.find_element(By.ID, "role").text
+            # The communities read no tool answers goes to the owner too (core/mcp/forwarding.py's browse).
+            built = urllib.request.Request(f"{url}api/tool/build_communities", data=b'{"arguments": {}}',
+                                           headers={"content-type": "application/json"}, method="POST")
+            urllib.request.urlopen(built, timeout=120).close()
+            listed = get_json(f"{url}api/communities")
+            assert listed["communities"] and get_json(f"{url}api/community?id={listed['communities'][0]['id']}")["nodes"]
             search(browser, "Which university did the founder of Microsoft drop out of?")
             settled_graph(browser, "#search-graph")
             assert browser.find_elements(By.CSS_SELECTOR, '#search-graph g.node[data-name="Harvard University"]')

@@ -141,6 +141,15 @@ def test_the_api_answers_mistakes_clearly_and_changes_nothing(ui: str) -> None:
     assert status == 400 and "new_name" in json.loads(body)["error"]
     status, _, body = request(ui, "/api/search?q=engine&max_nodes=many")
     assert status == 400 and "max_nodes must be a whole number" in json.loads(body)["error"]
+    status, _, body = request(ui, "/api/search?q=engine&include_history=yes")
+    assert status == 400 and "include_history must be true or false" in json.loads(body)["error"]
+    status, _, body = request(ui, "/api/search?q=engine&as_of=yesterday")
+    assert status == 400 and "as_of" in json.loads(body)["error"]  # the search tool's own error
+    status, _, body = request(ui, "/api/community?id=12345")
+    assert status == 404 and "no community 12345" in json.loads(body)["error"]
+    status, _, body = request(ui, "/api/communities?level=first")
+    assert status == 400 and "level must be a whole number" in json.loads(body)["error"]
+    assert json.loads(request(ui, "/api/communities")[2])["communities"] == []  # none built
     entity = json.loads(request(ui, "/api/entity?name=Ada%20Lovelace")[2])["entity"]
     assert entity["name"] == "Ada Lovelace" and len(entity["relations"]) == 1
 

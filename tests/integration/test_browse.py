@@ -70,3 +70,30 @@ def test_bad_requests_are_refused(kb) -> None:
         browse.run(kb, "neighbourhood", "default", {"entity": "Ada"})
     with pytest.raises(InvalidInputError, match="invalid namespace"):
         browse.run(kb, "namespaces", "no spaces allowed", {})
+
+
+def test_communities_by_level_and_one_drawn(kb) -> None:
+    from duckgraph.plugins.leiden import LeidenDetector
+
+    assert browse.run(kb, "communities", "default", {}) == {"levels": [], "level": None, "total": 0,
+                                                             "communities": [], "freshness": None}
+    kb.community_detector = LeidenDetector()
+    kb.communities.detector = kb.community_detector
+    kb.communities.build("default")
+    listed = browse.run(kb, "communities", "default", {"level": 0})
+    assert listed["levels"] and listed["level"] == 0 and listed["freshness"]["stale"] is False
+    assert listed["total"] == len(listed["communities"]) >= 1
+    assert sum(c["size"] for c in listed["communities"]) == 4  # each connected entity in one community
+    sizes = [c["size"] for c in listed["communities"]]
+    assert sizes == sorted(sizes, reverse=True) and all(c["title"] for c in listed["communities"])
+    first = listed["communities"][0]
+    drawn = browse.run(kb, "community", "default", {"id": first["id"]})
+    assert drawn["report"]["title"] == first["title"]
+    assert {n["name"] for n in drawn["nodes"] if n["anchor"]} == {e["name"] for e in first["key_entities"]}
+    names = {n["name"] for n in drawn["nodes"]}
+    assert len(names) == first["size"] and all({e["source"], e["target"]} <= names for e in drawn["edges"])
+    assert browse.run(kb, "communities", "elsewhere", {})["communities"] == []
+    with pytest.raises(NotFoundError, match="no community 999999"):
+        browse.run(kb, "community", "default", {"id": 999999})
+    with pytest.raises(InvalidInputError, match="level 9 does not exist"):
+        browse.run(kb, "communities", "default", {"level": 9})

@@ -93,7 +93,7 @@ async def test_a_client_lists_the_tools_before_they_are_built(services: Services
 
 
 def test_a_server_lists_its_tools_without_importing_them(tmp_path: Path) -> None:
-    # The tools' pydantic models take ~20 ms to define: the listing must not need them (see core/mcp/tools.py).
+    # The tools' pydantic models take ~20 ms to define: the listing must not need them (see core/mcp/tools/).
     if tool_listing.shipped("graphrag") is None:
         pytest.skip("the shipped listing was made with another MCP SDK or pydantic than this one")
     config = tmp_path / "config.toml"

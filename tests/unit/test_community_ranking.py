@@ -1,6 +1,6 @@
 """Community reports' distinctive terms, and the level global_search chooses by default."""
 
-from duckgraph.core.domain.communities.global_search import choose_level, relevant
+from duckgraph.core.domain.communities.global_search import choose_level, is_specific
 from duckgraph.core.domain.communities.terms import distinctive_terms
 from duckgraph.ports.communities import CommunityRecord
 
@@ -32,5 +32,5 @@ def test_the_default_level_is_the_finest_where_what_the_query_needs_fits_the_bud
     assert choose_level(found, 100, {2}) == 1  # one relevant report at the finest level: it fits
     assert choose_level(found, 100, {0, 1, 2}) == 0  # relevant at level 1 twice (too much): level 0 gathers it
     assert choose_level(found, 10, {2}) == 0  # nothing fits: the coarsest
-    assert relevant({1: 0.2}, {2: 1.5}, 0.5) == {2} and relevant({1: 0.6, 2: 0.4}, {}, 0.5) == {1}
-    assert relevant({1: 0.9}, {}, 0.0) == set()  # no floor known: only words tell
+    assert is_specific({1: 0.2}, {2: 1.5}, 0.5) and is_specific({1: 0.6}, {}, 0.5)
+    assert not is_specific({1: 0.4}, {}, 0.5) and is_specific({1: 0.1}, {}, 0.0)  # no floor known: similarity ranks

@@ -19,13 +19,14 @@ RRF_K = 60
 ENTITIES_SHOWN = 6
 
 
-def choose_level(communities: Sequence[CommunityRecord], token_budget: int, relevant: set[int]) -> int:
-    """The finest level at which the reports to show all fit the budget together: those `relevant` to the query
-    when some are, else all of them (a broad question: "what are the main themes?"). The coarsest when none fits:
-    it gathers them into the fewest reports."""
+def choose_level(communities: Sequence[CommunityRecord], token_budget: int, named: set[int]) -> int:
+    """The finest level at which the reports the query needs all fit the budget together: those that `named` a
+    word of it when some do, else all of them (a broad question: "what are the main themes?"). The coarsest when
+    none fits: it gathers them into the fewest reports. Words, not vectors, say how many reports a query needs:
+    the texts of one memory are all somewhat similar, so the count above a similarity floor means little."""
     levels = sorted({c.level for c in communities})
     fitting = [level for level in levels
-               if _fits([c for c in level_view(communities, level) if not relevant or c.id in relevant], token_budget)]
+               if _fits([c for c in level_view(communities, level) if not named or c.id in named], token_budget)]
     return fitting[-1] if fitting else levels[0]
 
 
@@ -38,10 +39,11 @@ def _fits(view: Sequence[CommunityRecord], token_budget: int) -> bool:
     return True
 
 
-def relevant(similarity: dict[int, float], keyword: dict[int, float], floor: float) -> set[int]:
-    """The reports that answer the query in particular: a word of it matches, or they are as similar as the
-    embedder's relevance `floor` (0: no floor known, words only). None for "what are the main themes?"."""
-    return set(keyword) | ({i for i, score in similarity.items() if score >= floor} if floor else set())
+def is_specific(similarity: dict[int, float], keyword: dict[int, float], floor: float) -> bool:
+    """Whether something answers the query in particular: a word of it matches, or a report is as similar as the
+    embedder's relevance `floor` (0: none known, so similarity always ranks). Not so for "what are the main
+    themes?"."""
+    return bool(keyword) or not floor or max(similarity.values(), default=0.0) >= floor
 
 
 def rank(view: Sequence[CommunityRecord], similarity: dict[int, float], keyword: dict[int, float],

@@ -20,7 +20,8 @@ def communities_of(memberships: Sequence[Membership], namespace: str) -> list[Co
     keys = sorted(members, key=lambda key: (key[0], -len(members[key]), key[1]))
     ref = {key: position for position, key in enumerate(keys)}
     return [CommunityRecord(namespace=namespace, level=key[0], members=tuple(sorted(members[key])),
-                            leaf=key not in split, ref=ref[key], parent_ref=ref.get(parent_of[key]) if parent_of[key] else None)
+                            leaf=key not in split, ref=ref[key],
+                            parent_ref=ref.get(parent_of[key]) if parent_of[key] else None)
             for key in keys]
 
 

@@ -108,16 +108,20 @@ class CommunityService:
             raise InvalidInputError(f"level {level} does not exist: this namespace has levels 0 to {levels[-1]}")
         vector = self.kb.embedder.embed_query(query)
         similarity, keyword = self.kb.store.search_reports(namespace, vector, query, [c.id for c in found])
-        floor = self.kb.search_defaults.relevance_floor
-        floor = self.kb.embedder.relevance_floor if floor is None else floor
-        relevant = ranking.relevant(similarity, keyword, floor or 0.0)
-        level = ranking.choose_level(found, token_budget, relevant) if level is None else level
-        # Without a floor, similarity still ranks: only a calibrated floor tells a broad question apart.
-        ranked = ranking.rank(level_view(found, level), similarity, keyword, bool(relevant) or not floor)
+        level = ranking.choose_level(found, token_budget, set(keyword)) if level is None else level
+        specific = ranking.is_specific(similarity, keyword, self._relevance_floor())
+        ranked = ranking.rank(level_view(found, level), similarity, keyword, specific)
         kept, text, truncated = ranking.within_budget(ranked, token_budget)
         return GlobalSearchResult(
             query=query, level=level, levels=len(levels), text=text, truncated=truncated,
-            reports=[ranking.as_report(c, score) for c, score in kept], freshness=self.freshness(namespace, build_mark))
+            reports=[ranking.as_report(c, score) for c, score in kept],
+            freshness=self.freshness(namespace, build_mark))
+
+    def _relevance_floor(self) -> float:
+        """The configured floor, else the embedder's calibrated one; 0 when neither is known."""
+        floor = self.kb.search_defaults.relevance_floor
+        floor = self.kb.embedder.relevance_floor if floor is None else floor
+        return floor or 0.0
 
     # -- reports written by the host or a model ------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-// The page: three views chosen by the address (#/ browse, #/search?q=, #/entity?name=), each drawn from the
-// JSON API of core/ui/app.py, and the curation actions of an entity's page.
+// The page: four views chosen by the address (#/ browse, #/search?q=&as_of=&history=&after=&before=,
+// #/entity?name=, #/community?id=), each drawn from the JSON API of core/ui/app.py, and the curation actions of
+// an entity's page.
 
 import { clear, h, marked, typeBadge } from "./dom.js";
 import { drawGraph } from "./graph.js";
@@ -58,8 +59,9 @@ async function render() {
     if (!state.overview || state.overview.namespace !== (state.namespace || state.overview.default_namespace)) {
       await loadOverview();
     }
-    if (path === "/search") await showSearch(params.get("q") || "");
+    if (path === "/search") await showSearch(params);
     else if (path === "/entity") await showEntity(params.get("name") || "");
+    else if (path === "/community") await showCommunity(params.get("id") || "");
     else showBrowse();
   } catch (error) {
     clear(view, h("p", { class: "error" }, error.message));
@@ -150,35 +152,79 @@ async function showNamespaces(section) {
       h("td", {}, n.documents.toLocaleString()), h("td", { class: "muted" }, (n.last_write || "").slice(0, 16).replace("T", " "))))));
 }
 
-async function showCommunities(section) {
-  if (!available("global_search")) {
-    section.append(h("p", { class: "muted not-available" }, "Not available on this duckgraph server."));
-    return;
-  }
-  const input = h("input", { id: "community-query", value: "main themes", "aria-label": "question about the whole memory" });
-  const results = h("div", { class: "tool-view" });
-  const askReports = async () => {
+// The communities of a level, largest first, each opening its page; a question to global_search; a build.
+async function showCommunities(section, level = 0) {
+  const body = h("div", { class: "tool-view" }, h("p", { class: "muted" }, "Loading…"));
+  const results = h("div", { class: "tool-view", id: "community-answers" });
+  const build = available("build_communities") ? h("button", { type: "button", id: "build-communities", onclick: () =>
+    act(() => callTool("build_communities", {}), (r) => { notify(`Built ${r.communities} communities.`); load(0); }) },
+  "Build now") : null;
+  const input = h("input", { id: "community-query", placeholder: "a question about the whole memory",
+    "aria-label": "question about the whole memory" });
+  const question = available("global_search") ? h("form", { class: "inline", onsubmit: async (e) => {
+    e.preventDefault();
+    if (!input.value.trim()) return;
     clear(results, h("p", { class: "muted" }, "Loading…"));
     try {
-      clear(results, reports(await callTool("global_search", { query: input.value || "main themes", token_budget: 4000 })));
+      clear(results, reports(await callTool("global_search", { query: input.value, token_budget: 4000 })));
     } catch (error) {
       clear(results, h("p", { class: "error" }, error.message));
     }
-  };
-  const build = available("build_communities") ? h("button", { type: "button", id: "build-communities", onclick: () =>
-    act(() => callTool("build_communities", {}), () => { notify("Communities built."); askReports(); }) }, "Build now") : null;
-  section.append(h("form", { class: "inline", onsubmit: (e) => { e.preventDefault(); askReports(); } },
-    input, h("button", {}, "Ask the communities"), build), results);
-  askReports();
+  } }, input, h("button", {}, "Ask the communities")) : null;
+  section.append(h("div", { class: "inline" }, question, build), results, body);
+  async function load(chosen) {
+    try {
+      clear(body, communityList(await api("communities", { level: chosen }), load));
+    } catch (error) {
+      clear(body, h("p", { class: "error" }, error.message));
+    }
+  }
+  await load(level);
+}
+
+function communityList(listed, load) {
+  if (!listed.levels.length) {
+    return h("p", { class: "muted" }, "No communities are built for this namespace yet" +
+      (available("build_communities") ? ": Build now groups its entities." : "."));
+  }
+  const f = listed.freshness;
+  const levels = h("select", { id: "community-level", "aria-label": "level", onchange: (e) => load(Number(e.target.value)) },
+    listed.levels.map((l) => h("option", { value: l, selected: l === listed.level }, l === 0 ? "level 0 (coarsest)" : `level ${l}`)));
+  return [h("p", { class: "muted" }, levels, ` ${listed.total} communit${listed.total === 1 ? "y" : "ies"}`,
+    f ? ` · built ${f.built_at.slice(0, 16).replace("T", " ")} · ${Math.round(f.changed_share * 100)}% changed since` +
+      (f.stale ? " · stale" : "") + (f.rebuilding ? " · rebuilding" : "") : ""),
+  reports({ reports: listed.communities }),
+  listed.total > listed.communities.length ? h("p", { class: "muted" }, "The largest are listed.") : null];
 }
 
 function reports(result) {
   const hint = result.hint ? h("p", { class: "muted" }, result.hint) : null;
   if (!result.reports.length) return [hint || h("p", { class: "muted" }, "No community reports yet.")];
-  return [hint, result.reports.map((r) => h("article", { class: "report" },
-    h("h3", {}, r.title, h("span", { class: "count" }, `level ${r.level} · ${r.size} entities${r.stale ? " · stale" : ""}`)),
+  return [hint, result.reports.map((r) => h("article", { class: "report", "data-community": r.id },
+    h("h3", {}, h("a", { href: "#", class: "community-link", onclick: (e) => { e.preventDefault(); go("/community", { id: r.id }); } }, r.title),
+      h("span", { class: "count" }, `level ${r.level} · ${r.size} entities · ${r.author}${r.stale ? " · stale" : ""}`)),
     h("p", {}, r.summary),
     h("p", {}, r.key_entities.map((e, i) => [i ? ", " : "", entityLink(e.name)]))))];
+}
+
+// -- a community's page --------------------------------------------------------------------------------
+
+async function showCommunity(id) {
+  const { report, nodes, edges, truncated } = await api("community", { id });
+  document.title = `${report.title} — duckgraph`;
+  const canvas = h("div", { class: "graph small", id: "community-graph" });
+  clear(view, h("div", { class: "community", "data-community": report.id },
+    h("p", {}, h("a", { href: "#/" }, "← communities")),
+    h("h1", {}, report.title),
+    h("p", { class: "muted" }, `level ${report.level} · ${report.size} entities · report by ${report.author}` +
+      (report.stale ? " · stale: written before its community last changed" : "")),
+    h("p", { class: "description" }, report.summary),
+    h("div", { class: "columns" },
+      h("section", { id: "key-entities" }, h("h2", {}, `Key entities (${report.key_entities.length})`),
+        h("ul", {}, report.key_entities.map((e) => h("li", {}, entityLink(e.name), " ", typeBadge(e.type))))),
+      h("div", {}, h("h2", {}, `Its entities and relations${truncated ? ` (${nodes.length} of ${report.size})` : ""}`),
+        canvas))));
+  state.drawing = drawGraph(canvas, { nodes, edges }, { onOpen: (n) => go("/entity", { name: n }) });
 }
 
 function switchNamespace(name) {
@@ -197,27 +243,61 @@ function nsParams(params) {
 
 // -- search ----------------------------------------------------------------------------------------------
 
-async function showSearch(query) {
+const TIME_FIELDS = { as_of: "as-of", after: "after", before: "before" };
+
+// The search form's values as the address holds them (only those given).
+function searchParams(query) {
+  const params = { q: query };
+  for (const [key, id] of Object.entries(TIME_FIELDS)) {
+    const value = document.getElementById(id).value.trim();
+    if (value) params[key] = value;
+  }
+  if (document.getElementById("history").checked) params.history = "1";
+  return params;
+}
+
+async function showSearch(params) {
+  const query = params.get("q") || "";
   document.getElementById("q").value = query;
+  for (const [key, id] of Object.entries(TIME_FIELDS)) document.getElementById(id).value = params.get(key) || "";
+  document.getElementById("history").checked = params.get("history") === "1";
   document.title = `${query} — duckgraph`;
   if (!query.trim()) { showBrowse(); return; }
   clear(view, h("p", { class: "muted" }, "Searching…"));
-  const result = await api("search", { q: query, max_nodes: document.getElementById("max-nodes").value });
+  const asked = { q: query, max_nodes: document.getElementById("max-nodes").value };
+  for (const key of Object.keys(TIME_FIELDS)) if (params.get(key)) asked[key] = params.get(key);
+  if (params.get("history") === "1") asked.include_history = "true";
+  const result = await api("search", asked);
+  const moment = asked.as_of || null;
   const anchors = new Set(result.anchors.map((a) => a.name));
   const byName = new Map();
   for (const n of [...result.anchors, ...result.nodes]) if (!byName.has(n.name)) byName.set(n.name, n);
+  const edges = result.edges.map((e) => ({ ...e, ended: ended(e, moment), period: periodText(e) }));
   const graph = { nodes: [...byName.values()].map((n) => ({ name: n.name, type: n.type, anchor: anchors.has(n.name) })),
-    edges: result.edges };
+    edges };
   const canvas = h("div", { class: "graph", id: "search-graph" });
-  const facts = h("section", { class: "facts" }, h("h2", {}, `Facts (${result.edges.length})`),
-    h("ol", {}, result.edges.map((e) => h("li", {}, entityLink(e.source), ` —${e.type}→ `, entityLink(e.target),
-      e.description ? h("span", { class: "muted" }, ` ${e.description}`) : null, period(e)))));
+  const endedCount = edges.filter((e) => e.ended).length;
+  const facts = h("section", { class: "facts", id: "facts" },
+    h("h2", {}, `Facts (${edges.length}${endedCount ? `, ${endedCount} ended` : ""})`),
+    h("ol", {}, edges.map((e) => h("li", { class: e.ended ? "fact ended" : "fact" }, entityLink(e.source),
+      ` —${e.type}→ `, entityLink(e.target), e.description ? h("span", { class: "muted" }, ` ${e.description}`) : null,
+      period(e), e.ended ? h("span", { class: "ended-tag" }, "ended") : null))));
   const passages = h("section", { class: "passages", id: "passages" }, h("h2", {}, `Passages (${result.passages.length})`),
     result.passages.length ? result.passages.map((p) => passage(p, result.words))
       : h("p", { class: "muted" }, "No passage."));
-  clear(view, result.nothing_relevant ? h("p", { class: "notice-inline" }, "Nothing stored is relevant enough to this query.") : null,
+  const when = [asked.as_of ? `as of ${asked.as_of}` : null, asked.after ? `after ${asked.after}` : null,
+    asked.before ? `before ${asked.before}` : null, asked.include_history ? "including those that ended" : null].filter(Boolean);
+  clear(view, when.length ? h("p", { class: "muted", id: "search-time" }, `Facts ${when.join(", ")}.`) : null,
+    result.nothing_relevant ? h("p", { class: "notice-inline" }, "Nothing stored is relevant enough to this query.") : null,
     h("div", { class: "search" }, h("div", { class: "left" }, canvas, facts), passages));
   state.drawing = drawGraph(canvas, graph, { onOpen: (name) => go("/entity", { name }) });
+}
+
+// A fact that stopped holding by `moment` (an ISO date or date-time; null: now).
+function ended(edge, moment) {
+  if (!edge.valid_until) return false;
+  const at = moment ? (moment.length === 10 ? `${moment}T00:00:00` : moment) : new Date().toISOString();
+  return String(edge.valid_until) <= at;
 }
 
 function passage(p, words) {
@@ -226,11 +306,16 @@ function passage(p, words) {
     h("p", {}, marked(p.text, words)));
 }
 
-function period(edge) {
+function periodText(edge) {
   const from = edge.valid_from, until = edge.valid_until;
-  if (!from && !until) return null;
+  if (!from && !until) return "";
   const day = (t) => String(t).slice(0, 10);
-  return h("span", { class: "period" }, until ? ` ${from ? day(from) : "…"} to ${day(until)}` : ` since ${day(from)}`);
+  return until ? `${from ? day(from) : "…"} to ${day(until)}` : `since ${day(from)}`;
+}
+
+function period(edge) {
+  const text = periodText(edge);
+  return text ? h("span", { class: "period" }, ` ${text}`) : null;
 }
 
 // -- an entity's page ------------------------------------------------------------------------------------
@@ -268,7 +353,7 @@ async function showEntity(name) {
 function relationsTable(entity) {
   if (!entity.relations.length) return h("p", { class: "muted" }, "none");
   const canEnd = available("end_relations");
-  return h("table", { class: "relations" }, entity.relations.map((r) => h("tr", { class: "relation" },
+  return h("table", { class: "relations" }, entity.relations.map((r) => h("tr", { class: ended(r) ? "relation ended" : "relation" },
     h("td", {}, r.source === entity.name ? h("strong", {}, r.source) : entityLink(r.source)),
     h("td", {}, h("code", {}, r.type)),
     h("td", {}, r.target === entity.name ? h("strong", {}, r.target) : entityLink(r.target)),
@@ -371,7 +456,7 @@ export function notify(message, error = false) {
 document.getElementById("search-form").addEventListener("submit", (event) => {
   event.preventDefault();
   const q = document.getElementById("q").value.trim();
-  if (q) go("/search", { q });
+  if (q) go("/search", searchParams(q));
 });
 nsSelect.addEventListener("change", () => switchNamespace(nsSelect.value));
 window.addEventListener("hashchange", render);

@@ -1,0 +1,102 @@
+"""What the tools share: the knowledge base of the call, running domain code on a worker thread, the
+namespace argument, annotations and result helpers."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import AfterValidator, BaseModel, Field
+
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.namespaces import check_namespace
+from duckgraph.core.web.add_urls import UrlFetching
+from duckgraph.ports import DuckgraphError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def kb_of(ctx: Context) -> KnowledgeBase:
+    # The server's own knowledge base (also the lifespan's): set on the calls the owner runs for its clients too.
+    return ctx.mcp_server.knowledge_base
+
+
+def fetcher_of(ctx: Context) -> UrlFetching:
+    # The server's, from the composition root (core/bootstrap.py): add_urls refuses unless its settings allow it.
+    return ctx.mcp_server.url_fetching
+
+
+async def call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a knowledge-base call on a worker thread; domain errors become tool errors."""
+    try:
+        # abandon_on_cancel: a client that goes away cancels its calls, and the server must not wait for one
+        # (it may be loading the model) before it closes the file (core/mcp/server.py's lifespan).
+        return await anyio.to_thread.run_sync(functools.partial(function, *args, **kwargs), abandon_on_cancel=True)
+    except DuckgraphError as exc:
+        raise ToolError(str(exc)) from exc
+    except Exception as exc:
+        log.exception("unexpected failure in %s", getattr(function, "__name__", function))
+        raise ToolError(f"internal error ({type(exc).__name__}): {exc}. The server log has the details.") from exc
+
+
+READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+ADDITIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+FETCHING = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=True)
+EntityName = Annotated[str, Field(min_length=1, max_length=300)]
+
+
+def _valid_namespace(name: str | None) -> str | None:
+    return None if name is None else check_namespace(name)
+
+
+#: The optional `namespace` argument of every tool that reads or writes; resolve it with `call_namespace`. Checked
+#: by a validator rather than a schema pattern, and explained once in the server's instructions
+#: (core/mcp/prompts.py), not in every tool: each word here would be paid for in ~20 tools of every listing.
+NamespaceArg = Annotated[str | None, AfterValidator(_valid_namespace)]
+
+
+async def call_namespace(ctx: Context, namespace: str | None) -> str:
+    """The namespace a call works in: its `namespace` argument, else its client's default (the server's setting,
+    its MCP roots, or, for a call run for another server of the file, that server's; see core/mcp/server.py)."""
+    if namespace is not None:
+        try:
+            return check_namespace(namespace)
+        except DuckgraphError as exc:
+            raise ToolError(str(exc)) from exc
+    default = getattr(ctx.mcp_server, "default_namespace", None)
+    return await default(ctx) if default is not None else kb_of(ctx).namespace
+
+
+def titled(annotations: ToolAnnotations, title: str) -> ToolAnnotations:
+    return annotations.model_copy(update={"title": title})
+
+
+def json_result(result: BaseModel, key: str | None = None) -> CallToolResult:
+    """The reference server's result: text content is its JSON (of `result[key]` when given, as the reference
+    prints bare lists) with two-space indents, structured content is `result` without empty optional fields."""
+    structured = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    text = json.dumps(structured[key] if key else structured, indent=2, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+def model_result(result: BaseModel) -> CallToolResult:
+    """A result as the SDK makes one from a returned model: its JSON as text and as structured content."""
+    structured = result.model_dump(mode="json")
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(structured, indent=2))],
+                          structured_content=structured)
+
+
+def with_text(result: Any, text: str) -> CallToolResult:
+    """A result whose text is the reference server's message and whose structured content is `result`."""
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=result.model_dump(mode="json"))

@@ -1,0 +1,77 @@
+"""Communities: global search, building them, and the reports the host writes (the `all` set)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field
+
+from duckgraph.core.domain.model import (
+    BuildCommunitiesResult,
+    GlobalSearchResult,
+    ReportsToWrite,
+    ReportsWritten,
+)
+from duckgraph.core.mcp.progress import progress_reporter
+from duckgraph.core.mcp.tools.common import (
+    ADDITIVE,
+    READ_ONLY,
+    NamespaceArg,
+    call,
+    call_namespace,
+    kb_of,
+    titled,
+)
+
+
+def register_community_tools(server: MCPServer) -> None:
+    @server.tool(title="Global search", annotations=titled(READ_ONLY, "Global search"))
+    async def global_search(
+        ctx: Context, query: Annotated[str, Field(min_length=1, max_length=2_000)],
+        level: Annotated[int | None, Field(ge=0, le=20)] = None,
+        token_budget: Annotated[int, Field(ge=100, le=50_000)] = 2_000, namespace: NamespaceArg = None,
+    ) -> Annotated[CallToolResult, GlobalSearchResult]:
+        """For questions about the whole memory (main themes, overviews): the best community reports; level 0 is
+        broadest."""
+        result = await call(kb_of(ctx).communities.global_search, query, await call_namespace(ctx, namespace),
+                             level=level, token_budget=token_budget)
+        return CallToolResult(content=[TextContent(type="text", text=result.text)],
+                              structured_content=result.model_dump(mode="json"))
+
+    @server.tool(title="Build communities", annotations=titled(ADDITIVE, "Build communities"))
+    async def build_communities(ctx: Context, namespace: NamespaceArg = None) -> BuildCommunitiesResult:
+        """Group entities into communities with reports, for global_search; kept fresh after."""
+        namespace = await call_namespace(ctx, namespace)
+        return await call(kb_of(ctx).communities.build, namespace, progress_reporter(ctx))
+
+
+def register_report_tools(server: MCPServer) -> None:
+    """Reports written by the host (the summarize_communities prompt walks it through): in the `all` set only,
+    since most hosts never write them and every listed tool costs tokens in every conversation."""
+
+    @server.tool(title="Communities to summarize", annotations=titled(READ_ONLY, "Communities to summarize"))
+    async def communities_to_summarize(
+        ctx: Context, limit: Annotated[int, Field(ge=1, le=50)] = 5, namespace: NamespaceArg = None,
+    ) -> ReportsToWrite:
+        """Communities lacking a written report, with material; answer with save_community_report."""
+        return await call(kb_of(ctx).communities.to_write, await call_namespace(ctx, namespace), limit=limit)
+
+    @server.tool(title="Save community report", annotations=titled(ADDITIVE, "Save community report"))
+    async def save_community_report(
+        ctx: Context, id: int, title: Annotated[str, Field(min_length=1, max_length=200)],
+        summary: Annotated[str, Field(min_length=1, max_length=4_000)], namespace: NamespaceArg = None,
+    ) -> ReportsWritten:
+        """Store the report you wrote for a community."""
+        namespace = await call_namespace(ctx, namespace)
+
+        def save() -> ReportsWritten:
+            service = kb_of(ctx).communities
+            service.save_written(namespace, id, title, summary)
+            return ReportsWritten(namespace=namespace, written=1,
+                                  remaining=len(service.to_write(namespace, limit=1).communities))
+
+        return await call(save)
+
+

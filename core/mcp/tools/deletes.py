@@ -1,0 +1,137 @@
+"""delete_entities and delete_relations, in the vocabulary of each tool set (see register_tools)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from duckgraph.core.domain.model import (
+    DeletedSummary,
+    MemoryDeleteResult,
+    RelationInput,
+    RelationRef,
+    RelationsDeleted,
+)
+from duckgraph.core.mcp.tools.common import (
+    DESTRUCTIVE,
+    EntityName,
+    NamespaceArg,
+    call,
+    call_namespace,
+    kb_of,
+    model_result,
+    titled,
+    with_text,
+)
+
+_DELETE_ENTITIES = "Delete entities (named exactly or by alias) and their relations."
+_DELETE_RELATIONS = "Delete wrong or outdated relations; the entities stay."
+
+
+def register_graphrag_deletes(server: MCPServer) -> None:
+    @server.tool(title="Delete entities", description=_DELETE_ENTITIES,
+                 annotations=titled(DESTRUCTIVE, "Delete entities"))
+    async def delete_entities(
+        ctx: Context, names: Annotated[list[EntityName], Field(min_length=1, max_length=1_000)],
+        namespace: NamespaceArg = None,
+    ) -> DeletedSummary:
+        return await _delete_entities(ctx, names, namespace)
+
+    @server.tool(title="Delete relations", description=_DELETE_RELATIONS,
+                 annotations=titled(DESTRUCTIVE, "Delete relations"))
+    async def delete_relations(
+        ctx: Context, relations: Annotated[list[RelationRef], Field(min_length=1, max_length=1_000)],
+        namespace: NamespaceArg = None,
+    ) -> RelationsDeleted:
+        return await _delete_relations(ctx, relations, namespace)
+
+
+def register_memory_deletes(server: MCPServer) -> None:
+    """The reference memory server's shapes, and its texts."""
+
+    # The reference accepts empty lists here (and succeeds doing nothing), so these do too.
+    @server.tool(title="Delete Entities", annotations=titled(DESTRUCTIVE, "Delete Entities"))
+    async def delete_entities(
+        ctx: Context,
+        entityNames: Annotated[list[EntityName], Field(max_length=1_000,  # noqa: N803
+                                                       description="An array of entity names to delete")],
+        namespace: NamespaceArg = None,
+    ) -> Annotated[CallToolResult, MemoryDeleteResult]:
+        """Delete multiple entities and their associated relations from the knowledge graph. Only exactly named
+        entities (or a unique alias) are deleted; names that match nothing are reported in not_found."""
+        return await _delete_entities_memory(ctx, entityNames, namespace)
+
+    @server.tool(title="Delete Relations", annotations=titled(DESTRUCTIVE, "Delete Relations"))
+    async def delete_relations(
+        ctx: Context,
+        relations: Annotated[list[RelationInput], Field(max_length=1_000,
+                                                        description="An array of relations to delete")],
+        namespace: NamespaceArg = None,
+    ) -> Annotated[CallToolResult, MemoryDeleteResult]:
+        """Delete multiple relations ({from, to, relationType}) from the knowledge graph; relations that do not
+        exist are reported in not_found. The entities stay."""
+        return await _delete_relations_memory(ctx, relations, namespace)
+
+
+def register_either_deletes(server: MCPServer) -> None:
+    """For `all`: one tool per name, taking either set's vocabulary (see register_tools). Their results differ
+    in shape with the vocabulary, so they declare no output schema."""
+
+    @server.tool(title="Delete entities", annotations=titled(DESTRUCTIVE, "Delete entities"))
+    async def delete_entities(
+        ctx: Context,
+        names: Annotated[list[EntityName] | None, Field(max_length=1_000)] = None,
+        entityNames: Annotated[list[EntityName] | None, Field(max_length=1_000)] = None,  # noqa: N803
+        namespace: NamespaceArg = None,
+    ) -> CallToolResult:
+        """Delete entities named exactly (or by alias) with their relations: names (or entityNames, the memory
+        tools' spelling)."""
+        if (names is None) == (entityNames is None):
+            raise ToolError("give the entities to delete as names (or as entityNames), once")
+        if names is not None:
+            return model_result(await _delete_entities(ctx, names, namespace))
+        return await _delete_entities_memory(ctx, entityNames or [], namespace)
+
+    @server.tool(title="Delete relations", annotations=titled(DESTRUCTIVE, "Delete relations"))
+    async def delete_relations(
+        ctx: Context, relations: Annotated[list[RelationRef | RelationInput], Field(max_length=1_000)],
+        namespace: NamespaceArg = None,
+    ) -> CallToolResult:
+        """Delete relations, all {source, target, type} or all {from, to, relationType}; the entities stay."""
+        kinds = {type(r) for r in relations}
+        if len(kinds) > 1:
+            raise ToolError("give every relation as {source, target, type}, or every one as {from, to, relationType}")
+        if kinds == {RelationRef}:
+            return model_result(await _delete_relations(ctx, relations, namespace))
+        return await _delete_relations_memory(ctx, relations, namespace)
+
+
+async def _delete_entities(ctx: Context, names: list[str], namespace: str | None) -> DeletedSummary:
+    return await call(kb_of(ctx).curation.delete_entities, names, await call_namespace(ctx, namespace))
+
+
+async def _delete_relations(ctx: Context, relations: list[RelationRef], namespace: str | None) -> RelationsDeleted:
+    return await call(kb_of(ctx).curation.delete_relations, relations, await call_namespace(ctx, namespace))
+
+
+async def _delete_entities_memory(ctx: Context, names: list[str], namespace: str | None) -> CallToolResult:
+    summary = await _delete_entities(ctx, names, namespace)
+    message = "Entities deleted successfully"
+    return with_text(MemoryDeleteResult(**summary.model_dump(), success=True, message=message), message)
+
+
+async def _delete_relations_memory(
+    ctx: Context, relations: list[RelationInput], namespace: str | None
+) -> CallToolResult:
+    refs = [RelationRef(source=r.from_, target=r.to, type=r.relationType) for r in relations]
+    result = await _delete_relations(ctx, refs, namespace)
+    message = "Relations deleted successfully"
+    return with_text(MemoryDeleteResult(
+        deleted=[r.label() for r in result.deleted], not_found=[r.label() for r in result.not_found],
+        edges_deleted=len(result.deleted), success=True, message=message), message)
+
+

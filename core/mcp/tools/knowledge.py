@@ -1,0 +1,207 @@
+"""The default set's tools over the knowledge: add, search, read, change, end and list what changed."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field
+
+from duckgraph.core.domain.model import (
+    MAX_DOCUMENTS_PER_CALL,
+    MAX_EDGES_PER_CALL,
+    MAX_NODES_PER_CALL,
+    MAX_OBSERVATIONS,
+    AddDocumentsResult,
+    AddGraphResult,
+    AddUrlsResult,
+    ChangesResult,
+    Description,
+    DocumentInput,
+    EdgeInput,
+    EndRelationInput,
+    EntitiesResult,
+    EntityDetail,
+    GraphStats,
+    MergeResult,
+    Moment,
+    Name,
+    NodeInput,
+    Observation,
+    PathResult,
+    Properties,
+    RelationsEnded,
+    SearchResult,
+    TypeLabel,
+)
+from duckgraph.core.mcp.progress import progress_reporter
+from duckgraph.core.mcp.tools.common import (
+    ADDITIVE,
+    DESTRUCTIVE,
+    FETCHING,
+    READ_ONLY,
+    EntityName,
+    NamespaceArg,
+    call,
+    call_namespace,
+    fetcher_of,
+    kb_of,
+    titled,
+)
+
+
+def register_graphrag_tools(server: MCPServer) -> None:
+    # Every word here is paid for in every conversation: the descriptions say when to use a tool and what is not
+    # obvious from its schema, no more (tests/integration/test_tool_cost.py holds the whole listing to 2,000 tokens).
+    @server.tool(title="Add knowledge graph", annotations=titled(ADDITIVE, "Add knowledge graph"))
+    async def add_knowledge_graph(
+        ctx: Context,
+        nodes: Annotated[list[NodeInput], Field(max_length=MAX_NODES_PER_CALL)] = [],  # noqa: B006
+        edges: Annotated[list[EdgeInput], Field(max_length=MAX_EDGES_PER_CALL)] = [],  # noqa: B006
+        namespace: NamespaceArg = None,
+    ) -> AddGraphResult:
+        """Remember facts: store entities (nodes) and relations (edges) in long-term memory. A node named like a
+        stored entity (any case) is merged into it and its observations are added. source_ids: ids from
+        add_documents. All or nothing: an invalid item fails the call and nothing is written."""
+        return await call(kb_of(ctx).add_knowledge_graph, nodes, edges, namespace=await call_namespace(ctx, namespace))
+
+    @server.tool(title="Add documents", annotations=titled(ADDITIVE, "Add documents"))
+    async def add_documents(
+        ctx: Context,
+        documents: Annotated[list[DocumentInput], Field(min_length=1, max_length=MAX_DOCUMENTS_PER_CALL)],
+        extract: bool = False,
+        namespace: NamespaceArg = None,
+    ) -> AddDocumentsResult:
+        """Store source texts (notes, pages, transcripts) for search to cite as passages. The same id with new
+        text replaces it. extract: the server's extractor, if configured, also stores their entities and
+        relations; otherwise extract them yourself and call add_knowledge_graph."""
+        return await call(kb_of(ctx).add_documents, documents, extract=extract, progress=progress_reporter(ctx),
+                           namespace=await call_namespace(ctx, namespace))
+
+    @server.tool(title="Add URLs", annotations=titled(FETCHING, "Add URLs"))
+    async def add_urls(
+        ctx: Context,
+        urls: Annotated[list[str], Field(min_length=1)],
+        crawl_depth: Annotated[int, Field(ge=0, le=3)] = 0,
+        namespace: NamespaceArg = None,
+    ) -> AddUrlsResult:
+        """Fetch web pages as documents (id: the URL). crawl_depth: follow same-site links. Needs fetch_urls
+        on."""
+        return await call(fetcher_of(ctx).add_urls, kb_of(ctx), urls, depth=crawl_depth,
+                           progress=progress_reporter(ctx), namespace=await call_namespace(ctx, namespace))
+
+    @server.tool(title="Search memory", annotations=titled(READ_ONLY, "Search memory"))
+    async def search(
+        ctx: Context,
+        query: Annotated[str, Field(min_length=1, max_length=2_000)],
+        k_anchors: Annotated[int, Field(ge=1, le=50)] = 5,
+        hops: Annotated[int, Field(ge=0, le=3)] = 2,
+        max_nodes: Annotated[int, Field(ge=1, le=200)] = 30,
+        max_passages: Annotated[int, Field(ge=0, le=50)] = 5,
+        token_budget: Annotated[int, Field(ge=100, le=50_000)] = 2_000,
+        namespace: NamespaceArg = None,
+        as_of: Annotated[Moment | None, Field(description="Facts valid then, no later passages (default now).")] = None,
+        include_history: Annotated[bool, Field(description="Add ended facts.")] = False,
+        after: Annotated[Moment | None, Field(description="Window start: facts, passages by document time.")] = None,
+        before: Moment | None = None,
+    ) -> Annotated[CallToolResult, SearchResult]:
+        """Search memory before answering from it, also for multi-step questions: finds the entities (anchors)
+        the query is about, follows relations `hops` steps, and returns the facts, entities and source passages
+        that best answer it, with scores comparable across queries."""
+        result = await call(
+            kb_of(ctx).search, query, k_anchors=k_anchors, hops=hops, max_nodes=max_nodes, max_passages=max_passages,
+            token_budget=token_budget, namespace=await call_namespace(ctx, namespace), as_of=as_of,
+            include_history=include_history, after=after, before=before,
+        )
+        return CallToolResult(
+            content=[TextContent(type="text", text=result.text)],
+            structured_content=result.model_dump(mode="json"),
+        )
+
+    @server.tool(title="Get entities", annotations=titled(READ_ONLY, "Get entities"))
+    async def get_entities(
+        ctx: Context, names: Annotated[list[EntityName], Field(min_length=1, max_length=100)],
+        namespace: NamespaceArg = None,
+    ) -> EntitiesResult:
+        """Read all that is stored about entities named exactly (or by alias): description, aliases, properties,
+        observations, relations."""
+        kb = kb_of(ctx)
+        entities, missing = await call(kb.curation.get_entities, names, await call_namespace(ctx, namespace))
+        return EntitiesResult(entities=entities, not_found=missing)
+
+    @server.tool(title="Update entity", annotations=titled(DESTRUCTIVE, "Update entity"))
+    async def update_entity(
+        ctx: Context,
+        name: EntityName,
+        new_name: Annotated[Name | None, Field(description="The old name stays an alias.")] = None,
+        type: TypeLabel | None = None,
+        description: Description | None = None,
+        aliases: Annotated[list[Name] | None, Field(max_length=50)] = None,
+        properties: Properties | None = None,
+        add_observations: Annotated[list[Observation], Field(max_length=MAX_OBSERVATIONS)] = [],  # noqa: B006
+        remove_observations: Annotated[list[str], Field(max_length=MAX_OBSERVATIONS)] = [],  # noqa: B006
+        namespace: NamespaceArg = None,
+    ) -> EntityDetail:
+        """Change one entity: rename it, replace its type, description, aliases or properties, add observations
+        or remove them (exact text). For duplicates use merge_entities."""
+        kb = kb_of(ctx)
+        return await call(kb.curation.update_entity, name, await call_namespace(ctx, namespace), new_name=new_name,
+                           type=type,
+                           description=description, aliases=aliases, properties=properties,
+                           add_observations=add_observations, remove_observations=remove_observations)
+
+    @server.tool(title="Merge entities", annotations=titled(DESTRUCTIVE, "Merge entities"))
+    async def merge_entities(
+        ctx: Context,
+        sources: Annotated[list[EntityName], Field(min_length=1, max_length=50)],
+        target: EntityName,
+        namespace: NamespaceArg = None,
+    ) -> MergeResult:
+        """Merge duplicates (sources) into target: their relations, observations and properties move to it and
+        their names become its aliases."""
+        kb = kb_of(ctx)
+        return await call(kb.curation.merge_entities, sources, target, await call_namespace(ctx, namespace))
+
+    @server.tool(title="Find paths", annotations=titled(READ_ONLY, "Find paths"))
+    async def find_paths(
+        ctx: Context,
+        source: EntityName,
+        target: EntityName,
+        max_hops: Annotated[int, Field(ge=1, le=4)] = 3,
+        max_paths: Annotated[int, Field(ge=1, le=20)] = 5,
+        namespace: NamespaceArg = None,
+    ) -> PathResult:
+        """How are two entities connected? The shortest chains of relations between them, e.g.
+        'A -FOUNDED-> B <-WORKS_AT- C'."""
+        kb = kb_of(ctx)
+        return await call(kb.curation.find_paths, source, target, await call_namespace(ctx, namespace),
+                           max_hops=max_hops,
+                           max_paths=max_paths)
+
+    @server.tool(title="Graph stats", annotations=titled(READ_ONLY, "Graph stats"))
+    async def graph_stats(ctx: Context, namespace: NamespaceArg = None) -> GraphStats:
+        """Size of the memory and its most common entity and relation types."""
+        return GraphStats(**await call(kb_of(ctx).stats, await call_namespace(ctx, namespace)))
+
+    @server.tool(title="End relations", annotations=titled(DESTRUCTIVE, "End relations"))
+    async def end_relations(
+        ctx: Context, relations: Annotated[list[EndRelationInput], Field(min_length=1, max_length=1_000)],
+        namespace: NamespaceArg = None,
+    ) -> RelationsEnded:
+        """A fact stopped being true: close the current relations, kept as history. delete_relations is for
+        mistakes."""
+        return await call(kb_of(ctx).end_relations, relations, namespace=await call_namespace(ctx, namespace))
+
+    @server.tool(title="Recent changes", annotations=titled(READ_ONLY, "Recent changes"))
+    async def recent_changes(
+        ctx: Context, since: Moment | None = None, until: Moment | None = None,
+        limit: Annotated[int, Field(ge=1, le=1_000)] = 50, namespace: NamespaceArg = None,
+    ) -> Annotated[CallToolResult, ChangesResult]:
+        """What was written, newest first: entities, facts added or ended, documents."""
+        result = await call(kb_of(ctx).recent_changes, since=since, until=until, limit=limit,
+                             namespace=await call_namespace(ctx, namespace))
+        return CallToolResult(content=[TextContent(type="text", text=result.text)],
+                              structured_content=result.model_dump(mode="json"))
+
+
