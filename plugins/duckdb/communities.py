@@ -194,14 +194,25 @@ class ReportIndex:
 
     def __init__(self) -> None:
         self._held: dict[str, tuple[Any, Any, KindIndex, Vocabulary]] = {}
+        self._builds: dict[str, CommunityBuild | None] = {}
         self._lock = threading.Lock()
 
     def forget(self, namespace: str | None = None) -> None:
         with self._lock:
             if namespace is None:
                 self._held.clear()
+                self._builds.clear()
             else:
                 self._held.pop(namespace, None)
+                self._builds.pop(namespace, None)
+
+    def build(self, con: Any, namespace: str) -> CommunityBuild | None:
+        """The namespace's last build, read once until forgotten: every search asks, to name its anchors'
+        communities, and a query per search cost more than the rest of that naming."""
+        with self._lock:
+            if namespace not in self._builds:
+                self._builds[namespace] = build_of(con, namespace)
+            return self._builds[namespace]
 
     def _load(self, con: Any, namespace: str) -> tuple[Any, Any, KindIndex, Vocabulary]:
         rows = con.execute("SELECT id, title, summary, details, embedding FROM communities WHERE namespace = ? "

@@ -483,7 +483,7 @@ class DuckDBStore(GraphStore):
 
     def community_build(self, namespace: str) -> Any:
         with self._lock:
-            return communities.build_of(self._db, namespace)
+            return self._reports.build(self._db, namespace)
 
     def changed_since_build(self, namespace: str, since: datetime) -> int:
         with self._lock:

@@ -104,6 +104,23 @@ def test_global_search_returns_the_theme_named_first_within_the_budget(kb):
         kb.communities.global_search("composers", "default", level=7)
 
 
+def test_a_rebuild_embeds_only_the_reports_whose_text_changed(kb, monkeypatch):
+    kb.communities.build("default")
+    before = {c.title: c for c in kb.store.communities("default", vectors=True)}
+    # A new planet tied to the most central one only: astronomy's members change, its central names do not.
+    kb.add_knowledge_graph([NodeInput(name="Ceres", type="Planet", description="A dwarf planet (astronomy).")],
+                           [EdgeInput(source="Ceres", target="Jupiter", type="ORBITS_NEAR")])
+    embedded = []
+    real = kb.embedder.embed_documents
+    monkeypatch.setattr(kb.embedder, "embed_documents", lambda texts: embedded.extend(texts) or real(texts))
+    rebuilt = kb.communities.build("default")
+    after = {c.title: c for c in kb.store.communities("default", vectors=True)}
+    assert after.keys() == before.keys() and rebuilt.reports_written == 1 and embedded == []
+    astronomy = next(c for title, c in after.items() if "Jupiter" in title)
+    assert len(astronomy.members) == len(before[astronomy.title].members) + 1
+    assert (astronomy.embedding == before[astronomy.title].embedding).all()
+
+
 def test_before_a_build_global_search_says_how_to_build(kb):
     assert kb.communities.global_search("main themes", "default").hint == NO_COMMUNITIES
 

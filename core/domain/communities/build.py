@@ -50,11 +50,16 @@ def build(kb: KnowledgeBase, detector: CommunityDetector | None, namespace: str,
     arrays = store.edge_arrays(namespace, built_at)
     report(1, 4, f"detecting communities among {len(arrays[0])} relations")
     found = communities_of(detector.detect(arrays[1], arrays[2], arrays[3]), namespace)
-    reuse_reports(found, store.communities(namespace, vectors=True))
+    before = store.communities(namespace, vectors=True)
+    reuse_reports(found, before)
     fresh = [c for c in found if c.embedding is None or (c.author == "extractive" and c.stale)]
     report(2, 4, f"writing {len(fresh)} extractive reports of {len(found)} communities")
     write_extractive(store, fresh, EdgeTable(arrays), found)
-    embed_in_batches(kb.embedder, [(c, report_text(c)) for c in fresh], None, "embedding reports")
+    # A vector is a function of its text: a report whose text the last build embedded (the file's one embedder)
+    # keeps that vector. Shortest first, so that each model batch holds texts of similar length (less padding).
+    known = {report_text(c): c.embedding for c in before if c.embedding is not None}
+    embed_in_batches(kb.embedder, sorted(((c, report_text(c)) for c in fresh), key=lambda pair: len(pair[1])),
+                     None, "embedding reports", known)
     report(3, 4, "storing the communities")
     entities = len({node for c in found if c.leaf for node in c.members})
     if cancelled():

@@ -21,6 +21,9 @@ KEY_FACTS = 6
 KEY_PASSAGES = 2
 PASSAGE_CHARS = 300
 DESCRIPTION_CHARS = 120
+#: What an extractive report's vector is computed from: its central entities' names and commonest types.
+EMBEDDED_NAMES = 5
+EMBEDDED_TYPES = 3
 
 
 class EdgeTable:
@@ -157,11 +160,18 @@ def _clip(text: str, limit: int) -> str:
 
 
 def report_text(community: CommunityRecord) -> str:
-    """What a report's vector is computed from: its title, summary, key entities and distinctive terms (which a
-    written summary may leave out)."""
-    names = ", ".join(f"{e['name']} ({e['type']})" for e in community.details.get("entities", []))
-    terms = ", ".join(community.details.get("terms", []))
-    return f"{community.title}. {community.summary} Key entities: {names}. Terms: {terms}"
+    """What a report's vector is computed from. A written report: its title, summary and recurring words (which a
+    written summary may leave out). An extractive one: its recurring words and central entities' names and types
+    only. Its summary repeats those names with sizes, facts and descriptions, several times the tokens (the model's
+    cost grows with them, and past 256 it truncates), for little the names and words do not already say; the
+    keyword channel still indexes the whole report."""
+    details = community.details
+    terms = ", ".join(details.get("terms", []))
+    if community.author != "extractive":
+        return f"{community.title}. {community.summary} Recurring words: {terms}"
+    names = ", ".join(e["name"] for e in details.get("entities", [])[:EMBEDDED_NAMES])
+    kinds = ", ".join(t["type"] for t in details.get("types", [])[:EMBEDDED_TYPES])
+    return f"{names}. Recurring words: {terms}. Mostly {kinds}"
 
 
 def material(community: CommunityRecord) -> str:
