@@ -22,7 +22,7 @@ from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
-from duckgraph.core.domain.render import render_search
+from duckgraph.core.domain.render import estimate_tokens, render_search
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
 from duckgraph.core.domain.retrieval import SearchOptions, anchor_and_expand
 from duckgraph.core.domain.texts import edge_text, node_text
@@ -510,8 +510,11 @@ class KnowledgeBase:
             truncated=False,
             nothing_relevant=found.nothing_relevant,
         )
-        result.text, result.truncated = render_search(result, token_budget)
-        self._name_communities(result, namespace)
+        named = self._name_communities(result, namespace, token_budget // 2)
+        # The communities' lines come within the budget too (at most half of it): the rest is rendered in what
+        # they leave.
+        result.text, result.truncated = render_search(result, max(token_budget - estimate_tokens(named), 1))
+        result.text += named
         return result
 
     def end_relations(self, relations: Sequence[EndRelationInput], *, namespace: str | None = None) -> RelationsEnded:
@@ -524,16 +527,21 @@ class KnowledgeBase:
         return history.recent_changes(self, self.resolve_namespace(namespace), since=since, until=until, limit=limit,
                                       token_budget=token_budget)
 
-    def _name_communities(self, result: SearchResult, namespace: str) -> None:
-        """Name the community of each anchor, and point a question about the whole memory to global_search."""
+    def _name_communities(self, result: SearchResult, namespace: str, tokens: int) -> str:
+        """Name the community of each anchor, and point a question about the whole memory to global_search;
+        returns the lines that say so in the text, the hint first, those that fit in `tokens`."""
         titles, hint = self.communities.about_anchors(namespace, [a.id for a in result.anchors],
                                                       result.nothing_relevant)
         result.anchor_communities = {a.name: titles[a.id] for a in result.anchors if a.id in titles}
         result.hint = hint
+        lines = [f"\n{hint}"] if hint else []
         if result.anchor_communities:
-            result.text += "\nCommunities: " + "; ".join(f"{k}: {v}" for k, v in result.anchor_communities.items())
-        if hint:
-            result.text += f"\n{hint}"
+            lines.append("\nCommunities: " + "; ".join(f"{k}: {v}" for k, v in result.anchor_communities.items()))
+        named = ""
+        for line in lines:
+            if estimate_tokens(named + line) <= tokens:
+                named += line
+        return named
 
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
         """Counts and types of `namespace` (None: of the whole file)."""

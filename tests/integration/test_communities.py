@@ -12,6 +12,7 @@ import pytest
 from duckgraph.core.domain.communities.service import BROAD_HINT, NO_COMMUNITIES
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import EdgeInput, NodeInput
+from duckgraph.core.domain.render import estimate_tokens
 from duckgraph.core.files.export import export_jsonl
 from duckgraph.core.files.import_ import import_file
 from duckgraph.plugins.duckdb import DuckDBStore
@@ -135,6 +136,16 @@ def test_search_names_its_anchors_community_and_points_broad_questions_to_global
     assert found.hint is None
     spread = kb.search("Jupiter, Lasagna, Arsenal, Aspirin")
     assert spread.hint == BROAD_HINT and BROAD_HINT in spread.text
+
+
+def test_the_communities_named_by_search_fit_in_its_token_budget(kb):
+    kb.communities.build("default")
+    for budget in (100, 300, 2_000):
+        found = kb.search("Jupiter, Lasagna, Arsenal, Aspirin", token_budget=budget)
+        assert found.anchor_communities and found.hint == BROAD_HINT  # the structured result has both, always
+        assert estimate_tokens(found.text) <= budget
+        assert BROAD_HINT in found.text  # the hint comes first: it tells the model what to call instead
+    assert "Communities:" in found.text  # with room for it
 
 
 def test_writes_beyond_the_share_rebuild_in_the_background_and_results_say_how_fresh(kb):
