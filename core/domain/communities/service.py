@@ -138,6 +138,13 @@ class CommunityService:
         return [c for c in self._communities(namespace)
                 if (c.author == "extractive" or c.stale) and (level is None or c.level == level)]
 
+    def save_host_report(self, namespace: str, community_id: int, title: str, summary: str) -> ReportsWritten:
+        """save_community_report: store the host's report, and say how many communities still wait for one."""
+        from duckgraph.core.domain.model import ReportsWritten
+
+        self.save_written(namespace, community_id, title, summary)
+        return ReportsWritten(namespace=namespace, written=1, remaining=len(self._waiting(namespace, None)))
+
     def save_written(self, namespace: str, community_id: int, title: str, summary: str, *,
                      author: str = "host") -> CommunityRecord:
         """Store a report written for community `community_id` of the namespace (title and summary)."""

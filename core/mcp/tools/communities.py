@@ -64,14 +64,7 @@ def register_report_tools(server: MCPServer) -> None:
         summary: Annotated[str, Field(min_length=1, max_length=4_000)], namespace: NamespaceArg = None,
     ) -> ReportsWritten:
         """Store the report you wrote for a community."""
-        namespace = await call_namespace(ctx, namespace)
-
-        def save() -> ReportsWritten:
-            service = kb_of(ctx).communities
-            service.save_written(namespace, id, title, summary)
-            return ReportsWritten(namespace=namespace, written=1,
-                                  remaining=len(service.to_write(namespace, limit=1).communities))
-
-        return await call(save)
+        return await call(kb_of(ctx).communities.save_host_report, await call_namespace(ctx, namespace), id, title,
+                          summary)
 
 
