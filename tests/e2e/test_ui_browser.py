@@ -28,7 +28,7 @@ from duckgraph.plugins.duckdb import DuckDBStore
 from tests.e2e.ui_server import child_env, get_json, running_ui
 
 from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ready  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
@@ -85,7 +85,8 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 def wait_for(driver, condition, what: str):
     try:
-        return WebDriverWait(driver, WAIT_SECONDS).until(condition)
+        # The page redraws parts of itself: an element read between two redraws is tried again, not a failure.
+        return WebDriverWait(driver, WAIT_SECONDS, ignored_exceptions=(StaleElementReferenceException,)).until(condition)
     except TimeoutException:
         raise AssertionError(f"the page never showed {what}; it shows:\n{driver.find_element(By.TAG_NAME, 'body').text}")
 
