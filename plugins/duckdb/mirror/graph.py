@@ -12,7 +12,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
+from duckgraph.plugins.duckdb.mirror.columns import grow, nat, time_value
 from duckgraph.plugins.duckdb.mirror.links import LinkTable
+from duckgraph.plugins.duckdb.mirror.passages import PassageMirror
 from duckgraph.plugins.duckdb.sql import now as sql_now
 from duckgraph.ports import Links, TimeFilter, isin_ids, link_counts
 
@@ -22,24 +24,6 @@ np: Any = NumpyOnFirstUse(globals())
 
 #: Rows read per query when the graph is loaded.
 LOAD_BLOCK = 500_000
-
-
-def _grow(array: Any, size: int, fill: Any) -> Any:
-    if size <= len(array):
-        return array
-    grown = np.empty(max(size, int(1.5 * len(array)) + 1024), dtype=array.dtype)
-    grown[: len(array)] = array
-    grown[len(array) :] = fill
-    return grown
-
-
-def _nat() -> Any:
-    return np.datetime64("NaT", "us")
-
-
-def _time(value: Any) -> Any:
-    """A naive UTC datetime (or None) as numpy datetime64[us]."""
-    return _nat() if value is None else np.datetime64(value, "us")
 
 
 #: EdgeRecords kept built (see `GraphMirror.edge_records`): ~200 bytes each (emptied when full).
@@ -74,7 +58,7 @@ def _properties(text: str | None) -> dict[str, Any]:
     return {} if text is None else json.loads(text)
 
 
-class GraphMirror:
+class GraphMirror(PassageMirror):
     """The graph as the search path reads it, in memory: node records and their names, edges with a CSR
     adjacency in both directions, and mentions (chunk <-> node) in both directions.
 
@@ -309,7 +293,7 @@ class GraphMirror:
 
     def _count_degrees(self) -> None:
         # Counted as of now: valid until the next start or end of validity still ahead (`_degrees_until`).
-        moment = _time(sql_now())
+        moment = time_value(sql_now())
         live = np.flatnonzero(self.e_src >= 0)
         ahead = np.concatenate([self.e_from[live], self.e_until[live]])
         ahead = ahead[~np.isnat(ahead) & (ahead > moment)]
@@ -344,27 +328,27 @@ class GraphMirror:
     def _grow_nodes(self, size: int) -> None:
         if size <= len(self.n_ns):
             return
-        self.n_ns = _grow(self.n_ns, size, -1)
+        self.n_ns = grow(self.n_ns, size, -1)
         capacity = len(self.n_ns)
-        self.n_type = _grow(self.n_type, capacity, 0)
+        self.n_type = grow(self.n_type, capacity, 0)
         for name in ("n_key", "n_name", "n_desc", "n_aliases", "n_props", "n_obs"):
-            setattr(self, name, _grow(getattr(self, name), capacity, None))
-        self.n_created = _grow(self.n_created, capacity, _nat())
-        self.n_updated = _grow(self.n_updated, capacity, _nat())
+            setattr(self, name, grow(getattr(self, name), capacity, None))
+        self.n_created = grow(self.n_created, capacity, nat())
+        self.n_updated = grow(self.n_updated, capacity, nat())
 
     def _grow_edges(self, size: int) -> None:
         if size <= len(self.e_src):
             return
-        self.e_src = _grow(self.e_src, size, -1)
+        self.e_src = grow(self.e_src, size, -1)
         capacity = len(self.e_src)
-        self.e_dst = _grow(self.e_dst, capacity, -1)
-        self.e_ns = _grow(self.e_ns, capacity, -1)
-        self.e_type = _grow(self.e_type, capacity, 0)
-        self.e_weight = _grow(self.e_weight, capacity, 0.0)
+        self.e_dst = grow(self.e_dst, capacity, -1)
+        self.e_ns = grow(self.e_ns, capacity, -1)
+        self.e_type = grow(self.e_type, capacity, 0)
+        self.e_weight = grow(self.e_weight, capacity, 0.0)
         for name in ("e_from", "e_until", "e_created", "e_updated"):
-            setattr(self, name, _grow(getattr(self, name), capacity, _nat()))
-        self.e_desc = _grow(self.e_desc, capacity, None)
-        self.e_props = _grow(self.e_props, capacity, None)
+            setattr(self, name, grow(getattr(self, name), capacity, nat()))
+        self.e_desc = grow(self.e_desc, capacity, None)
+        self.e_props = grow(self.e_props, capacity, None)
 
     # -- names -----------------------------------------------------------------------------------------------
 
@@ -401,7 +385,7 @@ class GraphMirror:
         if not nodes:
             return
         self._grow_nodes(max(n.id for n in nodes) + 1)
-        stamp = _time(now)
+        stamp = time_value(now)
         empty: tuple[str, ...] = ()
         import json
 
@@ -473,9 +457,9 @@ class GraphMirror:
         self.e_weight[ids] = weights
         self.e_desc[ids] = [d or None for d in descriptions]
         self.e_props[ids] = [None if p in (None, "{}") else p for p in properties]
-        stamp = _time(now)
-        self.e_from[ids] = _nat() if valid_from is None else [_time(t) for t in valid_from]
-        self.e_until[ids] = _nat() if valid_until is None else [_time(t) for t in valid_until]
+        stamp = time_value(now)
+        self.e_from[ids] = nat() if valid_from is None else [time_value(t) for t in valid_from]
+        self.e_until[ids] = nat() if valid_until is None else [time_value(t) for t in valid_until]
         self.e_created[ids] = stamp
         self.e_updated[ids] = stamp
         self.edge_count += fresh
@@ -502,13 +486,13 @@ class GraphMirror:
             self.in_edges.add(self.e_dst[changed].tolist(), changed.tolist())
             self._maybe_rebuild()
         self.e_props[ids] = [None if p in (None, "{}") else p for p in properties]
-        self.e_updated[ids] = _time(now)
+        self.e_updated[ids] = time_value(now)
 
     def set_validity(self, ids: Sequence[int], valid_from: Sequence[Any], valid_until: Sequence[Any]) -> None:
         """Edges whose validity changed (a fact ended, or its period given)."""
         ids = np.asarray(ids, dtype=np.int64)
-        starts = np.array([_time(t) for t in valid_from], dtype="datetime64[us]")
-        ends = np.array([_time(t) for t in valid_until], dtype="datetime64[us]")
+        starts = np.array([time_value(t) for t in valid_from], dtype="datetime64[us]")
+        ends = np.array([time_value(t) for t in valid_until], dtype="datetime64[us]")
         changed = ~(((self.e_from[ids] == starts) | (np.isnat(self.e_from[ids]) & np.isnat(starts)))
                     & ((self.e_until[ids] == ends) | (np.isnat(self.e_until[ids]) & np.isnat(ends))))
         if not changed.any():
@@ -552,72 +536,6 @@ class GraphMirror:
         if self.out_edges.stale() or self.in_edges.stale():
             self._rebuild_adjacency()
 
-    def put_documents(self, namespaces: Sequence[str], ids: Sequence[str], titles: Sequence[str | None],
-                      times: Sequence[Any] | None = None) -> None:
-        first = len(self.documents)
-        for key, title in zip(zip(namespaces, ids), titles):
-            self.documents.append((key[1], title or ""))
-            self.document_codes[key] = len(self.documents) - 1  # a replaced document's old entry is left unused
-        self.document_time = _grow(self.document_time, len(self.documents), _nat())
-        if times is not None and len(self.documents) > first:
-            self.document_time[first:len(self.documents)] = [_time(t) for t in times]
-
-    def drop_documents(self, keys: Sequence[tuple[str, str]]) -> None:
-        """Documents deleted (namespace, id), after `drop_chunks` of their chunks; their entries are left unused."""
-        for key in keys:
-            self.document_codes.pop(key, None)
-
-    def add_chunks(self, ids: Sequence[int], namespaces: Sequence[str], document_ids: Sequence[str],
-                   ordinals: Sequence[int], texts: Sequence[str], sections: Sequence[str | None] = ()) -> None:
-        """Chunks of documents already given to `put_documents`."""
-        if len(ids):
-            self.chunk_section.update((i, s) for i, s in zip(np.asarray(ids).tolist(), sections) if s)
-            ids = np.asarray(ids, dtype=np.int64)
-            size = int(ids.max()) + 1
-            self.chunk_live = _grow(self.chunk_live, size, False)
-            self.chunk_live[ids] = True
-            self.chunk_document = _grow(self.chunk_document, size, -1)
-            codes = self.document_codes
-            self.chunk_document[ids] = [codes.get(key, -1) for key in zip(namespaces, document_ids)]
-            self.chunk_ordinal = _grow(self.chunk_ordinal, size, 0)
-            self.chunk_ordinal[ids] = ordinals
-            if self.chunk_text is not None:
-                self.chunk_text.update(zip(ids.tolist(), texts))
-                self.text_bytes += sum(len(text.encode()) for text in texts)
-                if self.text_bytes > self.text_budget:
-                    self.chunk_text = None
-                    log.info("passage texts outgrew the %d MB kept in memory: searches read them from the file",
-                             self.text_budget // 2**20)
-
-    def drop_chunks(self, ids: Sequence[int]) -> None:
-        ids = np.asarray(ids, dtype=np.int64)
-        ids = ids[ids < len(self.chunk_live)]
-        self.chunk_live[ids] = False
-        for i in ids.tolist():
-            self.chunk_section.pop(i, None)
-        if self.chunk_text is not None:
-            self.text_bytes -= sum(len(self.chunk_text.pop(i, "").encode()) for i in ids.tolist())
-
-    def add_mentions(self, chunk_ids: Sequence[int], node_ids: Sequence[int]) -> None:
-        chunk_ids, node_ids = list(chunk_ids), list(node_ids)
-        if not chunk_ids:
-            return
-        self.chunks_of.add(node_ids, chunk_ids)
-        self.nodes_of.add(chunk_ids, node_ids)
-        if self.chunks_of.stale() or self.nodes_of.stale():
-            self._compact_mentions()
-
-    def copy_mentions(self, target: int, sources: Sequence[int]) -> None:
-        _, chunks = self.node_chunk_pairs(list(sources))
-        self.add_mentions(chunks.tolist(), [target] * len(chunks))
-
-    def _compact_mentions(self) -> None:
-        nodes, chunks = self.chunks_of.pairs()
-        live = self._node_live(nodes) & self._chunk_live(chunks)
-        pairs = np.unique(np.stack([nodes[live], chunks[live]], axis=1), axis=0) if live.any() else np.zeros((0, 2), np.int64)
-        self.chunks_of.build(pairs[:, 0], pairs[:, 1])
-        self.nodes_of.build(pairs[:, 1], pairs[:, 0])
-
     # -- reads -----------------------------------------------------------------------------------------------
 
     def _node_live(self, ids: Any) -> Any:
@@ -625,42 +543,6 @@ class GraphMirror:
         result = np.zeros(len(ids), dtype=bool)
         result[inside] = self.n_ns[ids[inside]] >= 0
         return result
-
-    def _chunk_live(self, ids: Any) -> Any:
-        inside = (ids >= 0) & (ids < len(self.chunk_live))
-        result = np.zeros(len(ids), dtype=bool)
-        result[inside] = self.chunk_live[ids[inside]]
-        return result
-
-    def _stored_chunks(self, ids: Sequence[int]) -> tuple[Any, Any]:
-        """(ids, document codes) of the stored ones of the chunk `ids`."""
-        ids = np.asarray(ids, dtype=np.int64)
-        ids = ids[self._chunk_live(ids)]
-        codes = self.chunk_document[ids]
-        return ids[codes >= 0], codes[codes >= 0]
-
-    def chunk_documents(self, ids: Sequence[int]) -> dict[int, str]:
-        """The document id of each stored one of the chunk `ids`."""
-        ids, codes = self._stored_chunks(ids)
-        return {i: self.documents[c][0] for i, c in zip(ids.tolist(), codes.tolist())}
-
-    def chunk_times(self, ids: Iterable[int]) -> dict[int, Any]:
-        """The time of each stored one of the chunk `ids` whose document has one."""
-        ids, codes = self._stored_chunks(list(ids))
-        times = self.document_time[codes]
-        timed = ~np.isnat(times)
-        return dict(zip(ids[timed].tolist(), times[timed].tolist()))
-
-    def chunk_records(self, ids: Sequence[int]) -> list[Any] | None:
-        """ChunkRecords of the stored ones of `ids`, or None while the texts are not held in memory."""
-        from duckgraph.ports import ChunkRecord
-
-        if self.chunk_text is None:
-            return None
-        ids, codes = self._stored_chunks(ids)
-        return [ChunkRecord(id=i, document_id=self.documents[code][0], ordinal=ordinal, text=self.chunk_text[i],
-                            section=self.chunk_section.get(i, ""))
-                for i, code, ordinal in zip(ids.tolist(), codes.tolist(), self.chunk_ordinal[ids].tolist())]
 
     def observations(self, ids: Iterable[int]) -> dict[int, list[str]]:
         """The observations of those of the nodes `ids` that have some, in stored order."""
@@ -695,10 +577,6 @@ class GraphMirror:
             return np.flatnonzero(self.n_ns >= 0)
         ids = _sorted_unique(np.asarray(ids, dtype=np.int64))
         return ids[self._node_live(ids)]
-
-    def document_titles(self, namespace: str, ids: Iterable[str]) -> dict[str, str]:
-        found = ((i, self.document_codes.get((namespace, i))) for i in ids)
-        return {i: self.documents[code][1] for i, code in found if code is not None}
 
     def node_records(self, ids: Any) -> list[Any]:
         """NodeRecords (without embeddings) of the stored ones of `ids`, by id."""
@@ -844,14 +722,14 @@ class GraphMirror:
         when = as_of if isinstance(as_of, TimeFilter) else TimeFilter(as_of=as_of)
         valid_from, valid_until = self.e_from[edges], self.e_until[edges]
         if when.as_of is not None or (when.after is None and when.before is None):
-            moment = _time(when.as_of or sql_now())
+            moment = time_value(when.as_of or sql_now())
             keep &= np.isnat(valid_from) | (valid_from <= moment)
             if not when.history:
                 keep &= np.isnat(valid_until) | (valid_until > moment)
         if when.after is not None:
-            keep &= np.isnat(valid_until) | (valid_until > _time(when.after))
+            keep &= np.isnat(valid_until) | (valid_until > time_value(when.after))
         if when.before is not None:
-            keep &= np.isnat(valid_from) | (valid_from < _time(when.before))
+            keep &= np.isnat(valid_from) | (valid_from < time_value(when.before))
         return keep
 
     def by_weight(self, edges: Any, limit: int | None = None) -> Any:
@@ -897,7 +775,7 @@ class GraphMirror:
         mentions = self.node_chunk_pairs(nodes)
         degrees = link_counts(nodes, mentions[0])
         counted = np.zeros(len(nodes), dtype=bool)
-        if as_of is None and self._degrees_until is not None and _time(sql_now()) >= self._degrees_until:
+        if as_of is None and self._degrees_until is not None and time_value(sql_now()) >= self._degrees_until:
             self._count_degrees()  # a fact started or ended since they were counted
         inside = (nodes >= 0) & (nodes < len(self._degrees))
         known = nodes[inside]
@@ -971,15 +849,6 @@ class GraphMirror:
         return Links(node_neighbors=self.neighbour_pairs(list(node_ids), namespace, as_of),
                      node_chunks=self.node_chunk_pairs(list(node_ids)),
                      chunk_nodes=self.chunk_node_pairs(list(chunk_ids)))
-
-    def mentioned_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
-        """Those of the chunks that mention some node."""
-        return set(self.chunk_node_pairs(list(set(chunk_ids)))[0].tolist())
-
-    def chunks_mentioning(self, node_ids: Sequence[int], limit: int) -> list[tuple[int, int]]:
-        """(chunk, node) pairs of the mentions of the nodes, by node then chunk; the first `limit`."""
-        nodes, chunks = self.node_chunk_pairs(list(node_ids))
-        return list(zip(chunks.tolist(), nodes.tolist()))[: max(int(limit), 0)]
 
     def sizes(self) -> dict[str, int]:
         """What the mirror holds, for health()."""

@@ -18,12 +18,37 @@ from typing import Any
 
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
 from duckgraph.plugins.duckdb.mirror.ivf import (
-    KMEANS_ITERATIONS, MAX_SAMPLE, MIN_RERANK, REDUCE_FROM, RERANK, SAMPLE_PER_LIST, TWO_LEVEL_FROM, Reduction, assign,
-    in_list_order, ivf_lists, kmeans, kmeans_two_level, list_offsets, principal_directions, projected, reduction_of,
-    row_checks, tune,
+    KMEANS_ITERATIONS,
+    MAX_SAMPLE,
+    MIN_RERANK,
+    REDUCE_FROM,
+    RERANK,
+    SAMPLE_PER_LIST,
+    TWO_LEVEL_FROM,
+    Reduction,
+    assign,
+    in_list_order,
+    ivf_lists,
+    kmeans,
+    kmeans_two_level,
+    list_offsets,
+    principal_directions,
+    projected,
+    reduction_of,
+    row_checks,
+    tune,
 )
 from duckgraph.plugins.duckdb.mirror.matrix import (
-    PRECISIONS, ask_for_huge_pages, copied_matrix, floats, mapping_of, matrix_view, matvec, products, resized, rows_dot,
+    PRECISIONS,
+    ask_for_huge_pages,
+    copied_matrix,
+    floats,
+    mapping_of,
+    matrix_view,
+    matvec,
+    products,
+    resized,
+    rows_dot,
     to_bfloat16,
 )
 
