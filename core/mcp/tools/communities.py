@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 from pydantic import Field
 
 from duckgraph.core.domain.model import (
@@ -23,6 +23,7 @@ from duckgraph.core.mcp.tools.common import (
     call_namespace,
     kb_of,
     titled,
+    with_text,
 )
 
 
@@ -37,8 +38,7 @@ def register_community_tools(server: MCPServer) -> None:
         broadest."""
         result = await call(kb_of(ctx).communities.global_search, query, await call_namespace(ctx, namespace),
                              level=level, token_budget=token_budget)
-        return CallToolResult(content=[TextContent(type="text", text=result.text)],
-                              structured_content=result.model_dump(mode="json"))
+        return with_text(result, result.text)
 
     @server.tool(title="Build communities", annotations=titled(ADDITIVE, "Build communities"))
     async def build_communities(ctx: Context, namespace: NamespaceArg = None) -> BuildCommunitiesResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 from pydantic import Field
 
 from duckgraph.core.domain.model import (
@@ -48,12 +48,13 @@ from duckgraph.core.mcp.tools.common import (
     fetcher_of,
     kb_of,
     titled,
+    with_text,
 )
 
 
 def register_graphrag_tools(server: MCPServer) -> None:
     # Every word here is paid for in every conversation: the descriptions say when to use a tool and what is not
-    # obvious from its schema, no more (tests/integration/test_tool_cost.py holds the whole listing to 2,000 tokens).
+    # obvious from its schema, no more (tests/integration/test_tool_cost.py holds the whole listing to a token budget).
     @server.tool(title="Add knowledge graph", annotations=titled(ADDITIVE, "Add knowledge graph"))
     async def add_knowledge_graph(
         ctx: Context,
@@ -114,10 +115,7 @@ def register_graphrag_tools(server: MCPServer) -> None:
             token_budget=token_budget, namespace=await call_namespace(ctx, namespace), as_of=as_of,
             include_history=include_history, after=after, before=before,
         )
-        return CallToolResult(
-            content=[TextContent(type="text", text=result.text)],
-            structured_content=result.model_dump(mode="json"),
-        )
+        return with_text(result, result.text)
 
     @server.tool(title="Get entities", annotations=titled(READ_ONLY, "Get entities"))
     async def get_entities(
@@ -201,7 +199,6 @@ def register_graphrag_tools(server: MCPServer) -> None:
         """What was written, newest first: entities, facts added or ended, documents."""
         result = await call(kb_of(ctx).recent_changes, since=since, until=until, limit=limit,
                              namespace=await call_namespace(ctx, namespace))
-        return CallToolResult(content=[TextContent(type="text", text=result.text)],
-                              structured_content=result.model_dump(mode="json"))
+        return with_text(result, result.text)
 
 
