@@ -306,6 +306,10 @@ def _ingest(args: argparse.Namespace) -> int:
     extractions = [e for r in report.results for e in r.extractions]
     failed = sum(r.extraction_errors for r in report.results)
     replaced = f" ({len(report.replaced)} replaced)" if report.replaced else ""
+    removed = [sum(r.entities_removed for r in report.results), sum(r.relations_removed for r in report.results)]
+    if any(removed):
+        replaced = (f" ({len(report.replaced)} replaced, with {removed[0]} entities and {removed[1]} relations only "
+                    "their old text supported)")
     summary = (f"{len(report.stored)} documents stored{replaced}, {len(report.unchanged)} unchanged, "
                f"{len(report.skipped)} skipped, {sum(r.chunks_written for r in report.results)} passages")
     if report.split:

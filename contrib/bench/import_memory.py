@@ -1,5 +1,7 @@
 """Peak memory of `duckgraph import`: generates a duckgraph export of N lines, imports it into a fresh file with
-`duckgraph import` in a subprocess, and reports the subprocess's peak resident memory (ru_maxrss) and its time.
+`duckgraph import` in a subprocess, and reports the subprocess's peak resident memory (ru_maxrss) and its time;
+then the peak of `duckgraph stats` on the imported file: what any process that opens a file of that size holds
+(the store's mirror, DuckDB's indexes), to tell import's own share from it.
 
     python contrib/bench/import_memory.py [--lines 50000 500000] [--baseline /tmp/h/.venv/bin/duckgraph]
                                           [--no-embeddings] [--keep DIR]
@@ -8,7 +10,7 @@ The file is what `duckgraph export --embeddings` writes for the default embedder
 meta line, then per 20 lines 1 document with 3 chunks, 9 entities (a description, 2 observations) and 7
 relations; every chunk, entity and relation carries a vector (random unit vectors, 5 decimals), so the import
 computes none and the model is never loaded. `--no-embeddings` leaves them out (the import then embeds every
-text: minutes per 10k lines on a laptop). `--baseline` runs another install's `duckgraph` on the same file in the
+text: minutes per 10k lines on a laptop). `--keep` reuses a file of the same size left there by an earlier run. `--baseline` runs another install's `duckgraph` on the same file in the
 same run (e.g. the code before a change: a git worktree of HEAD with a venv, see docs/performance.md), each
 import alternating with the other.
 """
@@ -74,16 +76,26 @@ def generate(path: Path, lines: int, embeddings: bool) -> None:
                                 "type": "PART_OF", "description": f"Entity {g}-{i} is part of Entity {g}-{i + 1}."}))
 
 
+def count_lines(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(1 for _ in handle)
+
+
 def run_import(duckgraph: str, export: Path, workdir: Path) -> tuple[float, float, str]:
     """(peak RSS in MB, seconds, the last line it printed) of one `duckgraph import` into a fresh file."""
-    db = workdir / "import.duckdb"
     for leftover in workdir.glob("import.duckdb*"):
         leftover.unlink()
+    return run(duckgraph, ["import", str(export)], workdir)
+
+
+def run(duckgraph: str, args: list[str], workdir: Path) -> tuple[float, float, str]:
+    """(peak RSS in MB, seconds, the last line it printed) of one `duckgraph` command on workdir's file."""
+    db = workdir / "import.duckdb"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "XDG_CONFIG_HOME": str(workdir / "config")}
     env.pop("DUCKGRAPH_EMBEDDER", None)
     started = time.perf_counter()
     with (workdir / "out.txt").open("w+") as out, (workdir / "err.txt").open("w+") as err:
-        process = subprocess.Popen([duckgraph, "import", str(export), "--db", str(db)], env=env, stdout=out,
+        process = subprocess.Popen([duckgraph, *args, "--db", str(db)], env=env, stdout=out,
                                    stderr=err)
         _, status, usage = os.wait4(process.pid, 0)  # the child's own peak, not the largest of all children
         process.returncode = code = os.waitstatus_to_exitcode(status)
@@ -110,12 +122,17 @@ def main(argv: list[str] | None = None) -> int:
         for lines in args.lines:
             export = (args.keep or workdir) / f"export-{lines}.jsonl"
             export.parent.mkdir(parents=True, exist_ok=True)
-            generate(export, lines, not args.no_embeddings)
+            if not (args.keep and export.exists() and count_lines(export) == 1 + max(1, (lines - 1) // 20) * 20):
+                generate(export, lines, not args.no_embeddings)
             size = export.stat().st_size / 2**20
             print(f"{lines} lines, {size:.0f} MB file")
             for label, duckgraph in (installs if lines % 2 else list(reversed(installs))):
                 peak, seconds, said = run_import(duckgraph, export, workdir)
                 print(f"  {label:9} peak RSS {peak:8.0f} MB  {seconds:7.1f} s  {said[:110]}", flush=True)
+                if label == "current":
+                    peak, seconds, _ = run(duckgraph, ["stats"], workdir)
+                    print(f"  {'open':9} peak RSS {peak:8.0f} MB  {seconds:7.1f} s  duckgraph stats on the imported "
+                          "file", flush=True)
             if args.keep is None:
                 export.unlink()
     finally:

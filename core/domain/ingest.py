@@ -64,7 +64,10 @@ def add_documents(
     for result in results:
         if summary is not None and not result.unchanged:
             result.chunk_ids = summary.chunk_ids.get(result.id, [])
-    outcome = AddDocumentsResult(documents=results, chunks_written=summary.chunks_written if summary else 0)
+    outcome = AddDocumentsResult(documents=results, chunks_written=0)
+    if summary is not None:
+        outcome.chunks_written = summary.chunks_written
+        outcome.entities_removed, outcome.relations_removed = summary.nodes_deleted, summary.edges_deleted
     if extract:
         outcome.extractions = _extract(kb, kb.store.document_chunks(namespace, ids), namespace, progress)
         outcome.extraction_errors = sum(1 for e in outcome.extractions if e.error)

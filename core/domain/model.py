@@ -245,6 +245,12 @@ class AddDocumentsResult(_Model):
 
     documents: list[StoredDocument]
     chunks_written: int
+    entities_removed: int = Field(
+        0, description="Entities that only the old passages of replaced documents supported, removed with them."
+    )
+    relations_removed: int = Field(
+        0, description="Relations that only the old passages of replaced documents supported, removed with them."
+    )
     extractions: list[ChunkExtraction] = Field(
         default_factory=list, description="Per passage, when extraction was asked for."
     )

@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from duckgraph.core.mcp.json_text import mended_body
 from duckgraph.ports import ConfigError
 
 log = logging.getLogger(__name__)
@@ -116,25 +117,71 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         replaced = False
+        body_read = False
+
+        async def receive_noted() -> Message:
+            nonlocal body_read
+            message = await receive()
+            body_read = body_read or message["type"] != "http.request" or not message.get("more_body", False)
+            return message
 
         async def send_clear(message: Message) -> None:
             nonlocal replaced
             if message["type"] == "http.response.start" and message["status"] == 413:
                 replaced = True
                 # Read the rest of the body first: a client still sending it reads no answer from a connection
-                # closed under it (it reports the reset, not the 413).
-                await _discard_body(receive, 16 * self.limit)
+                # closed under it (it reports the reset, not the 413). A body read whole has no rest to wait for.
+                if not body_read:
+                    await _discard_body(receive, 16 * self.limit)
                 await _json_rpc_error(send, 413, -32600, self._too_large(scope))
             elif not replaced:
                 await send(message)
 
-        await self.app(scope, receive, send_clear)
+        await self.app(scope, receive_noted, send_clear)
 
     def _too_large(self, scope: Scope) -> str:
         sizes = [value for name, value in scope.get("headers", ()) if name.lower() == b"content-length"]
         size = f"{int(sizes[0])} bytes" if sizes and sizes[0].isdigit() else "over the limit"
         return (f"request body too large: {size}; this server accepts at most {self.limit} bytes "
                 f"({self.limit / 1e6:g} MB) per HTTP request. Split the call into smaller ones")
+
+
+class MendingMiddleware:
+    """Passes a POST body with a lone UTF-16 surrogate escape or bytes that are not UTF-8 on with U+FFFD in their
+    place (`json_text.mended_body`), as the stdio transport reads a line: the SDK would refuse it with a parse
+    error, and the same call must not run one way in and fail the other. Bodies over `limit` pass unread, for the
+    wrapped app to refuse."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        declared = [value for name, value in scope.get("headers", ()) if name.lower() == b"content-length"]
+        if (scope["type"] != "http" or scope.get("method") != "POST"
+                or (declared and declared[0].isdigit() and int(declared[0]) > self.limit)):
+            await self.app(scope, receive, send)
+            return
+        read: list[Message] = []
+        size, whole = 0, False
+        while size <= self.limit:
+            message = await receive()
+            read.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                whole = True
+                break
+        if whole and (mended := mended_body(b"".join(m.get("body", b"") for m in read))) is not None:
+            read = [{"type": "http.request", "body": mended, "more_body": False}]
+            scope = {**scope, "headers": [(name, str(len(mended)).encode()) if name.lower() == b"content-length"
+                                          else (name, value) for name, value in scope.get("headers", ())]}
+
+        async def replay() -> Message:
+            return read.pop(0) if read else await receive()
+
+        await self.app(scope, replay, send)
 
 
 class StopMiddleware:

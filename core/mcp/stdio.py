@@ -5,7 +5,8 @@ that one does not do:
   exception, which the session logs at DEBUG and drops: the client waits for its timeout. Here such a line is
   answered with a JSON-RPC error (`read_message`), with the request's id whenever it can be read, so the client
   can match it. A lone UTF-16 surrogate escape ("\\ud83d", what a JavaScript client sends when it cuts a text
-  inside an emoji) is replaced with U+FFFD and the request runs, as invalid UTF-8 bytes already are.
+  inside an emoji) is replaced with U+FFFD and the request runs, as invalid UTF-8 bytes already are (as over
+  HTTP: core/mcp/json_text.py).
 - SIGINT and SIGTERM stop the server gracefully: new requests are refused, the calls under way get up to
   `grace` seconds to answer, then the session ends as when the client closes stdin (the lifespan closes the
   file). A second signal stops waiting.
@@ -44,11 +45,12 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
+from duckgraph.core.mcp.json_text import without_lone_surrogates
+
 log = logging.getLogger(__name__)
 
 #: The JSON-RPC error code of a request refused because the server is stopping (implementation-defined range).
 STOPPING = -32000
-_SURROGATE = re.compile("[\ud800-\udfff]")
 #: JSON tokens, enough to find the top-level "id" of a message no parser accepts (see `_top_level_id`).
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+')
 
@@ -64,7 +66,7 @@ def read_message(line: bytes) -> JSONRPCMessage | JSONRPCError:
     except ValidationError as exc:
         problem = exc.errors()[0]
     if problem["type"] == "json_invalid":
-        mended = _without_lone_surrogates(text)
+        mended = without_lone_surrogates(text)
         if mended is None:
             return _parse_error(text, problem["msg"])
         try:
@@ -107,33 +109,6 @@ def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCErro
 
 def _valid_id(value: Any) -> str | int | None:
     return value if isinstance(value, str | int) and not isinstance(value, bool) else None
-
-
-def _without_lone_surrogates(text: str) -> str | None:
-    """The message with every lone surrogate replaced by U+FFFD, or None when that is not what is wrong with it.
-
-    Python's json module accepts lone surrogate escapes (pydantic's parser does not) and pairs the valid ones,
-    so any surrogate left in a parsed string is a lone one."""
-    try:
-        value = json.loads(text)
-        found: list[bool] = []
-        mended = _mend(value, found)
-    except (ValueError, RecursionError):
-        return None
-    return json.dumps(mended, ensure_ascii=False) if found else None
-
-
-def _mend(value: Any, found: list[bool]) -> Any:
-    if isinstance(value, str):
-        if _SURROGATE.search(value):
-            found.append(True)
-            return _SURROGATE.sub("\ufffd", value)
-        return value
-    if isinstance(value, list):
-        return [_mend(item, found) for item in value]
-    if isinstance(value, dict):
-        return {_mend(key, found): _mend(item, found) for key, item in value.items()}
-    return value
 
 
 def _top_level_id(text: str) -> str | int | None:

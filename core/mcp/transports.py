@@ -22,6 +22,7 @@ from duckgraph.core.mcp.http import (
     MCP_PATH,
     BearerTokenMiddleware,
     BodyLimitMiddleware,
+    MendingMiddleware,
     StopMiddleware,
     check_binding,
     is_loopback,
@@ -90,10 +91,10 @@ def serve_http(services: Services, host: str = DEFAULT_HOST, port: int = DEFAULT
             allowed_hosts=[f"{authority}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=[f"http://{authority}:*", "http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
-    app: Any = BodyLimitMiddleware(_shared_server(services).streamable_http_app(
+    app: Any = BodyLimitMiddleware(MendingMiddleware(_shared_server(services).streamable_http_app(
         streamable_http_path=MCP_PATH, host=bare, transport_security=security,
         max_request_body_size=HTTP_MAX_BODY_BYTES,
-    ), HTTP_MAX_BODY_BYTES)
+    ), HTTP_MAX_BODY_BYTES), HTTP_MAX_BODY_BYTES)
     if token is not None:
         app = BearerTokenMiddleware(app, token)
     stop = StopMiddleware(app)

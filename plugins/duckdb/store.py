@@ -52,7 +52,9 @@ class DuckDBStore(GraphStore):
     (`VectorSearch`), all held in memory. The mirror is derived from the tables: loaded at open, and changed only
     by `_committing`, after a write's transaction has committed. A write that fails leaves it as it was; a change
     that fails to apply reloads the graph from the file. An unclean close leaves nothing stale behind: the next
-    open loads it from the file again.
+    open loads it from the file again. After a restore (an import: many rows at once) the mirror is loaded from
+    the file again, lazily: by the first read or write that needs it (`_fresh`), so an `import` that ends there
+    never holds the whole graph beside its transaction.
 
     The work is done by the modules beside this one: schema.py (tables, migrations, the embedder binding),
     writes.py and restore.py (the statements of a write), reads.py (reads answered by SQL), vector_search.py (the
@@ -95,6 +97,8 @@ class DuckDBStore(GraphStore):
                                      ann_nprobe=ann_nprobe, hnsw_min_rows=hnsw_min_rows, use_vss=use_vss)
         self._keywords = KeywordIndex()
         self._reports = communities.ReportIndex()
+        #: Parts of the mirror ("graph", "vectors") a restore left to load from the file again (see `_fresh`).
+        self._stale: set[str] = set()
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -112,6 +116,7 @@ class DuckDBStore(GraphStore):
                 settings.apply_session_settings(self._con, self.memory_limit)
                 self._vectors.load_vss(self._con)
                 schema.ensure(self._con, self.path, self.read_only, self._transaction)
+                self._stale.clear()
                 self._load_vectors()
                 self._graph.load(self._con)
                 with self._lean_cache():  # drops what the graph's and the keyword index's reads left cached
@@ -166,6 +171,25 @@ class DuckDBStore(GraphStore):
             raise StoreError(f"the store {self.path} is not open")
         return self._con
 
+    @property
+    def _current(self) -> Any:
+        """The connection, once the mirror is up to date with the file (see `_fresh`)."""
+        con = self._db
+        self._fresh()
+        return con
+
+    def _fresh(self) -> None:
+        """Load what a restore left stale of the mirror (see `_apply`) before it is read or changed."""
+        if not self._stale:
+            return
+        with self._lock:
+            if "graph" in self._stale:
+                self._graph.load(self._db)
+                self._load_keywords()
+            if "vectors" in self._stale:
+                self._load_vectors()
+            self._stale.clear()
+
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
         with self._lock:
@@ -210,6 +234,7 @@ class DuckDBStore(GraphStore):
         if self.read_only:
             raise StoreError(self.read_only_message())
         with self._lock:
+            self._fresh()  # a write reads the mirror (the ids of names) and changes it
             dimensions = writes.require_dimensions(batch, self.embedder_info(), self.path)
             with self._committing([*batch.nodes, *batch.chunks]) as writer:
                 summary = writer.write(batch, dimensions)
@@ -224,6 +249,7 @@ class DuckDBStore(GraphStore):
         batch = WriteBatch(nodes=snapshot.nodes, edges=snapshot.edges, documents=snapshot.documents,
                            chunks=snapshot.chunks)
         with self._lock:
+            self._fresh()
             dimensions = writes.require_dimensions(batch, self.embedder_info(), self.path)
             with self._committing([*snapshot.nodes, *snapshot.chunks]) as writer:
                 summary = restore_snapshot(writer, snapshot, batch, dimensions)
@@ -234,6 +260,8 @@ class DuckDBStore(GraphStore):
         if self.read_only:
             raise StoreError(self.read_only_message())
         reload: set[str] = set()
+        with self._lock:
+            self._fresh()  # before the writer: it asks whether the file has vector tables
         with self._lock, self._committing([]) as writer:
             # No records to take ids back from on a rollback: the caller drops each snapshot once written.
 
@@ -269,14 +297,12 @@ class DuckDBStore(GraphStore):
         self._apply(writer.changes)
 
     def _apply(self, changes: MirrorChanges) -> None:
-        """A committed write's changes to the mirror (see `_committing`)."""
+        """A committed write's changes to the mirror (see `_committing`); what a restore changed is loaded from
+        the file again when next needed (`_fresh`)."""
         if changes.reload is not None:
-            if "graph" in changes.reload:
-                self._graph.load(self._db)
-                self._load_keywords()
             if "vectors" in changes.reload:
-                self._vectors.drop()
-                self._load_vectors()
+                self._vectors.drop()  # now: they take the most memory
+            self._stale.update(changes.reload)
             return
         try:
             for change, args in changes.graph:
@@ -297,12 +323,12 @@ class DuckDBStore(GraphStore):
 
     def find_nodes(self, namespace: str, keys: Iterable[str]) -> list[NodeRecord]:
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._graph.node_records(self._graph.find(namespace, set(keys)))
 
     def get_nodes(self, ids: Iterable[int]) -> list[NodeRecord]:
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._graph.node_records(ids)
 
     def edges_among(
@@ -311,11 +337,12 @@ class DuckDBStore(GraphStore):
         if not node_ids:
             return []
         with self._lock:
+            self._fresh()
             return self._graph.edges_among(node_ids, namespace, include_expired=include_expired)
 
     def get_edges(self, ids: Iterable[int]) -> list[EdgeRecord]:
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._graph.get_edges(ids)
 
     def get_chunks(self, ids: Iterable[int]) -> list[ChunkRecord]:
@@ -323,23 +350,23 @@ class DuckDBStore(GraphStore):
         if not ids:
             return []
         with self._lock:
-            con = self._db
+            con = self._current
             held = self._graph.chunk_records(ids)
             return held if held is not None else reads.chunks(con, ids)
 
     def chunk_documents(self, ids: Iterable[int]) -> dict[int, str]:
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._graph.chunk_documents(list(ids))
 
     def get_observations(self, node_ids: Iterable[int]) -> dict[int, list[str]]:
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._graph.observations(node_ids)
 
     def chunk_times(self, ids: Iterable[int], namespace: str) -> dict[int, datetime]:
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._graph.chunk_times(ids)
 
     def changes(self, namespace: str, since: datetime | None, until: datetime | None, limit: int) -> list[Any]:
@@ -348,58 +375,62 @@ class DuckDBStore(GraphStore):
 
     def document_titles(self, ids: Iterable[str], namespace: str) -> dict[str, str]:
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._graph.document_titles(namespace, ids)
 
     def neighbor_ends(
         self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
     ) -> tuple[Any, Any, Any, Any]:
         with self._lock:
+            self._fresh()
             return self._graph.neighbor_ends(node_ids, namespace, naive_utc(as_of), limit)
 
     def mentioned_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._graph.mentioned_chunks(chunk_ids)
 
     def chunks_mentioning(self, node_ids: Sequence[int], *, limit: int = 1000) -> list[tuple[int, int]]:
         if not node_ids:
             return []
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._graph.chunks_mentioning(node_ids, limit)
 
     def links(
         self, node_ids: Sequence[int], chunk_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None
     ) -> Links:
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._graph.links(node_ids, chunk_ids, namespace, naive_utc(as_of))
 
     def passage_links(
         self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None
     ) -> tuple[Any, tuple[Any, Any]]:
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._graph.passage_links(node_ids, namespace, naive_utc(as_of))
 
     def vector_search(self, kind: VectorKind, query: Any, k: int, namespace: str) -> list[tuple[int, float]]:
+        self._fresh()
         return self._vectors.search(kind, query, k, namespace)
 
     def keyword_search(self, kind: VectorKind, query: str, k: int, namespace: str) -> list[tuple[int, float]]:
         words = tokens(query)
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._keywords.search(kind, words, k, namespace)
 
     def similarity_array(self, kind: VectorKind, ids: Any, query: Any) -> Any:
+        self._fresh()
         return self._vectors.similarity_array(kind, ids, query)
 
     def get_vectors(self, kind: VectorKind, ids: Iterable[int]) -> dict[int, Any]:
         ids = list(ids)
         with self._lock:
+            con = self._current
             held = self._vectors.held_vectors(kind, ids)
-            return held if held is not None else self._vectors.file_vectors(self._db, kind, ids)
+            return held if held is not None else self._vectors.file_vectors(con, kind, ids)
 
     # -- reads answered by SQL -------------------------------------------------------------------------
 
@@ -502,7 +533,7 @@ class DuckDBStore(GraphStore):
 
     def health(self) -> dict[str, Any]:
         with self._lock:
-            return maintenance.health(self._db, self.path, self._vectors, self._graph, self._keywords,
+            return maintenance.health(self._current, self.path, self._vectors, self._graph, self._keywords,
                                       read_only_reason=self.read_only_reason, memory_limit=self.memory_limit,
                                       passage_texts_mb=self.passage_texts_mb)
 

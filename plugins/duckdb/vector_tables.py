@@ -81,16 +81,13 @@ def insert_vectors(
             pa.binary(2 * int(dimensions)), len(bits), [None, pa.py_buffer(bits)])
     else:
         columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), int(dimensions))
-    view = f"_incoming_{table}"
-    con.register(view, pa.table(columns))
-    try:
-        if replace:
-            id_column = next(column for name, column, _ in VECTOR_TABLES.values() if name == table)
-            con.execute(f"DELETE FROM {table} WHERE {id_column} IN (SELECT id FROM {view})")
-        selected = "".join(f"{name}, " for name in (extra or {}))
-        con.execute(f"INSERT INTO {table} SELECT id, {selected}vector FROM {view}")
-    finally:
-        con.unregister(view)
+    if replace:
+        id_column = next(column for name, column, _ in VECTOR_TABLES.values() if name == table)
+        con.execute(f"DELETE FROM {table} WHERE {id_column} IN (SELECT unnest({sql.JSON_IDS % 1}))",
+                    [sql.json_list(id_array.tolist())])
+    # A relation, not a registered view: a view registered inside a transaction keeps its Arrow table alive until
+    # the transaction ends (DuckDB's catalog keeps the dropped entry), so an import's vectors piled up.
+    con.from_arrow(pa.table(columns)).insert_into(table)
 
 
 def arrow_vectors(result: Any, table: str, dimensions: int) -> tuple[np.ndarray, np.ndarray]:

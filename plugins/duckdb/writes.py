@@ -75,9 +75,14 @@ class Writer:
 
     def write(self, batch: WriteBatch, dimensions: int | None) -> WriteSummary:
         now = sql.now()
+        # A replaced text leaves no trace: what only its old passages supported goes with them, as on a delete.
+        replaced_nodes, replaced_edges = self._supported_only_by(
+            sorted({(doc.namespace, doc.id) for doc in batch.documents}))
         removed_chunks = self.replace_documents(batch, now)
         gone_documents, gone_chunks, unsupported_nodes, unsupported_edges = self._delete_documents(batch)
         removed_chunks += gone_chunks
+        unsupported_nodes += replaced_nodes
+        unsupported_edges += replaced_edges
         chunk_ids = self.insert_chunks(batch, dimensions)
         collapsed = self._apply_merges(batch)
         deleted_nodes = self._delete_nodes([*batch.delete_nodes, *(s for _, ss in batch.merges for s in ss),
@@ -224,6 +229,8 @@ class Writer:
             listed = [sql.json_list(removed)]
             for table, column in (("mentions", "chunk_id"), ("edge_evidence", "chunk_id"),
                                   ("chunk_vectors", "chunk_id"), ("chunks", "id")):
+                if table == "chunk_vectors" and not self._has_vector_tables:
+                    continue  # no vector tables before an embedder is bound
                 self.con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
             self._note(self._graph.drop_chunks, removed)
             self.changes.keywords["chunk"].update(removed)
@@ -235,15 +242,8 @@ class Writer:
         documents = sorted(set(batch.delete_documents))
         if not documents:
             return 0, [], [], []
+        nodes, edges = self._supported_only_by(documents)
         keys, key_params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in documents]), id=("VARCHAR", [i for _, i in documents]))
-        chunks = f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id"
-        # Provenance other chunks also give keeps a node or an edge: only what these documents alone support goes.
-        nodes = [row[0] for row in self.con.execute(
-            f"SELECT node_id FROM mentions WHERE node_id IN (SELECT node_id FROM mentions WHERE chunk_id IN ({chunks})) "
-            f"GROUP BY node_id HAVING bool_and(chunk_id IN ({chunks}))", key_params).fetchall()]
-        edges = [row[0] for row in self.con.execute(
-            f"SELECT edge_id FROM edge_evidence WHERE edge_id IN (SELECT edge_id FROM edge_evidence WHERE chunk_id IN "
-            f"({chunks})) GROUP BY edge_id HAVING bool_and(chunk_id IN ({chunks}))", key_params).fetchall()]
         stored = self.con.execute(f"SELECT count(*) FROM documents d JOIN {keys} ON d.namespace = w.ns AND d.id = w.id",
                                   key_params).fetchone()[0]
         removed = self._drop_chunks(keys, key_params)
@@ -251,6 +251,22 @@ class Writer:
                          key_params)
         self._note(self._graph.drop_documents, documents)
         return stored, removed, nodes, edges
+
+    def _supported_only_by(self, documents: list[tuple[str, str]]) -> tuple[list[int], list[int]]:
+        """The nodes and edges whose provenance is all in the stored passages of `documents` ((namespace, id)
+        pairs). Provenance other passages also give keeps a node or an edge; one without any (written by hand,
+        without sources) is never among them."""
+        if not documents:
+            return [], []
+        keys, key_params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in documents]), id=("VARCHAR", [i for _, i in documents]))
+        chunks = f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id"
+        nodes = [row[0] for row in self.con.execute(
+            f"SELECT node_id FROM mentions WHERE node_id IN (SELECT node_id FROM mentions WHERE chunk_id IN ({chunks})) "
+            f"GROUP BY node_id HAVING bool_and(chunk_id IN ({chunks}))", key_params).fetchall()]
+        edges = [row[0] for row in self.con.execute(
+            f"SELECT edge_id FROM edge_evidence WHERE edge_id IN (SELECT edge_id FROM edge_evidence WHERE chunk_id IN "
+            f"({chunks})) GROUP BY edge_id HAVING bool_and(chunk_id IN ({chunks}))", key_params).fetchall()]
+        return nodes, edges
 
     def insert_chunks(self, batch: WriteBatch, dimensions: int | None) -> dict[str, list[int]]:
         if not batch.chunks:

@@ -7,6 +7,7 @@ and read a resource, which load no model.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -227,6 +228,54 @@ async def test_a_body_over_the_limit_gets_a_413_naming_it_and_one_under_reaches_
     assert error["code"] == -32600
     assert f"request body too large: {len(body)} bytes" in error["message"]
     assert "Split the call" in error["message"]
+
+
+def answer_of(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC answer in a response: a JSON body, or the data of a server-sent event."""
+    assert response.status_code == 200, (response.status_code, response.text)
+    if response.headers["content-type"].startswith("application/json"):
+        return response.json()
+    data = [line.removeprefix("data:").strip() for line in response.text.splitlines() if line.startswith("data:")]
+    return json.loads(next(d for d in data if d))
+
+
+@pytest.mark.model
+@pytest.mark.anyio
+async def test_a_lone_surrogate_and_bytes_not_utf8_are_read_as_over_stdio(server: Served):
+    # Raw bytes, as a JavaScript client sends a text cut inside an emoji: the SDK answered -32700; now, as over
+    # stdio (tests/e2e/test_raw_stdio.py), the lone surrogate becomes U+FFFD and the call runs.
+    def call(number: int, tool: str, arguments: str) -> bytes:
+        return (f'{{"jsonrpc":"2.0","id":{number},"method":"tools/call",'
+                f'"params":{{"name":"{tool}","arguments":{arguments}}}}}').encode()
+
+    async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
+        started = await http.post(server.url, json=INITIALIZE, headers=MCP_HEADERS)
+        assert started.status_code == 200, started.text
+        headers = {**MCP_HEADERS, "mcp-session-id": started.headers["mcp-session-id"],
+                   "mcp-protocol-version": INITIALIZE["params"]["protocolVersion"]}
+        await http.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+
+        cut = call(2, "add_knowledge_graph",
+                   '{"nodes":[{"name":"Smiling Ada","type":"Person","description":"smiles a lot \\ud83d"}]}')
+        assert b"\\ud83d" in cut
+        written = answer_of(await http.post(server.url, content=cut, headers=headers))["result"]
+        assert not written.get("isError"), written
+        assert written["structuredContent"]["nodes_created"] == 1
+        # A whole pair stays what it is.
+        pair = call(3, "get_entities", '{"names":["Smiling Ada \\ud83d\\ude00"]}')
+        found = answer_of(await http.post(server.url, content=pair, headers=headers))["result"]
+        assert found["structuredContent"]["not_found"] == ["Smiling Ada \U0001f600"]
+        # Bytes that are not UTF-8 become U+FFFD too.
+        ping = b'{"jsonrpc":"2.0","id":4,"method":"ping","params":{"note":"\xff\xfe"}}'
+        assert answer_of(await http.post(server.url, content=ping, headers=headers))["result"] == {}
+
+        read = answer_of(await http.post(server.url, content=call(5, "get_entities", '{"names":["Smiling Ada"]}'),
+                                         headers=headers))["result"]
+        assert "smiles a lot \ufffd" in json.dumps(read, ensure_ascii=False)
+        # What no reading can mend is still a parse error.
+        broken = await http.post(server.url, content=b'{"jsonrpc":"2.0","id":6,', headers=headers)
+        assert broken.status_code == 400 and broken.json()["error"]["code"] == -32700
+    assert "Traceback" not in server.errors()
 
 
 @pytest.mark.model

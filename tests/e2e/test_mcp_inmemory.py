@@ -277,6 +277,29 @@ async def test_search_respects_its_limits(seeded_services):
 
 
 @pytest.mark.anyio
+async def test_a_replaced_document_takes_what_only_its_old_text_supported_with_it(services):
+    async with Client(build_server(services)) as client:
+        await call_ok(client, "add_documents", {"documents": [
+            {"id": "letters", "text": "Caroline Herschel found eight comets from Slough."},
+            {"id": "diary", "text": "Caroline Herschel swept the sky with her brother William."}]})
+        await call_ok(client, "add_knowledge_graph", {
+            "nodes": [{"name": "Caroline Herschel", "type": "Person", "source_ids": ["letters", "diary"]},
+                      {"name": "Slough", "type": "Place", "source_ids": ["letters"]},
+                      {"name": "William Herschel", "type": "Person"}],  # no source: written by hand
+            "edges": [{"source": "Caroline Herschel", "target": "Slough", "type": "WORKED_IN",
+                       "source_ids": ["letters"]},
+                      {"source": "Caroline Herschel", "target": "William Herschel", "type": "SIBLING_OF"}]})
+        replaced = await call_ok(client, "add_documents", {"documents": [
+            {"id": "letters", "text": "Caroline Herschel was paid a salary by the King."}]})
+        assert replaced["documents"][0]["replaced"]
+        assert (replaced["entities_removed"], replaced["relations_removed"]) == (1, 1)
+        found = await call_ok(client, "get_entities", {"names": ["Caroline Herschel", "Slough", "William Herschel"]})
+    assert found["not_found"] == ["Slough"]
+    caroline = next(e for e in found["entities"] if e["name"] == "Caroline Herschel")
+    assert [r["type"] for r in caroline["relations"]] == ["SIBLING_OF"]
+
+
+@pytest.mark.anyio
 async def test_adding_the_same_graph_and_documents_twice_changes_nothing(services, db_path):
     async with Client(build_server(services)) as client:
         docs = await call_ok(client, "add_documents", {"documents": DOCUMENTS})

@@ -24,6 +24,8 @@ from duckgraph.plugins.duckdb.mirror.matrix import to_bfloat16
 from duckgraph.plugins.duckdb.schema import SCHEMA_VERSION
 from duckgraph.plugins.duckdb.settings import default_memory_limit
 from duckgraph.ports import (
+    ChunkRecord,
+    DocumentRecord,
     EdgeWrite,
     EmbedderMismatchError,
     InvalidInputError,
@@ -238,6 +240,20 @@ def test_failed_batch_can_be_fixed_and_retried(bound_store: DuckDBStore):
     assert [n.id for n in stored] == [summary.node_ids["alpha"]]
     assert bound_store.health()["vectors"]["node"] == bound_store.stats()["nodes"] == 1
     assert bound_store.vector_search("node", unit(1), 5, "default")[0][0] == stored[0].id
+
+
+def test_documents_are_replaced_and_deleted_before_any_embedder_is_bound(store: DuckDBStore):
+    # No embedder bound: the file has no vector tables yet, and dropping the old passages must not need them.
+    def document(text: str) -> WriteBatch:
+        return WriteBatch(documents=[DocumentRecord(id="a", namespace="default", text=text, title="")],
+                          chunks=[ChunkRecord(document_id="a", ordinal=0, text=text)])
+
+    store.write(document("first text"))
+    store.write(document("second text"))
+    assert store.embedder_info() is None
+    assert [c.text for c in store.document_chunks("default", ["a"])] == ["second text"]
+    assert store.write(WriteBatch(delete_documents=[("default", "a")])).documents_deleted == 1
+    assert store.stats()["chunks"] == 0
 
 
 # -- 7. the vector index is derived data -------------------------------------------------------------------

@@ -156,6 +156,42 @@ def test_prune_deletes_the_documents_of_files_gone_with_what_only_they_supported
     assert sorted(documents(db_path)) == [(other / "kept.md").resolve().as_posix()]
 
 
+def test_a_changed_file_s_re_ingest_removes_what_only_its_old_text_supported(notes, db_path):
+    ingest(db_path, "notes")
+    root = notes.resolve().as_posix()
+    kb = bootstrap(load_settings(None, db=str(db_path))).knowledge_base
+    with kb:
+        kb.add_knowledge_graph(
+            [NodeInput(name="Charles Babbage", type="Person", source_ids=[f"{root}/babbage.txt"]),
+             NodeInput(name="Analytical Engine", type="Machine", source_ids=[f"{root}/babbage.txt", f"{root}/ada.md"]),
+             NodeInput(name="Difference Engine", type="Machine")],  # no provenance: added by hand
+            [EdgeInput(source="Charles Babbage", target="Analytical Engine", type="DESIGNED",
+                       source_ids=[f"{root}/babbage.txt"]),
+             EdgeInput(source="Analytical Engine", target="Difference Engine", type="SUCCEEDED",
+                       source_ids=[f"{root}/ada.md"]),
+             EdgeInput(source="Analytical Engine", target="Difference Engine", type="FOLLOWED")])  # by hand
+    (notes / "babbage.txt").write_text("Charles Babbage designed the Difference Engine.\n", encoding="utf-8")
+
+    code, summary = ingest(db_path, "notes")
+    assert code == 0
+    assert summary == ("1 documents stored (1 replaced, with 1 entities and 1 relations only their old text "
+                       "supported), 2 unchanged, 0 skipped, 1 passages")
+    store = DuckDBStore(db_path)
+    store.open()
+    try:
+        names = {n.name for n in store.list_nodes("default", limit=100)}
+        types = {e.type for e in store.list_edges("default", limit=100)}
+        engine = store.find_nodes("default", ["analytical engine"])[0]
+        sources = {store.chunk_documents([c])[c] for c, _ in store.chunks_mentioning([engine.id])}
+    finally:
+        store.close()
+    # Babbage and DESIGNED stood on the old text alone; the Analytical Engine stays on ada.md (and no longer
+    # on babbage.txt); what was added by hand stays.
+    assert names == {"Analytical Engine", "Difference Engine"}
+    assert types == {"SUCCEEDED", "FOLLOWED"}
+    assert sources == {f"{root}/ada.md"}
+
+
 def test_markdown_front_matter_gives_the_title_and_the_date(notes, db_path):
     (notes / "meeting.md").write_text(
         '---\ntitle: "Design review: the engine"\ndate: 2024-05-02\ntags:\n  - engine\n---\n'

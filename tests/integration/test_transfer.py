@@ -550,3 +550,45 @@ def test_import_keeps_an_embedded_line_in_a_fraction_of_its_json_size(tmp_path):
             tracemalloc.stop()
         assert summary.nodes_created == count and summary.texts_embedded == 0
     assert peak / count < 8_000, f"{peak / count:.0f} bytes a line at the peak"
+
+
+def test_an_import_holds_no_batch_s_vectors_after_writing_it_and_loads_the_graph_when_first_read(tmp_path,
+                                                                                                monkeypatch):
+    """The vectors of a written batch are not kept until the commit (DuckDB kept a registered Arrow table alive
+    for the whole transaction: ~1.5 KB a vector), and the graph is loaded from the file by the first read after
+    the import, not at its commit (an `import` command that ends there never holds it)."""
+    import tracemalloc
+
+    monkeypatch.setattr(import_module, "BATCH_LINES", 200)
+    rng = np.random.default_rng(5)
+    count, dims = 2_000, 384
+    objects = [{"kind": "meta", "format": "duckgraph", "version": 1,
+                "embedder": {"id": "test:fake-hashing", "dimensions": dims}, "embeddings": True}]
+    objects += [{"kind": "node", "id": i + 1, "name": f"Entity {i}", "type": "Thing",
+                 "embedding": [round(float(v), 5) for v in rng.standard_normal(dims)]} for i in range(count)]
+    path = write_lines(tmp_path / "vectors.jsonl", objects)
+    held: list[int] = []
+    original = snapshot_restore.restore_snapshot
+
+    def measured(*args):
+        summary = original(*args)
+        held.append(tracemalloc.get_traced_memory()[0])
+        return summary
+
+    monkeypatch.setattr("duckgraph.plugins.duckdb.store.restore_snapshot", measured)
+    with open_kb(tmp_path / "target.duckdb", HashingEmbedder(dimensions=dims)) as kb:
+        kb.stats()
+        tracemalloc.start()
+        try:
+            assert import_file(kb, path).nodes_created == count
+        finally:
+            tracemalloc.stop()
+        assert len(held) == 11  # the meta line and 199 nodes, then 200 nodes a batch
+        batch = 200 * dims * 4  # a batch's vectors in float32
+        assert held[-1] - held[1] < batch, [round(h / batch, 2) for h in held]  # not one more per batch
+        assert kb.store._stale == {"graph", "vectors"}
+        assert kb.store.find_nodes("default", ["entity 1999"])[0].name == "Entity 1999"
+        assert not kb.store._stale
+        vector = np.asarray(objects[-1]["embedding"], dtype=np.float32)
+        assert kb.store.vector_search("node", vector / np.linalg.norm(vector), 1, "default")[0][0] == count
+

@@ -105,3 +105,20 @@ async def test_the_middleware_passes_lifespan_events_through():
 def test_an_empty_token_is_a_programming_error():
     with pytest.raises(ValueError):
         BearerTokenMiddleware(app, "")
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    (b'{"text":"cut \\ud83d"}', '{"text": "cut \ufffd"}'),  # a lone high surrogate
+    (b'{"text":"\\udc00 end"}', '{"text": "\ufffd end"}'),  # a lone low one
+    (b'{"\\ud83d":1}', '{"\ufffd": 1}'),  # in a key
+    (b'{"text":"bad \xff byte"}', '{"text":"bad \ufffd byte"}'),  # not UTF-8
+    (b'{"text":"pair \\ud83d\\ude00"}', None),  # a whole pair: as it is
+    (b'{"text":"\\\\ud83d"}', None),  # an escaped backslash, then letters
+    (b'{"text":"plain"}', None),
+    (b'{"text":"cut \\ud83d",', None),  # no JSON: left for the parser to refuse
+])
+def test_a_body_is_read_as_the_stdio_transport_reads_a_line(body, expected):
+    from duckgraph.core.mcp.json_text import mended_body
+
+    mended = mended_body(body)
+    assert (mended.decode("utf-8") if mended is not None else None) == expected
