@@ -220,11 +220,12 @@ def _names_stored(store: GraphStore, query_text: str, namespace: str) -> int:
     something stored, +1 when one is not, 0 when it names nothing. A name is the surest sign of what a question
     is about: one the memory holds makes a middling match likely relevant, one it never saw ("Kubernetes" in a
     memory of other things) makes it likely that nothing stored answers."""
-    names = {word for word in name_candidates(query_text, 1, proper_only=True) if any(c.isalpha() for c in word)}
-    words = {term for name in names for term in terms(name)}
+    names = name_candidates(query_text, 1, proper_only=True)
+    words = {term for name in names for term in terms(name) if not term.isdigit()}
     if not words:
         return 0
-    stored = all(any(store.keyword_search(kind, word, 1, namespace) for kind in ("node", "chunk")) for word in words)
+    stored = all(any(store.keyword_search(kind, word, 1, namespace) for kind in ("node", "chunk", "edge"))
+                 for word in words)
     return -1 if stored else 1
 
 
