@@ -18,7 +18,8 @@
    reaches it, so a passage about the bridge entity of a multi-hop question ("the performer of Hello Love" ->
    Hank Snow -> where he died) ranks high although its text shares little with the question, and entities every
    passage mentions ("United States") spread their weight thin. The entities the walk reached most beyond its
-   seeds (the likely bridges) then seed a second walk, which ranks the passages about them.
+   seeds (the likely bridges) then seed a shorter walk, which ranks the passages about them, and so on while the
+   walk has steps left.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ class SearchOptions:
     #: When the query names entities, the walk starts from them and from this many of each one's facts nearest
     #: the query (not from the facts nearest the query anywhere): see `_named_fact_seeds`.
     facts_per_name: int = 2
-    #: Entities the first walk reached most (seeds and named entities aside) that seed a second walk: the likely
-    #: bridges of a multi-hop question (see `_bridge_seeds`); 0 walks once.
+    #: Entities a walk reached most (seeds and named entities aside) that seed a walk on from them: the likely
+    #: bridges of a multi-hop question (see `_walk_with_bridges`); 0 walks once.
     bridge_seeds: int = 3
     #: Passages nearest the query that seed the walk, and their weight relative to the entity seeds.
     passage_seeds: int = 30
@@ -441,15 +442,8 @@ def _rank_passages(
     direct = _with_keywords(store, query_text, query, direct, namespace, options)
     top_direct = max(direct.values())
     chunk_seeds = {c: options.passage_seed_weight * max(s, 0.0) / top_direct for c, s in direct.items()}
-    chunk_ids, scores, reached = _walk(store, node_seeds, chunk_seeds, namespace, options)
-    bridges = _bridge_seeds(reached, node_seeds, {n.id for n in named}, best_fact, options)
-    if bridges:
-        # The walk is linear in its seeds, so the bridges' own walk adds to the first; one step shorter, as they
-        # stand a step beyond the seeds.
-        shorter = replace(options, walk_steps=max(options.walk_steps - 1, 1))
-        total = sum(node_seeds.values()) + sum(chunk_seeds.values()) + sum(bridges.values())
-        more_ids, more_scores, _ = _walk(store, bridges, {}, namespace, shorter, weight_of_seeds=total)
-        chunk_ids, scores = _summed([(chunk_ids, scores), (more_ids, more_scores)])
+    chunk_ids, scores = _walk_with_bridges(store, node_seeds, chunk_seeds, {n.id for n in named}, best_fact,
+                                           namespace, options)
     # Passages the walk reached beyond the nearest ones also keep their own (restart) share of similarity.
     others = ~isin_ids(chunk_ids, np.fromiter(direct, np.int64, len(direct)))
     similarity = np.nan_to_num(store.similarity_array("chunk", chunk_ids[others], query), nan=0.0)
@@ -577,30 +571,40 @@ def _named_fact_seeds(
     return seeds
 
 
-def _bridge_seeds(
-    reached: tuple[np.ndarray, np.ndarray], seeds: dict[int, float], named: set[int], best_fact: float,
-    options: SearchOptions,
-) -> dict[int, float]:
-    """The `bridge_seeds` entities the walk reached with most weight, other than its seeds and the entities the
-    query names, as seeds of a second walk.
+def _walk_with_bridges(
+    store: GraphStore, node_seeds: dict[int, float], chunk_seeds: dict[int, float], named: set[int],
+    best_fact: float, namespace: str, options: SearchOptions,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The walk from the seeds, then from the bridges it leads to: the passages reached and their scores.
 
-    Such an entity is what the seeds' passages and facts lead to: the bridge of a multi-hop question (Hank Snow,
-    reached from Hello Love), whose own passages (where he died) the first walk reaches only thinly, its weight
-    spread over all of them. A bridge is one step of the walk beyond the seeds, so it seeds with the walk's
-    damping times the best fact's weight, scaled by its weight over the most reached bridge's.
+    The `bridge_seeds` entities a walk reached with most weight, other than the seeds so far and the entities the
+    query names, are what the seeds' facts and passages lead to: the bridge of a multi-hop question (Hank Snow,
+    reached from Hello Love), whose own passages (where he died) the walk reached only thinly, its weight spread
+    over all of them. Each round walks on from the last round's bridges, one step beyond the seeds before it: one
+    step shorter (while a step is left), each bridge weighted the walk's damping times the round before's weight
+    (the best fact's similarity first), scaled by its weight over the most reached bridge's. The walk is linear in
+    its seeds, so each round's scores add to the first's.
     """
     import numpy as np  # see _walk
 
-    node_ids, weights = reached
-    if options.bridge_seeds <= 0 or not len(node_ids) or best_fact <= 0:
-        return {}
-    order = np.argsort(-weights, kind="stable").tolist()
-    chosen = [i for i in order if (node_id := int(node_ids[i])) not in seeds and node_id not in named]
-    chosen = chosen[: options.bridge_seeds]
-    if not chosen or weights[chosen[0]] <= 0:
-        return {}
-    top = float(weights[chosen[0]])
-    return {int(node_ids[i]): options.walk_damping * best_fact * float(weights[i]) / top for i in chosen}
+    chunk_ids, scores, reached = _walk(store, node_seeds, chunk_seeds, namespace, options)
+    seen = dict(node_seeds)
+    total = sum(node_seeds.values()) + sum(chunk_seeds.values())
+    weight = best_fact
+    for steps in range(options.walk_steps - 1, 0, -1):
+        node_ids, weights = reached
+        weight *= options.walk_damping
+        chosen = [i for i in np.argsort(-weights, kind="stable").tolist()
+                  if (node_id := int(node_ids[i])) not in seen and node_id not in named][: options.bridge_seeds]
+        if not chosen or weight <= 0 or weights[chosen[0]] <= 0:
+            break
+        bridges = {int(node_ids[i]): weight * float(weights[i] / weights[chosen[0]]) for i in chosen}
+        seen.update(bridges)
+        total += sum(bridges.values())
+        more_ids, more_scores, reached = _walk(store, bridges, {}, namespace, replace(options, walk_steps=steps),
+                                               weight_of_seeds=total)
+        chunk_ids, scores = _summed([(chunk_ids, scores), (more_ids, more_scores)])
+    return chunk_ids, scores
 
 
 def _proper_names(query_text: str, named: list[NodeRecord], query: np.ndarray, store: GraphStore) -> list[int]:
