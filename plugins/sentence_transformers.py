@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL.casefold(), f"sentence-transformers/{DEFAULT_MODEL}".casefold()}
-DEFAULT_RELEVANCE_FLOOR = 0.42
+DEFAULT_RELEVANCE_FLOOR = 0.40
 #: Batches up to this size run on one thread: on two cores, two threads for one short text are slower.
 _SMALL_BATCH = 4
 #: Where batches would run on PyTorch in bfloat16, until PyTorch is loaded (~10 s of imports, by the server's warm-up

@@ -32,7 +32,7 @@ from duckgraph.ports.records import (
     WriteSummary,
 )
 from duckgraph.ports.store import GraphStore
-from duckgraph.ports.text import tokens
+from duckgraph.ports.text import terms, tokens
 
 __all__ = [
     "ChangeRecord", "ChatExtractor", "ChunkRecord", "ConfigError", "DocumentRecord", "DuckgraphError", "EdgeRecord", "EdgeWrite", "Embedder",
@@ -40,5 +40,5 @@ __all__ = [
     "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "ReplyFormat", "Snapshot", "StoreError", "TimeFilter", "VectorKind", "WriteBatch",
     "WriteSummary",
     "clean_name", "entity_key", "hookimpl", "isin_ids", "link_counts", "loose_key", "name_candidates", "normalize",
-    "relation_type", "tokens",
+    "relation_type", "terms", "tokens",
 ]

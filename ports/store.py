@@ -210,8 +210,9 @@ class GraphStore(ABC):
         """The `k` rows of `kind` in `namespace` that best match the words of `query`, as (id, Okapi BM25 score)
         pairs, best first (ties: lowest id first); only rows holding at least one of the query's words.
 
-        Words are those of `duckgraph.ports.tokens` (case-folded, accents dropped, English stop words left out; an id
-        such as "INC-142" or "orders-db" is a word of its own besides its parts). BM25 with k1 = 1.2 and b = 0.75,
+        Words are the terms of `duckgraph.ports.terms` (case-folded, accents dropped, English stop words left out,
+        stemmed: "painting" matches "painted"; an id such as "INC-142" or "orders-db" is a term of its own besides its
+        parts, kept as written). BM25 with k1 = 1.2 and b = 0.75,
         over the query's distinct words; the document frequencies, row count and average length are those of
         `kind` in `namespace`, so a score is comparable across queries of one namespace and kind, not across kinds.
         Scores are raw (not normalised): a sum over matched words of idf x saturated term frequency, each word
@@ -223,6 +224,14 @@ class GraphStore(ABC):
         and its document's title. The index must follow every committed write: a row written by one call is
         found by the next, a deleted one is not, and renaming a node changes the words of its edges.
         """
+
+    def keyword_scores(self, kind: VectorKind, query: str, ids: Sequence[int], namespace: str) -> dict[int, float]:
+        """The BM25 score of each of `ids` for `query`, as `keyword_search` scores them; ids holding none of the
+        query's terms (or not of `kind` in `namespace`) are left out. Search asks it for the candidates the vectors
+        found, so that each is ranked on both channels: a store should answer it without ranking every row that
+        holds a query term (this default does, and is slow when a term is common)."""
+        wanted = set(ids)
+        return {i: s for i, s in self.keyword_search(kind, query, 2**31 - 1, namespace) if i in wanted}
 
     @abstractmethod
     def similarity_array(self, kind: VectorKind, ids: np.ndarray, query: np.ndarray) -> np.ndarray:

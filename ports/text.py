@@ -4,8 +4,10 @@ It is part of the contract: a store's keyword index and anything in core that ma
 must split text the same way, or an indexed word would never be found.
 """
 
+import functools
 import re
 import unicodedata
+from typing import Any
 
 #: A run of letters and digits, possibly joined to more by '-', '.', '_' or '/': "INC-142", "orders-db", "v2.3".
 WORD_RUN = re.compile(r"[^\W_]+(?:[-._/][^\W_]+)*")
@@ -42,3 +44,24 @@ def tokens(text: str) -> list[str]:
         found.extend(part for part in _JOINER.split(run) if part not in STOP_WORDS)
         found.append(run)
     return found
+
+
+def terms(text: str) -> list[str]:
+    """The terms keyword search indexes `text` under and matches a query by: its `tokens`, each word of letters
+    reduced to its English stem (Snowball, "Porter 2": "painted", "paintings" and "painting" give "paint"), so that a
+    query finds the other forms of its words. A word holding a digit or a joiner ("v2", "inc-142") is an id: kept
+    as written."""
+    return stemmed(tokens(text))
+
+
+def stemmed(words: list[str]) -> list[str]:
+    """`words` (as `tokens` gives them) as `terms`: each word of letters reduced to its stem, ids kept."""
+    stems = _stemmer().stemWords(words)
+    return [stem if word.isalpha() else word for word, stem in zip(words, stems)]
+
+
+@functools.cache
+def _stemmer() -> Any:
+    import Stemmer  # PyStemmer (Snowball in C); loaded on first use, not when the server starts
+
+    return Stemmer.Stemmer("english")

@@ -11,12 +11,15 @@
 3. Pruning: a reached node is kept when its relevance is at least `keep_ratio` times the best relevance
    among the anchors; the nodes on the path that reached it are kept too, so the result stays connected.
 4. Passages: a short random walk with restart (personalized PageRank) over the graph of entities and the passages
-   that mention them. The walk restarts at the query's seeds: the two ends of the facts (edges) most similar to
-   the query among the facts of the entities nearest it, the entities the query names as proper names (weighted
-   down the more passages mention them), and, lightly, the passages most similar to the query. A passage scores
-   by the share of the walk that reaches it, so a passage about the bridge entity of a multi-hop question ("the
-   performer of Hello Love" -> Hank Snow -> where he died) ranks high although its text shares little with the
-   question, and entities every passage mentions ("United States") spread their weight thin.
+   that mention them. The walk restarts at the query's seeds: the entities the query names as proper names
+   (weighted down the more passages mention them) and the far ends of each one's facts nearest the query (when
+   it names none: the two ends of the facts most similar to the query among the facts of the entities nearest
+   it), and, lightly, the passages most similar to the query. A passage scores by the share of the walk that
+   reaches it, so a passage about the bridge entity of a multi-hop question ("the performer of Hello Love" ->
+   Hank Snow -> where he died) ranks high although its text shares little with the question, and entities every
+   passage mentions ("United States") spread their weight thin. The entities the walk reached most beyond its
+   seeds (the likely bridges) then seed a shorter walk, which ranks the passages about them, and so on while the
+   walk has steps left.
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import (
-    ChunkRecord, EdgeRecord, GraphStore, NodeRecord, TimeFilter, isin_ids, loose_key, name_candidates, tokens)
+    ChunkRecord, EdgeRecord, GraphStore, NodeRecord, TimeFilter, isin_ids, loose_key, name_candidates, terms, tokens)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,6 +64,12 @@ class SearchOptions:
     fact_seed_nodes: int = 100
     #: Weight of an entity the query names, relative to the best fact's similarity, before rarity damping.
     name_seed_weight: float = 1.5
+    #: When the query names entities, the walk starts from them and from this many of each one's facts nearest
+    #: the query (not from the facts nearest the query anywhere): see `_named_fact_seeds`.
+    facts_per_name: int = 2
+    #: Entities a walk reached most (seeds and named entities aside) that seed a walk on from them: the likely
+    #: bridges of a multi-hop question (see `_walk_with_bridges`); 0 walks once.
+    bridge_seeds: int = 3
     #: Passages nearest the query that seed the walk, and their weight relative to the entity seeds.
     passage_seeds: int = 30
     passage_seed_weight: float = 0.05
@@ -73,9 +83,18 @@ class SearchOptions:
     #: `_with_keywords`; chosen on the public LoCoMo conversations, where 0.5-0.7 held on both).
     keyword_candidates: int = 30
     keyword_weight: float = 0.6
+    #: Pseudo-relevance feedback for passages that mention no entity (see `_with_feedback`): the passages taken as
+    #: relevant (0: none), the weight of their mean vector beside the query's, and of their words' BM25 beside the
+    #: query's (on the public LoCoMo conversations, 0.3-1.0 and 0.3-0.5 helped in both modes).
+    feedback_passages: int = 3
+    feedback_weight: float = 0.5
+    feedback_keyword_weight: float = 0.3
     #: The cosine similarity the nearest entity or passage needs for anything to be returned (see `_relevant`):
     #: None takes the embedder's calibrated `relevance_floor`; 0 turns the floor off.
     relevance_floor: float | None = None
+    #: Share of the floor it moves by for a query that names things (see `_floor`): down when every name is stored,
+    #: up when one is not (0.04-0.06 in cosine held on both public LoCoMo conversations in both modes).
+    name_margin: float = 0.12
     #: Time (naive UTC): facts valid at `as_of` (None: now) are followed and shown; `include_history` adds those
     #: that ended before it; `after` / `before` keep facts valid, and passages whose document's time falls,
     #: within [after, before). A given `as_of` also leaves out passages of documents timed after it (they told of
@@ -185,19 +204,38 @@ def _relevant(
     nearest_chunks: list[tuple[int, float]] | None, namespace: str, options: SearchOptions,
 ) -> bool:
     """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
-    `relevance_floor` similar to the query, or an id the query names verbatim ("INC-142", "v2.3") is stored.
-    Below it a search returns nothing, so that the model says it does not know instead of reading noise."""
+    `relevance_floor` similar to the query (a `name_margin` share of it less when every name the query gives is
+    stored, that much more when one is not: `_names_stored`), or an id the query names verbatim ("INC-142",
+    "v2.3") is stored. Below it a search returns nothing, so that the model says it does not know instead of
+    reading noise."""
     if not options.relevance_floor:
         return True
+    floor, margin = options.relevance_floor, options.relevance_floor * options.name_margin
     best = max((s for _, s in nearest[:1]), default=-1.0)
-    if best < options.relevance_floor:
+    if best < floor + margin:
         if nearest_chunks is None:  # no passages wanted: only the nearest one counts here
             nearest_chunks = store.vector_search("chunk", query, 1, namespace)
         best = max(best, max((s for _, s in nearest_chunks[:1]), default=-1.0))
-    if best >= options.relevance_floor:
+    if floor - margin <= best < floor + margin:  # near the floor: what the query names tips the balance
+        floor += margin * _names_stored(store, query_text, namespace)
+    if best >= floor:
         return True
     ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/")]
     return any(store.keyword_search(kind, " ".join(ids), 1, namespace) for kind in ("node", "chunk")) if ids else False
+
+
+def _names_stored(store: GraphStore, query_text: str, namespace: str) -> int:
+    """-1 when the query names things (words written like proper names, numbers aside) and every one is a word of
+    something stored, +1 when one is not, 0 when it names nothing. A name is the surest sign of what a question
+    is about: one the memory holds makes a middling match likely relevant, one it never saw ("Kubernetes" in a
+    memory of other things) makes it likely that nothing stored answers."""
+    names = name_candidates(query_text, 1, proper_only=True)
+    words = {term for name in names for term in terms(name) if not term.isdigit()}
+    if not words:
+        return 0
+    stored = all(any(store.keyword_search(kind, word, 1, namespace) for kind in ("node", "chunk", "edge"))
+                 for word in words)
+    return -1 if stored else 1
 
 
 def _anchors(
@@ -422,16 +460,19 @@ def _rank_passages(
     node_seeds = _fact_seeds(store, query, namespace, [node_id for node_id, _ in nearest], options)
     best_fact = max(node_seeds.values(), default=max(direct.values()))
     proper = _proper_names(query_text, named, query, store)
-    degree = Counter(node_id for _, node_id in store.chunks_mentioning(proper, limit=2**62))
-    for node_id in proper:
-        # log(2)/log(1 + n): 1 for a name one passage mentions, a third for one that seven passages mention.
-        weight = options.name_seed_weight * best_fact * math.log(2) / math.log(1 + max(degree.get(node_id, 0), 1))
-        node_seeds[node_id] = max(node_seeds.get(node_id, 0.0), weight)
+    if proper:
+        degree = Counter(node_id for _, node_id in store.chunks_mentioning(proper, limit=2**62))
+        rarity = {node_id: _rarity(degree.get(node_id, 0)) for node_id in proper}
+        node_seeds = _named_fact_seeds(store, query, namespace, rarity, options)
+        for node_id in proper:
+            weight = options.name_seed_weight * best_fact * rarity[node_id]
+            node_seeds[node_id] = max(node_seeds.get(node_id, 0.0), weight)
     top_similarity = max(direct.values())
     direct = _with_keywords(store, query_text, query, direct, namespace, options)
     top_direct = max(direct.values())
     chunk_seeds = {c: options.passage_seed_weight * max(s, 0.0) / top_direct for c, s in direct.items()}
-    chunk_ids, scores = _walk(store, node_seeds, chunk_seeds, namespace, options)
+    chunk_ids, scores = _walk_with_bridges(store, node_seeds, chunk_seeds, {n.id for n in named}, best_fact,
+                                           namespace, options)
     # Passages the walk reached beyond the nearest ones also keep their own (restart) share of similarity.
     others = ~isin_ids(chunk_ids, np.fromiter(direct, np.int64, len(direct)))
     similarity = np.nan_to_num(store.similarity_array("chunk", chunk_ids[others], query), nan=0.0)
@@ -469,8 +510,48 @@ def _with_keywords(
     missing = np.fromiter((i for i in found if i not in nearest and i not in linked), np.int64)
     similarity = np.nan_to_num(store.similarity_array("chunk", missing, query), nan=0.0)
     fused = {**nearest, **dict(zip(missing.tolist(), similarity.tolist()))}
+    # Every candidate is scored on both channels: one the vectors found also gets its words' score, even where it
+    # is not among the keyword channel's best.
+    unscored = [i for i in fused if i not in found and i not in linked]
+    found.update(store.keyword_scores("chunk", query_text, unscored, namespace) if unscored else {})
     lift = options.keyword_weight * max(max(nearest.values(), default=0.0), 0.0) / max(found.values())
-    return {i: s + (0.0 if i in linked else lift * found.get(i, 0.0)) for i, s in fused.items()}
+    fused = {i: s + (0.0 if i in linked else lift * found.get(i, 0.0)) for i, s in fused.items()}
+    return _with_feedback(store, query, fused, found, linked, namespace, options)
+
+
+def _with_feedback(
+    store: GraphStore, query: np.ndarray, fused: dict[int, float], found: dict[int, float], linked: set[int],
+    namespace: str, options: SearchOptions,
+) -> dict[int, float]:
+    """Pseudo-relevance feedback for the candidate passages that mention no entity: the best `feedback_passages`
+    of them are taken as relevant, and each such candidate is scored again as `_with_keywords` scores it, its
+    cosine taken to the query vector moved towards their mean vector (Rocchio, `feedback_weight`) and its BM25
+    score joined by `feedback_keyword_weight` x its score for their words (each over its best). A conversation
+    says one thing over several turns in other words than the question's; the turns that match best bring in
+    their words and their meaning. Passages that mention entities have the graph for that."""
+    import numpy as np  # see _walk
+
+    unlinked = [i for i in fused if i not in linked]
+    if options.feedback_passages <= 0 or len(unlinked) <= options.feedback_passages:
+        return fused
+    best = sorted(unlinked, key=lambda i: (-fused[i], i))[: options.feedback_passages]
+    vectors = store.get_vectors("chunk", best)
+    if not vectors:
+        return fused
+    moved = query + options.feedback_weight * np.mean(list(vectors.values()), axis=0)
+    moved = moved / max(float(np.linalg.norm(moved)), 1e-12)
+    ids = np.fromiter(unlinked, np.int64, len(unlinked))
+    cosine = np.nan_to_num(store.similarity_array("chunk", ids, moved), nan=0.0)
+    chunks = store.get_chunks(best)
+    titles = store.document_titles({c.document_id for c in chunks}, namespace)
+    echoed = store.keyword_scores(
+        "chunk", " ".join(passage_text(titles.get(c.document_id, ""), c.text, c.section) for c in chunks), unlinked,
+        namespace)
+    top_found, top_echoed = max(found.values()), max(echoed.values(), default=0.0) or 1.0
+    words = {i: found.get(i, 0.0) / top_found + options.feedback_keyword_weight * echoed.get(i, 0.0) / top_echoed
+             for i in unlinked}
+    lift = options.keyword_weight * max(float(cosine.max()), 0.0) / (max(words.values()) or 1.0)
+    return {**fused, **{i: c + lift * words[i] for i, c in zip(ids.tolist(), cosine.tolist())}}
 
 
 def _absolute_scale(ranked: list[tuple[ChunkRecord, float]], top_similarity: float) -> float:
@@ -523,6 +604,78 @@ def _fact_seeds(
     return seeds
 
 
+def _rarity(passages: int) -> float:
+    """How much an entity mentioned by `passages` passages weighs as a seed: log(2)/log(1 + n), 1 for a name one
+    passage mentions, a third for one that seven passages mention (a hub spreads the walk over passages that are
+    not about the query)."""
+    return math.log(2) / math.log(1 + max(passages, 1))
+
+
+def _named_fact_seeds(
+    store: GraphStore, query: np.ndarray, namespace: str, rarity: dict[int, float], options: SearchOptions
+) -> dict[int, float]:
+    """The far ends of the `facts_per_name` facts nearest the query of each entity the query names, each weighted
+    by its fact's similarity and its named entity's rarity.
+
+    A multi-hop question starts from what it names ("the performer of Hello Love"), and the fact that leads on
+    from there (Hello Love -PERFORMED_BY-> Hank Snow) is among the named entity's facts nearest the question. The
+    facts nearest the question anywhere are taken over by its last hop's words ("how many stores"): those of
+    similar entities it does not name ("41st Chess Olympiad" for one about the 26th), which lead the walk away.
+    Each name gets its own facts, so a question naming two chains follows both.
+    """
+    import numpy as np  # see _walk
+
+    seeds: dict[int, float] = {}
+    if options.fact_seeds <= 0:  # no fact seeds at all
+        return seeds
+    for named_id, share in rarity.items():
+        edge_ids, sources, targets, _ = store.neighbor_ends(
+            [named_id], namespace, as_of=_edge_filter(options), limit=options.frontier * 20)
+        similarity = store.similarity_array("edge", edge_ids, query)
+        scored = np.flatnonzero(~np.isnan(similarity))
+        best = scored[np.argsort(-similarity[scored], kind="stable")[: options.facts_per_name]]
+        for source, target, weight in zip(sources[best].tolist(), targets[best].tolist(), similarity[best].tolist()):
+            far = target if source == named_id else source
+            seeds[far] = max(seeds.get(far, 0.0), max(weight, 0.0) * share)
+    return seeds
+
+
+def _walk_with_bridges(
+    store: GraphStore, node_seeds: dict[int, float], chunk_seeds: dict[int, float], named: set[int],
+    best_fact: float, namespace: str, options: SearchOptions,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The walk from the seeds, then from the bridges it leads to: the passages reached and their scores.
+
+    The `bridge_seeds` entities a walk reached with most weight, other than the seeds so far and the entities the
+    query names, are what the seeds' facts and passages lead to: the bridge of a multi-hop question (Hank Snow,
+    reached from Hello Love), whose own passages (where he died) the walk reached only thinly, its weight spread
+    over all of them. Each round walks on from the last round's bridges, one step beyond the seeds before it: one
+    step shorter (while a step is left), each bridge weighted the walk's damping times the round before's weight
+    (the best fact's similarity first), scaled by its weight over the most reached bridge's. The walk is linear in
+    its seeds, so each round's scores add to the first's.
+    """
+    import numpy as np  # see _walk
+
+    chunk_ids, scores, reached = _walk(store, node_seeds, chunk_seeds, namespace, options)
+    seen = dict(node_seeds)
+    total = sum(node_seeds.values()) + sum(chunk_seeds.values())
+    weight = best_fact
+    for steps in range(options.walk_steps - 1, 0, -1):
+        node_ids, weights = reached
+        weight *= options.walk_damping
+        chosen = [i for i in np.argsort(-weights, kind="stable").tolist()
+                  if (node_id := int(node_ids[i])) not in seen and node_id not in named][: options.bridge_seeds]
+        if not chosen or weight <= 0 or weights[chosen[0]] <= 0:
+            break
+        bridges = {int(node_ids[i]): weight * float(weights[i] / weights[chosen[0]]) for i in chosen}
+        seen.update(bridges)
+        total += sum(bridges.values())
+        more_ids, more_scores, reached = _walk(store, bridges, {}, namespace, replace(options, walk_steps=steps),
+                                               weight_of_seeds=total)
+        chunk_ids, scores = _summed([(chunk_ids, scores), (more_ids, more_scores)])
+    return chunk_ids, scores
+
+
 def _proper_names(query_text: str, named: list[NodeRecord], query: np.ndarray, store: GraphStore) -> list[int]:
     """Nodes the query names as proper names, leaving out those inside a longer name it also names.
 
@@ -549,13 +702,15 @@ def _matched_key(node: NodeRecord, loose_keys: set[str]) -> str | None:
 
 def _walk(
     store: GraphStore, node_seeds: dict[int, float], chunk_seeds: dict[int, float], namespace: str,
-    options: SearchOptions,
-) -> tuple[np.ndarray, np.ndarray]:
+    options: SearchOptions, weight_of_seeds: float | None = None,
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Personalized PageRank over entities and passages by power iteration from the seeds, `walk_steps` long.
 
     Only what the walk reaches is fetched (links of the nodes and chunks holding weight), so the cost follows
     the seeds' neighbourhood, not the size of the graph; each step moves weight over all its links at once.
-    Returns the passages reached (sorted ids) and their scores.
+    Returns the passages reached (sorted ids) and their scores, and the entities that held weight before the
+    last step (ids, weights). `weight_of_seeds` is what the negligible share (`walk_min_share`) is taken of, when
+    this walk adds to another (default: these seeds' own weight).
     """
     import numpy as np  # loaded by then (the query vector is an array); not at import, to keep start-up light
 
@@ -563,7 +718,9 @@ def _walk(
     # An entity or passage holding less than this share of the seeds' weight moves too little to change the
     # ranking: dropping it spares fetching the links of most of the neighbourhood (each of a hub's thousands of
     # neighbours and passages holds a thousandth of its share).
-    negligible = options.walk_min_share * (sum(node_seeds.values()) + sum(chunk_seeds.values()))
+    if weight_of_seeds is None:
+        weight_of_seeds = sum(node_seeds.values()) + sum(chunk_seeds.values())
+    negligible = options.walk_min_share * weight_of_seeds
 
     def arrays(seeds: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
         return _summed([(list(seeds), list(seeds.values()))])
@@ -580,10 +737,12 @@ def _walk(
 
     (node_ids, node_weight), (chunk_ids, chunk_weight) = arrays(node_seeds), arrays(chunk_seeds)
     restart_nodes, restart_chunks = (node_ids, (1 - damping) * node_weight), (chunk_ids, (1 - damping) * chunk_weight)
+    entities = (node_ids, node_weight)
     for step in range(options.walk_steps):
         held, held_chunks = node_weight >= negligible, chunk_weight >= negligible
         node_ids, node_weight, chunk_ids, chunk_weight = (
             node_ids[held], node_weight[held], chunk_ids[held_chunks], chunk_weight[held_chunks])
+        entities = (node_ids, node_weight)
         if step == options.walk_steps - 1:  # only what flows into passages: each entity's degree, not its neighbours
             degree, (mentioned, mentioning) = store.passage_links(node_ids, namespace, as_of=_edge_filter(options))
             chunk_ids, chunk_weight = _summed(
@@ -596,7 +755,7 @@ def _walk(
         node_ids, node_weight = _summed(
             [restart_nodes, (neighbours, to_neighbours), (in_chunk, *spread(chunk_ids, chunk_weight, chunk_of))])
         chunk_ids, chunk_weight = _summed([restart_chunks, (mentioning, to_chunks)])
-    return chunk_ids, chunk_weight
+    return chunk_ids, chunk_weight, entities
 
 
 def _summed(parts: list[tuple[Sequence[int], Sequence[float]]]) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
 from duckgraph.plugins.duckdb.mirror.keywords import KindIndex, Vocabulary
-from duckgraph.ports import StoreError, tokens
+from duckgraph.ports import StoreError, terms
 from duckgraph.ports.communities import CommunityBuild, CommunityRecord
 
 np: Any = NumpyOnFirstUse(globals())
@@ -227,7 +227,7 @@ class ReportIndex:
         vocabulary = Vocabulary()
         words = KindIndex(vocabulary)
         words.add(ids.tolist(), [0] * len(rows),
-                  [[vocabulary.id_of(t) for t in tokens(_report_words(r[1], r[2], r[3]))] for r in rows])
+                  [[vocabulary.id_of(t) for t in terms(_report_words(r[1], r[2], r[3]))] for r in rows])
         return ids, matrix, words, vocabulary
 
     def search(self, con: Any, namespace: str, vector: Any, query: str, candidates: Sequence[int]
@@ -247,7 +247,7 @@ class ReportIndex:
             query_vector = query_vector / max(float(np.linalg.norm(query_vector)), 1e-12)
             similarity = dict(zip(ids[rows].tolist(), (matrix[rows] @ query_vector).tolist()))
         keep = set(wanted.tolist())
-        keyword = {row: score for row, score in words.search(vocabulary.known(tokens(query)), len(ids), 0)
+        keyword = {row: score for row, score in words.search(vocabulary.known(terms(query)), len(ids), 0)
                    if row in keep}
         return similarity, keyword
 

@@ -1,4 +1,4 @@
-"""What the keyword index holds of each row: the words of its texts (`ports.tokens`).
+"""What the keyword index holds of each row: the terms of its texts (`ports.terms`: words, stemmed).
 
 - node: name, aliases, type, description, every observation, and its properties' string and number values;
 - edge: the fact as a sentence, "<source name> <type words> <target name>: <description>" (as
@@ -9,7 +9,7 @@ Nodes and edges are read from the graph mirror (which holds all of these, observ
 the tables. Building the index at open splits hundreds of thousands of texts, so the splitting is done in bulk
 (`tokenize`): one regular expression pass over many texts at once, each distinct run of letters expanded into its
 words once; an edge's words are its ends' name words (each name split once) and its type's, gathered by numpy.
-The result is the same as `tokens` applied to each text.
+The result is the same as `terms` applied to each text.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 
 from duckgraph.plugins.duckdb import sql
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
-from duckgraph.ports import tokens
+from duckgraph.ports import terms, tokens
+from duckgraph.ports.text import stemmed
 from duckgraph.ports.text import WORD_RUN  # the tokenizer's own runs, so that the bulk split finds the same ones
 
 np: Any = NumpyOnFirstUse(globals())
@@ -90,17 +91,17 @@ class Rows:
 
 
 def tokenize(texts: Sequence[str], words: Codes) -> tuple[Any, Any]:
-    """The words of each of `texts` as `tokens` splits it: (text index, code in `words`) per word.
+    """The terms of each of `texts` as `terms` gives them: (text index, code in `words`) per term.
 
     The ASCII texts are split together: one pass of the tokenizer's regular expression over all of them, then each
-    distinct run expanded into its words by `tokens` once. The others (rare) are split one by one."""
+    distinct run expanded into its terms once. The others (rare) are split one by one."""
     ascii_texts = [i for i, text in enumerate(texts) if text.isascii()]
     owners, codes = _tokenize_ascii([texts[i] for i in ascii_texts], words)
     owners = np.asarray(ascii_texts, dtype=np.int64)[owners] if len(owners) else owners
     others = [i for i, text in enumerate(texts) if not text.isascii()]
     if not others:
         return owners, codes
-    split = [tokens(texts[i]) for i in others]
+    split = [terms(texts[i]) for i in others]
     lengths = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
     more_owners = np.repeat(np.asarray(others, dtype=np.int64), lengths)
     more_codes = words.array(w for row in split for w in row)
@@ -120,9 +121,10 @@ def _tokenize_ascii(texts: list[str], words: Codes) -> tuple[Any, Any]:
     found = found[~separator]
     # each distinct run's words (a run joined by '-', '.', '_' or '/' gives its parts and itself; stop words none)
     expanded = [tokens(run) for run in runs.listed()]
+    flat = stemmed([w for run in expanded for w in run])  # one call for all the runs' words
     ptr = np.zeros(len(expanded) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, expanded), dtype=np.int64, count=len(expanded)), out=ptr[1:])
-    owners_of, codes = gather(ptr, words.array(w for run in expanded for w in run), found)
+    owners_of, codes = gather(ptr, words.array(flat), found)
     return owners[owners_of], codes
 
 

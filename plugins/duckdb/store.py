@@ -32,7 +32,7 @@ from duckgraph.ports import (
     VectorKind,
     WriteBatch,
     WriteSummary,
-    tokens,
+    terms,
 )
 
 log = logging.getLogger(__name__)
@@ -416,10 +416,16 @@ class DuckDBStore(GraphStore):
         return self._vectors.search(kind, query, k, namespace)
 
     def keyword_search(self, kind: VectorKind, query: str, k: int, namespace: str) -> list[tuple[int, float]]:
-        words = tokens(query)
+        words = terms(query)
         with self._lock:
             self._current  # noqa: B018 - raises when the store is not open
             return self._keywords.search(kind, words, k, namespace)
+
+    def keyword_scores(self, kind: VectorKind, query: str, ids: Sequence[int], namespace: str) -> dict[int, float]:
+        words = terms(query)
+        with self._lock:
+            self._db  # noqa: B018 - raises when the store is not open
+            return self._keywords.scores(kind, words, list(ids), namespace)
 
     def similarity_array(self, kind: VectorKind, ids: Any, query: Any) -> Any:
         self._fresh()

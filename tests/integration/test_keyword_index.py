@@ -15,7 +15,7 @@ import duckgraph.plugins.duckdb.mirror.keywords as keywords
 from duckgraph.core.domain import memory_server as memory
 from duckgraph.core.domain.model import MemoryEntityInput, ObservationAddition, ObservationDeletion, RelationInput
 from duckgraph.plugins.duckdb import DuckDBStore
-from duckgraph.ports import DocumentRecord, ChunkRecord, EdgeWrite, NodeRecord, WriteBatch, entity_key, tokens
+from duckgraph.ports import DocumentRecord, ChunkRecord, EdgeWrite, NodeRecord, WriteBatch, entity_key, terms
 
 SESSION = [
     ("Checkout Service", "service", "Takes payments for the web shop.",
@@ -62,10 +62,25 @@ def test_exact_ids_versions_and_rare_words_rank_first(store):
                                                                                      "Checkout Service"]
     assert names(store, store.keyword_search("node", "v2.4", 5, "default"))[0] == "Orders DB"
     assert names(store, store.keyword_search("node", "Who is on call?", 5, "default")) == ["Payments Team"]
-    assert store.keyword_search("node", "What version of Kubernetes do we run?", 5, "default") == []
+    assert store.keyword_search("node", "What version of Kubernetes is deployed?", 5, "default") == []
+    # Words match in their other forms (stemmed): "running" finds "Runs on orders-db v2.3".
+    assert names(store, store.keyword_search("node", "what is running", 5, "default")) == ["Checkout Service"]
     [(owns, _), *_] = store.keyword_search("edge", "who owns checkout", 5, "default")
     assert store.get_edges([owns])[0].type == "OWNS"
     assert store.keyword_search("edge", "reorganisation", 5, "default")[0][0] == owns
+
+
+def test_keyword_scores_score_the_given_rows_as_the_search_does(store):
+    store.write(WriteBatch(nodes=[node(*entity) for entity in SESSION]))
+    query = "Which team owns the checkout service that runs on orders-db?"
+    ranked = dict(store.keyword_search("node", query, 100, "default"))
+    ids = [n.id for n in store.list_nodes("default")]
+    picked = [ids[0], ids[2], ids[4], 10_000]  # an unknown id is left out, as is a row holding no query term
+    scores = store.keyword_scores("node", query, picked, "default")
+    assert scores.keys() == {i for i in picked if i in ranked} and len(scores) >= 2
+    assert all(math.isclose(scores[i], ranked[i], rel_tol=1e-5) for i in scores)
+    assert store.keyword_scores("node", query, picked, "other") == {}
+    assert store.keyword_scores("node", "kubernetes", picked, "default") == {}
 
 
 def reference_bm25(texts: dict[int, tuple[str, list[str]]], query: str, namespace: str) -> dict[int, float]:
@@ -75,7 +90,7 @@ def reference_bm25(texts: dict[int, tuple[str, list[str]]], query: str, namespac
         return {}
     average = sum(sum(c.values()) for c in rows.values()) / len(rows)
     scores: dict[int, float] = {}
-    for word in dict.fromkeys(tokens(query)):
+    for word in dict.fromkeys(terms(query)):
         holding = [i for i, c in rows.items() if word in c]
         idf = math.log(1 + (len(rows) - len(holding) + 0.5) / (len(holding) + 0.5))
         for i in holding:
@@ -104,7 +119,7 @@ def test_scores_are_bm25_of_the_stored_texts_through_writes_deletes_and_rebuilds
             record.id = stored.get((namespace, name))
             node_id = store.write(WriteBatch(nodes=[record])).node_ids[record.key]
             stored[(namespace, name)] = node_id
-            expected[node_id] = (namespace, tokens(f"{name} thing {description} {' '.join(observations)}"))
+            expected[node_id] = (namespace, terms(f"{name} thing {description} {' '.join(observations)}"))
         for query in ("alpha orders-db", "INC-7 paris paris", "berlin"):
             for ns in ("default", "other"):
                 want = reference_bm25(expected, query, ns)

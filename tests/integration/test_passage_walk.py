@@ -62,8 +62,25 @@ def test_the_bridge_passage_is_found_although_dense_ranks_it_low(kb) -> None:
 
 
 def test_without_the_walk_the_bridge_passage_is_missed(kb) -> None:
-    result = kb.search(QUESTION, max_passages=3, fact_seeds=0, name_seed_weight=0.0)
+    result = kb.search(QUESTION, max_passages=3, fact_seeds=0, name_seed_weight=0.0, bridge_seeds=0)
     assert "bridge" not in [p.document_id for p in result.passages]
+
+
+def test_the_entity_the_first_walk_reaches_most_seeds_a_second_walk(kb) -> None:
+    """Without fact or name seeds the walk starts from the passages nearest the question only: the song's passage
+    leads it to Hank Snow, which then seeds a second walk that reaches the passage about him."""
+    result = kb.search(QUESTION, max_passages=3, fact_seeds=0, name_seed_weight=0.0)
+    assert "bridge" in [p.document_id for p in result.passages]
+
+
+def test_the_facts_of_the_entity_the_question_names_seed_the_walk(kb) -> None:
+    """"Hello Love" is named: its fact nearest the question leads to Hank Snow, although the question's nearest
+    entities are not searched for facts (fact_seed_nodes=0) and neither names nor bridges seed the walk."""
+    result = kb.search(QUESTION, max_passages=3, fact_seed_nodes=0, name_seed_weight=0.0, bridge_seeds=0)
+    assert "bridge" in [p.document_id for p in result.passages]
+    without = kb.search(QUESTION, max_passages=3, fact_seed_nodes=0, name_seed_weight=0.0, bridge_seeds=0,
+                        facts_per_name=0)
+    assert "bridge" not in [p.document_id for p in without.passages]
 
 
 def test_an_entity_many_passages_mention_spreads_thin(kb) -> None:
@@ -109,5 +126,6 @@ def test_facts_are_sought_among_those_of_the_entities_nearest_the_query(kb, monk
     found = [p.document_id for p in kb.search(QUESTION, max_passages=3, name_seed_weight=0.0).passages]
     assert "bridge" in found
     assert "edge" not in searched  # no search over every fact's vector
-    without = kb.search(QUESTION, max_passages=3, name_seed_weight=0.0, fact_seed_nodes=0).passages
+    without = kb.search(QUESTION, max_passages=3, name_seed_weight=0.0, fact_seed_nodes=0, facts_per_name=0,
+                        bridge_seeds=0).passages
     assert "bridge" not in [p.document_id for p in without]

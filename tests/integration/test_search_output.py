@@ -168,3 +168,28 @@ def test_observations_and_properties_appear_with_their_entity(platform: Knowledg
     maya_entity = next(e for e in graph["entities"] if e["name"] == "Maya Chen")
     assert set(maya_entity) == {"name", "entityType", "observations"}
     assert maya_entity["observations"][0] == "Prefers morning meetings"  # stored order, as the reference
+
+
+def test_feedback_lifts_the_turn_that_shares_the_best_turns_words(real_kb: KnowledgeBase) -> None:
+    # A conversation stored turn by turn (no entities): the turn about the puppy's bone shares no word with the
+    # question, only with the turns that answer it best.
+    real_kb.add_documents([DocumentInput(id=doc_id, title="Chat", text=text) for doc_id, text in [
+        ("adopted", "Caroline adopted a rescue puppy named Oliver"),
+        ("dream", "Caroline said adopting was her dream"),
+        ("agency", "Caroline called the adoption agency again"),
+        ("kids", "Caroline read to the kids at the library"),
+        ("invite", "Who did Melanie invite to the party on Friday?"),
+        ("sunset", "Melanie painted a sunset over the lake"),
+        ("pottery", "The pottery class met on Tuesday evening"),
+        ("garden", "Tomatoes grew well in the garden this summer"),
+        ("bone", "Oliver the rescue puppy buried his bone under the porch"),
+    ]])
+
+    def scores(**options) -> dict[str, float]:
+        result = real_kb.search("Who did Caroline adopt?", max_passages=9, **options)
+        return {p.document_id: p.score for p in result.passages}
+
+    plain, fed = scores(feedback_passages=0), scores()
+    assert sorted(plain, key=plain.get)[-3:] == sorted(fed, key=fed.get)[-3:]  # the three best turns stay first
+    gain = {doc_id: fed[doc_id] / plain[doc_id] for doc_id in plain if doc_id not in ("adopted", "dream", "agency")}
+    assert max(gain, key=gain.get) == "bone" and gain["bone"] > 1.3, gain

@@ -1,11 +1,11 @@
-"""The keyword index's bulk split gives each text exactly the words `ports.tokens` gives it."""
+"""The keyword index's bulk split gives each text exactly the terms `ports.terms` gives it."""
 
 from collections import Counter
 
 import numpy as np
 
 from duckgraph.plugins.duckdb.keyword_texts import Codes, Rows, gather, tokenize
-from duckgraph.ports import tokens
+from duckgraph.ports import terms
 
 TEXTS = [
     "INC-142 hit orders-db in v2.3 of the API",
@@ -26,7 +26,14 @@ def test_bulk_split_equals_tokens_text_by_text():
     listed = words.listed()
     for i, text in enumerate(TEXTS):
         got = Counter(listed[c] for c in codes[owners == i].tolist())
-        assert got == Counter(tokens(text)), text
+        assert got == Counter(terms(text)), text
+
+
+def test_terms_are_stems_of_words_and_ids_as_written():
+    assert terms("Painted paintings; painting") == ["paint"] * 3
+    assert terms("Running INC-142 on orders-db v2.3") == ["run", "inc", "142", "inc-142", "order", "db", "orders-db",
+                                                         "v2", "3", "v2.3"]
+    assert terms("the and of") == []
 
 
 def test_rows_of_lists_keep_each_rows_words():

@@ -10,6 +10,7 @@ from collections import defaultdict, deque
 
 import pytest
 
+from duckgraph.core.domain import retrieval
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.domain.render import CHARS_PER_TOKEN
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
@@ -238,3 +239,20 @@ def test_search_text_is_whole_with_a_large_budget(kb) -> None:
         assert n.name in result.text
     for p in result.passages:
         assert f"[{p.document_id}#{p.chunk_id}]" in result.text
+
+
+def test_the_floor_moves_with_the_names_the_query_gives(kb) -> None:
+    options = retrieval.SearchOptions(relevance_floor=0.40)  # name_margin 0.12: 0.352 / 0.40 / 0.448
+
+    def relevant(query: str, best: float) -> bool:
+        return retrieval._relevant(kb.store, query, None, [(1, best)], [(1, best)], kb.namespace, options)
+
+    # Every name the query gives is stored ("Lovelace", and "Ada" as a word of a passage): a middling match counts.
+    assert relevant("What did Ada Lovelace write?", 0.37)
+    # No name: the floor itself.
+    assert not relevant("what did she write?", 0.37) and relevant("what did she write?", 0.41)
+    # A name nothing stored holds ("Grace Hopper", or one of two): more is needed.
+    assert not relevant("What did Grace Hopper write?", 0.43) and relevant("What did Grace Hopper write?", 0.46)
+    assert not relevant("What did Ada Lovelace tell Grace Hopper?", 0.43)
+    # Far from the floor the names do not matter.
+    assert not relevant("What did Ada Lovelace write?", 0.30) and relevant("What did Grace Hopper write?", 0.50)

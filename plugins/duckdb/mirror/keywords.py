@@ -204,6 +204,31 @@ class KindIndex:
         found = dict(zip(rows[best].tolist(), scores[best].tolist()))
         return sorted(found.items(), key=lambda item: (-item[1], item[0]))[:k]
 
+    def scores(self, terms: list[int], rows: Sequence[int], code: int) -> dict[int, float]:
+        """The BM25 score of each of `rows` (of namespace `code`) for the query's distinct `terms`, as `search` gives
+        it; rows holding none of the terms are left out."""
+        total = self.totals.get(code)
+        wanted = np.asarray([r for r in rows if 0 <= r < len(self.namespace)], dtype=np.int64)
+        if not terms or total is None or total[0] <= 0 or not len(wanted):
+            return {}
+        wanted = wanted[self.namespace[wanted] == code]
+        n, average = total[0], max(total[1] / total[0], 1e-9)
+        summed = np.zeros(len(wanted), dtype=np.float64)
+        order = np.argsort(wanted)
+        ordered = wanted[order]
+        for term in terms:
+            found, counts = self._postings(term, code)
+            if not len(found):
+                continue
+            idf = math.log(1.0 + (n - len(found) + 0.5) / (len(found) + 0.5))
+            position = np.minimum(np.searchsorted(ordered, found), len(ordered) - 1)
+            hit = ordered[position] == found
+            found, counts, position = found[hit], counts[hit], position[hit]
+            norm = K1 * (1.0 - B + B * self.length[found] / average)
+            np.add.at(summed, order[position], (idf * counts * (K1 + 1.0) / (counts + norm)).astype(np.float32))
+        held = summed > 0
+        return dict(zip(wanted[held].tolist(), summed[held].tolist()))
+
     def sizes(self) -> dict[str, Any]:
         held = sum(a.nbytes for a in (self.namespace, self.length, self.built_row, self.ptr, self.rows, self.counts,
                                       self._scratch))
@@ -258,6 +283,12 @@ class KeywordIndex:
         if code is None:
             return []
         return self.kinds[kind].search(self.vocabulary.known(words), k, code)
+
+    def scores(self, kind: str, words: list[str], rows: Sequence[int], namespace: str) -> dict[int, float]:
+        code = self.namespace_codes.get(namespace)
+        if code is None:
+            return {}
+        return self.kinds[kind].scores(self.vocabulary.known(words), rows, code)
 
     def sizes(self) -> dict[str, Any]:
         """What the index holds, for health() and the benchmarks."""
