@@ -91,7 +91,10 @@ class Writer:
         self._write_observations(batch, now)
         self._link_node_sources(batch, node_ids)
         edge_ids, edges_created, edges_updated = self._upsert_edges(batch, now, dimensions)
-        dropped_edges = self._delete_edges([*collapsed, *batch.delete_edges, *deleted_nodes[1], *unsupported_edges])
+        # An unsupported edge this batch writes again (with its new provenance) stays.
+        rewritten = set(edge_ids)
+        dropped_edges = self._delete_edges([*collapsed, *batch.delete_edges, *deleted_nodes[1],
+                                            *(e for e in unsupported_edges if e not in rewritten)])
         for namespace in batch.drop_communities:
             communities.drop(self.con, namespace)
         if batch.end_edges:
