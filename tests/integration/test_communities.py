@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from duckgraph.core.domain.communities import vectors
+from duckgraph.core.domain.communities.reports import report_text
 from duckgraph.core.domain.communities.service import BROAD_HINT, NO_COMMUNITIES
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import EdgeInput, NodeInput
@@ -105,7 +108,29 @@ def test_global_search_returns_the_theme_named_first_within_the_budget(kb):
         kb.communities.global_search("composers", "default", level=7)
 
 
+def test_small_communities_get_their_vectors_from_their_central_members_without_the_model(kb, monkeypatch):
+    embedded = []
+    real = kb.embedder.embed_documents
+    monkeypatch.setattr(kb.embedder, "embed_documents", lambda texts: embedded.extend(texts) or real(texts))
+    kb.communities.build("default")
+    assert embedded == []
+    found = [c for c in kb.store.communities("default", vectors=True) if c.level == 0]
+    by_name = {n.name: n.id for n in kb.store.list_nodes("default", limit=100)}
+    entities = kb.store.get_vectors("node", by_name.values())
+    for community in found:  # the report's vector is its central entities', and closer to them than to the others
+        assert abs(float(np.linalg.norm(community.embedding)) - 1.0) < 1e-5
+        similarity = {other.id: cosine(community.embedding, np.mean(
+            [entities[by_name[e["name"]]] for e in other.details["entities"][:5]], axis=0)) for other in found}
+        assert max(similarity, key=similarity.get) == community.id and similarity[community.id] > 0.9
+        assert cosine(community.embedding, real([report_text(community)])[0]) > 0.6, community.title
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
 def test_a_rebuild_embeds_only_the_reports_whose_text_changed(kb, monkeypatch):
+    monkeypatch.setattr(vectors, "DERIVED_MAX_MEMBERS", 0)  # every report's vector from its text, by the model
     kb.communities.build("default")
     before = {c.title: c for c in kb.store.communities("default", vectors=True)}
     # A new planet tied to the most central one only: astronomy's members change, its central names do not.

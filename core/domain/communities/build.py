@@ -10,8 +10,9 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.communities.hierarchy import communities_of, reuse_reports
-from duckgraph.core.domain.communities.reports import EdgeTable, report_text, write_extractive
-from duckgraph.core.domain.ingest import Progress, embed_in_batches
+from duckgraph.core.domain.communities.reports import EdgeTable, write_extractive
+from duckgraph.core.domain.communities.vectors import set_report_vectors
+from duckgraph.core.domain.ingest import Progress
 from duckgraph.ports import ConfigError, StoreError
 from duckgraph.ports.communities import CommunityBuild, CommunityDetector
 
@@ -29,6 +30,9 @@ class BuildOutcome:
     reports_written: int
     reports_kept: int
     seconds: float
+    #: Of the reports written: vectors derived from their members' (no model call), texts the model embedded.
+    vectors_derived: int = 0
+    texts_embedded: int = 0
 
 
 def build(kb: KnowledgeBase, detector: CommunityDetector | None, namespace: str,
@@ -54,12 +58,9 @@ def build(kb: KnowledgeBase, detector: CommunityDetector | None, namespace: str,
     reuse_reports(found, before)
     fresh = [c for c in found if c.embedding is None or (c.author == "extractive" and c.stale)]
     report(2, 4, f"writing {len(fresh)} extractive reports of {len(found)} communities")
-    write_extractive(store, fresh, EdgeTable(arrays), found)
-    # A vector is a function of its text: a report whose text the last build embedded (the file's one embedder)
-    # keeps that vector. Shortest first, so that each model batch holds texts of similar length (less padding).
-    known = {report_text(c): c.embedding for c in before if c.embedding is not None}
-    embed_in_batches(kb.embedder, sorted(((c, report_text(c)) for c in fresh), key=lambda pair: len(pair[1])),
-                     None, "embedding reports", known)
+    table = EdgeTable(arrays)
+    central = write_extractive(store, fresh, table, found)
+    derived, embedded = set_report_vectors(kb, fresh, before, central, table.weighted_degree())
     report(3, 4, "storing the communities")
     entities = len({node for c in found if c.leaf for node in c.members})
     if cancelled():
@@ -71,7 +72,8 @@ def build(kb: KnowledgeBase, detector: CommunityDetector | None, namespace: str,
     return BuildOutcome(namespace=namespace, communities=len(found),
                         levels=len({c.level for c in found}), entities=entities, relations=len(arrays[0]),
                         reports_written=len(fresh), reports_kept=len(found) - len(fresh),
-                        seconds=round(time.perf_counter() - started, 3))
+                        seconds=round(time.perf_counter() - started, 3), vectors_derived=derived,
+                        texts_embedded=embedded)
 
 
 def _now() -> datetime:

@@ -37,6 +37,12 @@ class EdgeTable:
         self._np = np
         self._top = int(max(self.sources.max(initial=0), self.targets.max(initial=0))) + 1
 
+    def weighted_degree(self) -> Any:
+        """Each node's summed edge weight (an array indexed by node id; 0 for a node without edges)."""
+        np = self._np
+        return (np.bincount(self.sources, self.weights, minlength=self._top)
+                + np.bincount(self.targets, self.weights, minlength=self._top))
+
     def key_parts(self, communities: Sequence[CommunityRecord], entities: int, facts: int
                   ) -> dict[int, tuple[list[int], list[int]]]:
         """Community ref -> (its `entities` members of largest weighted degree inside it, then lowest id; the ids of
@@ -81,9 +87,10 @@ def _first_of_each(np: Any, groups: Any, k: int) -> Any:
 
 
 def write_extractive(store: GraphStore, communities: Sequence[CommunityRecord], table: EdgeTable,
-                     level_mates: Sequence[CommunityRecord] = ()) -> None:
+                     level_mates: Sequence[CommunityRecord] = ()) -> dict[int, list[int]]:
     """Give each of `communities` an extractive report (title, summary, details; author "extractive").
-    `level_mates`: all communities of the build, against which a community's distinctive terms are weighed."""
+    `level_mates`: all communities of the build, against which a community's distinctive terms are weighed.
+    Returns each community's (ref's) central members, most central first: those its report names."""
     everyone = list(level_mates) or list(communities)
     parts = table.key_parts(communities, KEY_ENTITIES, KEY_FACTS)
     nodes = {n.id: n for n in store.get_nodes({node for c in everyone for node in c.members})}
@@ -105,6 +112,7 @@ def write_extractive(store: GraphStore, communities: Sequence[CommunityRecord], 
         community.title = _title([n.name for n in top])
         community.summary = _summary(len(community.members), types, community.details)
         community.author, community.stale = "extractive", False
+    return {ref: [n for n in central if n in nodes] for ref, (central, _) in parts.items()}
 
 
 def _facts(store: GraphStore, parts: dict[int, tuple[list[int], list[int]]], names: dict[int, str]
