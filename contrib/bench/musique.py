@@ -55,6 +55,7 @@ from duckgraph.core.domain.model import EdgeInput, NodeInput  # noqa: E402
 from duckgraph.core.plugin_manager import build_plugin_manager  # noqa: E402
 from duckgraph.core.mcp.server import build_server  # noqa: E402
 from duckgraph.core.domain.knowledge_base import KnowledgeBase  # noqa: E402
+from duckgraph.core.domain.render import estimate_tokens  # noqa: E402
 from duckgraph.ports import Embedder, entity_key, relation_type  # noqa: E402
 
 #: The data has no entity types; every node gets this neutral one.
@@ -461,6 +462,13 @@ def per_hop(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             for hop, hits in sorted(found.items())}
 
 
+def token_counts(counts: Sequence[int]) -> dict[str, float]:
+    """What the host reads per search: the median and 90th percentile of the text's estimated tokens."""
+    ordered = sorted(counts)
+    p90 = statistics.quantiles(ordered, n=10, method="inclusive")[8] if len(ordered) > 1 else ordered[0]
+    return {"median": statistics.median(ordered), "p90": round(p90, 1), "n": len(ordered)}
+
+
 def latency(seconds: Sequence[float]) -> dict[str, float]:
     ordered = sorted(seconds)
     p95 = statistics.quantiles(ordered, n=100, method="inclusive")[94] if len(ordered) > 1 else ordered[0]
@@ -565,6 +573,7 @@ async def evaluate(services: Services, dataset: Dataset) -> dict[str, Any]:
         runs: dict[str, list[dict[str, Any]]] = {"dense": [], "search": []}
         timings: dict[str, list[float]] = {"dense": [], "search": []}
         in_process: list[float] = []
+        text_tokens: list[int] = []
         per_question = []
         short_results = 0
         for question in dataset.questions:
@@ -586,6 +595,7 @@ async def evaluate(services: Services, dataset: Dataset) -> dict[str, Any]:
             runs["dense"][-1][ANSWER_IN_TEXT] = answer_in_text(
                 "\n".join(passage_text[d] for d in ranked["dense"][:TOP_K]), question.answers)
             runs["search"][-1][ANSWER_IN_TEXT] = answer_in_text(result["text"], question.answers)
+            text_tokens.append(estimate_tokens(result["text"]))
             runs["search"][-1]["hop_answers_as_entities"] = hop_answers_found(question, entity_names(kb, result))
             per_question.append({"id": question.id, "group": question.group, "gold": question.gold,
                                  "hop_gold": question.hop_gold, "dense": ranked["dense"], "search": ranked["search"],
@@ -604,6 +614,7 @@ async def evaluate(services: Services, dataset: Dataset) -> dict[str, Any]:
         "search_short_results": short_results,
         "results": summarise(dataset.questions, runs, timings),
         "search_latency_in_process": latency(in_process),
+        "search_text_tokens": token_counts(text_tokens),
         "per_question": per_question,
     }
 
@@ -646,6 +657,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     direct = report["search_latency_in_process"]
     print(f"search called in process (no MCP round trip, as dense): median {direct['median_ms']} ms, "
           f"p95 {direct['p95_ms']} ms")
+    read = report["search_text_tokens"]
+    print(f"search's text (what the host reads, default token budget): median {read['median']} tokens, "
+          f"p90 {read['p90']}")
     json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     progress(f"results written to {json_out}")
 

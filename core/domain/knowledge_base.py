@@ -490,12 +490,13 @@ class KnowledgeBase:
                               observations=observations.get(record.id, [])[:OBSERVATIONS_SHOWN])
 
         names = {node_id: record.name for node_id, record in found.records.items()}
-        titles = self.store.document_titles({chunk.document_id for chunk, _ in found.passages}, namespace)
-        times = self.store.chunk_times([chunk.id for chunk, _ in found.passages], namespace) if found.passages else {}
+        every_passage = [*found.passages, *found.more_passages]
+        titles = self.store.document_titles({chunk.document_id for chunk, _ in every_passage}, namespace)
+        times = self.store.chunk_times([chunk.id for chunk, _ in every_passage], namespace) if every_passage else {}
         passages = [
             Passage(document_id=chunk.document_id, chunk_id=chunk.id, title=titles.get(chunk.document_id, ""),
                     section=chunk.section, text=chunk.text, time=times.get(chunk.id), score=round(score, 4))
-            for chunk, score in found.passages
+            for chunk, score in every_passage
         ]
         result = SearchResult(
             query=query,
@@ -505,7 +506,7 @@ class KnowledgeBase:
                               description=e.description, weight=e.weight, valid_from=e.valid_from,
                               valid_until=e.valid_until, score=round(score, 4))
                    for e, score in found.edges],
-            passages=passages,
+            passages=passages[: len(found.passages)],
             text="",
             truncated=False,
             nothing_relevant=found.nothing_relevant,
@@ -513,7 +514,8 @@ class KnowledgeBase:
         named = self._name_communities(result, namespace, token_budget // 2)
         # The communities' lines come within the budget too (at most half of it): the rest is rendered in what
         # they leave.
-        result.text, result.truncated = render_search(result, max(token_budget - estimate_tokens(named), 1))
+        result.text, result.truncated = render_search(result, max(token_budget - estimate_tokens(named), 1),
+                                                      more=passages[len(found.passages):])
         result.text += named
         return result
 

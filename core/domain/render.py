@@ -3,13 +3,15 @@
 A search result is rendered by priority, not section by section: the lines are chosen most useful first (the
 best facts, the anchors, the best passage, the anchors' details, more facts, more passages, the other entities,
 their details) until the budget is spent, so a small budget cuts weak entities and late observations, never
-every fact. The chosen lines are then printed grouped under their headings, each group in rank order.
+every fact. The chosen lines are then printed grouped under their headings, each group in rank order. When all
+of them fit, the room left shows the passages ranked next, under a heading of their own.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 CHARS_PER_TOKEN = 4
 #: The headings, in the order the groups are printed.
 RELATIONS, ENTITIES, PASSAGES = "Relations:", "Entities:", "Passages:"
+MORE_PASSAGES = "More passages, ranked lower:"
 #: Longest description, fact, property list or observation shown on one line (the structured result has them all).
 LINE_CHARS = 300
 #: A passage or entity line that does not fit whole is shown cut when at least this much of it fits.
@@ -55,9 +58,11 @@ class _Line:
     cuttable: bool = False
 
 
-def render_search(result: SearchResult, token_budget: int) -> tuple[str, bool]:
+def render_search(result: SearchResult, token_budget: int, more: Sequence[Passage] = ()) -> tuple[str, bool]:
     """The result as grouped lines, the most useful kept first within `token_budget`; and whether some were
-    left out or cut."""
+    left out or cut. When the whole result fits, the room left shows the passages ranked next (`more`, best
+    first, under their own heading; the last one perhaps cut short): the budget is the host's, and the answer to
+    a multi-hop question is often a few ranks down. Leaving them out is no truncation: they are extra."""
     if result.nothing_relevant:
         return NOTHING_RELEVANT, False
     lines = _by_priority(result)
@@ -65,7 +70,8 @@ def render_search(result: SearchResult, token_budget: int) -> tuple[str, bool]:
         return EMPTY, False
     budget = max(token_budget, 1)
     if sum(_cost(line.text) for line in lines) + sum(_cost(h) for h in {line.heading for line in lines}) <= budget:
-        return _printed({line: line.text for line in lines}), False
+        extra = [_Line(MORE_PASSAGES, (i, 0), _passage(p), "passages", cuttable=True) for i, p in enumerate(more)]
+        return _printed(_fit([*lines, *extra], budget)[0]), False
     kept, used = _fit(lines, max(budget - NOTE_TOKENS, 0))
     left_out = Counter(line.kind for line in lines if line not in kept)
     note = _note(token_budget, left_out)
@@ -140,7 +146,7 @@ def _fit(lines: list[_Line], budget: int) -> tuple[dict[_Line, str], int]:
 
 def _printed(kept: dict[_Line, str]) -> str:
     out: list[str] = []
-    for heading in (RELATIONS, ENTITIES, PASSAGES):
+    for heading in (RELATIONS, ENTITIES, PASSAGES, MORE_PASSAGES):
         group = sorted((line for line in kept if line.heading == heading), key=lambda line: line.position)
         if group:
             out += [heading, *(kept[line] for line in group)]

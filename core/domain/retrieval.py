@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -51,6 +51,13 @@ class SearchOptions:
     hops: int = 2
     max_nodes: int = 30
     max_passages: int = 5
+    #: Passages ranked next after the best `max_passages` that the text shows after everything else, while the
+    #: token budget has room (see `render_search`): the answer to a multi-hop question is often a few ranks further
+    #: down. They are not among the result's `passages`. 0: none.
+    more_passages: int = 5
+    #: The share of the best passage's score such a passage needs: the walk's tail (passages it barely reached, in
+    #: a small memory all the others) is no answer.
+    more_passages_share: float = 0.05
     #: Nodes carried from one hop into the next.
     frontier: int = 100
     #: Proximity kept per hop: a node two hops out starts from decay**2 of its anchor's weight.
@@ -126,6 +133,8 @@ class Subgraph:
     records: dict[int, NodeRecord]  # the kept nodes (and perhaps a few far ends of facts not kept)
     edges: list[tuple[EdgeRecord, float]]  # the facts that best answer the query first, with their scores
     passages: list[tuple[ChunkRecord, float]]  # best first
+    #: The passages ranked next (at most `more_passages`), best first: shown in the text while the budget has room.
+    more_passages: list[tuple[ChunkRecord, float]] = field(default_factory=list)
     #: True when nothing stored reached the relevance floor (everything above is then empty).
     nothing_relevant: bool = False
 
@@ -155,9 +164,8 @@ def anchor_and_expand(
     result_edges, kept = _join_far_ends([(fetched[i], *facts[i]) for i in facts if i in fetched], kept, records, options)
     passages = _rank_passages(store, query_text, query, namespace, named, nearest[: options.fact_seed_nodes],
                               nearest_chunks or [], options)
-    return Subgraph(
-        anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges, passages=passages
-    )
+    return Subgraph(anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges,
+                    passages=passages[: options.max_passages], more_passages=passages[options.max_passages:])
 
 
 def _edge_filter(options: SearchOptions) -> TimeFilter | datetime | None:
@@ -448,7 +456,8 @@ def _prune(reached: dict[int, Reached], anchors: list[Reached], options: SearchO
 def _rank_passages(
     store: GraphStore, query_text: str, query: np.ndarray, namespace: str, named: list[NodeRecord],
     nearest: list[tuple[int, float]], nearest_chunks: list[tuple[int, float]], options: SearchOptions,
-) -> list[tuple[int, float]]:
+) -> list[tuple[ChunkRecord, float]]:
+    """The best `max_passages` passages, then the `more_passages` ranked next, each part best first."""
     import numpy as np  # see _walk
 
     if _timed(options):
@@ -481,10 +490,15 @@ def _rank_passages(
     shown = _in_window(store, chunk_ids, namespace, options)
     chunk_ids, scores = chunk_ids[shown], scores[shown]
     # 4 candidates per passage wanted leave room for passages of the same document; ties: lower ids first.
-    best = np.argsort(-scores, kind="stable")[: 4 * options.max_passages]
-    ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())), options.max_passages)
+    wanted = options.max_passages + max(options.more_passages, 0)
+    best = np.argsort(-scores, kind="stable")[: 4 * wanted]
+    ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())),
+                               options.max_passages, wanted)
     scale = _absolute_scale(ranked, top_similarity)
-    return [(chunk, score * scale) for chunk, score in ranked]
+    shown = ranked[: options.max_passages] + [
+        (chunk, score) for chunk, score in ranked[options.max_passages:]
+        if score >= options.more_passages_share * ranked[0][1]]
+    return [(chunk, score * scale) for chunk, score in shown]
 
 
 def _with_keywords(
@@ -563,9 +577,10 @@ def _absolute_scale(ranked: list[tuple[ChunkRecord, float]], top_similarity: flo
 
 
 def _one_per_document(
-    store: GraphStore, candidates: list[tuple[int, float]], limit: int
+    store: GraphStore, candidates: list[tuple[int, float]], limit: int, total: int
 ) -> list[tuple[ChunkRecord, float]]:
-    """The best `limit` of the ranked `candidates`, at most one per document while other documents have some."""
+    """The best `limit` of the ranked `candidates`, at most one per document while other documents have some,
+    then the next best up to `total` in all by the same rule, each part best first."""
     document_of = store.chunk_documents([chunk_id for chunk_id, _ in candidates])
     seen: set[str] = set()
     first, repeats = [], []
@@ -573,7 +588,8 @@ def _one_per_document(
         if (document_id := document_of.get(chunk_id)) is not None:
             (repeats if document_id in seen else first).append((chunk_id, score))
             seen.add(document_id)
-    picked = sorted(first[:limit] + repeats[: max(0, limit - len(first))], key=lambda item: -item[1])
+    order = first + repeats
+    picked = [*sorted(order[:limit], key=lambda item: -item[1]), *sorted(order[limit:total], key=lambda item: -item[1])]
     chunks = {c.id: c for c in store.get_chunks([chunk_id for chunk_id, _ in picked])}
     return [(chunks[chunk_id], score) for chunk_id, score in picked if chunk_id in chunks]
 

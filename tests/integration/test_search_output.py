@@ -193,3 +193,18 @@ def test_feedback_lifts_the_turn_that_shares_the_best_turns_words(real_kb: Knowl
     assert sorted(plain, key=plain.get)[-3:] == sorted(fed, key=fed.get)[-3:]  # the three best turns stay first
     gain = {doc_id: fed[doc_id] / plain[doc_id] for doc_id in plain if doc_id not in ("adopted", "dream", "agency")}
     assert max(gain, key=gain.get) == "bone" and gain["bone"] > 1.3, gain
+
+
+def test_the_text_shows_the_passages_ranked_next_while_the_budget_has_room(platform: KnowledgeBase) -> None:
+    one = platform.search("What caused INC-142?", max_passages=1)
+    assert [p.document_id for p in one.passages] == ["inc-142"]  # the structured passages stay max_passages
+    lines = one.text.splitlines()
+    heading = lines.index("More passages, ranked lower:")
+    assert lines[heading - 1].startswith("[inc-142#") and lines[heading + 1].startswith("[")
+    assert not one.truncated
+    fewer = platform.search("What caused INC-142?", max_passages=1, more_passages=0)
+    assert "More passages" not in fewer.text and one.text.startswith(fewer.text)
+    # The next passages are what a larger max_passages returns, in the same order.
+    two = platform.search("What caused INC-142?", max_passages=2)
+    assert lines[heading + 1].startswith(f"[{two.passages[1].document_id}#{two.passages[1].chunk_id}]")
+    assert not platform.search("What caused INC-142?", max_passages=0).passages

@@ -118,3 +118,30 @@ def test_a_relation_with_a_description_is_one_sentence() -> None:
 def test_an_empty_result() -> None:
     empty = SearchResult(query="q", anchors=[], nodes=[], edges=[], passages=[], text="", truncated=False)
     assert render_search(empty, 100) == ("No matching entities or passages.", False)
+
+
+def more(n: int, first: int = 100) -> list[Passage]:
+    return [Passage(document_id=f"m{i}", chunk_id=i, title="", text=f"more {i} " + "text " * 20, score=0.01)
+            for i in range(first, first + n)]
+
+
+def test_the_room_left_shows_the_passages_ranked_next_under_their_own_heading() -> None:
+    full = result(2, passage_words=20)
+    alone, _ = render_search(full, 10**9)
+    text, truncated = render_search(full, 10**9, more=more(3))
+    assert not truncated
+    assert text.startswith(alone + "\nMore passages, ranked lower:\n[m100#100] more 100")
+    assert text.index("[m100#100]") < text.index("[m101#101]") < text.index("[m102#102]")
+
+
+def test_the_passages_ranked_next_fill_the_budget_and_are_left_out_first() -> None:
+    full = result(2, passage_words=20)
+    alone, _ = render_search(full, 10**9)
+    room = estimate_tokens(alone) + 80  # room for one more passage whole and the next one cut short
+    text, truncated = render_search(full, room, more=more(5))
+    assert not truncated and estimate_tokens(text) <= room
+    assert text.startswith(alone) and "[m100#100]" in text and "[m104#104]" not in text
+    assert text.splitlines()[-1].endswith("…")
+    # When the result itself does not fit, none of them is shown and the result is cut as before.
+    short, cut = render_search(full, 100, more=more(5))
+    assert cut and short == render_search(full, 100)[0]
