@@ -119,8 +119,11 @@ class DuckDBStore(GraphStore):
                 self._stale.clear()
                 self._load_vectors()
                 self._graph.load(self._con)
-                with self._lean_cache():  # drops what the graph's and the keyword index's reads left cached
-                    self._load_keywords()
+                # The keyword build's join and sort need working memory (a 1M-entity file's passages overflowed the
+                # lean limit): it runs under the store's limit, and what its and the graph's reads left cached goes.
+                self._load_keywords()
+                with self._lean_cache():
+                    pass
             except BaseException as exc:
                 self._con.close()
                 self._con = None

@@ -22,6 +22,7 @@ from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.plugins.duckdb.mirror.hnsw import vss_extension_path
 from duckgraph.plugins.duckdb.mirror.matrix import to_bfloat16
 from duckgraph.plugins.duckdb.schema import SCHEMA_VERSION
+from duckgraph.plugins.duckdb import settings
 from duckgraph.plugins.duckdb.settings import default_memory_limit
 from duckgraph.ports import (
     ChunkRecord,
@@ -748,3 +749,28 @@ def test_a_passage_text_budget_that_is_not_a_size_is_refused(db_path: Path, budg
     with pytest.raises(StoreError, match="passage_texts_mb must be a number of megabytes"):
         DuckDBStore(db_path, passage_texts_mb=budget)
     assert not db_path.exists()
+
+
+def test_open_builds_the_keyword_index_of_passages_bigger_than_the_lean_cache(tmp_path: Path, monkeypatch) -> None:
+    """Open drops DuckDB's page cache to a lean limit after loading; the keyword build's join and sort of every
+    passage need more working memory than that (a 1M-entity file's 200k passages failed to open with an
+    out-of-memory error), so it must run under the store's own limit. Here the lean limit is made tiny instead."""
+    rng = np.random.default_rng(0)
+    words = [f"word{i}" for i in range(5_000)]
+    store = DuckDBStore(tmp_path / "passages.duckdb")
+    store.open()
+    store.bind_embedder("test:unit", 8)
+    for block in range(4):
+        ids = [f"d{block}-{i}" for i in range(5_000)]
+        store.write(WriteBatch(
+            documents=[DocumentRecord(id=i, namespace="default", text="-", title="a long title " * 10) for i in ids],
+            chunks=[ChunkRecord(document_id=i, ordinal=0, text=" ".join(rng.choice(words, 80)),
+                                embedding=normalize(rng.standard_normal(8).astype(np.float32))) for i in ids]))
+    store.close()
+    monkeypatch.setattr(settings, "CACHE_AFTER_LOAD", "8MB")
+    reopened = DuckDBStore(tmp_path / "passages.duckdb")
+    reopened.open()
+    try:
+        assert reopened.keyword_search("chunk", "word7", 3, "default")
+    finally:
+        reopened.close()
