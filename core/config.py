@@ -52,6 +52,8 @@ class Settings(BaseModel):
     fetch_private_hosts: bool = False
     #: Seconds between two requests to one site while ingesting URLs (more when its robots.txt asks it).
     fetch_delay: float = Field(default=1.0, ge=0.0, le=60.0)
+    #: After build_communities, have the host's model write reports through MCP sampling (clients that offer it).
+    community_reports_by_sampling: bool = False
 
     @field_validator("namespace", "namespace_fallback")
     @classmethod
@@ -136,7 +138,7 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
     for key in ("db", "namespace", "namespace_fallback", "log_level", "tools", "http_token", "relevance_floor"):
         if value := env.get(ENV_PREFIX + key.upper()):
             data[key] = value
-    for key in ("warm_up", "fetch_urls", "fetch_private_hosts"):
+    for key in ("warm_up", "fetch_urls", "fetch_private_hosts", "community_reports_by_sampling"):
         if value := env.get(ENV_PREFIX + key.upper()):
             data[key] = value.strip().lower() not in {"0", "false", "no", "off"}
     if value := env.get(ENV_PREFIX + "FETCH_DELAY"):

@@ -572,6 +572,8 @@ class BuildCommunitiesResult(_Model):
     reports_written: int = Field(description="Extractive reports written by this build.")
     reports_kept: int = Field(description="Reports of unchanged communities, or stale written ones, kept.")
     seconds: float
+    sampling: str | None = Field(None, description="With community_reports_by_sampling: the reports the host's "
+                                 "model wrote through MCP sampling, or why it wrote none.")
 
 
 class KeyEntity(_Model):

@@ -149,7 +149,7 @@ class CommunityReportLine(Line):
     members: list[int] = Field(min_length=1)
     title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
     summary: str = Field(min_length=1, max_length=MAX_SUMMARY_CHARS)
-    author: Literal["model", "host"]
+    author: Literal["model", "host", "sampling"]  # sampling: the host's model, through MCP sampling
     stale: bool = False
 
 

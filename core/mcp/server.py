@@ -51,7 +51,8 @@ class DuckgraphServer(MCPServer):
     functions, and come back as the owner's result (core/mcp/forwarding.py); otherwise they run here."""
 
     def __init__(self, *args: Any, knowledge_base: KnowledgeBase, url_fetching: UrlFetching, tool_set: str,
-                 share: FileShare | None = None, namespace_from_roots: bool = False, **kwargs: Any) -> None:
+                 share: FileShare | None = None, namespace_from_roots: bool = False, reports_by_sampling: bool = False,
+                 **kwargs: Any) -> None:
         # Set before the SDK's __init__, which stores its tool manager through the property below.
         self.tool_set = tool_set
         self._tools_built = False
@@ -60,6 +61,7 @@ class DuckgraphServer(MCPServer):
         super().__init__(*args, **kwargs)
         self.knowledge_base = knowledge_base
         self.url_fetching = url_fetching  # add_urls refuses unless the settings enable it
+        self.reports_by_sampling = reports_by_sampling  # build_communities then asks the host's model for reports
         self.share = share
         self._read_only: dict[str, bool] | None = None
         self.namespace_from_roots = namespace_from_roots
@@ -259,6 +261,7 @@ def build_server(services: Services, share: FileShare | None = None, *, tool_set
         "duckgraph", version=__version__, lifespan=lifespan, instructions=instructions(tool_set),
         warn_on_duplicate_tools=False, knowledge_base=services.knowledge_base, share=share, tool_set=tool_set,
         namespace_from_roots=services.settings.from_roots, url_fetching=services.url_fetching,
+        reports_by_sampling=services.settings.community_reports_by_sampling,
     )
     register_prompts_and_resources(server, services.knowledge_base, tool_set)
     return server

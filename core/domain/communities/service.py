@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
     from duckgraph.core.domain.model import (
         BuildCommunitiesResult, CommunityFreshness, GlobalSearchResult, ReportsToWrite, ReportsWritten)
+    from duckgraph.ports.extractor import Extractor
 
 NO_COMMUNITIES = ("No communities are built for this namespace yet: call build_communities (or run `duckgraph "
                   "communities build`), then global_search again.")
@@ -190,20 +191,25 @@ class CommunityService:
 
     def write_with_model(self, namespace: str, *, limit: int = 20, progress: Progress | None = None
                          ) -> ReportsWritten:
-        """Have the configured extractor's model write the reports still extractive or stale (coarsest and
-        largest first, at most `limit`); a community whose report fails is named in `failed`."""
-        from duckgraph.core.domain.model import ReportsWritten
-
+        """Have the configured extractor's model write the reports still extractive or stale (see write_reports)."""
         extractor = self.kb.extractor
         if extractor is None:
             raise InvalidInputError("no extractor model is configured ([extractor] in the config, e.g. use = "
                                     "\"ollama\"): write the reports yourself with communities_to_summarize")
+        return self.write_reports(namespace, extractor, author="model", limit=limit, progress=progress)
+
+    def write_reports(self, namespace: str, writer: Extractor, *, author: str, limit: int = 20,
+                      progress: Progress | None = None) -> ReportsWritten:
+        """Have `writer` write the reports still extractive or stale (coarsest and largest first, at most `limit`),
+        stored with `author`; a community whose report fails is named in `failed`."""
+        from duckgraph.core.domain.model import ReportsWritten
+
         waiting = self._waiting(namespace, None)[:limit]
         written, failed = 0, []
         for done, community in enumerate(waiting):
             try:
-                report = extractor.write_report(material(community))
-                self.save_written(namespace, community.id, report["title"], report["summary"], author="model")
+                report = writer.write_report(material(community))
+                self.save_written(namespace, community.id, report["title"], report["summary"], author=author)
                 written += 1
             except (ExtractionError, InvalidInputError) as exc:
                 failed.append(f"community {community.id}: {exc}")

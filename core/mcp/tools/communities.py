@@ -15,6 +15,7 @@ from duckgraph.core.domain.model import (
     ReportsWritten,
 )
 from duckgraph.core.mcp.progress import progress_reporter
+from duckgraph.core.mcp.sampling import write_reports_by_sampling
 from duckgraph.core.mcp.tools.common import (
     ADDITIVE,
     READ_ONLY,
@@ -44,7 +45,10 @@ def register_community_tools(server: MCPServer) -> None:
     async def build_communities(ctx: Context, namespace: NamespaceArg = None) -> BuildCommunitiesResult:
         """Group entities into communities with reports, for global_search; kept fresh after."""
         namespace = await call_namespace(ctx, namespace)
-        return await call(kb_of(ctx).communities.build, namespace, progress_reporter(ctx))
+        built = await call(kb_of(ctx).communities.build, namespace, progress_reporter(ctx))
+        if ctx.mcp_server.reports_by_sampling:
+            built.sampling = await write_reports_by_sampling(ctx, namespace)
+        return built
 
 
 def register_report_tools(server: MCPServer) -> None:
