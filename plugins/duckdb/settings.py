@@ -31,6 +31,29 @@ DEFAULT_MEMORY_SHARE = 0.25
 MEMORY_SIZE = re.compile(r"\s*\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", re.IGNORECASE)
 
 
+#: What a long write transaction (an import) may hold in memory beside its key indexes: DuckDB keeps a
+#: transaction's uncommitted rows in memory up to memory_limit (~1.5 KB an imported line) and, under a lower limit,
+#: writes them to its temporary folder instead.
+TRANSACTION_CACHE = 512 * 2**20
+_UNIT = {"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def size_bytes(size: str) -> float:
+    """A DuckDB memory size ("1.5GiB", "512MB") in bytes."""
+    number, unit = re.fullmatch(r"\s*([\d.]+)\s*([a-zA-Z]+)\s*", size).groups()
+    return float(number) * _UNIT[unit.upper()]
+
+
+def bound_transaction_cache(con: Any, memory_limit: str) -> None:
+    """Lower DuckDB's limit, for the rest of a long transaction, to TRANSACTION_CACHE above twice what its key
+    indexes hold (they must stay in memory and grow as rows go in), never above `memory_limit`; called again as
+    the transaction grows. Set `memory_limit` again once it has ended."""
+    indexes = con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() "
+                          "WHERE tag = 'ART_INDEX'").fetchone()[0]
+    limit = min(size_bytes(memory_limit), TRANSACTION_CACHE + 2 * indexes)
+    con.execute(f"SET memory_limit = '{int(limit // 2**20)}MiB'")
+
+
 def default_memory_limit() -> str:
     """DEFAULT_MEMORY_SHARE of the machine's memory, at least 1 GiB, as a DuckDB size."""
     try:

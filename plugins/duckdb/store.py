@@ -265,21 +265,28 @@ class DuckDBStore(GraphStore):
         reload: set[str] = set()
         with self._lock:
             self._fresh()  # before the writer: it asks whether the file has vector tables
-        with self._lock, self._committing([]) as writer:
-            # No records to take ids back from on a rollback: the caller drops each snapshot once written.
+        try:
+            with self._lock, self._committing([]) as writer:
+                # No records to take ids back from on a rollback: the caller drops each snapshot once written.
 
-            def restore(snapshot: Snapshot) -> WriteSummary:
-                batch = WriteBatch(nodes=snapshot.nodes, edges=snapshot.edges, documents=snapshot.documents,
-                                   chunks=snapshot.chunks)
-                dimensions = writes.require_dimensions(batch, self.embedder_info(), self.path)
-                summary = restore_snapshot(writer, snapshot, batch, dimensions)
-                # The mirror is loaded again from the file after the commit, so the changes noted for it (ids,
-                # vectors) need not be kept from one snapshot to the next: only what to load again.
-                reload.update(writer.changes.reload or ())
-                writer.changes = MirrorChanges(reload=frozenset(reload))
-                return summary
+                def restore(snapshot: Snapshot) -> WriteSummary:
+                    batch = WriteBatch(nodes=snapshot.nodes, edges=snapshot.edges, documents=snapshot.documents,
+                                       chunks=snapshot.chunks)
+                    dimensions = writes.require_dimensions(batch, self.embedder_info(), self.path)
+                    # One transaction for the whole stream: its rows go to DuckDB's temporary folder, not memory.
+                    settings.bound_transaction_cache(self._db, self.memory_limit)
+                    summary = restore_snapshot(writer, snapshot, batch, dimensions)
+                    # The mirror is loaded again from the file after the commit, so the changes noted for it
+                    # (ids, vectors) need not be kept from one snapshot to the next: only what to load again.
+                    reload.update(writer.changes.reload or ())
+                    writer.changes = MirrorChanges(reload=frozenset(reload))
+                    return summary
 
-            yield restore
+                yield restore
+        finally:
+            with self._lock:
+                if self._con is not None:  # not RESET: see settings.lean_cache
+                    self._con.execute(f"SET memory_limit = '{self.memory_limit}'")
 
     @contextmanager
     def _committing(self, records: list[Any]) -> Iterator[Writer]:

@@ -3,6 +3,7 @@ safety and the vss/HNSW path."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -31,6 +32,7 @@ from duckgraph.ports import (
     EmbedderMismatchError,
     InvalidInputError,
     NodeRecord,
+    Snapshot,
     StoreError,
     WriteBatch,
     entity_key,
@@ -774,3 +776,28 @@ def test_open_builds_the_keyword_index_of_passages_bigger_than_the_lean_cache(tm
         assert reopened.keyword_search("chunk", "word7", 3, "default")
     finally:
         reopened.close()
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_restore_stream_keeps_duckdb_to_a_transaction_cache_and_gives_the_limit_back(db_path: Path, fails: bool):
+    # One transaction holds a whole import: under the store's limit its rows would stay in memory (~1.5 KB an
+    # imported line); under the lower one DuckDB writes them to its temporary folder. Committed or rolled back, the
+    # store's limit applies again.
+    store = DuckDBStore(db_path, memory_limit="3GiB")
+    store.open()
+    try:
+        store.bind_embedder("test:unit", 8)
+        during = []
+        with pytest.raises(RuntimeError) if fails else contextlib.nullcontext():
+            with store.restore_stream() as restore:
+                ada = NodeRecord(namespace="default", key=entity_key("Ada"), name="Ada", type="Person",
+                                 embedding=normalize(np.ones(8, dtype=np.float32)))
+                restore(Snapshot(nodes=[ada]))
+                during.append(_buffer_pool_limit(store._con))
+                if fails:
+                    raise RuntimeError("the caller failed")
+        assert settings.TRANSACTION_CACHE <= during[0] < 2 * settings.TRANSACTION_CACHE
+        assert _buffer_pool_limit(store._con) == pytest.approx(3 * 2**30, rel=0.02)
+        assert [n.name for n in store.list_nodes("default")] == ([] if fails else ["Ada"])
+    finally:
+        store.close()
