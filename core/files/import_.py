@@ -39,6 +39,7 @@ from duckgraph.core.files.jsonl_format import (
     MetaLine,
     NodeLine,
 )
+from duckgraph.core.files.spill import SpilledMap
 from duckgraph.ports import (
     ChunkRecord,
     DocumentRecord,
@@ -216,18 +217,26 @@ class _NativeImport(_Import):
         self.reembed = reembed
         self.meta: MetaLine | None = None
         self.embedder_checked = False
-        self.documents: set[tuple[str, str]] = set()
-        self.chunks: dict[int, tuple[str, str, int]] = {}  # file id -> (namespace, document id, ordinal)
-        self.nodes: dict[int, tuple[str, str]] = {}  # file id -> (namespace, key)
-        self.names: dict[tuple[str, str], str] = {}  # (namespace, key) -> name, of the file's nodes
-        self.edges: dict[int, tuple[str, str, str, str, datetime | None, datetime | None]] = {}
-        self.seen_edges: set[tuple[Any, ...]] = set()
+        # On disk (SpilledMap), so that memory does not grow with the file.
+        self.documents = SpilledMap()  # as a set: (namespace, document id)
+        self.chunks = SpilledMap()  # file id -> (namespace, document id, ordinal)
+        self.nodes = SpilledMap()  # file id -> (namespace, key)
+        self.names = SpilledMap()  # (namespace, key) -> name, of the file's nodes
+        self.edges = SpilledMap()  # file id -> (namespace, source, target, type, valid_from, valid_until)
+        self.seen_edges = SpilledMap()  # as a set: each relation's identity
         #: The line numbers of the current batch's nodes, chunks and edges: a line names only lines before it
         #: (those of earlier batches are), whatever the batch size.
         self.batch_lines: dict[tuple[str, Any], int] = {}
         self.reports: list[CarriedReport] = []  # written community reports, put back after a build
 
     def run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
+        try:
+            return self._run(objects)
+        finally:
+            for spilled in (self.documents, self.chunks, self.nodes, self.names, self.edges, self.seen_edges):
+                spilled.close()
+
+    def _run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
         lines = self._parse(objects)
         first = next(lines)  # `import_lines` saw a first object
         if isinstance(first[1], MetaLine):
