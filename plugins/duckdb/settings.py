@@ -98,3 +98,9 @@ def lean_cache(con: Any, memory_limit: str, path: Path) -> Iterator[None]:
         # Not RESET: in DuckDB 1.5.5 that restores the setting but leaves the buffer pool at the lower limit,
         # and a later write fails to commit once the indexes outgrow it.
         con.execute(f"SET memory_limit = '{memory_limit}'")
+
+
+def drop_cache(con: Any, memory_limit: str, path: Path) -> None:
+    """Drop the table pages DuckDB keeps cached (see `lean_cache`), keeping `memory_limit`."""
+    with lean_cache(con, memory_limit, path):
+        pass

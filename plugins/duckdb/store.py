@@ -122,8 +122,7 @@ class DuckDBStore(GraphStore):
                 # The keyword build's join and sort need working memory (a 1M-entity file's passages overflowed the
                 # lean limit): it runs under the store's limit, and what its and the graph's reads left cached goes.
                 self._load_keywords()
-                with self._lean_cache():
-                    pass
+                settings.drop_cache(self._con, self.memory_limit, self.path)
             except BaseException as exc:
                 self._con.close()
                 self._con = None
@@ -434,7 +433,7 @@ class DuckDBStore(GraphStore):
     def keyword_scores(self, kind: VectorKind, query: str, ids: Sequence[int], namespace: str) -> dict[int, float]:
         words = terms(query)
         with self._lock:
-            self._db  # noqa: B018 - raises when the store is not open
+            self._current  # noqa: B018 - raises when the store is not open
             return self._keywords.scores(kind, words, list(ids), namespace)
 
     def similarity_array(self, kind: VectorKind, ids: Any, query: Any) -> Any:
