@@ -3,11 +3,13 @@ Everything the server and the CLI do goes through here."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -24,7 +26,7 @@ from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.render import estimate_tokens, render_search
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
-from duckgraph.core.domain.retrieval import SearchOptions, anchor_and_expand
+from duckgraph.core.domain.retrieval import SearchOptions, anchor_and_expand, match_words
 from duckgraph.core.domain.texts import edge_text, node_text
 from duckgraph.core.files import backup as file_backup
 from duckgraph.ports import (
@@ -479,8 +481,10 @@ class KnowledgeBase:
         if settings.relevance_floor is None:
             settings = replace(settings, relevance_floor=self.embedder.relevance_floor)
         self._vectors_ready()
-        vector = self.embedder.embed_query(query)
-        found = anchor_and_expand(self.store, query, vector, namespace, settings)
+        # The model (or its server) embeds the query on another thread while the query's words are looked up.
+        vector = _query_threads().submit(self.embedder.embed_query, query)
+        words = match_words(self.store, query, namespace, settings)
+        found = anchor_and_expand(self.store, query, vector.result(), namespace, settings, words)
         observations = _by_query_words(query, self.store.get_observations([r.node_id for r in found.nodes]))
 
         def scored(reached) -> ScoredNode:
@@ -590,6 +594,12 @@ class KnowledgeBase:
         """Write a consistent copy of the knowledge base to the file `destination`, while it stays in use
         (see `duckgraph.core.files.backup`)."""
         return file_backup.backup(self, destination, force=force)
+
+
+@functools.cache
+def _query_threads() -> ThreadPoolExecutor:
+    """Threads that embed queries (a few: concurrent searches each embed theirs)."""
+    return ThreadPoolExecutor(max_workers=4, thread_name_prefix="duckgraph-query")
 
 
 def _by_query_words(query: str, observations: dict[int, list[str]]) -> dict[int, list[str]]:

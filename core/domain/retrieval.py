@@ -139,19 +139,42 @@ class Subgraph:
     nothing_relevant: bool = False
 
 
-def anchor_and_expand(
-    store: GraphStore, query_text: str, query: np.ndarray, namespace: str, options: SearchOptions
-) -> Subgraph:
+@dataclass(frozen=True)
+class WordMatches:
+    """What the query's words find without its vector: the entities it names, and the entities and passages the
+    keyword channel ranks best. A search looks them up while the query is embedded."""
+
+    named: list[NodeRecord]
+    nodes: list[tuple[int, float]]
+    chunks: list[tuple[int, float]]
+
+
+def match_words(store: GraphStore, query_text: str, namespace: str, options: SearchOptions) -> WordMatches:
+    """The query's `WordMatches`: the entities named verbatim (or loosely), the keyword channel's best entities
+    (anchor candidates) and passages (when passages are wanted and the channel weighs)."""
     candidates = name_candidates(query_text)
     named = store.find_nodes(namespace, candidates | {loose for key in candidates if (loose := loose_key(key))})
+    nodes = store.keyword_search("node", query_text, _anchor_candidates(options), namespace)
+    chunks = (store.keyword_search("chunk", query_text, options.keyword_candidates, namespace)
+              if options.max_passages > 0 and options.keyword_weight > 0 else [])
+    return WordMatches(named, nodes, chunks)
+
+
+def anchor_and_expand(
+    store: GraphStore, query_text: str, query: np.ndarray, namespace: str, options: SearchOptions,
+    words: WordMatches | None = None,
+) -> Subgraph:
+    """The subgraph and passages that answer the query; `words`: `match_words`'s, when looked up already."""
+    if words is None:
+        words = match_words(store, query_text, namespace, options)
+    named = words.named
     nearest = store.vector_search("node", query, max(_anchor_candidates(options), options.fact_seed_nodes), namespace)
-    keyword_nodes = store.keyword_search("node", query_text, _anchor_candidates(options), namespace)
     # One search of the passages nearest the query serves the floor and the passage ranking.
     nearest_chunks = (store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace)
                       if options.max_passages > 0 else None)
     if not _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options):
         return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True)
-    anchors = _anchors(store, named, nearest, keyword_nodes, query, options)
+    anchors = _anchors(store, named, nearest, words.nodes, query, options)
     reached, edges = _expand(store, query, namespace, anchors, options)
     kept = _prune(reached, anchors, options)
     kept_ids = {r.node_id for r in kept}
@@ -163,7 +186,7 @@ def anchor_and_expand(
     records.update({n.id: n for n in store.get_nodes(far_ends)})
     result_edges, kept = _join_far_ends([(fetched[i], *facts[i]) for i in facts if i in fetched], kept, records, options)
     passages = _rank_passages(store, query_text, query, namespace, named, nearest[: options.fact_seed_nodes],
-                              nearest_chunks or [], options)
+                              nearest_chunks or [], words.chunks, options)
     return Subgraph(anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges,
                     passages=passages[: options.max_passages], more_passages=passages[options.max_passages:])
 
@@ -455,7 +478,8 @@ def _prune(reached: dict[int, Reached], anchors: list[Reached], options: SearchO
 
 def _rank_passages(
     store: GraphStore, query_text: str, query: np.ndarray, namespace: str, named: list[NodeRecord],
-    nearest: list[tuple[int, float]], nearest_chunks: list[tuple[int, float]], options: SearchOptions,
+    nearest: list[tuple[int, float]], nearest_chunks: list[tuple[int, float]], keyword_chunks: list[tuple[int, float]],
+    options: SearchOptions,
 ) -> list[tuple[ChunkRecord, float]]:
     """The best `max_passages` passages, then the `more_passages` ranked next, each part best first."""
     import numpy as np  # see _walk
@@ -466,18 +490,21 @@ def _rank_passages(
     direct = dict(nearest_chunks)
     if options.max_passages <= 0 or not direct:
         return []
-    node_seeds = _fact_seeds(store, query, namespace, [node_id for node_id, _ in nearest], options)
-    best_fact = max(node_seeds.values(), default=max(direct.values()))
     proper = _proper_names(query_text, named, query, store)
     if proper:
         degree = Counter(node_id for _, node_id in store.chunks_mentioning(proper, limit=2**62))
         rarity = {node_id: _rarity(degree.get(node_id, 0)) for node_id in proper}
-        node_seeds = _named_fact_seeds(store, query, namespace, rarity, options)
+        node_seeds, best_fact = _named_fact_seeds(store, query, namespace, rarity, options)
+    else:
+        node_seeds = _fact_seeds(store, query, namespace, [node_id for node_id, _ in nearest], options)
+        best_fact = max(node_seeds.values(), default=0.0)
+    best_fact = best_fact or max(direct.values())
+    if proper:
         for node_id in proper:
             weight = options.name_seed_weight * best_fact * rarity[node_id]
             node_seeds[node_id] = max(node_seeds.get(node_id, 0.0), weight)
     top_similarity = max(direct.values())
-    direct = _with_keywords(store, query_text, query, direct, namespace, options)
+    direct = _with_keywords(store, query_text, query, direct, keyword_chunks, namespace, options)
     top_direct = max(direct.values())
     chunk_seeds = {c: options.passage_seed_weight * max(s, 0.0) / top_direct for c, s in direct.items()}
     chunk_ids, scores = _walk_with_bridges(store, node_seeds, chunk_seeds, {n.id for n in named}, best_fact,
@@ -502,8 +529,8 @@ def _rank_passages(
 
 
 def _with_keywords(
-    store: GraphStore, query_text: str, query: np.ndarray, nearest: dict[int, float], namespace: str,
-    options: SearchOptions,
+    store: GraphStore, query_text: str, query: np.ndarray, nearest: dict[int, float],
+    keyword_chunks: list[tuple[int, float]], namespace: str, options: SearchOptions,
 ) -> dict[int, float]:
     """The passages nearest the query, fused with those the keyword (BM25) channel finds, as the walk's passage
     seeds. A passage that mentions no entity, which the walk cannot reach through the graph, scores its cosine
@@ -513,7 +540,7 @@ def _with_keywords(
     and lifting such passages by their words as well pulled multi-hop answers' bridge passages down."""
     import numpy as np  # see _walk
 
-    found = dict(store.keyword_search("chunk", query_text, options.keyword_candidates, namespace))
+    found = dict(keyword_chunks)
     if found and _timed(options):
         found = {c: s for (c, s), keep in zip(found.items(), _in_window(store, list(found), namespace, options))
                  if keep}
@@ -629,9 +656,9 @@ def _rarity(passages: int) -> float:
 
 def _named_fact_seeds(
     store: GraphStore, query: np.ndarray, namespace: str, rarity: dict[int, float], options: SearchOptions
-) -> dict[int, float]:
+) -> tuple[dict[int, float], float]:
     """The far ends of the `facts_per_name` facts nearest the query of each entity the query names, each weighted
-    by its fact's similarity and its named entity's rarity.
+    by its fact's similarity and its named entity's rarity; and the best of those facts' similarities.
 
     A multi-hop question starts from what it names ("the performer of Hello Love"), and the fact that leads on
     from there (Hello Love -PERFORMED_BY-> Hank Snow) is among the named entity's facts nearest the question. The
@@ -642,8 +669,9 @@ def _named_fact_seeds(
     import numpy as np  # see _walk
 
     seeds: dict[int, float] = {}
+    best_fact = 0.0
     if options.fact_seeds <= 0:  # no fact seeds at all
-        return seeds
+        return seeds, best_fact
     for named_id, share in rarity.items():
         edge_ids, sources, targets, _ = store.neighbor_ends(
             [named_id], namespace, as_of=_edge_filter(options), limit=options.frontier * 20)
@@ -653,7 +681,8 @@ def _named_fact_seeds(
         for source, target, weight in zip(sources[best].tolist(), targets[best].tolist(), similarity[best].tolist()):
             far = target if source == named_id else source
             seeds[far] = max(seeds.get(far, 0.0), max(weight, 0.0) * share)
-    return seeds
+            best_fact = max(best_fact, weight)
+    return seeds, best_fact
 
 
 def _walk_with_bridges(
