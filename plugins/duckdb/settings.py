@@ -47,11 +47,18 @@ def size_bytes(size: str) -> float:
 def bound_transaction_cache(con: Any, memory_limit: str) -> None:
     """Lower DuckDB's limit, for the rest of a long transaction, to TRANSACTION_CACHE above twice what its key
     indexes hold (they must stay in memory and grow as rows go in), never above `memory_limit`; called again as
-    the transaction grows. Set `memory_limit` again once it has ended."""
+    the transaction grows. `set_limit` it again once the transaction has ended."""
     indexes = con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() "
                           "WHERE tag = 'ART_INDEX'").fetchone()[0]
     limit = min(size_bytes(memory_limit), TRANSACTION_CACHE + 2 * indexes)
-    con.execute(f"SET memory_limit = '{int(limit // 2**20)}MiB'")
+    set_limit(con, f"{int(limit // 2**20)}MiB")
+
+
+def set_limit(con: Any, memory_limit: str) -> None:
+    """Set DuckDB's memory limit: a lower one for a while, or the store's own again. Not RESET: in DuckDB 1.5.5 that
+    restores the setting but leaves the buffer pool at the lower limit, and a later write fails to commit once the
+    indexes outgrow it."""
+    con.execute(f"SET memory_limit = '{memory_limit}'")
 
 
 def default_memory_limit() -> str:
@@ -68,7 +75,7 @@ def apply_session_settings(con: Any, memory_limit: str) -> None:
     them)."""
     # Loading a big file takes seconds; DuckDB's progress bar would write to stdout (the stdio transport).
     con.execute("SET enable_progress_bar = false")
-    con.execute(f"SET memory_limit = '{memory_limit}'")
+    set_limit(con, memory_limit)
     apply_write_settings(con)
 
 
@@ -89,15 +96,13 @@ def lean_cache(con: Any, memory_limit: str, path: Path) -> Iterator[None]:
     import duckdb  # imported when a file is opened: registering the plugin stays cheap
 
     try:
-        con.execute(f"SET memory_limit = '{CACHE_AFTER_LOAD}'")
+        set_limit(con, CACHE_AFTER_LOAD)
     except duckdb.Error as exc:  # pages still in use: nothing is lost but memory
         log.info("DuckDB kept its cache while loading %s: %s", path, exc)
     try:
         yield
     finally:
-        # Not RESET: in DuckDB 1.5.5 that restores the setting but leaves the buffer pool at the lower limit,
-        # and a later write fails to commit once the indexes outgrow it.
-        con.execute(f"SET memory_limit = '{memory_limit}'")
+        set_limit(con, memory_limit)
 
 
 def drop_cache(con: Any, memory_limit: str, path: Path) -> None:

@@ -284,8 +284,8 @@ class DuckDBStore(GraphStore):
                 yield restore
         finally:
             with self._lock:
-                if self._con is not None:  # not RESET: see settings.lean_cache
-                    self._con.execute(f"SET memory_limit = '{self.memory_limit}'")
+                if self._con is not None:
+                    settings.set_limit(self._con, self.memory_limit)
 
     @contextmanager
     def _committing(self, records: list[Any]) -> Iterator[Writer]:
