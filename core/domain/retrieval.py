@@ -495,14 +495,13 @@ def _rank_passages(
         degree = Counter(node_id for _, node_id in store.chunks_mentioning(proper, limit=2**62))
         rarity = {node_id: _rarity(degree.get(node_id, 0)) for node_id in proper}
         node_seeds, best_fact = _named_fact_seeds(store, query, namespace, rarity, options)
-    else:
-        node_seeds = _fact_seeds(store, query, namespace, [node_id for node_id, _ in nearest], options)
-        best_fact = max(node_seeds.values(), default=0.0)
-    best_fact = best_fact or max(direct.values())
-    if proper:
+        best_fact = best_fact or max(direct.values())
         for node_id in proper:
             weight = options.name_seed_weight * best_fact * rarity[node_id]
             node_seeds[node_id] = max(node_seeds.get(node_id, 0.0), weight)
+    else:
+        node_seeds = _fact_seeds(store, query, namespace, [node_id for node_id, _ in nearest], options)
+        best_fact = max(node_seeds.values(), default=max(direct.values()))
     top_similarity = max(direct.values())
     direct = _with_keywords(store, query_text, query, direct, keyword_chunks, namespace, options)
     top_direct = max(direct.values())
