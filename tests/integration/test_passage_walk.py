@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from duckgraph.core.domain import retrieval
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb import DuckDBStore
@@ -129,3 +130,31 @@ def test_facts_are_sought_among_those_of_the_entities_nearest_the_query(kb, monk
     without = kb.search(QUESTION, max_passages=3, name_seed_weight=0.0, fact_seed_nodes=0, facts_per_name=0,
                         bridge_seeds=0).passages
     assert "bridge" not in [p.document_id for p in without]
+
+
+def test_a_seed_named_with_a_qualifier_leads_to_the_passages_of_its_head(tmp_path, minilm, monkeypatch) -> None:
+    """The passage about Meehan Bonnar names his birthplace "Fredericton, New Brunswick", the passage about the river
+    names "Fredericton": two entities. The qualified one is a seed (the far end of the named entity's fact), and its
+    head alone leads the walk to the river's passage; the qualifier's ("New Brunswick") passages stay out."""
+    question = "Which river flows through the birthplace of Meehan Bonnar?"
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        kb.add_documents([
+            document("bonnar", "Meehan Bonnar, born in Fredericton, New Brunswick, played ice hockey for Boston."),
+            document("city", "The Saint John valley and its bridges are the heart of Fredericton."),
+            *(document(f"river{i}", f"Which river flows where? River guide {i} lists rivers and their births.")
+              for i in range(6)),
+            *(document(f"province{i}", f"New Brunswick report {i} lists its towns.") for i in range(6)),
+        ])
+        kb.add_knowledge_graph(
+            [entity("Meehan Bonnar", "bonnar"), entity("Fredericton, New Brunswick", "bonnar"),
+             entity("Fredericton", "city"), entity("Saint John", "city"),
+             entity("New Brunswick", *(f"province{i}" for i in range(6)))],
+            [EdgeInput(source="Meehan Bonnar", target="Fredericton, New Brunswick", type="BORN_IN",
+                       source_ids=["bonnar"]),
+             EdgeInput(source="Saint John", target="Fredericton", type="FLOWS_THROUGH", source_ids=["city"])],
+        )
+        found = [p.document_id for p in kb.search(question, max_passages=3).passages]
+        assert found[0] == "bonnar" and "city" in found
+        assert not any(d.startswith("province") for d in found)
+        monkeypatch.setattr(retrieval, "_with_heads", lambda store, seeds, namespace: seeds)
+        assert "city" not in [p.document_id for p in kb.search(question, max_passages=3).passages]
