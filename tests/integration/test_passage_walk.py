@@ -132,29 +132,38 @@ def test_facts_are_sought_among_those_of_the_entities_nearest_the_query(kb, monk
     assert "bridge" not in [p.document_id for p in without]
 
 
-def test_a_seed_named_with_a_qualifier_leads_to_the_passages_of_its_head(tmp_path, minilm, monkeypatch) -> None:
-    """The passage about Meehan Bonnar names his birthplace "Fredericton, New Brunswick", the passage about the river
-    names "Fredericton": two entities. The qualified one is a seed (the far end of the named entity's fact), and its
-    head alone leads the walk to the river's passage; the qualifier's ("New Brunswick") passages stay out."""
-    question = "Which river flows through the birthplace of Meehan Bonnar?"
+def test_the_parts_of_a_seed_s_name_lead_to_their_own_passages(tmp_path, minilm, monkeypatch) -> None:
+    """The passage about Meehan Bonnar names his birthplace "Fredericton, New Brunswick"; the passage about the city
+    names "Fredericton", the one about the province "New Brunswick": three entities, no fact between them. The
+    birthplace is a seed (the far end of the named entity's fact nearest the question), and each part of its name
+    leads the walk to the passage about it. Without bridges: in a memory this small they reach every passage."""
     with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
         kb.add_documents([
             document("bonnar", "Meehan Bonnar, born in Fredericton, New Brunswick, played ice hockey for Boston."),
             document("city", "The Saint John valley and its bridges are the heart of Fredericton."),
+            document("province", "New Brunswick entered the Confederation in 1867 together with Nova Scotia."),
             *(document(f"river{i}", f"Which river flows where? River guide {i} lists rivers and their births.")
               for i in range(6)),
-            *(document(f"province{i}", f"New Brunswick report {i} lists its towns.") for i in range(6)),
+            *(document(f"join{i}", f"When did the province join Canada? Report {i}: provinces joined at birth.")
+              for i in range(6)),
         ])
         kb.add_knowledge_graph(
             [entity("Meehan Bonnar", "bonnar"), entity("Fredericton, New Brunswick", "bonnar"),
-             entity("Fredericton", "city"), entity("Saint John", "city"),
-             entity("New Brunswick", *(f"province{i}" for i in range(6)))],
+             entity("Fredericton", "city"), entity("Saint John", "city"), entity("New Brunswick", "province"),
+             entity("Nova Scotia", "province")],
             [EdgeInput(source="Meehan Bonnar", target="Fredericton, New Brunswick", type="BORN_IN",
                        source_ids=["bonnar"]),
-             EdgeInput(source="Saint John", target="Fredericton", type="FLOWS_THROUGH", source_ids=["city"])],
+             EdgeInput(source="Saint John", target="Fredericton", type="FLOWS_THROUGH", source_ids=["city"]),
+             EdgeInput(source="New Brunswick", target="Nova Scotia", type="JOINED_WITH", source_ids=["province"])],
         )
-        found = [p.document_id for p in kb.search(question, max_passages=3).passages]
-        assert found[0] == "bonnar" and "city" in found
-        assert not any(d.startswith("province") for d in found)
-        monkeypatch.setattr(retrieval, "_with_heads", lambda store, seeds, namespace: seeds)
-        assert "city" not in [p.document_id for p in kb.search(question, max_passages=3).passages]
+        questions = {"city": "Which river flows through the birthplace of Meehan Bonnar?",
+                     "province": "When did the province where Meehan Bonnar was born join Canada?"}
+
+        def found(question: str) -> list[str]:
+            return [p.document_id for p in kb.search(question, max_passages=3, bridge_seeds=0).passages]
+
+        for answer, question in questions.items():
+            assert found(question)[0] == "bonnar" and answer in found(question), (question, found(question))
+        monkeypatch.setattr(retrieval, "_with_name_parts", lambda store, seeds, namespace: seeds)
+        for answer, question in questions.items():
+            assert answer not in found(question), (question, found(question))
