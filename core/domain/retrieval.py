@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 
 #: Facts returned at most per node kept: enough for every path and its neighbours, bounded on dense graphs.
 FACTS_PER_NODE = 2
+#: Where a name's parts meet ("Fredericton, New Brunswick"; not "2,913,123"): see `_with_name_parts`.
+_PARTS = re.compile(r"\s*,\s+")
 
 
 @dataclass(frozen=True)
@@ -708,7 +711,7 @@ def _with_name_parts(store: GraphStore, node_seeds: dict[int, float], namespace:
     """
     parts: dict[int, float] = {}
     for node in store.get_nodes([node_id for node_id, weight in node_seeds.items() if weight > 0]):
-        names = [part.strip() for part in node.name.split(",")]
+        names = _PARTS.split(node.name.strip())
         if len(names) < 2:
             continue
         keys = {key for name in names for key in (entity_key(name), loose_key(name)) if key}
