@@ -11,20 +11,22 @@
 3. Pruning: a reached node is kept when its relevance is at least `keep_ratio` times the best relevance
    among the anchors; the nodes on the path that reached it are kept too, so the result stays connected.
 4. Passages: a short random walk with restart (personalized PageRank) over the graph of entities and the passages
-   that mention them. The walk restarts at the query's seeds: the entities the query names as proper names
-   (weighted down the more passages mention them) and the far ends of each one's facts nearest the query (when
-   it names none: the two ends of the facts most similar to the query among the facts of the entities nearest
-   it), and, lightly, the passages most similar to the query. A passage scores by the share of the walk that
-   reaches it, so a passage about the bridge entity of a multi-hop question ("the performer of Hello Love" ->
+   that mention them. The walk restarts at the query's seeds: the entities the query names as proper names (weighted
+   down the more passages mention them) and the far ends of each one's facts nearest the query (when it names none:
+   the two ends of the facts most similar to the query among the facts of the entities nearest it), and, lightly,
+   the passages most similar to the query; a seed whose name lists parts ("Fredericton, New Brunswick") brings in
+   the entities its parts name ("Fredericton", "New Brunswick") as well. A passage scores by the share of the walk
+   that reaches it, so a passage about the bridge entity of a multi-hop question ("the performer of Hello Love" ->
    Hank Snow -> where he died) ranks high although its text shares little with the question, and entities every
-   passage mentions ("United States") spread their weight thin. The entities the walk reached most beyond its
-   seeds (the likely bridges) then seed a shorter walk, which ranks the passages about them, and so on while the
-   walk has steps left.
+   passage mentions ("United States") spread their weight thin. The entities the walk reached most beyond its seeds
+   (the likely bridges) then seed a shorter walk, which ranks the passages about them, and so on while the walk has
+   steps left.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -33,7 +35,8 @@ from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import (
-    ChunkRecord, EdgeRecord, GraphStore, NodeRecord, TimeFilter, isin_ids, loose_key, name_candidates, terms, tokens)
+    ChunkRecord, EdgeRecord, GraphStore, NodeRecord, TimeFilter, entity_key, isin_ids, loose_key, name_candidates,
+    terms, tokens)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,6 +44,8 @@ if TYPE_CHECKING:
 
 #: Facts returned at most per node kept: enough for every path and its neighbours, bounded on dense graphs.
 FACTS_PER_NODE = 2
+#: Where a name's parts meet ("Fredericton, New Brunswick"; not "2,913,123"): see `_with_name_parts`.
+_PARTS = re.compile(r"\s*,\s+")
 
 
 @dataclass(frozen=True)
@@ -688,7 +693,8 @@ def _walk_with_bridges(
     store: GraphStore, node_seeds: dict[int, float], chunk_seeds: dict[int, float], named: set[int],
     best_fact: float, namespace: str, options: SearchOptions,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The walk from the seeds, then from the bridges it leads to: the passages reached and their scores.
+    """The walk from the seeds (and the entities the parts of their names name: `_with_name_parts`), then from
+    the bridges it leads to: the passages reached and their scores.
 
     The `bridge_seeds` entities a walk reached with most weight, other than the seeds so far and the entities the
     query names, are what the seeds' facts and passages lead to: the bridge of a multi-hop question (Hank Snow,
@@ -700,6 +706,7 @@ def _walk_with_bridges(
     """
     import numpy as np  # see _walk
 
+    node_seeds = _with_name_parts(store, node_seeds, namespace)
     chunk_ids, scores, reached = _walk(store, node_seeds, chunk_seeds, namespace, options)
     seen = dict(node_seeds)
     total = sum(node_seeds.values()) + sum(chunk_seeds.values())
@@ -718,6 +725,28 @@ def _walk_with_bridges(
                                                weight_of_seeds=total)
         chunk_ids, scores = _summed([(chunk_ids, scores), (more_ids, more_scores)])
     return chunk_ids, scores
+
+
+def _with_name_parts(store: GraphStore, node_seeds: dict[int, float], namespace: str) -> dict[int, float]:
+    """The seeds and, for each seed whose name lists parts between commas ("Fredericton, New Brunswick"), the
+    entities named by those parts alone ("Fredericton", "New Brunswick"), each as heavy as the seed.
+
+    Extractors write one place both ways, as different entities: the passage that says where Meehan Bonnar was born
+    names "Fredericton, New Brunswick", the one about the Diocese of Fredericton names "Fredericton", and the walk
+    has no link between them. The parts after the first name what holds it ("Pocahontas Mounds is in Hinds County,
+    Mississippi"): what a question often asks for next ("when did the state where Pocahontas Mounds is become part
+    of the United States?"). A part that names no stored entity brings nothing.
+    """
+    parts: dict[int, float] = {}
+    for node in store.get_nodes([node_id for node_id, weight in node_seeds.items() if weight > 0]):
+        names = _PARTS.split(node.name.strip())
+        if len(names) < 2:
+            continue
+        keys = {key for name in names for key in (entity_key(name), loose_key(name)) if key}
+        for other in store.find_nodes(namespace, keys):
+            if other.id not in node_seeds:
+                parts[other.id] = max(parts.get(other.id, 0.0), node_seeds[node.id])
+    return {**node_seeds, **parts} if parts else node_seeds
 
 
 def _proper_names(query_text: str, named: list[NodeRecord], query: np.ndarray, store: GraphStore) -> list[int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from duckgraph.core.domain import retrieval
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb import DuckDBStore
@@ -129,3 +130,40 @@ def test_facts_are_sought_among_those_of_the_entities_nearest_the_query(kb, monk
     without = kb.search(QUESTION, max_passages=3, name_seed_weight=0.0, fact_seed_nodes=0, facts_per_name=0,
                         bridge_seeds=0).passages
     assert "bridge" not in [p.document_id for p in without]
+
+
+def test_the_parts_of_a_seed_s_name_lead_to_their_own_passages(tmp_path, minilm, monkeypatch) -> None:
+    """The passage about Meehan Bonnar names his birthplace "Fredericton, New Brunswick"; the passage about the city
+    names "Fredericton", the one about the province "New Brunswick": three entities, no fact between them. The
+    birthplace is a seed (the far end of the named entity's fact nearest the question), and each part of its name
+    leads the walk to the passage about it. Without bridges: in a memory this small they reach every passage."""
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        kb.add_documents([
+            document("bonnar", "Meehan Bonnar, born in Fredericton, New Brunswick, played ice hockey for Boston."),
+            document("city", "The Saint John valley and its bridges are the heart of Fredericton."),
+            document("province", "New Brunswick entered the Confederation in 1867 together with Nova Scotia."),
+            *(document(f"river{i}", f"Which river flows where? River guide {i} lists rivers and their births.")
+              for i in range(6)),
+            *(document(f"join{i}", f"When did the province join Canada? Report {i}: provinces joined at birth.")
+              for i in range(6)),
+        ])
+        kb.add_knowledge_graph(
+            [entity("Meehan Bonnar", "bonnar"), entity("Fredericton, New Brunswick", "bonnar"),
+             entity("Fredericton", "city"), entity("Saint John", "city"), entity("New Brunswick", "province"),
+             entity("Nova Scotia", "province")],
+            [EdgeInput(source="Meehan Bonnar", target="Fredericton, New Brunswick", type="BORN_IN",
+                       source_ids=["bonnar"]),
+             EdgeInput(source="Saint John", target="Fredericton", type="FLOWS_THROUGH", source_ids=["city"]),
+             EdgeInput(source="New Brunswick", target="Nova Scotia", type="JOINED_WITH", source_ids=["province"])],
+        )
+        questions = {"city": "Which river flows through the birthplace of Meehan Bonnar?",
+                     "province": "When did the province where Meehan Bonnar was born join Canada?"}
+
+        def found(question: str) -> list[str]:
+            return [p.document_id for p in kb.search(question, max_passages=3, bridge_seeds=0).passages]
+
+        for answer, question in questions.items():
+            assert found(question)[0] == "bonnar" and answer in found(question), (question, found(question))
+        monkeypatch.setattr(retrieval, "_with_name_parts", lambda store, seeds, namespace: seeds)
+        for answer, question in questions.items():
+            assert answer not in found(question), (question, found(question))
