@@ -2,8 +2,8 @@
 
 A search result is rendered by priority, not section by section: the lines are chosen most useful first (the
 best facts, the anchors, the best passage, the anchors' details, more facts, more passages, the other entities,
-their details) until the budget is spent, so a small budget cuts weak entities and late observations, never
-every fact. The chosen lines are then printed grouped under their headings, each group in rank order. When all
+their details, last the entities known only by a name that a fact already shows) until the budget is spent, so a
+small budget cuts weak entities and late observations, never every fact. The chosen lines are then printed grouped under their headings, each group in rank order. When all
 of them fit, the room left shows the passages ranked next, under a heading of their own.
 """
 
@@ -95,7 +95,11 @@ def _by_priority(result: SearchResult) -> list[_Line]:
         details.append([_Line(ENTITIES, (i, j), text, kind, owner=entities[-1])
                         for j, (text, kind) in enumerate(_details(node), start=1)])
     anchors = [i for i, node in enumerate(result.nodes) if node.id in anchor_ids]
-    others = [i for i, node in enumerate(result.nodes) if node.id not in anchor_ids]
+    # An entity known by nothing but its name, which a fact shown names, adds only its type: it comes last.
+    in_facts = {name for edge in result.edges for name in (edge.source, edge.target)}
+    bare = [i for i, node in enumerate(result.nodes) if node.id not in anchor_ids and node.name in in_facts
+            and not (node.description or node.properties or node.observations)]
+    others = [i for i, node in enumerate(result.nodes) if node.id not in anchor_ids and i not in bare]
     return [
         *facts[:FIRST_FACTS],
         *(entities[i] for i in anchors),
@@ -108,6 +112,7 @@ def _by_priority(result: SearchResult) -> list[_Line]:
         *facts[EARLY_FACTS:],
         *passages[EARLY_PASSAGES:],
         *(line for lines in details for line in lines[FIRST_DETAILS:]),
+        *(entities[i] for i in bare),
     ]
 
 

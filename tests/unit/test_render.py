@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from duckgraph.core.domain.model import Passage, ScoredEdge, ScoredNode, SearchResult
-from duckgraph.core.domain.render import estimate_tokens, render_search
+from duckgraph.core.domain.render import NOTE_TOKENS, estimate_tokens, render_search
 
 
 def result(n: int = 10, *, observations: int = 0, passage_words: int = 100) -> SearchResult:
@@ -145,3 +145,18 @@ def test_the_passages_ranked_next_fill_the_budget_and_are_left_out_first() -> No
     # When the result itself does not fit, none of them is shown and the result is cut as before.
     short, cut = render_search(full, 100, more=more(5))
     assert cut and short == render_search(full, 100)[0]
+
+
+
+def test_entities_known_only_by_a_name_a_fact_shows_are_left_out_before_passages() -> None:
+    full = result(12, passage_words=60)
+    full.nodes[1:] = [ScoredNode(id=i, name=f"Entity {i}", type="Thing", score=0.5, hop=1) for i in range(1, 12)]
+    full.passages = full.passages[:4]
+    lean = full.model_copy(update={"nodes": full.nodes[:1]})  # the same without them
+    room = next(budget for budget in range(1, 10**4) if not render_search(lean, budget)[1])
+    text, truncated = render_search(full, room + NOTE_TOKENS)
+    assert truncated
+    assert all(fact(i) in text for i in range(1, 12))  # the facts name them
+    assert "[d3#3] Doc 3: " + "text " * 59 + "text" in text.splitlines()  # every passage whole
+    assert "- Entity 11 [Thing]" not in text
+    assert "- Entity 11 [Thing]" in render_search(full, 10**9)[0]  # shown whenever there is room
