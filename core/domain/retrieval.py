@@ -524,7 +524,7 @@ def _rank_passages(
     wanted = options.max_passages + max(options.more_passages, 0)
     best = np.argsort(-scores, kind="stable")[: 4 * wanted]
     ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())),
-                               options.max_passages, wanted)
+                               options.max_passages, wanted, namespace)
     scale = _absolute_scale(ranked, top_similarity)
     shown = ranked[: options.max_passages] + [
         (chunk, score) for chunk, score in ranked[options.max_passages:]
@@ -608,10 +608,11 @@ def _absolute_scale(ranked: list[tuple[ChunkRecord, float]], top_similarity: flo
 
 
 def _one_per_document(
-    store: GraphStore, candidates: list[tuple[int, float]], limit: int, total: int
+    store: GraphStore, candidates: list[tuple[int, float]], limit: int, total: int, namespace: str
 ) -> list[tuple[ChunkRecord, float]]:
     """The best `limit` of the ranked `candidates`, at most one per document while other documents have some,
-    then the next best up to `total` in all by the same rule, each part best first."""
+    then the next best up to `total` in all by the same rule and the chunks next to the first `limit` in their
+    documents (`_with_adjacent`), each part best first."""
     document_of = store.chunk_documents([chunk_id for chunk_id, _ in candidates])
     seen: set[str] = set()
     first, repeats = [], []
@@ -620,9 +621,29 @@ def _one_per_document(
             (repeats if document_id in seen else first).append((chunk_id, score))
             seen.add(document_id)
     order = first + repeats
-    picked = [*sorted(order[:limit], key=lambda item: -item[1]), *sorted(order[limit:total], key=lambda item: -item[1])]
+    best = sorted(order[:limit], key=lambda item: -item[1])
+    picked = [*best, *_with_adjacent(store, best, order[limit:total], total - limit, namespace)]
     chunks = {c.id: c for c in store.get_chunks([chunk_id for chunk_id, _ in picked])}
     return [(chunks[chunk_id], score) for chunk_id, score in picked if chunk_id in chunks]
+
+
+def _with_adjacent(
+    store: GraphStore, best: list[tuple[int, float]], next_ones: list[tuple[int, float]], limit: int, namespace: str
+) -> list[tuple[int, float]]:
+    """The passages ranked next (`next_ones`) and the chunks just before and after each of the `best` in its
+    document, each such chunk scored as the best passage beside it: at most `limit`, best first.
+
+    A passage is a piece of a longer text cut to the chunk size, and what it leaves out goes on in the next or the
+    previous piece: the paragraph on a city's snowfall whose figures fell into the chunk before, which mentions
+    other entities and so gets little of the walk (the parent document / sentence window of retrieval)."""
+    if limit <= 0:
+        return []
+    scores, shown = dict(next_ones), dict(best)
+    for chunk_id, adjacent in store.adjacent_chunks(list(shown), namespace).items():
+        for other in adjacent:
+            if other not in shown:
+                scores[other] = max(scores.get(other, 0.0), shown[chunk_id])
+    return sorted(scores.items(), key=lambda item: -item[1])[:limit]
 
 
 def _fact_seeds(

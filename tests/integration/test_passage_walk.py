@@ -167,3 +167,29 @@ def test_the_parts_of_a_seed_s_name_lead_to_their_own_passages(tmp_path, minilm,
         monkeypatch.setattr(retrieval, "_with_name_parts", lambda store, seeds, namespace: seeds)
         for answer, question in questions.items():
             assert answer not in found(question), (question, found(question))
+
+
+def test_the_chunks_next_to_a_shown_passage_follow_it(tmp_path, minilm, monkeypatch) -> None:
+    """A long page is cut into chunks: the one on Seattle's snow is shown, and the figure it leaves to the chunk
+    before it (filled with words far from the question) follows among the passages ranked next, ahead of a dozen
+    passages nearer the question than that chunk."""
+    filler = " ".join(f"Archive entry {i} lists the municipal records kept on file." for i in range(20))
+    snow = " ".join(["Snow falls in Seattle in winter, and the city sees snowfall most winters."] * 6)
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        kb.add_documents([
+            document("seattle", f"The yearly figure is 6.8 inches. {filler} {snow}"),
+            *(document(f"winter{i}", f"Snow falls in winter in town number {i}; snowfall is measured.")
+              for i in range(12)),
+        ])
+        chunks = kb.store.document_chunks(kb.namespace, ["seattle"])
+        assert len(chunks) == 2 and "6.8 inches" in chunks[0].text and "6.8" not in chunks[1].text
+
+        def search() -> tuple[list[str], str]:
+            result = kb.search("How much snow falls in Seattle in winter?", max_passages=3)
+            return [p.chunk_id for p in result.passages], result.text
+
+        shown, text = search()
+        assert chunks[1].id in shown and chunks[0].id not in shown and "6.8 inches" in text
+        monkeypatch.setattr(retrieval, "_with_adjacent", lambda store, best, next_ones, limit, namespace:
+                            next_ones[:limit])
+        assert "6.8 inches" not in search()[1]
