@@ -169,6 +169,35 @@ def test_the_parts_of_a_seed_s_name_lead_to_their_own_passages(tmp_path, minilm,
             assert answer not in found(question), (question, found(question))
 
 
+def test_a_proper_name_inside_a_seed_s_name_leads_to_its_passages(tmp_path, minilm, monkeypatch) -> None:
+    """The passage about Shringarpur names "Maharashtra state", the one about the state's politics "Maharashtra":
+    the name inside the seed's name leads the walk to it, past passages that share the question's words."""
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        kb.add_documents([
+            document("village", "Shringarpur is a small village in Ratnagiri district, Maharashtra state, India."),
+            document("state", "The politics of Maharashtra have been dominated by the Indian National Congress."),
+            *(document(f"charge{i}", f"Who was in charge of the state? Record {i} names the officers in charge.")
+              for i in range(8)),
+        ])
+        kb.add_knowledge_graph(
+            [entity("Shringarpur", "village"), entity("Maharashtra state", "village"),
+             entity("Ratnagiri district", "village"), entity("Maharashtra", "state"),
+             entity("Indian National Congress", "state")],
+            [EdgeInput(source="Shringarpur", target="Maharashtra state", type="LOCATED_IN", source_ids=["village"]),
+             EdgeInput(source="Shringarpur", target="Ratnagiri district", type="LOCATED_IN", source_ids=["village"]),
+             EdgeInput(source="Indian National Congress", target="Maharashtra", type="DOMINATED",
+                       source_ids=["state"])],
+        )
+
+        def found() -> list[str]:
+            question = "Who was in charge of the state where Shringarpur is located?"
+            return [p.document_id for p in kb.search(question, max_passages=3, bridge_seeds=0).passages]
+
+        assert found()[0] == "village" and "state" in found(), found()
+        monkeypatch.setattr(retrieval, "_name_parts", lambda name: [])
+        assert "state" not in found(), found()
+
+
 def test_the_chunks_next_to_a_shown_passage_follow_it(tmp_path, minilm, monkeypatch) -> None:
     """A long page is cut into chunks: the one on Seattle's snow is shown, and the figure it leaves to the chunk
     before it (filled with words far from the question) follows among the passages ranked next, ahead of a dozen
