@@ -121,6 +121,16 @@ class GraphStore(ABC):
         a few texts; stores that hold this mapping in memory should answer it without a query."""
         return {c.id: c.document_id for c in self.get_chunks(ids)}
 
+    def adjacent_chunks(self, ids: Iterable[int], namespace: str) -> dict[int, list[int]]:
+        """For each known chunk of `ids` in `namespace`, the chunks just before and after it in its document (in
+        document order; none at a document's ends): the text a passage was cut from goes on there. Searches ask it
+        for a few passages; stores that hold chunk ordinals in memory should answer it without a query."""
+        records = self.get_chunks(ids)
+        position = {(c.document_id, c.ordinal): c.id
+                    for c in self.document_chunks(namespace, {c.document_id for c in records})}
+        return {c.id: [other for step in (-1, 1) if (other := position.get((c.document_id, c.ordinal + step)))
+                       is not None] for c in records if position.get((c.document_id, c.ordinal)) == c.id}
+
     def chunk_times(self, ids: Iterable[int], namespace: str) -> dict[int, datetime]:
         """The time of each known chunk's document, for those whose document has one (a search's window and
         its passages' dates)."""

@@ -14,13 +14,14 @@
    that mention them. The walk restarts at the query's seeds: the entities the query names as proper names (weighted
    down the more passages mention them) and the far ends of each one's facts nearest the query (when it names none:
    the two ends of the facts most similar to the query among the facts of the entities nearest it), and, lightly,
-   the passages most similar to the query; a seed whose name lists parts ("Fredericton, New Brunswick") brings in
-   the entities its parts name ("Fredericton", "New Brunswick") as well. A passage scores by the share of the walk
-   that reaches it, so a passage about the bridge entity of a multi-hop question ("the performer of Hello Love" ->
-   Hank Snow -> where he died) ranks high although its text shares little with the question, and entities every
-   passage mentions ("United States") spread their weight thin. The entities the walk reached most beyond its seeds
-   (the likely bridges) then seed a shorter walk, which ranks the passages about them, and so on while the walk has
-   steps left.
+   the passages most similar to the query; a seed whose name holds other names ("Fredericton, New Brunswick",
+   "Maharashtra state") brings in the entities they name ("Fredericton", "New Brunswick", "Maharashtra") as well. A
+   passage scores by the share of the walk that reaches it, so a passage about the bridge entity of a multi-hop
+   question ("the performer of Hello Love" -> Hank Snow -> where he died) ranks high although its text shares little
+   with the question, and entities every passage mentions ("United States") spread their weight thin. The entities
+   the walk reached most beyond its seeds (the likely bridges) then seed a shorter walk, which ranks the passages
+   about them, and so on while the walk has steps left. The chunks just before and after each of the best passages
+   in its document join the passages ranked next: a passage cut from a longer text goes on there.
 """
 
 from __future__ import annotations
@@ -524,7 +525,7 @@ def _rank_passages(
     wanted = options.max_passages + max(options.more_passages, 0)
     best = np.argsort(-scores, kind="stable")[: 4 * wanted]
     ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())),
-                               options.max_passages, wanted)
+                               options.max_passages, wanted, namespace)
     scale = _absolute_scale(ranked, top_similarity)
     shown = ranked[: options.max_passages] + [
         (chunk, score) for chunk, score in ranked[options.max_passages:]
@@ -608,10 +609,11 @@ def _absolute_scale(ranked: list[tuple[ChunkRecord, float]], top_similarity: flo
 
 
 def _one_per_document(
-    store: GraphStore, candidates: list[tuple[int, float]], limit: int, total: int
+    store: GraphStore, candidates: list[tuple[int, float]], limit: int, total: int, namespace: str
 ) -> list[tuple[ChunkRecord, float]]:
     """The best `limit` of the ranked `candidates`, at most one per document while other documents have some,
-    then the next best up to `total` in all by the same rule, each part best first."""
+    then the next best up to `total` in all by the same rule and the chunks next to the first `limit` in their
+    documents (`_with_adjacent`), each part best first."""
     document_of = store.chunk_documents([chunk_id for chunk_id, _ in candidates])
     seen: set[str] = set()
     first, repeats = [], []
@@ -620,9 +622,29 @@ def _one_per_document(
             (repeats if document_id in seen else first).append((chunk_id, score))
             seen.add(document_id)
     order = first + repeats
-    picked = [*sorted(order[:limit], key=lambda item: -item[1]), *sorted(order[limit:total], key=lambda item: -item[1])]
+    best = sorted(order[:limit], key=lambda item: -item[1])
+    picked = [*best, *_with_adjacent(store, best, order[limit:total], total - limit, namespace)]
     chunks = {c.id: c for c in store.get_chunks([chunk_id for chunk_id, _ in picked])}
     return [(chunks[chunk_id], score) for chunk_id, score in picked if chunk_id in chunks]
+
+
+def _with_adjacent(
+    store: GraphStore, best: list[tuple[int, float]], next_ones: list[tuple[int, float]], limit: int, namespace: str
+) -> list[tuple[int, float]]:
+    """The passages ranked next (`next_ones`) and the chunks just before and after each of the `best` in its
+    document, each such chunk scored as the best passage beside it: at most `limit`, best first.
+
+    A passage is a piece of a longer text cut to the chunk size, and what it leaves out goes on in the next or the
+    previous piece: the paragraph on a city's snowfall whose figures fell into the chunk before, which mentions
+    other entities and so gets little of the walk (the parent document / sentence window of retrieval)."""
+    if limit <= 0:
+        return []
+    scores, shown = dict(next_ones), dict(best)
+    for chunk_id, adjacent in store.adjacent_chunks(list(shown), namespace).items():
+        for other in adjacent:
+            if other not in shown:
+                scores[other] = max(scores.get(other, 0.0), shown[chunk_id])
+    return sorted(scores.items(), key=lambda item: -item[1])[:limit]
 
 
 def _fact_seeds(
@@ -728,25 +750,51 @@ def _walk_with_bridges(
 
 
 def _with_name_parts(store: GraphStore, node_seeds: dict[int, float], namespace: str) -> dict[int, float]:
-    """The seeds and, for each seed whose name lists parts between commas ("Fredericton, New Brunswick"), the
-    entities named by those parts alone ("Fredericton", "New Brunswick"), each as heavy as the seed.
+    """The seeds and the entities named by the parts of their names (`_name_parts`: "Fredericton" and "New
+    Brunswick" in "Fredericton, New Brunswick", "Maharashtra" in "Maharashtra state"), each as heavy as the heaviest
+    seed whose name holds it.
 
-    Extractors write one place both ways, as different entities: the passage that says where Meehan Bonnar was born
-    names "Fredericton, New Brunswick", the one about the Diocese of Fredericton names "Fredericton", and the walk
-    has no link between them. The parts after the first name what holds it ("Pocahontas Mounds is in Hinds County,
+    Extractors write one place several ways, as different entities: the passage that says where Meehan Bonnar was
+    born names "Fredericton, New Brunswick", the one about the Diocese of Fredericton names "Fredericton", and the
+    walk has no link between them; the passage about Shringarpur names "Maharashtra state", the one about the state
+    "Maharashtra". The parts after the first name what holds it ("Pocahontas Mounds is in Hinds County,
     Mississippi"): what a question often asks for next ("when did the state where Pocahontas Mounds is become part
     of the United States?"). A part that names no stored entity brings nothing.
     """
-    parts: dict[int, float] = {}
+    weight_of: dict[str, float] = {}  # a part's loose key -> the heaviest seed whose name holds it
+    keys: set[str] = set()
     for node in store.get_nodes([node_id for node_id, weight in node_seeds.items() if weight > 0]):
-        names = _PARTS.split(node.name.strip())
-        if len(names) < 2:
-            continue
-        keys = {key for name in names for key in (entity_key(name), loose_key(name)) if key}
-        for other in store.find_nodes(namespace, keys):
-            if other.id not in node_seeds:
-                parts[other.id] = max(parts.get(other.id, 0.0), node_seeds[node.id])
+        for part in _name_parts(node.name):
+            if loose := loose_key(part):
+                weight_of[loose] = max(weight_of.get(loose, 0.0), node_seeds[node.id])
+                keys.update((loose, entity_key(part)))
+    parts: dict[int, float] = {}
+    loose_keys = set(weight_of)
+    for other in store.find_nodes(namespace, keys) if keys else []:
+        if other.id not in node_seeds and (key := _matched_key(other, loose_keys)):
+            parts[other.id] = max(parts.get(other.id, 0.0), weight_of[key])
     return {**node_seeds, **parts} if parts else node_seeds
+
+
+def _name_parts(name: str) -> list[str]:
+    """The names inside an entity's name: its parts between commas, and each longest run of capitalised words that
+    is not the whole name, when a lower-case word longer than three letters tells that the name is a proper name
+    with common nouns around it ("2000 Hong Kong action film", "Roman invasion of Britain"). A name written in title
+    case, where only articles, conjunctions and short prepositions stay lower case ("The Jewel of the Nile", "Jump
+    for Glory"), or a date ("7 December 1988"), is one name: "Nile" there is no seed for a question about the
+    film."""
+    name = name.strip()
+    parts = _PARTS.split(name) if _PARTS.search(name) else []
+    if not any(word.isalpha() and word.islower() and len(word) > 3 for word in name.split()):
+        return parts
+    runs: list[list[str]] = [[]]
+    for word in name.split():
+        if word[0].isupper():
+            runs[-1].append(word)
+        elif runs[-1]:
+            runs.append([])
+    capitalised = (" ".join(words) for words in runs if words)
+    return [*parts, *(run for run in capitalised if run != name and run not in parts)]
 
 
 def _proper_names(query_text: str, named: list[NodeRecord], query: np.ndarray, store: GraphStore) -> list[int]:

@@ -373,6 +373,11 @@ class DuckDBStore(GraphStore):
             self._current  # noqa: B018 - raises when the store is not open
             return self._graph.observations(node_ids)
 
+    def adjacent_chunks(self, ids: Iterable[int], namespace: str) -> dict[int, list[int]]:
+        with self._lock:
+            self._current  # noqa: B018 - raises when the store is not open
+            return self._graph.adjacent_chunks(list(ids), namespace)
+
     def chunk_times(self, ids: Iterable[int], namespace: str) -> dict[int, datetime]:
         with self._lock:
             self._current  # noqa: B018 - raises when the store is not open

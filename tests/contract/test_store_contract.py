@@ -273,6 +273,17 @@ class StoreContract:
         for namespace, title in (("default", "Notes"), ("other", "Other notes")):
             assert helper(store, "document_titles")(["notes", "none"], namespace) == {"notes": title}
 
+    @HELPER
+    def test_adjacent_chunks_are_the_neighbours_in_the_document(self, store, graph, helper):
+        adjacent = helper(store, "adjacent_chunks")
+        first, second = graph.chunks
+        assert adjacent([first, second, *graph.other_chunks, 10**9], "default") == {first: [second], second: [first]}
+        assert adjacent([first, *graph.other_chunks], "other") == {graph.other_chunks[0]: []}
+        store.write(WriteBatch(documents=[DocumentRecord(id="long", namespace="default", text="a b c", title="Long")],
+                               chunks=[ChunkRecord("long", i, text) for i, text in enumerate("abc")]))
+        a, b, c = (chunk.id for chunk in store.document_chunks("default", ["long"]))
+        assert adjacent([b, c], "default") == {b: [a, c], c: [b]}
+
     # -- restore and validity ------------------------------------------------------------------------------
 
     @pytest.fixture

@@ -167,3 +167,58 @@ def test_the_parts_of_a_seed_s_name_lead_to_their_own_passages(tmp_path, minilm,
         monkeypatch.setattr(retrieval, "_with_name_parts", lambda store, seeds, namespace: seeds)
         for answer, question in questions.items():
             assert answer not in found(question), (question, found(question))
+
+
+def test_a_proper_name_inside_a_seed_s_name_leads_to_its_passages(tmp_path, minilm, monkeypatch) -> None:
+    """The passage about Shringarpur names "Maharashtra state", the one about the state's politics "Maharashtra":
+    the name inside the seed's name leads the walk to it, past passages that share the question's words."""
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        kb.add_documents([
+            document("village", "Shringarpur is a small village in Ratnagiri district, Maharashtra state, India."),
+            document("state", "The politics of Maharashtra have been dominated by the Indian National Congress."),
+            *(document(f"charge{i}", f"Who was in charge of the state? Record {i} names the officers in charge.")
+              for i in range(8)),
+        ])
+        kb.add_knowledge_graph(
+            [entity("Shringarpur", "village"), entity("Maharashtra state", "village"),
+             entity("Ratnagiri district", "village"), entity("Maharashtra", "state"),
+             entity("Indian National Congress", "state")],
+            [EdgeInput(source="Shringarpur", target="Maharashtra state", type="LOCATED_IN", source_ids=["village"]),
+             EdgeInput(source="Shringarpur", target="Ratnagiri district", type="LOCATED_IN", source_ids=["village"]),
+             EdgeInput(source="Indian National Congress", target="Maharashtra", type="DOMINATED",
+                       source_ids=["state"])],
+        )
+
+        def found() -> list[str]:
+            question = "Who was in charge of the state where Shringarpur is located?"
+            return [p.document_id for p in kb.search(question, max_passages=3, bridge_seeds=0).passages]
+
+        assert found()[0] == "village" and "state" in found(), found()
+        monkeypatch.setattr(retrieval, "_name_parts", lambda name: [])
+        assert "state" not in found(), found()
+
+
+def test_the_chunks_next_to_a_shown_passage_follow_it(tmp_path, minilm, monkeypatch) -> None:
+    """A long page is cut into chunks: the one on Seattle's snow is shown, and the figure it leaves to the chunk
+    before it (filled with words far from the question) follows among the passages ranked next, ahead of a dozen
+    passages nearer the question than that chunk."""
+    filler = " ".join(f"Archive entry {i} lists the municipal records kept on file." for i in range(20))
+    snow = " ".join(["Snow falls in Seattle in winter, and the city sees snowfall most winters."] * 6)
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        kb.add_documents([
+            document("seattle", f"The yearly figure is 6.8 inches. {filler} {snow}"),
+            *(document(f"winter{i}", f"Snow falls in winter in town number {i}; snowfall is measured.")
+              for i in range(12)),
+        ])
+        chunks = kb.store.document_chunks(kb.namespace, ["seattle"])
+        assert len(chunks) == 2 and "6.8 inches" in chunks[0].text and "6.8" not in chunks[1].text
+
+        def search() -> tuple[list[str], str]:
+            result = kb.search("How much snow falls in Seattle in winter?", max_passages=3)
+            return [p.chunk_id for p in result.passages], result.text
+
+        shown, text = search()
+        assert chunks[1].id in shown and chunks[0].id not in shown and "6.8 inches" in text
+        monkeypatch.setattr(retrieval, "_with_adjacent", lambda store, best, next_ones, limit, namespace:
+                            next_ones[:limit])
+        assert "6.8 inches" not in search()[1]

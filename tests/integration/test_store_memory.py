@@ -140,6 +140,8 @@ def check_graph(store: DuckDBStore, rng: np.random.Generator, *, as_of: datetime
                                   [namespace]).fetchall())
         assert store.document_titles([*titles, "no such document"], namespace) == titles
         assert GraphStore.document_titles(store, [*titles, "no such document"], namespace) == titles
+        adjacent = GraphStore.adjacent_chunks(store, [*chunk_ids, 10**6], namespace)  # the port's default, SQL
+        assert store.adjacent_chunks([*chunk_ids, 10**6], namespace) == adjacent
     all_edges = [r[0] for r in con.execute("SELECT id FROM edges").fetchall()]
     assert store.get_edges([*all_edges, 10**6]) == sql_edges(store, "true ORDER BY id", [])
     assert store.mentioned_chunks([*chunk_ids, 10**6]) == {r[0] for r in con.execute(

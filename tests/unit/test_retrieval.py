@@ -256,3 +256,21 @@ def test_the_floor_moves_with_the_names_the_query_gives(kb) -> None:
     assert not relevant("What did Ada Lovelace tell Grace Hopper?", 0.43)
     # Far from the floor the names do not matter.
     assert not relevant("What did Ada Lovelace write?", 0.30) and relevant("What did Grace Hopper write?", 0.50)
+
+
+@pytest.mark.parametrize(("name", "parts"), [
+    ("Fredericton, New Brunswick", ["Fredericton", "New Brunswick"]),
+    ("2,913,123", []),
+    ("Maharashtra state", ["Maharashtra"]),
+    ("2000 Hong Kong action film", ["Hong Kong"]),
+    ("electoral district of Kings South", ["Kings South"]),
+    ("Ängelholm municipality", ["Ängelholm"]),
+    # Written as one proper name (a title, a date): the capitalised words are no names of their own.
+    ("The Jewel of the Nile", []),
+    ("Jump for Glory", []),
+    ("7 December 1988", []),
+    ("Hank Snow", []),
+    ("state", []),
+])
+def test_the_names_inside_a_name(name: str, parts: list[str]) -> None:
+    assert retrieval._name_parts(name) == parts
