@@ -481,10 +481,12 @@ class KnowledgeBase:
         if settings.relevance_floor is None:
             settings = replace(settings, relevance_floor=self.embedder.relevance_floor)
         self._vectors_ready()
-        # The model (or its server) embeds the query on another thread while the query's words are looked up.
-        vector = _query_threads().submit(self.embedder.embed_query, query)
-        words = match_words(self.store, query, namespace, settings)
-        found = anchor_and_expand(self.store, query, vector.result(), namespace, settings, words)
+        # The query's words are looked up on another thread while the model (or its server) embeds the query: the
+        # model runs without Python's lock, and the lookups want it (the other way round, the embedding thread
+        # waits for the lock to hand back its vector).
+        words = _query_threads().submit(match_words, self.store, query, namespace, settings)
+        vector = self.embedder.embed_query(query)
+        found = anchor_and_expand(self.store, query, vector, namespace, settings, words.result())
         observations = _by_query_words(query, self.store.get_observations([r.node_id for r in found.nodes]))
 
         def scored(reached) -> ScoredNode:
@@ -598,7 +600,7 @@ class KnowledgeBase:
 
 @functools.cache
 def _query_threads() -> ThreadPoolExecutor:
-    """Threads that embed queries (a few: concurrent searches each embed theirs)."""
+    """Threads that look up queries' words while they are embedded (a few: concurrent searches each need one)."""
     return ThreadPoolExecutor(max_workers=4, thread_name_prefix="duckgraph-query")
 
 
