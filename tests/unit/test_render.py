@@ -147,7 +147,6 @@ def test_the_passages_ranked_next_fill_the_budget_and_are_left_out_first() -> No
     assert cut and short == render_search(full, 100)[0]
 
 
-
 def test_entities_known_only_by_a_name_a_fact_shows_are_left_out_before_passages() -> None:
     full = result(12, passage_words=60)
     full.nodes[1:] = [ScoredNode(id=i, name=f"Entity {i}", type="Thing", score=0.5, hop=1) for i in range(1, 12)]
