@@ -512,6 +512,7 @@ def _rank_passages(
     direct = _with_keywords(store, query_text, query, direct, keyword_chunks, namespace, options)
     top_direct = max(direct.values())
     chunk_seeds = {c: options.passage_seed_weight * max(s, 0.0) / top_direct for c, s in direct.items()}
+    node_seeds = _with_name_parts(store, node_seeds, namespace)
     chunk_ids, scores = _walk_with_bridges(store, node_seeds, chunk_seeds, {n.id for n in named}, best_fact,
                                            namespace, options)
     # Passages the walk reached beyond the nearest ones also keep their own (restart) share of similarity.
@@ -715,8 +716,7 @@ def _walk_with_bridges(
     store: GraphStore, node_seeds: dict[int, float], chunk_seeds: dict[int, float], named: set[int],
     best_fact: float, namespace: str, options: SearchOptions,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The walk from the seeds (and the entities the parts of their names name: `_with_name_parts`), then from
-    the bridges it leads to: the passages reached and their scores.
+    """The walk from the seeds, then from the bridges it leads to: the passages reached and their scores.
 
     The `bridge_seeds` entities a walk reached with most weight, other than the seeds so far and the entities the
     query names, are what the seeds' facts and passages lead to: the bridge of a multi-hop question (Hank Snow,
@@ -728,7 +728,6 @@ def _walk_with_bridges(
     """
     import numpy as np  # see _walk
 
-    node_seeds = _with_name_parts(store, node_seeds, namespace)
     chunk_ids, scores, reached = _walk(store, node_seeds, chunk_seeds, namespace, options)
     seen = dict(node_seeds)
     total = sum(node_seeds.values()) + sum(chunk_seeds.values())
