@@ -3,8 +3,9 @@
 A search result is rendered by priority, not section by section: the lines are chosen most useful first (the
 best facts, the anchors, the best passage, the anchors' details, more facts, more passages, the other entities,
 their details, last the entities known only by a name that a fact already shows) until the budget is spent, so a
-small budget cuts weak entities and late observations, never every fact. The chosen lines are then printed grouped under their headings, each group in rank order. When all
-of them fit, the room left shows the passages ranked next, under a heading of their own.
+small budget cuts weak entities and late observations, never every fact. The chosen lines are then printed grouped
+under their headings, each group in rank order. When all of them fit, the room left shows the passages ranked
+next, under a heading of their own.
 """
 
 from __future__ import annotations

@@ -658,20 +658,29 @@ def _fact_seeds(
     scoring the edges of 100 nodes costs a fraction of a millisecond where searching millions of edge vectors
     costs tens (and an index over them).
     """
-    import numpy as np  # see _walk
-
     if options.fact_seeds <= 0 or not nearest:
         return {}
-    edge_ids, sources, targets, _ = store.neighbor_ends(
-        nearest, namespace, as_of=_edge_filter(options), limit=20 * len(nearest))
-    similarity = store.similarity_array("edge", edge_ids, query)
-    scored = np.flatnonzero(~np.isnan(similarity))  # edges stored without a vector are no facts to match
-    best = scored[np.argsort(-similarity[scored], kind="stable")[: options.fact_seeds]]
     seeds: dict[int, float] = {}
-    for source, target, weight in zip(sources[best].tolist(), targets[best].tolist(), similarity[best].tolist()):
+    for source, target, weight in _nearest_facts(store, query, namespace, nearest, options.fact_seeds,
+                                                 20 * len(nearest), options):
         for node_id in (source, target):
             seeds[node_id] = max(seeds.get(node_id, 0.0), max(weight, 0.0))
     return seeds
+
+
+def _nearest_facts(
+    store: GraphStore, query: np.ndarray, namespace: str, node_ids: list[int], k: int, limit: int,
+    options: SearchOptions,
+) -> list[tuple[int, int, float]]:
+    """The `k` facts most similar to the query among those of `node_ids` (at most `limit` of them, the strongest
+    first), as (source, target, similarity), most similar first."""
+    import numpy as np  # see _walk
+
+    edge_ids, sources, targets, _ = store.neighbor_ends(node_ids, namespace, as_of=_edge_filter(options), limit=limit)
+    similarity = store.similarity_array("edge", edge_ids, query)
+    scored = np.flatnonzero(~np.isnan(similarity))  # edges stored without a vector are no facts to match
+    best = scored[np.argsort(-similarity[scored], kind="stable")[:k]]
+    return list(zip(sources[best].tolist(), targets[best].tolist(), similarity[best].tolist()))
 
 
 def _rarity(passages: int) -> float:
@@ -693,19 +702,13 @@ def _named_fact_seeds(
     similar entities it does not name ("41st Chess Olympiad" for one about the 26th), which lead the walk away.
     Each name gets its own facts, so a question naming two chains follows both.
     """
-    import numpy as np  # see _walk
-
     seeds: dict[int, float] = {}
     best_fact = 0.0
     if options.fact_seeds <= 0:  # no fact seeds at all
         return seeds, best_fact
     for named_id, share in rarity.items():
-        edge_ids, sources, targets, _ = store.neighbor_ends(
-            [named_id], namespace, as_of=_edge_filter(options), limit=options.frontier * 20)
-        similarity = store.similarity_array("edge", edge_ids, query)
-        scored = np.flatnonzero(~np.isnan(similarity))
-        best = scored[np.argsort(-similarity[scored], kind="stable")[: options.facts_per_name]]
-        for source, target, weight in zip(sources[best].tolist(), targets[best].tolist(), similarity[best].tolist()):
+        for source, target, weight in _nearest_facts(store, query, namespace, [named_id], options.facts_per_name,
+                                                     options.frontier * 20, options):
             far = target if source == named_id else source
             seeds[far] = max(seeds.get(far, 0.0), max(weight, 0.0) * share)
             best_fact = max(best_fact, weight)

@@ -140,8 +140,8 @@ class BodyLimitMiddleware:
         await self.app(scope, receive_noted, send_clear)
 
     def _too_large(self, scope: Scope) -> str:
-        sizes = [value for name, value in scope.get("headers", ()) if name.lower() == b"content-length"]
-        size = f"{int(sizes[0])} bytes" if sizes and sizes[0].isdigit() else "over the limit"
+        declared = _declared_length(scope)
+        size = f"{declared} bytes" if declared is not None else "over the limit"
         return (f"request body too large: {size}; this server accepts at most {self.limit} bytes "
                 f"({self.limit / 1e6:g} MB) per HTTP request. Split the call into smaller ones")
 
@@ -157,9 +157,9 @@ class MendingMiddleware:
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        declared = [value for name, value in scope.get("headers", ()) if name.lower() == b"content-length"]
+        declared = _declared_length(scope)
         if (scope["type"] != "http" or scope.get("method") != "POST"
-                or (declared and declared[0].isdigit() and int(declared[0]) > self.limit)):
+                or (declared is not None and declared > self.limit)):
             await self.app(scope, receive, send)
             return
         read: list[Message] = []
@@ -182,6 +182,12 @@ class MendingMiddleware:
             return read.pop(0) if read else await receive()
 
         await self.app(scope, replay, send)
+
+
+def _declared_length(scope: Scope) -> int | None:
+    """The request's Content-Length, when it gives one as a number."""
+    sizes = [value for name, value in scope.get("headers", ()) if name.lower() == b"content-length"]
+    return int(sizes[0]) if sizes and sizes[0].isdigit() else None
 
 
 class StopMiddleware:

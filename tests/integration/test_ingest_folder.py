@@ -107,12 +107,9 @@ def test_a_file_whose_modification_time_alone_changed_is_left_as_it_is(notes, db
     assert times()[babbage] == datetime(2023, 11, 14, 22, 13, 20)
 
 
-def test_prune_deletes_the_documents_of_files_gone_with_what_only_they_supported(notes, tmp_path, db_path):
-    other = tmp_path / "elsewhere" / "notes"  # another folder of the same name: never pruned with this one
-    other.mkdir(parents=True)
-    (other / "kept.md").write_text("Grace Hopper worked at Harvard University.\n", encoding="utf-8")
-    ingest(db_path, "notes", str(other))
-    root = notes.resolve().as_posix()
+def add_babbage_graph(db_path, root: str, *more: EdgeInput) -> None:
+    """Babbage (supported by babbage.txt alone), the Analytical Engine (by it and ada.md), the Difference Engine
+    (added by hand, no provenance), what joins them, and `more` relations."""
     kb = bootstrap(load_settings(None, db=str(db_path))).knowledge_base
     with kb:
         kb.add_knowledge_graph(
@@ -122,7 +119,17 @@ def test_prune_deletes_the_documents_of_files_gone_with_what_only_they_supported
             [EdgeInput(source="Charles Babbage", target="Analytical Engine", type="DESIGNED",
                        source_ids=[f"{root}/babbage.txt"]),
              EdgeInput(source="Analytical Engine", target="Difference Engine", type="SUCCEEDED",
-                       source_ids=[f"{root}/ada.md"])])
+                       source_ids=[f"{root}/ada.md"]),
+             *more])
+
+
+def test_prune_deletes_the_documents_of_files_gone_with_what_only_they_supported(notes, tmp_path, db_path):
+    other = tmp_path / "elsewhere" / "notes"  # another folder of the same name: never pruned with this one
+    other.mkdir(parents=True)
+    (other / "kept.md").write_text("Grace Hopper worked at Harvard University.\n", encoding="utf-8")
+    ingest(db_path, "notes", str(other))
+    root = notes.resolve().as_posix()
+    add_babbage_graph(db_path, root)
     (notes / "babbage.txt").unlink()
 
     assert ingest(db_path, "notes")[1].startswith("0 documents stored, 2 unchanged")  # without --prune: kept
@@ -159,17 +166,8 @@ def test_prune_deletes_the_documents_of_files_gone_with_what_only_they_supported
 def test_a_changed_file_s_re_ingest_removes_what_only_its_old_text_supported(notes, db_path):
     ingest(db_path, "notes")
     root = notes.resolve().as_posix()
-    kb = bootstrap(load_settings(None, db=str(db_path))).knowledge_base
-    with kb:
-        kb.add_knowledge_graph(
-            [NodeInput(name="Charles Babbage", type="Person", source_ids=[f"{root}/babbage.txt"]),
-             NodeInput(name="Analytical Engine", type="Machine", source_ids=[f"{root}/babbage.txt", f"{root}/ada.md"]),
-             NodeInput(name="Difference Engine", type="Machine")],  # no provenance: added by hand
-            [EdgeInput(source="Charles Babbage", target="Analytical Engine", type="DESIGNED",
-                       source_ids=[f"{root}/babbage.txt"]),
-             EdgeInput(source="Analytical Engine", target="Difference Engine", type="SUCCEEDED",
-                       source_ids=[f"{root}/ada.md"]),
-             EdgeInput(source="Analytical Engine", target="Difference Engine", type="FOLLOWED")])  # by hand
+    add_babbage_graph(db_path, root, EdgeInput(source="Analytical Engine", target="Difference Engine",
+                                               type="FOLLOWED"))  # by hand
     (notes / "babbage.txt").write_text("Charles Babbage designed the Difference Engine.\n", encoding="utf-8")
 
     code, summary = ingest(db_path, "notes")

@@ -528,17 +528,22 @@ def test_restore_is_all_or_nothing(tmp_path):
     kb.close()
 
 
+def embedded_node_lines(count: int, dims: int, seed: int) -> list[dict]:
+    """A meta line and `count` node lines, each with a random embedding of `dims` floats."""
+    rng = np.random.default_rng(seed)
+    return [{"kind": "meta", "format": "duckgraph", "version": 1,
+             "embedder": {"id": "test:fake-hashing", "dimensions": dims}, "embeddings": True},
+            *({"kind": "node", "id": i + 1, "name": f"Entity {i}", "type": "Thing",
+               "embedding": [round(float(v), 5) for v in rng.standard_normal(dims)]} for i in range(count))]
+
+
 def test_import_keeps_an_embedded_line_in_a_fraction_of_its_json_size(tmp_path):
     """The reading loop holds each line as validated and its vector as float32 (1.5 KB for 384 dimensions), not
     every raw JSON object of the file (a list of 384 Python floats is ~12 KB, validated twice that)."""
     import tracemalloc
 
-    rng = np.random.default_rng(3)
     count, dims = 2_000, 384
-    objects = [{"kind": "meta", "format": "duckgraph", "version": 1,
-                "embedder": {"id": "test:fake-hashing", "dimensions": dims}, "embeddings": True}]
-    objects += [{"kind": "node", "id": i + 1, "name": f"Entity {i}", "type": "Thing",
-                 "embedding": [round(float(v), 5) for v in rng.standard_normal(dims)]} for i in range(count)]
+    objects = embedded_node_lines(count, dims, seed=3)
     path = write_lines(tmp_path / "vectors.jsonl", objects)
     with open_kb(tmp_path / "target.duckdb", HashingEmbedder(dimensions=dims)) as kb:
         kb.stats()  # the file opened before the measure
@@ -560,12 +565,8 @@ def test_an_import_holds_no_batch_s_vectors_after_writing_it_and_loads_the_graph
     import tracemalloc
 
     monkeypatch.setattr(import_module, "BATCH_LINES", 200)
-    rng = np.random.default_rng(5)
     count, dims = 2_000, 384
-    objects = [{"kind": "meta", "format": "duckgraph", "version": 1,
-                "embedder": {"id": "test:fake-hashing", "dimensions": dims}, "embeddings": True}]
-    objects += [{"kind": "node", "id": i + 1, "name": f"Entity {i}", "type": "Thing",
-                 "embedding": [round(float(v), 5) for v in rng.standard_normal(dims)]} for i in range(count)]
+    objects = embedded_node_lines(count, dims, seed=5)
     path = write_lines(tmp_path / "vectors.jsonl", objects)
     held: list[int] = []
     original = snapshot_restore.restore_snapshot
