@@ -121,15 +121,25 @@ class GraphStore(ABC):
         a few texts; stores that hold this mapping in memory should answer it without a query."""
         return {c.id: c.document_id for c in self.get_chunks(ids)}
 
-    def adjacent_chunks(self, ids: Iterable[int], namespace: str) -> dict[int, list[int]]:
-        """For each known chunk of `ids` in `namespace`, the chunks just before and after it in its document (in
-        document order; none at a document's ends): the text a passage was cut from goes on there. Searches ask it
-        for a few passages; stores that hold chunk ordinals in memory should answer it without a query."""
-        records = self.get_chunks(ids)
-        position = {(c.document_id, c.ordinal): c.id
-                    for c in self.document_chunks(namespace, {c.document_id for c in records})}
-        return {c.id: [other for step in (-1, 1) if (other := position.get((c.document_id, c.ordinal + step)))
-                       is not None] for c in records if position.get((c.document_id, c.ordinal)) == c.id}
+    def adjacent_chunks(self, ids: Iterable[int], namespace: str) -> dict[int, tuple[int | None, int | None]]:
+        """For each known chunk of `ids` in `namespace`, the chunks just before and after it in reading order
+        (None where there is none): the chunks stored just before and after it when they go on with its text
+        (`reads_on`), the text a passage was cut from or the turns of a conversation around one. Searches ask it for
+        a few passages; stores that hold chunk ordinals in memory should answer it without a query. This default
+        takes a store's chunk ids to follow the order they were stored in (a document's chunks at once, in order);
+        a store whose ids do not should override it."""
+        ids = list(ids)
+        near = self.get_chunks([*ids, *(i + step for i in ids for step in (-1, 1))])
+        documents = {c.document_id for c in near}
+        here = {c.id: c for c in self.document_chunks(namespace, documents)}  # the namespace's own only
+        titles = self.document_titles(documents, namespace)
+
+        def place(chunk_id: int) -> tuple[str, int, str] | None:
+            chunk = here.get(chunk_id)
+            return None if chunk is None else (chunk.document_id, chunk.ordinal, titles.get(chunk.document_id, ""))
+
+        return {i: (i - 1 if reads_on(place(i - 1), place(i)) else None, i + 1 if reads_on(place(i), place(i + 1))
+                    else None) for i in ids if i in here}
 
     def chunk_times(self, ids: Iterable[int], namespace: str) -> dict[int, datetime]:
         """The time of each known chunk's document, for those whose document has one (a search's window and
@@ -301,7 +311,8 @@ class GraphStore(ABC):
 
     @abstractmethod
     def list_documents(self, namespace: str, *, offset: int = 0, limit: int = 100) -> list[DocumentRecord]:
-        """A page of documents in id order, with `created_at`."""
+        """A page of documents in the order they were stored (their chunks' ids; those without chunks last, by
+        id), with `created_at`: an export written in this order keeps a conversation's turns in order."""
 
     @abstractmethod
     def edge_evidence(self, edge_ids: Iterable[int]) -> list[tuple[int, int]]:
@@ -393,3 +404,15 @@ class GraphStore(ABC):
         """For the communities of `candidates`: the cosine similarity of their report vectors to `vector`, and the
         BM25 score of their report words for `query` (only those that match)."""
         raise self._no_communities()
+
+
+def reads_on(before: tuple[str, int, str] | None, after: tuple[str, int, str] | None) -> bool:
+    """Whether the chunk `after`, stored just after the chunk `before` (each given as its document's id, its
+    ordinal and its document's title), goes on with its text: the next chunk of the same document, or the first
+    chunk of another document of the same title (not empty), the next turn of a conversation kept one turn per
+    document."""
+    if before is None or after is None:
+        return False
+    if before[0] == after[0]:
+        return after[1] == before[1] + 1
+    return bool(before[2]) and after[2] == before[2] and after[1] == 0

@@ -167,7 +167,9 @@ def namespace_summaries(con: Any) -> list[dict[str, Any]]:
 
 def list_documents(con: Any, namespace: str, offset: int, limit: int) -> list[DocumentRecord]:
     rows = con.execute(
-        f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE namespace = $1 ORDER BY id LIMIT $2 OFFSET $3",
+        f"SELECT {_DOCUMENT_COLUMNS} FROM documents LEFT JOIN (SELECT document_id AS id, min(id) AS first_chunk "
+        "FROM chunks WHERE namespace = $1 GROUP BY document_id) USING (id) "
+        "WHERE namespace = $1 ORDER BY first_chunk NULLS LAST, id LIMIT $2 OFFSET $3",
         [namespace, limit, offset],
     ).fetchall()
     return [_document(row) for row in rows]

@@ -373,7 +373,7 @@ class DuckDBStore(GraphStore):
             self._current  # noqa: B018 - raises when the store is not open
             return self._graph.observations(node_ids)
 
-    def adjacent_chunks(self, ids: Iterable[int], namespace: str) -> dict[int, list[int]]:
+    def adjacent_chunks(self, ids: Iterable[int], namespace: str) -> dict[int, tuple[int | None, int | None]]:
         with self._lock:
             self._current  # noqa: B018 - raises when the store is not open
             return self._graph.adjacent_chunks(list(ids), namespace)

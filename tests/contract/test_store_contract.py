@@ -274,15 +274,26 @@ class StoreContract:
             assert helper(store, "document_titles")(["notes", "none"], namespace) == {"notes": title}
 
     @HELPER
-    def test_adjacent_chunks_are_the_neighbours_in_the_document(self, store, graph, helper):
+    def test_adjacent_chunks_go_on_in_reading_order(self, store, graph, helper):
+        """Before and after each chunk: its document's chunks, and across a document's end the documents stored
+        just before and after it under the same title (a conversation's turns), never another namespace's."""
         adjacent = helper(store, "adjacent_chunks")
         first, second = graph.chunks
-        assert adjacent([first, second, *graph.other_chunks, 10**9], "default") == {first: [second], second: [first]}
-        assert adjacent([first, *graph.other_chunks], "other") == {graph.other_chunks[0]: []}
-        store.write(WriteBatch(documents=[DocumentRecord(id="long", namespace="default", text="a b c", title="Long")],
-                               chunks=[ChunkRecord("long", i, text) for i, text in enumerate("abc")]))
-        a, b, c = (chunk.id for chunk in store.document_chunks("default", ["long"]))
-        assert adjacent([b, c], "default") == {b: [a, c], c: [b]}
+        (other,) = graph.other_chunks  # stored just after `second`, in another namespace
+        assert adjacent([first, second, other, 10**9], "default") == {first: (None, second), second: (first, None)}
+        assert adjacent([first, other], "other") == {other: (None, None)}
+        parts = {"turn0": ["Did you go?"], "turn1": ["Yes, on Sunday.", "It rained."], "aside": ["Unrelated."],
+                 "turn2": ["Good."]}
+        store.write(WriteBatch(
+            documents=[DocumentRecord(id=doc, namespace="default", text=" ".join(texts),
+                                      title="Elsewhere" if doc == "aside" else "Chat, 1 May")
+                       for doc, texts in parts.items()],
+            chunks=[ChunkRecord(doc, i, text) for doc, texts in parts.items() for i, text in enumerate(texts)]))
+        ids = {(c.document_id, c.ordinal): c.id for c in store.document_chunks("default", list(parts))}
+        t0, t1a, t1b, aside, t2 = (ids[key] for key in (("turn0", 0), ("turn1", 0), ("turn1", 1), ("aside", 0),
+                                                         ("turn2", 0)))
+        assert adjacent([t0, t1a, t1b, aside, t2], "default") == {
+            t0: (None, t1a), t1a: (t0, t1b), t1b: (t1a, None), aside: (None, None), t2: (None, None)}
 
     # -- restore and validity ------------------------------------------------------------------------------
 

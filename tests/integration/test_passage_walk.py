@@ -222,3 +222,31 @@ def test_the_chunks_next_to_a_shown_passage_follow_it(tmp_path, minilm, monkeypa
         monkeypatch.setattr(retrieval, "_with_adjacent", lambda store, best, next_ones, limit, namespace:
                             next_ones[:limit])
         assert "6.8 inches" not in search()[1]
+
+
+def test_the_reply_to_a_matching_turn_is_shown(tmp_path, minilm) -> None:
+    """A chat kept one turn per document, each session's turns under its title: the question's words match the
+    turn that asks about the gym, the answer is in the reply (which shares no word with the question), ahead of
+    other sessions' turns about climbing that are nearer the question than the reply is. With `reply_share` 0
+    the reply is not among the passages."""
+    sessions = {
+        "Session 1, 3 March 2026": ["Maya: Did you go to the climbing gym with your brother on Saturday?",
+                                    "Omar: Yes! Four tries, but I made it to the top of the purple wall."],
+        "Session 2, 9 March 2026": ["Maya: I want to try climbing at a gym some day.",
+                                    "Omar: Climbing gyms are fun on weekends.",
+                                    "Maya: My brother climbs at a gym too."],
+        "Session 3, 15 March 2026": ["Omar: I baked bread this morning.", "Maya: Nice, what kind?"],
+    }
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        kb.add_documents([DocumentInput(id=f"s{s}t{t}", title=title, text=text)
+                          for s, (title, turns) in enumerate(sessions.items(), 1) for t, text in enumerate(turns, 1)])
+        question = "Did Omar go to the climbing gym with his brother on Saturday?"
+
+        def shown(**options) -> list[str]:
+            return [p.document_id for p in kb.search(question, max_passages=4, **options).passages]
+
+        dense = [kb.store.chunk_documents([c])[c] for c, _ in kb.store.vector_search(
+            "chunk", kb.embedder.embed_query(question), 10, kb.namespace)]
+        assert dense[0] == "s1t1" and dense.index("s1t2") >= 3, dense
+        assert "s1t2" in shown(), shown()
+        assert "s1t2" not in shown(reply_share=0), shown(reply_share=0)

@@ -116,7 +116,13 @@ def test_the_export_holds_every_kind_in_a_fixed_order(source):
     assert not any("embedding" in line for line in lines)
 
     documents = [line for line in lines if line["kind"] == "document"]
-    assert [(d["namespace"], d["id"]) for d in documents] == sorted((d["namespace"], d["id"]) for d in documents)
+    def stored_order(document: dict) -> tuple:  # namespaces by name, then the order the documents were stored in
+        chunks = source.store.document_chunks(document["namespace"], [document["id"]])
+        return document["namespace"], min(c.id for c in chunks)
+
+    assert [(d["namespace"], d["id"]) for d in documents] == [
+        (d["namespace"], d["id"]) for d in sorted(documents, key=stored_order)]
+    assert [d["id"] for d in documents] != sorted(d["id"] for d in documents)  # not the ids' order
     assert {d["id"] for d in documents} == {"doc-rubin", "doc-payne", "doc-bell", "note"}
     assert next(d for d in documents if d["id"] == "doc-rubin")["metadata"] == {"topic": "astronomy"}
 
@@ -179,6 +185,28 @@ def test_round_trip_without_embeddings_re_embeds(source, tmp_path):
     question = "Where did Vera Rubin work?"
     assert answer(target.search(question)) == answer(source.search(question))
     assert target.stats() == source.stats()
+    target.close()
+
+
+def test_a_round_trip_keeps_a_conversations_turns_in_reading_order(tmp_path):
+    """Turns kept one document each under one title read on from one to the next (a search lifts the reply to a
+    matching turn); the export lists them in the order they were stored, not by id ("turn-10" < "turn-9"), so the
+    copy reads them in the same order."""
+    ids = [f"turn-{i}" for i in (8, 9, 10, 11)]
+
+    def reading_order(kb: KnowledgeBase) -> dict[str, str | None]:
+        document_of = {c.id: c.document_id for c in kb.store.document_chunks("default", ids)}
+        return {document_of[chunk_id]: document_of.get(after)
+                for chunk_id, (_, after) in kb.store.adjacent_chunks(list(document_of), "default").items()}
+
+    source = open_kb(tmp_path / "turns.duckdb")
+    source.add_documents([DocumentInput(id=i, title="Chat, 1 May", text=f"Turn {i}.") for i in ids])
+    expected = {"turn-8": "turn-9", "turn-9": "turn-10", "turn-10": "turn-11", "turn-11": None}
+    assert reading_order(source) == expected
+    target = open_kb(tmp_path / "copy.duckdb")
+    import_lines(target, export(source).splitlines(keepends=True))
+    assert reading_order(target) == expected
+    source.close()
     target.close()
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
 from duckgraph.plugins.duckdb.mirror.columns import grow, nat, time_value
+from duckgraph.ports import reads_on
 
 log = logging.getLogger(__name__)
 np: Any = NumpyOnFirstUse(globals())
@@ -102,19 +103,25 @@ class PassageMirror:
         ids, codes = self._stored_chunks(ids)
         return {i: self.documents[c][0] for i, c in zip(ids.tolist(), codes.tolist())}
 
-    def adjacent_chunks(self, ids: Sequence[int], namespace: str) -> dict[int, list[int]]:
-        """For each stored one of the chunk `ids` in `namespace`, the live chunks of its document one ordinal before
-        and after it, in document order. A document's chunks are found by comparing codes: a pass over an int array
-        per document, a fraction of a millisecond for the few passages a search shows."""
-        found: dict[int, list[int]] = {}
-        for chunk_id, code in zip(*(part.tolist() for part in self._stored_chunks(ids))):
-            if self.document_codes.get((namespace, self.documents[code][0])) != code:
-                continue
-            siblings = np.flatnonzero((self.chunk_document == code) & self.chunk_live)
-            ordinal = int(self.chunk_ordinal[chunk_id])
-            by_ordinal = dict(zip(self.chunk_ordinal[siblings].tolist(), siblings.tolist()))
-            found[chunk_id] = [by_ordinal[o] for o in (ordinal - 1, ordinal + 1) if o in by_ordinal]
+    def adjacent_chunks(self, ids: Sequence[int], namespace: str) -> dict[int, tuple[int | None, int | None]]:
+        """For each stored one of the chunk `ids` in `namespace`, the chunks stored just before and after it when
+        they go on with its text (`reads_on`; None otherwise): a few array reads per chunk."""
+        found: dict[int, tuple[int | None, int | None]] = {}
+        for chunk_id in self._stored_chunks(ids)[0].tolist():
+            if (here := self._place(chunk_id, namespace)) is not None:
+                found[chunk_id] = (chunk_id - 1 if reads_on(self._place(chunk_id - 1, namespace), here) else None,
+                                   chunk_id + 1 if reads_on(here, self._place(chunk_id + 1, namespace)) else None)
         return found
+
+    def _place(self, chunk_id: int, namespace: str) -> tuple[str, int, str] | None:
+        """(document id, ordinal, title) of a live chunk of a current document of `namespace`, else None."""
+        if not 0 <= chunk_id < len(self.chunk_live) or not self.chunk_live[chunk_id]:
+            return None
+        code = int(self.chunk_document[chunk_id])
+        if code < 0 or self.document_codes.get((namespace, self.documents[code][0])) != code:
+            return None
+        document_id, title = self.documents[code]
+        return document_id, int(self.chunk_ordinal[chunk_id]), title
 
     def chunk_times(self, ids: Iterable[int]) -> dict[int, Any]:
         """The time of each stored one of the chunk `ids` whose document has one."""
