@@ -530,7 +530,7 @@ def _rank_passages(
     wanted = options.max_passages + max(options.more_passages, 0)
     best = np.argsort(-scores, kind="stable")[: 4 * wanted]
     ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())),
-                               options.max_passages, wanted, namespace)
+                               options.max_passages, wanted, namespace, options)
     scale = _absolute_scale(ranked, top_similarity)
     shown = ranked[: options.max_passages] + [
         (chunk, score) for chunk, score in ranked[options.max_passages:]
@@ -542,7 +542,7 @@ def _with_replies(
     store: GraphStore, chunk_ids: np.ndarray, scores: np.ndarray, namespace: str, options: SearchOptions
 ) -> tuple[np.ndarray, np.ndarray]:
     """The walk's passages with the one that follows each of the best `max_passages` in reading order (the next
-    turn of a conversation kept one turn per document, the next chunk of a text: `GraphStore.adjacent_chunks`)
+    turn of a conversation kept one turn per document, the next chunk of a text: `_neighbours`)
     scored at least `reply_share` of it. A question's words match the turn that asks or tells of a thing; what
     was said of it is often in the reply, whose own words share little with the question."""
     import numpy as np  # see _walk
@@ -552,11 +552,10 @@ def _with_replies(
     best = np.argsort(-scores, kind="stable")[: options.max_passages]
     lead = dict(zip(chunk_ids[best].tolist(), scores[best].tolist()))
     lifted: dict[int, float] = {}
-    for chunk_id, (_, after) in store.adjacent_chunks(list(lead), namespace).items():
+    for chunk_id, (_, after) in _neighbours(store, list(lead), namespace, options).items():
         if after is not None:
             lifted[after] = max(lifted.get(after, 0.0), options.reply_share * lead[chunk_id])
     replies = np.fromiter(lifted, np.int64, len(lifted))
-    replies = replies[_in_window(store, replies, namespace, options)]
     if not len(replies):
         return chunk_ids, scores
     present = np.flatnonzero(isin_ids(chunk_ids, replies))
@@ -641,7 +640,8 @@ def _absolute_scale(ranked: list[tuple[ChunkRecord, float]], top_similarity: flo
 
 
 def _one_per_document(
-    store: GraphStore, candidates: list[tuple[int, float]], limit: int, total: int, namespace: str
+    store: GraphStore, candidates: list[tuple[int, float]], limit: int, total: int, namespace: str,
+    options: SearchOptions,
 ) -> list[tuple[ChunkRecord, float]]:
     """The best `limit` of the ranked `candidates`, at most one per document while other documents have some,
     then the next best up to `total` in all by the same rule and the chunks next to the first `limit` in their
@@ -655,16 +655,17 @@ def _one_per_document(
             seen.add(document_id)
     order = first + repeats
     best = sorted(order[:limit], key=lambda item: -item[1])
-    picked = [*best, *_with_adjacent(store, best, order[limit:total], total - limit, namespace)]
+    picked = [*best, *_with_adjacent(store, best, order[limit:total], total - limit, namespace, options)]
     chunks = {c.id: c for c in store.get_chunks([chunk_id for chunk_id, _ in picked])}
     return [(chunks[chunk_id], score) for chunk_id, score in picked if chunk_id in chunks]
 
 
 def _with_adjacent(
-    store: GraphStore, best: list[tuple[int, float]], next_ones: list[tuple[int, float]], limit: int, namespace: str
+    store: GraphStore, best: list[tuple[int, float]], next_ones: list[tuple[int, float]], limit: int, namespace: str,
+    options: SearchOptions,
 ) -> list[tuple[int, float]]:
-    """The passages ranked next (`next_ones`) and the chunks just before and after each of the `best` in its
-    document, each such chunk scored as the best passage beside it: at most `limit`, best first.
+    """The passages ranked next (`next_ones`) and the chunks just before and after each of the `best` in reading
+    order (`_neighbours`), each such chunk scored as the best passage beside it: at most `limit`, best first.
 
     A passage is a piece of a longer text cut to the chunk size, and what it leaves out goes on in the next or the
     previous piece: the paragraph on a city's snowfall whose figures fell into the chunk before, which mentions
@@ -672,11 +673,25 @@ def _with_adjacent(
     if limit <= 0:
         return []
     scores, shown = dict(next_ones), dict(best)
-    for chunk_id, adjacent in store.adjacent_chunks(list(shown), namespace).items():
+    for chunk_id, adjacent in _neighbours(store, list(shown), namespace, options).items():
         for other in adjacent:
             if other is not None and other not in shown:
                 scores[other] = max(scores.get(other, 0.0), shown[chunk_id])
     return sorted(scores.items(), key=lambda item: -item[1])[:limit]
+
+
+def _neighbours(
+    store: GraphStore, ids: list[int], namespace: str, options: SearchOptions
+) -> dict[int, tuple[int | None, int | None]]:
+    """The chunks before and after each of `ids` in reading order (`GraphStore.adjacent_chunks`), less those the
+    search's time window leaves out: a conversation's next turn may be timed after `as_of`."""
+    adjacent = store.adjacent_chunks(ids, namespace)
+    if not _timed(options):
+        return adjacent
+    others = [other for pair in adjacent.values() for other in pair if other is not None]
+    kept = {other for other, keep in zip(others, _in_window(store, others, namespace, options).tolist()) if keep}
+    return {i: (before if before in kept else None, after if after in kept else None)
+            for i, (before, after) in adjacent.items()}
 
 
 def _fact_seeds(

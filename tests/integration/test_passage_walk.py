@@ -6,6 +6,8 @@ hop ("Hank Snow ... Madison") shares almost no word with the question; distracto
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from duckgraph.core.domain import retrieval
@@ -219,7 +221,7 @@ def test_the_chunks_next_to_a_shown_passage_follow_it(tmp_path, minilm, monkeypa
 
         shown, text = search()
         assert chunks[1].id in shown and chunks[0].id not in shown and "6.8 inches" in text
-        monkeypatch.setattr(retrieval, "_with_adjacent", lambda store, best, next_ones, limit, namespace:
+        monkeypatch.setattr(retrieval, "_with_adjacent", lambda store, best, next_ones, limit, namespace, options:
                             next_ones[:limit])
         assert "6.8 inches" not in search()[1]
 
@@ -238,7 +240,7 @@ def test_the_reply_to_a_matching_turn_is_shown(tmp_path, minilm) -> None:
         "Session 3, 15 March 2026": ["Omar: I baked bread this morning.", "Maya: Nice, what kind?"],
     }
     with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
-        kb.add_documents([DocumentInput(id=f"s{s}t{t}", title=title, text=text)
+        kb.add_documents([DocumentInput(id=f"s{s}t{t}", title=title, text=text, time=f"2026-03-{2 * s + t:02d}")
                           for s, (title, turns) in enumerate(sessions.items(), 1) for t, text in enumerate(turns, 1)])
         question = "Did Omar go to the climbing gym with his brother on Saturday?"
 
@@ -250,3 +252,5 @@ def test_the_reply_to_a_matching_turn_is_shown(tmp_path, minilm) -> None:
         assert dense[0] == "s1t1" and dense.index("s1t2") >= 3, dense
         assert "s1t2" in shown(), shown()
         assert "s1t2" not in shown(reply_share=0), shown(reply_share=0)
+        # Asked as of the day of the question, before the reply was given: the reply is not lifted into view.
+        assert "s1t2" not in shown(as_of=datetime(2026, 3, 3, 12)), shown(as_of=datetime(2026, 3, 3, 12))
