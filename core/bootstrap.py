@@ -9,7 +9,7 @@ import pluggy
 from duckgraph.core.config import Settings, load_settings
 from duckgraph.core.plugin_manager import build_plugin_manager, create
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.core.domain.retrieval import SearchOptions
+from duckgraph.core.domain.search_options import SearchOptions
 from duckgraph.core.web.add_urls import UrlFetching
 from duckgraph.ports import Embedder, Extractor, GraphStore
 

@@ -92,7 +92,8 @@ from duckgraph.core.domain.texts import edge_text, node_text, passage_text  # no
 from duckgraph.ports import EdgeWrite, Embedder, GraphStore, NodeRecord, entity_key, relation_type  # noqa: E402
 
 NAMESPACE = "default"
-#: retrieval.SearchOptions defaults the expansion benchmark copies: anchors, hops, frontier, neighbour limit.
+#: SearchOptions defaults (core/domain/search_options.py) the expansion benchmark copies: anchors, hops, frontier,
+#: neighbour limit.
 ANCHORS, NEIGHBOR_LIMIT = graph.ANCHORS, graph.LIMIT
 #: What retrieval asks vector_search for when it picks anchors: max(4 * k_anchors, 20).
 ANCHOR_K = 20

@@ -26,7 +26,8 @@ from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.render import estimate_tokens, render_search
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
-from duckgraph.core.domain.retrieval import SearchOptions, anchor_and_expand, match_words
+from duckgraph.core.domain.retrieval import anchor_and_expand, match_words
+from duckgraph.core.domain.search_options import SearchOptions
 from duckgraph.core.domain.texts import edge_text, node_text
 from duckgraph.core.files import backup as file_backup
 from duckgraph.ports import (

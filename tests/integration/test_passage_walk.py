@@ -10,7 +10,7 @@ from datetime import datetime
 
 import pytest
 
-from duckgraph.core.domain import retrieval
+from duckgraph.core.domain import passage_ranking
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb import DuckDBStore
@@ -166,7 +166,7 @@ def test_the_parts_of_a_seed_s_name_lead_to_their_own_passages(tmp_path, minilm,
 
         for answer, question in questions.items():
             assert found(question)[0] == "bonnar" and answer in found(question), (question, found(question))
-        monkeypatch.setattr(retrieval, "_with_name_parts", lambda store, seeds, namespace: seeds)
+        monkeypatch.setattr(passage_ranking, "_with_name_parts", lambda store, seeds, namespace: seeds)
         for answer, question in questions.items():
             assert answer not in found(question), (question, found(question))
 
@@ -196,7 +196,7 @@ def test_a_proper_name_inside_a_seed_s_name_leads_to_its_passages(tmp_path, mini
             return [p.document_id for p in kb.search(question, max_passages=3, bridge_seeds=0).passages]
 
         assert found()[0] == "village" and "state" in found(), found()
-        monkeypatch.setattr(retrieval, "_name_parts", lambda name: [])
+        monkeypatch.setattr(passage_ranking, "_name_parts", lambda name: [])
         assert "state" not in found(), found()
 
 
@@ -221,7 +221,7 @@ def test_the_chunks_next_to_a_shown_passage_follow_it(tmp_path, minilm, monkeypa
 
         shown, text = search()
         assert chunks[1].id in shown and chunks[0].id not in shown and "6.8 inches" in text
-        monkeypatch.setattr(retrieval, "_with_adjacent", lambda store, best, next_ones, limit, namespace, options:
+        monkeypatch.setattr(passage_ranking, "_with_adjacent", lambda store, best, next_ones, limit, namespace, options:
                             next_ones[:limit])
         assert "6.8 inches" not in search()[1]
 

@@ -1,5 +1,6 @@
-"""The array-based expansion and passage walk of core/domain/retrieval.py against plain loops that say what they mean,
-on random graphs (hubs, parallel edges, weights above and below 1, ties) in a real DuckDB store."""
+"""The array-based expansion (core/domain/retrieval.py) and passage walk (core/domain/passage_ranking.py) against
+plain loops that say what they mean, on random graphs (hubs, parallel edges, weights above and below 1, ties) in a
+real DuckDB store."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from duckgraph.core.domain import retrieval
-from duckgraph.core.domain.retrieval import Reached, SearchOptions
+from duckgraph.core.domain import passage_ranking, retrieval
+from duckgraph.core.domain.retrieval import Reached
+from duckgraph.core.domain.search_options import SearchOptions
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import ChunkRecord, DocumentRecord, EdgeWrite, NodeRecord, WriteBatch, normalize
 
@@ -143,7 +145,7 @@ def test_walk_matches_the_loop(graph):
         for _ in range(5):
             node_seeds = {int(i): float(rng.random()) for i in rng.choice(node_ids, size=4, replace=False)}
             chunk_seeds = {int(i): float(rng.random()) / 20 for i in rng.choice(chunk_ids, size=10, replace=False)}
-            chunk_ids, scores, _ = retrieval._walk(store, node_seeds, chunk_seeds, "default", options)
+            chunk_ids, scores, _ = passage_ranking._walk(store, node_seeds, chunk_seeds, "default", options)
             got = dict(zip(chunk_ids.tolist(), scores.tolist()))
             want = reference_walk(store, node_seeds, chunk_seeds, "default", options)
             assert got.keys() >= {c for c, w in want.items() if w > 0}

@@ -10,9 +10,10 @@ from collections import defaultdict, deque
 
 import pytest
 
-from duckgraph.core.domain import retrieval
+from duckgraph.core.domain import passage_ranking, retrieval
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.domain.render import CHARS_PER_TOKEN
+from duckgraph.core.domain.search_options import SearchOptions
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb import DuckDBStore
 from tests.fakes import HashingEmbedder
@@ -242,7 +243,7 @@ def test_search_text_is_whole_with_a_large_budget(kb) -> None:
 
 
 def test_the_floor_moves_with_the_names_the_query_gives(kb) -> None:
-    options = retrieval.SearchOptions(relevance_floor=0.40)  # name_margin 0.12: 0.352 / 0.40 / 0.448
+    options = SearchOptions(relevance_floor=0.40)  # name_margin 0.12: 0.352 / 0.40 / 0.448
 
     def relevant(query: str, best: float) -> bool:
         return retrieval._relevant(kb.store, query, None, [(1, best)], [(1, best)], kb.namespace, options)
@@ -273,4 +274,4 @@ def test_the_floor_moves_with_the_names_the_query_gives(kb) -> None:
     ("state", []),
 ])
 def test_the_names_inside_a_name(name: str, parts: list[str]) -> None:
-    assert retrieval._name_parts(name) == parts
+    assert passage_ranking._name_parts(name) == parts

@@ -1,0 +1,123 @@
+"""What a search may be asked (`SearchOptions`, the knobs of docs/search.md) and the time window through which it
+reads the store: which facts hold and which passages may be shown at the moment asked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from duckgraph.ports import GraphStore, TimeFilter
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Knobs of a search. The defaults suit a graph written by a host LLM. Each knob's comment names the function it
+    tunes: in retrieval.py (anchors, expansion, facts, the relevance floor), passage_ranking.py (the passages) or
+    render.py (the text)."""
+
+    k_anchors: int = 5
+    hops: int = 2
+    max_nodes: int = 30
+    max_passages: int = 5
+    #: Passages ranked next after the best `max_passages` that the text shows after everything else, while the
+    #: token budget has room (see `render_search`): the answer to a multi-hop question is often a few ranks further
+    #: down. They are not among the result's `passages`. 0: none.
+    more_passages: int = 5
+    #: The share of the best passage's score such a passage needs: the walk's tail (passages it barely reached, in
+    #: a small memory all the others) is no answer.
+    more_passages_share: float = 0.05
+    #: Nodes carried from one hop into the next.
+    frontier: int = 100
+    #: Proximity kept per hop: a node two hops out starts from decay**2 of its anchor's weight.
+    hop_decay: float = 0.6
+    #: A reached node is kept when its relevance is at least this share of the best anchor's.
+    keep_ratio: float = 0.55
+    #: Facts (edges) nearest the query whose two ends seed the passage walk.
+    fact_seeds: int = 4
+    #: The facts are sought among the edges of this many nodes nearest the query (at most 20 times as many edges,
+    #: the strongest first).
+    fact_seed_nodes: int = 100
+    #: Weight of an entity the query names, relative to the best fact's similarity, before rarity damping.
+    name_seed_weight: float = 1.5
+    #: When the query names entities, the walk starts from them and from this many of each one's facts nearest
+    #: the query (not from the facts nearest the query anywhere): see `_named_fact_seeds`.
+    facts_per_name: int = 2
+    #: Entities a walk reached most (seeds and named entities aside) that seed a walk on from them: the likely
+    #: bridges of a multi-hop question (see `_walk_with_bridges`); 0 walks once.
+    bridge_seeds: int = 3
+    #: Passages nearest the query that seed the walk, and their weight relative to the entity seeds.
+    passage_seeds: int = 30
+    passage_seed_weight: float = 0.05
+    #: Probability that the walk follows a link rather than restarting at a seed, and how many steps it takes.
+    walk_damping: float = 0.4
+    walk_steps: int = 3
+    #: An entity or passage holding less than this share of the seeds' weight stops moving (see `_walk`).
+    walk_min_share: float = 1e-4
+    rrf_k: int = 60
+    #: Rows the keyword (BM25) channel proposes per kind, and the weight of its score beside the cosine's (see
+    #: `_with_keywords`; chosen on the public LoCoMo conversations, where 0.5-0.7 held on both).
+    keyword_candidates: int = 30
+    keyword_weight: float = 0.6
+    #: Pseudo-relevance feedback for passages that mention no entity (see `_with_feedback`): the passages taken as
+    #: relevant (0: none), the weight of their mean vector beside the query's, and of their words' BM25 beside the
+    #: query's (on the public LoCoMo conversations, 0.3-1.0 and 0.3-0.5 helped in both modes).
+    feedback_passages: int = 3
+    feedback_weight: float = 0.5
+    feedback_keyword_weight: float = 0.3
+    #: The share of a shown passage's score that the passage following it in reading order gets at least (see
+    #: `_with_replies`; 0: none). On the public LoCoMo conversations 0.6-0.7 held in both modes; from 0.75 up, the
+    #: facts mode lost its open-domain questions (facts that follow each other are not replies).
+    reply_share: float = 0.7
+    #: The cosine similarity the nearest entity or passage needs for anything to be returned (see `_relevant`):
+    #: None takes the embedder's calibrated `relevance_floor`; 0 turns the floor off.
+    relevance_floor: float | None = None
+    #: Share of the floor it moves by for a query that names things (see `_names_stored`): down when every name is
+    #: stored, up when one is not (0.04-0.06 in cosine held on both public LoCoMo conversations in both modes).
+    name_margin: float = 0.12
+    #: Time (naive UTC): facts valid at `as_of` (None: now) are followed and shown; `include_history` adds those
+    #: that ended before it; `after` / `before` keep facts valid, and passages whose document's time falls,
+    #: within [after, before). A given `as_of` also leaves out passages of documents timed after it (they told of
+    #: a later world). Unused, they cost nothing: the store's plain path is taken.
+    as_of: datetime | None = None
+    include_history: bool = False
+    after: datetime | None = None
+    before: datetime | None = None
+
+
+def edge_filter(options: SearchOptions) -> TimeFilter | datetime | None:
+    """What the store's graph reads take as `as_of`: the plain moment (None: now) unless more is asked."""
+    if not options.include_history and options.after is None and options.before is None:
+        return options.as_of
+    return TimeFilter(as_of=options.as_of, history=options.include_history, after=options.after,
+                      before=options.before)
+
+
+def timed(options: SearchOptions) -> bool:
+    """Whether passages are filtered by their document's time (see `in_window`)."""
+    return options.as_of is not None or options.after is not None or options.before is not None
+
+
+def in_window(store: GraphStore, ids: Sequence[int], namespace: str, options: SearchOptions) -> np.ndarray:
+    """Which of the chunk `ids` may be shown: those whose document's time lies in [after, before) (with a window,
+    a passage of unknown time is left out) and is not after a given `as_of` (unknown time: kept, as a fact of
+    unknown start is valid at any moment)."""
+    import numpy as np  # see passage_ranking._walk
+
+    ids = np.asarray(ids, dtype=np.int64)
+    if not timed(options):
+        return np.ones(len(ids), dtype=bool)
+    times = store.chunk_times(ids.tolist(), namespace)
+    window = options.after is not None or options.before is not None
+
+    def shown(t: datetime | None) -> bool:
+        if t is None:
+            return not window
+        return ((options.after is None or t >= options.after) and (options.before is None or t < options.before)
+                and (options.as_of is None or t <= options.as_of))
+
+    return np.array([shown(times.get(i)) for i in ids.tolist()], dtype=bool)
