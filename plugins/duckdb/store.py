@@ -180,6 +180,12 @@ class DuckDBStore(GraphStore):
         self._fresh()
         return con
 
+    def _mirror(self) -> Any:
+        """The in-memory graph, up to date with the file (see `_fresh`); raises when the store is not open. Read it
+        under the store's lock."""
+        self._current  # noqa: B018 - raises when the store is not open
+        return self._graph
+
     def _fresh(self) -> None:
         """Load what a restore left stale of the mirror (see `_apply`) before it is read or changed."""
         if not self._stale:
@@ -332,13 +338,12 @@ class DuckDBStore(GraphStore):
 
     def find_nodes(self, namespace: str, keys: Iterable[str]) -> list[NodeRecord]:
         with self._lock:
-            self._current  # noqa: B018 - raises when the store is not open
-            return self._graph.node_records(self._graph.find(namespace, set(keys)))
+            graph = self._mirror()
+            return graph.node_records(graph.find(namespace, set(keys)))
 
     def get_nodes(self, ids: Iterable[int]) -> list[NodeRecord]:
         with self._lock:
-            self._current  # noqa: B018 - raises when the store is not open
-            return self._graph.node_records(ids)
+            return self._mirror().node_records(ids)
 
     def edges_among(
         self, node_ids: Sequence[int], namespace: str, *, include_expired: bool = False
@@ -346,13 +351,11 @@ class DuckDBStore(GraphStore):
         if not node_ids:
             return []
         with self._lock:
-            self._fresh()
-            return self._graph.edges_among(node_ids, namespace, include_expired=include_expired)
+            return self._mirror().edges_among(node_ids, namespace, include_expired=include_expired)
 
     def get_edges(self, ids: Iterable[int]) -> list[EdgeRecord]:
         with self._lock:
-            self._current  # noqa: B018 - raises when the store is not open
-            return self._graph.get_edges(ids)
+            return self._mirror().get_edges(ids)
 
     def get_chunks(self, ids: Iterable[int]) -> list[ChunkRecord]:
         ids = list({int(i) for i in ids})
@@ -365,23 +368,19 @@ class DuckDBStore(GraphStore):
 
     def chunk_documents(self, ids: Iterable[int]) -> dict[int, str]:
         with self._lock:
-            self._current  # noqa: B018 - raises when the store is not open
-            return self._graph.chunk_documents(list(ids))
+            return self._mirror().chunk_documents(list(ids))
 
     def get_observations(self, node_ids: Iterable[int]) -> dict[int, list[str]]:
         with self._lock:
-            self._current  # noqa: B018 - raises when the store is not open
-            return self._graph.observations(node_ids)
+            return self._mirror().observations(node_ids)
 
     def adjacent_chunks(self, ids: Iterable[int], namespace: str) -> dict[int, tuple[int | None, int | None]]:
         with self._lock:
-            self._current  # noqa: B018 - raises when the store is not open
-            return self._graph.adjacent_chunks(list(ids), namespace)
+            return self._mirror().adjacent_chunks(list(ids), namespace)
 
     def chunk_times(self, ids: Iterable[int], namespace: str) -> dict[int, datetime]:
         with self._lock:
-            self._current  # noqa: B018 - raises when the store is not open
-            return self._graph.chunk_times(ids)
+            return self._mirror().chunk_times(ids)
 
     def changes(self, namespace: str, since: datetime | None, until: datetime | None, limit: int) -> list[Any]:
         with self._lock:
@@ -389,41 +388,35 @@ class DuckDBStore(GraphStore):
 
     def document_titles(self, ids: Iterable[str], namespace: str) -> dict[str, str]:
         with self._lock:
-            self._current  # noqa: B018 - raises when the store is not open
-            return self._graph.document_titles(namespace, ids)
+            return self._mirror().document_titles(namespace, ids)
 
     def neighbor_ends(
         self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
     ) -> tuple[Any, Any, Any, Any]:
         with self._lock:
-            self._fresh()
-            return self._graph.neighbor_ends(node_ids, namespace, naive_utc(as_of), limit)
+            return self._mirror().neighbor_ends(node_ids, namespace, naive_utc(as_of), limit)
 
     def mentioned_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
         with self._lock:
-            self._current  # noqa: B018 - raises when the store is not open
-            return self._graph.mentioned_chunks(chunk_ids)
+            return self._mirror().mentioned_chunks(chunk_ids)
 
     def chunks_mentioning(self, node_ids: Sequence[int], *, limit: int = 1000) -> list[tuple[int, int]]:
         if not node_ids:
             return []
         with self._lock:
-            self._current  # noqa: B018 - raises when the store is not open
-            return self._graph.chunks_mentioning(node_ids, limit)
+            return self._mirror().chunks_mentioning(node_ids, limit)
 
     def links(
         self, node_ids: Sequence[int], chunk_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None
     ) -> Links:
         with self._lock:
-            self._current  # noqa: B018 - raises when the store is not open
-            return self._graph.links(node_ids, chunk_ids, namespace, naive_utc(as_of))
+            return self._mirror().links(node_ids, chunk_ids, namespace, naive_utc(as_of))
 
     def passage_links(
         self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None
     ) -> tuple[Any, tuple[Any, Any]]:
         with self._lock:
-            self._current  # noqa: B018 - raises when the store is not open
-            return self._graph.passage_links(node_ids, namespace, naive_utc(as_of))
+            return self._mirror().passage_links(node_ids, namespace, naive_utc(as_of))
 
     def vector_search(self, kind: VectorKind, query: Any, k: int, namespace: str) -> list[tuple[int, float]]:
         self._fresh()

@@ -31,6 +31,7 @@ from duckgraph.ports import (
     GraphStore,
     NodeRecord,
     Snapshot,
+    StoreError,
     WriteBatch,
     entity_key,
     normalize,
@@ -256,6 +257,18 @@ def test_a_failed_write_leaves_the_mirror_as_it_was(store: DuckDBStore):
     with pytest.raises(Exception):
         store.write(WriteBatch(nodes=[node("c")], edges=[edge("a", "c"), edge("a", "missing")]))
     assert (store.neighbors([1, 2], "default"), store.find_nodes("default", ["a", "b", "c"])) == before
+
+
+def test_the_mirror_is_not_read_through_a_closed_store(store: DuckDBStore):
+    """Every read of the in-memory graph says the store is closed rather than answer from what it last held."""
+    store.write(WriteBatch(nodes=[node("a"), node("b")], edges=[edge("a", "b")]))
+    assert store.edges_among([1, 2], "default") and len(store.neighbor_ends([1], "default")[0]) == 1
+    store.close()
+    for read in (lambda: store.edges_among([1, 2], "default"), lambda: store.neighbor_ends([1], "default"),
+                 lambda: store.get_nodes([1]), lambda: store.adjacent_chunks([1], "default"),
+                 lambda: store.keyword_search("node", "a", 5, "default")):
+        with pytest.raises(StoreError, match="is not open"):
+            read()
 
 
 def test_shared_edge_records_are_read_only(store: DuckDBStore):
