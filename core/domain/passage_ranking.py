@@ -25,12 +25,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from duckgraph.core.domain.texts import passage_text
 from duckgraph.core.domain.search_options import SearchOptions, edge_filter, in_window, timed
+from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import ChunkRecord, GraphStore, NodeRecord, entity_key, isin_ids, loose_key, name_candidates
 
 if TYPE_CHECKING:
     import numpy as np
+
 
 #: Where a name's parts meet ("Fredericton, New Brunswick"; not "2,913,123"): see `_with_name_parts`.
 _PARTS = re.compile(r"\s*,\s+")

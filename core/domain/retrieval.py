@@ -28,6 +28,7 @@ from duckgraph.ports import (
 if TYPE_CHECKING:
     import numpy as np
 
+
 #: Facts returned at most per node kept: enough for every path and its neighbours, bounded on dense graphs.
 FACTS_PER_NODE = 2
 
