@@ -160,7 +160,8 @@ class ChangesResult(_Model):
 
 class DocumentInput(_Input):
     id: SourceId | None = Field(None, description="Your id; generated when absent.")
-    title: Title | None = None
+    title: Title | None = Field(None, description="One title for the turns of one conversation, each its own "
+                                "document, stored in order: search then also shows the reply to a matching turn.")
     text: DocumentText
     metadata: Properties = Field(default_factory=dict)
     time: Moment | None = Field(None, description="ISO date it was written or happened.")
