@@ -78,10 +78,8 @@ def rank_passages(
     shown = in_window(store, chunk_ids, namespace, options)
     chunk_ids, scores = _with_replies(store, chunk_ids[shown], scores[shown], namespace, options)
     # 4 candidates per passage wanted leave room for passages of the same document; ties: lower ids first.
-    wanted = options.max_passages + max(options.more_passages, 0)
-    best = np.argsort(-scores, kind="stable")[: 4 * wanted]
-    ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())),
-                               options.max_passages, wanted, namespace, options)
+    best = np.argsort(-scores, kind="stable")[: 4 * (options.max_passages + options.more_passages_wanted)]
+    ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())), namespace, options)
     scale = _absolute_scale(ranked, top_similarity)
     shown = ranked[: options.max_passages] + [
         (chunk, score) for chunk, score in ranked[options.max_passages:]
@@ -191,12 +189,11 @@ def _absolute_scale(ranked: list[tuple[ChunkRecord, float]], top_similarity: flo
 
 
 def _one_per_document(
-    store: GraphStore, candidates: list[tuple[int, float]], limit: int, total: int, namespace: str,
-    options: SearchOptions,
+    store: GraphStore, candidates: list[tuple[int, float]], namespace: str, options: SearchOptions
 ) -> list[tuple[ChunkRecord, float]]:
-    """The best `limit` of the ranked `candidates`, at most one per document while other documents have some,
-    then the next best up to `total` in all by the same rule and the chunks next to the first `limit` in their
-    documents (`_with_adjacent`), each part best first."""
+    """The best `max_passages` of the ranked `candidates`, at most one per document while other documents have
+    some, then the `more_passages` ranked next by the same rule with the chunks next to the best in reading order
+    (`_with_adjacent`), each part best first."""
     document_of = store.chunk_documents([chunk_id for chunk_id, _ in candidates])
     seen: set[str] = set()
     first, repeats = [], []
@@ -205,30 +202,33 @@ def _one_per_document(
             (repeats if document_id in seen else first).append((chunk_id, score))
             seen.add(document_id)
     order = first + repeats
+    limit = options.max_passages
     best = sorted(order[:limit], key=lambda item: -item[1])
-    picked = [*best, *_with_adjacent(store, best, order[limit:total], total - limit, namespace, options)]
+    next_ones = order[limit : limit + options.more_passages_wanted]
+    picked = [*best, *_with_adjacent(store, best, next_ones, namespace, options)]
     chunks = {c.id: c for c in store.get_chunks([chunk_id for chunk_id, _ in picked])}
     return [(chunks[chunk_id], score) for chunk_id, score in picked if chunk_id in chunks]
 
 
 def _with_adjacent(
-    store: GraphStore, best: list[tuple[int, float]], next_ones: list[tuple[int, float]], limit: int, namespace: str,
+    store: GraphStore, best: list[tuple[int, float]], next_ones: list[tuple[int, float]], namespace: str,
     options: SearchOptions,
 ) -> list[tuple[int, float]]:
     """The passages ranked next (`next_ones`) and the chunks just before and after each of the `best` in reading
-    order (`_neighbours`), each such chunk scored as the best passage beside it: at most `limit`, best first.
+    order (`_neighbours`), each such chunk scored as the best passage beside it: at most `more_passages`, best
+    first.
 
     A passage is a piece of a longer text cut to the chunk size, and what it leaves out goes on in the next or the
     previous piece: the paragraph on a city's snowfall whose figures fell into the chunk before, which mentions
     other entities and so gets little of the walk (the parent document / sentence window of retrieval)."""
-    if limit <= 0:
+    if options.more_passages_wanted <= 0:
         return []
     scores, shown = dict(next_ones), dict(best)
     for chunk_id, adjacent in _neighbours(store, list(shown), namespace, options).items():
         for other in adjacent:
             if other is not None and other not in shown:
                 scores[other] = max(scores.get(other, 0.0), shown[chunk_id])
-    return sorted(scores.items(), key=lambda item: -item[1])[:limit]
+    return sorted(scores.items(), key=lambda item: -item[1])[: options.more_passages_wanted]
 
 
 def _neighbours(

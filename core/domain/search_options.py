@@ -88,6 +88,11 @@ class SearchOptions:
     after: datetime | None = None
     before: datetime | None = None
 
+    @property
+    def more_passages_wanted(self) -> int:
+        """`more_passages`, none when it is negative."""
+        return max(self.more_passages, 0)
+
 
 def edge_filter(options: SearchOptions) -> TimeFilter | datetime | None:
     """What the store's graph reads take as `as_of`: the plain moment (None: now) unless more is asked."""

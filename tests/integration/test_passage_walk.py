@@ -221,8 +221,8 @@ def test_the_chunks_next_to_a_shown_passage_follow_it(tmp_path, minilm, monkeypa
 
         shown, text = search()
         assert chunks[1].id in shown and chunks[0].id not in shown and "6.8 inches" in text
-        monkeypatch.setattr(passage_ranking, "_with_adjacent", lambda store, best, next_ones, limit, namespace, options:
-                            next_ones[:limit])
+        monkeypatch.setattr(passage_ranking, "_with_adjacent", lambda store, best, next_ones, namespace, options:
+                            next_ones)
         assert "6.8 inches" not in search()[1]
 
 
