@@ -6,7 +6,10 @@ conversation goes into a fresh knowledge base file through `KnowledgeBase.add_do
 all-MiniLM-L6-v2), in one or both modes:
 
 - turns: one document per turn (id = dia_id, title "Session N, <date>", text "Speaker: text [shares <caption>]");
-- facts: one document per session observation, whose evidence is its dia_id(s).
+- facts: one document per session observation, whose evidence is its dia_id(s);
+- observations: the same facts kept as a reference memory server's user keeps them, one entity per speaker
+  (`create_entities`, type "person") whose observations they are, in order; recall counts the observations
+  `search` shows with its entities, in the order shown (the baselines need passages: none in this mode).
 
 Every question of categories 1-4 is asked four ways: `search` (KnowledgeBase.search, default options but
 max_passages = the largest k), dense (the same embedder, cosine alone), BM25 (Okapi, k1 = 1.2, b = 0.75,
@@ -16,7 +19,8 @@ The floor: each conversation's questions (categories 1-4) asked of every other c
 back empty (no passages, entities or relations), its own should not; category 5 (adversarial) is reported too.
 Usage:
 
-    python contrib/bench/locomo.py --data ../shared/eval/locomo [--conversations 26,30] [--modes turns,facts]
+    python contrib/bench/locomo.py --data ../shared/eval/locomo [--conversations 26,30]
+        [--modes turns,facts,observations]
         [--limit N] [--keep FOLDER] [--json-out PATH]
 
 Progress goes to stderr, the tables to stdout, the same numbers (and each question's ranks) as JSON to --json-out.
@@ -41,12 +45,14 @@ from typing import Any
 
 from musique import batched, dense_top, latency, make_services, progress  # also keeps the model offline
 
+from duckgraph.core.domain import memory_server  # noqa: E402
 from duckgraph.core.domain.knowledge_base import KnowledgeBase  # noqa: E402
-from duckgraph.core.domain.model import MAX_DOCUMENTS_PER_CALL, DocumentInput, SearchResult  # noqa: E402
+from duckgraph.core.domain.model import (  # noqa: E402
+    MAX_DOCUMENTS_PER_CALL, DocumentInput, MemoryEntityInput, SearchResult)
 from duckgraph.core.domain.texts import passage_text  # noqa: E402
 from duckgraph.ports import Embedder  # noqa: E402
 
-MODES = ("turns", "facts")
+MODES = ("turns", "facts", "observations")
 RECALL_KS = (5, 10)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 ADVERSARIAL = 5
@@ -75,6 +81,7 @@ class Document:
     title: str
     text: str
     evidence: tuple[str, ...]  # the turns (dia_ids) it stands for
+    speaker: str = ""  # whose turn, or whom the fact is about
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,7 @@ class Conversation:
         return [(n, f"Session {n}, {self.raw.get(f'session_{n}_date_time', '')}".rstrip(", ")) for n in numbers]
 
     def documents(self, mode: str) -> list[Document]:
-        return turn_documents(self) if mode == "turns" else fact_documents(self)
+        return turn_documents(self) if mode == "turns" else fact_documents(self)  # observations: the facts
 
 
 def evidence_ids(value: Any) -> tuple[str, ...]:
@@ -124,7 +131,7 @@ def fact_documents(conversation: Conversation) -> list[Document]:
         for speaker, facts in (conversation.raw.get(f"session_{n}_observation") or {}).items():
             for i, fact in enumerate(facts):
                 documents.append(Document(id=f"S{n}:{speaker}:{i}", title=title, text=fact[0],
-                                          evidence=evidence_ids(fact[1] if len(fact) > 1 else [])))
+                                          evidence=evidence_ids(fact[1] if len(fact) > 1 else []), speaker=speaker))
     return documents
 
 
@@ -214,7 +221,7 @@ def recall_table(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         means: dict[str, Any] = {"n": len(subset)}
         for method in METHODS:
             for k in RECALL_KS:
-                values = [row["recall"][method][str(k)] for row in subset]
+                values = [row["recall"][method][str(k)] for row in subset if method in row["recall"]]
                 means[f"{method} R@{k}"] = round(100 * statistics.fmean(values), 1) if values else None
         table[group] = means
     return table
@@ -230,6 +237,28 @@ def load(kb: KnowledgeBase, documents: Sequence[Document]) -> float:
     return time.perf_counter() - started
 
 
+def load_observations(kb: KnowledgeBase, documents: Sequence[Document]) -> float:
+    """The facts as each speaker's observations, in one create_entities call."""
+    started = time.perf_counter()
+    kept: dict[str, list[str]] = {}
+    for d in documents:
+        kept.setdefault(d.speaker, []).append(d.text)
+    memory_server.create_entities(kb, [MemoryEntityInput(name=speaker, entityType="person",
+                                                         observations=list(dict.fromkeys(texts)))
+                                       for speaker, texts in kept.items()])
+    return time.perf_counter() - started
+
+
+def observations_shown(result: SearchResult, documents: Sequence[Document]) -> dict[str, list[str]]:
+    """The facts behind the observations `search` shows, entity by entity in the order shown (a fact stated twice
+    stands for the first document that states it, whose evidence then holds both's)."""
+    ids = {}
+    for d in documents:
+        ids.setdefault((d.speaker, d.text), d.id)
+    return {"search": [ids[key] for node in result.nodes for text in node.observations
+                       if (key := (node.name, text)) in ids]}
+
+
 def rankings(kb: KnowledgeBase, bm25: BM25, documents: Sequence[Document], question: str,
              result: SearchResult) -> dict[str, list[str]]:
     """Document ids in rank order, by method: search's passages as returned, and the three baselines."""
@@ -242,9 +271,14 @@ def rankings(kb: KnowledgeBase, bm25: BM25, documents: Sequence[Document], quest
 def evaluate(kb: KnowledgeBase, conversation: Conversation, others: Sequence[Conversation],
              mode: str) -> dict[str, Any]:
     documents = conversation.documents(mode)
-    progress(f"{conversation.name} ({mode}): loading {len(documents)} documents")
-    load_seconds = load(kb, documents)
-    evidence = {d.id: d.evidence for d in documents}
+    observed = mode == "observations"
+    progress(f"{conversation.name} ({mode}): loading {len(documents)} {'facts' if observed else 'documents'}")
+    load_seconds = load_observations(kb, documents) if observed else load(kb, documents)
+    evidence: dict[str, tuple[str, ...]] = {}
+    first = {}
+    for d in documents:
+        at = first.setdefault((d.speaker, d.text) if observed else d.id, d.id)
+        evidence[at] = tuple(dict.fromkeys([*evidence.get(at, ()), *d.evidence]))
     bm25 = BM25([passage_text(d.title, d.text) for d in documents])
     k = max(RECALL_KS)
 
@@ -270,11 +304,12 @@ def evaluate(kb: KnowledgeBase, conversation: Conversation, others: Sequence[Con
         if not question.gold:
             skipped += 1
             continue
-        ranked = rankings(kb, bm25, documents, question.text, result)
+        ranked = (observations_shown(result, documents) if observed
+                  else rankings(kb, bm25, documents, question.text, result))
         rows.append({"question": question.text, "category": question.category, "gold": sorted(question.gold),
                      "recall": {m: {str(k): recall_at(ranked[m], evidence, question.gold, k) for k in RECALL_KS}
-                                for m in METHODS},
-                     "top": {m: ranked[m][:k] for m in METHODS}})
+                                for m in ranked},
+                     "top": {m: ranked[m][:k] for m in ranked}})
     foreign = {other.name: [is_empty(search(q.text)) for q in other.questions if q.category in CATEGORIES]
                for other in others}
     return {"documents": len(documents), "chunks": kb.stats()["chunks"], "load_seconds": round(load_seconds, 1),
@@ -323,8 +358,11 @@ def cell(value: float | None, width: int = 12) -> str:
 
 
 def print_mode(mode: str, summary: dict[str, Any]) -> None:
-    loaded = ", ".join(f"{name}: {c['documents']} documents" for name, c in summary["conversations"].items())
-    print(f"LoCoMo, {mode} mode ({loaded}); recall x100 of the turns behind the top k passages")
+    observed = mode == "observations"
+    loaded = ", ".join(f"{name}: {c['documents']} {'facts' if observed else 'documents'}"
+                       for name, c in summary["conversations"].items())
+    shown = "observations shown" if observed else "passages"
+    print(f"LoCoMo, {mode} mode ({loaded}); recall x100 of the turns behind the top k {shown}")
     print(f"{'':<22}{'n':>5}" + "".join(f"{m + ' R@' + str(k):>12}" for k in RECALL_KS for m in METHODS))
     for group, values in summary["recall"].items():
         print(f"{group:<22}{values['n']:>5}"

@@ -45,7 +45,7 @@ from duckgraph.ports import (
     entity_key,
     relation_type,
 )
-from duckgraph.ports.text import tokens
+from duckgraph.ports.text import terms
 
 # The pydantic models are imported by the methods that build them, when first called: a server answers tools/list
 # without them (see core/mcp/tools/).
@@ -487,7 +487,8 @@ class KnowledgeBase:
         # waits for the lock to hand back its vector).
         words = _query_threads().submit(match_words, self.store, query, namespace, settings)
         vector = self.embedder.embed_query(query)
-        found = anchor_and_expand(self.store, query, vector, namespace, settings, words.result())
+        found = anchor_and_expand(self.store, query, vector, namespace, settings, words.result(),
+                                  self.embedder.embed_documents)
         observations = _by_query_words(query, self.store.get_observations([r.node_id for r in found.nodes]))
 
         def scored(reached) -> ScoredNode:
@@ -606,14 +607,15 @@ def _query_threads() -> ThreadPoolExecutor:
 
 
 def _by_query_words(query: str, observations: dict[int, list[str]]) -> dict[int, list[str]]:
-    """Each node's observations, those that share the query's rarer words first (stored order on a tie).
+    """Each node's observations, those that share the query's rarer words first (stored order on a tie). Words are
+    the keyword index's terms (stemmed: "play" matches "Plays cello"), as the keyword channel matches them.
 
     A word weighs log(1 + n / m) when m of the n observations at hand hold it: a word only one observation holds
     tells it apart, one most hold ("team" in a team's notes) barely does. Observations carry no vector of their
     own, and embedding them per search would cost more than the whole search; their words cost microseconds.
     """
-    wanted = set(tokens(query))
-    words = {node_id: [wanted.intersection(tokens(text)) for text in texts] for node_id, texts in observations.items()}
+    wanted = set(terms(query))
+    words = {node_id: [wanted.intersection(terms(text)) for text in texts] for node_id, texts in observations.items()}
     held = Counter(word for found in words.values() for shared in found for word in shared)
     total = sum(len(texts) for texts in observations.values())
     weight = {word: math.log(1 + total / count) for word, count in held.items()}

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,13 @@ if TYPE_CHECKING:
 
 #: Facts returned at most per node kept: enough for every path and its neighbours, bounded on dense graphs.
 FACTS_PER_NODE = 2
+#: Observations compared one by one with the query when no vector reaches the floor (see `_observations_near`):
+#: those of the entities the keyword channel ranks best that share a word with the query; embedding them costs a
+#: few milliseconds, paid only by a search that would otherwise come back empty.
+OBSERVATIONS_COMPARED = 8
+
+#: Embeds texts as stored content (`Embedder.embed_documents`): one row per text.
+Embed = Callable[[Sequence[str]], "np.ndarray"]
 
 
 @dataclass
@@ -83,9 +91,10 @@ def match_words(store: GraphStore, query_text: str, namespace: str, options: Sea
 
 def anchor_and_expand(
     store: GraphStore, query_text: str, query: np.ndarray, namespace: str, options: SearchOptions,
-    words: WordMatches | None = None,
+    words: WordMatches | None = None, embed: Embed | None = None,
 ) -> Subgraph:
-    """The subgraph and passages that answer the query; `words`: `match_words`'s, when looked up already."""
+    """The subgraph and passages that answer the query; `words`: `match_words`'s, when looked up already; `embed`:
+    the embedder's, to compare single observations with the query near the floor (none: they are not)."""
     if words is None:
         words = match_words(store, query_text, namespace, options)
     named = words.named
@@ -93,9 +102,10 @@ def anchor_and_expand(
     # One search of the passages nearest the query serves the floor and the passage ranking.
     nearest_chunks = (store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace)
                       if options.max_passages > 0 else None)
-    if not _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options):
+    observed = _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options, words.nodes, embed)
+    if observed is None:
         return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True)
-    anchors = _anchors(store, named, nearest, words.nodes, query, options)
+    anchors = _anchors(store, named, nearest, words.nodes, query, options, observed)
     reached, edges = _expand(store, query, namespace, anchors, options)
     kept = _prune(reached, anchors, options)
     kept_ids = {r.node_id for r in kept}
@@ -120,14 +130,17 @@ def _anchor_candidates(options: SearchOptions) -> int:
 def _relevant(
     store: GraphStore, query_text: str, query: np.ndarray, nearest: list[tuple[int, float]],
     nearest_chunks: list[tuple[int, float]] | None, namespace: str, options: SearchOptions,
-) -> bool:
+    keyword_nodes: Sequence[tuple[int, float]] = (), embed: Embed | None = None,
+) -> dict[int, float] | None:
     """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
     `relevance_floor` similar to the query (a `name_margin` share of it less when every name the query gives is
-    stored, that much more when one is not: `_names_stored`), or an id the query names verbatim ("INC-142",
-    "v2.3") is stored. Below it a search returns nothing, so that the model says it does not know instead of
-    reading noise."""
+    stored, that much more when one is not: `_names_stored`), an id the query names verbatim ("INC-142", "v2.3")
+    is stored, or one observation of the entities that share the query's words is that similar on its own
+    (`_observations_near`). Below it a search returns nothing (None here), so that the model says it does not know
+    instead of reading noise. Otherwise: the similarity of each entity whose observation reached the floor (the
+    entity is as relevant as that observation; empty when the vectors did)."""
     if not options.relevance_floor:
-        return True
+        return {}
     floor, margin = options.relevance_floor, options.relevance_floor * options.name_margin
     best = max((s for _, s in nearest[:1]), default=-1.0)
     if best < floor + margin:
@@ -137,9 +150,32 @@ def _relevant(
     if floor - margin <= best < floor + margin:  # near the floor: what the query names tips the balance
         floor += margin * _names_stored(store, query_text, namespace)
     if best >= floor:
-        return True
+        return {}
     ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/")]
-    return any(store.keyword_search(kind, " ".join(ids), 1, namespace) for kind in ("node", "chunk")) if ids else False
+    if ids and any(store.keyword_search(kind, " ".join(ids), 1, namespace) for kind in ("node", "chunk")):
+        return {}
+    observed = _observations_near(store, query_text, query, keyword_nodes, embed) if embed is not None else {}
+    return {i: s for i, s in observed.items() if s >= floor} or None
+
+
+def _observations_near(
+    store: GraphStore, query_text: str, query: np.ndarray, keyword_nodes: Sequence[tuple[int, float]], embed: Embed,
+) -> dict[int, float]:
+    """The best similarity to the query of each entity's observations that share a word with it, each read after
+    its entity's name ("Tomas: Borrowed Sam's drill in October"). An entity's vector holds its first observations
+    together, so the one that answers is diluted by the others (or, past the first ones, not in it at all); alone
+    with its entity's name it reads like a passage, which is what the floor was calibrated on."""
+    wanted = set(terms(query_text))
+    ids = [node_id for node_id, _ in keyword_nodes]
+    stored = store.get_observations(ids)
+    names = {n.id: n.name for n in store.get_nodes([i for i in ids if stored.get(i)])}
+    pairs = [(i, f"{names[i]}: {text}") for i in ids if i in names for text in stored[i]
+             if wanted.intersection(terms(text))][:OBSERVATIONS_COMPARED]
+    best: dict[int, float] = {}
+    if pairs:
+        for (node_id, _), similarity in zip(pairs, (embed([text for _, text in pairs]) @ query).tolist()):
+            best[node_id] = max(best.get(node_id, -1.0), similarity)
+    return best
 
 
 def _names_stored(store: GraphStore, query_text: str, namespace: str) -> int:
@@ -159,7 +195,9 @@ def _names_stored(store: GraphStore, query_text: str, namespace: str) -> int:
 def _anchors(
     store: GraphStore, named: list[NodeRecord], nearest: list[tuple[int, float]],
     keyword_nodes: list[tuple[int, float]], query: np.ndarray, options: SearchOptions,
+    observed: dict[int, float] | None = None,
 ) -> list[Reached]:
+    """The nodes the query is about; `observed`: entities whose own observation is that close to the query."""
     if options.k_anchors <= 0:
         return []
     vector_hits = nearest[: _anchor_candidates(options)]
@@ -167,6 +205,8 @@ def _anchors(
     relevance = dict(vector_hits)
     missing = [i for i in [*(n.id for n in named), *(i for i, _ in keyword_nodes)] if i not in relevance]
     relevance.update(store.similarities("node", missing, query))
+    for node_id, similarity in (observed or {}).items():
+        relevance[node_id] = max(relevance.get(node_id, -1.0), similarity)
     # Longer names are more specific ("New York Times" over "New York"); ties go to the closer vector.
     named.sort(key=lambda n: (-len(n.key), -relevance.get(n.id, -1.0)))
     fused: dict[int, float] = {}

@@ -147,7 +147,7 @@ def test_bm25_is_okapi_over_words_without_stop_words():
 
 def test_the_runner_ranks_the_obvious_turn_first_for_bm25(run):
     table, report = run
-    assert report["conversations"] == ["alpha", "beta"] and set(report["modes"]) == {"turns", "facts"}
+    assert report["conversations"] == ["alpha", "beta"] and set(report["modes"]) == {"turns", "facts", "observations"}
     assert "LoCoMo, turns mode" in table and "LoCoMo, facts mode" in table and "asked of another memory" in table
     for mode in ("turns", "facts"):
         # A rare word of the question is in the one evidence turn (or the fact standing for it).
@@ -158,6 +158,31 @@ def test_the_runner_ranks_the_obvious_turn_first_for_bm25(run):
         assert recall_of(report, mode, "Would someone enjoy walking outdoors?", "bm25") == 0.0
     # Turns: the filler is ranked too, and the one turn naming the Mustang's carburetor finished is found.
     assert recall_of(report, "turns", "When was the carburetor of the Mustang finished?", "bm25") == 1.0
+
+
+def test_the_observations_mode_keeps_each_speakers_facts_as_an_entitys_observations(run, tmp_path):
+    table, report = run
+    assert "LoCoMo, observations mode (alpha: 4 facts, beta: 2 facts)" in table
+    assert "turns behind the top k observations shown" in table
+    # What search shows first is the observation that shares the question's rare word, of the entity it is about.
+    for question, fact in (("What breed is Zephyr?", "S1:Ana:0"), ("Which bakery hired a pastry chef?", "S2:Ana:0"),
+                           ("What kind of telescope did Dev buy?", "S1:Dev:0")):
+        row = next(r for r in report["modes"]["observations"]["per_question"] if r["question"] == question)
+        assert row["top"]["search"][0] == fact and row["recall"]["search"]["5"] == 1.0
+        assert set(row["recall"]) == {"search"}  # the baselines rank passages: none are stored in this mode
+    recall = report["modes"]["observations"]["recall"]["all"]
+    assert recall["search R@5"] is not None and recall["dense R@5"] is None
+    # The memory is what a reference-server user would have: one entity per speaker, the facts in order.
+    from duckgraph.core.domain import memory_server
+
+    conversation = locomo.load_conversations(write_set(tmp_path / "data"), ["alpha"], None)[0]
+    services = locomo.make_services(tmp_path / "kb.duckdb")
+    with services.knowledge_base as kb:
+        locomo.load_observations(kb, conversation.documents("observations"))
+        graph = memory_server.read_graph(kb)
+    assert {(e.name, e.entityType, tuple(e.observations)) for e in graph.entities} == {
+        ("Ana", "person", ("Ana adopted a greyhound called Zephyr.", "Ana starts as a pastry chef at the Lumiere bakery.")),
+        ("Ben", "person", ("Ben is rebuilding a 1967 Mustang carburetor.", "Ben finished the Mustang carburetor."))}
 
 
 def test_the_tables_average_the_questions_per_category(run):
@@ -178,7 +203,7 @@ def test_the_tables_average_the_questions_per_category(run):
 
 def test_the_floor_columns_count_each_conversations_questions(run):
     _, report = run
-    for mode in ("turns", "facts"):
+    for mode in locomo.MODES:
         floor = report["modes"][mode]["floor"]
         # alpha's 6 questions of categories 1-4 (one without evidence) asked of beta's memory, and of its own.
         assert (floor["alpha"]["other memory: n"], floor["alpha"]["own: n"], floor["alpha"]["category 5: n"]) == (6, 6, 1)

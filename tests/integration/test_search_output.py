@@ -170,6 +170,29 @@ def test_observations_and_properties_appear_with_their_entity(platform: Knowledg
     assert maya_entity["observations"][0] == "Prefers morning meetings"  # stored order, as the reference
 
 
+def test_an_observation_that_answers_is_found_though_its_entity_vector_is_below_the_floor(real_kb: KnowledgeBase) -> None:
+    # A reference-server user's memory: the answer is the last of many observations, outside the entity's vector.
+    filler = [f"Visited {city} in {year}" for city, year in zip(
+        ["Porto", "Ghent", "Bern", "Graz", "Lyon", "Turin", "Bruges", "Basel", "Linz", "Nantes"], range(2010, 2020))]
+    memory_server.create_entities(real_kb, [
+        MemoryEntityInput(name="Tomas", entityType="person",
+                          observations=["Sam's brother", "Lives in Utrecht", *filler, "Borrowed Sam's drill in October"]),
+        MemoryEntityInput(name="Milo", entityType="pet", observations=["Border collie, 4 years old"]),
+    ])
+    question = "Who has my drill?"
+    tomas = real_kb.store.find_nodes(real_kb.namespace, ["tomas"])[0]
+    vector = real_kb.embedder.embed_query(question)
+    floor = real_kb.embedder.relevance_floor
+    assert real_kb.store.similarities("node", [tomas.id], vector)[tomas.id] < floor  # the entity's vector misses it
+
+    result = real_kb.search(question)
+    assert not result.nothing_relevant
+    assert result.nodes[0].name == "Tomas" and result.nodes[0].observations[0] == "Borrowed Sam's drill in October"
+    assert [e.name for e in memory_server.search_nodes(real_kb, question).entities][:1] == ["Tomas"]
+    # Sharing a word with a stored observation is not enough: it must be as close as a passage must be.
+    assert real_kb.search("Which drill bit cuts glass?").nothing_relevant
+
+
 def test_feedback_lifts_the_turn_that_shares_the_best_turns_words(real_kb: KnowledgeBase) -> None:
     # A conversation stored turn by turn (no entities): the turn about the puppy's bone shares no word with the
     # question, only with the turns that answer it best.

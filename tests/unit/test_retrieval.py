@@ -246,7 +246,7 @@ def test_the_floor_moves_with_the_names_the_query_gives(kb) -> None:
     options = SearchOptions(relevance_floor=0.40)  # name_margin 0.12: 0.352 / 0.40 / 0.448
 
     def relevant(query: str, best: float) -> bool:
-        return retrieval._relevant(kb.store, query, None, [(1, best)], [(1, best)], kb.namespace, options)
+        return retrieval._relevant(kb.store, query, None, [(1, best)], [(1, best)], kb.namespace, options) is not None
 
     # Every name the query gives is stored ("Lovelace", and "Ada" as a word of a passage): a middling match counts.
     assert relevant("What did Ada Lovelace write?", 0.37)
@@ -275,3 +275,12 @@ def test_the_floor_moves_with_the_names_the_query_gives(kb) -> None:
 ])
 def test_the_names_inside_a_name(name: str, parts: list[str]) -> None:
     assert passage_ranking._name_parts(name) == parts
+
+
+def test_an_entitys_observations_that_share_a_form_of_the_querys_words_come_first() -> None:
+    from duckgraph.core.domain.knowledge_base import _by_query_words
+
+    ana = ["Sam's partner", "Works as a pediatric nurse", "Plays cello in a community orchestra"]
+    assert _by_query_words("What instrument does Ana play?", {1: ana})[1][0] == "Plays cello in a community orchestra"
+    assert _by_query_words("Where does Ana work?", {1: ana})[1][0] == "Works as a pediatric nurse"
+    assert _by_query_words("Who is Ana?", {1: ana})[1] == ana  # no shared word: stored order
