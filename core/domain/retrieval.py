@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -32,10 +33,12 @@ if TYPE_CHECKING:
 
 #: Facts returned at most per node kept: enough for every path and its neighbours, bounded on dense graphs.
 FACTS_PER_NODE = 2
-#: Observations compared one by one with the query when no vector reaches the floor (see `_observations_near`):
-#: those of the entities the keyword channel ranks best that share a word with the query; embedding them costs a
-#: few milliseconds, paid only by a search that would otherwise come back empty.
-OBSERVATIONS_COMPARED = 8
+#: Parts of what the keyword channel found (an entity's observations, a passage's sentences) compared one by one
+#: with the query when no vector reaches the floor (see `_parts_near`); embedding them costs a few milliseconds,
+#: paid only by a search that would otherwise come back empty.
+PARTS_COMPARED = 8
+#: Where a passage's sentences end: also at a semicolon, whose clause often answers alone.
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 #: Embeds texts as stored content (`Embedder.embed_documents`): one row per text.
 Embed = Callable[[Sequence[str]], "np.ndarray"]
@@ -102,7 +105,7 @@ def anchor_and_expand(
     # One search of the passages nearest the query serves the floor and the passage ranking.
     nearest_chunks = (store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace)
                       if options.max_passages > 0 else None)
-    observed = _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options, words.nodes, embed)
+    observed = _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options, words, embed)
     if observed is None:
         return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True)
     anchors = _anchors(store, named, nearest, words.nodes, query, options, observed)
@@ -130,15 +133,15 @@ def _anchor_candidates(options: SearchOptions) -> int:
 def _relevant(
     store: GraphStore, query_text: str, query: np.ndarray, nearest: list[tuple[int, float]],
     nearest_chunks: list[tuple[int, float]] | None, namespace: str, options: SearchOptions,
-    keyword_nodes: Sequence[tuple[int, float]] = (), embed: Embed | None = None,
+    words: WordMatches | None = None, embed: Embed | None = None,
 ) -> dict[int, float] | None:
     """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
     `relevance_floor` similar to the query (a `name_margin` share of it less when every name the query gives is
     stored, that much more when one is not: `_names_stored`), an id the query names verbatim ("INC-142", "v2.3")
-    is stored, or one observation of the entities that share the query's words is that similar on its own
-    (`_observations_near`). Below it a search returns nothing (None here), so that the model says it does not know
-    instead of reading noise. Otherwise: the similarity of each entity whose observation reached the floor (the
-    entity is as relevant as that observation; empty when the vectors did)."""
+    is stored, or one observation or sentence of what the keyword channel found is that similar on its own
+    (`_parts_near`). Below it a search returns nothing (None here), so that the model says it does not know instead
+    of reading noise. Otherwise: the similarity of each entity whose observation reached the floor (the entity is
+    as relevant as that observation; empty when something else did)."""
     if not options.relevance_floor:
         return {}
     floor, margin = options.relevance_floor, options.relevance_floor * options.name_margin
@@ -147,35 +150,55 @@ def _relevant(
         if nearest_chunks is None:  # no passages wanted: only the nearest one counts here
             nearest_chunks = store.vector_search("chunk", query, 1, namespace)
         best = max(best, max((s for _, s in nearest_chunks[:1]), default=-1.0))
-    if floor - margin <= best < floor + margin:  # near the floor: what the query names tips the balance
+    near = floor - margin <= best < floor + margin
+    if near:  # near the floor: what the query names tips the balance
         floor += margin * _names_stored(store, query_text, namespace)
     if best >= floor:
         return {}
     ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/")]
     if ids and any(store.keyword_search(kind, " ".join(ids), 1, namespace) for kind in ("node", "chunk")):
         return {}
-    observed = _observations_near(store, query_text, query, keyword_nodes, embed) if embed is not None else {}
-    return {i: s for i, s in observed.items() if s >= floor} or None
+    if embed is None or words is None:
+        return None
+    if not near:  # the parts below are held to the floor as the query's names move it
+        floor += margin * _names_stored(store, query_text, namespace)
+    observed, sentence = _parts_near(store, query_text, query, words, embed)
+    observed = {i: s for i, s in observed.items() if s >= floor}
+    return observed if observed or sentence >= floor else None
 
 
-def _observations_near(
-    store: GraphStore, query_text: str, query: np.ndarray, keyword_nodes: Sequence[tuple[int, float]], embed: Embed,
-) -> dict[int, float]:
-    """The best similarity to the query of each entity's observations that share a word with it, each read after
-    its entity's name ("Tomas: Borrowed Sam's drill in October"). An entity's vector holds its first observations
-    together, so the one that answers is diluted by the others (or, past the first ones, not in it at all); alone
-    with its entity's name it reads like a passage, which is what the floor was calibrated on."""
+def _parts_near(
+    store: GraphStore, query_text: str, query: np.ndarray, words: WordMatches, embed: Embed,
+) -> tuple[dict[int, float], float]:
+    """The similarity to the query of the parts of what the keyword channel found that share a word with it (those
+    that share most first): an entity's observations, each after its name ("Tomas: Borrowed Sam's drill in
+    October"), and the sentences of a passage of several. A vector of a whole (an entity with its first
+    observations together, a passage of several sentences) dilutes the one part that answers; a part alone reads
+    like the short passages the floor was calibrated on. A sentence goes without its title: a title names the
+    whole's topic ("CI notes"), which dilutes it too. Returns each entity's best observation's similarity, and the
+    best sentence's (-1 when none)."""
     wanted = set(terms(query_text))
-    ids = [node_id for node_id, _ in keyword_nodes]
+    ids = [node_id for node_id, _ in words.nodes]
     stored = store.get_observations(ids)
     names = {n.id: n.name for n in store.get_nodes([i for i in ids if stored.get(i)])}
-    pairs = [(i, f"{names[i]}: {text}") for i in ids if i in names for text in stored[i]
-             if wanted.intersection(terms(text))][:OBSERVATIONS_COMPARED]
-    best: dict[int, float] = {}
-    if pairs:
-        for (node_id, _), similarity in zip(pairs, (embed([text for _, text in pairs]) @ query).tolist()):
-            best[node_id] = max(best.get(node_id, -1.0), similarity)
-    return best
+    parts: list[tuple[int | None, str, str]] = [(i, text, f"{names[i]}: {text}") for i in ids if i in names
+                                                 for text in stored[i]]
+    chunks = store.get_chunks([chunk_id for chunk_id, _ in words.chunks])
+    for sentences in ([t for t in _SENTENCE_END.split(c.text) if t.strip()] for c in chunks):
+        if len(sentences) > 1:  # a passage of one sentence is its own vector already
+            parts += [(None, sentence, sentence) for sentence in sentences]
+    shared = [len(wanted.intersection(terms(part))) for _, part, _ in parts]
+    chosen = sorted((i for i in range(len(parts)) if shared[i]), key=lambda i: -shared[i])[:PARTS_COMPARED]
+    observed: dict[int, float] = {}
+    sentence = -1.0
+    if chosen:
+        for i, similarity in zip(chosen, (embed([parts[i][2] for i in chosen]) @ query).tolist()):
+            node_id = parts[i][0]
+            if node_id is None:
+                sentence = max(sentence, similarity)
+            else:
+                observed[node_id] = max(observed.get(node_id, -1.0), similarity)
+    return observed, sentence
 
 
 def _names_stored(store: GraphStore, query_text: str, namespace: str) -> int:

@@ -193,6 +193,27 @@ def test_an_observation_that_answers_is_found_though_its_entity_vector_is_below_
     assert real_kb.search("Which drill bit cuts glass?").nothing_relevant
 
 
+def test_a_sentence_that_answers_is_found_though_its_passage_vector_is_below_the_floor(real_kb: KnowledgeBase) -> None:
+    # A coding agent's notes: each answer is one sentence of a passage about several things.
+    real_kb.add_documents([
+        DocumentInput(id="ci", title="CI notes", text=(
+            "Run the tests with `make test`; the integration suite needs `docker compose up db` first. Flaky test: "
+            "test_refund_webhook times out on slow runners, marked xfail until PAY-311 is fixed.")),
+        DocumentInput(id="retro", title="Retro October", text=(
+            "Deploys on Friday are frozen after the outage of 11 October, when a migration locked the orders table "
+            "for 14 minutes. Mira proposed online migrations with pg-osc.")),
+    ])
+    floor = real_kb.embedder.relevance_floor
+    for question, document in (("How do I run the tests?", "ci"), ("Why can't we deploy on Fridays?", "retro")):
+        vector = real_kb.embedder.embed_query(question)
+        assert max(s for _, s in real_kb.store.vector_search("chunk", vector, 2, real_kb.namespace)) < floor
+        result = real_kb.search(question)
+        assert not result.nothing_relevant and result.passages[0].document_id == document
+    # Never stored, though "naming" or "convention" might be: still nothing.
+    assert real_kb.search("What is our Kafka topic naming convention?").nothing_relevant
+    assert real_kb.search("Which test framework do we use for the frontend?").nothing_relevant
+
+
 def test_feedback_lifts_the_turn_that_shares_the_best_turns_words(real_kb: KnowledgeBase) -> None:
     # A conversation stored turn by turn (no entities): the turn about the puppy's bone shares no word with the
     # question, only with the turns that answer it best.

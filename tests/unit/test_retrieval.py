@@ -284,3 +284,41 @@ def test_an_entitys_observations_that_share_a_form_of_the_querys_words_come_firs
     assert _by_query_words("What instrument does Ana play?", {1: ana})[1][0] == "Plays cello in a community orchestra"
     assert _by_query_words("Where does Ana work?", {1: ana})[1][0] == "Works as a pediatric nurse"
     assert _by_query_words("Who is Ana?", {1: ana})[1] == ana  # no shared word: stored order
+
+
+def test_the_parts_compared_near_the_floor_are_the_sentences_and_observations_that_share_the_querys_words(
+        fake_kb) -> None:
+    from duckgraph.core.domain.model import MemoryEntityInput
+    from duckgraph.core.domain import memory_server
+
+    fake_kb.add_documents([
+        DocumentInput(id="ci", title="CI notes", text="Run the tests with make test; the suite needs a database. "
+                      "Deploys are frozen on Fridays.\nNobody likes flaky tests."),
+        DocumentInput(id="one", title="Short", text="Run the linter before each test."),  # one sentence: its vector
+    ])
+    memory_server.create_entities(fake_kb, [MemoryEntityInput(
+        name="Tomas", entityType="person", observations=["Borrowed the test rig", "Lives in Utrecht"])])
+    query = "How do I run the tests?"
+    words = retrieval.match_words(fake_kb.store, query, fake_kb.namespace, SearchOptions())
+    embedded: list[list[str]] = []
+
+    def embed(texts):
+        embedded.append(list(texts))
+        return fake_kb.embedder.embed_documents(texts)
+
+    vector = fake_kb.embedder.embed_query(query)
+    observed, sentence = retrieval._parts_near(fake_kb.store, query, vector, words, embed)
+    [texts] = embedded  # one batch
+    # Most shared words first ("run" and "test"), then one each; the observation after its entity's name.
+    assert texts[0] == "Run the tests with make test;"
+    assert set(texts[1:]) == {"Nobody likes flaky tests.", "Tomas: Borrowed the test rig"}
+    tomas = fake_kb.store.find_nodes(fake_kb.namespace, ["tomas"])[0].id
+    assert set(observed) == {tomas} and -1.0 <= sentence <= 1.0
+
+    # However many share a word, one search embeds at most PARTS_COMPARED of them.
+    memory_server.create_entities(fake_kb, [MemoryEntityInput(
+        name="Lab", entityType="place", observations=[f"Test bench {n}" for n in range(12)])])
+    words = retrieval.match_words(fake_kb.store, query, fake_kb.namespace, SearchOptions())
+    retrieval._parts_near(fake_kb.store, query, vector, words, embed)
+    assert len(embedded) == 2 and len(embedded[1]) == retrieval.PARTS_COMPARED
+    assert embedded[1][0] == "Run the tests with make test;"
