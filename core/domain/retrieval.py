@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from duckgraph.core.domain.passage_ranking import rank_passages
 from duckgraph.core.domain.search_options import SearchOptions, edge_filter
@@ -71,6 +71,14 @@ class Subgraph:
     nothing_relevant: bool = False
 
 
+class Relevance(NamedTuple):
+    """Why a search goes on (see `_relevant`): whether a whole entity or passage (or an id the query names) reached
+    the floor, and the entities whose own observation did, with that observation's similarity."""
+
+    whole: bool
+    observed: dict[int, float]
+
+
 @dataclass(frozen=True)
 class WordMatches:
     """What the query's words find without its vector: the entities it names, and the entities and passages the
@@ -105,10 +113,13 @@ def anchor_and_expand(
     # One search of the passages nearest the query serves the floor and the passage ranking.
     nearest_chunks = (store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace)
                       if options.max_passages > 0 else None)
-    observed = _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options, words, embed)
-    if observed is None:
+    relevance = _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options, words, embed)
+    if relevance is None:
         return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True)
-    anchors = _anchors(store, named, nearest, words.nodes, query, options, observed)
+    anchors = _anchors(store, named, nearest, words.nodes, query, options, relevance.observed)
+    if not relevance.whole:  # only parts reached the floor: a vector below it alone does not make an anchor
+        backed = {n.id for n in named} | {i for i, _ in words.nodes} | relevance.observed.keys()
+        anchors = [a for a in anchors if a.node_id in backed]
     reached, edges = _expand(store, query, namespace, anchors, options)
     kept = _prune(reached, anchors, options)
     kept_ids = {r.node_id for r in kept}
@@ -134,16 +145,15 @@ def _relevant(
     store: GraphStore, query_text: str, query: np.ndarray, nearest: list[tuple[int, float]],
     nearest_chunks: list[tuple[int, float]] | None, namespace: str, options: SearchOptions,
     words: WordMatches | None = None, embed: Embed | None = None,
-) -> dict[int, float] | None:
+) -> Relevance | None:
     """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
     `relevance_floor` similar to the query (a `name_margin` share of it less when every name the query gives is
     stored, that much more when one is not: `_names_stored`), an id the query names verbatim ("INC-142", "v2.3")
     is stored, or one observation or sentence of what the keyword channel found is that similar on its own
     (`_parts_near`). Below it a search returns nothing (None here), so that the model says it does not know instead
-    of reading noise. Otherwise: the similarity of each entity whose observation reached the floor (the entity is
-    as relevant as that observation; empty when something else did)."""
+    of reading noise."""
     if not options.relevance_floor:
-        return {}
+        return Relevance(True, {})
     floor, margin = options.relevance_floor, options.relevance_floor * options.name_margin
     best = max((s for _, s in nearest[:1]), default=-1.0)
     if best < floor + margin:
@@ -154,17 +164,17 @@ def _relevant(
     if near:  # near the floor: what the query names tips the balance
         floor += margin * _names_stored(store, query_text, namespace)
     if best >= floor:
-        return {}
+        return Relevance(True, {})
     ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/")]
     if ids and any(store.keyword_search(kind, " ".join(ids), 1, namespace) for kind in ("node", "chunk")):
-        return {}
+        return Relevance(True, {})
     if embed is None or words is None:
         return None
     if not near:  # the parts below are held to the floor as the query's names move it
         floor += margin * _names_stored(store, query_text, namespace)
     observed, sentence = _parts_near(store, query_text, query, words, embed)
     observed = {i: s for i, s in observed.items() if s >= floor}
-    return observed if observed or sentence >= floor else None
+    return Relevance(False, observed) if observed or sentence >= floor else None
 
 
 def _parts_near(

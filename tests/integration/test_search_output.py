@@ -188,6 +188,7 @@ def test_an_observation_that_answers_is_found_though_its_entity_vector_is_below_
     result = real_kb.search(question)
     assert not result.nothing_relevant
     assert result.nodes[0].name == "Tomas" and result.nodes[0].observations[0] == "Borrowed Sam's drill in October"
+    assert [a.name for a in result.anchors] == ["Tomas"]  # Milo, nearer by vector but below the floor, is not one
     assert [e.name for e in memory_server.search_nodes(real_kb, question).entities][:1] == ["Tomas"]
     # Sharing a word with a stored observation is not enough: it must be as close as a passage must be.
     assert real_kb.search("Which drill bit cuts glass?").nothing_relevant
@@ -203,12 +204,17 @@ def test_a_sentence_that_answers_is_found_though_its_passage_vector_is_below_the
             "Deploys on Friday are frozen after the outage of 11 October, when a migration locked the orders table "
             "for 14 minutes. Mira proposed online migrations with pg-osc.")),
     ])
+    real_kb.add_knowledge_graph([NodeInput(name="Mira", type="Person", description="Backend engineer"),
+                                 NodeInput(name="pg-osc", type="Tool", description="Online schema change tool")],
+                                [EdgeInput(source="Mira", type="PROPOSED", target="pg-osc", source_ids=["retro"])])
     floor = real_kb.embedder.relevance_floor
     for question, document in (("How do I run the tests?", "ci"), ("Why can't we deploy on Fridays?", "retro")):
         vector = real_kb.embedder.embed_query(question)
         assert max(s for _, s in real_kb.store.vector_search("chunk", vector, 2, real_kb.namespace)) < floor
         result = real_kb.search(question)
         assert not result.nothing_relevant and result.passages[0].document_id == document
+        # Only a sentence reached the floor: entities the query's vector is merely nearest to are not shown.
+        assert not (result.nodes or result.edges)
     # Never stored, though "naming" or "convention" might be: still nothing.
     assert real_kb.search("What is our Kafka topic naming convention?").nothing_relevant
     assert real_kb.search("Which test framework do we use for the frontend?").nothing_relevant
