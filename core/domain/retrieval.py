@@ -1,5 +1,6 @@
 """Anchor & expand: find the entities a query is about, walk the graph around them, keep what is on topic.
 
+0. The floor (`_relevant`): nothing is returned when nothing stored is similar enough to the query.
 1. Anchors: the query's nearest node vectors fused (reciprocal rank fusion) with nodes named verbatim in it.
    An anchor far less relevant than the best one (picked for its name alone: "apple" the fruit for a
    question about the company) is dropped before expansion, so its neighbourhood is never entered.
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from duckgraph.core.domain.passage_ranking import rank_passages
 from duckgraph.core.domain.search_options import SearchOptions, edge_filter
+from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import (
     ChunkRecord, EdgeRecord, GraphStore, NodeRecord, isin_ids, loose_key, name_candidates, terms, tokens)
 
@@ -33,10 +35,6 @@ if TYPE_CHECKING:
 
 #: Facts returned at most per node kept: enough for every path and its neighbours, bounded on dense graphs.
 FACTS_PER_NODE = 2
-#: Parts of what the keyword channel found (an entity's observations, a passage's sentences) compared one by one
-#: with the query when no vector reaches the floor (see `_parts_near`); embedding them costs a few milliseconds,
-#: paid only by a search that would otherwise come back empty.
-PARTS_COMPARED = 8
 #: Where a passage's sentences end: also at a semicolon, whose clause often answers alone.
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
 
@@ -105,7 +103,7 @@ def anchor_and_expand(
     words: WordMatches | None = None, embed: Embed | None = None,
 ) -> Subgraph:
     """The subgraph and passages that answer the query; `words`: `match_words`'s, when looked up already; `embed`:
-    the embedder's, to compare single observations with the query near the floor (none: they are not)."""
+    the embedder's, to compare parts of entities and passages with the query below the floor (none: they are not)."""
     if words is None:
         words = match_words(store, query_text, namespace, options)
     named = words.named
@@ -168,37 +166,42 @@ def _relevant(
     ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/")]
     if ids and any(store.keyword_search(kind, " ".join(ids), 1, namespace) for kind in ("node", "chunk")):
         return Relevance(True, {})
-    if embed is None or words is None:
+    if embed is None or words is None or options.parts_compared <= 0:
         return None
     if not near:  # the parts below are held to the floor as the query's names move it
         floor += margin * _names_stored(store, query_text, namespace)
-    observed, sentence = _parts_near(store, query_text, query, words, embed)
+    observed, sentence = _parts_near(store, query_text, query, namespace, words, embed, options.parts_compared)
     observed = {i: s for i, s in observed.items() if s >= floor}
     return Relevance(False, observed) if observed or sentence >= floor else None
 
 
 def _parts_near(
-    store: GraphStore, query_text: str, query: np.ndarray, words: WordMatches, embed: Embed,
+    store: GraphStore, query_text: str, query: np.ndarray, namespace: str, words: WordMatches, embed: Embed,
+    limit: int,
 ) -> tuple[dict[int, float], float]:
-    """The similarity to the query of the parts of what the keyword channel found that share a word with it (those
-    that share most first): an entity's observations, each after its name ("Tomas: Borrowed Sam's drill in
-    October"), and the sentences of a passage of several. A vector of a whole (an entity with its first
-    observations together, a passage of several sentences) dilutes the one part that answers; a part alone reads
-    like the short passages the floor was calibrated on. A sentence goes without its title: a title names the
-    whole's topic ("CI notes"), which dilutes it too. Returns each entity's best observation's similarity, and the
-    best sentence's (-1 when none)."""
-    wanted = set(terms(query_text))
+    """The similarity to the query of the `limit` parts of what the keyword channel found that share most of its
+    words (at least one besides the names it gives, which `_names_stored` weighs: "Sam's partner" says nothing of
+    Sam's blood type): an entity's observations, each after its name ("Tomas: Borrowed Sam's drill in October"),
+    and the sentences of a passage of several, each after its title as the passage is embedded. A vector of a
+    whole (an entity with its first observations together, a passage of several sentences) dilutes the one part
+    that answers; a part alone reads like the short passages the floor was calibrated on. Returns each entity's
+    best observation's similarity, and the best sentence's (-1 when none)."""
+    names = {term for name in name_candidates(query_text, 1, proper_only=True) for term in terms(name)}
+    wanted = set(terms(query_text)) - names
     ids = [node_id for node_id, _ in words.nodes]
     stored = store.get_observations(ids)
-    names = {n.id: n.name for n in store.get_nodes([i for i in ids if stored.get(i)])}
-    parts: list[tuple[int | None, str, str]] = [(i, text, f"{names[i]}: {text}") for i in ids if i in names
+    labels = {n.id: n.name for n in store.get_nodes([i for i in ids if stored.get(i)])}
+    parts: list[tuple[int | None, str, str]] = [(i, text, f"{labels[i]}: {text}") for i in ids if i in labels
                                                  for text in stored[i]]
     chunks = store.get_chunks([chunk_id for chunk_id, _ in words.chunks])
-    for sentences in ([t for t in _SENTENCE_END.split(c.text) if t.strip()] for c in chunks):
+    titles = store.document_titles({c.document_id for c in chunks}, namespace)
+    for chunk in chunks:
+        sentences = [t for t in _SENTENCE_END.split(chunk.text) if t.strip()]
         if len(sentences) > 1:  # a passage of one sentence is its own vector already
-            parts += [(None, sentence, sentence) for sentence in sentences]
+            title = titles.get(chunk.document_id, "")
+            parts += [(None, sentence, passage_text(title, sentence, chunk.section)) for sentence in sentences]
     shared = [len(wanted.intersection(terms(part))) for _, part, _ in parts]
-    chosen = sorted((i for i in range(len(parts)) if shared[i]), key=lambda i: -shared[i])[:PARTS_COMPARED]
+    chosen = sorted((i for i in range(len(parts)) if shared[i]), key=lambda i: -shared[i])[:limit]
     observed: dict[int, float] = {}
     sentence = -1.0
     if chosen:

@@ -79,6 +79,9 @@ class SearchOptions:
     #: Share of the floor it moves by for a query that names things (see `_names_stored`): down when every name is
     #: stored, up when one is not (0.04-0.06 in cosine held on both public LoCoMo conversations in both modes).
     name_margin: float = 0.12
+    #: Parts of what the keyword channel found (observations, sentences) compared one by one with the query before a
+    #: search says nothing relevant is stored (see `_parts_near`; 0: none). Each costs about 1.5 ms of embedding.
+    parts_compared: int = 8
     #: Time (naive UTC): facts valid at `as_of` (None: now) are followed and shown; `include_history` adds those
     #: that ended before it; `after` / `before` keep facts valid, and passages whose document's time falls,
     #: within [after, before). A given `as_of` also leaves out passages of documents timed after it (they told of

@@ -215,6 +215,7 @@ def test_a_sentence_that_answers_is_found_though_its_passage_vector_is_below_the
         assert not result.nothing_relevant and result.passages[0].document_id == document
         # Only a sentence reached the floor: entities the query's vector is merely nearest to are not shown.
         assert not (result.nodes or result.edges)
+        assert real_kb.search(question, parts_compared=0).nothing_relevant  # whole passages alone: nothing
     # Never stored, though "naming" or "convention" might be: still nothing.
     assert real_kb.search("What is our Kafka topic naming convention?").nothing_relevant
     assert real_kb.search("Which test framework do we use for the frontend?").nothing_relevant

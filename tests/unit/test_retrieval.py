@@ -307,18 +307,24 @@ def test_the_parts_compared_near_the_floor_are_the_sentences_and_observations_th
         return fake_kb.embedder.embed_documents(texts)
 
     vector = fake_kb.embedder.embed_query(query)
-    observed, sentence = retrieval._parts_near(fake_kb.store, query, vector, words, embed)
+    observed, sentence = retrieval._parts_near(fake_kb.store, query, vector, fake_kb.namespace, words, embed, 8)
     [texts] = embedded  # one batch
-    # Most shared words first ("run" and "test"), then one each; the observation after its entity's name.
-    assert texts[0] == "Run the tests with make test;"
-    assert set(texts[1:]) == {"Nobody likes flaky tests.", "Tomas: Borrowed the test rig"}
+    # Most shared words first ("run" and "test"), then one each; a sentence after its passage's title, an
+    # observation after its entity's name.
+    assert texts[0] == "CI notes\nRun the tests with make test;"
+    assert set(texts[1:]) == {"CI notes\nNobody likes flaky tests.", "Tomas: Borrowed the test rig"}
     tomas = fake_kb.store.find_nodes(fake_kb.namespace, ["tomas"])[0].id
     assert set(observed) == {tomas} and -1.0 <= sentence <= 1.0
 
-    # However many share a word, one search embeds at most PARTS_COMPARED of them.
+    # However many share a word, one search embeds at most `limit` of them.
     memory_server.create_entities(fake_kb, [MemoryEntityInput(
         name="Lab", entityType="place", observations=[f"Test bench {n}" for n in range(12)])])
     words = retrieval.match_words(fake_kb.store, query, fake_kb.namespace, SearchOptions())
-    retrieval._parts_near(fake_kb.store, query, vector, words, embed)
-    assert len(embedded) == 2 and len(embedded[1]) == retrieval.PARTS_COMPARED
-    assert embedded[1][0] == "Run the tests with make test;"
+    retrieval._parts_near(fake_kb.store, query, vector, fake_kb.namespace, words, embed, 8)
+    assert len(embedded) == 2 and len(embedded[1]) == 8
+    assert embedded[1][0] == "CI notes\nRun the tests with make test;"
+    # A name the query gives is weighed by the floor itself: a part that shares only it is not compared.
+    retrieval._parts_near(fake_kb.store, "What is Tomas's blood type?", vector, fake_kb.namespace,
+                          retrieval.match_words(fake_kb.store, "What is Tomas's blood type?", fake_kb.namespace,
+                                                SearchOptions()), embed, 8)
+    assert len(embedded) == 2
