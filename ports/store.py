@@ -121,6 +121,11 @@ class GraphStore(ABC):
         a few texts; stores that hold this mapping in memory should answer it without a query."""
         return {c.id: c.document_id for c in self.get_chunks(ids)}
 
+    def edge_types(self, ids: Iterable[int]) -> dict[int, str]:
+        """The type of each known edge of `ids`. Search reads those of the facts it ranks (a thousand a search on
+        a graph with hubs): a store that holds edge types in memory should answer it without building records."""
+        return {e.id: e.type for e in self.get_edges(ids)}
+
     def adjacent_chunks(self, ids: Iterable[int], namespace: str) -> dict[int, tuple[int | None, int | None]]:
         """For each known chunk of `ids` in `namespace`, the chunks just before and after it in reading order
         (None where there is none): the chunks stored just before and after it when they go on with its text

@@ -357,6 +357,10 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return self._mirror().get_edges(ids)
 
+    def edge_types(self, ids: Iterable[int]) -> dict[int, str]:
+        with self._lock:
+            return self._mirror().edge_types(ids)
+
     def get_chunks(self, ids: Iterable[int]) -> list[ChunkRecord]:
         ids = list({int(i) for i in ids})
         if not ids:

@@ -274,6 +274,14 @@ class StoreContract:
             assert helper(store, "document_titles")(["notes", "none"], namespace) == {"notes": title}
 
     @HELPER
+    def test_edge_types_are_read_from_the_records(self, store, graph, helper):
+        edges = store.edges_among(list(graph.nodes.values()), "default")
+        ids = [e.id for e in edges]
+        assert helper(store, "edge_types")([*ids, 10**9]) == {e.id: e.type for e in edges}
+        assert sorted(helper(store, "edge_types")(ids).values()) == ["BAKED", "DESIGNED", "KNEW"]
+        assert helper(store, "edge_types")([]) == {}
+
+    @HELPER
     def test_adjacent_chunks_go_on_in_reading_order(self, store, graph, helper):
         """Before and after each chunk: its document's chunks, and across a document's end the documents stored
         just before and after it under the same title (a conversation's turns), never another namespace's."""

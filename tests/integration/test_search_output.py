@@ -221,6 +221,23 @@ def test_a_sentence_that_answers_is_found_though_its_passage_vector_is_below_the
     assert real_kb.search("Which test framework do we use for the frontend?").nothing_relevant
 
 
+def test_the_relation_a_question_asks_about_comes_first_among_its_entitys(real_kb: KnowledgeBase) -> None:
+    # A fact's sentence is short: its vector is mostly its ends' names, so "Sam partner of Ana" is nearer to "Who
+    # manages Sam?" than "Karin de Vries manages Sam"; the relation's own word tells them apart.
+    people = ["Sam", "Ana", "Karin de Vries", "Tomas", "Milo", "Vantage Logistics", "Dr. Verhoeven"]
+    relations = [("Sam", "PARTNER_OF", "Ana"), ("Karin de Vries", "MANAGES", "Sam"), ("Tomas", "BROTHER_OF", "Sam"),
+                 ("Sam", "OWNS", "Milo"), ("Sam", "WORKS_AT", "Vantage Logistics"),
+                 ("Sam", "PATIENT_OF", "Dr. Verhoeven"), ("Karin de Vries", "WORKS_AT", "Vantage Logistics")]
+    real_kb.add_knowledge_graph([NodeInput(name=name, type="Thing") for name in people],
+                                [EdgeInput(source=s, type=t, target=o) for s, t, o in relations])
+    for question, expected in (("Who manages Sam?", ("Karin de Vries", "MANAGES", "Sam")),
+                               ("Where does Sam work?", ("Sam", "WORKS_AT", "Vantage Logistics")),
+                               ("Who is Tomas's brother?", ("Tomas", "BROTHER_OF", "Sam"))):
+        result = real_kb.search(question)
+        assert (result.edges[0].source, result.edges[0].type, result.edges[0].target) == expected, question
+        assert result.text.splitlines()[1] == sentence(*expected)
+
+
 def test_feedback_lifts_the_turn_that_shares_the_best_turns_words(real_kb: KnowledgeBase) -> None:
     # A conversation stored turn by turn (no entities): the turn about the puppy's bone shares no word with the
     # question, only with the turns that answer it best.

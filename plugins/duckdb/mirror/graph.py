@@ -827,6 +827,13 @@ class GraphMirror(PassageMirror):
         """EdgeRecords of the stored ones of the edge `ids`, by id."""
         return self.edge_records(self.existing_edges(ids))
 
+    def edge_types(self, ids: Iterable[int]) -> dict[int, str]:
+        """The type of each stored one of the edge `ids`, without building records."""
+        ids = self.existing_edges(ids)
+        codes, inverse = np.unique(self.e_type[ids], return_inverse=True)
+        names = [self.type_names[code] for code in codes.tolist()]
+        return dict(zip(ids.tolist(), (names[i] for i in inverse.tolist())))
+
     def edges_between(self, sources: Sequence[int], targets: Sequence[int]) -> dict[tuple, list[list[Any]]]:
         """(namespace, source, target, type) -> [id, description, weight, properties JSON, valid_from, valid_until]
         of every edge, ended ones included, from one of `sources` to one of `targets` (any namespace), by id: what a
