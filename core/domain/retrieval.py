@@ -124,7 +124,7 @@ def anchor_and_expand(
     kept_ids = {r.node_id for r in kept}
     records = {n.id: n for n in store.get_nodes(kept_ids)}
     kept = [r for r in kept if r.node_id in records]
-    facts = _rank_facts(store, query_text, query, namespace, edges, kept, options)
+    facts = _rank_facts(store, query_text, query, edges, kept, options)
     fetched = {e.id: e for e in store.get_edges(list(facts))}
     far_ends = {i for e in fetched.values() for i in (e.source_id, e.target_id)} - records.keys()
     records.update({n.id: n for n in store.get_nodes(far_ends)})
@@ -336,8 +336,7 @@ def _edges_touching(
 
 
 def _rank_facts(
-    store: GraphStore, query_text: str, query: np.ndarray, namespace: str,
-    walked: list[tuple[np.ndarray, np.ndarray, np.ndarray]], kept: list[Reached], options: SearchOptions,
+    store: GraphStore, query_text: str, query: np.ndarray, walked: list[tuple[np.ndarray, np.ndarray, np.ndarray]], kept: list[Reached], options: SearchOptions,
 ) -> dict[int, tuple[float, float]]:
     """The facts (edges) that best answer the query, best first, each with its score and its own similarity
     to the query: those among the kept
@@ -369,42 +368,33 @@ def _rank_facts(
         # The fact that reached an end is the last link of that end's chain: it extends the other end's.
         extends = inside & (via[at] != ids)
         best_context = np.where(extends, np.maximum(best_context, context[at]), best_context)
-    score = np.sqrt(best_context * similarity)
-    wanted = FACTS_PER_NODE * options.max_nodes
-    if options.keyword_weight > 0 and len(ids):
-        # Only a fact whose words could lift it into the best `wanted` is looked at: reading every fact's type
-        # costs milliseconds on a graph with hubs.
-        bound = np.sqrt(best_context * (similarity + options.keyword_weight * similarity.max()))
-        reach = np.partition(score, -wanted)[-wanted] if len(score) > wanted else 0.0
-        pool = np.flatnonzero(bound >= reach)
-        score[pool] = np.sqrt(best_context[pool] * _with_fact_words(
-            store, query_text, ids[pool], similarity[pool], similarity.max(), options))
+    score = np.sqrt(best_context * _with_fact_words(store, query_text, ids, similarity, options))
     threshold = _keep_threshold([r for r in kept if r.hop == 0], options)
     chosen = np.flatnonzero(both_kept | (score >= threshold))
-    best = chosen[np.argsort(-score[chosen], kind="stable")[:wanted]]
+    best = chosen[np.argsort(-score[chosen], kind="stable")[: FACTS_PER_NODE * options.max_nodes]]
     return dict(zip(ids[best].tolist(), zip(score[best].tolist(), similarity[best].tolist())))
 
 
 def _with_fact_words(
-    store: GraphStore, query_text: str, ids: np.ndarray, similarity: np.ndarray, best: float, options: SearchOptions,
+    store: GraphStore, query_text: str, ids: np.ndarray, similarity: np.ndarray, options: SearchOptions,
 ) -> np.ndarray:
-    """The facts' similarities, each plus `keyword_weight` x `best` (the best fact's) x the query's words its
-    relation type holds (not its ends' names) over the most any of them holds. A fact's sentence is short and
-    its vector mostly its ends' names, so among the facts of the entity a query names the vectors barely tell
-    which one it asks about ("Who manages Sam?": "Sam partner of Ana" 0.73, "Karin de Vries manages Sam" 0.59);
-    the relation's own words do. Counted from the types, not with the keyword index: a common word's postings
-    would cost more than the whole ranking."""
+    """The facts' similarities, each plus `keyword_weight` x the best one x the query's words its relation type
+    holds (not its ends' names) over the most any of them holds. A fact's sentence is short and its vector mostly
+    its ends' names, so among the facts of the entity a query names the vectors barely tell which one it asks
+    about ("Who manages Sam?": "Sam partner of Ana" 0.73, "Karin de Vries manages Sam" 0.59); the relation's own
+    words do. Counted from the types (`edge_types`), not with the keyword index: a thousand facts touch the kept
+    entities of a graph with hubs, and a common word's postings would cost more than the whole ranking."""
     import numpy as np  # see passage_ranking._walk
 
     wanted = set(terms(query_text))
-    if not wanted or not len(ids):
+    if options.keyword_weight <= 0 or not wanted:
         return similarity
     types = store.edge_types(ids.tolist())
     held = {relation: len(wanted.intersection(_relation_terms(relation))) for relation in set(types.values())}
     words = np.fromiter((held.get(types.get(i, ""), 0) for i in ids.tolist()), np.float64, len(ids))
     if not words.max():
         return similarity
-    return similarity + options.keyword_weight * best * words / words.max()
+    return similarity + options.keyword_weight * similarity.max() * words / words.max()
 
 
 @functools.lru_cache(maxsize=4096)
