@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from locomo import share
 from musique import latency, make_services, progress  # also keeps the model offline
 
 from duckgraph.core.domain import memory_server  # noqa: E402
@@ -80,10 +80,6 @@ def evaluate(kb: KnowledgeBase, session: dict[str, Any]) -> dict[str, Any]:
             never.append({"question": question, "empty": found.nothing_relevant})
         result[way] = {"answerable": rows, "never_stored": never, "search_seconds": seconds}
     return result
-
-
-def share(flags: Sequence[bool]) -> float | None:
-    return round(100 * statistics.fmean(flags), 1) if flags else None
 
 
 def summarise(rows: Sequence[dict[str, Any]], never: Sequence[dict[str, Any]]) -> dict[str, Any]:

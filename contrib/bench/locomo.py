@@ -249,12 +249,16 @@ def load_observations(kb: KnowledgeBase, documents: Sequence[Document]) -> float
     return time.perf_counter() - started
 
 
-def observations_shown(result: SearchResult, documents: Sequence[Document]) -> dict[str, list[str]]:
-    """The facts behind the observations `search` shows, entity by entity in the order shown (a fact stated twice
-    stands for the first document that states it, whose evidence then holds both's)."""
-    ids = {}
+def observation_ids(documents: Sequence[Document]) -> dict[tuple[str, str], str]:
+    """(speaker, fact) -> the first document stating it: an entity keeps a fact stated twice once."""
+    ids: dict[tuple[str, str], str] = {}
     for d in documents:
         ids.setdefault((d.speaker, d.text), d.id)
+    return ids
+
+
+def observations_shown(result: SearchResult, ids: dict[tuple[str, str], str]) -> dict[str, list[str]]:
+    """The facts (`observation_ids`) behind the observations `search` shows, entity by entity in the order shown."""
     return {"search": [ids[key] for node in result.nodes for text in node.observations
                        if (key := (node.name, text)) in ids]}
 
@@ -274,10 +278,10 @@ def evaluate(kb: KnowledgeBase, conversation: Conversation, others: Sequence[Con
     observed = mode == "observations"
     progress(f"{conversation.name} ({mode}): loading {len(documents)} {'facts' if observed else 'documents'}")
     load_seconds = load_observations(kb, documents) if observed else load(kb, documents)
+    first = observation_ids(documents) if observed else {}
     evidence: dict[str, tuple[str, ...]] = {}
-    first = {}
-    for d in documents:
-        at = first.setdefault((d.speaker, d.text) if observed else d.id, d.id)
+    for d in documents:  # a fact an entity keeps once stands for the evidence of every document stating it
+        at = first.get((d.speaker, d.text), d.id)
         evidence[at] = tuple(dict.fromkeys([*evidence.get(at, ()), *d.evidence]))
     bm25 = BM25([passage_text(d.title, d.text) for d in documents])
     k = max(RECALL_KS)
@@ -304,7 +308,7 @@ def evaluate(kb: KnowledgeBase, conversation: Conversation, others: Sequence[Con
         if not question.gold:
             skipped += 1
             continue
-        ranked = (observations_shown(result, documents) if observed
+        ranked = (observations_shown(result, first) if observed
                   else rankings(kb, bm25, documents, question.text, result))
         rows.append({"question": question.text, "category": question.category, "gold": sorted(question.gold),
                      "recall": {m: {str(k): recall_at(ranked[m], evidence, question.gold, k) for k in RECALL_KS}
