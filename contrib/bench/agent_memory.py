@@ -20,17 +20,18 @@ came back empty. Usage:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from locomo import share
 from musique import latency, make_services, progress  # also keeps the model offline
+from scale import timed
 
 from duckgraph.core.domain import memory_server  # noqa: E402
 from duckgraph.core.domain.knowledge_base import KnowledgeBase  # noqa: E402
@@ -66,18 +67,13 @@ def evaluate(kb: KnowledgeBase, session: dict[str, Any]) -> dict[str, Any]:
     kb.search(session["questions"][0]["question"])  # the first query pays the model's start
     result: dict[str, Any] = {}
     for way, options in WAYS.items():
-        rows, never, seconds = [], [], []
-        for item in session["questions"]:
-            started = time.perf_counter()
-            found = kb.search(item["question"], **options)
-            seconds.append(time.perf_counter() - started)
-            rows.append({"question": item["question"], "empty": found.nothing_relevant,
-                         "answered": answered(found.text, item["answers"])})
-        for question in session["never_stored"]:
-            started = time.perf_counter()
-            found = kb.search(question, **options)
-            seconds.append(time.perf_counter() - started)
-            never.append({"question": question, "empty": found.nothing_relevant})
+        seconds: list[float] = []
+        search = functools.partial(kb.search, **options)
+        rows = [{"question": item["question"],
+                 "empty": (found := timed(seconds, search, item["question"])).nothing_relevant,
+                 "answered": answered(found.text, item["answers"])} for item in session["questions"]]
+        never = [{"question": question, "empty": timed(seconds, search, question).nothing_relevant}
+                 for question in session["never_stored"]]
         result[way] = {"answerable": rows, "never_stored": never, "search_seconds": seconds}
     return result
 

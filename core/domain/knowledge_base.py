@@ -487,8 +487,7 @@ class KnowledgeBase:
         # waits for the lock to hand back its vector).
         words = _query_threads().submit(match_words, self.store, query, namespace, settings)
         vector = self.embedder.embed_query(query)
-        found = anchor_and_expand(self.store, query, vector, namespace, settings, words.result(),
-                                  self.embedder.embed_documents)
+        found = anchor_and_expand(self.store, query, vector, namespace, settings, words.result(), self.embedder)
         observations = _by_query_words(query, self.store.get_observations([r.node_id for r in found.nodes]))
 
         def scored(reached) -> ScoredNode:

@@ -108,6 +108,7 @@ def _with_replies(
     if not len(replies):
         return chunk_ids, scores
     present = np.flatnonzero(isin_ids(chunk_ids, replies))
+    scores = scores.copy()  # the caller's stay as they were
     scores[present] = np.maximum(scores[present], [lifted[i] for i in chunk_ids[present].tolist()])
     new = replies[~isin_ids(replies, chunk_ids[present])]
     return np.concatenate([chunk_ids, new]), np.concatenate([scores, [lifted[i] for i in new.tolist()]])

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -28,7 +27,7 @@ from duckgraph.core.domain.passage_ranking import rank_passages
 from duckgraph.core.domain.search_options import SearchOptions, edge_filter
 from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import (
-    ChunkRecord, EdgeRecord, GraphStore, NodeRecord, isin_ids, loose_key, name_candidates, terms, tokens)
+    ChunkRecord, EdgeRecord, Embedder, GraphStore, NodeRecord, isin_ids, loose_key, name_candidates, terms, tokens)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,9 +37,6 @@ if TYPE_CHECKING:
 FACTS_PER_NODE = 2
 #: Where a passage's sentences end: also at a semicolon, whose clause often answers alone.
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
-
-#: Embeds texts as stored content (`Embedder.embed_documents`): one row per text.
-Embed = Callable[[Sequence[str]], "np.ndarray"]
 
 
 @dataclass
@@ -101,10 +97,11 @@ def match_words(store: GraphStore, query_text: str, namespace: str, options: Sea
 
 def anchor_and_expand(
     store: GraphStore, query_text: str, query: np.ndarray, namespace: str, options: SearchOptions,
-    words: WordMatches | None = None, embed: Embed | None = None,
+    words: WordMatches | None = None, embedder: Embedder | None = None,
 ) -> Subgraph:
-    """The subgraph and passages that answer the query; `words`: `match_words`'s, when looked up already; `embed`:
-    the embedder's, to compare parts of entities and passages with the query below the floor (none: they are not)."""
+    """The subgraph and passages that answer the query; `words`: `match_words`'s, when looked up already;
+    `embedder`: the query's, to compare parts of entities and passages with it below the floor (none: they are
+    not)."""
     if words is None:
         words = match_words(store, query_text, namespace, options)
     named = words.named
@@ -112,7 +109,7 @@ def anchor_and_expand(
     # One search of the passages nearest the query serves the floor and the passage ranking.
     nearest_chunks = (store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace)
                       if options.max_passages > 0 else None)
-    relevance = _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options, words, embed)
+    relevance = _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options, words, embedder)
     if relevance is None:
         return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True)
     anchors = _anchors(store, named, nearest, words.nodes, query, options, relevance.observed)
@@ -143,7 +140,7 @@ def _anchor_candidates(options: SearchOptions) -> int:
 def _relevant(
     store: GraphStore, query_text: str, query: np.ndarray, nearest: list[tuple[int, float]],
     nearest_chunks: list[tuple[int, float]] | None, namespace: str, options: SearchOptions,
-    words: WordMatches | None = None, embed: Embed | None = None,
+    words: WordMatches | None = None, embedder: Embedder | None = None,
 ) -> Relevance | None:
     """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
     `relevance_floor` similar to the query (a `name_margin` share of it less when every name the query gives is
@@ -167,17 +164,17 @@ def _relevant(
     ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/")]
     if ids and any(store.keyword_search(kind, " ".join(ids), 1, namespace) for kind in ("node", "chunk")):
         return Relevance(True, {})
-    if embed is None or words is None or options.parts_compared <= 0:
+    if embedder is None or words is None or options.parts_compared <= 0:
         return None
     if not near:  # the parts below are held to the floor as the query's names move it
         floor += margin * _names_stored(store, query_text, namespace)
-    observed, sentence = _parts_near(store, query_text, query, namespace, words, embed, options.parts_compared)
+    observed, sentence = _parts_near(store, query_text, query, namespace, words, embedder, options.parts_compared)
     observed = {i: s for i, s in observed.items() if s >= floor}
     return Relevance(False, observed) if observed or sentence >= floor else None
 
 
 def _parts_near(
-    store: GraphStore, query_text: str, query: np.ndarray, namespace: str, words: WordMatches, embed: Embed,
+    store: GraphStore, query_text: str, query: np.ndarray, namespace: str, words: WordMatches, embedder: Embedder,
     limit: int,
 ) -> tuple[dict[int, float], float]:
     """The similarity to the query of the `limit` parts of what the keyword channel found that share most of its
@@ -187,8 +184,7 @@ def _parts_near(
     whole (an entity with its first observations together, a passage of several sentences) dilutes the one part
     that answers; a part alone reads like the short passages the floor was calibrated on. Returns each entity's
     best observation's similarity, and the best sentence's (-1 when none)."""
-    names = {term for name in name_candidates(query_text, 1, proper_only=True) for term in terms(name)}
-    wanted = set(terms(query_text)) - names
+    wanted = set(terms(query_text)) - _name_terms(query_text)
     ids = [node_id for node_id, _ in words.nodes]
     stored = store.get_observations(ids)
     labels = {n.id: n.name for n in store.get_nodes([i for i in ids if stored.get(i)])}
@@ -206,7 +202,8 @@ def _parts_near(
     observed: dict[int, float] = {}
     sentence = -1.0
     if chosen:
-        for i, similarity in zip(chosen, (embed([parts[i][2] for i in chosen]) @ query).tolist()):
+        texts = [parts[i][2] for i in chosen]
+        for i, similarity in zip(chosen, (embedder.embed_documents(texts) @ query).tolist()):
             node_id = parts[i][0]
             if node_id is None:
                 sentence = max(sentence, similarity)
@@ -220,13 +217,17 @@ def _names_stored(store: GraphStore, query_text: str, namespace: str) -> int:
     something stored, +1 when one is not, 0 when it names nothing. A name is the surest sign of what a question
     is about: one the memory holds makes a middling match likely relevant, one it never saw ("Kubernetes" in a
     memory of other things) makes it likely that nothing stored answers."""
-    names = name_candidates(query_text, 1, proper_only=True)
-    words = {term for name in names for term in terms(name) if not term.isdigit()}
+    words = {term for term in _name_terms(query_text) if not term.isdigit()}
     if not words:
         return 0
     stored = all(any(store.keyword_search(kind, word, 1, namespace) for kind in ("node", "chunk", "edge"))
                  for word in words)
     return -1 if stored else 1
+
+
+def _name_terms(query_text: str) -> set[str]:
+    """The terms of the words the query writes like proper names (a capital past its first letter)."""
+    return {term for name in name_candidates(query_text, 1, proper_only=True) for term in terms(name)}
 
 
 def _anchors(

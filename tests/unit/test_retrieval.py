@@ -302,9 +302,13 @@ def test_the_parts_compared_near_the_floor_are_the_sentences_and_observations_th
     words = retrieval.match_words(fake_kb.store, query, fake_kb.namespace, SearchOptions())
     embedded: list[list[str]] = []
 
-    def embed(texts):
-        embedded.append(list(texts))
-        return fake_kb.embedder.embed_documents(texts)
+    class Spy:  # the embedder, noting what it is asked to embed
+        @staticmethod
+        def embed_documents(texts):
+            embedded.append(list(texts))
+            return fake_kb.embedder.embed_documents(texts)
+
+    embed = Spy()
 
     vector = fake_kb.embedder.embed_query(query)
     observed, sentence = retrieval._parts_near(fake_kb.store, query, vector, fake_kb.namespace, words, embed, 8)
