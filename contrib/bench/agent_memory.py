@@ -42,7 +42,7 @@ from duckgraph.ports import Embedder  # noqa: E402
 DEFAULT_DATA = Path(__file__).resolve().parent / "data" / "agent_sessions.json"
 #: The ways each question is asked: label -> search options.
 WAYS: dict[str, dict[str, Any]] = {"search": {}, "whole vectors only": {"parts_compared": 0},
-                                   "no floor": {"relevance_floor": 0}}
+                                   "no word margin": {"word_margin": 0}, "no floor": {"relevance_floor": 0}}
 
 
 def load_session(kb: KnowledgeBase, session: dict[str, Any]) -> None:

@@ -35,6 +35,11 @@ if TYPE_CHECKING:
 
 #: Facts returned at most per node kept: enough for every path and its neighbours, bounded on dense graphs.
 FACTS_PER_NODE = 2
+#: Words that ask for whatever a memory holds of a thing, not for one fact of it ("Tell me about Tomas", "What do
+#: you know about Atlas?", "What happened on 11 October?"): they say nothing of whether the memory holds the answer.
+_ASKING_WORDS = frozenset(terms(
+    "tell know remember remind recall summarise summarize summary describe explain recap overview details "
+    "information anything everything something happened mention talk say show give find"))
 #: Where a passage's sentences end: also at a semicolon, whose clause often answers alone.
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
 
@@ -143,22 +148,22 @@ def _relevant(
     words: WordMatches | None = None, embedder: Embedder | None = None,
 ) -> Relevance | None:
     """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
-    `relevance_floor` similar to the query (a `name_margin` share of it less when every name the query gives is
-    stored, that much more when one is not: `_names_stored`), an id the query names verbatim ("INC-142", "v2.3")
-    is stored, or one observation or sentence of what the keyword channel found is that similar on its own
-    (`_parts_near`). Below it a search returns nothing (None here), so that the model says it does not know instead
-    of reading noise."""
+    `relevance_floor` similar to the query (moved by what the memory holds of the query's words: `_floor_shift`),
+    an id the query names verbatim ("INC-142", "v2.3") is stored, or one observation or sentence of what the keyword
+    channel found is that similar on its own (`_parts_near`). Below it a search returns nothing (None here), so that
+    the model says it does not know instead of reading noise."""
     if not options.relevance_floor:
         return Relevance(True, {})
-    floor, margin = options.relevance_floor, options.relevance_floor * options.name_margin
+    floor = options.relevance_floor
+    highest = floor * (1 + options.name_margin + options.word_margin)  # the most the query's words raise it to
     best = max((s for _, s in nearest[:1]), default=-1.0)
-    if best < floor + margin:
+    if best < highest:
         if nearest_chunks is None:  # no passages wanted: only the nearest one counts here
             nearest_chunks = store.vector_search("chunk", query, 1, namespace)
         best = max(best, max((s for _, s in nearest_chunks[:1]), default=-1.0))
-    near = floor - margin <= best < floor + margin
-    if near:  # near the floor: what the query names tips the balance
-        floor += margin * _names_stored(store, query_text, namespace)
+    if best >= highest:
+        return Relevance(True, {})
+    floor += _floor_shift(store, query_text, namespace, options)  # the parts below are held to it too
     if best >= floor:
         return Relevance(True, {})
     ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/")]
@@ -166,11 +171,18 @@ def _relevant(
         return Relevance(True, {})
     if embedder is None or words is None or options.parts_compared <= 0:
         return None
-    if not near:  # the parts below are held to the floor as the query's names move it
-        floor += margin * _names_stored(store, query_text, namespace)
     observed, sentence = _parts_near(store, query_text, query, namespace, words, embedder, options.parts_compared)
     observed = {i: s for i, s in observed.items() if s >= floor}
     return Relevance(False, observed) if observed or sentence >= floor else None
+
+
+def _floor_shift(store: GraphStore, query_text: str, namespace: str, options: SearchOptions) -> float:
+    """How far the floor moves for what the memory holds of the query's words: `name_margin` of it down when every
+    name the query gives is a word of something stored, up when one is not (`_names_stored`), and `word_margin` of it
+    up when none of the other words it asks with is (`_words_stored`)."""
+    floor = options.relevance_floor or 0.0
+    return floor * (options.name_margin * _names_stored(store, query_text, namespace)
+                    + options.word_margin * _words_stored(store, query_text, namespace))
 
 
 def _parts_near(
@@ -220,9 +232,31 @@ def _names_stored(store: GraphStore, query_text: str, namespace: str) -> int:
     words = {term for term in _name_terms(query_text) if not term.isdigit()}
     if not words:
         return 0
-    stored = all(any(store.keyword_search(kind, word, 1, namespace) for kind in ("node", "chunk", "edge"))
-                 for word in words)
-    return -1 if stored else 1
+    return -1 if all(_stored(store, word, namespace) for word in words) else 1
+
+
+def _words_stored(store: GraphStore, query_text: str, namespace: str) -> int:
+    """+1 when none of the words the query asks with (besides its names and `_ASKING_WORDS`) is a word of something
+    stored in any of its forms ("write" is stored as "wrote"), else 0 (also when it has none). A question none of
+    whose words the memory holds asks about what it never stored ("Sam's blood type" in a memory without blood or
+    type); one that shares a word may still not, so the floor comes down for names only."""
+    names = _name_terms(query_text) | _ASKING_WORDS
+    words = {word for word, term in zip(tokens(query_text), terms(query_text)) if term not in names}
+    if not words:
+        return 0
+    return 0 if any(_stored(store, " ".join(_forms(word)), namespace) for word in words) else 1
+
+
+def _forms(word: str) -> set[str]:
+    """The word and its inflections that its stem does not give ("wrote" and "written" of "write")."""
+    from lemminflect import getAllInflections  # its tables load on first use (~20 MB), by a search near the floor
+
+    return {word, *(form for forms in getAllInflections(word).values() for form in forms)}
+
+
+def _stored(store: GraphStore, word: str, namespace: str) -> bool:
+    """Whether an entity, passage or fact of the namespace holds one of the words."""
+    return any(store.keyword_search(kind, word, 1, namespace) for kind in ("node", "chunk", "edge"))
 
 
 def _name_terms(query_text: str) -> set[str]:

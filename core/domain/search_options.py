@@ -79,6 +79,9 @@ class SearchOptions:
     #: Share of the floor it moves by for a query that names things (see `_names_stored`): down when every name is
     #: stored, up when one is not (0.04-0.06 in cosine held on both public LoCoMo conversations in both modes).
     name_margin: float = 0.12
+    #: Share of the floor it moves up by when the memory holds none of the query's other words (see `_words_stored`;
+    #: 0.24 held the public LoCoMo conversations' floor shares in every mode, 0.36 did not).
+    word_margin: float = 0.24
     #: Parts of what the keyword channel found (observations, sentences) compared one by one with the query before a
     #: search says nothing relevant is stored (see `_parts_near`; 0: none). Embedding 8 on two CPU cores: ~12 ms
     #: for short observations, ~50 ms for encyclopedic sentences, paid only by a search that would come back empty.

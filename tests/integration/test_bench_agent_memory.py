@@ -47,7 +47,7 @@ def test_the_runner_asks_each_question_three_ways(tmp_path):
     with contextlib.redirect_stdout(table):
         report = agent_memory.main(["--data", str(data), "--json-out", str(out)])
     assert json.loads(out.read_text()) == report
-    search, whole, open_ = (report["all"][way] for way in agent_memory.WAYS)
+    search, whole, _, open_ = (report["all"][way] for way in agent_memory.WAYS)
     # Everything stored is answered; the drill and the tests only because their part reached the floor.
     assert (search["answerable"], search["answered %"], search["never stored empty %"]) == (3, 100.0, 100.0)
     rows = {r["question"]: r for r in report["sessions"]["tiny"]["whole vectors only"]["answerable"]}

@@ -194,6 +194,22 @@ def test_an_observation_that_answers_is_found_though_its_entity_vector_is_below_
     assert real_kb.search("Which drill bit cuts glass?").nothing_relevant
 
 
+def test_a_question_whose_words_the_memory_never_holds_finds_nothing(real_kb: KnowledgeBase) -> None:
+    # A health assistant's memory: the physiotherapist is stored, her phone number and height are not.
+    memory_server.create_entities(real_kb, [
+        MemoryEntityInput(name="Kirsty Lennox", entityType="person", observations=[
+            "Physiotherapist at Meadows Physio", "Treating the user's right knee since February", "Sessions cost £55"]),
+        MemoryEntityInput(name="Dr Ahmed", entityType="person", observations=[
+            "GP at Marchmont Medical Practice", "Ordered the January blood test"]),
+    ])
+    for question in ("What is Kirsty's phone number?", "How tall is Kirsty?"):
+        assert real_kb.search(question).nothing_relevant
+        assert not real_kb.search(question, word_margin=0).nothing_relevant  # the stored name alone let them through
+    for question, answer in (("What does a session with Kirsty cost?", "£55"), ("Tell me about Kirsty", "Meadows"),
+                             ("Who is my physiotherapist?", "Kirsty"), ("Who ordered the blood test?", "Ahmed")):
+        assert answer in real_kb.search(question).text
+
+
 def test_a_sentence_that_answers_is_found_though_its_passage_vector_is_below_the_floor(real_kb: KnowledgeBase) -> None:
     # A coding agent's notes: each answer is one sentence of a passage about several things.
     real_kb.add_documents([

@@ -259,6 +259,25 @@ def test_the_floor_moves_with_the_names_the_query_gives(kb) -> None:
     assert not relevant("What did Ada Lovelace write?", 0.30) and relevant("What did Grace Hopper write?", 0.50)
 
 
+def test_the_floor_rises_when_the_memory_holds_none_of_the_words_asked_with(kb) -> None:
+    options = SearchOptions(relevance_floor=0.40)  # with word_margin 0.24: 0.448 for a stored name, 0.496 for none
+
+    def relevant(query: str, best: float) -> bool:
+        return retrieval._relevant(kb.store, query, None, [(1, best)], [(1, best)], kb.namespace, options) is not None
+
+    # Nothing stored holds "blood" or "type": what is asked was never stored, whatever the name.
+    assert not relevant("What is Ada Lovelace's blood type?", 0.43)
+    assert relevant("What is Ada Lovelace's blood type?", 0.46)
+    assert not relevant("what blood type?", 0.48) and relevant("what blood type?", 0.50)
+    # One word stored is enough, in any of its forms ("wrote" for "write"); words that ask for anything a memory
+    # holds ("tell", "know") do not count.
+    assert relevant("What did Ada Lovelace write?", 0.37)
+    assert relevant("What is Ada Lovelace's blood type in her notes?", 0.37)
+    assert relevant("Tell me what you know about Ada Lovelace", 0.37)
+    assert retrieval._words_stored(kb.store, "What did Ada Lovelace write?", kb.namespace) == 0
+    assert retrieval._words_stored(kb.store, "What is Ada Lovelace's blood type?", kb.namespace) == 1
+
+
 @pytest.mark.parametrize(("name", "parts"), [
     ("Fredericton, New Brunswick", ["Fredericton", "New Brunswick"]),
     ("2,913,123", []),
