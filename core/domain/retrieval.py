@@ -148,10 +148,11 @@ def _relevant(
     words: WordMatches | None = None, embedder: Embedder | None = None,
 ) -> Relevance | None:
     """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
-    `relevance_floor` similar to the query (moved by what the memory holds of the query's words: `_floor_shift`),
-    an id the query names verbatim ("INC-142", "v2.3") is stored, or one observation or sentence of what the keyword
-    channel found is that similar on its own (`_parts_near`). Below it a search returns nothing (None here), so that
-    the model says it does not know instead of reading noise."""
+    `relevance_floor` similar to the query (moved by what the memory holds of the query's words), the query asks
+    for whatever is stored of names the memory holds ("Tell me about Kirsty"), an id it names verbatim ("INC-142",
+    "v2.3") is stored, or one observation or sentence of what the keyword channel found is that similar on its own
+    (`_parts_near`). Below it a search returns nothing (None here), so that the model says it does not know instead
+    of reading noise."""
     if not options.relevance_floor:
         return Relevance(True, {})
     floor = options.relevance_floor
@@ -163,7 +164,13 @@ def _relevant(
         best = max(best, max((s for _, s in nearest_chunks[:1]), default=-1.0))
     if best >= highest:
         return Relevance(True, {})
-    floor += _floor_shift(store, query_text, namespace, options)  # the parts below are held to it too
+    names, asked = _names_stored(store, query_text, namespace), _words_stored(store, query_text, namespace)
+    if names < 0 and asked is None:  # it asks for whatever is stored of things the memory holds
+        return Relevance(True, {})
+    # The query's words move the floor (the parts below are held to it too): `name_margin` of it down when every
+    # name it gives is a word of something stored, up when one is not; `word_margin` of it up when none of the
+    # other words it asks with is.
+    floor *= 1 + options.name_margin * names + options.word_margin * (asked or 0)
     if best >= floor:
         return Relevance(True, {})
     ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/")]
@@ -174,15 +181,6 @@ def _relevant(
     observed, sentence = _parts_near(store, query_text, query, namespace, words, embedder, options.parts_compared)
     observed = {i: s for i, s in observed.items() if s >= floor}
     return Relevance(False, observed) if observed or sentence >= floor else None
-
-
-def _floor_shift(store: GraphStore, query_text: str, namespace: str, options: SearchOptions) -> float:
-    """How far the floor moves for what the memory holds of the query's words: `name_margin` of it down when every
-    name the query gives is a word of something stored, up when one is not (`_names_stored`), and `word_margin` of it
-    up when none of the other words it asks with is (`_words_stored`)."""
-    floor = options.relevance_floor or 0.0
-    return floor * (options.name_margin * _names_stored(store, query_text, namespace)
-                    + options.word_margin * _words_stored(store, query_text, namespace))
 
 
 def _parts_near(
@@ -235,15 +233,16 @@ def _names_stored(store: GraphStore, query_text: str, namespace: str) -> int:
     return -1 if all(_stored(store, word, namespace) for word in words) else 1
 
 
-def _words_stored(store: GraphStore, query_text: str, namespace: str) -> int:
+def _words_stored(store: GraphStore, query_text: str, namespace: str) -> int | None:
     """+1 when none of the words the query asks with (besides its names and `_ASKING_WORDS`) is a word of something
-    stored in any of its forms ("write" is stored as "wrote"), else 0 (also when it has none). A question none of
-    whose words the memory holds asks about what it never stored ("Sam's blood type" in a memory without blood or
-    type); one that shares a word may still not, so the floor comes down for names only."""
+    stored in any of its forms ("write" is stored as "wrote"), 0 when one is, None when it asks with no other word
+    ("Who is Kirsty?", "What happened on 11 October?"). A question none of whose words the memory holds asks about
+    what it never stored ("Sam's blood type" in a memory without blood or type); one that shares a word may still
+    not, so the floor comes down for names only."""
     names = _name_terms(query_text) | _ASKING_WORDS
     words = {word for word, term in zip(tokens(query_text), terms(query_text)) if term not in names}
     if not words:
-        return 0
+        return None
     return 0 if any(_stored(store, " ".join(_forms(word)), namespace) for word in words) else 1
 
 

@@ -232,6 +232,9 @@ def test_a_sentence_that_answers_is_found_though_its_passage_vector_is_below_the
         # Only a sentence reached the floor: entities the query's vector is merely nearest to are not shown.
         assert not (result.nodes or result.edges)
         assert real_kb.search(question, parts_compared=0).nothing_relevant  # whole passages alone: nothing
+    # A date and nothing else asked: what is stored of it answers, though no vector is near.
+    result = real_kb.search("What happened on 11 October?")
+    assert not result.nothing_relevant and result.passages[0].document_id == "retro"
     # Never stored, though "naming" or "convention" might be: still nothing.
     assert real_kb.search("What is our Kafka topic naming convention?").nothing_relevant
     assert real_kb.search("Which test framework do we use for the frontend?").nothing_relevant

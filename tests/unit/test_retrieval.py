@@ -276,6 +276,10 @@ def test_the_floor_rises_when_the_memory_holds_none_of_the_words_asked_with(kb) 
     assert relevant("Tell me what you know about Ada Lovelace", 0.37)
     assert retrieval._words_stored(kb.store, "What did Ada Lovelace write?", kb.namespace) == 0
     assert retrieval._words_stored(kb.store, "What is Ada Lovelace's blood type?", kb.namespace) == 1
+    # Nothing asked but the names: whatever is stored of them answers, however far the nearest vector.
+    assert retrieval._words_stored(kb.store, "Tell me about Ada Lovelace", kb.namespace) is None
+    assert relevant("Tell me about Ada Lovelace", 0.10) and relevant("What do you know about Lovelace?", 0.10)
+    assert not relevant("Tell me about Grace Hopper", 0.10)
 
 
 @pytest.mark.parametrize(("name", "parts"), [
