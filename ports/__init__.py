@@ -32,13 +32,13 @@ from duckgraph.ports.records import (
     WriteSummary,
 )
 from duckgraph.ports.store import GraphStore, reads_on
-from duckgraph.ports.text import terms, tokens
+from duckgraph.ports.text import inflections, terms, tokens
 
 __all__ = [
     "ChangeRecord", "ChatExtractor", "ChunkRecord", "ConfigError", "DocumentRecord", "DuckgraphError", "EdgeRecord", "EdgeWrite", "Embedder",
     "EmbedderError", "EmbedderMismatchError", "ExtractionError", "Extractor", "GraphFragment", "GraphStore",
     "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "ReplyFormat", "Snapshot", "StoreError", "TimeFilter", "VectorKind", "WriteBatch",
     "WriteSummary",
-    "clean_name", "entity_key", "hookimpl", "isin_ids", "link_counts", "loose_key", "name_candidates", "normalize",
-    "reads_on", "relation_type", "terms", "tokens",
+    "clean_name", "entity_key", "hookimpl", "inflections", "isin_ids", "link_counts", "loose_key", "name_candidates",
+    "normalize", "reads_on", "relation_type", "terms", "tokens",
 ]

@@ -65,3 +65,11 @@ def _stemmer() -> Any:
     import Stemmer  # PyStemmer (Snowball in C); loaded on first use, not when the server starts
 
     return Stemmer.Stemmer("english")
+
+
+def inflections(word: str) -> set[str]:
+    """The word and its English inflections ("wrote" and "written" of "write"; none for an unknown word): the forms
+    a stem does not join, for asking whether a word is stored in any form."""
+    from lemminflect import getAllInflections  # lemminflect (MIT); its tables (~20 MB) load on first use
+
+    return {word, *(form for forms in getAllInflections(word).values() for form in forms)}

@@ -27,7 +27,8 @@ from duckgraph.core.domain.passage_ranking import rank_passages
 from duckgraph.core.domain.search_options import SearchOptions, edge_filter
 from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import (
-    ChunkRecord, EdgeRecord, Embedder, GraphStore, NodeRecord, isin_ids, loose_key, name_candidates, terms, tokens)
+    ChunkRecord, EdgeRecord, Embedder, GraphStore, NodeRecord, inflections, isin_ids, loose_key, name_candidates, terms,
+    tokens)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -243,14 +244,7 @@ def _words_stored(store: GraphStore, query_text: str, namespace: str) -> int | N
     words = {word for word, term in zip(tokens(query_text), terms(query_text)) if term not in names}
     if not words:
         return None
-    return 0 if any(_stored(store, " ".join(_forms(word)), namespace) for word in words) else 1
-
-
-def _forms(word: str) -> set[str]:
-    """The word and its inflections that its stem does not give ("wrote" and "written" of "write")."""
-    from lemminflect import getAllInflections  # its tables load on first use (~20 MB), by a search near the floor
-
-    return {word, *(form for forms in getAllInflections(word).values() for form in forms)}
+    return 0 if any(_stored(store, " ".join(inflections(word)), namespace) for word in words) else 1
 
 
 def _stored(store: GraphStore, word: str, namespace: str) -> bool:

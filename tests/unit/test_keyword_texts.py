@@ -5,7 +5,7 @@ from collections import Counter
 import numpy as np
 
 from duckgraph.plugins.duckdb.keyword_texts import Codes, Rows, gather, tokenize
-from duckgraph.ports import terms
+from duckgraph.ports import inflections, terms
 
 TEXTS = [
     "INC-142 hit orders-db in v2.3 of the API",
@@ -34,6 +34,12 @@ def test_terms_are_stems_of_words_and_ids_as_written():
     assert terms("Running INC-142 on orders-db v2.3") == ["run", "inc", "142", "inc-142", "order", "db", "orders-db",
                                                          "v2", "3", "v2.3"]
     assert terms("the and of") == []
+
+
+def test_inflections_give_the_forms_a_stem_does_not_join():
+    assert {"wrote", "written"} <= inflections("write") and "chose" in inflections("choose")
+    assert {terms(form)[0] for form in inflections("write")} > {terms("write")[0]}  # the stems differ
+    assert inflections("xyzzy") == {"xyzzy"}  # an unknown word is only itself
 
 
 def test_rows_of_lists_keep_each_rows_words():
