@@ -74,7 +74,8 @@ class Subgraph:
 
 class Relevance(NamedTuple):
     """Why a search goes on (see `_relevant`): whether a whole entity or passage (or an id the query names) reached
-    the floor, and the entities whose own observation did, with that observation's similarity."""
+    the floor (if not, only parts did or the query asks for whatever is stored of names: no entity anchors it by its
+    vector alone), and the entities whose own observation did, with that observation's similarity."""
 
     whole: bool
     observed: dict[int, float]
@@ -119,7 +120,7 @@ def anchor_and_expand(
     if relevance is None:
         return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True)
     anchors = _anchors(store, named, nearest, words.nodes, query, options, relevance.observed)
-    if not relevance.whole:  # only parts reached the floor: a vector below it alone does not make an anchor
+    if not relevance.whole:  # no whole reached the floor: a vector below it alone does not make an anchor
         backed = {n.id for n in named} | {i for i, _ in words.nodes} | relevance.observed.keys()
         anchors = [a for a in anchors if a.node_id in backed]
     reached, edges = _expand(store, query, namespace, anchors, options)
@@ -166,8 +167,8 @@ def _relevant(
     if best >= highest:
         return Relevance(True, {})
     names, asked = _names_stored(store, query_text, namespace), _words_stored(store, query_text, namespace)
-    if names < 0 and asked is None:  # it asks for whatever is stored of things the memory holds
-        return Relevance(True, {})
+    if names < 0 and asked is None:  # it asks for whatever is stored of things the memory holds: they anchor it
+        return Relevance(False, {})
     # The query's words move the floor (the parts below are held to it too): `name_margin` of it down when every
     # name it gives is a word of something stored, up when one is not; `word_margin` of it up when none of the
     # other words it asks with is.

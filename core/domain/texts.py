@@ -10,17 +10,20 @@ from collections.abc import Sequence
 
 from duckgraph.ports import EdgeWrite, NodeRecord
 
-#: Observations that go into a node's vector; the rest stay searchable through get_entities only.
+#: Observations that go into a node's vector; the rest are found by keywords and compared one by one near the
+#: relevance floor (see retrieval._parts_near).
 OBSERVATIONS_IN_VECTOR = 10
 
 
 def node_text(node: NodeRecord, observations: Sequence[str] = ()) -> str:
-    """The text a node's vector is computed from: name, type, aliases, description, first observations."""
+    """The text a node's vector is computed from: name, type, aliases, description, properties, first observations."""
     text = f"{node.name} ({node.type})"
     if node.aliases:
         text += f", also known as {', '.join(node.aliases)}"
     if node.description:
         text += f": {node.description}"
+    if node.properties:
+        text += ". " + "; ".join(f"{key.replace('_', ' ')}: {value}" for key, value in node.properties.items())
     if observations:
         text += ". " + " ".join(observations[:OBSERVATIONS_IN_VECTOR])
     return text

@@ -39,7 +39,7 @@ SESSION = {
 }
 
 
-def test_the_runner_asks_each_question_three_ways(tmp_path):
+def test_the_runner_asks_each_question_each_way(tmp_path):
     data = tmp_path / "sessions.json"
     data.write_text(json.dumps({"sessions": [SESSION]}))
     out = tmp_path / "report.json"

@@ -170,6 +170,19 @@ def test_observations_and_properties_appear_with_their_entity(platform: Knowledg
     assert maya_entity["observations"][0] == "Prefers morning meetings"  # stored order, as the reference
 
 
+def test_properties_are_part_of_an_entitys_vector(real_kb: KnowledgeBase) -> None:
+    ship = NodeInput(name="Gull's Wake", type="Ship", description="A three-masted schooner")
+    real_kb.add_knowledge_graph([ship.model_copy(update={"properties": {"home_port": "Tarnhaven", "crew": 23}})], [])
+    real_kb.add_knowledge_graph([ship], [], namespace="bare")
+    question = real_kb.embedder.embed_query("Which ship has its home port in Tarnhaven?")
+    with_properties = real_kb.store.vector_search("node", question, 1, real_kb.namespace)[0][1]
+    without = real_kb.store.vector_search("node", question, 1, "bare")[0][1]
+    assert without < real_kb.embedder.relevance_floor < with_properties
+    # Changing a property changes the vector.
+    real_kb.add_knowledge_graph([ship.model_copy(update={"properties": {"home_port": "Vessary"}})], [])
+    assert real_kb.store.vector_search("node", question, 1, real_kb.namespace)[0][1] < with_properties
+
+
 def test_an_observation_that_answers_is_found_though_its_entity_vector_is_below_the_floor(real_kb: KnowledgeBase) -> None:
     # A reference-server user's memory: the answer is the last of many observations, outside the entity's vector.
     filler = [f"Visited {city} in {year}" for city, year in zip(
