@@ -229,7 +229,9 @@ def _names_stored(store: GraphStore, query_text: str, namespace: str) -> int:
     something stored, +1 when one is not, 0 when it names nothing. A name is the surest sign of what a question
     is about: one the memory holds makes a middling match likely relevant, one it never saw ("Kubernetes" in a
     memory of other things) makes it likely that nothing stored answers."""
-    words = {term for term in _name_terms(query_text) if not term.isdigit()}
+    # Words, not their terms, go to the keyword search, which stems them: a stem stemmed again may differ ("Ilse"
+    # gives "ils", and "ils" gives "il").
+    words = {word for word in _name_words(query_text) if not word.isdigit()}
     if not words:
         return 0
     return -1 if all(_stored(store, word, namespace) for word in words) else 1
@@ -253,9 +255,14 @@ def _stored(store: GraphStore, word: str, namespace: str) -> bool:
     return any(store.keyword_search(kind, word, 1, namespace) for kind in ("node", "chunk", "edge"))
 
 
+def _name_words(query_text: str) -> set[str]:
+    """The words (as `tokens` gives them) the query writes like proper names (a capital past its first letter)."""
+    return {word for name in name_candidates(query_text, 1, proper_only=True) for word in tokens(name)}
+
+
 def _name_terms(query_text: str) -> set[str]:
-    """The terms of the words the query writes like proper names (a capital past its first letter)."""
-    return {term for name in name_candidates(query_text, 1, proper_only=True) for term in terms(name)}
+    """The terms of `_name_words`."""
+    return set(terms(" ".join(_name_words(query_text))))
 
 
 def _anchors(

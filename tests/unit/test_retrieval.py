@@ -259,6 +259,13 @@ def test_the_floor_moves_with_the_names_the_query_gives(kb) -> None:
     assert not relevant("What did Ada Lovelace write?", 0.30) and relevant("What did Grace Hopper write?", 0.50)
 
 
+def test_a_name_whose_stem_is_not_its_own_stem_is_found_stored(fake_kb) -> None:
+    # "Ilse" gives the term "ils", and "ils" the term "il": the index is asked for the word, stemmed once.
+    fake_kb.add_knowledge_graph([node("Ilse Marrow", "Person", "Captain of a schooner.")], [])
+    assert retrieval._names_stored(fake_kb.store, "How old is Ilse's mentor?", fake_kb.namespace) == -1
+    assert retrieval._names_stored(fake_kb.store, "How old is Ilse's Ilsa?", fake_kb.namespace) == 1
+
+
 def test_the_floor_rises_when_the_memory_holds_none_of_the_words_asked_with(kb) -> None:
     options = SearchOptions(relevance_floor=0.40)  # with word_margin 0.24: 0.448 for a stored name, 0.496 for none
 
