@@ -29,6 +29,7 @@ from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import (
     ChunkRecord, EdgeRecord, Embedder, GraphStore, NodeRecord, inflections, isin_ids, loose_key, name_candidates, terms,
     tokens)
+from duckgraph.ports.text import stemmed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,9 +39,8 @@ if TYPE_CHECKING:
 FACTS_PER_NODE = 2
 #: Words that ask for whatever a memory holds of a thing, not for one fact of it ("Tell me about Tomas", "What do
 #: you know about Atlas?", "What happened on 11 October?"): they say nothing of whether the memory holds the answer.
-_ASKING_WORDS = frozenset(terms(
-    "tell know remember remind recall summarise summarize summary describe explain recap overview details "
-    "information anything everything something happened mention talk say show give find"))
+_ASKING_WORDS = ("tell know remember remind recall summarise summarize summary describe explain recap overview details "
+                 "information anything everything something happened mention talk say show give find")
 #: Where a passage's sentences end: also at a semicolon, whose clause often answers alone.
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
 
@@ -243,11 +243,18 @@ def _words_stored(store: GraphStore, query_text: str, namespace: str) -> int | N
     ("Who is Kirsty?", "What happened on 11 October?"). A question none of whose words the memory holds asks about
     what it never stored ("Sam's blood type" in a memory without blood or type); one that shares a word may still
     not, so the floor comes down for names only."""
-    names = _name_terms(query_text) | _ASKING_WORDS
-    words = {word for word, term in zip(tokens(query_text), terms(query_text)) if term not in names}
+    names = _name_terms(query_text) | _asking_terms()
+    written = tokens(query_text)
+    words = {word for word, term in zip(written, stemmed(written)) if term not in names}
     if not words:
         return None
     return 0 if any(_stored(store, " ".join(inflections(word)), namespace) for word in words) else 1
+
+
+@functools.cache
+def _asking_terms() -> frozenset[str]:
+    """The terms of `_ASKING_WORDS`, stemmed on first use (the stemmer is not loaded when the server starts)."""
+    return frozenset(terms(_ASKING_WORDS))
 
 
 def _stored(store: GraphStore, word: str, namespace: str) -> bool:
@@ -372,7 +379,8 @@ def _edges_touching(
 
 
 def _rank_facts(
-    store: GraphStore, query_text: str, query: np.ndarray, walked: list[tuple[np.ndarray, np.ndarray, np.ndarray]], kept: list[Reached], options: SearchOptions,
+    store: GraphStore, query_text: str, query: np.ndarray, walked: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    kept: list[Reached], options: SearchOptions,
 ) -> dict[int, tuple[float, float]]:
     """The facts (edges) that best answer the query, best first, each with its score and its own similarity
     to the query: those among the kept
