@@ -31,7 +31,7 @@ from duckgraph.ports.records import (
     WriteBatch,
     WriteSummary,
 )
-from duckgraph.ports.store import GraphStore, reads_on
+from duckgraph.ports.store import GraphStore, part_title, reads_on
 from duckgraph.ports.text import inflections, terms, tokens
 
 __all__ = [
@@ -40,5 +40,5 @@ __all__ = [
     "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "ReplyFormat", "Snapshot", "StoreError", "TimeFilter", "VectorKind", "WriteBatch",
     "WriteSummary",
     "clean_name", "entity_key", "hookimpl", "inflections", "isin_ids", "link_counts", "loose_key", "name_candidates",
-    "normalize", "reads_on", "relation_type", "terms", "tokens",
+    "normalize", "part_title", "reads_on", "relation_type", "terms", "tokens",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -415,9 +416,23 @@ def reads_on(before: tuple[str, int, str] | None, after: tuple[str, int, str] | 
     """Whether the chunk `after`, stored just after the chunk `before` (each given as its document's id, its
     ordinal and its document's title), goes on with its text: the next chunk of the same document, or the first
     chunk of another document of the same title (not empty), the next turn of a conversation kept one turn per
-    document."""
+    document, or of the next part of a text stored as several documents (`part_title`)."""
     if before is None or after is None:
         return False
     if before[0] == after[0]:
         return after[1] == before[1] + 1
-    return bool(before[2]) and after[2] == before[2] and after[1] == 0
+    return bool(before[2]) and after[1] == 0 and (after[2] == before[2] or _next_part(before[2], after[2]))
+
+
+def part_title(title: str, n: int, parts: int) -> str:
+    """The title of part `n` of a text stored as `parts` documents, because it is longer than one may be."""
+    return f"{title} (part {n} of {parts})"
+
+
+_PART_TITLE = re.compile(r"(.*) \(part (\d+) of (\d+)\)")
+
+
+def _next_part(before: str, after: str) -> bool:
+    """Whether `after` is the title of the part of a text that follows the part titled `before`."""
+    first, then = _PART_TITLE.fullmatch(before), _PART_TITLE.fullmatch(after)
+    return bool(first and then and first[1] == then[1] and first[3] == then[3] and int(then[2]) == int(first[2]) + 1)

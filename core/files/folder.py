@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from duckgraph.ports import DuckgraphError, InvalidInputError, WriteBatch
+from duckgraph.ports import DuckgraphError, InvalidInputError, WriteBatch, part_title
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
@@ -203,7 +203,7 @@ def as_documents(document_id: str, title: str, text: str, time: str | None, meta
         return Contents([DocumentInput(id=document_id, title=title, text=parts[0], metadata=metadata, time=moment)],
                         stated)
     return Contents([DocumentInput(id=document_id if n == 1 else f"{document_id}#part-{n}",
-                                   title=f"{title} (part {n} of {len(parts)})", text=part, metadata=metadata,
+                                   title=part_title(title, n, len(parts)), text=part, metadata=metadata,
                                    time=moment)
                      for n, part in enumerate(parts, start=1)], stated)
 

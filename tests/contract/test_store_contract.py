@@ -284,7 +284,8 @@ class StoreContract:
     @HELPER
     def test_adjacent_chunks_go_on_in_reading_order(self, store, graph, helper):
         """Before and after each chunk: its document's chunks, and across a document's end the documents stored
-        just before and after it under the same title (a conversation's turns), never another namespace's."""
+        just before and after it under the same title (a conversation's turns) or as its next part, never another
+        namespace's."""
         adjacent = helper(store, "adjacent_chunks")
         first, second = graph.chunks
         (other,) = graph.other_chunks  # stored just after `second`, in another namespace
@@ -302,6 +303,17 @@ class StoreContract:
                                                          ("turn2", 0)))
         assert adjacent([t0, t1a, t1b, aside, t2], "default") == {
             t0: (None, t1a), t1a: (t0, t1b), t1b: (t1a, None), aside: (None, None), t2: (None, None)}
+        # A long text stored as parts reads on from one part into the next, not past a part that is missing, nor
+        # into another text's part of the same number.
+        titled = {"a1": "Manual (part 1 of 3)", "a2": "Manual (part 2 of 3)", "b3": "Guide (part 3 of 3)",
+                  "a3": "Manual (part 3 of 4)"}
+        store.write(WriteBatch(
+            documents=[DocumentRecord(id=doc, namespace="default", text=doc, title=title)
+                       for doc, title in titled.items()],
+            chunks=[ChunkRecord(doc, 0, doc) for doc in titled]))
+        a1, a2, b3, a3 = (c.id for c in store.document_chunks("default", list(titled)))
+        assert adjacent([a1, a2, b3, a3], "default") == {
+            a1: (None, a2), a2: (a1, None), b3: (None, None), a3: (None, None)}
 
     # -- restore and validity ------------------------------------------------------------------------------
 

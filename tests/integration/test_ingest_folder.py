@@ -251,6 +251,11 @@ def test_a_file_over_the_document_limit_is_stored_as_several_and_the_rest_of_the
     assert stored[big][0] == "big (part 1 of 2)" and stored[big][1].endswith("\n\n")  # cut at a paragraph
     assert len(stored[big][1]) <= MAX_DOCUMENT_CHARS
     assert stored[big][1] + stored[f"{big}#part-2"][1] == (notes / "big.txt").read_text(encoding="utf-8")
+    with _hashing_kb(db_path) as kb:  # the text reads on from the first part's last passage into the second's
+        chunks = kb.store.document_chunks("default", [big, f"{big}#part-2"])
+        last = max((c for c in chunks if c.document_id == big), key=lambda c: c.ordinal)
+        first = next(c for c in chunks if c.document_id == f"{big}#part-2" and c.ordinal == 0)
+        assert kb.store.adjacent_chunks([last.id], "default")[last.id][1] == first.id
 
 
 def test_one_file_the_store_refuses_does_not_stop_the_others(notes, db_path, monkeypatch):
