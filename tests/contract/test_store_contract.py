@@ -303,17 +303,18 @@ class StoreContract:
                                                          ("turn2", 0)))
         assert adjacent([t0, t1a, t1b, aside, t2], "default") == {
             t0: (None, t1a), t1a: (t0, t1b), t1b: (t1a, None), aside: (None, None), t2: (None, None)}
-        # A long text stored as parts reads on from one part into the next, not past a part that is missing, nor
-        # into another text's part of the same number.
-        titled = {"a1": "Manual (part 1 of 3)", "a2": "Manual (part 2 of 3)", "b3": "Guide (part 3 of 3)",
-                  "a3": "Manual (part 3 of 4)"}
+        # A long text stored as parts reads on from one part into the next (each stored just after the one
+        # before), not into a part of another text or of another count, nor past a part that is missing.
+        titled = {"a1": "Manual (part 1 of 3)", "a2": "Manual (part 2 of 3)", "x3": "Manual (part 3 of 4)",
+                  "g3": "Guide (part 3 of 3)", "n1": "Notes (part 1 of 3)", "n3": "Notes (part 3 of 3)"}
         store.write(WriteBatch(
             documents=[DocumentRecord(id=doc, namespace="default", text=doc, title=title)
                        for doc, title in titled.items()],
             chunks=[ChunkRecord(doc, 0, doc) for doc in titled]))
-        a1, a2, b3, a3 = (c.id for c in store.document_chunks("default", list(titled)))
-        assert adjacent([a1, a2, b3, a3], "default") == {
-            a1: (None, a2), a2: (a1, None), b3: (None, None), a3: (None, None)}
+        ids = {c.document_id: c.id for c in store.document_chunks("default", list(titled))}
+        assert adjacent(list(ids.values()), "default") == {
+            chunk_id: ((ids["a1"], None) if doc == "a2" else (None, ids["a2"]) if doc == "a1" else (None, None))
+            for doc, chunk_id in ids.items()}
 
     # -- restore and validity ------------------------------------------------------------------------------
 
