@@ -1,10 +1,11 @@
 """The domain model as the outside world sees it: validated inputs and structured results."""
 
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, StringConstraints, model_validator)
 
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.moments import check_period, parse_moment
@@ -68,6 +69,10 @@ Observation = Annotated[
 ]
 #: A moment: an ISO 8601 date or date-time, no zone = UTC, kept as naive UTC (core/domain/moments.py).
 Moment = Annotated[datetime, BeforeValidator(parse_moment)]
+#: A stored moment in a result: naive UTC inside, written to JSON with its zone ("...Z"), as the schema's
+#: date-time format (RFC 3339) asks; clients that check it refuse a time without one.
+UtcTime = Annotated[datetime, PlainSerializer(lambda moment: moment if moment.tzinfo else moment.replace(
+    tzinfo=timezone.utc), return_type=datetime, when_used="json")]
 #: An observation as the reference memory server takes it (kept as given, blank allowed), with the same cap and
 #: characters as ours; also what a file's node lines hold, since a stored observation may have come this way.
 StoredObservation = Annotated[
@@ -133,8 +138,8 @@ class EndedRelation(_Model):
     source: str
     target: str
     type: str
-    valid_from: datetime | None = None
-    valid_until: datetime
+    valid_from: UtcTime | None = None
+    valid_until: UtcTime
 
 
 class RelationsEnded(_Model):
@@ -145,7 +150,7 @@ class RelationsEnded(_Model):
 
 
 class Change(_Model):
-    at: datetime = Field(description="When it was written (UTC).")
+    at: UtcTime = Field(description="When it was written (UTC).")
     change: str = Field(description="entity created, entity updated, fact added, fact ended or document added.")
     subject: str
 
@@ -295,8 +300,8 @@ class ResultEdge(_Model):
     type: str
     description: str = ""
     weight: float
-    valid_from: datetime | None = Field(None, description="When it became true, if known.")
-    valid_until: datetime | None = Field(None, description="When it stopped being true; null while it holds.")
+    valid_from: UtcTime | None = Field(None, description="When it became true, if known.")
+    valid_until: UtcTime | None = Field(None, description="When it stopped being true; null while it holds.")
 
 
 class ScoredEdge(ResultEdge):
@@ -312,7 +317,7 @@ class Passage(_Model):
     title: str = ""
     section: str = Field("", description="Headings above it: 'Install > Linux'.")
     text: str
-    time: datetime | None = Field(None, description="Its document's time, if given.")
+    time: UtcTime | None = Field(None, description="Its document's time, if given.")
     score: float = Field(
         description="Relevance to the query, comparable across queries: the best passage scores the best "
         "passage-to-query cosine similarity, the others in proportion to their graph-walk score."

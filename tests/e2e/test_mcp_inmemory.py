@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,54 @@ async def test_documents_graph_and_search_scenario(services, db_path):
         "nodes": len(NODES), "edges": len(EDGES), "documents": len(DOCUMENTS),
         "chunks": sum(len(c) for c in chunks_of.values()),
     }
+
+
+def strict_validator(schema: dict[str, Any]):
+    """A JSON Schema validator that checks "date-time" as RFC 3339 does (a zone required), as the TypeScript SDK's
+    clients check a tool's structured output; jsonschema checks that format only with an extra package."""
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    checker = FormatChecker(formats=())
+
+    @checker.checks("date-time", raises=ValueError)
+    def _rfc3339(value: object) -> bool:
+        return not isinstance(value, str) or (
+            "T" in value.upper() and datetime.fromisoformat(value.replace("z", "Z")).tzinfo is not None)
+
+    return Draft202012Validator(schema, format_checker=checker)
+
+
+@pytest.mark.anyio
+async def test_every_time_in_a_result_matches_its_schema_as_strict_clients_check_it(services):
+    """Stored times are naive UTC; a result written without a zone ("2026-03-04T00:00:00") fails the date-time format
+    of the output schema, and clients that check it (the MCP Inspector, the TypeScript SDK) refuse the whole result."""
+    edge = {"source": "Vera Rubin", "type": "EMPLOYED_BY", "target": "Carnegie Institution for Science",
+            "valid_from": "1965-01-01", "source_ids": ["doc-rubin"]}
+    async with Client(build_server(services)) as client:
+        schemas = {tool.name: tool.output_schema for tool in (await client.list_tools()).tools}
+        results = {
+            "add_documents": await call_ok(client, "add_documents", {"documents": [
+                {**d, "time": "2026-03-04"} for d in DOCUMENTS]}),
+            "add_knowledge_graph": await call_ok(client, "add_knowledge_graph", {"nodes": NODES, "edges": [edge]}),
+        }
+        results["search"] = await call_ok(client, "search", {"query": "Where did Vera Rubin work?"})
+        results["get_entities"] = await call_ok(client, "get_entities", {"names": ["Vera Rubin"]})
+        results["find_paths"] = await call_ok(client, "find_paths", {
+            "source": "Vera Rubin", "target": "Carnegie Institution for Science"})
+        results["end_relations"] = await call_ok(client, "end_relations", {"relations": [
+            {"source": "Vera Rubin", "type": "EMPLOYED_BY", "target": "Carnegie Institution for Science",
+             "ended_at": "2016-12-25"}]})
+        results["recent_changes"] = await call_ok(client, "recent_changes", {})
+    times = {
+        "search": [p["time"] for p in results["search"]["passages"]] + [e["valid_from"] for e in results["search"]["edges"]],
+        "end_relations": [results["end_relations"]["ended"][0]["valid_until"]],
+        "recent_changes": [c["at"] for c in results["recent_changes"]["changes"]],
+    }
+    assert all(times.values()) and "1965-01-01T00:00:00Z" in times["search"]
+    assert "2026-03-04T00:00:00Z" in times["search"] and times["end_relations"] == ["2016-12-25T00:00:00Z"]
+    for tool, result in results.items():
+        errors = [error.message for error in strict_validator(schemas[tool]).iter_errors(result)]
+        assert not errors, (tool, errors)
 
 
 @pytest.mark.anyio

@@ -60,7 +60,7 @@ async def story(client: Client) -> None:
         {"source": "dana okafor", "target": "Northwind Logistics", "type": "works_at", "ended_at": "2024-01-31"},
         {"source": "Dana Okafor", "target": "Helios Robotics", "type": "WORKS_AT"},
     ]})
-    assert [(r["target"], r["valid_until"]) for r in ended["ended"]] == [("Northwind Logistics", "2024-01-31T00:00:00")]
+    assert [(r["target"], r["valid_until"]) for r in ended["ended"]] == [("Northwind Logistics", "2024-01-31T00:00:00Z")]
     assert [r["target"] for r in ended["not_found"]] == ["Helios Robotics"]  # nothing current to end
     await call_ok(client, "add_knowledge_graph", {"edges": [WORKS_AT_HELIOS]})
 
@@ -74,27 +74,27 @@ async def test_a_job_change_is_kept_as_history_and_searched_in_time(services):
         assert facts(now) == {("Dana Okafor", "Helios Robotics", None)}
 
         result = await client.call_tool("search", {"query": QUERY, "as_of": "2023-06-01"})
-        assert facts(result.structured_content) == {("Dana Okafor", "Northwind Logistics", "2024-01-31T00:00:00")}
+        assert facts(result.structured_content) == {("Dana Okafor", "Northwind Logistics", "2024-01-31T00:00:00Z")}
         assert "(2021-03-01 to 2024-01-31)" in result.content[0].text
 
         history = await client.call_tool("search", {"query": QUERY, "include_history": True})
         assert facts(history.structured_content) == {("Dana Okafor", "Helios Robotics", None),
-                                                     ("Dana Okafor", "Northwind Logistics", "2024-01-31T00:00:00")}
+                                                     ("Dana Okafor", "Northwind Logistics", "2024-01-31T00:00:00Z")}
         assert "(since 2024-02-01)" in history.content[0].text
 
         window = await client.call_tool("search", {"query": QUERY, "after": "2024-01-01", "before": "2024-03-01"})
         passages = window.structured_content["passages"]
         assert [p["document_id"] for p in passages] == ["farewell"]
-        assert passages[0]["time"] == "2024-01-31T00:00:00"
+        assert passages[0]["time"] == "2024-01-31T00:00:00Z"
         assert "(2024-01-31)" in window.content[0].text
         early = await call_ok(client, "search", {"query": QUERY, "before": "2022-01-01"})
         assert [p["document_id"] for p in early["passages"]] == ["onboarding"]
-        assert facts(early) == {("Dana Okafor", "Northwind Logistics", "2024-01-31T00:00:00")}
+        assert facts(early) == {("Dana Okafor", "Northwind Logistics", "2024-01-31T00:00:00Z")}
 
         entity = await call_ok(client, "get_entities", {"names": ["Dana Okafor"]})
         periods = {(r["target"], r["valid_from"], r["valid_until"]) for r in entity["entities"][0]["relations"]}
-        assert periods == {("Northwind Logistics", "2021-03-01T00:00:00", "2024-01-31T00:00:00"),
-                           ("Helios Robotics", "2024-02-01T00:00:00", None)}
+        assert periods == {("Northwind Logistics", "2021-03-01T00:00:00Z", "2024-01-31T00:00:00Z"),
+                           ("Helios Robotics", "2024-02-01T00:00:00Z", None)}
 
 
 @pytest.mark.anyio
@@ -136,11 +136,11 @@ async def test_export_and_import_keep_the_history(services, tmp_path, minilm, pl
     async with Client(build_server(copy)) as client:
         entity = await call_ok(client, "get_entities", {"names": ["Dana Okafor"]})
         periods = {(r["target"], r["valid_from"], r["valid_until"]) for r in entity["entities"][0]["relations"]}
-        assert periods == {("Northwind Logistics", "2021-03-01T00:00:00", "2024-01-31T00:00:00"),
-                           ("Helios Robotics", "2024-02-01T00:00:00", None)}
+        assert periods == {("Northwind Logistics", "2021-03-01T00:00:00Z", "2024-01-31T00:00:00Z"),
+                           ("Helios Robotics", "2024-02-01T00:00:00Z", None)}
         past = await call_ok(client, "search", {"query": QUERY, "as_of": "2023-06-01", "before": "2022-01-01"})
-        assert facts(past) == {("Dana Okafor", "Northwind Logistics", "2024-01-31T00:00:00")}
-        assert [(p["document_id"], p["time"]) for p in past["passages"]] == [("onboarding", "2021-03-01T09:00:00")]
+        assert facts(past) == {("Dana Okafor", "Northwind Logistics", "2024-01-31T00:00:00Z")}
+        assert [(p["document_id"], p["time"]) for p in past["passages"]] == [("onboarding", "2021-03-01T09:00:00Z")]
         imported = {(e.valid_from, e.valid_until, e.created_at)
                     for e in copy.knowledge_base.store.list_edges("default", include_expired=True)}
     assert imported == original
@@ -180,7 +180,7 @@ async def test_a_relation_whose_end_is_still_to_come_is_current_for_writes_as_fo
     async with Client(build_server(services)) as client:
         await call_ok(client, "add_knowledge_graph", {"nodes": NODES, "edges": [contract]})
         assert facts(await call_ok(client, "search", {"query": QUERY})) == {
-            ("Dana Okafor", "Helios Robotics", "2099-01-31T00:00:00")}
+            ("Dana Okafor", "Helios Robotics", "2099-01-31T00:00:00Z")}
         again = {**WORKS_AT_HELIOS, "description": "Dana Okafor works at Helios Robotics on contract."}
         del again["valid_from"]
         written = await call_ok(client, "add_knowledge_graph", {"edges": [again]})
@@ -190,7 +190,7 @@ async def test_a_relation_whose_end_is_still_to_come_is_current_for_writes_as_fo
             (again["description"], "2024-02-01T00:00:00", "2099-01-31T00:00:00")]
         ended = await call_ok(client, "end_relations", {"relations": [
             {"source": "Dana Okafor", "target": "Helios Robotics", "type": "WORKS_AT", "ended_at": "2025-01-01"}]})
-        assert [r["valid_until"] for r in ended["ended"]] == ["2025-01-01T00:00:00"]
+        assert [r["valid_until"] for r in ended["ended"]] == ["2025-01-01T00:00:00Z"]
 
 
 @pytest.mark.anyio
