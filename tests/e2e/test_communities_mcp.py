@@ -96,6 +96,24 @@ def test_the_host_writes_reports_through_the_prompt_and_the_tool(tmp_path: Path,
     anyio.run(session)
 
 
+def test_a_session_may_begin_with_the_report_tools(tmp_path: Path, db_path: Path, plugin_manager, minilm):
+    """A server opens its file on the first call that needs it (so tools/list answers at once): the report tools
+    found it closed when a session began with them."""
+    async def session(first: str, arguments: dict) -> dict:
+        async with Client(build_server(make_services(tmp_path, db_path, minilm, plugin_manager), tool_set="all")
+                          ) as client:
+            if first == "build_communities":
+                await call_ok(client, "add_knowledge_graph", graph_arguments())
+            return await call_ok(client, first, arguments)
+
+    anyio.run(session, "build_communities", {})
+    listed = anyio.run(session, "communities_to_summarize", {"limit": 1})
+    assert len(listed["communities"]) == 1 and listed["remaining"] >= 4
+    saved = anyio.run(session, "save_community_report", {
+        "id": listed["communities"][0]["id"], "title": "Overview", "summary": "What the community holds."})
+    assert saved["written"] == 1
+
+
 # -- reports written by the host's model through MCP sampling (community_reports_by_sampling) ----------------------
 
 

@@ -70,6 +70,7 @@ class CommunityService:
         return self._catalog_of(namespace)[1]
 
     def _catalog_of(self, namespace: str) -> tuple[CommunityBuild | None, list[CommunityRecord]]:
+        self.kb.open()  # a session may begin here (communities_to_summarize): the file opens on first use
         build_mark = self.kb.store.community_build(namespace)
         key = (build_mark.built_at if build_mark else None, self._version)
         held = self._catalog.get(namespace)
