@@ -47,6 +47,10 @@ def _json_object(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _with_zone(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
 # Validators run last first: a name is cleaned, then trimmed and measured.
 Name = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300), BeforeValidator(_clean_name)
@@ -71,8 +75,7 @@ Observation = Annotated[
 Moment = Annotated[datetime, BeforeValidator(parse_moment)]
 #: A stored moment in a result: naive UTC inside, written to JSON with its zone ("...Z"), as the schema's
 #: date-time format (RFC 3339) asks; clients that check it refuse a time without one.
-UtcTime = Annotated[datetime, PlainSerializer(lambda moment: moment if moment.tzinfo else moment.replace(
-    tzinfo=timezone.utc), return_type=datetime, when_used="json")]
+UtcTime = Annotated[datetime, PlainSerializer(_with_zone, return_type=datetime, when_used="json")]
 #: An observation as the reference memory server takes it (kept as given, blank allowed), with the same cap and
 #: characters as ours; also what a file's node lines hold, since a stored observation may have come this way.
 StoredObservation = Annotated[

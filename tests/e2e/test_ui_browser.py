@@ -308,6 +308,9 @@ def test_deleting_a_relation_asks_first(demo_db: Path, tmp_path: Path, browser, 
             assert "as of 2025-01-01" in browser.find_element(By.ID, "search-time").text
             assert [f for f in facts(browser, "#facts li:not(.ended)") if "CEO_OF" in f]
             assert "as_of=2025-01-01" in browser.current_url  # the address keeps it: reload, share
+            # On the day it ended, with history, it shows as ended (results write their times with a zone).
+            search_in_time(browser, question, as_of="2025-06-30", history=True)
+            assert [f for f in facts(browser, "#facts li.ended") if "CEO_OF" in f]
             search_in_time(browser, question, as_of="the day before", fails=True)
             assert "as_of" in browser.find_element(By.CSS_SELECTOR, "#view .error").text  # the tool's own error
             search_in_time(browser, question)  # the next search starts from now again

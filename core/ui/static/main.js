@@ -293,11 +293,16 @@ async function showSearch(params) {
   state.drawing = drawGraph(canvas, graph, { onOpen: (name) => go("/entity", { name }) });
 }
 
+// An ISO date or date-time as milliseconds; one without a zone is UTC, as the server reads it (results say "Z").
+function instant(text) {
+  const moment = String(text).length === 10 ? `${text}T00:00:00` : String(text);
+  return Date.parse(/(Z|[+-]\d\d:?\d\d)$/i.test(moment) ? moment : `${moment}Z`);
+}
+
 // A fact that stopped holding by `moment` (an ISO date or date-time; null: now).
 function ended(edge, moment) {
   if (!edge.valid_until) return false;
-  const at = moment ? (moment.length === 10 ? `${moment}T00:00:00` : moment) : new Date().toISOString();
-  return String(edge.valid_until) <= at;
+  return instant(edge.valid_until) <= (moment ? instant(moment) : Date.now());
 }
 
 function passage(p, words) {
