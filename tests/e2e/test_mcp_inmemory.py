@@ -241,8 +241,7 @@ def strict_validator(schema: dict[str, Any]):
 
     @checker.checks("date-time", raises=ValueError)
     def _rfc3339(value: object) -> bool:
-        return not isinstance(value, str) or (
-            "T" in value.upper() and datetime.fromisoformat(value.replace("z", "Z")).tzinfo is not None)
+        return not isinstance(value, str) or ("T" in value and datetime.fromisoformat(value).tzinfo is not None)
 
     return Draft202012Validator(schema, format_checker=checker)
 
