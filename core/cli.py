@@ -126,6 +126,12 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--max-passages", type=int, metavar="N", help="the most document passages to return (default 5)")
     search.add_argument("--token-budget", type=int, default=2_000, metavar="N",
                         help="the length of the text answer in tokens, about 4 characters each (default 2000)")
+    search.add_argument("--as-of", type=_moment, metavar="WHEN",
+                        help="the facts valid then and no later passages (ISO date or date-time, UTC; default now)")
+    search.add_argument("--include-history", action="store_true", help="add the facts that had ended by then")
+    search.add_argument("--after", type=_moment, metavar="WHEN",
+                        help="a window's start: only the facts valid, and passages of documents timed, within it")
+    search.add_argument("--before", type=_moment, metavar="WHEN", help="the window's end (see --after)")
     search.set_defaults(run=_search)
 
     changes = sub.add_parser("changes", parents=[common], help="what was written, newest first (entities, facts "
@@ -376,7 +382,8 @@ def _communities(args: argparse.Namespace) -> int:
 def _search(args: argparse.Namespace) -> int:
     with _setup(args).knowledge_base as kb:
         result = kb.search(args.query, hops=args.hops, k_anchors=args.k_anchors, max_nodes=args.max_nodes,
-                           max_passages=args.max_passages, token_budget=args.token_budget)
+                           max_passages=args.max_passages, token_budget=args.token_budget, as_of=args.as_of,
+                           include_history=args.include_history or None, after=args.after, before=args.before)
     from duckgraph.core.terminal import for_stream
 
     # Stored texts may hold terminal escape sequences: shown escaped on a terminal (JSON escapes them itself).

@@ -165,6 +165,26 @@ def test_an_older_file_opened_read_only_is_refused_with_the_fix(db_path):
         DuckDBStore(db_path, read_only=True).open()
 
 
+@pytest.mark.model
+def test_duckgraph_search_asks_as_of_a_moment_with_history_and_in_a_window(db_path, capsys, monkeypatch, minilm):
+    monkeypatch.setenv("DUCKGRAPH_CONFIG", "")
+    with KnowledgeBase(DuckDBStore(db_path), minilm) as kb:
+        kb.add_knowledge_graph(NODES, [edge(valid_from="2020-01-01"), edge("Globex", valid_from="2024-01-01")])
+        kb.end_relations([EndRelationInput(source="Ravi", target="Acme", type="WORKS_AT", ended_at="2024-01-01")])
+
+    def facts(*flags: str) -> set[tuple[str, str | None]]:
+        assert main(["search", "Where does Ravi work?", "--db", str(db_path), "--json", *flags]) == 0
+        return {(e["target"], e["valid_until"]) for e in json.loads(capsys.readouterr().out)["edges"]}
+
+    assert facts() == {("Globex", None)}
+    assert facts("--as-of", "2022-06-01") == {("Acme", "2024-01-01T00:00:00Z")}
+    assert facts("--include-history") == {("Globex", None), ("Acme", "2024-01-01T00:00:00Z")}
+    assert facts("--after", "2019-01-01", "--before", "2021-01-01") == {("Acme", "2024-01-01T00:00:00Z")}
+    with pytest.raises(SystemExit):
+        main(["search", "Where does Ravi work?", "--db", str(db_path), "--as-of", "last spring"])
+    assert "not an ISO 8601 date" in capsys.readouterr().err
+
+
 def test_duckgraph_changes_lists_what_was_written(db_path, capsys, monkeypatch):
     monkeypatch.setenv("DUCKGRAPH_CONFIG", "")
     with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:

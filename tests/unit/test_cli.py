@@ -33,7 +33,8 @@ def test_every_search_flag_has_help() -> None:
     undocumented = [a.dest for a in search._actions if not a.help and a.dest != "help"]
     assert undocumented == []
     text = search.format_help()
-    for flag in ("--hops", "--k-anchors", "--max-nodes", "--max-passages", "--token-budget"):
+    for flag in ("--hops", "--k-anchors", "--max-nodes", "--max-passages", "--token-budget", "--as-of",
+                 "--include-history", "--after", "--before"):
         assert flag in text
 
 
