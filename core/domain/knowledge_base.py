@@ -66,6 +66,9 @@ log = logging.getLogger(__name__)
 
 #: Observations a search result lists per entity at most, the most relevant first (get_entities lists all).
 OBSERVATIONS_SHOWN = 20
+#: Said by a search in a namespace that holds nothing: a misspelt namespace reads like a memory that never heard of it.
+EMPTY_NAMESPACE = ("The namespace {namespace!r} holds nothing yet. If the memory is in another one, "
+                   "list_namespaces shows those that hold something.")
 
 
 class Writer:
@@ -519,6 +522,9 @@ class KnowledgeBase:
             nothing_relevant=found.nothing_relevant,
         )
         named = self._name_communities(result, namespace, token_budget // 2)
+        if found.nothing_stored:
+            result.hint = EMPTY_NAMESPACE.format(namespace=namespace)
+            named = f"\n{result.hint}"
         # The communities' lines come within the budget too (at most half of it): the rest is rendered in what
         # they leave.
         result.text, result.truncated = render_search(result, max(token_budget - estimate_tokens(named), 1),

@@ -70,6 +70,8 @@ class Subgraph:
     more_passages: list[tuple[ChunkRecord, float]] = field(default_factory=list)
     #: True when nothing stored reached the relevance floor (everything above is then empty).
     nothing_relevant: bool = False
+    #: True when the namespace holds no entity and no passage at all (a search that wanted passages knows it).
+    nothing_stored: bool = False
 
 
 class Relevance(NamedTuple):
@@ -117,8 +119,12 @@ def anchor_and_expand(
     nearest_chunks = (store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace)
                       if options.max_passages > 0 else None)
     relevance = _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options, words, embedder)
+    # The vector searches are exact when they find fewer than asked (see the store): none at all means that the
+    # namespace holds nothing, perhaps a misspelt one.
+    nothing_stored = not nearest and nearest_chunks == []
     if relevance is None:
-        return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True)
+        return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True,
+                        nothing_stored=nothing_stored)
     anchors = _anchors(store, named, nearest, words.nodes, query, options, relevance.observed)
     if not relevance.whole:  # no whole reached the floor: a vector below it alone does not make an anchor
         backed = {n.id for n in named} | {i for i, _ in words.nodes} | relevance.observed.keys()
@@ -136,7 +142,8 @@ def anchor_and_expand(
     passages = rank_passages(store, query_text, query, namespace, named, nearest[: options.fact_seed_nodes],
                              nearest_chunks or [], words.chunks, options)
     return Subgraph(anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges,
-                    passages=passages[: options.max_passages], more_passages=passages[options.max_passages:])
+                    passages=passages[: options.max_passages], more_passages=passages[options.max_passages:],
+                    nothing_stored=nothing_stored)
 
 
 def _anchor_candidates(options: SearchOptions) -> int:

@@ -129,6 +129,14 @@ async def test_two_namespaces_with_the_same_names_never_show_each_other(services
                 assert "orion project" in words(graph)
         # A call that names no namespace works in the server's default one, which holds nothing here.
         assert (await call_ok(client, "graph_stats", {}))["nodes"] == 0
+        # A search there (or in a misspelt namespace) says that it holds nothing, not only that nothing is
+        # relevant; one in a namespace that holds things but nothing relevant does not.
+        for ns in ({}, {"namespace": "aplha"}):
+            empty = await call_ok(client, "search", {"query": "Orion Project", **ns})
+            assert empty["nothing_relevant"] and "holds nothing yet" in empty["hint"]
+            assert empty["text"].endswith(empty["hint"]) and "list_namespaces" in empty["text"]
+        unrelated = await call_ok(client, "search", {"query": "What is my blood type?", "namespace": "alpha"})
+        assert unrelated["nothing_relevant"] and unrelated["hint"] is None
         listed = (await call_ok(client, "list_namespaces", {}))["namespaces"]
         assert [(n["name"], n["entities"], n["relations"], n["documents"], n["default"]) for n in listed] == [
             ("alpha", 3, 2, 1, False), ("beta", 3, 2, 1, False), ("default", 0, 0, 0, True)]
