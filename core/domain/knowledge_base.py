@@ -521,10 +521,11 @@ class KnowledgeBase:
             truncated=False,
             nothing_relevant=found.nothing_relevant,
         )
-        named = self._name_communities(result, namespace, token_budget // 2)
-        if found.nothing_stored:
+        if found.nothing_stored:  # no communities either
             result.hint = EMPTY_NAMESPACE.format(namespace=namespace)
             named = f"\n{result.hint}"
+        else:
+            named = self._name_communities(result, namespace, token_budget // 2)
         # The communities' lines come within the budget too (at most half of it): the rest is rendered in what
         # they leave.
         result.text, result.truncated = render_search(result, max(token_budget - estimate_tokens(named), 1),

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from duckgraph.core.bootstrap import bootstrap
-from duckgraph.core.config import load_settings
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+from tests.e2e.test_mcp_inmemory import make_services
 
 pytestmark = pytest.mark.model
 
@@ -30,10 +29,7 @@ def served(tmp_path_factory, minilm) -> Path:
     if shutil.which("npx") is None:
         pytest.skip("npx is not installed, so the MCP Inspector cannot be run")
     folder = tmp_path_factory.mktemp("inspector")
-    config = folder / "config.toml"
-    config.write_text("", encoding="utf-8")
-    settings = load_settings(config, env={}, db=str(folder / "kb.duckdb"), warm_up=False)
-    with bootstrap(settings, embedder=minilm).knowledge_base as kb:
+    with make_services(folder, folder / "kb.duckdb", minilm).knowledge_base as kb:  # writes folder/config.toml
         kb.add_documents([DocumentInput(id="backups", title="Home lab", time="2026-03-04",
                                         text="Backups of nas-01 run nightly at 02:00 to the Synology.")])
         kb.add_knowledge_graph([NodeInput(name="nas-01", type="Server"), NodeInput(name="Synology", type="Device")],
