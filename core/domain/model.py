@@ -5,7 +5,8 @@ from datetime import datetime, timezone
 from typing import Annotated, Any
 
 from pydantic import (
-    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, StringConstraints, model_validator)
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, StringConstraints, WithJsonSchema,
+    model_validator)
 
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.moments import check_period, parse_moment
@@ -71,8 +72,10 @@ Observation = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_OBSERVATION_CHARS),
     AfterValidator(_no_control_characters),
 ]
-#: A moment: an ISO 8601 date or date-time, no zone = UTC, kept as naive UTC (core/domain/moments.py).
-Moment = Annotated[datetime, BeforeValidator(parse_moment)]
+#: A moment: an ISO 8601 date or date-time, no zone = UTC, kept as naive UTC (core/domain/moments.py). Its schema
+#: names no format: "date-time" (RFC 3339) would have clients that check arguments refuse a date or a zoneless time.
+Moment = Annotated[datetime, BeforeValidator(parse_moment), WithJsonSchema(
+    {"type": "string", "description": "ISO 8601 date or date-time, e.g. 2024-06-01 (no zone = UTC)."})]
 #: A stored moment in a result: naive UTC inside, written to JSON with its zone ("...Z"), as the schema's
 #: date-time format (RFC 3339) asks; clients that check it refuse a time without one.
 UtcTime = Annotated[datetime, PlainSerializer(_with_zone, return_type=datetime, when_used="json")]

@@ -249,24 +249,27 @@ def strict_validator(schema: dict[str, Any]):
 @pytest.mark.anyio
 async def test_every_time_in_a_result_matches_its_schema_as_strict_clients_check_it(services):
     """Stored times are naive UTC; a result written without a zone ("2026-03-04T00:00:00") fails the date-time format
-    of the output schema, and clients that check it (the MCP Inspector, the TypeScript SDK) refuse the whole result."""
+    of the output schema, and clients that check it (the MCP Inspector, the TypeScript SDK) refuse the whole result.
+    The arguments, dates as the descriptions allow, pass the input schemas under the same check."""
     edge = {"source": "Vera Rubin", "type": "EMPLOYED_BY", "target": "Carnegie Institution for Science",
             "valid_from": "1965-01-01", "source_ids": ["doc-rubin"]}
+    calls = [
+        ("add_documents", {"documents": [{**d, "time": "2026-03-04"} for d in DOCUMENTS]}),
+        ("add_knowledge_graph", {"nodes": NODES, "edges": [edge]}),
+        ("search", {"query": "Where did Vera Rubin work?", "after": "1960-01-01", "before": "2030-01-01T12:00:00"}),
+        ("get_entities", {"names": ["Vera Rubin"]}),
+        ("find_paths", {"source": "Vera Rubin", "target": "Carnegie Institution for Science"}),
+        ("end_relations", {"relations": [{"source": "Vera Rubin", "type": "EMPLOYED_BY",
+                                          "target": "Carnegie Institution for Science", "ended_at": "2016-12-25"}]}),
+        ("recent_changes", {"since": "2000-01-01"}),
+    ]
     async with Client(build_server(services)) as client:
-        schemas = {tool.name: tool.output_schema for tool in (await client.list_tools()).tools}
-        results = {
-            "add_documents": await call_ok(client, "add_documents", {"documents": [
-                {**d, "time": "2026-03-04"} for d in DOCUMENTS]}),
-            "add_knowledge_graph": await call_ok(client, "add_knowledge_graph", {"nodes": NODES, "edges": [edge]}),
-        }
-        results["search"] = await call_ok(client, "search", {"query": "Where did Vera Rubin work?"})
-        results["get_entities"] = await call_ok(client, "get_entities", {"names": ["Vera Rubin"]})
-        results["find_paths"] = await call_ok(client, "find_paths", {
-            "source": "Vera Rubin", "target": "Carnegie Institution for Science"})
-        results["end_relations"] = await call_ok(client, "end_relations", {"relations": [
-            {"source": "Vera Rubin", "type": "EMPLOYED_BY", "target": "Carnegie Institution for Science",
-             "ended_at": "2016-12-25"}]})
-        results["recent_changes"] = await call_ok(client, "recent_changes", {})
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        results = {}
+        for tool, arguments in calls:
+            errors = [error.message for error in strict_validator(tools[tool].input_schema).iter_errors(arguments)]
+            assert not errors, (tool, errors)
+            results[tool] = await call_ok(client, tool, arguments)
     times = {
         "search": [p["time"] for p in results["search"]["passages"]] + [e["valid_from"] for e in results["search"]["edges"]],
         "end_relations": [results["end_relations"]["ended"][0]["valid_until"]],
@@ -275,7 +278,7 @@ async def test_every_time_in_a_result_matches_its_schema_as_strict_clients_check
     assert all(times.values()) and "1965-01-01T00:00:00Z" in times["search"]
     assert "2026-03-04T00:00:00Z" in times["search"] and times["end_relations"] == ["2016-12-25T00:00:00Z"]
     for tool, result in results.items():
-        errors = [error.message for error in strict_validator(schemas[tool]).iter_errors(result)]
+        errors = [error.message for error in strict_validator(tools[tool].output_schema).iter_errors(result)]
         assert not errors, (tool, errors)
 
 
