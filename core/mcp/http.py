@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from duckgraph.core.mcp.json_text import mended_body
+from duckgraph.core.mcp.json_text import BAD_ID, has_bad_id, mended_body
 from duckgraph.ports import ConfigError
 
 log = logging.getLogger(__name__)
@@ -149,8 +149,9 @@ class BodyLimitMiddleware:
 class MendingMiddleware:
     """Passes a POST body with a lone UTF-16 surrogate escape or bytes that are not UTF-8 on with U+FFFD in their
     place (`json_text.mended_body`), as the stdio transport reads a line: the SDK would refuse it with a parse
-    error, and the same call must not run one way in and fail the other. Bodies over `limit` pass unread, for the
-    wrapped app to refuse."""
+    error, and the same call must not run one way in and fail the other. A request whose id is no string or
+    integer gets an invalid-request error here, where the SDK would accept it as a notification (202, nothing
+    run). Bodies over `limit` pass unread, for the wrapped app to refuse."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -173,15 +174,27 @@ class MendingMiddleware:
             if not message.get("more_body", False):
                 whole = True
                 break
-        if whole and (mended := mended_body(b"".join(m.get("body", b"") for m in read))) is not None:
-            read = [{"type": "http.request", "body": mended, "more_body": False}]
-            scope = {**scope, "headers": [(name, str(len(mended)).encode()) if name.lower() == b"content-length"
-                                          else (name, value) for name, value in scope.get("headers", ())]}
+        if whole:
+            body = b"".join(m.get("body", b"") for m in read)
+            if (mended := mended_body(body)) is not None:
+                body, read = mended, [{"type": "http.request", "body": mended, "more_body": False}]
+                scope = {**scope, "headers": [(name, str(len(mended)).encode()) if name.lower() == b"content-length"
+                                              else (name, value) for name, value in scope.get("headers", ())]}
+            if b'"id"' in body and has_bad_id(_json_or_none(body)):
+                await _json_rpc_error(send, 400, -32600, BAD_ID)
+                return
 
         async def replay() -> Message:
             return read.pop(0) if read else await receive()
 
         await self.app(scope, replay, send)
+
+
+def _json_or_none(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None  # the SDK answers it with a parse error
 
 
 def _declared_length(scope: Scope) -> int | None:

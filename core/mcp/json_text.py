@@ -27,6 +27,20 @@ def without_lone_surrogates(text: str) -> str | None:
     return json.dumps(mended, ensure_ascii=False) if found else None
 
 
+#: The answer's message for a request whose id is neither a string nor an integer.
+BAD_ID = 'Invalid request: "id" must be a string or an integer (null, fractions, booleans, objects and arrays are not)'
+
+
+def has_bad_id(message: Any) -> bool:
+    """Whether a parsed message (or one of a batch) is a request whose "id" is no string or integer: null, 1.5,
+    true, an object. The SDK takes such a request for a notification (a message without an id), runs nothing and
+    answers nothing, so the client would wait for its timeout."""
+    if isinstance(message, list):
+        return any(has_bad_id(item) for item in message)
+    return (isinstance(message, dict) and "method" in message and "id" in message
+            and (isinstance(message["id"], bool) or not isinstance(message["id"], str | int)))
+
+
 def mended_body(body: bytes) -> bytes | None:
     """A request body as the stdio transport reads a line (bytes that are not UTF-8 and lone surrogates become
     U+FFFD), or None when it needs no mending."""

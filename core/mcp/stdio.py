@@ -45,7 +45,7 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
-from duckgraph.core.mcp.json_text import without_lone_surrogates
+from duckgraph.core.mcp.json_text import BAD_ID, has_bad_id, without_lone_surrogates
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +62,13 @@ def read_message(line: bytes) -> JSONRPCMessage | JSONRPCError:
     """The message on one line, or the error to answer it with when it is not a valid JSON-RPC message."""
     text = line.decode("utf-8", errors="replace")  # as the SDK: invalid UTF-8 bytes become U+FFFD
     try:
-        return jsonrpc_message_adapter.validate_json(text, by_name=False)
+        message = jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValidationError as exc:
         problem = exc.errors()[0]
+    else:
+        if isinstance(message, JSONRPCNotification) and '"id"' in text and has_bad_id(json.loads(text)):
+            return _error(None, INVALID_REQUEST, BAD_ID)
+        return message
     if problem["type"] == "json_invalid":
         mended = without_lone_surrogates(text)
         if mended is None:

@@ -275,6 +275,15 @@ async def test_a_lone_surrogate_and_bytes_not_utf8_are_read_as_over_stdio(server
         # What no reading can mend is still a parse error.
         broken = await http.post(server.url, content=b'{"jsonrpc":"2.0","id":6,', headers=headers)
         assert broken.status_code == 400 and broken.json()["error"]["code"] == -32700
+        # An id that is no string or integer: the SDK took the request for a notification (202, nothing run).
+        for bad_id in (b"null", b"[7]"):
+            ghost = (b'{"jsonrpc":"2.0","id":' + bad_id + b',"method":"tools/call","params":{"name":'
+                     b'"add_knowledge_graph","arguments":{"nodes":[{"name":"Ghost","type":"Person"}]}}}')
+            refused = await http.post(server.url, content=ghost, headers=headers)
+            assert refused.status_code == 400 and refused.json()["error"]["code"] == -32600, refused.text
+        unknown = answer_of(await http.post(server.url, content=call(7, "get_entities", '{"names":["Ghost"]}'),
+                                            headers=headers))["result"]
+        assert unknown["structuredContent"]["not_found"] == ["Ghost"]
     assert "Traceback" not in server.errors()
 
 

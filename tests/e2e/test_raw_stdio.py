@@ -134,6 +134,13 @@ def test_every_message_the_server_cannot_read_gets_an_error_with_its_id(tmp_path
         assert server.answer(4, ANSWER_SECONDS)["error"]["code"] == -32600
         server.write(b'[{"jsonrpc":"2.0","id":5,"method":"ping"}]')  # a batch: not in MCP
         assert server.answer(None, ANSWER_SECONDS)["error"]["code"] == -32600
+        # An id that is no string or integer: the SDK took the request for a notification, ran nothing and
+        # answered nothing. The call is not run either.
+        for bad_id in (b"null", b"1.5", b"true", b'{"a":1}'):
+            server.write(b'{"jsonrpc":"2.0","id":' + bad_id + b',"method":"tools/call","params":{"name":'
+                         b'"add_knowledge_graph","arguments":{"nodes":[{"name":"Ghost","type":"Person"}]}}}')
+            error = server.answer(None, ANSWER_SECONDS)["error"]
+            assert error["code"] == -32600 and '"id" must be a string or an integer' in error["message"]
 
         # A text cut inside an emoji: the lone surrogate becomes U+FFFD and the call runs.
         server.write(json.dumps(call(6, "add_knowledge_graph", {"nodes": [
@@ -151,6 +158,8 @@ def test_every_message_the_server_cannot_read_gets_an_error_with_its_id(tmp_path
         entity = server.answer(9, ANSWER_SECONDS)["result"]
         assert not entity.get("isError"), entity
         assert "smiles a lot \ufffd" in json.dumps(entity, ensure_ascii=False)
+        server.send(call(10, "get_entities", {"names": ["Ghost"]}))
+        assert server.answer(10, ANSWER_SECONDS)["result"]["structuredContent"]["not_found"] == ["Ghost"]
 
         server.process.stdin.close()
         server.rest(30)
@@ -158,7 +167,7 @@ def test_every_message_the_server_cannot_read_gets_an_error_with_its_id(tmp_path
     finally:
         server.close()
     assert "Traceback" not in server.errors(), server.errors()
-    assert server.errors().count("not valid JSON-RPC") == 6  # each one logged, at WARNING
+    assert server.errors().count("not valid JSON-RPC") == 10  # each one logged, at WARNING
 
 
 def test_sigterm_lets_the_call_under_way_answer_then_closes_the_file(tmp_path, db_path, raw_env):
