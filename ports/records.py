@@ -32,6 +32,9 @@ class NodeRecord:
     source_chunk_ids: tuple[int, ...] = ()
     #: The node's observations (short facts); None leaves the stored ones as they are.
     observations: tuple[str, ...] | None = None
+    #: Written without provenance by the caller (or curated: observations added, fields edited): it stays when
+    #: documents it was also extracted from are replaced or deleted. Once set it stays set (written, not read back).
+    by_hand: bool = False
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -49,6 +52,8 @@ class EdgeWrite:
     properties: dict[str, Any] = field(default_factory=dict)
     source_ids: tuple[str, ...] = ()
     source_chunk_ids: tuple[int, ...] = ()
+    #: As `NodeRecord.by_hand`: stated without provenance, it stays when its documents go.
+    by_hand: bool = False
     #: Vector of the fact as a sentence ("Marie Curie won Nobel Prize in Physics").
     embedding: np.ndarray | None = None
     #: Validity (naive UTC; None: unknown start / still holds). `write` stores the given validity on the matching
@@ -183,7 +188,8 @@ class WriteBatch:
     #: (edge id, moment): edges that stop holding at that moment (valid_until), kept as history.
     end_edges: list[tuple[int, datetime]] = field(default_factory=list)
     #: (namespace, document id): documents to delete with their chunks and what those chunks alone supported:
-    #: the nodes all of whose mentions, and the edges all of whose evidence, are in them (with the nodes' edges).
+    #: the nodes all of whose mentions, and the edges all of whose evidence, are in them (with the nodes' edges),
+    #: unless they were ever written `by_hand`. A replaced document's old passages go the same way.
     delete_documents: list[tuple[str, str]] = field(default_factory=list)
     #: Namespaces whose communities and reports go too (derived data): those deleted whole.
     drop_communities: list[str] = field(default_factory=list)

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -323,6 +323,11 @@ class GraphStore(ABC):
     @abstractmethod
     def edge_evidence(self, edge_ids: Iterable[int]) -> list[tuple[int, int]]:
         """(edge id, chunk id) provenance pairs for the given edges."""
+
+    def written_by_hand(self, kind: Literal["node", "edge"], ids: Iterable[int]) -> set[int]:
+        """Those of the nodes or edges `ids` ever written by hand (`NodeRecord.by_hand`), for an export to keep.
+        A store that keeps no such marks (and so deletes what only deleted documents support) has none."""
+        return set()
 
     @abstractmethod
     def get_vectors(self, kind: VectorKind, ids: Iterable[int]) -> dict[int, np.ndarray]:

@@ -171,6 +171,7 @@ class GraphCuration:
                 updated.aliases = _unique(aliases, exclude=updated.name)
             if properties is not None:
                 updated.properties = properties
+            updated.by_hand = True  # curated: it stays when documents it was extracted from go
             self._commit_with_vectors(writer, WriteBatch(nodes=[updated]), namespace, renamed={record.id: updated.name})
         return self.get_entities([updated.name], namespace)[0][0]
 
@@ -251,7 +252,8 @@ class GraphCuration:
             current = self.store.get_observations([record.id]).get(record.id, [])
             final, added, removed = _observations_after(record.name, current, add, remove)
             if final != current:
-                updated = replace(record, source_ids=(), source_chunk_ids=(), observations=tuple(final))
+                updated = replace(record, source_ids=(), source_chunk_ids=(), observations=tuple(final),
+                                  by_hand=bool(added))
                 self._commit_with_vectors(writer, WriteBatch(nodes=[updated]), namespace)
         return ObservationResult(entity=record.name, added=added, removed=removed)
 

@@ -302,6 +302,7 @@ class KnowledgeBase:
         edges_found = self._resolve_edges(edges, merged, namespace, key_of, keys)
         for item in [*(node for node, _ in merged.values()), *edges_found.writes]:
             item.source_chunk_ids = chunk_ids
+            item.by_hand = not (item.source_ids or chunk_ids)  # said by the caller, not read from a passage
         changed = [n for n, text_changed in merged.values() if text_changed]
         self.embed_records(namespace, changed, edges_found.writes, names=edges_found.names, known=vectors)
         records = [n for n, _ in merged.values()]

@@ -89,7 +89,7 @@ def create_entities(
             record = changed.get(key) or stored.get(key)
             if record is None:
                 changed[key] = NodeRecord(namespace=namespace, key=key, name=entity.name, type=entity.entityType,
-                                          observations=tuple(given))
+                                          observations=tuple(given), by_hand=True)
                 fresh.add(key)
                 results.append(CreatedEntity(name=entity.name, entityType=entity.entityType, observations=given))
                 continue
@@ -101,7 +101,7 @@ def create_entities(
             added = [t for t in given if t not in current]
             kind = entity.entityType if placeholder else record.type
             changed[key] = replace(record, type=kind, observations=tuple([*current, *added]), source_ids=(),
-                                   source_chunk_ids=())
+                                   source_chunk_ids=(), by_hand=True)
             if placeholder:
                 fresh.add(key)
             if placeholder and exact:
@@ -158,7 +158,8 @@ def create_relations(
             new = [n.name for n in (source, target) if n.id is None]
             results.append(_created(relation, _placeholder_note(new)))
             writes.append(EdgeWrite(namespace=namespace, source_key=source.key, target_key=target.key,
-                                    type=identity[2], properties={ORIGINAL_TYPE: relation.relationType}))
+                                    type=identity[2], properties={ORIGINAL_TYPE: relation.relationType},
+                                    by_hand=True))
         used = {key for w in writes for key in (w.source_key, w.target_key)}
         nodes = [n for key, n in new_ends.items() if key in used]
         if writes:
@@ -272,7 +273,8 @@ def _commit_observations(
     for record in changed:
         _check_observation_count(record, len(state[record.id]))
     if changed:
-        nodes = [replace(r, source_ids=(), source_chunk_ids=(), observations=tuple(state[r.id])) for r in changed]
+        nodes = [replace(r, source_ids=(), source_chunk_ids=(), observations=tuple(state[r.id]),
+                         by_hand=not set(state[r.id]) <= set(current[r.id])) for r in changed]  # observations added
         kb.embed_records(namespace, nodes)
         writer.commit(WriteBatch(nodes=nodes))
 

@@ -80,6 +80,7 @@ def export_jsonl(
     node_ids = {n.id: i for i, n in enumerate(nodes, start=1)}
     for page in _chunked(nodes, PAGE):
         observations = store.get_observations([n.id for n in page])
+        by_hand = store.written_by_hand("node", [n.id for n in page])
         vectors = store.get_vectors("node", [n.id for n in page]) if embeddings else {}
         for node in page:
             _write(out, {
@@ -87,6 +88,7 @@ def export_jsonl(
                 "type": node.type, "description": node.description, "aliases": list(node.aliases),
                 "properties": node.properties, "observations": observations.get(node.id, []),
                 "created_at": _time(node.created_at), "updated_at": _time(node.updated_at),
+                **({"by_hand": True} if node.id in by_hand else {}),
             }, vectors.get(node.id))
             summary.nodes += 1
 
@@ -104,6 +106,7 @@ def export_jsonl(
     edge_ids = {e.id: i for i, e in enumerate(edges, start=1)}
     for page in _chunked(edges, PAGE):
         vectors = store.get_vectors("edge", [e.id for e in page]) if embeddings else {}
+        by_hand = store.written_by_hand("edge", [e.id for e in page])
         for edge in page:
             _write(out, {
                 "kind": "edge", "id": edge_ids[edge.id], "namespace": namespace_of[edge.id],
@@ -112,6 +115,7 @@ def export_jsonl(
                 "description": edge.description, "weight": edge.weight, "properties": edge.properties,
                 "valid_from": _time(edge.valid_from), "valid_until": _time(edge.valid_until),
                 "created_at": _time(edge.created_at), "updated_at": _time(edge.updated_at),
+                **({"by_hand": True} if edge.id in by_hand else {}),
             }, vectors.get(edge.id))
             summary.edges += 1
 

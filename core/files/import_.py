@@ -474,6 +474,7 @@ class _NativeImport(_Import):
                     raise self._fail(number, f"the entity {key!r} is neither in the file (before it) nor stored")
 
         observations = self.store.get_observations([n.id for n in existing.values()])
+        by_hand = self.store.written_by_hand("node", [n.id for n in existing.values() if n.id is not None])
         snapshot = plan.snapshot
         for (namespace, key), (number, line) in wanted.items():
             old = existing.get((namespace, key))
@@ -486,7 +487,7 @@ class _NativeImport(_Import):
                 namespace=namespace, key=key, name=line.name, type=line.type, description=line.description,
                 aliases=tuple(line.aliases), properties=line.properties, observations=tuple(merged),
                 created_at=line.created_at or (old.created_at if old else None),
-                updated_at=line.updated_at,
+                updated_at=line.updated_at, by_hand=line.by_hand,
             )
             if old is not None:
                 unchanged = (
@@ -494,6 +495,7 @@ class _NativeImport(_Import):
                     == (record.name, record.type, record.description, record.aliases, record.properties,
                         record.created_at)
                     and merged == stored_observations and line.updated_at in (None, old.updated_at)
+                    and (old.id in by_hand or not line.by_hand)
                 )
                 if unchanged:
                     summary.nodes_unchanged += 1
@@ -513,6 +515,7 @@ class _NativeImport(_Import):
     ) -> None:
         # Edges: matched on their ends and type (and validity, for edges that no longer hold).
         stored_edges = self._stored_edges(existing)
+        by_hand = self.store.written_by_hand("edge", [e.id for e in stored_edges.values()])
         old_names = {k: n.name for k, n in existing.items()}
 
         def name(namespace: str, key: str) -> str:
@@ -536,7 +539,7 @@ class _NativeImport(_Import):
                 namespace=namespace, source_key=source, target_key=target, type=kind,
                 description=line.description, weight=line.weight, properties=line.properties,
                 valid_from=line.valid_from, valid_until=line.valid_until, created_at=line.created_at,
-                updated_at=line.updated_at,
+                updated_at=line.updated_at, by_hand=line.by_hand,
             )
             old = stored_edges.get(identity)
             new_text = edge_text(write, {source: name(namespace, source), target: name(namespace, target)})
@@ -550,6 +553,7 @@ class _NativeImport(_Import):
                     (old.description, old.weight, old.properties, old.valid_from, old.created_at)
                     == (write.description, write.weight, write.properties, write.valid_from, write.created_at)
                     and line.updated_at in (None, old.updated_at)
+                    and (old.id in by_hand or not line.by_hand)
                 )
                 if same and old_text == new_text:
                     summary.edges_unchanged += 1

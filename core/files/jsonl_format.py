@@ -7,9 +7,10 @@ natural key, so the same knowledge base always gives the same lines):
   the file;
 - ``document`` (namespace, id, title, text, metadata, created_at, time), each followed by its ``chunk`` lines (id,
   document_id, ordinal, text);
-- ``node``: id, namespace, name, type, description, aliases, properties, observations, created_at, updated_at;
+- ``node``: id, namespace, name, type, description, aliases, properties, observations, created_at, updated_at,
+  and ``by_hand`` (true when ever written by hand: deleting the documents it came from keeps it);
 - ``edge``: id, namespace, source_id and target_id (node ids of this file) with the source and target names,
-  type, description, weight, properties, valid_from, valid_until, created_at, updated_at;
+  type, description, weight, properties, valid_from, valid_until, created_at, updated_at, ``by_hand``;
 - ``mention`` (node_id, chunk_id) and ``edge_evidence`` (edge_id, chunk_id): the provenance;
 - ``community_report``: a report written by a model or the host (level, members: node ids of this file, title,
   summary, author, stale). Communities are derived: an import builds them again and puts these reports back on
@@ -110,6 +111,7 @@ class NodeLine(Line):
     observations: list[StoredObservation] = Field(default_factory=list, max_length=MAX_OBSERVATIONS)
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    by_hand: bool = False
     embedding: list[float] | None = None
 
 
@@ -128,6 +130,7 @@ class EdgeLine(Line):
     valid_until: datetime | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    by_hand: bool = False
     embedding: list[float] | None = None
 
 

@@ -21,6 +21,7 @@ def restore_snapshot(writer: Writer, snapshot: Snapshot, batch: WriteBatch, dime
     writer.replace_documents(batch, now)
     chunk_ids = writer.insert_chunks(batch, dimensions)
     created, updated = _restore_nodes(writer, snapshot.nodes, now, dimensions)
+    writer.mark_by_hand([n.id for n in snapshot.nodes if n.by_hand and n.id is not None], [])
     edges_created, edges_updated = _restore_edges(writer, snapshot.edges, now, dimensions)
     mentions, evidence = _restore_provenance(con, snapshot)
     # Many rows at once: the mirror loads what changed from the file again instead of replaying the changes.
@@ -164,6 +165,7 @@ def _restore_edges(
     vectors = {edge_id: e.embedding for edge_id, e in zip(ids, edges) if e.embedding is not None}
     if vectors:
         writer.write_vectors("edge", list(vectors), list(vectors.values()), dimensions)
+    writer.mark_by_hand([], [edge_id for edge_id, e in zip(ids, edges) if e.by_hand])
     return created, len(edges) - created
 
 def _restore_provenance(con: Any, snapshot: Snapshot) -> tuple[int, int]:

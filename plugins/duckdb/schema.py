@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 np: Any = NumpyOnFirstUse(globals())
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: Version of the derived rows of `node_names`; files with an older one get them rebuilt at open.
 NAME_KEYS_VERSION = "2"
 
@@ -84,6 +84,12 @@ CREATE TABLE mentions (chunk_id BIGINT NOT NULL, node_id BIGINT NOT NULL, PRIMAR
 CREATE INDEX mentions_node ON mentions (node_id);
 CREATE TABLE edge_evidence (edge_id BIGINT NOT NULL, chunk_id BIGINT NOT NULL, PRIMARY KEY (edge_id, chunk_id));
 """
+#: Nodes and edges ever written by hand (NodeRecord.by_hand): the deletion of documents never takes them.
+BY_HAND = """
+CREATE TABLE nodes_by_hand (node_id BIGINT PRIMARY KEY);
+CREATE TABLE edges_by_hand (edge_id BIGINT PRIMARY KEY);
+"""
+SCHEMA += BY_HAND
 # Communities and their reports (derived data; see communities.py).
 SCHEMA += communities.TABLES
 #: The statements that bring a file of the version before each key up to it, run in one transaction at open.
@@ -97,6 +103,8 @@ MIGRATIONS: dict[int, list[str]] = {
         *filter(str.strip, communities.TABLES.split(";"))],
     # Passages know their section, the headings above them ("Installation > Linux"); older ones have none.
     4: ["ALTER TABLE chunks ADD COLUMN section VARCHAR DEFAULT ''"],
+    # Marks of what was written by hand; before, nothing kept them, so older files start with none.
+    5: list(filter(str.strip, BY_HAND.split(";"))),
 }
 EXPECTED_TABLES = {
     "meta", "nodes", "node_names", "observations", "edges", "documents", "chunks", "mentions", "edge_evidence",

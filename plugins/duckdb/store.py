@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from duckgraph.plugins.duckdb import (
-    communities, connection, keyword_texts, maintenance, reads, schema, settings, vector_tables, writes,
+    communities, connection, keyword_texts, maintenance, reads, schema, settings, sql, vector_tables, writes,
 )
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
 from duckgraph.plugins.duckdb.mirror.keywords import KINDS, KeywordIndex
@@ -501,6 +501,13 @@ class DuckDBStore(GraphStore):
     def edge_evidence(self, edge_ids: Iterable[int]) -> list[tuple[int, int]]:
         with self._lock:
             return reads.edge_evidence(self._db, edge_ids)
+
+    def written_by_hand(self, kind: Literal["node", "edge"], ids: Iterable[int]) -> set[int]:
+        wanted, params = sql.rows(1, id=("BIGINT", list(set(ids))))
+        with self._lock:
+            return {row[0] for row in self._db.execute(
+                f"SELECT {kind}_id FROM {kind}s_by_hand WHERE {kind}_id IN (SELECT id FROM {wanted})", params
+            ).fetchall()}
 
     # -- communities (derived data: see communities.py) --------------------------------------------------
 

@@ -91,6 +91,8 @@ class Writer:
         self._write_observations(batch, now)
         self._link_node_sources(batch, node_ids)
         edge_ids, edges_created, edges_updated = self._upsert_edges(batch, now, dimensions)
+        self.mark_by_hand([n.id for n in batch.nodes if n.by_hand and n.id is not None],
+                          [i for i, e in zip(edge_ids, batch.edges) if e.by_hand])
         # An unsupported edge this batch writes again (with its new provenance) stays.
         rewritten = set(edge_ids)
         dropped_edges = self._delete_edges([*collapsed, *batch.delete_edges, *deleted_nodes[1],
@@ -141,12 +143,20 @@ class Writer:
                 f"(SELECT unnest({sql.JSON_IDS % 2}))",
                 [target, sql.json_list(sources)],
             )
+            self.con.execute(
+                "INSERT OR IGNORE INTO nodes_by_hand SELECT DISTINCT $1 FROM nodes_by_hand WHERE node_id IN "
+                f"(SELECT unnest({sql.JSON_IDS % 2}))", [target, sql.json_list(sources)])
             self._note(self._graph.copy_mentions, target, list(sources))
             self._note(self._graph.repoint, target, list(sources))
             # the moved edges now name the target in their sentences
             self.changes.keywords["edge"].update(r[0] for r in self.con.execute(
                 "SELECT id FROM edges WHERE source_id = $1 OR target_id = $1", [target]).fetchall())
-            # A self-loop made by the merge, and all but the oldest of edges that became identical, go.
+            # A self-loop made by the merge, and all but the oldest of edges that became identical, go; the oldest
+            # keeps their by-hand mark.
+            self.con.execute(
+                "INSERT OR IGNORE INTO edges_by_hand SELECT min(id) FROM edges WHERE (source_id = $1 OR target_id = $1) "
+                "AND source_id <> target_id AND valid_until IS NULL GROUP BY namespace, source_id, target_id, type "
+                "HAVING bool_or(id IN (SELECT edge_id FROM edges_by_hand))", [target])
             rows = self.con.execute(
                 "SELECT id FROM edges WHERE source_id = $1 AND target_id = $1 UNION "
                 "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY namespace, source_id, target_id, type "
@@ -170,7 +180,8 @@ class Writer:
             f"SELECT id FROM edges WHERE target_id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed
         ).fetchall()]
         for table, column in (("mentions", "node_id"), ("node_names", "node_id"), ("observations", "node_id"),
-                              ("community_members", "node_id"), ("node_vectors", "node_id")):
+                              ("community_members", "node_id"), ("nodes_by_hand", "node_id"),
+                              ("node_vectors", "node_id")):
             if table == "node_vectors" and not self._has_vector_tables:
                 continue  # no vector tables before an embedder is bound
             self.con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
@@ -186,7 +197,8 @@ class Writer:
         listed = [sql.json_list(ids)]
         existing = [r[0] for r in self.con.execute(
             f"SELECT id FROM edges WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed).fetchall()]
-        self.con.execute(f"DELETE FROM edge_evidence WHERE edge_id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
+        for table in ("edge_evidence", "edges_by_hand"):
+            self.con.execute(f"DELETE FROM {table} WHERE edge_id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
         if self._has_vector_tables:
             self.con.execute(f"DELETE FROM edge_vectors WHERE edge_id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
         self.con.execute(f"DELETE FROM edges WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed)
@@ -257,18 +269,20 @@ class Writer:
 
     def _supported_only_by(self, documents: list[tuple[str, str]]) -> tuple[list[int], list[int]]:
         """The nodes and edges whose provenance is all in the stored passages of `documents` ((namespace, id)
-        pairs). Provenance other passages also give keeps a node or an edge; one without any (written by hand,
-        without sources) is never among them."""
+        pairs). Provenance other passages also give keeps a node or an edge; one without any, or ever written by
+        hand (`NodeRecord.by_hand`), is never among them."""
         if not documents:
             return [], []
         keys, key_params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in documents]), id=("VARCHAR", [i for _, i in documents]))
         chunks = f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id"
         nodes = [row[0] for row in self.con.execute(
             f"SELECT node_id FROM mentions WHERE node_id IN (SELECT node_id FROM mentions WHERE chunk_id IN ({chunks})) "
+            "AND node_id NOT IN (SELECT node_id FROM nodes_by_hand) "
             f"GROUP BY node_id HAVING bool_and(chunk_id IN ({chunks}))", key_params).fetchall()]
         edges = [row[0] for row in self.con.execute(
             f"SELECT edge_id FROM edge_evidence WHERE edge_id IN (SELECT edge_id FROM edge_evidence WHERE chunk_id IN "
-            f"({chunks})) GROUP BY edge_id HAVING bool_and(chunk_id IN ({chunks}))", key_params).fetchall()]
+            f"({chunks})) AND edge_id NOT IN (SELECT edge_id FROM edges_by_hand) "
+            f"GROUP BY edge_id HAVING bool_and(chunk_id IN ({chunks}))", key_params).fetchall()]
         return nodes, edges
 
     def insert_chunks(self, batch: WriteBatch, dimensions: int | None) -> dict[str, list[int]]:
@@ -371,6 +385,13 @@ class Writer:
         renamed = [n.id for n in nodes if n.id in stored and stored[n.id] != n.name]
         if renamed:
             self.changes.keywords["edge"].update(self._graph.touching(renamed).tolist())
+
+    def mark_by_hand(self, node_ids: list[int], edge_ids: list[int]) -> None:
+        """Record nodes and edges written by hand (`NodeRecord.by_hand`); a mark is never lifted."""
+        for table, ids in (("nodes_by_hand", node_ids), ("edges_by_hand", edge_ids)):
+            if ids:
+                self.con.execute(f"INSERT OR IGNORE INTO {table} SELECT DISTINCT unnest({sql.JSON_IDS % 1})",
+                                 [sql.json_list(ids)])
 
     def _link_node_sources(self, batch: WriteBatch, node_ids: dict[str, int]) -> None:
         pairs = {(chunk_id, node.id) for node in batch.nodes for chunk_id in node.source_chunk_ids}
