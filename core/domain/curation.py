@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS
+from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.model import (
     DeletedSummary,
     EntityDetail,
@@ -191,14 +191,18 @@ class GraphCuration:
             for other in merged_from:
                 if other.description and other.description.casefold() not in description.casefold():
                     description = f"{description} {other.description}".strip()
-            result.description = description[:MAX_DESCRIPTION_CHARS]
+            result.description = description
             result.aliases = _unique(
                 [*into.aliases, *(n for other in merged_from for n in (other.name, *other.aliases))], exclude=into.name
             )
             result.properties = {**{k: v for o in merged_from for k, v in o.properties.items()}, **into.properties}
             result.observations = tuple(_unique(
                 [*observations.get(into.id, []), *(t for o in merged_from for t in observations.get(o.id, []))]
-            ))[:MAX_OBSERVATIONS]
+            ))
+            if over := over_limits(result.description, result.properties, len(result.observations)):
+                raise InvalidInputError(
+                    f"merged, {into.name!r} would have {over}: shorten what the entities hold with update_entity "
+                    "first (description, properties, remove_observations); nothing was merged")
             batch = WriteBatch(nodes=[result], merges=[(into.id, [n.id for n in merged_from])])
             summary = self._commit_with_vectors(writer, batch, namespace, renamed={into.id: into.name})
         return MergeResult(

@@ -22,7 +22,7 @@ from duckgraph.core.domain import history
 from duckgraph.core.domain.history import check_window
 from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import check_namespace
-from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS
+from duckgraph.core.domain.limits import MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.render import estimate_tokens, render_search
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
@@ -689,7 +689,11 @@ def _merge_node(base: NodeRecord, node: NodeInput, key_of: Callable[[str], str] 
     new = (node.description or "").strip()
     if new and new.casefold() not in description.casefold():
         description = f"{description} {new}".strip() if description else new
-    description = description[:MAX_DESCRIPTION_CHARS]
+    properties = {**base.properties, **node.properties}
+    if over := over_limits(description, properties):
+        raise InvalidInputError(
+            f"{base.name!r} would have {over}, what is stored and what is given together: write it whole with "
+            "update_entity(description=..., properties=...)")
     names = {key_of(base.name)}
     aliases = list(base.aliases)
     taken = {key_of(a) for a in aliases}
@@ -703,6 +707,6 @@ def _merge_node(base: NodeRecord, node: NodeInput, key_of: Callable[[str], str] 
         type=node.type,
         description=description,
         aliases=tuple(aliases[:50]),
-        properties={**base.properties, **node.properties},
+        properties=properties,
         source_ids=tuple(dict.fromkeys([*base.source_ids, *node.source_ids])),
     )

@@ -76,6 +76,26 @@ def test_merge_moves_edges_collapses_duplicates_and_keeps_aliases(kb):
     assert health["vectors"]["node"] == 4 and health["vectors"]["edge"] == kb.stats()["edges"]
 
 
+def test_a_merge_or_a_write_that_would_go_over_an_entity_s_limits_is_refused_and_changes_nothing(kb):
+    # Each part within the limits, the two together over them: they used to be cut without a word.
+    kb.curation.add_observations("Bob", [f"bob fact {i}" for i in range(150)], NS)
+    kb.curation.add_observations("Robert", [f"robert fact {i}" for i in range(150)], NS)
+    with pytest.raises(InvalidInputError, match="300 observations .the limit is 200.*nothing was merged"):
+        kb.curation.merge_entities(["Bob"], "Robert", NS)
+    kb.curation.update_entity("Zed", NS, description="z" * 2_800, properties={"notes": "n" * 10_000})
+    kb.curation.update_entity("Oslo", NS, description="o" * 2_000, properties={"facts": "f" * 10_000})
+    with pytest.raises(InvalidInputError, match="description of 4801 characters .the limit is 4000. and properties"):
+        kb.curation.merge_entities(["Oslo"], "Zed", NS)
+    assert kb.stats()["nodes"] == 5
+    with pytest.raises(InvalidInputError, match="'Zed' would have a description of 5401 characters"):
+        kb.add_knowledge_graph([NodeInput(name="Zed", type="Person", description="y" * 2_600)], [])
+    with pytest.raises(InvalidInputError, match="properties of 20"):
+        kb.add_knowledge_graph([NodeInput(name="Zed", type="Person", properties={"more": "m" * 10_000})], [])
+    zed = kb.curation.get_entities(["Zed"], NS)[0][0]
+    assert zed.description == "z" * 2_800 and zed.properties == {"notes": "n" * 10_000}
+    assert len(kb.curation.get_entities(["Robert"], NS)[0][0].observations) == 150
+
+
 def test_merge_of_unknown_or_identical_entities_is_refused(kb):
     with pytest.raises(NotFoundError, match="nobody"):
         kb.curation.merge_entities(["nobody"], "Robert", NS)

@@ -4,6 +4,7 @@ with both)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -53,12 +54,21 @@ def last_user(messages: list[dict[str, Any]]) -> str:
     return next(m["content"] for m in reversed(messages) if m["role"] == "user")
 
 
+def wrote_the_fact(result: str) -> bool:
+    """Whether add_knowledge_graph's answer reports FACT written: its two entities and its relation."""
+    try:
+        summary = json.loads(result)
+    except ValueError:  # an error text
+        return False
+    return summary.get("nodes_created") == 2 and summary.get("edges_created") == 1
+
+
 def memory_brain(messages, tools) -> Turn:
     """Stores what it is told; answers questions from what search returned, and only from that."""
     asked, last = last_user(messages), messages[-1]
     if last["role"] == "tool":
-        if asked.startswith("Remember"):
-            return Turn("Noted.")
+        if asked.startswith("Remember"):  # "Noted." only when the server reports the write (the test checks it)
+            return Turn("Noted." if wrote_the_fact(last["content"]) else f"Not stored: {last['content'][:500]}")
         return Turn("From memory: Lisbon." if "Lisbon" in last["content"] else "Memory holds nothing on that.")
     if asked.startswith("Remember"):
         return Turn("", [("add_knowledge_graph", FACT)])
@@ -70,8 +80,8 @@ def test_a_fact_stored_in_one_session_is_recalled_in_the_next(api, tmp_path, cac
     with ScriptedModel(memory_brain) as model:
         first = chat(api, model, db, cache_dir, ["Remember: my sister Maya Chen lives in Lisbon."])
         assert first.returncode == 0, first.stderr
-        assert first.stdout.strip() == "Noted."
-        assert "[tool add_knowledge_graph" in first.stderr
+        assert first.stdout.strip() == "Noted.", first.stdout  # else the write failed, and says why
+        assert "[tool add_knowledge_graph" in first.stderr and "[the tool answered with an error]" not in first.stderr
 
         second = chat(api, model, db, cache_dir, ["Where does Maya Chen live?"])
         assert second.returncode == 0, second.stderr

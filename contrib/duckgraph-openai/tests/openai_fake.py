@@ -7,7 +7,8 @@
 
 With `api_key` set, every request must carry `Authorization: Bearer <api_key>`; a wrong key is answered 401 with
 the key echoed back in full (the worst a server can do, to test that the plugin never repeats it). Faults:
-`fail_next(status, count, retry_after=None)`, `delay_seconds`. Every request is kept in `requests`.
+`fail_next(status, count, retry_after=None)`, `delay_seconds`, and `edit_vectors(vectors) -> vectors` to send
+malformed embeddings. Every request is kept in `requests`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class FakeOpenAI:
         self.api_key = api_key
         self.chat_reply = chat_reply or (lambda body: '{"nodes": [], "edges": []}')
         self.delay_seconds = 0.0
+        self.edit_vectors: Callable[[list[list[float]]], list[Any]] = lambda vectors: vectors
         self.requests: list[dict[str, Any]] = []
         self._faults: list[tuple[int, float | None]] = []
         self._lock = threading.Lock()
@@ -139,8 +141,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(400, _error("'input' must be a string or a non-empty array of strings",
                                           "invalid_request_error"))
         width = body.get("dimensions") or fake.dimensions
-        data = [{"object": "embedding", "index": i, "embedding": hashed_vector(t, fake.dimensions)[:width]}
-                for i, t in enumerate(texts)]
+        vectors = fake.edit_vectors([hashed_vector(t, fake.dimensions)[:width] for t in texts])
+        data = [{"object": "embedding", "index": i, "embedding": vector} for i, vector in enumerate(vectors)]
         data.reverse()  # a server may answer out of order: the index is what counts
         self._send(200, {"object": "list", "data": data, "model": body["model"],
                          "usage": {"prompt_tokens": 1, "total_tokens": 1}})

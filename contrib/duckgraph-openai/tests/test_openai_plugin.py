@@ -14,7 +14,7 @@ import pytest
 from openai_fake import FakeOpenAI, hashed_vector
 
 import duckgraph_openai
-from duckgraph.ports import EmbedderError, ExtractionError
+from duckgraph.ports import ConfigError, EmbedderError, ExtractionError
 from duckgraph_openai import OpenAIEmbedder, OpenAIExtractor
 
 KEY = "sk-test-0123456789abcdef-secret"
@@ -85,12 +85,25 @@ def test_rate_limits_and_server_errors_are_retried_with_backoff(server, api_key)
 
 def test_rate_limiting_that_persists_says_what_to_do(server, api_key):
     server.fail_next(429, count=3)
-    with pytest.raises(EmbedderError, match=r"rate limiting \(HTTP 429\), still after 2 retries.*lower batch_size"):
+    with pytest.raises(EmbedderError, match=r"rate limiting \(HTTP 429\), still after 2 retries: wait and try "
+                                            r"again, lower batch_size, or raise max_retries or backoff\."):
         embedder(server, max_retries=2).embed_query("hello")
     assert len(server.requests_to("/v1/embeddings")) == 3
     server.fail_next(500, count=2)
     with pytest.raises(EmbedderError, match="HTTP 500 on /embeddings, 2 times"):
         embedder(server, max_retries=1).embed_query("hello")
+
+
+def test_retry_counts_of_one_read_right(server, api_key):
+    server.fail_next(429, count=2)
+    with pytest.raises(EmbedderError, match=r"\(HTTP 429\), still after 1 retry: "):
+        embedder(server, max_retries=1).embed_query("hello")
+    server.fail_next(429)
+    with pytest.raises(EmbedderError, match=r"\(HTTP 429\), not retried with max_retries 0: "):
+        embedder(server, max_retries=0).embed_query("hello")
+    server.fail_next(503)
+    with pytest.raises(EmbedderError, match="HTTP 503 on /embeddings, once: try again later"):
+        embedder(server, max_retries=0).embed_query("hello")
 
 
 def test_client_errors_are_not_retried(server, api_key):
@@ -141,11 +154,45 @@ def test_the_deadline_covers_a_slow_server(server, api_key):
     assert time.perf_counter() - started < 2.5
 
 
-def test_bad_options_are_refused():
-    with pytest.raises(ValueError, match="dimensions"):
-        OpenAIEmbedder(dimensions=0)
-    with pytest.raises(ValueError, match="max_retries"):
-        OpenAIEmbedder(max_retries=-1)
+@pytest.mark.parametrize(("options", "error"), [
+    ({"dimensions": 0}, "dimensions must be a whole number, at least 1 (or left out), not 0"),
+    ({"batch_size": 0}, "batch_size must be a whole number, at least 1, not 0"),
+    ({"batch_size": 2.5}, "batch_size must be a whole number, at least 1, not 2.5"),
+    ({"timeout": -1}, "timeout must be a number of seconds above 0, not -1"),
+    ({"timeout": "30"}, "timeout must be a number of seconds above 0, not '30'"),
+    ({"max_retries": -1}, "max_retries must be a whole number, at least 0, not -1"),
+    ({"backoff": True}, "backoff must be a number of seconds, at least 0, not True"),
+    ({"base_url": "127.0.0.1:1234/v1"}, "base_url must be an http:// or https:// address, not '127.0.0.1:1234/v1'"),
+    ({"model": ""}, "model must be a model name, not ''"),
+])
+def test_bad_option_values_are_config_errors_naming_the_option(options, error):
+    with pytest.raises(ConfigError) as raised:
+        OpenAIEmbedder(**options)
+    assert str(raised.value) == f"bad options for embedder 'openai': {error}"
+
+
+@pytest.mark.parametrize(("options", "error"), [
+    ({"max_attempts": 0}, "max_attempts must be a whole number, at least 1, not 0"),
+    ({"temperature": -0.5}, "temperature must be a number, at least 0, not -0.5"),
+    ({"timeout": None}, "timeout must be a number of seconds above 0, not None"),
+    ({"api_key_env": " "}, "api_key_env must be the name of an environment variable, not ' '"),
+])
+def test_bad_extractor_option_values_are_config_errors(options, error):
+    with pytest.raises(ConfigError) as raised:
+        OpenAIExtractor(**options)
+    assert str(raised.value) == f"bad options for extractor 'openai': {error}"
+
+
+@pytest.mark.parametrize(("edit", "error"), [
+    (lambda vectors: [vectors[0], vectors[1][:-3], *vectors[2:]], r"embeddings of different widths \(61, 64\)"),
+    (lambda vectors: [["n/a", *v[1:]] for v in vectors], "embeddings holding 'n/a', not only numbers"),
+    (lambda vectors: [[None, *v[1:]] for v in vectors], "embeddings holding None, not only numbers"),
+    (lambda vectors: [[[0.5], *v[1:]] for v in vectors], r"embeddings holding \[0.5\], not only numbers"),
+])
+def test_malformed_vectors_are_embedder_errors(server, api_key, edit, error):
+    server.edit_vectors = edit
+    with pytest.raises(EmbedderError, match=f"{server.base_url}/embeddings sent {error}"):
+        embedder(server).embed_documents(["one text", "another text", "a third"])
 
 
 # -- extraction -------------------------------------------------------------------------------------------------
@@ -196,6 +243,24 @@ def test_check_finds_an_unserved_model(server, api_key):
     extractor(server).check()
     with pytest.raises(ExtractionError, match=r"does not serve the model 'gpt-5'.*gpt-4o-mini, text-embedding"):
         extractor(server, model="gpt-5").check()
+
+
+def test_check_takes_a_bare_name_for_its_latest_tag_as_ollama_does(server, api_key):
+    server.models = {"qwen3:latest", "llama3.2:3b"}  # as Ollama's /v1/models lists them
+    extractor(server, model="qwen3").check()
+    extractor(server, model="qwen3:latest").check()
+    for other in ("llama3.2", "qwen3:8b", "qwen"):  # only the latest tag stands for a bare name
+        with pytest.raises(ExtractionError, match=f"does not serve the model '{other}'"):
+            extractor(server, model=other).check()
+
+
+def test_extractor_rate_limit_advice_names_only_its_own_options(server, api_key):
+    server.fail_next(429, count=2)
+    with pytest.raises(ExtractionError) as raised:
+        extractor(server, max_retries=1).extract("Ada Lovelace wrote a program.")
+    message = str(raised.value)
+    assert "still after 1 retry: wait and try again, or raise max_retries or backoff." in message
+    assert "batch_size" not in message
 
 
 def test_community_reports_are_asked_for_in_their_own_strict_schema(server, api_key):

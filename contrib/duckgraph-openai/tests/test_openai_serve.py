@@ -85,3 +85,13 @@ def test_doctor_names_a_refused_key_without_showing_it(tmp_path, server):
     [problem] = [p for p in json.loads(doctor.stdout)["problems"] if "embedder" in p]
     assert "refused the API key in $OPENAI_API_KEY (HTTP 401): set a valid key there" in problem
     assert wrong not in doctor.stdout + doctor.stderr
+
+
+def test_a_bad_option_value_is_a_one_line_error_not_a_traceback(tmp_path, server):
+    env = child_env(tmp_path, server.base_url)
+    env["DUCKGRAPH_EMBEDDER_OPTIONS"] = json.dumps({"base_url": server.base_url, "timeout": "30"})
+    search = subprocess.run([*CLI, "search", "anything"], env=env, capture_output=True, text=True,
+                            timeout=TIMEOUT_SECONDS)
+    assert search.returncode == 1
+    assert search.stderr.strip() == ("duckgraph: bad options for embedder 'openai': timeout must be a number of "
+                                     "seconds above 0, not '30'")

@@ -4,7 +4,7 @@
     duckgraph-chat --api openai --base-url http://127.0.0.1:1234/v1 --model qwen3-8b -- duckgraph serve --db x.duckdb
 
 Each line read is one message; the answer streams to stdout, tool calls are traced on stderr. `/exit` or end of
-input ends the chat. Exit status: 0, or 2 when the MCP server cannot be started.
+input ends the chat. Exit status: 0; 2 when the MCP server cannot be started or stops; 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
+
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from duckgraph_chat.models import ModelError, make_model
 from duckgraph_chat.prompt import system_prompt
@@ -68,7 +72,7 @@ async def _chat(args: argparse.Namespace, command: list[str]) -> int:
             except ValueError as exc:  # a tool whose schema cannot be checked: the server needs fixing
                 _trace(f"error: {exc}")
                 return 2
-            session = ChatSession(client, model, toolbox, await system_prompt(client),
+            session = ChatSession(client, model, toolbox, await system_prompt(client, _trace),
                                   max_tool_rounds=args.max_tool_rounds, write=_write, trace=_trace)
             _trace(f"[connected to `{shown}`: {len(toolbox.names)} tools; model {args.model} over {args.api}]")
             await _loop(session)
@@ -87,11 +91,12 @@ async def _chat(args: argparse.Namespace, command: list[str]) -> int:
 
 async def _loop(session: ChatSession) -> None:
     interactive = sys.stdin.isatty()
+    lines = _Lines(sys.stdin.fileno(), sys.stdin.encoding or "utf-8")
     while True:
         if interactive:
             _write("you> ")
-        line = await anyio.to_thread.run_sync(sys.stdin.readline)
-        if not line or line.strip() in ("/exit", "/quit"):
+        line = await lines.readline()
+        if line is None or line.strip() in ("/exit", "/quit"):
             return
         if not line.strip():
             continue
@@ -99,6 +104,45 @@ async def _loop(session: ChatSession) -> None:
             await session.turn(line.strip())
         except ModelError as exc:
             _trace(f"error: {exc}")
+
+
+class _Lines:
+    """The lines of a file descriptor, decoded with U+FFFD in place of bytes its encoding cannot read (a line
+    typed in a Latin-1 terminal must not end the chat, nor reach the model as text that cannot be sent).
+
+    Read in daemon threads straight from the descriptor: an anyio worker thread in sys.stdin.readline could not be
+    abandoned, so Ctrl-C at the prompt would wait for Enter, and the interpreter's exit would wait for it too."""
+
+    def __init__(self, fd: int, encoding: str) -> None:
+        self._fd, self._encoding = fd, encoding
+        self._pending, self._ended = b"", False
+
+    async def readline(self) -> str | None:
+        """The next line with its newline, or None at end of input."""
+        while b"\n" not in self._pending and not self._ended:
+            chunk = await self._read()
+            self._pending += chunk
+            self._ended = not chunk
+        line, newline, self._pending = self._pending.partition(b"\n")
+        return (line + newline).decode(self._encoding, errors="replace") if line or newline else None
+
+    async def _read(self) -> bytes:
+        token = anyio.lowlevel.current_token()
+        send, receive = anyio.create_memory_object_stream[bytes](1)
+
+        def read() -> None:
+            try:
+                chunk = os.read(self._fd, 65536)
+            except OSError:  # the terminal went away: end of input
+                chunk = b""
+            try:
+                anyio.from_thread.run_sync(send.send_nowait, chunk, token=token)
+            except Exception:  # the chat ended meanwhile (Ctrl-C): nobody waits for this line
+                pass
+
+        threading.Thread(target=read, name="duckgraph-chat stdin", daemon=True).start()
+        async with receive:
+            return await receive.receive()
 
 
 def _connection_loss(exc: BaseException) -> BaseException | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 SYSTEM_PROMPT = """\
@@ -18,21 +19,26 @@ You are a helpful assistant with a long-term memory that you reach through tools
 SEED_PROMPT = "extract_knowledge"
 
 
-async def system_prompt(client: Any) -> str:
+async def system_prompt(client: Any, trace: Callable[[str], None]) -> str:
     """The bridge's rules, the server's instructions, and its extract_knowledge guide when it has one."""
     parts = [SYSTEM_PROMPT]
     if client.instructions:
         parts.append(f"About the memory tools:\n{client.instructions.strip()}")
-    if seed := await _seed(client):
+    if seed := await _seed(client, trace):
         parts.append(f"When the user gives you a text to remember:\n{seed}")
     return "\n\n".join(parts)
 
 
-async def _seed(client: Any) -> str:
+async def _seed(client: Any, trace: Callable[[str], None]) -> str:
     """The server's extract_knowledge prompt, or "" when it has none (any MCP server may be the memory)."""
     if client.server_capabilities.prompts is None:
         return ""
-    if not any(p.name == SEED_PROMPT for p in (await client.list_prompts()).prompts):
+    offered = next((p for p in (await client.list_prompts()).prompts if p.name == SEED_PROMPT), None)
+    if offered is None:
+        return ""
+    # Only a prompt that needs no arguments can be taken as it is: another server's may want the text itself.
+    if needed := [a.name for a in offered.arguments or [] if a.required]:
+        trace(f"[not using the server's {SEED_PROMPT} prompt: it needs arguments ({', '.join(needed)})]")
         return ""
     seeded = await client.get_prompt(SEED_PROMPT, {})
     return "\n".join(getattr(m.content, "text", "") for m in seeded.messages).strip()

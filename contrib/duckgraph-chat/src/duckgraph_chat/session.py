@@ -15,6 +15,17 @@ LIMIT_NOTE = ("You have used the tool calls allowed for this answer. Answer now 
               "without calling more.")
 
 
+def server_gone(exc: BaseException) -> bool:
+    """Whether `exc` says the MCP server's connection is closed: the SDK raises MCPError(CONNECTION_CLOSED) for a
+    request that was waiting, or sent, when the server exited; the anyio errors come from the stream beneath."""
+    from mcp import MCPError  # imported here, as in cli.py: `--help` should not wait for the SDK
+    from mcp.types import CONNECTION_CLOSED
+
+    if isinstance(exc, MCPError):
+        return exc.code == CONNECTION_CLOSED
+    return isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError))
+
+
 class ChatSession:
     """Keeps the messages; `turn` answers one user message, streaming the text to `write`, tool traces to `trace`."""
 
@@ -70,9 +81,9 @@ class ChatSession:
             return f"Error: {exc}"
         try:
             result = await self.client.call_tool(call.name, arguments)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            raise  # the server is gone: the chat ends (cli.py says so)
         except Exception as exc:  # a protocol error (invalid params, a crashed call) is the model's to handle too
+            if server_gone(exc):
+                raise  # but no later call can succeed: the chat ends (cli.py says so)
             self.trace(f"[failed: {exc}]")
             return f"Error: the tool call failed: {exc}"
         if result.is_error:

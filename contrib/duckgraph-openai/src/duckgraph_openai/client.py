@@ -9,8 +9,10 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from duckgraph.ports import ConfigError
 from duckgraph.ports.http import request
 
 if TYPE_CHECKING:
@@ -26,22 +28,58 @@ RETRIED = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 60.0
 
 
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+#: Each option's check and what it allows, for both components: values come from TOML or JSON, of any type.
+OPTIONS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "model": (_text, "a model name"),
+    "base_url": (lambda v: _text(v) and v.startswith(("http://", "https://")), "an http:// or https:// address"),
+    "api_key_env": (_text, "the name of an environment variable"),
+    "timeout": (lambda v: _number(v) and v > 0, "a number of seconds above 0"),
+    "backoff": (lambda v: _number(v) and v >= 0, "a number of seconds, at least 0"),
+    "temperature": (lambda v: _number(v) and v >= 0, "a number, at least 0"),
+    "max_retries": (lambda v: _whole(v) and v >= 0, "a whole number, at least 0"),
+    "max_attempts": (lambda v: _whole(v) and v >= 1, "a whole number, at least 1"),
+    "batch_size": (lambda v: _whole(v) and v >= 1, "a whole number, at least 1"),
+    "dimensions": (lambda v: v is None or (_whole(v) and v >= 1), "a whole number, at least 1 (or left out)"),
+}
+
+
+def check_options(component: str, **values: Any) -> None:
+    """A ConfigError naming the component (e.g. "embedder 'openai'"), the option and what it allows, for the
+    first value out of bounds: a plugin's bad option must read like the core's, not end in a traceback."""
+    for name, value in values.items():
+        ok, allowed = OPTIONS[name]
+        if not ok(value):
+            raise ConfigError(f"bad options for {component}: {name} must be {allowed}, not {value!r}")
+
+
 class OpenAIClient:
     """One OpenAI-compatible server. `timeout` bounds each request as a whole (connecting, waiting, every byte
     read), so a server that answers a byte now and then cannot hold a write forever; each retry gets a fresh
     deadline. 429 and 5xx answers are retried `max_retries` times, waiting `backoff` seconds doubled each time
-    (or the server's Retry-After)."""
+    (or the server's Retry-After). `rate_limit_advice` names what the component's own options can do about a
+    429 that outlasts the retries. The options are checked by the components (check_options)."""
 
     def __init__(self, base_url: str, *, timeout: float, max_retries: int, backoff: float, api_key_env: str,
-                 error: type[Exception]) -> None:
-        if timeout <= 0 or max_retries < 0 or backoff < 0:
-            raise ValueError("timeout must be positive, max_retries and backoff at least 0")
+                 error: type[Exception], rate_limit_advice: str) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff = backoff
         self.api_key_env = api_key_env
         self._error = error
+        self._rate_limit_advice = rate_limit_advice
 
     def key_status(self) -> str:
         """Where the key comes from and whether it is set, never the key."""
@@ -116,12 +154,16 @@ class OpenAIClient:
         if status == 404:
             return (f"{self.base_url}{path} does not exist (HTTP 404): check the base_url option; OpenAI-compatible "
                     "servers serve the API under /v1 (e.g. http://127.0.0.1:11434/v1 for Ollama)")
+        retries = self.max_retries
         if status == 429:
-            return (f"{self.base_url} is rate limiting (HTTP 429), still after {self.max_retries} retries: wait and "
-                    f"try again, lower batch_size or raise max_retries. The server said: {said}")
+            tried = (f"still after {retries} {'retry' if retries == 1 else 'retries'}" if retries else
+                     "not retried with max_retries 0")
+            return (f"{self.base_url} is rate limiting (HTTP 429), {tried}: wait and try again, "
+                    f"{self._rate_limit_advice}. The server said: {said}")
         if status >= 500:
-            return (f"{self.base_url} failed with HTTP {status} on {path}, {self.max_retries + 1} times: "
-                    f"try again later. The server said: {said}")
+            times = "once" if retries == 0 else f"{retries + 1} times"
+            return (f"{self.base_url} failed with HTTP {status} on {path}, {times}: try again later. "
+                    f"The server said: {said}")
         return f"{self.base_url} answered {path} with HTTP {status}: {said}"
 
     def _redact(self, text: str) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from duckgraph.ports import Embedder, EmbedderError
 
-from duckgraph_openai.client import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, OpenAIClient
+from duckgraph_openai.client import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, OpenAIClient, check_options
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,16 +31,16 @@ class OpenAIEmbedder(Embedder):
         backoff: float = 0.5,
         api_key_env: str = DEFAULT_API_KEY_ENV,
     ) -> None:
-        if dimensions is not None and dimensions < 1:
-            raise ValueError("dimensions must be at least 1")
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+        check_options("embedder 'openai'", model=model, base_url=base_url, dimensions=dimensions,
+                      batch_size=batch_size, timeout=timeout, max_retries=max_retries, backoff=backoff,
+                      api_key_env=api_key_env)
         self.model = model
         self.batch_size = batch_size
         self._requested = dimensions
         self._dimensions = dimensions
         self._client = OpenAIClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff,
-                                    api_key_env=api_key_env, error=EmbedderError)
+                                    api_key_env=api_key_env, error=EmbedderError,
+                                    rate_limit_advice="lower batch_size, or raise max_retries or backoff")
 
     @property
     def id(self) -> str:
@@ -54,11 +54,11 @@ class OpenAIEmbedder(Embedder):
         return {"endpoint": f"{self._client.base_url}/embeddings", "api key": self._client.key_status()}
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        return self._request(list(texts))
+
+    def _request(self, texts: list[str]) -> np.ndarray:
         import numpy as np  # imported on use: the MCP handshake should not wait for it
 
-        return np.asarray(self._request(list(texts)), dtype=np.float32)
-
-    def _request(self, texts: list[str]) -> list[list[float]]:
         body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self._requested:
             body["dimensions"] = self._requested
@@ -77,6 +77,13 @@ class OpenAIEmbedder(Embedder):
         if not all(isinstance(v, list) and v for v in vectors):
             raise EmbedderError(f"{self._client.base_url}/embeddings sent embeddings that are not lists of numbers "
                                 "(base64 encoding is not supported)")
+        widths = sorted({len(v) for v in vectors})
+        if len(widths) > 1:
+            raise EmbedderError(f"{self._client.base_url}/embeddings sent embeddings of different widths "
+                                f"({', '.join(map(str, widths))}) in one answer: check the server and its model")
+        if bad := [x for v in vectors for x in v if type(x) not in (int, float)]:  # JSON: no str, bool, null, list
+            raise EmbedderError(f"{self._client.base_url}/embeddings sent embeddings holding {bad[0]!r}, not only "
+                                "numbers: is it an OpenAI-compatible API?")
         if self._dimensions is None:  # the first answer tells the width: no probe needed
             self._dimensions = len(vectors[0])
-        return vectors
+        return np.array(vectors, dtype=np.float32)

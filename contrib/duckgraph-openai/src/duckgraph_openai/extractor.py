@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from duckgraph.ports import ChatExtractor, ExtractionError, ReplyFormat
 
-from duckgraph_openai.client import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, OpenAIClient
+from duckgraph_openai.client import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, OpenAIClient, check_options
 
 DEFAULT_CHAT_MODEL = "gpt-4o-mini"
 
@@ -27,10 +27,14 @@ class OpenAIExtractor(ChatExtractor):
         backoff: float = 0.5,
         api_key_env: str = DEFAULT_API_KEY_ENV,
     ) -> None:
+        check_options("extractor 'openai'", model=model, base_url=base_url, timeout=timeout,
+                      max_attempts=max_attempts, temperature=temperature, max_retries=max_retries, backoff=backoff,
+                      api_key_env=api_key_env)
         super().__init__(model, max_attempts=max_attempts)
         self.temperature = temperature
         self._client = OpenAIClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff,
-                                    api_key_env=api_key_env, error=ExtractionError)
+                                    api_key_env=api_key_env, error=ExtractionError,
+                                    rate_limit_advice="or raise max_retries or backoff")
 
     @property
     def id(self) -> str:
@@ -39,7 +43,9 @@ class OpenAIExtractor(ChatExtractor):
     def check(self) -> None:
         listed = self._client.get("/models").get("data")
         served = [str(m.get("id")) for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
-        if self.model not in served:
+        # Ollama lists a model by its full name and answers to it without the default tag too: qwen3 is qwen3:latest.
+        untagged = ":" not in self.model.rsplit("/", 1)[-1]
+        if self.model not in served and not (untagged and f"{self.model}:latest" in served):
             raise ExtractionError(f"{self._client.base_url} does not serve the model {self.model!r}: set the model "
                                   f"option to one it serves ({', '.join(served[:10]) or 'it lists none'})")
 
