@@ -170,7 +170,7 @@ def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
     if report["sharing"].get("problem"):
         diagnosis.problems.append(report["sharing"]["problem"])
     if not path.exists():
-        note = f"no database yet at {path}: it is created on the first write"
+        note = f"no database yet at {path}: it is created when first opened"
         report["database"] = {"path": str(path), "exists": False, "note": note}
         diagnosis.check("database", True, note)
         if blocked := _why_not_creatable(path):
@@ -230,10 +230,12 @@ def _check_binding(diagnosis: Diagnosis, path: Path, recorded: dict[str, Any], e
             return
         if dimensions == recorded["dimensions"]:
             return
+        fix = f"set its options or server back to give {recorded['dimensions']}"
         configured = f"{configured} ({dimensions} dimensions, the file has {recorded['dimensions']})"
+    else:
+        fix = f"configure {recorded['id']!r} again (DUCKGRAPH_EMBEDDER and its options, or [embedder] in the config)"
     diagnosis.problems.append(
-        f"the file was built with {recorded['id']!r} but {configured!r} is configured: configure "
-        f"{recorded['id']!r} again (DUCKGRAPH_EMBEDDER and its options, or [embedder] in the config), or move the "
+        f"the file was built with {recorded['id']!r} but {configured!r} is configured: {fix}, or move the "
         f"knowledge to a new file with the new embedder: duckgraph export -o kb.jsonl --db {path}, then "
         "duckgraph import --re-embed kb.jsonl --db NEW.duckdb")
 
@@ -274,7 +276,7 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"duckgraph {report['duckgraph']} on Python {report['python']}")
     database = report.get("database", {})
     print(f"database:  {report['settings']['db']}" + ("" if database.get("exists", True) else
-                                                      " (no database yet: it is created on the first write)"))
+                                                      " (no database yet: it is created when first opened)"))
     shared = report.get("sharing", {})
     if shared.get("owner_pid"):
         clients = ", ".join(map(str, shared["client_pids"])) or "none"

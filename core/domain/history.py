@@ -22,13 +22,15 @@ EDGES_READ = 100_000
 
 def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], namespace: str) -> RelationsEnded:
     """Close the current relations matching each of `relations` at its `ended_at` (default: now), in one
-    transaction; they stay as history. A moment before a relation's start is refused and nothing is ended."""
+    transaction; they stay as history. A moment before a relation's start, or a relation named twice, is refused
+    and nothing is ended."""
     from duckgraph.core.domain.model import EndedRelation, RelationRef, RelationsEnded
 
     moment = now()
     with kb.writing(vectors=False) as writer:
         found, _ = kb.curation.resolve([n for r in relations for n in (r.source, r.target)], namespace)
         ending: dict[int, tuple[datetime, EndedRelation]] = {}
+        asked: dict[int, int] = {}  # edge id -> the item that matched it
         missing: list[RelationRef] = []
         for i, relation in enumerate(relations):
             source, target = found.get(relation.source), found.get(relation.target)
@@ -39,6 +41,11 @@ def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], name
             ]
             ended_at = relation.ended_at or moment
             for edge in matches:
+                if edge.id in asked:  # two items, perhaps spelt differently: which ended_at is meant is unclear
+                    raise InvalidInputError(
+                        f"relations[{asked[edge.id]}] and relations[{i}] name the same relation ({source.name} "
+                        f"-{edge.type}-> {target.name}): end each relation once per call; nothing was ended")
+                asked[edge.id] = i
                 if edge.valid_from is not None and ended_at < edge.valid_from:
                     raise InvalidInputError(
                         f"relations[{i}] ({relation.label()}): ended_at {short(ended_at)} is before the relation "

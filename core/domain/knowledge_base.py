@@ -185,12 +185,16 @@ class KnowledgeBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _vectors_ready(self) -> None:
-        """Bind the embedder to the file once; refuse a different one before any model is loaded."""
+    def _vectors_ready(self, *, bind: bool = True) -> None:
+        """Bind the embedder to the file once; refuse a different one before any model is loaded. A read
+        (`bind=False`) of a file no embedder is bound to yet (it holds no vectors) leaves it unbound, so that the
+        first write may still choose another embedder."""
         self.open()
         if self._bound:
             return
         info = self.store.embedder_info()
+        if info is None and not bind:
+            return
         if info is not None and info[0] != self.embedder.id:
             raise EmbedderMismatchError(
                 f"{getattr(self.store, 'path', 'this knowledge base')} was built with embedder {info[0]!r}, but "
@@ -485,7 +489,7 @@ class KnowledgeBase:
         check_window(settings.after, settings.before)
         if settings.relevance_floor is None:
             settings = replace(settings, relevance_floor=self.embedder.relevance_floor)
-        self._vectors_ready()
+        self._vectors_ready(bind=False)
         # The query's words are looked up on another thread while the model (or its server) embeds the query: the
         # model runs without Python's lock, and the lookups want it (the other way round, the embedding thread
         # waits for the lock to hand back its vector).

@@ -8,7 +8,8 @@ from pydantic import (
     AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, StringConstraints, WithJsonSchema,
     model_validator)
 
-from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
+from duckgraph.core.domain.limits import (
+    MAX_DESCRIPTION_CHARS, MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS, MAX_PROPERTIES_BYTES)
 from duckgraph.core.domain.moments import check_period, parse_moment
 from duckgraph.ports import clean_name
 
@@ -16,7 +17,6 @@ MAX_NODES_PER_CALL = 5_000
 MAX_EDGES_PER_CALL = 10_000
 MAX_DOCUMENTS_PER_CALL = 1_000
 MAX_DOCUMENT_CHARS = 2_000_000
-MAX_PROPERTIES_BYTES = 16_384
 MAX_WEIGHT = 1_000_000
 
 # These types are the one validation of every way in: the tools' inputs below, and `duckgraph import`'s lines
@@ -84,6 +84,10 @@ UtcTime = Annotated[datetime, PlainSerializer(_with_zone, return_type=datetime, 
 StoredObservation = Annotated[
     str, StringConstraints(max_length=MAX_OBSERVATION_CHARS), AfterValidator(_no_control_characters)
 ]
+#: The title and summary of a community report the host writes: global_search hands them on as they are, so they
+#: are refused with control characters, as a description is.
+ReportTitle = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_control_characters)]
+ReportSummary = Annotated[str, Field(min_length=1, max_length=4_000), AfterValidator(_no_control_characters)]
 
 
 class _Model(BaseModel):

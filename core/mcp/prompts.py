@@ -4,13 +4,16 @@ duckgraph://stats and duckgraph://schema resources."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
-from pydantic import Field
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
+from mcp.types import Prompt as MCPPrompt
+from pydantic import Field, ValidationError
 
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.ports import DuckgraphError
@@ -167,6 +170,44 @@ def register_prompts_and_resources(server: MCPServer, kb: KnowledgeBase, tool_se
                           ensure_ascii=False)
 
 
+def check_prompt_call(listed: Sequence[MCPPrompt], name: str, arguments: dict[str, Any] | None) -> MCPPrompt:
+    """The listed prompt `name`, if `arguments` name only its arguments and all it requires; otherwise an
+    invalid-params error that says what is wrong and what is allowed. (The SDK answers these with code 0 and no
+    reason.)"""
+    prompt = next((p for p in listed if p.name == name), None)
+    if prompt is None:
+        raise MCPError(INVALID_PARAMS, f"unknown prompt {name!r}; the prompts are: "
+                                       f"{', '.join(p.name for p in listed) or 'none'}")
+    known = {a.name: a for a in prompt.arguments or []}
+    unknown = sorted(set(arguments or {}) - set(known))
+    missing = sorted(a.name for a in known.values() if a.required and a.name not in (arguments or {}))
+    if unknown or missing:
+        problem = (f"has no argument {', '.join(map(repr, unknown))}" if unknown
+                   else f"needs the argument {', '.join(map(repr, missing))}")
+        raise MCPError(INVALID_PARAMS, f"prompt {name} {problem}; its arguments are: "
+                                       f"{', '.join(known) or 'none'}")
+    return prompt
+
+
+def invalid_prompt_argument(prompt: MCPPrompt, exc: BaseException) -> MCPError | None:
+    """The invalid-params error for an argument of `prompt` that its validation refused (the SDK wraps that
+    ValidationError in ValueErrors), naming the value, why, and what the argument takes; None for other errors."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ValidationError):
+        cause = cause.__cause__
+    described = {a.name: a.description for a in prompt.arguments or []}
+    if cause is None or not all(e["loc"] and e["loc"][0] in described for e in cause.errors()):
+        return None  # not the arguments': a failure of the prompt itself
+    return MCPError(INVALID_PARAMS, f"prompt {prompt.name}: " + " ".join(
+        f"{e['loc'][0]}={_short_repr(e['input'])} is refused: {e['msg']}. {e['loc'][0]}: {described[e['loc'][0]]}"
+        for e in cause.errors()))
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    shown = repr(value)  # a refused text may be long: the error names its start
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(str(value))} characters)"
+
+
 def _read_for_resource(function: Callable[..., T], *args: Any) -> T:
     """Call a knowledge-base read for a resource; domain errors become resource errors the client sees."""
     try:
@@ -183,6 +224,7 @@ def _register_summary_prompt(server: MCPServer, kb: KnowledgeBase) -> None:
                     "with the material of those still lacking one.",
     )
     def summarize_communities(
-        limit: Annotated[int, Field(description="Communities to include (1-20).", ge=1, le=20)] = 5,
+        limit: Annotated[int, Field(description="How many communities to include: a whole number from 1 to 20.",
+                                    ge=1, le=20)] = 5,
     ) -> str:
         return _read_for_resource(summary_prompt, kb, limit)

@@ -28,7 +28,8 @@ from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.namespaces import namespace_from_folder
 from duckgraph.core.mcp import tool_listing
 from duckgraph.core.mcp.forwarding import forward_resource, forward_tool
-from duckgraph.core.mcp.prompts import RESOURCE_NAMESPACE, instructions, register_prompts_and_resources
+from duckgraph.core.mcp.prompts import (
+    RESOURCE_NAMESPACE, check_prompt_call, instructions, invalid_prompt_argument, register_prompts_and_resources)
 from duckgraph.core.mcp.stdio import StdioTransport
 from duckgraph.core.mcp.warmup import WarmUp
 from duckgraph.core.sharing import FileShare
@@ -184,9 +185,15 @@ class DuckgraphServer(MCPServer):
 
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
                          context: Context | None = None) -> Any:
+        prompt = check_prompt_call(await self.list_prompts(), name, arguments)
         token = RESOURCE_NAMESPACE.set(await self.default_namespace(context))  # a prompt reads the client's default
         try:
             return await super().get_prompt(name, arguments, context)
+        except ValueError as exc:
+            error = invalid_prompt_argument(prompt, exc)
+            if error is None:
+                raise
+            raise error from None  # the caller's mistake: an answer, not a traceback in the log
         finally:
             RESOURCE_NAMESPACE.reset(token)
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from duckgraph.plugins.duckdb import sql
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
 from duckgraph.plugins.duckdb.mirror.keywords import KindIndex, Vocabulary
 from duckgraph.ports import StoreError, terms
@@ -48,8 +49,8 @@ _COLUMNS = "id, namespace, level, parent_id, leaf, size, title, summary, details
 def edge_arrays(con: Any, namespace: str, now: datetime) -> tuple[Any, Any, Any, Any]:
     """Ids, sources, targets and weights of the namespace's edges valid at `now`."""
     found = con.execute(
-        "SELECT id, source_id, target_id, weight FROM edges WHERE namespace = ? AND (valid_until IS NULL OR "
-        "valid_until > ?) AND (valid_from IS NULL OR valid_from <= ?)", [namespace, now, now]).fetchnumpy()
+        f"SELECT id, source_id, target_id, weight FROM edges WHERE namespace = $1 AND {sql.holds_at('$2')}",
+        [namespace, now]).fetchnumpy()
     return tuple(np.asarray(found[column], dtype=np.int64) for column in ("id", "source_id", "target_id")) + (
         np.asarray(found["weight"], dtype=np.float64),)
 

@@ -41,11 +41,11 @@ def nodes_containing(con: Any, namespace: str, text: str, limit: int) -> list[in
 
 
 def list_edges(con: Any, namespace: str, offset: int, limit: int, include_expired: bool) -> list[EdgeRecord]:
-    holding = "" if include_expired else "AND valid_until IS NULL "
+    holding = "" if include_expired else f"AND {sql.holds_at('$4')} "
     rows = con.execute(
         f"SELECT {_EDGE_COLUMNS} FROM edges WHERE namespace = $1 {holding}"
         "ORDER BY id LIMIT $2 OFFSET $3",
-        [namespace, limit, offset],
+        [namespace, limit, offset] + ([] if include_expired else [sql.now()]),
     ).fetchall()
     return [_edge(row) for row in rows]
 
@@ -100,15 +100,16 @@ def stats(con: Any, namespace: str | None) -> dict[str, Any]:
         table: con.execute(f"SELECT count(*) FROM {table} {where}", params).fetchone()[0]
         for table in ("nodes", "documents", "chunks")
     }
-    counts["edges"] = con.execute(
-        f"SELECT count(*) FROM edges {where or 'WHERE'} {'AND' if where else ''} valid_until IS NULL",
-        params,
-    ).fetchone()[0]
+    # Edges and their types count the same edges: those that hold now, as search shows them (not ended ones,
+    # nor those that start later).
+    holding = f"{where or 'WHERE'} {'AND' if where else ''} {sql.holds_at(f'${len(params) + 1}')}"
+    edge_params = [*params, sql.now()]
+    counts["edges"] = con.execute(f"SELECT count(*) FROM edges {holding}", edge_params).fetchone()[0]
     node_types = dict(con.execute(
         f"SELECT type, count(*) FROM nodes {where} GROUP BY type ORDER BY count(*) DESC LIMIT 50", params
     ).fetchall())
     edge_types = dict(con.execute(
-        f"SELECT type, count(*) FROM edges {where} GROUP BY type ORDER BY count(*) DESC LIMIT 50", params
+        f"SELECT type, count(*) FROM edges {holding} GROUP BY type ORDER BY count(*) DESC LIMIT 50", edge_params
     ).fetchall())
     return {**counts, "node_types": node_types, "edge_types": edge_types}
 
@@ -122,9 +123,9 @@ def type_examples(con: Any, namespace: str, limit: int) -> dict[str, list[dict[s
     edges = con.execute(
         "SELECT e.type, count(*), arg_min(s.name, e.id), arg_min(t.name, e.id) FROM edges e "
         "JOIN nodes s ON s.id = e.source_id JOIN nodes t ON t.id = e.target_id "
-        "WHERE e.namespace = $1 AND e.valid_until IS NULL GROUP BY e.type ORDER BY count(*) DESC, e.type "
+        f"WHERE e.namespace = $1 AND {sql.holds_at('$3', 'e')} GROUP BY e.type ORDER BY count(*) DESC, e.type "
         "LIMIT $2",
-        [namespace, limit],
+        [namespace, limit, sql.now()],
     ).fetchall()
     return {
         "node_types": [{"type": t, "count": n, "example": name} for t, n, name in nodes],
@@ -134,10 +135,10 @@ def type_examples(con: Any, namespace: str, limit: int) -> dict[str, list[dict[s
 
 def most_connected(con: Any, namespace: str, limit: int) -> list[tuple[int, int]]:
     rows = con.execute(
-        "WITH live AS (SELECT source_id, target_id FROM edges WHERE namespace = $1 AND valid_until IS NULL) "
+        f"WITH live AS (SELECT source_id, target_id FROM edges WHERE namespace = $1 AND {sql.holds_at('$3')}) "
         "SELECT id, count(*) AS n FROM (SELECT source_id AS id FROM live UNION ALL SELECT target_id FROM live) "
         "GROUP BY id ORDER BY n DESC, id LIMIT $2",
-        [namespace, limit],
+        [namespace, limit, sql.now()],
     ).fetchall()
     return [(int(node), int(n)) for node, n in rows]
 
@@ -153,13 +154,14 @@ def namespaces(con: Any) -> list[str]:
 def namespace_summaries(con: Any) -> list[dict[str, Any]]:
     rows = con.execute(
         "WITH n AS (SELECT namespace, count(*) AS c, max(updated_at) AS t FROM nodes GROUP BY 1), "
-        "e AS (SELECT namespace, count(*) FILTER (WHERE valid_until IS NULL) AS c, max(updated_at) AS t "
+        f"e AS (SELECT namespace, count(*) FILTER (WHERE {sql.holds_at('$1')}) AS c, max(updated_at) AS t "
         "FROM edges GROUP BY 1), "
         "d AS (SELECT namespace, count(*) AS c, max(created_at) AS t FROM documents GROUP BY 1), "
         "names AS (SELECT namespace FROM n UNION SELECT namespace FROM e UNION SELECT namespace FROM d) "
         "SELECT names.namespace, coalesce(n.c, 0), coalesce(e.c, 0), coalesce(d.c, 0), greatest(n.t, e.t, d.t) "
         "FROM names LEFT JOIN n USING (namespace) LEFT JOIN e USING (namespace) LEFT JOIN d USING (namespace) "
-        "ORDER BY 1"
+        "ORDER BY 1",
+        [sql.now()],
     ).fetchall()
     return [{"namespace": ns, "nodes": nodes, "edges": edges, "documents": documents, "last_write": last}
             for ns, nodes, edges, documents, last in rows]

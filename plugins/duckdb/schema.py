@@ -210,6 +210,13 @@ def embedder_info(con: Any) -> tuple[str, int] | None:
 
 def check_embedder(path: Path, bound: tuple[str, int], embedder_id: str, dimensions: int) -> None:
     """Refuse an embedder other than the one the file is bound to."""
+    if bound[0] == embedder_id and bound[1] != dimensions:  # one name, another width: its options or server changed
+        raise EmbedderMismatchError(
+            f"{path} holds vectors of {embedder_id!r} with {bound[1]} dimensions, but it now gives {dimensions} "
+            f"dimensions (its options, such as dimensions, or the model its server runs have changed): set it "
+            f"back to give {bound[1]}, or move the knowledge to a new file (duckgraph export, then duckgraph import "
+            "--re-embed into another --db)."
+        )
     if bound != (embedder_id, dimensions):
         raise EmbedderMismatchError(
             f"{path} was built with embedder {bound[0]!r} ({bound[1]} dimensions), but "

@@ -44,6 +44,15 @@ def now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
+def holds_at(moment: str, alias: str = "") -> str:
+    """SQL true for an edge (of the table named `alias`, if given) that holds at `moment` (a parameter such as
+    "$2", bound to a naive UTC time): started, or with no start, and not yet ended. The mirror's `holding`
+    applies the same rule to what search shows, so counts and listings agree with it."""
+    column = f"{alias}." if alias else ""
+    return (f"({column}valid_from IS NULL OR {column}valid_from <= {moment}) "
+            f"AND ({column}valid_until IS NULL OR {column}valid_until > {moment})")
+
+
 def naive_utc(moment: datetime | None) -> datetime | None:
     """Times are compared as naive UTC, as they are stored."""
     if isinstance(moment, datetime) and moment.tzinfo is not None:  # (a search's TimeFilter is naive UTC already)

@@ -430,6 +430,23 @@ class StoreContract:
         assert sorted(e.type for e in store.get_edges(types)) == ["KNEW", "WORKED_WITH"]
         assert store.stats("default")["edges"] == 1
 
+    def test_counts_and_listings_take_the_edges_that_hold_now(self, store, restored):
+        """As search: an end still to come holds until then, a start still to come does not hold yet, and an ended
+        edge no longer holds; the edge count and the edge types count the same edges."""
+        ada, babbage = restored["Ada Lovelace"], restored["Charles Babbage"]
+        store.write(WriteBatch(edges=[
+            edge("Ada Lovelace", "CONTRACTED_WITH", "Charles Babbage", valid_until=datetime(2099, 1, 1)),
+            edge("Ada Lovelace", "WILL_MEET", "Charles Babbage", valid_from=datetime(2099, 1, 1))]))
+        holding = ["CONTRACTED_WITH", "KNEW"]
+        assert sorted(e.type for e in store.neighbors([ada], "default")) == holding  # what search follows
+        stats = store.stats("default")
+        assert stats["edges"] == 2 and stats["edge_types"] == dict.fromkeys(holding, 1)
+        assert store.stats()["edges"] == 2
+        assert sorted(t["type"] for t in store.type_examples("default")["edge_types"]) == holding
+        assert [s["edges"] for s in store.namespace_summaries()] == [2]
+        assert sorted(store.most_connected("default")) == [(ada, 2), (babbage, 2)]
+        assert sorted(e.type for e in store.list_edges("default")) == holding
+
     def test_a_write_upserts_only_among_edges_that_hold(self, store, restored):
         summary = store.write(WriteBatch(edges=[edge("Ada Lovelace", "WORKED_WITH", "Charles Babbage"),
                                                 edge("Ada Lovelace", "KNEW", "Charles Babbage", weight=3.0)]))

@@ -79,6 +79,12 @@ def test_the_host_writes_reports_through_the_prompt_and_the_tool(tmp_path: Path,
             assert "save_community_report" in text and "Facts:" in text and "more communities wait" in text
             listed = await call_ok(client, "communities_to_summarize", {"limit": 50})
             waiting = len(listed["communities"])
+            # Control characters (a terminal escape, NUL) are refused as in a description, and nothing is stored.
+            for title, summary in (("Music\x1b[2J", "A summary."), ("Music", "About\x00 music \x1b[31mred")):
+                refused = await client.call_tool("save_community_report", {
+                    "id": listed["communities"][0]["id"], "title": title, "summary": summary})
+                assert refused.is_error and "must not contain control characters" in refused.content[0].text
+            assert len((await call_ok(client, "communities_to_summarize", {"limit": 50}))["communities"]) == waiting
             for done, community in enumerate(listed["communities"], start=1):
                 names = [line[2:].split(" (")[0] for line in community["material"].splitlines()
                          if line.startswith("- ") and " (" in line and "Key" not in line]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 from duckgraph.core.bootstrap import Services, bootstrap
 from duckgraph.core.config import load_settings
@@ -63,6 +65,26 @@ async def test_every_tool_set_offers_the_prompt_and_the_resources(tmp_path, db_p
     named = {"add_documents", "add_knowledge_graph", "search", "create_entities", "create_relations",
              "add_observations", "search_nodes"}
     assert {name for name in named if re.search(rf"\b{name}\b", body)} <= tool_names
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("name", "arguments", "says"), [
+    ("summarize_communities", {"limit": "abc"}, "limit='abc' is refused: Input should be a valid integer"),
+    ("summarize_communities", {"limit": "-1"}, "limit='-1' is refused: Input should be greater than or equal to 1"),
+    ("summarize_communities", {"limit": "500"}, "a whole number from 1 to 20"),
+    ("extract_knowledge", {"text": "x", "bogus": "y"}, "has no argument 'bogus'; its arguments are: text"),
+    ("no_such_prompt", None, ("unknown prompt 'no_such_prompt'; the prompts are: extract_knowledge, "
+                              "summarize_communities")),
+])
+async def test_a_bad_prompt_call_is_an_invalid_params_error_that_says_why(tmp_path, db_path, caplog, name,
+                                                                          arguments, says):
+    async with Client(build_server(make_services(tmp_path, db_path, "all"))) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.get_prompt(name, arguments)
+        assert raised.value.code == INVALID_PARAMS
+        assert says in raised.value.message
+        assert (await client.get_prompt("summarize_communities", {"limit": "3"})).messages  # a good one still works
+    assert not [r for r in caplog.records if r.exc_info]  # the caller's mistake: no traceback in the log
 
 
 @pytest.mark.anyio

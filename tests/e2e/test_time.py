@@ -8,6 +8,7 @@ keeps the history; bad input is refused and nothing is written.
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,11 @@ async def test_bad_times_are_refused_and_nothing_is_written(services):
         text = error_text(await client.call_tool("end_relations", {"relations": [
             {"source": "Dana Okafor", "target": "Northwind Logistics", "type": "WORKS_AT", "ended_at": "2020-01-01"}]}))
         assert "before the relation started" in text
+        text = error_text(await client.call_tool("end_relations", {"relations": [
+            {"source": "Dana Okafor", "target": "Northwind Logistics", "type": "WORKS_AT", "ended_at": "2024-06-01"},
+            {"source": "dana okafor", "target": "Northwind Logistics", "type": "works at", "ended_at": "2024-07-01"}]}))
+        assert ("relations[0] and relations[1] name the same relation (Dana Okafor -WORKS_AT-> Northwind Logistics)"
+                in text and "nothing was ended" in text)
         text = error_text(await client.call_tool("search", {"query": QUERY, "after": "2024-03-01",
                                                             "before": "2024-01-01"}))
         assert "must be later than after" in text
@@ -191,6 +197,30 @@ async def test_a_relation_whose_end_is_still_to_come_is_current_for_writes_as_fo
         ended = await call_ok(client, "end_relations", {"relations": [
             {"source": "Dana Okafor", "target": "Helios Robotics", "type": "WORKS_AT", "ended_at": "2025-01-01"}]})
         assert [r["valid_until"] for r in ended["ended"]] == ["2025-01-01T00:00:00Z"]
+
+
+@pytest.mark.anyio
+async def test_the_counts_take_the_relations_that_hold_now_as_search_does(services):
+    """graph_stats, list_namespaces and the schema resource count a relation whose end is still to come, and not
+    one that starts later nor one that ended: the relations search shows now."""
+    async with Client(build_server(services)) as client:
+        await story(client)  # Northwind ended, Helios since 2024
+        await call_ok(client, "end_relations", {"relations": [
+            {"source": "Dana Okafor", "target": "Helios Robotics", "type": "WORKS_AT", "ended_at": "2099-01-31"}]})
+        await call_ok(client, "add_knowledge_graph", {"edges": [
+            {"source": "Dana Okafor", "target": "Northwind Logistics", "type": "ADVISES", "valid_from": "2099-02-01"},
+            {"source": "Dana Okafor", "target": "Helios Robotics", "type": "ADVISES", "valid_from": "2099-02-01"}]})
+        assert facts(await call_ok(client, "search", {"query": QUERY})) == {
+            ("Dana Okafor", "Helios Robotics", "2099-01-31T00:00:00Z")}
+
+        stats = await call_ok(client, "graph_stats", {})
+        assert (stats["edges"], stats["edge_types"]) == (1, {"WORKS_AT": 1})
+        [namespace] = (await call_ok(client, "list_namespaces", {}))["namespaces"]
+        assert namespace["relations"] == 1
+        schema = json.loads((await client.read_resource("duckgraph://schema")).contents[0].text)
+        assert [(t["type"], t["count"]) for t in schema["edge_types"]] == [("WORKS_AT", 1)]
+        deleted = await call_ok(client, "delete_namespace", {"namespace": "default", "confirm": "default"})
+        assert deleted["relations"] == 1
 
 
 @pytest.mark.anyio

@@ -142,10 +142,10 @@ def test_a_missing_file_is_reported_and_not_created(env, tmp_path: Path, capsys)
         assert main(["doctor", "--db", str(db)]) == 0
         printed = capsys.readouterr().out
     assert code == 0, report
-    note = f"no database yet at {db}: it is created on the first write"
+    note = f"no database yet at {db}: it is created when first opened"
     assert report["database"] == {"path": str(db), "exists": False, "note": note}
     assert "store" not in report and report["problems"] == []
-    assert f"database:  {db} (no database yet: it is created on the first write)" in printed
+    assert f"database:  {db} (no database yet: it is created when first opened)" in printed
     assert not (tmp_path / "not-yet").exists()  # neither the file nor its folder
 
 

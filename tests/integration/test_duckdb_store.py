@@ -27,6 +27,7 @@ from duckgraph.plugins.duckdb import settings
 from duckgraph.plugins.duckdb.settings import default_memory_limit
 from duckgraph.ports import (
     ChunkRecord,
+    ConfigError,
     DocumentRecord,
     EdgeWrite,
     EmbedderMismatchError,
@@ -171,6 +172,18 @@ def test_embedder_is_bound_once_and_survives_reopen(db_path: Path):
         store.close()
 
 
+def test_a_search_of_a_new_file_leaves_the_embedder_to_choose_with_the_first_write(db_path: Path):
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        found = kb.search("Who is Ada Lovelace?")
+        assert (found.nodes, found.passages) == ([], []) and "holds nothing yet" in found.text
+        assert kb.store.embedder_info() is None
+    # Another embedder than the one that searched: the file held nothing, so it may still be chosen.
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder(dimensions=32, name="other")) as kb:
+        kb.add_knowledge_graph([NodeInput(name="Ada Lovelace", type="Person")], [])
+        assert kb.store.embedder_info() == ("test:other", 32)
+        assert [n.name for n in kb.search("Ada Lovelace").nodes] == ["Ada Lovelace"]
+
+
 @pytest.mark.parametrize("other", [("test:b", DIMS), ("test:a", 2 * DIMS)], ids=["other-id", "other-dims"])
 def test_reopening_with_another_embedder_is_refused(db_path: Path, other: tuple[str, int]):
     store = DuckDBStore(db_path)
@@ -185,10 +198,15 @@ def test_reopening_with_another_embedder_is_refused(db_path: Path, other: tuple[
             store.bind_embedder(*other)
         message = str(err.value)
         assert str(db_path) in message
-        assert "'test:a'" in message and f"{DIMS} dimensions" in message
+        assert "'test:a'" in message and f"{DIMS}" in message
         assert repr(other[0]) in message and f"{other[1]} dimensions" in message
-        # Actionable: says what to do about it.
-        assert "Configure 'test:a' again" in message and "--db" in message
+        # Actionable: says what to do about it (for one embedder that now gives another width, not to configure
+        # what is configured already).
+        if other[0] == "test:a":
+            assert f"set it back to give {DIMS}" in message and "--re-embed" in message
+            assert "Configure" not in message
+        else:
+            assert "Configure 'test:a' again" in message and "--db" in message
         assert store.embedder_info() == ("test:a", DIMS)
     finally:
         store.close()
@@ -694,7 +712,7 @@ def test_health_says_what_the_vectors_take_in_memory(db_path: Path):
 
 @pytest.mark.parametrize("value", ["lots", "2", 2, "80%"])
 def test_an_invalid_memory_limit_is_refused(db_path: Path, value):
-    with pytest.raises(StoreError, match="memory_limit must be a size such as"):
+    with pytest.raises(ConfigError, match="store option memory_limit must be a size such as"):
         DuckDBStore(db_path, memory_limit=value)
     assert not db_path.exists()
 
@@ -748,8 +766,24 @@ def test_passage_texts_beyond_the_budget_are_read_from_the_file(db_path: Path):
 
 @pytest.mark.parametrize("budget", ["64", -1, True])
 def test_a_passage_text_budget_that_is_not_a_size_is_refused(db_path: Path, budget):
-    with pytest.raises(StoreError, match="passage_texts_mb must be a number of megabytes"):
+    with pytest.raises(ConfigError, match="store option passage_texts_mb must be a number of megabytes"):
         DuckDBStore(db_path, passage_texts_mb=budget)
+    assert not db_path.exists()
+
+
+@pytest.mark.parametrize("option, value, allowed", [
+    ("read_only", "yes", "true or false"), ("use_vss", 0, "true or false"),
+    ("ann_min_rows", -5, "a whole number, 1 or more"), ("ann_min_rows", 0, "a whole number, 1 or more"),
+    ("ann_min_rows", "20000", "a whole number, 1 or more"), ("hnsw_min_rows", 2.5, "a whole number, 1 or more"),
+    ("ann_nprobe", 0, "a whole number, 1 or more"), ("ann_nprobe", True, "a whole number, 1 or more"),
+])
+def test_a_store_option_of_the_wrong_kind_is_refused_before_the_file_is_opened(db_path: Path, option, value,
+                                                                                allowed):
+    """Options come from a config file or a JSON variable: "yes" reached duckdb.connect as read_only, and a
+    negative ann_min_rows numpy, as warnings."""
+    with pytest.raises(ConfigError) as info:
+        DuckDBStore(db_path, **{option: value})
+    assert str(info.value) == f"store option {option} must be {allowed}, not {value!r}"
     assert not db_path.exists()
 
 

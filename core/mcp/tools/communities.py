@@ -11,8 +11,10 @@ from pydantic import Field
 from duckgraph.core.domain.model import (
     BuildCommunitiesResult,
     GlobalSearchResult,
+    ReportSummary,
     ReportsToWrite,
     ReportsWritten,
+    ReportTitle,
 )
 from duckgraph.core.mcp.progress import progress_reporter
 from duckgraph.core.mcp.sampling import write_reports_by_sampling
@@ -64,8 +66,7 @@ def register_report_tools(server: MCPServer) -> None:
 
     @server.tool(title="Save community report", annotations=titled(ADDITIVE, "Save community report"))
     async def save_community_report(
-        ctx: Context, id: int, title: Annotated[str, Field(min_length=1, max_length=200)],
-        summary: Annotated[str, Field(min_length=1, max_length=4_000)], namespace: NamespaceArg = None,
+        ctx: Context, id: int, title: ReportTitle, summary: ReportSummary, namespace: NamespaceArg = None,
     ) -> ReportsWritten:
         """Store the report you wrote for a community."""
         return await call(kb_of(ctx).communities.save_host_report, await call_namespace(ctx, namespace), id, title,
