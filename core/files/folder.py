@@ -92,6 +92,7 @@ class IngestReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     split: dict[str, int] = field(default_factory=dict)  # path of a file stored as several documents -> how many
     pruned: list[str] = field(default_factory=list)
+    emptied: list[str] = field(default_factory=list)  # the documents deleted because their file holds no text now
     nodes_pruned: int = 0
     edges_pruned: int = 0
     results: list[AddDocumentsResult] = field(default_factory=list)
@@ -175,7 +176,9 @@ def read_documents(file: FileDocument) -> Contents:
 
 def read_markdown(text: str, *, front_matter: bool = True) -> tuple[str, str, str | None, dict[str, str]]:
     """(title, text, time, metadata) of a Markdown text: its front matter, when present, gives the title, the
-    date (also kept in the metadata) and its other one-line fields as metadata, and is left out of the text."""
+    date (also kept in the metadata) and its other one-line fields as metadata, and is left out of the text. A
+    leading byte order mark (Notepad and some editors write one) is no text and would hide the front matter."""
+    text = text.removeprefix("\ufeff")
     if not front_matter or not (match := _FRONT_MATTER.match(text)):
         return "", text, None, {}
     fields = _front_matter(match.group(1))
@@ -238,14 +241,19 @@ def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: 
            on_batch: Callable[[AddDocumentsResult], None] | None = None,
            namespace: str | None = None) -> IngestReport:
     """Store `files` (unchanged ones are left as they are, changed ones replaced) in `namespace` (default: the
-    knowledge base's), then delete the documents under the `prune` prefixes (a folder's, see `prefix`, or a crawled
-    site's) whose source is not among `files` (or is `gone`), with what they alone supported.
+    knowledge base's), delete the documents of those read whole that hold no text now (emptied: their text is
+    gone), then delete the documents under the `prune` prefixes (a folder's, see `prefix`, or a crawled site's)
+    whose source is not among `files` (or is `gone`), with what they alone supported. A source that exists but was
+    not read this time (a link not followed, a file that could not be read) keeps its documents, all its parts and,
+    for a link to a folder, those of the files under it.
     `label` hears which files a batch holds ("files 1-20 of 35") before its `progress`."""
     from duckgraph.core.domain.ingest import MAX_TOTAL_DOCUMENT_CHARS
 
     namespace = kb.resolve_namespace(namespace)
     report = IngestReport()
-    present = {f.id for f in files if not f.gone}
+    present: set[str] = set()  # the documents read this time
+    kept: list[str] = []  # the sources not read this time, though they exist: their documents stay
+    emptied: list[Source] = []  # the sources read whole that hold no text now
     batch: list[tuple[Source, DocumentInput]] = []
     fallback_times: set[str] = set()  # the documents whose time is not stated (see the module)
     first = 0  # the number of the batch's first file
@@ -262,6 +270,12 @@ def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: 
         if progress is not None:  # converting a PDF takes a while: say so between the batches' embedding
             progress(number, len(files), "reading files")
         contents = _contents(file, report)
+        if contents is None:
+            if not file.gone:
+                kept.append(file.id)
+            contents = Contents()
+        elif not contents.documents:
+            emptied.append(file)
         documents = contents.documents
         present.update(d.id for d in documents)
         if not contents.time_stated:
@@ -276,22 +290,25 @@ def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: 
             first = number
         batch += [(file, d) for d in documents]
     flush(len(files))
+    _delete_emptied(kb, emptied, report, namespace)
+    # A kept source's parts (`<id>#part-2`) and, for a link to a folder, the files under it (`<id>/...`).
+    keep = tuple(f"{source}{mark}" for source in kept for mark in ("#part-", "/"))
     for start in prune:
-        _prune(kb, start, present, report, namespace)
+        _prune(kb, start, present | set(kept), keep, report, namespace)
     return report
 
 
-def _contents(file: Source, report: IngestReport) -> Contents:
-    """The file's documents; none, and the reason in `report.skipped`, when it is refused or cannot be read (a
+def _contents(file: Source, report: IngestReport) -> Contents | None:
+    """The file's documents; None, and the reason in `report.skipped`, when it is refused or cannot be read (a
     format whose extra is missing: the reason says what to install)."""
     if file.refused:
         report.skipped.append((str(file.path), file.refused))
-        return Contents()
+        return None
     try:
         contents = file.read()
     except (OSError, UnicodeDecodeError, ValueError, DuckgraphError) as exc:  # ValueError: pydantic's, e.g. a long id
         report.skipped.append((str(file.path), " ".join(str(exc).split())[:300]))
-        return Contents()
+        return None
     if not contents.documents:
         report.skipped.append((str(file.path), "no text"))
     elif len(contents.documents) > 1:
@@ -339,9 +356,26 @@ def _store(kb: KnowledgeBase, batch: Sequence[tuple[Source, DocumentInput]], rep
         on_batch(result)
 
 
-def _prune(kb: KnowledgeBase, prefix: str, present: set[str], report: IngestReport, namespace: str) -> None:
+def _delete_emptied(kb: KnowledgeBase, emptied: Sequence[Source], report: IngestReport, namespace: str) -> None:
+    """Delete the documents of the sources that hold no text now (all their parts), with what they alone supported,
+    as a changed file's old text is replaced: each one's skipped line in `report` says what was deleted."""
     with kb.writing(vectors=False) as writer:  # read and delete as one step: no write slips in between
-        gone = [d for d in _document_ids(kb, namespace) if d.startswith(prefix) and d not in present]
+        stored = {d.id for d in kb.store.get_documents([f.id for f in emptied], namespace)} if emptied else set()
+        ids = _document_ids(kb, namespace) if stored else []  # a file's parts exist only beside its first document
+        for file in (f for f in emptied if f.id in stored):
+            gone = [d for d in ids if d == file.id or d.startswith(f"{file.id}#part-")]
+            summary = writer.commit(WriteBatch(delete_documents=[(namespace, d) for d in gone]))
+            report.emptied += gone
+            report.skipped[report.skipped.index((str(file.path), "no text"))] = (str(file.path), (
+                f"no text any more: its stored text was deleted ({len(gone)} documents, with "
+                f"{summary.nodes_deleted} entities and {summary.edges_deleted} relations only they supported)"))
+
+
+def _prune(kb: KnowledgeBase, prefix: str, present: set[str], keep: tuple[str, ...], report: IngestReport,
+           namespace: str) -> None:
+    with kb.writing(vectors=False) as writer:  # read and delete as one step: no write slips in between
+        gone = [d for d in _document_ids(kb, namespace)
+                if d.startswith(prefix) and d not in present and not d.startswith(keep)]
         if gone:
             summary = writer.commit(WriteBatch(delete_documents=[(namespace, d) for d in gone]))
             report.pruned += gone

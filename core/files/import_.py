@@ -131,6 +131,8 @@ def _objects(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[str,
     """The file's JSON objects with their line numbers, one at a time: the importer keeps what it needs of each
     (a validated line, a vector as float32) rather than every raw object of the file at once."""
     for number, line in enumerate(lines, start=1):
+        if number == 1:  # a byte order mark (Notepad and some editors write one) is no JSON
+            line = line.removeprefix("\ufeff")
         if not line.strip():
             continue
         try:

@@ -56,8 +56,11 @@ def database_file(path: str | Path) -> str | None:
     socket, or a DuckDB database file (with whether it is in use)."""
     target = resolved(path)
     for suffix, what in COMPANIONS.items():
+        # Only a name longer than the suffix has a base: "kb" or ".wal" alone are no database's companion.
+        if len(target.name) <= len(suffix) or not target.name.endswith(suffix):
+            continue
         base = target.with_name(target.name[: -len(suffix)])
-        if target.name.endswith(suffix) and base.is_file():
+        if base.is_file():
             return f"the {what} of the database {base}"
     try:
         info = target.stat()
@@ -88,6 +91,8 @@ def refuse_to_write(path: str | Path, db: str | Path | None, purpose: str, *, re
     """Refuse, before anything is written, to write `purpose` (e.g. "the backup") to a file of a database.
 
     `replace_unused`: a DuckDB database no process uses may be replaced (a backup over an older backup)."""
+    example = "knowledge-backup.duckdb" if replace_unused else "knowledge-export.jsonl"  # a database, or an export
+    _refuse_folder_or_blank(path, f"give {purpose} a file name", example)
     reason = (own_file(path, db) if db is not None else None) or database_file(path)
     if reason is None or (replace_unused and reason == "a DuckDB database"):
         return
@@ -105,11 +110,23 @@ def refuse_to_read(path: str | Path, db: str | Path, purpose: str) -> None:
 
 
 def refuse_as_database(path: str | Path) -> None:
-    """Refuse to use another database's write-ahead log, lock or socket as a knowledge file."""
+    """Refuse to use a folder, a blank name, or another database's write-ahead log, lock or socket as a knowledge
+    file."""
+    _refuse_folder_or_blank(path, "give --db (DUCKGRAPH_DB) the knowledge file's name", "knowledge.duckdb")
     reason = database_file(path)
     if reason is not None and not reason.startswith("a DuckDB database"):
         raise InvalidInputError(f"{path} is {reason}, not a knowledge file: give the database's own file to --db "
                                 "(DUCKGRAPH_DB)")
+
+
+def _refuse_folder_or_blank(path: str | Path, advice: str, example: str) -> None:
+    """A folder ("", ".") cannot be written as a file, and a blank name (" ") would quietly become a file named by
+    spaces."""
+    target = resolved(path)
+    if target.is_dir():
+        raise InvalidInputError(f"{path or '.'} is a folder, not a file: {advice}, e.g. {target / example}")
+    if not target.name.strip():
+        raise InvalidInputError(f"the file name {target.name!r} is blank: {advice}, e.g. {target.parent / example}")
 
 
 def _is_duckdb(path: Path) -> bool:

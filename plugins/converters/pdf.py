@@ -55,15 +55,47 @@ def _lines(page: Any) -> list[tuple[float, str]]:
     from pdfminer.layout import LTChar, LTTextContainer, LTTextLine
 
     found: list[tuple[float, str]] = []
-    for box in page:
-        if not isinstance(box, LTTextContainer):
-            continue
+    for box in _reading_order([box for box in page if isinstance(box, LTTextContainer)]):
         for line in box:
             if isinstance(line, LTTextLine) and (text := " ".join(line.get_text().split())):
                 sizes = [round(ch.size, 1) for ch in line if isinstance(ch, LTChar)]
                 found.append((Counter(sizes).most_common(1)[0][0] if sizes else 0.0, text))
         found.append((0.0, ""))
     return found
+
+
+def _reading_order(boxes: list[Any]) -> list[Any]:
+    """The text boxes of a page in the order they are read, top to bottom, a column at a time (an XY cut).
+
+    pdfminer's own order groups boxes by nearness, which can put every heading after the text it heads. Here,
+    boxes split by a gap from the top to the bottom are columns, read left to right, when some of them stand side
+    by side (a heading at another indent above its text is no column); otherwise the top band (boxes split from
+    those below by a gap across the page) is read first, and the rest again, where columns may begin."""
+    if len(boxes) < 2:
+        return boxes
+    columns = _split(boxes, lambda b: (b.x0, b.x1))
+    bands = _split(boxes, lambda b: (-b.y1, -b.y0))
+    column_of = {id(box): i for i, column in enumerate(columns) for box in column}
+    if len(columns) > 1 and any(len({column_of[id(box)] for box in band}) > 1 for band in bands):
+        return [box for column in columns for box in _reading_order(column)]
+    if len(bands) > 1:
+        return _reading_order(bands[0]) + _reading_order([box for band in bands[1:] for box in band])
+    return sorted(boxes, key=lambda b: (-b.y1, b.x0))  # overlapping boxes: top to bottom, then left to right
+
+
+def _split(boxes: list[Any], span: Any) -> list[list[Any]]:
+    """`boxes` in groups whose spans (start, end along one axis) overlap, separated by gaps, in order."""
+    groups: list[list[Any]] = []
+    end = 0.0
+    for box in sorted(boxes, key=span):
+        start, stop = span(box)
+        if groups and start < end:
+            groups[-1].append(box)
+            end = max(end, stop)
+        else:
+            groups.append([box])
+            end = stop
+    return groups
 
 
 def _markdown(lines: list[tuple[float, str]]) -> str:

@@ -6,6 +6,7 @@ are gone with the entities and relations only they supported."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,54 @@ def test_prune_deletes_the_documents_of_files_gone_with_what_only_they_supported
     assert sorted(documents(db_path)) == [(other / "kept.md").resolve().as_posix()]
 
 
+def test_prune_keeps_the_documents_of_files_that_exist_but_were_skipped(notes, tmp_path, db_path, capsys):
+    """A link not followed this time and a file that cannot be read are skipped, not gone: their documents stay
+    (probe bug 3: a link ingested with --follow-symlinks was pruned as "files gone" without it)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "s.txt").write_text("The office moves in May.\n", encoding="utf-8")
+    (notes / "linked").symlink_to(shared, target_is_directory=True)
+    assert ingest(db_path, "notes", "--follow-symlinks")[1].startswith("4 documents stored")
+    (notes / "babbage.txt").write_bytes(b"\xff\xfe not UTF-8 any more")
+    root = notes.resolve().as_posix()
+    before = set(documents(db_path))
+
+    code, summary = ingest(db_path, "notes", "--prune")
+    assert (code, summary) == (0, ("0 documents stored, 2 unchanged, 2 skipped, 0 passages; pruned 0 documents of "
+                                   "files gone, with 0 entities and 0 relations only they supported"))
+    assert f"skipped {root}/linked: a symbolic link" in capsys.readouterr().err
+    assert set(documents(db_path)) == before
+
+    shutil.rmtree(shared)  # now the link leads nowhere: its file is gone
+    assert "pruned 1 documents of files gone" in ingest(db_path, "notes", "--prune")[1]
+    assert set(documents(db_path)) == before - {f"{root}/linked/s.txt"}
+
+
+def test_an_emptied_file_s_text_is_deleted_with_what_only_it_supported(notes, db_path, capsys):
+    """A file emptied is a changed file whose text is gone: its document goes, with or without --prune (probe
+    bug 10: it was skipped as "no text" and search kept serving the old text)."""
+    ingest(db_path, "notes")
+    root = notes.resolve().as_posix()
+    add_babbage_graph(db_path, root)
+    (notes / "babbage.txt").write_text("  \n", encoding="utf-8")
+    capsys.readouterr()
+
+    assert ingest(db_path, "notes") == (0, "0 documents stored, 2 unchanged, 1 skipped, 0 passages")
+    assert capsys.readouterr().err.endswith(
+        f"skipped {root}/babbage.txt: no text any more: its stored text was deleted (1 documents, with 1 entities "
+        "and 1 relations only they supported)\n")
+    assert sorted(documents(db_path)) == [f"{root}/ada.md", f"{root}/sub/turing.md"]
+    kb = _hashing_kb(db_path)
+    try:
+        assert {n.name for n in kb.store.list_nodes("default", limit=100)} == {"Analytical Engine",
+                                                                               "Difference Engine"}
+    finally:
+        kb.close()
+    assert ingest(db_path, "notes", "--prune")[1].endswith("pruned 0 documents of files gone, with 0 entities and "
+                                                           "0 relations only they supported")
+    assert capsys.readouterr().err.endswith(f"skipped {root}/babbage.txt: no text\n")  # nothing left to delete
+
+
 def test_a_changed_file_s_re_ingest_removes_what_only_its_old_text_supported(notes, db_path):
     ingest(db_path, "notes")
     root = notes.resolve().as_posix()
@@ -203,6 +252,19 @@ def test_markdown_front_matter_gives_the_title_and_the_date(notes, db_path):
     assert text == "We chose the Analytical Engine.\n"
     assert stored[(notes / "ada.md").resolve().as_posix()][0] == "ada"  # no front matter: the file's name
     assert stored[(notes / "plain.md").resolve().as_posix()][:2] == ("plain", "---\nnot: front matter\n")
+
+
+def test_a_byte_order_mark_hides_neither_the_front_matter_nor_is_stored(notes, db_path):
+    """Notepad and some editors start UTF-8 with a byte order mark (probe bug 7: the front matter was stored as
+    text, the title was the file's name)."""
+    (notes / "bom.md").write_bytes("\ufeff---\ntitle: Garden Plan\ndate: 2024-05-01\n---\nWe plant in May.\n"
+                                   .encode("utf-8"))
+    (notes / "bom.txt").write_bytes("\ufeffTomatoes need sun.\n".encode("utf-8"))
+    ingest(db_path, "notes")
+    stored = documents(db_path)
+    assert stored[(notes / "bom.md").resolve().as_posix()] == ("Garden Plan", "We plant in May.\n",
+                                                               {"date": "2024-05-01"})
+    assert stored[(notes / "bom.txt").resolve().as_posix()][1] == "Tomatoes need sun.\n"
 
 
 # -- issue 29: links out of the folder, big files, one bad file ------------------------------------------------
@@ -258,6 +320,22 @@ def test_a_file_over_the_document_limit_is_stored_as_several_and_the_rest_of_the
         assert kb.store.adjacent_chunks([last.id], "default")[last.id][1] == first.id
 
 
+def test_prune_keeps_every_part_of_a_long_file_skipped_this_time(notes, db_path):
+    from duckgraph.core.domain.model import MAX_DOCUMENT_CHARS
+    from duckgraph.core.files import folder
+
+    paragraph = "The engine computed Bernoulli numbers. " * 25 + "\n\n"
+    (notes / "big.txt").write_text(paragraph * (MAX_DOCUMENT_CHARS // len(paragraph) + 10), encoding="utf-8")
+    with _hashing_kb(db_path) as kb:
+        folder.ingest(kb, folder.find_files([str(notes)]), extract=False)
+    before = set(documents(db_path))
+    (notes / "big.txt").write_bytes(b"\xff\xfe not UTF-8 any more")
+    with _hashing_kb(db_path) as kb:
+        report = folder.ingest(kb, folder.find_files([str(notes)]), extract=False, prune=[folder.prefix(notes)])
+    assert [Path(p).name for p, _ in report.skipped] == ["big.txt"] and report.pruned == []
+    assert set(documents(db_path)) == before
+
+
 def test_one_file_the_store_refuses_does_not_stop_the_others(notes, db_path, monkeypatch):
     from duckgraph.core.domain import ingest as ingest_module
     from duckgraph.core.files import folder
@@ -273,3 +351,16 @@ def test_one_file_the_store_refuses_does_not_stop_the_others(notes, db_path, mon
     assert sorted(Path(p).name for p, _ in report.skipped) == ["bad.txt", "long.md"]
     assert "the limit is 120" in dict(report.skipped)[str(notes.resolve() / "long.md")]
     assert len(report.stored) == 3 and len(documents(db_path)) == 3
+
+
+def test_extract_without_an_extractor_is_refused_before_any_file_is_read(notes, db_path, monkeypatch, capsys):
+    """It used to skip every file ("no extractor is configured"), store nothing, and exit 0."""
+    from duckgraph.core.files import folder
+
+    monkeypatch.setattr(folder, "find_files", lambda *a, **kw: pytest.fail("files were read"))
+    assert main(["ingest", "notes", "--extract", "--db", str(db_path)]) == 1
+    assert capsys.readouterr().err == (
+        "duckgraph: --extract needs an extractor and none is configured: configure one (DUCKGRAPH_EXTRACTOR=ollama, "
+        "or an [extractor] section in the config file; see docs/ollama.md), or run without --extract to store the "
+        "documents only; nothing was read\n")
+    assert not db_path.exists()

@@ -16,6 +16,7 @@ from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import NodeInput
 from duckgraph.core.files import paths
 from duckgraph.plugins.duckdb import DuckDBStore
+from duckgraph.ports import InvalidInputError
 from tests.fakes import HashingEmbedder
 from tests.integration.test_transfer import cli_env  # noqa: F401 (a fixture)
 
@@ -94,3 +95,34 @@ def test_what_each_name_is():
     assert paths.database_file("/no/such/kb.duckdb.wal") is None  # no database beside it
     assert paths.own_file("/no/such/kb.duckdb.wal", "/no/such/kb.duckdb") == (
         "the knowledge file's write-ahead log (of /no/such/kb.duckdb)")
+
+
+def test_short_names_are_ordinary_files(cli_env, db, tmp_path, capsys):
+    """A name no longer than a companion's suffix (".wal", ".lock", ".sock") has no database beside it: "kb",
+    "k.db" or "out" are ordinary files for every command, not a crash (probe bug 1)."""
+    for name in ("kb", "k.db", ".wal", "a"):
+        assert paths.database_file(tmp_path / name) is None, name
+    assert main(["stats", "--db", "kb"]) == 0
+    assert main(["export", "--db", str(db), "-o", "out"]) == 0
+    assert "Ada Lovelace" in (tmp_path / "out").read_text()
+    assert main(["backup", "b.db", "--db", str(db)]) == 0
+    assert (tmp_path / "b.db").is_file()
+    capsys.readouterr()
+
+
+def test_a_folder_or_a_blank_name_is_refused_clearly(cli_env, db, tmp_path, capsys):
+    before = contents(tmp_path)
+    for name in (".", "sub", " "):
+        for argv, advice in ((["export", "--db", str(db), "-o", name], "give an export a file name"),
+                             (["backup", name, "--db", str(db)], "give a backup a file name")):
+            assert main(argv) == 1, argv
+            error = capsys.readouterr().err
+            assert ("is a folder, not a file" if name != " " else "is blank") in error and advice in error, error
+        assert main(["stats", "--db", name]) == 1  # the settings may refuse a blank name first
+        error = capsys.readouterr().err
+        assert error.startswith("duckgraph: ") and "knowledge file" in error, error
+    with pytest.raises(InvalidInputError, match="sub is a folder, not a file: give --db"):
+        paths.refuse_as_database("sub")
+    with pytest.raises(InvalidInputError, match="the file name ' ' is blank: give --db"):
+        paths.refuse_as_database(" ")
+    assert contents(tmp_path) == before

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -456,6 +457,20 @@ def test_a_memory_server_file_is_imported_whole(tmp_path):
     kb.close()
 
 
+def test_a_file_saved_with_a_byte_order_mark_is_imported(tmp_path, source):
+    """Notepad and some editors start UTF-8 with a byte order mark: it is no JSON, and ignored (probe bug 7)."""
+    memory = tmp_path / "memory.jsonl"
+    memory.write_bytes(b"\xef\xbb\xbf" + write_lines(tmp_path / "plain.jsonl", MEMORY_LINES).read_bytes())
+    kb = open_kb(tmp_path / "kb.duckdb")
+    assert (import_file(kb, memory).format, kb.stats()["nodes"]) == ("memory", 3)
+    kb.close()
+    lines = "\ufeff" + export(source)  # a duckgraph export, read as lines (standard input)
+    kb = open_kb(tmp_path / "kb2.duckdb")
+    assert import_lines(kb, io.StringIO(lines)).format == "duckgraph"
+    assert export(kb) == export(source)
+    kb.close()
+
+
 def test_a_memory_file_adds_observations_to_stored_entities_and_reports_what_it_skips(tmp_path):
     kb = open_kb(tmp_path / "kb.duckdb")
     kb.add_knowledge_graph([NodeInput(name="john_smith", type="Engineer", description="Works on compilers.")], [])
@@ -529,6 +544,23 @@ def test_cli_export_and_import(cli_env, source, tmp_path, capsys):
 
     assert main(["import", str(tmp_path / "missing.jsonl"), "--db", str(copy)]) == 1
     assert "cannot read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("what", ["missing", "folder", "unreadable"])
+def test_an_import_of_a_file_it_cannot_read_creates_no_database(cli_env, tmp_path, capsys, what):
+    """The database used to be created (~800 KB) before the input was found missing."""
+    source = tmp_path / "input.jsonl"
+    if what == "folder":
+        source.mkdir()
+    elif what == "unreadable":
+        if os.geteuid() == 0:
+            pytest.skip("root reads every file")
+        write_lines(source, MEMORY_LINES).chmod(0)
+    new = tmp_path / "new.duckdb"
+    assert main(["import", str(source), "--db", str(new)]) == 1
+    problem = {"missing": "does not exist", "folder": "is a folder", "unreadable": "is not readable by this user"}
+    assert capsys.readouterr().err == f"duckgraph: cannot read {source}: it {problem[what]}; nothing was imported\n"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("new.duckdb")]
 
 
 # -- the store's part ------------------------------------------------------------------------------------

@@ -24,6 +24,38 @@ def test_pdf_headings_title_and_date(tmp_path: Path):
     assert (converted.title, converted.time) == ("Widget Manual", "2024-03-05T10:00:00+00:00")
 
 
+def test_pdf_text_in_reading_order(tmp_path: Path):
+    """pdfminer groups text boxes by nearness: headings that fpdf2 set at another indent (a cell after a
+    multi_cell starts at the right margin) came after all the text they head. Read top to bottom instead, and a
+    page in two columns a column at a time (probe bug 2)."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    for heading, text in (("Troubleshooting", "Tighten the screws."), ("Warranty", "Two years."),
+                          ("Disposal", "Recycle it.")):
+        pdf.set_font("Helvetica", size=20)
+        pdf.cell(0, 10, heading, new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("Helvetica", size=11)
+        pdf.multi_cell(0, 6, text)
+    converted = PdfConverter().convert(bytes(pdf.output()), "manual.pdf")
+    assert converted.text == ("# Troubleshooting\n\nTighten the screws.\n\n# Warranty\n\nTwo years.\n\n"
+                              "# Disposal\n\nRecycle it.")
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 18)
+    pdf.multi_cell(0, 10, "Flanges", new_x="LMARGIN", new_y="NEXT")
+    top = pdf.get_y()
+    pdf.set_font("Helvetica", "", 11)
+    for x, text in ((10, "Copper bends. " * 20 + "\n\nCold winters. " * 5), (110, "Factories adopt. " * 20)):
+        pdf.set_xy(x, top)
+        pdf.multi_cell(85, 5, text, align="L")  # the left column runs on below the right one
+    text = PdfConverter().convert(bytes(pdf.output()), "paper.pdf").text
+    assert text.startswith("# Flanges\n\nCopper bends.")
+    assert text.rindex("Copper bends.") < text.rindex("Cold winters.") < text.index("Factories adopt."), text
+
+
 def test_pdf_without_text_or_not_a_pdf(tmp_path: Path):
     with pytest.raises(ConversionError, match="scanned PDF"):
         PdfConverter().convert(write_scanned_pdf(tmp_path / "s.pdf").read_bytes(), "s.pdf")
