@@ -151,19 +151,17 @@ class Writer:
             # the moved edges now name the target in their sentences
             self.changes.keywords["edge"].update(r[0] for r in self.con.execute(
                 "SELECT id FROM edges WHERE source_id = $1 OR target_id = $1", [target]).fetchall())
-            # A self-loop made by the merge, and all but the oldest of edges that became identical, go; the oldest
-            # keeps their by-hand mark.
-            self.con.execute(
-                "INSERT OR IGNORE INTO edges_by_hand SELECT min(id) FROM edges WHERE (source_id = $1 OR target_id = $1) "
-                "AND source_id <> target_id AND valid_until IS NULL GROUP BY namespace, source_id, target_id, type "
-                "HAVING bool_or(id IN (SELECT edge_id FROM edges_by_hand))", [target])
+            # A self-loop made by the merge, and all but the oldest of edges that became identical (twins), go; the
+            # oldest keeps its own description, weight and properties, and takes their provenance and by-hand marks.
+            twins = ("(SELECT id, min(id) OVER (PARTITION BY namespace, source_id, target_id, type) AS keep FROM edges "
+                     "WHERE (source_id = $1 OR target_id = $1) AND source_id <> target_id AND valid_until IS NULL)")
+            self.con.execute(f"INSERT OR IGNORE INTO edge_evidence SELECT t.keep, e.chunk_id FROM {twins} t "
+                             "JOIN edge_evidence e ON e.edge_id = t.id WHERE t.id <> t.keep", [target])
+            self.con.execute(f"INSERT OR IGNORE INTO edges_by_hand SELECT DISTINCT keep FROM {twins} "
+                             "WHERE id IN (SELECT edge_id FROM edges_by_hand)", [target])
             rows = self.con.execute(
                 "SELECT id FROM edges WHERE source_id = $1 AND target_id = $1 UNION "
-                "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY namespace, source_id, target_id, type "
-                "ORDER BY id) AS n FROM edges WHERE (source_id = $1 OR target_id = $1) AND valid_until IS NULL) "
-                "WHERE n > 1",
-                [target],
-            ).fetchall()
+                f"SELECT id FROM {twins} WHERE id <> keep", [target]).fetchall()
             collapsed += [r[0] for r in rows]
         return collapsed
 

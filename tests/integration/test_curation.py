@@ -2,7 +2,7 @@
 
 import pytest
 
-from duckgraph.core.domain.model import EdgeInput, NodeInput, RelationRef
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput, RelationRef
 from duckgraph.ports import InvalidInputError, NotFoundError
 
 NS = "default"
@@ -94,6 +94,21 @@ def test_a_merge_or_a_write_that_would_go_over_an_entity_s_limits_is_refused_and
     zed = kb.curation.get_entities(["Zed"], NS)[0][0]
     assert zed.description == "z" * 2_800 and zed.properties == {"notes": "n" * 10_000}
     assert len(kb.curation.get_entities(["Robert"], NS)[0][0].observations) == 150
+
+
+def test_a_relation_that_collapses_in_a_merge_leaves_its_provenance_to_the_one_kept(fake_kb):
+    fake_kb.add_documents([DocumentInput(id="a", text="Bob works at Acme."),
+                           DocumentInput(id="b", text="Robert works at Acme.")])
+    fake_kb.add_knowledge_graph(
+        [NodeInput(name=n, type="Person" if n != "Acme" else "Organization", source_ids=[doc])
+         for n, doc in (("Robert", "b"), ("Bob", "a"), ("Acme", "a"))] + [
+         NodeInput(name="Acme", type="Organization", source_ids=["b"])],
+        [EdgeInput(source="Robert", target="Acme", type="WORKS_AT", source_ids=["b"]),
+         EdgeInput(source="Bob", target="Acme", type="WORKS_AT", source_ids=["a"])])
+    assert fake_kb.curation.merge_entities(["Bob"], "Robert", NS).edges_collapsed == 1
+    # Robert's relation was kept; Bob's evidence, document a, now supports it too, so it outlives document b.
+    fake_kb.add_documents([DocumentInput(id="b", text="Nothing about anyone.")])
+    assert names_of(fake_kb.curation.get_entities(["Robert"], NS)[0][0]) == {("Robert", "WORKS_AT", "Acme")}
 
 
 def test_merge_of_unknown_or_identical_entities_is_refused(kb):
