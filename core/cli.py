@@ -13,7 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from duckgraph.core import __version__
-from duckgraph.ports import DuckgraphError
+from duckgraph.ports import ConfigError, DuckgraphError
+
+
+class UsageError(Exception):
+    """A command's arguments do not go together: reported like argparse's own errors (usage, exit status 2)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,9 +32,11 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return _stdout_closed()
+    except UsageError as exc:
+        args.usage_error(str(exc))  # exits 2
+        raise
     except DuckgraphError as exc:
-        print(f"duckgraph: {exc}", file=sys.stderr)
-        _hint_when_a_server_holds_the_file(args, exc)
+        print(f"duckgraph: {_held_by_duckgraph(args, exc) or exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -48,21 +54,28 @@ def _stdout_closed() -> int:
     return 141
 
 
-def _hint_when_a_server_holds_the_file(args: argparse.Namespace, exc: DuckgraphError) -> None:
-    """After a failure to open the file, say so when a duckgraph server holds it (the lock error names a Python)."""
+def _held_by_duckgraph(args: argparse.Namespace, exc: DuckgraphError) -> str | None:
+    """When the file could not be opened because a duckgraph server or web UI owns it, what to say instead of the
+    lock error (which sees only a Python process, and so speaks of another program); None otherwise."""
     if args.command == "serve" or "locked" not in str(exc):
-        return
+        return None
     try:
         from duckgraph.core import sharing
         from duckgraph.core.config import load_settings
 
-        info = sharing.holder(load_settings(args.config, db=args.db).db)
-    except Exception:  # only a hint: the error above stands on its own
-        return
-    if info is not None:
-        print(f"duckgraph: the file is open in the duckgraph server pid {info.get('pid', '?')} (an MCP client's). "
-              "Use it through that client, or stop it; `duckgraph doctor` and `duckgraph backup` work while it "
-              "runs.", file=sys.stderr)
+        db = load_settings(args.config, db=args.db).db
+        info = sharing.holder(db)
+    except Exception:  # the lock error stands on its own
+        return None
+    if info is None:
+        return None
+    pid = info.get("pid", "?")
+    owner = {
+        "ui": f"the duckgraph web UI (`duckgraph ui`, pid {pid}): use the memory in that page, or stop it",
+        "serve": f"a duckgraph MCP server (`duckgraph serve`, pid {pid}, which an MCP client started): use the "
+                 "memory through that client, or stop it",
+    }.get(info.get("command"), f"the duckgraph server or web UI pid {pid}: use the memory through it, or stop it")
+    return f"{db} is in use by {owner}. `duckgraph doctor` and `duckgraph backup` work while it runs."
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -124,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="how many entities the query matches best to start from (default 5)")
     search.add_argument("--max-nodes", type=int, metavar="N", help="the most entities to return (default 30)")
     search.add_argument("--max-passages", type=int, metavar="N", help="the most document passages to return (default 5)")
-    search.add_argument("--token-budget", type=int, default=2_000, metavar="N",
+    search.add_argument("--token-budget", type=int, metavar="N",
                         help="the length of the text answer in tokens, about 4 characters each (default 2000)")
     search.add_argument("--as-of", type=_moment, metavar="WHEN",
                         help="the facts valid then and no later passages (ISO date or date-time, UTC; default now)")
@@ -208,6 +221,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="require this token (default: DUCKGRAPH_HTTP_TOKEN, if set); --token alone makes a new "
                          "one, printed in the page's address")
     ui.set_defaults(run=_ui)
+    for command in sub.choices.values():
+        command.set_defaults(usage_error=command.error)
     return parser
 
 
@@ -222,11 +237,12 @@ def _settings(args: argparse.Namespace, **overrides: Any):
     from duckgraph.core.config import load_settings
     from duckgraph.core.files.paths import refuse_as_database
 
-    settings = load_settings(args.config, db=overrides.pop("db", None) or args.db,
+    db = overrides.pop("db", None)
+    settings = load_settings(args.config, db=args.db if db is None else db,
                              log_level=args.log_level, namespace=getattr(args, "namespace", None), **overrides)
     refuse_as_database(settings.db)
     logging.basicConfig(
-        level=settings.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     return settings
 
@@ -235,6 +251,9 @@ def _serve(args: argparse.Namespace) -> int:
     if not args.http and (args.host is not None or args.port is not None):
         print("duckgraph: --host and --port go with --http", file=sys.stderr)
         return 2
+    from duckgraph.core import sharing
+
+    sharing.set_command("serve")  # named in the lock file, for the messages of commands refused the file
     # Settings errors must reach the user before the MCP handshake, not as a crash inside it.
     services = _setup(args)
     if args.http:
@@ -272,6 +291,10 @@ def _ingest(args: argparse.Namespace) -> int:
         return 2
     urls = [p for p in args.paths if "://" in p]
     services = _setup(args)
+    if args.extract and services.knowledge_base.extractor is None:
+        raise ConfigError("--extract needs an extractor and none is configured: configure one (DUCKGRAPH_EXTRACTOR="
+                          "ollama, or an [extractor] section in the config file; see docs/ollama.md), or run without "
+                          "--extract to store the documents only; nothing was read")
     fetching = services.url_fetching
     paths = [p for p in args.paths if p not in urls]
     files = folder.find_files(paths, follow_symlinks=args.follow_symlinks, converters=fetching.converters.by_suffix)
@@ -320,6 +343,8 @@ def _ingest(args: argparse.Namespace) -> int:
                f"{len(report.skipped)} skipped, {sum(r.chunks_written for r in report.results)} passages")
     if report.split:
         summary += f" ({len(report.split)} long files split into {sum(report.split.values())} documents)"
+    if report.emptied:
+        summary += f"; deleted {len(report.emptied)} documents of files that hold no text now"
     if args.prune:
         summary += (f"; pruned {len(report.pruned)} documents of files gone, with {report.nodes_pruned} entities "
                     f"and {report.edges_pruned} relations only they supported")
@@ -359,6 +384,8 @@ def _communities(args: argparse.Namespace) -> int:
         print("duckgraph communities search: give the question, e.g. duckgraph communities search \"main themes\"",
               file=sys.stderr)
         return 2
+    if args.action != "search" and args.query is not None:
+        raise UsageError(f"communities {args.action} takes no query ({args.query!r}): only search does")
     bar = ProgressBar()
     bar.label = f"communities {args.action}"
     with _setup(args).knowledge_base as kb:
@@ -373,23 +400,35 @@ def _communities(args: argparse.Namespace) -> int:
     from duckgraph.core.terminal import for_stream
 
     text = result.text if args.action == "search" else "\n".join(
-        f"{key}: {value}" for key, value in result.model_dump().items())
+        f"{key}: {value}" for key, value in result.model_dump().items() if value is not None)
     print(for_stream(result.model_dump_json(indent=2), sys.stdout, json=True) if args.json
           else for_stream(text, sys.stdout))
     return 0
 
 
 def _search(args: argparse.Namespace) -> int:
+    numbers = _search_numbers(args)
     with _setup(args).knowledge_base as kb:
-        result = kb.search(args.query, hops=args.hops, k_anchors=args.k_anchors, max_nodes=args.max_nodes,
-                           max_passages=args.max_passages, token_budget=args.token_budget, as_of=args.as_of,
-                           include_history=args.include_history or None, after=args.after, before=args.before)
+        result = kb.search(args.query, **numbers, as_of=args.as_of, include_history=args.include_history or None,
+                           after=args.after, before=args.before)
     from duckgraph.core.terminal import for_stream
 
     # Stored texts may hold terminal escape sequences: shown escaped on a terminal (JSON escapes them itself).
     print(for_stream(result.model_dump_json(indent=2), sys.stdout, json=True) if args.json
           else for_stream(result.text, sys.stdout))
     return 0
+
+
+def _search_numbers(args: argparse.Namespace) -> dict[str, int]:
+    """The numbers given to `search`, held to the limits the MCP tool `search` holds them to."""
+    from duckgraph.core.domain.search_options import CALLER_LIMITS
+
+    given = {name: getattr(args, name) for name in CALLER_LIMITS if getattr(args, name) is not None}
+    for name, value in given.items():
+        low, high = CALLER_LIMITS[name]
+        if not low <= value <= high:
+            raise UsageError(f"--{name.replace('_', '-')} must be from {low} to {high}, not {value}")
+    return given
 
 
 def _moment(text: str) -> Any:
@@ -430,6 +469,9 @@ def _namespaces(args: argparse.Namespace) -> int:
 
     if args.action == "delete":
         return _delete_namespace(args)
+    if args.name is not None or args.confirm is not None:
+        raise UsageError("namespaces list takes no NAME or --confirm (to delete one: duckgraph namespaces delete NAME "
+                         "--confirm NAME)")
     with _setup(args).knowledge_base as kb:
         found = list_namespaces(kb).namespaces
     if args.json:
@@ -526,6 +568,12 @@ def _import(args: argparse.Namespace) -> int:
         from duckgraph.core.files.paths import refuse_to_read
 
         refuse_to_read(args.file, services.settings.db, "import")
+        # Checked before the database is opened, which creates it: a wrong name must leave no new file behind.
+        source = Path(args.file).expanduser()
+        problem = ("does not exist" if not source.exists() else "is a folder" if source.is_dir()
+                   else "is not readable by this user" if not os.access(source, os.R_OK) else None)
+        if problem:
+            raise DuckgraphError(f"cannot read {args.file}: it {problem}; nothing was imported")
     bar = ProgressBar()
     bar.label = "import"
     with services.knowledge_base as kb:
@@ -599,6 +647,9 @@ def _ui(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65_535:
         print(f"duckgraph: --port {args.port} is not a port number", file=sys.stderr)
         return 2
+    from duckgraph.core import sharing
+
+    sharing.set_command("ui")  # named in the lock file, for the messages of commands refused the file
     services = _setup(args)
     configured = services.settings.http_token
     token = args.token or (configured.get_secret_value() if configured else None)

@@ -14,6 +14,9 @@ from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.ports import ConfigError, InvalidInputError
 
 ENV_PREFIX = "DUCKGRAPH_"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+#: How a DUCKGRAPH_* variable says true or false; anything else is refused (a typo must not switch fetching on).
+TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 #: The `namespace` setting that makes each client's default namespace its first MCP root folder's name.
 ROOTS_NAMESPACE = "@roots"
 
@@ -54,6 +57,21 @@ class Settings(BaseModel):
     fetch_delay: float = Field(default=1.0, ge=0.0, le=60.0)
     #: After build_communities, have the host's model write reports through MCP sampling (clients that offer it).
     community_reports_by_sampling: bool = False
+
+    @field_validator("db", mode="before")
+    @classmethod
+    def _db_is_a_file_name(cls, value: Any) -> Any:
+        # Without this, a TOML list would become a file named "[1, 2]" and "" the current folder.
+        if not isinstance(value, str | Path) or not str(value).strip():
+            raise ValueError('must be the path of the knowledge file, such as "~/notes/memory.duckdb"')
+        return Path(value).expanduser()
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _known_log_level(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().upper() in LOG_LEVELS:
+            return value.strip().upper()
+        raise ValueError(f"must be {', '.join(LOG_LEVELS[:-1])} or {LOG_LEVELS[-1]}")
 
     @field_validator("namespace", "namespace_fallback")
     @classmethod
@@ -124,14 +142,23 @@ def load_settings(
     for key, value in overrides.items():
         if value is not None:
             data[key] = value
-    if "db" in data:
-        data["db"] = Path(str(data["db"])).expanduser()
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(map(_problem, exc.errors()))
         sources = f"{path}, DUCKGRAPH_* variables or flags" if path.is_file() else "DUCKGRAPH_* variables or flags"
         raise ConfigError(f"invalid settings (from {sources}): {problems}") from exc
+
+
+def _problem(error: Any) -> str:
+    """One validation error as "log_level = 'LOUD': must be DEBUG, ...": the setting, the value given, what is
+    allowed."""
+    where = ".".join(map(str, error["loc"]))
+    message = error["msg"].removeprefix("Value error, ")
+    value = error.get("input")
+    if error["type"] == "missing" or error["loc"][:1] == ("http_token",) or isinstance(value, dict):
+        return f"{where}: {message}"  # nothing to show, or a secret
+    return f"{where} = {value!r}: {message}"
 
 
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
@@ -140,7 +167,11 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
             data[key] = value
     for key in ("warm_up", "fetch_urls", "fetch_private_hosts", "community_reports_by_sampling"):
         if value := env.get(ENV_PREFIX + key.upper()):
-            data[key] = value.strip().lower() not in {"0", "false", "no", "off"}
+            word = value.strip().lower()
+            if word not in TRUE_WORDS + FALSE_WORDS:
+                raise ConfigError(f"{ENV_PREFIX}{key.upper()} = {value!r}: must be true or false "
+                                  f"({', '.join(TRUE_WORDS)}; or {', '.join(FALSE_WORDS)})")
+            data[key] = word in TRUE_WORDS
     if value := env.get(ENV_PREFIX + "FETCH_DELAY"):
         data["fetch_delay"] = value
     for section in ("store", "embedder", "extractor"):
@@ -160,6 +191,11 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
             if not isinstance(parsed, dict):
                 raise ConfigError(f"{ENV_PREFIX}{section.upper()}_OPTIONS must be a JSON object")
             current["options"] = {**current.get("options", {}), **parsed}
-        if "use" not in current:
-            raise ConfigError(f"{ENV_PREFIX}{section.upper()}_OPTIONS is set but no {section} plugin is chosen")
+        if section not in data and "use" not in current:
+            # Options alone are for the default plugin (duckdb, sentence-transformers); the extractor has none.
+            default = Settings.model_fields[section].get_default(call_default_factory=True)
+            if default is None:
+                raise ConfigError(f"{ENV_PREFIX}{section.upper()}_OPTIONS is set but no {section} plugin is chosen: "
+                                  f"set {ENV_PREFIX}{section.upper()} too (e.g. ollama)")
+            current["use"] = default.use
         data[section] = current

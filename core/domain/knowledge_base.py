@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 OBSERVATIONS_SHOWN = 20
 #: Said by a search in a namespace that holds nothing: a misspelt namespace reads like a memory that never heard of it.
 EMPTY_NAMESPACE = ("The namespace {namespace!r} holds nothing yet. If the memory is in another one, "
-                   "list_namespaces shows those that hold something.")
+                   "list_namespaces (`duckgraph namespaces`) shows those that hold something.")
 
 
 class Writer:

@@ -73,7 +73,7 @@ def delete_namespace(
         edges = read_all(lambda offset: store.list_edges(namespace, offset=offset, limit=PAGE, include_expired=True))
         documents = read_all(lambda offset: store.list_documents(namespace, offset=offset, limit=PAGE))
         if not (nodes or edges or documents) and namespace != default:
-            raise NotFoundError(f"there is no namespace {namespace!r}; list_namespaces shows those there are")
+            raise NotFoundError(f"there is no namespace {namespace!r}; list_namespaces (`duckgraph namespaces`) shows those there are")
         holding = store.stats(namespace)["edges"]  # those that hold now, as list_namespaces counted them
         writer.commit(WriteBatch(delete_nodes=[n.id for n in nodes], delete_edges=[e.id for e in edges],
                                  delete_documents=[(namespace, d.id) for d in documents],

@@ -13,6 +13,11 @@ from duckgraph.ports import GraphStore, TimeFilter
 if TYPE_CHECKING:
     import numpy as np
 
+#: The range each number a caller gives `search` may take (the MCP tool and `duckgraph search` hold it to them).
+CALLER_LIMITS: dict[str, tuple[int, int]] = {
+    "k_anchors": (1, 50), "hops": (0, 3), "max_nodes": (1, 200), "max_passages": (0, 50), "token_budget": (100, 50_000),
+}
+
 
 @dataclass(frozen=True)
 class SearchOptions:

@@ -21,8 +21,9 @@ from duckgraph.core.sharing.handover import (
     RemoteError,
     RunLocally,
     call_owner,
+    set_command,
 )
 from duckgraph.core.sharing.lock import ForeignFileError, holder, lock_path, socket_path, supported
 
 __all__ = ["FileShare", "ForeignFileError", "NoOwnerError", "OwnerLostError", "RemoteError", "RunLocally",
-           "call_owner", "holder", "lock_path", "socket_path", "supported"]
+           "call_owner", "holder", "lock_path", "set_command", "socket_path", "supported"]

@@ -57,6 +57,15 @@ TAKEOVER_OPEN_SECONDS = 10.0
 POOL_SIZE = 16
 #: How often a call that may run twice is sent again after losing its connection (owners dying one after another).
 MAX_RESENDS = 5
+#: The duckgraph command this process runs ("serve", "ui"), named in the lock file so that another command refused
+#: the file can say who holds it and what to do (see `set_command`).
+_command: str | None = None
+
+
+def set_command(name: str) -> None:
+    """Name the command this process runs (the command line sets it) in the lock file of a file it comes to own."""
+    global _command
+    _command = name
 
 
 class OwnerLostError(DuckgraphError):
@@ -162,8 +171,9 @@ class FileShare:
     def _own(self, lock: LockFile) -> None:
         """Become the owner (with `_cond` held): describe ourselves in the lock file and open the socket."""
         self._since = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        hello = {**self._info, "pid": os.getpid(), "protocol": PROTOCOL, "version": __version__,
-                 "db": str(self.db), "since": self._since, "instance": self._token}
+        hello = {**self._info, **({"command": _command} if _command else {}), "pid": os.getpid(),
+                 "protocol": PROTOCOL, "version": __version__, "db": str(self.db), "since": self._since,
+                 "instance": self._token}
         try:
             lock.describe({**hello, "socket": str(self.socket_path)})
             self._endpoint = Endpoint(self.socket_path, self._handler, hello)

@@ -22,6 +22,7 @@ from duckgraph.plugins.duckdb.vector_search import DEFAULT_HNSW_MIN_ROWS, VECTOR
 from duckgraph.plugins.duckdb.writes import MirrorChanges, Writer
 from duckgraph.ports import (
     ChunkRecord,
+    ConfigError,
     DocumentRecord,
     EdgeRecord,
     GraphStore,
@@ -74,13 +75,25 @@ class DuckDBStore(GraphStore):
         Passages' texts are kept in memory while they hold at most `passage_texts_mb` (checked at open), so that
         searches do not read them from the file. `memory_limit` bounds DuckDB's own cache and indexes (a size
         such as "2GB"; default: a quarter of the machine's memory, at least 1 GiB)."""
+        # The options come from a config file or a JSON variable: checked here, before DuckDB or numpy see them.
         if vector_index not in VECTOR_INDEXES:
-            raise StoreError(f"vector_index must be one of {', '.join(VECTOR_INDEXES)}, not {vector_index!r}")
+            raise ConfigError(f"store option vector_index must be one of {', '.join(VECTOR_INDEXES)}, not "
+                              f"{vector_index!r}")
         if isinstance(passage_texts_mb, bool) or not isinstance(passage_texts_mb, int | float) or passage_texts_mb < 0:
-            raise StoreError(f"passage_texts_mb must be a number of megabytes, 0 or more, not {passage_texts_mb!r}")
+            raise ConfigError(f"store option passage_texts_mb must be a number of megabytes, 0 or more, not "
+                              f"{passage_texts_mb!r}")
         if memory_limit is not None and not (
                 isinstance(memory_limit, str) and settings.MEMORY_SIZE.fullmatch(memory_limit)):
-            raise StoreError(f"memory_limit must be a size such as \"2GB\" or \"1.5GiB\", not {memory_limit!r}")
+            raise ConfigError(f"store option memory_limit must be a size such as \"2GB\" or \"1.5GiB\", not "
+                              f"{memory_limit!r}")
+        for name, flag in (("read_only", read_only), ("use_vss", use_vss)):
+            if not isinstance(flag, bool):
+                raise ConfigError(f"store option {name} must be true or false, not {flag!r}")
+        counts = {"ann_min_rows": ann_min_rows, "hnsw_min_rows": hnsw_min_rows, "ann_nprobe": ann_nprobe}
+        for name, count in counts.items():
+            if (count is not None or name != "ann_nprobe") and (
+                    isinstance(count, bool) or not isinstance(count, int) or count < 1):
+                raise ConfigError(f"store option {name} must be a whole number, 1 or more, not {count!r}")
         self.path = Path(path).expanduser()
         self.read_only = read_only
         self._read_only_option = read_only

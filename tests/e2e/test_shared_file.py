@@ -662,3 +662,25 @@ async def test_a_file_held_by_another_program_is_reported_with_its_name_and_pid(
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
+
+
+@pytest.mark.anyio
+async def test_a_command_refused_a_file_a_duckgraph_server_holds_names_that_server_once(tmp_path, env):
+    """The lock error alone spoke of "another program" that duckgraph does not share with, and a second line then
+    of a duckgraph server: one message now names the server and what to do."""
+    db = tmp_path / "kb.duckdb"
+    warm = {**env, "DUCKGRAPH_WARM_UP": "1"}  # the owner opens the file at start
+    log = tmp_path / "owner.log"
+    owner = idle_server(db, warm, log)
+    try:
+        await wait_for(lambda: owner_pid(db) == owner.pid)
+        await wait_for(lambda: WARMED_UP in log.read_text(), timeout=TIMEOUT_SECONDS)
+        stats = subprocess.run([*SERVE[:-1], "stats", "--db", str(db)], capture_output=True, text=True, env=env,
+                               timeout=60)
+    finally:
+        stop(owner)
+    assert stats.returncode == 1
+    assert stats.stderr == (
+        f"duckgraph: {db} is in use by a duckgraph MCP server (`duckgraph serve`, pid {owner.pid}, which an MCP "
+        "client started): use the memory through that client, or stop it. `duckgraph doctor` and `duckgraph "
+        "backup` work while it runs.\n")

@@ -154,6 +154,18 @@ def test_the_api_answers_mistakes_clearly_and_changes_nothing(ui: str) -> None:
     assert entity["name"] == "Ada Lovelace" and len(entity["relations"]) == 1
 
 
+def test_a_command_refused_the_file_the_ui_holds_names_the_ui(ui: str, small_db: Path, env: dict[str, str]) -> None:
+    """Not "another program" (the lock error's view), nor "a duckgraph server (an MCP client's)": the web UI."""
+    assert request(ui, "/api/overview")[0] == 200  # the UI opens the file on first use
+    owner = json.loads(small_db.with_name(small_db.name + ".lock").read_text())["pid"]
+    stats = subprocess.run([*UI[:-1], "stats", "--db", str(small_db)], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert stats.returncode == 1
+    assert stats.stderr == (f"duckgraph: {small_db} is in use by the duckgraph web UI (`duckgraph ui`, pid {owner}): "
+                            "use the memory in that page, or stop it. `duckgraph doctor` and `duckgraph backup` work "
+                            "while it runs.\n")
+
+
 def test_allowed_hosts() -> None:
     assert allowed_hosts("127.0.0.1", 8766) == {"127.0.0.1:8766", "localhost:8766", "[::1]:8766"}
     assert allowed_hosts("::1", 8766) == {"[::1]:8766", "127.0.0.1:8766", "localhost:8766"}

@@ -321,3 +321,34 @@ def test_the_leiden_detector_is_registered_through_register_community_detectors(
             final.setdefault(membership.cluster, set()).add(membership.node)
     assert sorted(map(sorted, final.values())) == [[1, 2, 3], [4, 5, 6]]
     assert detector.detect([1], [1], [1.0]) == []
+
+
+@pytest.fixture
+def no_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`main` in this process with no user config and no DUCKGRAPH_* variables."""
+    import os
+
+    for name in [n for n in os.environ if n.startswith("DUCKGRAPH_")]:
+        monkeypatch.delenv(name)
+    (tmp_path / "config.toml").write_text("", encoding="utf-8")
+    monkeypatch.setenv("DUCKGRAPH_CONFIG", str(tmp_path / "config.toml"))
+
+
+def test_the_build_command_prints_no_empty_fields(no_settings, db_path, capsys):
+    from duckgraph.core.cli import main
+
+    assert main(["communities", "build", "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    assert "communities: 0" in out and "None" not in out  # "sampling: None": only MCP sampling writes it
+
+
+@pytest.mark.parametrize("action", ["build", "write"])
+def test_build_and_write_refuse_a_query_rather_than_ignoring_it(no_settings, db_path, capsys, action):
+    from duckgraph.core.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["communities", action, "main themes", "--db", str(db_path)])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"duckgraph communities: error: communities {action} takes no query ('main themes'): only search does\n")
+    assert not db_path.exists()

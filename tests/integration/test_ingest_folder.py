@@ -196,7 +196,8 @@ def test_an_emptied_file_s_text_is_deleted_with_what_only_it_supported(notes, db
     (notes / "babbage.txt").write_text("  \n", encoding="utf-8")
     capsys.readouterr()
 
-    assert ingest(db_path, "notes") == (0, "0 documents stored, 2 unchanged, 1 skipped, 0 passages")
+    assert ingest(db_path, "notes") == (0, "0 documents stored, 2 unchanged, 1 skipped, 0 passages; deleted 1 "
+                                           "documents of files that hold no text now")
     assert capsys.readouterr().err.endswith(
         f"skipped {root}/babbage.txt: no text any more: its stored text was deleted (1 documents, with 1 entities "
         "and 1 relations only they supported)\n")

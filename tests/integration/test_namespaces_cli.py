@@ -79,6 +79,17 @@ def test_duckgraph_namespaces_delete_needs_the_name_twice(tmp_path: Path, env: d
     assert emptied.returncode == 0 and "emptied" in emptied.stdout
 
 
+def test_namespaces_list_refuses_a_name_or_confirm_rather_than_ignoring_them(tmp_path: Path,
+                                                                           env: dict[str, str]) -> None:
+    db = tmp_path / "kb.duckdb"
+    for extra in (("extra",), ("--confirm", "proj-a")):
+        refused = run(env, "namespaces", "list", *extra, "--db", str(db))
+        assert refused.returncode == 2
+        assert refused.stderr.endswith("duckgraph namespaces: error: namespaces list takes no NAME or --confirm (to "
+                                       "delete one: duckgraph namespaces delete NAME --confirm NAME)\n")
+    assert not db.exists()
+
+
 def test_a_deleted_namespace_leaves_a_smaller_backup(fake_kb, tmp_path: Path) -> None:
     """Deleting a namespace frees its rows; `backup` then writes a copy without them (DuckDB does not shrink a
     file in place)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from duckgraph.core.cli import _parser
+from duckgraph.core.cli import _parser, main
 
 DUCKGRAPH = [sys.executable, "-m", "duckgraph.core.cli"]
 
@@ -66,3 +66,93 @@ def test_serve_http_on_a_port_in_use_names_it_and_announces_nothing(tmp_path: Pa
         "--http`, or another program). Stop that program, or choose another port with --port")
     assert done.stdout == ""
     assert not (tmp_path / "kb.duckdb").exists()
+
+
+# -- settings refused with a message, never a traceback ----------------------------------------------------------
+
+
+@pytest.fixture
+def no_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`main` in this process with no user config and no DUCKGRAPH_* variables; the config file it reads."""
+    for name in [n for n in os.environ if n.startswith("DUCKGRAPH_")]:
+        monkeypatch.delenv(name)
+    config = tmp_path / "config.toml"
+    config.write_text("", encoding="utf-8")
+    monkeypatch.setenv("DUCKGRAPH_CONFIG", str(config))
+    monkeypatch.chdir(tmp_path)
+    return config
+
+
+@pytest.mark.parametrize("how", ["flag", "file", "env"])
+def test_an_unknown_log_level_is_a_message_and_exit_1(no_settings: Path, monkeypatch: pytest.MonkeyPatch, capsys,
+                                                      how: str) -> None:
+    flags = ["--log-level", "LOUD"] if how == "flag" else []
+    if how == "file":
+        no_settings.write_text('log_level = "LOUD"\n', encoding="utf-8")
+    if how == "env":
+        monkeypatch.setenv("DUCKGRAPH_LOG_LEVEL", "LOUD")
+    assert main(["stats", "--db", "kb.duckdb", *flags]) == 1
+    assert "log_level = 'LOUD': must be DEBUG, INFO, WARNING or ERROR" in capsys.readouterr().err
+    assert not Path("kb.duckdb").exists()
+
+
+@pytest.mark.parametrize("options, message", [
+    ('{"read_only": "yes"}', "store option read_only must be true or false, not 'yes'"),
+    ('{"ann_min_rows": -5}', "store option ann_min_rows must be a whole number, 1 or more, not -5"),
+])
+def test_a_store_option_of_the_wrong_kind_is_a_message_and_exit_1(no_settings: Path, monkeypatch, capsys,
+                                                                  options: str, message: str) -> None:
+    monkeypatch.setenv("DUCKGRAPH_STORE_OPTIONS", options)  # no DUCKGRAPH_STORE: for the default store, duckdb
+    assert main(["stats", "--db", "kb.duckdb"]) == 1
+    assert capsys.readouterr().err == f"duckgraph: {message}\n"
+    assert not Path("kb.duckdb").exists()
+
+
+def test_store_options_alone_go_to_the_default_store(no_settings: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("DUCKGRAPH_STORE_OPTIONS", '{"memory_limit": "512MB"}')
+    assert main(["stats", "--db", "kb.duckdb", "--json"]) == 0
+    assert '"nodes": 0' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["--db", ""], "db = '': must be the path of the knowledge file"),
+    (["--config", "list.toml"], "db = [1, 2]: must be the path of the knowledge file"),
+])
+def test_a_db_that_is_no_file_name_is_a_message_and_creates_nothing(no_settings: Path, capsys, argv, text) -> None:
+    Path("list.toml").write_text("db = [1, 2]\n", encoding="utf-8")
+    assert main(["stats", *argv]) == 1
+    assert text in capsys.readouterr().err
+    assert sorted(p.name for p in Path().iterdir()) == ["config.toml", "list.toml"]
+
+
+def test_a_boolean_variable_with_a_typo_is_a_message_and_exit_1(no_settings: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("DUCKGRAPH_FETCH_URLS", "flase")
+    assert main(["stats", "--db", "kb.duckdb"]) == 1
+    assert "DUCKGRAPH_FETCH_URLS = 'flase': must be true or false" in capsys.readouterr().err
+
+
+# -- search flags: the MCP tool's limits ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag, value, allowed", [
+    ("--max-nodes", "-1", "from 1 to 200"), ("--k-anchors", "-2", "from 1 to 50"),
+    ("--max-passages", "-1", "from 0 to 50"), ("--hops", "-1", "from 0 to 3"), ("--hops", "99", "from 0 to 3"), ("--token-budget", "0", "from 100 to 50000"),
+    ("--token-budget", "-5", "from 100 to 50000"),
+])
+def test_a_search_number_beyond_the_search_tools_limits_is_a_usage_error(no_settings: Path, capsys, flag: str,
+                                                                         value: str, allowed: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["search", "Who founded Apple", "--db", "kb.duckdb", flag, value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: duckgraph search")
+    assert err.endswith(f"duckgraph search: error: {flag} must be {allowed}, not {value}\n")
+    assert not Path("kb.duckdb").exists()
+
+
+def test_search_numbers_within_the_limits_are_passed_on_and_those_not_given_left_to_the_defaults() -> None:
+    from duckgraph.core.cli import _search_numbers
+
+    args = _parser().parse_args(["search", "q", "--hops", "3", "--max-passages", "0", "--token-budget", "100"])
+    assert _search_numbers(args) == {"hops": 3, "max_passages": 0, "token_budget": 100}
+    assert _search_numbers(_parser().parse_args(["search", "q"])) == {}

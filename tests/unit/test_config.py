@@ -106,9 +106,48 @@ def test_db_path_expands_user(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert settings.db == tmp_path / "kb.duckdb"
 
 
-@pytest.mark.parametrize("value, expected", [("0", False), ("false", False), ("Off", False), ("1", True), ("yes", True)])
+@pytest.mark.parametrize("value, expected", [("0", False), ("false", False), ("Off", False), ("no", False),
+                                             ("1", True), ("yes", True), ("TRUE", True), (" on ", True)])
 def test_warm_up_from_env(value: str, expected: bool) -> None:
     assert load_settings(env={"DUCKGRAPH_WARM_UP": value}).warm_up is expected
+
+
+@pytest.mark.parametrize("value", ["flase", "2", "enabled", "y"])
+def test_a_boolean_variable_with_another_word_is_refused(value: str) -> None:
+    """A typo of "false" must not turn fetching on."""
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={"DUCKGRAPH_FETCH_URLS": value})
+    assert str(info.value) == (f"DUCKGRAPH_FETCH_URLS = {value!r}: must be true or false (1, true, yes, on; or 0, "
+                               "false, no, off)")
+
+
+@pytest.mark.parametrize("where", ["file", "env", "flag"])
+def test_an_unknown_log_level_is_refused_with_the_levels_there_are(tmp_path: Path, where: str) -> None:
+    path = write_toml(tmp_path, 'log_level = "LOUD"' if where == "file" else "")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, env={"DUCKGRAPH_LOG_LEVEL": "LOUD"} if where == "env" else {},
+                      log_level="LOUD" if where == "flag" else None)
+    assert "log_level = 'LOUD': must be DEBUG, INFO, WARNING or ERROR" in str(info.value)
+
+
+def test_a_log_level_in_lower_case_is_accepted() -> None:
+    assert load_settings(env={"DUCKGRAPH_LOG_LEVEL": "debug"}).log_level == "DEBUG"
+
+
+@pytest.mark.parametrize("text, shown", [('db = ""', "''"), ('db = "  "', "'  '"), ("db = [1, 2]", "[1, 2]"),
+                                         ("db = 3", "3")])
+def test_a_db_that_is_no_file_name_is_refused(tmp_path: Path, text: str, shown: str) -> None:
+    """A list used to become a file named "[1, 2]", and "" the current folder."""
+    path = write_toml(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, env={})
+    assert f"db = {shown}: must be the path of the knowledge file" in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_an_empty_db_flag_is_refused() -> None:
+    with pytest.raises(ConfigError, match="db = '': must be the path of the knowledge file"):
+        load_settings(env={}, db="")
 
 
 def test_process_environment_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,6 +194,12 @@ def test_env_chooses_an_extractor() -> None:
     assert settings.extractor == PluginChoice(use="ollama", options={"model": "qwen3"})
 
 
+@pytest.mark.parametrize("section, default", [("store", "duckdb"), ("embedder", "sentence-transformers")])
+def test_options_alone_are_for_the_default_plugin(section: str, default: str) -> None:
+    settings = load_settings(env={f"DUCKGRAPH_{section.upper()}_OPTIONS": '{"batch": 8}'})
+    assert getattr(settings, section) == PluginChoice(use=default, options={"batch": 8})
+
+
 def test_store_options_from_file(tmp_path: Path) -> None:
     path = write_toml(tmp_path, '[store]\nuse = "duckdb"\noptions = { hnsw_min_rows = 10 }\n')
     assert load_settings(path, env={}).store.options == {"hnsw_min_rows": 10}
@@ -173,8 +218,9 @@ def test_options_json_must_be_an_object() -> None:
         load_settings(env={"DUCKGRAPH_STORE_OPTIONS": "[1, 2]"})
 
 
-def test_options_without_a_plugin_is_an_error() -> None:
-    with pytest.raises(ConfigError, match="DUCKGRAPH_EXTRACTOR_OPTIONS"):
+def test_extractor_options_without_an_extractor_is_an_error() -> None:
+    """There is no default extractor for them to go to."""
+    with pytest.raises(ConfigError, match="DUCKGRAPH_EXTRACTOR_OPTIONS is set but no extractor plugin is chosen"):
         load_settings(env={"DUCKGRAPH_EXTRACTOR_OPTIONS": '{"model": "qwen3"}'})
 
 

@@ -89,6 +89,18 @@ def test_the_first_share_owns_the_file_and_the_second_forwards_to_it(tmp_path, s
     assert result["params"]["weight"] != result["params"]["weight"]
 
 
+def test_the_lock_file_names_the_command_the_owner_runs(tmp_path, shares, monkeypatch):
+    """So that a command refused the file can say whether the web UI or an MCP client's server holds it."""
+    from duckgraph.core.sharing import handover
+
+    monkeypatch.setattr(handover, "_command", None)
+    shares(tmp_path / "plain.duckdb")
+    assert "command" not in sharing.holder(tmp_path / "plain.duckdb")
+    sharing.set_command("ui")
+    shares(tmp_path / "kb.duckdb")
+    assert sharing.holder(tmp_path / "kb.duckdb")["command"] == "ui"
+
+
 def test_errors_keep_their_class_and_message(tmp_path, shares):
     db = tmp_path / "kb.duckdb"
     shares(db)

@@ -35,6 +35,7 @@ from duckgraph.core.domain.model import (
     SearchResult,
     TypeLabel,
 )
+from duckgraph.core.domain.search_options import CALLER_LIMITS
 from duckgraph.core.mcp.progress import progress_reporter
 from duckgraph.core.mcp.tools.common import (
     ADDITIVE,
@@ -96,11 +97,11 @@ def register_graphrag_tools(server: MCPServer) -> None:
     async def search(
         ctx: Context,
         query: Annotated[str, Field(min_length=1, max_length=2_000)],
-        k_anchors: Annotated[int, Field(ge=1, le=50)] = 5,
-        hops: Annotated[int, Field(ge=0, le=3)] = 2,
-        max_nodes: Annotated[int, Field(ge=1, le=200)] = 30,
-        max_passages: Annotated[int, Field(ge=0, le=50)] = 5,
-        token_budget: Annotated[int, Field(ge=100, le=50_000)] = 2_000,
+        k_anchors: Annotated[int, _within("k_anchors")] = 5,
+        hops: Annotated[int, _within("hops")] = 2,
+        max_nodes: Annotated[int, _within("max_nodes")] = 30,
+        max_passages: Annotated[int, _within("max_passages")] = 5,
+        token_budget: Annotated[int, _within("token_budget")] = 2_000,
         namespace: NamespaceArg = None,
         as_of: Annotated[Moment | None, Field(description="Facts valid then, no later passages (default now).")] = None,
         include_history: Annotated[bool, Field(description="Add ended facts.")] = False,
@@ -202,3 +203,6 @@ def register_graphrag_tools(server: MCPServer) -> None:
         return with_text(result, result.text)
 
 
+def _within(name: str) -> object:
+    low, high = CALLER_LIMITS[name]
+    return Field(ge=low, le=high)
