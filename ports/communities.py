@@ -51,6 +51,8 @@ class CommunityRecord:
     #: Who wrote the report: "extractive", "model" or "host"; `stale` once its members changed.
     author: str = "extractive"
     stale: bool = False
+    #: How many members the report was written for (as stored): more than `members` once some were deleted.
+    written_for: int = 0
     id: int | None = None
     embedding: Any = None
     #: Position of the community in the build (parents refer to it before they have ids).

@@ -75,7 +75,7 @@ class Writer:
     """What `KnowledgeBase.writing()` hands out: while a use case holds it, no other write runs, so what it
     reads through the store stays true until it commits."""
 
-    def __init__(self, store: GraphStore, counted: Callable[[], None]) -> None:
+    def __init__(self, store: GraphStore, counted: Callable[[bool], None]) -> None:
         self._store = store
         self._counted = counted
 
@@ -84,14 +84,15 @@ class Writer:
         try:
             return self._store.write(batch)
         finally:
-            self._counted()
+            # Entities go with deletions, merges and documents deleted or replaced (what only they supported).
+            self._counted(bool(batch.delete_nodes or batch.merges or batch.delete_documents or batch.documents))
 
     def restore(self, snapshot: Snapshot) -> WriteSummary:
         """Write an import's rows, matched on their natural keys, in one transaction; returns what changed."""
         try:
             return self._store.restore(snapshot)
         finally:
-            self._counted()
+            self._counted(False)
 
     def replace_communities(self, namespace: str, communities: Sequence[Any], build: Any) -> None:
         """Replace a namespace's communities (derived data: not counted as a write of the graph)."""
@@ -108,7 +109,7 @@ class Writer:
             with self._store.restore_stream() as restore:
                 yield restore
         finally:
-            self._counted()
+            self._counted(False)
 
 
 class KnowledgeBase:
@@ -232,11 +233,11 @@ class KnowledgeBase:
         """Whether a write was committed (or tried) since `prepare_write` gave `mark`; asked inside `writing()`."""
         return self._commit_count != mark
 
-    def _count_commit(self) -> None:
+    def _count_commit(self, removing: bool) -> None:
         # Counted once the store call has returned (or failed): a mark taken after the count then never misses a
         # write its reads could not see yet. Only under the write lock, so no two writers count at once.
         self._commit_count += 1
-        self.communities.keeper.written()  # wakes the background check of the communities' freshness
+        self.communities.keeper.written(removing)  # wakes the background check of the communities' freshness
 
     @contextmanager
     def writes_paused(self) -> Iterator[None]:

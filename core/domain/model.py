@@ -587,6 +587,8 @@ class BuildCommunitiesResult(_Model):
     relations: int
     reports_written: int = Field(description="Extractive reports written by this build.")
     reports_kept: int = Field(description="Reports of unchanged communities, or stale written ones, kept.")
+    written_reports_dropped: int = Field(0, description="Reports a model or the host wrote whose community no "
+                                         "longer holds half their members: replaced by extractive ones.")
     seconds: float
     sampling: str | None = Field(None, description="With community_reports_by_sampling: the reports the host's "
                                  "model wrote through MCP sampling, or why it wrote none.")

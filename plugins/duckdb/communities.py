@@ -126,25 +126,31 @@ def save_reports(con: Any, communities: Sequence[CommunityRecord]) -> None:
     missing = [c.id for c in communities if c.id not in known]
     if missing:
         raise StoreError(f"no community with id {missing[0]}: it was rebuilt since; list the communities again")
+    # `size`: the members the report is written for (fewer now, after a deletion, than the build's).
     columns = {name: values for name, values in _columns(communities).items()
-               if name in ("id", "title", "summary", "details", "author", "stale", "embedding")}
+               if name in ("id", "size", "title", "summary", "details", "author", "stale", "embedding")}
     con.register("_incoming_reports", pa.table(columns))
     try:
-        con.execute("UPDATE communities SET title = r.title, summary = r.summary, details = r.details::JSON, "
-                    "author = r.author, stale = r.stale, embedding = r.embedding FROM _incoming_reports r "
-                    "WHERE communities.id = r.id")
+        con.execute("UPDATE communities SET size = r.size, title = r.title, summary = r.summary, "
+                    "details = r.details::JSON, author = r.author, stale = r.stale, embedding = r.embedding "
+                    "FROM _incoming_reports r WHERE communities.id = r.id")
     finally:
         con.unregister("_incoming_reports")
 
 
 def read(con: Any, namespace: str, ids: Sequence[int] | None = None, *, members: bool = True,
          vectors: bool = False) -> list[CommunityRecord]:
-    """The namespace's communities (or those of `ids`), coarse to fine, with their members (ids) if asked."""
+    """The namespace's communities (or those of `ids`), coarse to fine, with their members (ids) if asked.
+
+    Deleting (or merging away) an entity deletes its memberships, while `size` stays the count of members the
+    report was written for: a report whose community has fewer now is stale, and its key entities are only those
+    still members (its title and summary may name the others until it is written again)."""
     where, params = "namespace = ?", [namespace]
     if ids is not None:
         where += " AND id IN (SELECT unnest(?::BIGINT[]))"
         params.append(list(ids))
-    rows = con.execute(f"SELECT {_COLUMNS}, embedding FROM communities WHERE {where} ORDER BY level, id",
+    rows = con.execute(f"SELECT {_COLUMNS}, embedding, (SELECT count(*) FROM community_members m WHERE "
+                       f"m.community_id = communities.id) FROM communities WHERE {where} ORDER BY level, id",
                        params).fetchall()
     held: dict[int, list[int]] = {}
     if members and rows:
@@ -153,11 +159,30 @@ def read(con: Any, namespace: str, ids: Sequence[int] | None = None, *, members:
             "(SELECT id FROM communities WHERE " + where + ") ORDER BY community_id, node_id", params).fetchnumpy()
         for community, node in zip(found["community_id"].tolist(), found["node_id"].tolist()):
             held.setdefault(community, []).append(node)
+    details = {row[0]: json.loads(row[8]) if row[8] else {} for row in rows}
+    shrunk = {row[0] for row in rows if row[12] < row[5]}
+    _keep_members_only(con, {community: details[community] for community in shrunk})
     return [CommunityRecord(
         id=row[0], namespace=row[1], level=row[2], parent=row[3], leaf=row[4], members=tuple(held.get(row[0], ())),
-        title=row[6], summary=row[7], details=json.loads(row[8]) if row[8] else {}, author=row[9], stale=row[10],
+        title=row[6], summary=row[7], details=details[row[0]], author=row[9], stale=row[10] or row[0] in shrunk,
+        written_for=row[5],
         embedding=np.frombuffer(row[11], dtype="<f4") if vectors and row[11] is not None else None,
     ) for row in rows]
+
+
+def _keep_members_only(con: Any, details: dict[int, dict[str, Any]]) -> None:
+    """Drop from each community's (id's) key entities those no longer among its members."""
+    named = [(community, entity["name"]) for community, found in details.items()
+             for entity in found.get("entities", [])]
+    if not named:
+        return
+    present = set(con.execute(
+        "SELECT DISTINCT m.community_id, n.name FROM community_members m JOIN nodes n ON n.id = m.node_id "
+        "JOIN (SELECT unnest(?::BIGINT[]) AS community_id, unnest(?::VARCHAR[]) AS name) w "
+        "ON w.community_id = m.community_id AND w.name = n.name", [[c for c, _ in named], [n for _, n in named]]
+    ).fetchall())
+    for community, found in details.items():
+        found["entities"] = [e for e in found.get("entities", []) if (community, e["name"]) in present]
 
 
 def build_of(con: Any, namespace: str) -> CommunityBuild | None:
@@ -167,11 +192,12 @@ def build_of(con: Any, namespace: str) -> CommunityBuild | None:
 
 
 def changed_since(con: Any, namespace: str, since: datetime) -> int:
-    """Nodes and edges written (or edges ended) since `since`, and members deleted since the build."""
+    """Nodes and edges written (or edges ended) since `since`, and members deleted since the build (the build
+    counted the members of its leaves: each entity is in one)."""
     return con.execute(
         "SELECT (SELECT count(*) FROM nodes WHERE namespace = $1 AND updated_at > $2)"
         " + (SELECT count(*) FROM edges WHERE namespace = $1 AND (updated_at > $2 OR valid_until > $2))"
-        " + (SELECT coalesce(sum(size), 0) FROM communities WHERE namespace = $1 AND leaf)"
+        " + (SELECT coalesce(max(nodes), 0) FROM community_builds WHERE namespace = $1)"
         " - (SELECT count(*) FROM community_members m JOIN communities c ON c.id = m.community_id"
         "    WHERE c.namespace = $1 AND c.leaf)", [namespace, since]).fetchone()[0]
 

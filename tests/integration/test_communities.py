@@ -4,6 +4,7 @@ namespaces kept apart, search naming its anchors' communities, and export/import
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -12,9 +13,10 @@ import pytest
 
 from duckgraph.core.domain.communities import vectors
 from duckgraph.core.domain.communities.reports import report_text
-from duckgraph.core.domain.communities.service import BROAD_HINT, NO_COMMUNITIES
+from duckgraph.core.domain.communities.hierarchy import reuse_reports
+from duckgraph.core.domain.communities.service import BROAD_HINT, NO_COMMUNITIES, NO_RELATIONS, NONE_LEFT
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.core.domain.model import EdgeInput, NodeInput
+from duckgraph.core.domain.model import EdgeInput, NodeInput, RelationRef
 from duckgraph.core.domain.render import estimate_tokens
 from duckgraph.core.files.export import export_jsonl
 from duckgraph.core.files.import_ import import_file
@@ -23,6 +25,8 @@ from duckgraph.plugins.leiden import LeidenDetector
 from duckgraph.core.plugin_manager import create, factories
 from duckgraph.plugins.ollama import OllamaExtractor
 from duckgraph.ports import InvalidInputError, NotFoundError
+from duckgraph.ports.communities import CommunityRecord
+from tests.fakes import HashingEmbedder
 from tests.ollama_server import FakeOllama
 
 pytestmark = pytest.mark.model
@@ -220,6 +224,113 @@ def test_host_reports_are_kept_while_their_community_holds_and_marked_stale_afte
     stale = next(c for c in kb.store.communities("default") if c.title == f"The {theme} theme")
     assert (stale.author, stale.stale) == ("host", True)
     assert stale.id in {c.id for c in kb.communities.to_write("default", limit=10).communities}
+
+
+ALPHA = [f"Alpha {i}" for i in range(1, 6)]
+BETA = [f"Beta {i}" for i in range(1, 6)]
+
+
+def cliques(*groups: list[str]) -> list[EdgeInput]:
+    return [EdgeInput(source=a, target=b, type="LINKS")
+            for group in groups for a, b in itertools.combinations(group, 2)]
+
+
+@pytest.fixture
+def groups(db_path: Path):
+    """Two groups of five entities, each related to all of its own, one weak link between: two communities. No
+    background rebuild (each test builds when it means to); the hashing embedder (instant)."""
+    with knowledge_base(db_path, HashingEmbedder()) as kb:
+        kb.communities.keeper.stop()
+        kb.add_knowledge_graph([NodeInput(name=n, type="Thing") for n in ALPHA + BETA], cliques(ALPHA, BETA) + [
+            EdgeInput(source="Alpha 1", target="Beta 1", type="LINKS", weight=0.1)])
+        kb.communities.build("default")
+        yield kb
+
+
+def holding(kb: KnowledgeBase, name: str) -> CommunityRecord:
+    """The community (level 0) of entity `name`, as the store holds it."""
+    node = kb.store.find_nodes("default", {name.casefold()})[0].id
+    return next(c for c in kb.store.communities("default") if c.level == 0 and node in c.members)
+
+
+def member_names(kb: KnowledgeBase, community: CommunityRecord) -> list[str]:
+    return sorted(n.name for n in kb.store.get_nodes(community.members))
+
+
+def test_a_written_report_stays_stale_on_the_community_that_holds_half_its_members(groups):
+    kb = groups
+    kb.communities.save_written("default", holding(kb, "Alpha 1").id, "The Alpha group", "Written by the host.")
+    # Alpha 4 and 5 move to the Beta group, two newcomers join Alpha 1-3: the community keeps 3 of the 5 members
+    # its report was written for, and has 5 (Jaccard 3/7).
+    kb.curation.delete_relations([RelationRef(source=a, target=b, type="LINKS")
+                                  for a, b in itertools.combinations(ALPHA, 2) if {a, b} & {"Alpha 4", "Alpha 5"}],
+                                 "default")
+    gamma = ["Gamma 1", "Gamma 2"]
+    kb.add_knowledge_graph([NodeInput(name=n, type="Thing") for n in gamma], cliques(ALPHA[:3] + gamma) + [
+        EdgeInput(source=a, target=b, type="LINKS") for a in ALPHA[3:] for b in BETA])
+    assert kb.communities.build("default").written_reports_dropped == 0
+    written = [c for c in kb.store.communities("default") if c.author == "host"]
+    assert [(c.title, c.stale) for c in written] == [("The Alpha group", True)]
+    assert member_names(kb, written[0]) == sorted(ALPHA[:3] + gamma)
+    # The build's entities, not those it was written for: what its readers and its next author see.
+    assert sorted(e["name"] for e in written[0].details["entities"]) == sorted(ALPHA[:3] + gamma)
+    assert written[0].id in {c.id for c in kb.communities.to_write("default").communities}
+
+
+def test_a_build_counts_the_written_reports_no_community_holds_half_of(groups):
+    kb = groups
+    kb.communities.save_written("default", holding(kb, "Alpha 1").id, "The Alpha group", "Written by the host.")
+    kb.curation.delete_entities(ALPHA[:3], "default")  # Alpha 4 and 5 are left: 2 of the 5 it was written for
+    built = kb.communities.build("default")
+    assert built.written_reports_dropped == 1 and built.communities == 2
+    assert {c.author for c in kb.store.communities("default")} == {"extractive"}
+
+
+def test_one_written_report_goes_to_one_community_and_a_community_takes_one():
+    def community(members, ref=0, **report):
+        return CommunityRecord(namespace="default", level=0, members=members, ref=ref, **report)
+
+    split = community((1, 2, 3, 4), title="Split", summary="S", author="host", written_for=4)
+    whole = community((5, 6, 7, 8), title="Whole", summary="S", author="host", written_for=4)
+    absorbed = community((9, 10), title="Absorbed", summary="S", author="model", written_for=2)
+    shrunk = community((11, 12), title="Shrunk", summary="S", author="host", written_for=5)  # 3 deleted since
+    new = [community((1, 2, 20), 0), community((3, 4, 21), 1), community((5, 6, 7, 8, 9, 10), 2),
+           community((11, 12), 3)]
+    assert reuse_reports(new, [split, whole, absorbed, shrunk]) == [absorbed, shrunk]
+    assert [(c.title, c.stale) for c in new] == [("Split", True), ("", False), ("Whole", True), ("", False)]
+
+
+def test_after_a_build_that_found_no_relation_global_search_says_so(db_path: Path):
+    with knowledge_base(db_path, HashingEmbedder()) as kb:
+        kb.add_knowledge_graph([NodeInput(name="Lonely", type="Thing"), NodeInput(name="Alone", type="Thing")], [])
+        assert kb.communities.global_search("main themes", "default").hint == NO_COMMUNITIES
+        assert kb.communities.build("default").communities == 0
+        found = kb.communities.global_search("main themes", "default")
+        assert found.hint == found.text == NO_RELATIONS and "build_communities" not in NO_RELATIONS
+
+
+def test_deleted_and_merged_entities_leave_their_communities_here_as_in_a_fresh_process(db_path: Path, groups):
+    def reports(kb: KnowledgeBase) -> dict[str, tuple[int, bool, list[str]]]:
+        found = kb.communities.global_search("Alpha Beta", "default", level=0, token_budget=10_000).reports
+        return {r.title.split(",")[0]: (r.size, r.stale, sorted(e.name for e in r.key_entities)) for r in found}
+
+    kb = groups
+    assert reports(kb)["Alpha 1"] == (5, False, ALPHA)  # read before the writes, by this process
+    kb.curation.delete_entities(["Alpha 4"], "default")
+    kb.curation.merge_entities(["Alpha 5"], "Beta 1", "default")
+    here = reports(kb)
+    assert here == {"Alpha 1": (3, True, ALPHA[:3]), "Beta 1": (5, False, BETA)}
+    assert holding(kb, "Alpha 1").id in {c.id for c in kb.communities.to_write("default").communities}
+    kb.communities.save_written("default", holding(kb, "Alpha 1").id, "The Alpha group", "Written after.")
+    assert not holding(kb, "Alpha 1").stale  # written for the members it has now
+    kb.curation.delete_entities(ALPHA[:2], "default")
+    here = reports(kb)
+    kb.close()
+    with knowledge_base(db_path, HashingEmbedder()) as fresh:
+        assert reports(fresh) == here == {"The Alpha group": (1, True, ["Alpha 3"]), "Beta 1": (5, False, BETA)}
+        fresh.communities.keeper.stop()
+        fresh.curation.delete_entities(["Alpha 3", *BETA], "default")
+        assert fresh.communities.global_search("Alpha Beta", "default").hint == NONE_LEFT
 
 
 def test_the_ollama_model_writes_reports_validated_and_retried(db_path, minilm):

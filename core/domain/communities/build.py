@@ -3,6 +3,7 @@ weight), extractive reports for the communities that have no report to keep, the
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from duckgraph.ports.communities import CommunityBuild, CommunityDetector
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class BuildOutcome:
@@ -29,6 +32,8 @@ class BuildOutcome:
     relations: int
     reports_written: int
     reports_kept: int
+    #: Reports a model or the host wrote whose community no longer holds half their members: replaced.
+    written_reports_dropped: int
     seconds: float
     #: Of the reports written: vectors derived from their members' (no model call), texts the model embedded.
     vectors_derived: int = 0
@@ -55,9 +60,16 @@ def build(kb: KnowledgeBase, detector: CommunityDetector | None, namespace: str,
     report(1, 4, f"detecting communities among {len(arrays[0])} relations")
     found = communities_of(detector.detect(arrays[1], arrays[2], arrays[3]), namespace)
     before = store.communities(namespace, vectors=True)
-    reuse_reports(found, before)
-    fresh = [c for c in found if c.embedding is None or (c.author == "extractive" and c.stale)]
-    report(2, 4, f"writing {len(fresh)} extractive reports of {len(found)} communities")
+    dropped = reuse_reports(found, before)
+    if dropped:
+        log.warning("%d written community reports of namespace %r found no community holding half their members "
+                    "and were replaced by extractive ones: %s", len(dropped), namespace,
+                    "; ".join(c.title for c in dropped))
+    # A stale report, written or not, gets this build's entities, facts and words: its readers and its next
+    # author see the community as it is now (a written one keeps its title and summary).
+    fresh = [c for c in found if c.embedding is None or c.stale]
+    extractive = sum(c.author == "extractive" for c in fresh)
+    report(2, 4, f"writing {extractive} extractive reports of {len(found)} communities")
     table = EdgeTable(arrays)
     central = write_extractive(store, fresh, table, found)
     derived, embedded = set_report_vectors(kb, fresh, before, central, table.weighted_degree())
@@ -71,9 +83,9 @@ def build(kb: KnowledgeBase, detector: CommunityDetector | None, namespace: str,
     report(4, 4, f"{len(found)} communities stored")
     return BuildOutcome(namespace=namespace, communities=len(found),
                         levels=len({c.level for c in found}), entities=entities, relations=len(arrays[0]),
-                        reports_written=len(fresh), reports_kept=len(found) - len(fresh),
-                        seconds=round(time.perf_counter() - started, 3), vectors_derived=derived,
-                        texts_embedded=embedded)
+                        reports_written=extractive, reports_kept=len(found) - extractive,
+                        written_reports_dropped=len(dropped), seconds=round(time.perf_counter() - started, 3),
+                        vectors_derived=derived, texts_embedded=embedded)
 
 
 def _now() -> datetime:

@@ -51,6 +51,7 @@ class Keeper:
         self.idle = threading.Event()  # set while no check or rebuild runs (tests wait on it)
         self.idle.set()
         self._writes = 0  # commits seen: the count of changes is read again only after one (or another build)
+        self._removals = 0  # of those, commits that may have removed entities (see `removals`)
         self._counted: dict[str, tuple[tuple[datetime, int], int]] = {}
 
     def freshness(self, namespace: str, build: CommunityBuild | None = None) -> Freshness | None:
@@ -67,9 +68,16 @@ class Keeper:
         return Freshness(built_at=build.built_at, changed=changed, changed_share=round(share, 4),
                          stale=share > self.share, rebuilding=namespace in self.rebuilding)
 
-    def written(self) -> None:
-        """A write committed: look again once writes settle."""
+    @property
+    def removals(self) -> int:
+        """Commits seen so far that may have removed entities: what was read of the communities before the last
+        one may be out of date (a deletion or a merge takes members out of them)."""
+        return self._removals
+
+    def written(self, removing: bool = False) -> None:
+        """A write committed (`removing`: one that may have removed entities): look again once writes settle."""
         self._writes += 1
+        self._removals += removing
         if self._stop.is_set():
             return
         self.idle.clear()

@@ -31,35 +31,42 @@ def level_view(communities: Sequence[CommunityRecord], level: int) -> list[Commu
     return [c for c in communities if c.level == level or (c.leaf and c.level < level)]
 
 
-def reuse_reports(new: Sequence[CommunityRecord], old: Sequence[CommunityRecord], *, overlap: float = 0.5) -> None:
-    """Carry reports over from the last build: a community with the same members keeps its report as it was; a
-    written one (model, host) of a community that changed but still shares `overlap` of its members (Jaccard) is
-    kept, marked stale, until it is written again. Extractive reports of changed communities are not carried."""
-    exact = {(c.level, c.members): c for c in old}
-    by_node: dict[int, list[CommunityRecord]] = {}
-    for c in old:
-        if c.author != "extractive":
-            for node in c.members:
-                by_node.setdefault(node, []).append(c)
+def reuse_reports(new: Sequence[CommunityRecord], old: Sequence[CommunityRecord]) -> list[CommunityRecord]:
+    """Carry reports over from the last build: a community with the same level and members keeps its report as it
+    was; a written one (model, host) whose community changed goes, marked stale until it is written again, to the
+    community of its level that now holds the most of its members, when that is at least half of those it was
+    written for (its members deleted since count, as members no community holds). One old report goes to one
+    community at most and a community takes one at most: the pairs sharing the most members are matched first.
+    Extractive reports of changed communities are not carried (the build writes them anew). Returns the written
+    reports that found no community."""
+    exact = {(c.level, c.members): c for c in old if len(c.members) >= c.written_for}  # none deleted since
+    taken: set[int] = set()  # id() of the old reports carried, and of the communities that took one
     for community in new:
         same = exact.get((community.level, community.members))
-        stale = False
-        if same is None:
-            same, stale = _closest(community, by_node, overlap), True
         if same is not None:
-            community.title, community.summary, community.details = same.title, same.summary, same.details
-            community.author, community.stale = same.author, same.stale or stale
-            community.embedding = same.embedding
+            _carry(community, same, same.stale)
+            taken.update((id(same), id(community)))
+    holder = {(c.level, node): c for c in new if id(c) not in taken for node in c.members}
+    written = [c for c in old if c.author != "extractive" and id(c) not in taken]
+    pairs = []
+    for position, report in enumerate(written):
+        shared: dict[int, list] = {}
+        for node in report.members:
+            community = holder.get((report.level, node))
+            if community is not None:
+                shared.setdefault(id(community), [community, 0])[1] += 1
+        for community, count in shared.values():
+            if 2 * count >= max(len(report.members), report.written_for):
+                jaccard = count / (len(report.members) + len(community.members) - count)
+                pairs.append((-count, -jaccard, community.ref, position, report, community))
+    for *_, report, community in sorted(pairs, key=lambda pair: pair[:4]):
+        if id(report) not in taken and id(community) not in taken:
+            _carry(community, report, True)
+            taken.update((id(report), id(community)))
+    return [c for c in written if id(c) not in taken]
 
 
-def _closest(community: CommunityRecord, by_node: dict[int, list[CommunityRecord]],
-             overlap: float) -> CommunityRecord | None:
-    members = set(community.members)
-    seen = {id(c): c for node in members for c in by_node.get(node, ()) if c.level == community.level}
-    best, best_score = None, overlap
-    for candidate in seen.values():
-        shared = len(members.intersection(candidate.members))
-        score = shared / (len(members) + len(candidate.members) - shared)
-        if score >= best_score:
-            best, best_score = candidate, score
-    return best
+def _carry(community: CommunityRecord, report: CommunityRecord, stale: bool) -> None:
+    community.title, community.summary, community.details = report.title, report.summary, report.details
+    community.author, community.stale = report.author, report.stale or stale
+    community.embedding = report.embedding

@@ -88,7 +88,8 @@ def _first_of_each(np: Any, groups: Any, k: int) -> Any:
 
 def write_extractive(store: GraphStore, communities: Sequence[CommunityRecord], table: EdgeTable,
                      level_mates: Sequence[CommunityRecord] = ()) -> dict[int, list[int]]:
-    """Give each of `communities` an extractive report (title, summary, details; author "extractive").
+    """Give each of `communities` this build's details (entities, types, terms, facts, passages), and those whose
+    report is extractive its title and summary.
     `level_mates`: all communities of the build, against which a community's distinctive terms are weighed.
     Returns each community's (ref's) central members, most central first: those its report names."""
     everyone = list(level_mates) or list(communities)
@@ -109,9 +110,10 @@ def write_extractive(store: GraphStore, communities: Sequence[CommunityRecord], 
             "facts": facts.get(community.ref, []),
             "passages": passages.get(community.ref, []),
         }
-        community.title = _title([n.name for n in top])
-        community.summary = _summary(len(community.members), types, community.details)
-        community.author, community.stale = "extractive", False
+        if community.author == "extractive":  # a written report keeps its text (see `build`)
+            community.title = _title([n.name for n in top])
+            community.summary = _summary(len(community.members), types, community.details)
+            community.stale = False
     return {ref: [n for n in central if n in nodes] for ref, (central, _) in parts.items()}
 
 

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 
 NO_COMMUNITIES = ("No communities are built for this namespace yet: call build_communities (or run `duckgraph "
                   "communities build`), then global_search again.")
+NO_RELATIONS = ("No communities: the last build found no relation between this namespace's entities, and communities "
+                "group related entities. Nothing to build until relations are stored (a running server then builds "
+                "them on its own; else run `duckgraph communities build`).")
+NONE_LEFT = ("No communities left: every entity of the last build's communities was deleted since. A running server "
+             "builds them again once writes settle; else call build_communities.")
 BROAD_HINT = ("This question seems to be about the memory as a whole (its best matches are weak or spread over "
               "several communities): global_search answers such questions from community reports.")
 #: search adds BROAD_HINT when its anchors fall in at least this many top-level communities, none holding half.
@@ -70,12 +75,15 @@ class CommunityService:
         return self._catalog_of(namespace)[1]
 
     def _catalog_of(self, namespace: str) -> tuple[CommunityBuild | None, list[CommunityRecord]]:
+        """The last build, and its communities that still have a member (a deletion or a merge takes members out:
+        the store marks their reports stale; a community left with none is no answer to anything)."""
         self.kb.open()  # a session may begin here (communities_to_summarize): the file opens on first use
         build_mark = self.kb.store.community_build(namespace)
-        key = (build_mark.built_at if build_mark else None, self._version)
+        # Read again after a build, a report or a write of this process that may have removed entities (members).
+        key = (build_mark.built_at if build_mark else None, self._version, self.keeper.removals)
         held = self._catalog.get(namespace)
         if held is None or held[0] != key:
-            held = self._catalog[namespace] = (key, self.kb.store.communities(namespace))
+            held = self._catalog[namespace] = (key, [c for c in self.kb.store.communities(namespace) if c.members])
         return build_mark, held[1]
 
     def listing(self, namespace: str) -> tuple[CommunityBuild | None, list[CommunityRecord]]:
@@ -103,8 +111,9 @@ class CommunityService:
         self.kb.prepare_write()  # binds the file's embedder, refusing another, as search does
         build_mark, found = self._catalog_of(namespace)
         if not found:
-            return GlobalSearchResult(query=query, level=None, levels=0, reports=[], text=NO_COMMUNITIES,
-                                      truncated=False, hint=NO_COMMUNITIES)
+            why = NO_COMMUNITIES if build_mark is None else NO_RELATIONS if not build_mark.nodes else NONE_LEFT
+            return GlobalSearchResult(query=query, level=None, levels=0, reports=[], text=why, truncated=False,
+                                      hint=why, freshness=self.freshness(namespace, build_mark))
         levels = sorted({c.level for c in found})
         if level is not None and level not in levels:
             raise InvalidInputError(f"level {level} does not exist: this namespace has levels 0 to {levels[-1]}")

@@ -28,8 +28,9 @@ class CarriedReport:
 
 
 def written_reports(kb: KnowledgeBase, namespace: str) -> Iterator[CommunityRecord]:
-    """The namespace's communities whose report a model or the host wrote."""
-    return (c for c in kb.store.communities(namespace) if c.author != "extractive")
+    """The namespace's communities whose report a model or the host wrote (and that still have a member: one
+    with none could not be put back)."""
+    return (c for c in kb.store.communities(namespace) if c.author != "extractive" and c.members)
 
 
 def restore(kb: KnowledgeBase, carried: Sequence[CarriedReport]) -> tuple[int, list[str]]:
@@ -53,7 +54,7 @@ def restore(kb: KnowledgeBase, carried: Sequence[CarriedReport]) -> tuple[int, l
         restored += done
         if done < len(records):
             problems.append(f"{len(records) - done} written community reports of namespace {namespace!r}: no "
-                            "community shares half their members any more; their communities have extractive "
+                            "community holds half their members any more; their communities have extractive "
                             "reports")
     return restored, problems
 
