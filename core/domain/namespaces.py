@@ -3,7 +3,9 @@ this module says what a valid name is, lists the namespaces of a file and delete
 
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +33,17 @@ def check_namespace(name: object) -> str:
 
 
 def namespace_from_folder(folder: str) -> str | None:
-    """A valid namespace made of a folder's name (other characters become '-'), or None if nothing is left."""
-    name = _INVALID_CHARS.sub("-", folder).strip("-")[:MAX_NAMESPACE_CHARS]
-    return name or None
+    """A valid namespace made of a folder's name (other characters become '-'), or None if the name is blank.
+
+    A name with letters a namespace cannot hold ("Café", "東京") gets a short hash of the whole name after what is
+    left ("Caf-1f0e3dad"): replaced alone, "Café" and "Cafü" would share one memory, and every name written in
+    another script would fall back to the same one."""
+    folder = unicodedata.normalize("NFC", folder.strip())
+    name = _INVALID_CHARS.sub("-", folder).strip("-")
+    if not folder.isascii():
+        digest = hashlib.sha256(folder.encode()).hexdigest()[:8]
+        name = f"{name[:MAX_NAMESPACE_CHARS - len(digest) - 1]}-{digest}".lstrip("-")
+    return name[:MAX_NAMESPACE_CHARS] or None
 
 
 def list_namespaces(kb: KnowledgeBase, default: str | None = None) -> NamespacesResult:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 from duckgraph.core.config import load_settings
@@ -22,11 +24,20 @@ def test_other_names_are_refused_with_the_rule(name: object) -> None:
 
 
 @pytest.mark.parametrize(("folder", "namespace"), [
-    ("api-server", "api-server"), ("My App", "My-App"), ("  été 2026 ", "t-2026"), ("x" * 150, "x" * 100),
-    ("日本語", None), ("", None),
+    ("api-server", "api-server"), ("My App", "My-App"), ("x" * 150, "x" * 100), ("", None), ("  ", None),
 ])
 def test_a_folder_name_is_made_valid(folder: str, namespace: str | None) -> None:
     assert namespace_from_folder(folder) == namespace
+
+
+def test_folders_named_with_other_letters_get_memories_of_their_own() -> None:
+    # Replaced alone, these all became "Caf" or nothing (and then the fallback): one memory for many projects.
+    folders = ["Café", "Cafü", "Caf", "Проект", "東京", "日本語", "  été 2026 "]
+    namespaces = [namespace_from_folder(f) for f in folders]
+    assert len(set(namespaces)) == len(folders) and all(check_namespace(n) == n for n in namespaces)
+    assert namespaces[0].startswith("Caf-") and namespaces[-1].startswith("t-2026-")
+    assert namespace_from_folder("Café") == namespaces[0]  # the same folder, the same memory
+    assert namespace_from_folder(unicodedata.normalize("NFD", "Café")) == namespaces[0]  # however it is encoded
 
 
 def test_the_settings_take_roots_and_a_fallback(tmp_path) -> None:
