@@ -66,25 +66,43 @@ class OllamaClient:
             ) from exc
         except (httpx.HTTPError, anyio.BrokenResourceError, OSError) as exc:
             raise self._error(f"request to {url} failed: {exc}") from exc
-        message = _error_message(response)
-        model = body.get("model", "")
-        if response.status_code == 404 and "not found" in message:
+        error = _ollama_error(response)
+        if response.status_code == 404 and error is not None and "model" in error and "not found" in error:
+            model = body.get("model", "")
             raise self._error(
                 f"Ollama at {self.base_url} does not have the model {model!r}: run `ollama pull {model}`"
             )
+        if response.status_code == 404:
+            # Not Ollama's JSON about a model: its plain-text route 404 ("404 page not found"), or a proxy's.
+            raise self._error(
+                f"Ollama at {self.base_url} has no {path} (HTTP 404): check base_url (the server's root, such as "
+                f"{DEFAULT_BASE_URL}, without /v1) or upgrade Ollama"
+            )
         if response.status_code >= 400:
+            message = error if error is not None else response.text.strip()[:500]
             raise self._error(f"Ollama at {self.base_url} answered {path} with HTTP {response.status_code}: {message}")
         try:
-            return response.json()
+            reply = response.json()
         except ValueError as exc:
             raise self._error(f"Ollama at {self.base_url} sent a reply to {path} that is not JSON") from exc
+        if not isinstance(reply, dict):
+            raise self._error(f"Ollama at {self.base_url} sent a reply to {path} that is JSON but not an object "
+                              f"({_json_type(reply)})")
+        return reply
 
 
-def _error_message(response: httpx.Response) -> str:
+def _ollama_error(response: httpx.Response) -> str | None:
+    """Ollama's own error message ({"error": "..."}), or None when the body is something else (a proxy's page)."""
     try:
-        return str(response.json().get("error", response.text))
+        body = response.json()
     except ValueError:
-        return response.text.strip()[:500]
+        return None
+    return str(body["error"]) if isinstance(body, dict) and body.get("error") is not None else None
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", type(None): "null", bool: "a boolean"}.get(
+        type(value), "a number")
 
 
 class OllamaEmbedder(Embedder):
@@ -129,6 +147,14 @@ class OllamaEmbedder(Embedder):
                 f"Ollama at {self._client.base_url} returned {len(vectors) if isinstance(vectors, list) else 'no'} "
                 f"embeddings for {len(texts)} texts"
             )
+        # Checked here, not left to numpy: it would read "1.5" and null as numbers, and fail on others with its
+        # own words. Empty vectors are the port's to refuse (every embedder's).
+        if not all(isinstance(v, list) and all(type(x) in (int, float) for x in v) for v in vectors):
+            raise EmbedderError(f"Ollama at {self._client.base_url} returned embeddings that are not lists of "
+                                "numbers: is it Ollama, and is the model an embedding model?")
+        if len({len(v) for v in vectors}) > 1:
+            raise EmbedderError(f"Ollama at {self._client.base_url} returned embeddings of different lengths "
+                                f"({', '.join(map(str, sorted({len(v) for v in vectors})))}) in one reply")
         return vectors
 
 
@@ -177,7 +203,12 @@ class OllamaExtractor(ChatExtractor):
         }
         if self.keep_alive is not None:
             body["keep_alive"] = self.keep_alive
-        return str(self._client.post("/api/chat", body).get("message", {}).get("content", ""))
+        message = self._client.post("/api/chat", body).get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):  # a broken server or proxy, not a model's answer to retry
+            raise ExtractionError(f"Ollama at {self._client.base_url} answered /api/chat without a message's "
+                                  f"text (message: {_json_type(message)}, content: {_json_type(content)})")
+        return content
 
 
 @hookimpl

@@ -13,7 +13,7 @@ from duckgraph.ports.errors import (
 )
 from duckgraph.ports.extractor import ChatExtractor, Extractor, ReplyFormat
 from duckgraph.ports.hookspecs import hookimpl
-from duckgraph.ports.names import clean_name, entity_key, loose_key, name_candidates, relation_type
+from duckgraph.ports.names import clean_name, entity_key, loose_key, name_candidates, no_control_characters, relation_type
 from duckgraph.ports.records import (
     ChangeRecord,
     ChunkRecord,
@@ -40,5 +40,6 @@ __all__ = [
     "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "ReplyFormat", "Snapshot", "StoreError", "TimeFilter", "VectorKind", "WriteBatch",
     "WriteSummary",
     "clean_name", "entity_key", "hookimpl", "inflections", "isin_ids", "link_counts", "loose_key", "name_candidates",
+    "no_control_characters",
     "normalize", "part_title", "reads_on", "relation_type", "terms", "tokens",
 ]

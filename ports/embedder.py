@@ -44,6 +44,7 @@ class Embedder(ABC):
         a plugin that can read it elsewhere (the model's files) overrides this."""
         if self._dimensions is None:
             self._dimensions = len(self.embed_batch(["dimension probe"])[0])
+        _check_width(self.id, self._dimensions)
         return self._dimensions
 
     @abstractmethod
@@ -80,6 +81,7 @@ class Embedder(ABC):
             raise EmbedderError(
                 f"embedder {self.id!r} returned shape {vectors.shape} for {expected_rows} texts"
             )
+        _check_width(self.id, vectors.shape[1])  # also where a plugin's own `dimensions` says otherwise
         if vectors.shape[1] != self.dimensions:
             raise EmbedderError(
                 f"embedder {self.id!r} returned {vectors.shape[1]}-dimensional vectors, "
@@ -88,6 +90,13 @@ class Embedder(ABC):
         if not np.isfinite(vectors).all():
             raise EmbedderError(f"embedder {self.id!r} returned NaN or infinite values")
         return vectors
+
+
+def _check_width(embedder_id: str, width: int) -> None:
+    # A vector of no numbers cannot be searched, and a store cannot even make its column (DuckDB: FLOAT[0]).
+    if width < 1:
+        raise EmbedderError(f"embedder {embedder_id!r} gives {width}-dimensional (empty) vectors, which cannot be "
+                            "stored or searched: check its model (an embedding model?) and its dimensions option")
 
 
 def normalize(vectors: np.ndarray) -> np.ndarray:

@@ -8,12 +8,12 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from duckgraph.ports.errors import ExtractionError
-from duckgraph.ports.names import entity_key
+from duckgraph.ports.names import clean_name, entity_key, no_control_characters, relation_type
 from duckgraph.ports.records import GraphFragment
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -50,21 +50,39 @@ class Extractor(ABC):
 log = logging.getLogger(__name__)
 
 
+# The graph's own rules (core/domain/model.py, add_knowledge_graph), checked here too: a reply that breaks them is
+# retried with the rule told to the model, rather than refused by the knowledge base after the model is done.
+def _visible(value: str) -> str:
+    if not clean_name(value):
+        raise ValueError("must contain visible characters, not only spaces")
+    return value
+
+
+def _relation(value: str) -> str:
+    if not relation_type(value):
+        raise ValueError("must contain letters or digits, e.g. FOUNDED")
+    return value
+
+
+NameText = Annotated[str, Field(min_length=1, max_length=300), AfterValidator(_visible)]
+DescriptionText = Annotated[str, Field(max_length=1_000), AfterValidator(no_control_characters)]
+
+
 # What a chat model must answer. Built on first use (defer_build): a server that never extracts does not pay.
 class ExtractedNode(BaseModel):
     model_config = ConfigDict(extra="ignore", defer_build=True)
-    name: str = Field(min_length=1, max_length=300)
-    type: str = Field(min_length=1, max_length=80)
-    description: str = Field("", max_length=1_000)
-    aliases: list[str] = Field(default_factory=list, max_length=20)
+    name: NameText
+    type: Annotated[str, Field(min_length=1, max_length=80), AfterValidator(_visible)]
+    description: DescriptionText = ""
+    aliases: list[NameText] = Field(default_factory=list, max_length=20)
 
 
 class ExtractedEdge(BaseModel):
     model_config = ConfigDict(extra="ignore", defer_build=True)
-    source: str = Field(min_length=1, max_length=300)
-    target: str = Field(min_length=1, max_length=300)
-    type: str = Field(min_length=1, max_length=80)
-    description: str = Field("", max_length=1_000)
+    source: NameText
+    target: NameText
+    type: Annotated[str, Field(min_length=1, max_length=80), AfterValidator(_relation)]
+    description: DescriptionText = ""
 
 
 class ExtractedGraph(BaseModel):
@@ -145,7 +163,8 @@ def parse_reply(reply: str, model: type[Model]) -> Model:
     try:
         return model.model_validate_json(text)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors()[:5])
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg'].removeprefix('Value error, ')}"
+                             for e in exc.errors()[:5])
         raise ValueError(f"the reply does not match the schema ({problems})") from exc
 
 

@@ -35,6 +35,14 @@ def clean_name(name: str) -> str:
     return _LINE_SPACE.sub(" ", INVISIBLE.sub("", name)).strip()
 
 
+def no_control_characters(value: str) -> str:
+    """`value`, or a ValueError when it holds control characters other than tabs and line breaks (NUL, ESC and its
+    terminal sequences, DEL, C1): they have no place in a fact and would reach terminals and prompts as they are."""
+    if any((ord(ch) < 32 and ch not in "\t\n\r") or 0x7F <= ord(ch) <= 0x9F for ch in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
 def entity_key(name: str) -> str:
     """Case-, width- and whitespace-insensitive key: 'Journal of  Math ' and 'journal of math' are one.
 

@@ -11,7 +11,8 @@ speaks the documented API (ollama/ollama docs/api.md) and mirrors the server's e
     POST /api/chat         replies from a script, as one JSON object (stream=false) or NDJSON chunks
     POST /api/generate     the same script, answered in the /api/generate shape
 
-Faults are injected at runtime, from any thread: `fail_next(status, error, count)`, `delay_seconds`,
+Faults are injected at runtime, from any thread: `fail_next(status, error, count)`, `answer_next(status, body)`
+(any JSON value or plain text, as a broken server or a proxy might send), `delay_seconds`,
 `drip_seconds` (the whole answer, status line and headers included, one byte per interval), `wrong_dimensions`. Every request is recorded in `requests`. Nothing is ever printed.
 
     with FakeOllama(embed_fn=minilm_embed_fn(), chat_replies=['{"entities": []}']) as ollama:
@@ -149,12 +150,16 @@ class _ApiError(Exception):
         self.message = message
 
 
+_ERROR_BODY = object()  # a fault's default answer: Ollama's {"error": ...}
+
+
 @dataclass
 class _Failure:
     status: int
     error: str
     remaining: int
     path: str | None
+    body: Any = _ERROR_BODY  # else sent as it is (JSON, or plain text when bytes) instead of {"error": error}
 
 
 class FakeOllama:
@@ -252,6 +257,14 @@ class FakeOllama:
             raise ValueError("count must be at least 1")
         with self._lock:
             self._failures.append(_Failure(status, error, count, path))
+
+    def answer_next(self, status: int, body: Any, count: int = 1, *, path: str | None = None) -> None:
+        """The next `count` requests (only those to `path`, if given) get `status` with `body` as the whole answer:
+        any JSON value, or plain text when it is bytes. What Ollama never sends, but a proxy or a broken server may."""
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        with self._lock:
+            self._failures.append(_Failure(status, "", count, path, body))
 
     @property
     def delay_seconds(self) -> float:
@@ -429,6 +442,10 @@ class _Handler(BaseHTTPRequestHandler):
             delay = fake.delay_seconds
             if delay:
                 fake._stopping.wait(delay)
+            if failure is not None and failure.body is not _ERROR_BODY:
+                if isinstance(failure.body, bytes):
+                    return self._send_bytes(failure.status, failure.body, "text/plain; charset=utf-8")
+                return self._send_json(failure.status, failure.body)
             if failure is not None:
                 raise _ApiError(failure.status, failure.error)
             self._route(method, path, raw, body, parse_error, started)

@@ -17,6 +17,8 @@ from duckgraph.ports import (
     DocumentRecord,
     DuckgraphError,
     Embedder,
+    ExtractionError,
+    Extractor,
     InvalidInputError,
     WriteBatch,
     entity_key,
@@ -169,24 +171,48 @@ def _extract_one(kb: KnowledgeBase, chunk: ChunkRecord, namespace: str, entry: C
     try:
         known = [n.name for n in kb.store.find_nodes(namespace, name_candidates(chunk.text, 4))]
         # The section's headings are the passage's context ("Installation > Linux"), as they are for its vector.
-        fragment = kb.extractor.extract(passage_text("", chunk.text, chunk.section), known_entities=known)
-        nodes, edges = _fragment_inputs(fragment, chunk.document_id)
+        nodes, edges = _extracted(kb.extractor, passage_text("", chunk.text, chunk.section), known, chunk.document_id)
         if nodes or edges:
             added = kb.add_knowledge_graph(nodes, edges, namespace=namespace, source_chunk_ids=[chunk.id])
             entry.nodes, entry.edges = len(added.nodes), added.edges_created + added.edges_updated
-    except (DuckgraphError, ValidationError) as exc:
+    except DuckgraphError as exc:
         entry.error = _one_line(exc)
         log.warning("extraction of %s#%s failed: %s", chunk.document_id, chunk.id, entry.error)
+
+
+def _extracted(
+    extractor: Extractor, text: str, known: list[str], document_id: str
+) -> tuple[list[NodeInput], list[EdgeInput]]:
+    """The extractor's graph of `text` as inputs; whatever goes wrong is a DuckgraphError, the passage's error."""
+    try:
+        return _fragment_inputs(extractor.extract(text, known_entities=known), document_id)
+    except DuckgraphError:
+        raise
+    except Exception as exc:  # a plugin's bug fails its passage, as the docs promise, not the whole ingest
+        log.warning("the extractor %s failed", extractor.id, exc_info=True)
+        raise ExtractionError(f"the extractor {extractor.id} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _fragment_inputs(fragment: dict[str, Any], document_id: str) -> tuple[list[NodeInput], list[EdgeInput]]:
     """An extractor's graph as validated inputs, with the document as provenance; self-loops are dropped."""
     from duckgraph.core.domain.model import EdgeInput, NodeInput
 
-    nodes = [NodeInput.model_validate({**node, "source_ids": [document_id]}) for node in fragment.get("nodes", [])]
-    edges = [EdgeInput.model_validate({**edge, "source_ids": [document_id]}) for edge in fragment.get("edges", [])]
+    nodes = [_validated(NodeInput, f"nodes[{i}]", node, document_id)
+             for i, node in enumerate(fragment.get("nodes", []))]
+    edges = [_validated(EdgeInput, f"edges[{i}]", edge, document_id)
+             for i, edge in enumerate(fragment.get("edges", []))]
     edges = [e for e in edges if entity_key(e.source) != entity_key(e.target)]
     return nodes, edges
+
+
+def _validated(model: type[Any], label: str, item: dict[str, Any], document_id: str) -> Any:
+    """`item` as `model`, or InvalidInputError naming the field and the rule (not pydantic's text and link)."""
+    try:
+        return model.model_validate({**item, "source_ids": [document_id]})
+    except ValidationError as exc:
+        problems = "; ".join(f"{label}.{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+                             for e in exc.errors()[:3])
+        raise InvalidInputError(f"the extractor's graph was refused: {problems}") from exc
 
 
 def _one_line(exc: Exception) -> str:

@@ -11,7 +11,7 @@ from pydantic import (
 from duckgraph.core.domain.limits import (
     MAX_DESCRIPTION_CHARS, MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS, MAX_PROPERTIES_BYTES)
 from duckgraph.core.domain.moments import check_period, parse_moment
-from duckgraph.ports import clean_name
+from duckgraph.ports import clean_name, no_control_characters
 
 MAX_NODES_PER_CALL = 5_000
 MAX_EDGES_PER_CALL = 10_000
@@ -22,14 +22,6 @@ MAX_WEIGHT = 1_000_000
 # These types are the one validation of every way in: the tools' inputs below, and `duckgraph import`'s lines
 # (core/files/jsonl_format.py) and entities (core/files/import_.py), so all accept and refuse the same things
 # with the same errors.
-
-
-def _no_control_characters(value: str) -> str:
-    # Texts keep tabs and line breaks; other control characters (NUL, ESC and its terminal sequences, DEL, C1)
-    # have no place in a fact and would reach terminals and prompts as they are.
-    if any((ord(ch) < 32 and ch not in "\t\n\r") or 0x7F <= ord(ch) <= 0x9F for ch in value):
-        raise ValueError("must not contain control characters")
-    return value
 
 
 def _clean_name(value: Any) -> Any:
@@ -61,7 +53,7 @@ TypeLabel = Annotated[
 ]
 Description = Annotated[
     str, StringConstraints(strip_whitespace=True, max_length=MAX_DESCRIPTION_CHARS),
-    AfterValidator(_no_control_characters),
+    AfterValidator(no_control_characters),
 ]
 SourceId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 Title = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)]
@@ -70,7 +62,7 @@ Properties = Annotated[dict[str, Any], AfterValidator(_json_object)]
 Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
 Observation = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_OBSERVATION_CHARS),
-    AfterValidator(_no_control_characters),
+    AfterValidator(no_control_characters),
 ]
 #: A moment: an ISO 8601 date or date-time, no zone = UTC, kept as naive UTC (core/domain/moments.py). Its schema
 #: names no format: "date-time" (RFC 3339) would have clients that check arguments refuse a date or a zoneless time.
@@ -82,12 +74,12 @@ UtcTime = Annotated[datetime, PlainSerializer(_with_zone, return_type=datetime, 
 #: An observation as the reference memory server takes it (kept as given, blank allowed), with the same cap and
 #: characters as ours; also what a file's node lines hold, since a stored observation may have come this way.
 StoredObservation = Annotated[
-    str, StringConstraints(max_length=MAX_OBSERVATION_CHARS), AfterValidator(_no_control_characters)
+    str, StringConstraints(max_length=MAX_OBSERVATION_CHARS), AfterValidator(no_control_characters)
 ]
 #: The title and summary of a community report the host writes: global_search hands them on as they are, so they
 #: are refused with control characters, as a description is.
-ReportTitle = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_control_characters)]
-ReportSummary = Annotated[str, Field(min_length=1, max_length=4_000), AfterValidator(_no_control_characters)]
+ReportTitle = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(no_control_characters)]
+ReportSummary = Annotated[str, Field(min_length=1, max_length=4_000), AfterValidator(no_control_characters)]
 
 
 class _Model(BaseModel):

@@ -167,6 +167,25 @@ def test_float64_output_is_converted_to_float32() -> None:
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
+def test_empty_vectors_are_refused_at_the_width_probe_and_in_every_batch() -> None:
+    class Probed(Embedder):  # the port probes the width, as a plugin without a `dimensions` of its own gets
+        id = "probed"
+
+        def embed_batch(self, texts):
+            return np.zeros((len(texts), 0), dtype=np.float32)
+
+    with pytest.raises(EmbedderError, match="0-dimensional"):
+        _ = Probed().dimensions
+    with pytest.raises(EmbedderError, match="0-dimensional"):
+        Probed().embed_documents(["x"])
+
+    class OwnWidth(Probed):  # a plugin that reads its width elsewhere (the model's files) is checked too
+        dimensions = 0
+
+    with pytest.raises(EmbedderError, match="0-dimensional"):
+        OwnWidth().embed_documents(["x"])
+
+
 def test_embed_documents_checks_each_batch() -> None:
     class Short(HashingEmbedder):
         batch_size = 2

@@ -121,6 +121,17 @@ def test_a_model_not_pulled_is_a_problem_that_says_what_to_pull(env, tmp_path: P
     ]
 
 
+def test_an_embedder_giving_empty_vectors_is_a_problem_not_an_ok_of_0_dimensions(env, tmp_path: Path, capsys):
+    with FakeOllama(embed_fn=lambda texts: [[] for _ in texts]) as ollama:
+        use_ollama(env, ollama.base_url)
+        code, report = doctor(capsys, tmp_path / "kb.duckdb")
+    assert code == 1 and checks(report)["embedder"] is False
+    assert report["problems"] == [(
+        "the embedder ollama:all-minilm:latest cannot embed: embedder 'ollama:all-minilm:latest' gives "
+        "0-dimensional (empty) vectors, which cannot be stored or searched: check its model (an embedding model?) "
+        "and its dimensions option")]
+
+
 def test_an_embedding_model_configured_as_the_extractor_is_a_problem(env, tmp_path: Path, capsys):
     with FakeOllama(models=("all-minilm",)) as ollama:
         use_ollama(env, ollama.base_url, extractor="all-minilm")

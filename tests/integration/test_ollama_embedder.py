@@ -259,6 +259,54 @@ def test_http_500_carries_ollamas_error(ollama, db_path):
         assert kb.store.get_documents(["doc-2"], "default") == []
 
 
+BROKEN_EMBED_REPLIES = {  # what a proxy or a broken server may answer: (status, body, what the error says)
+    "500-json-string": (500, "upstream error", 'answered /api/embed with HTTP 500: "upstream error"'),
+    "200-list": (200, [[0.1, 0.2]], "sent a reply to /api/embed that is JSON but not an object (a list)"),
+    "200-null": (200, None, "JSON but not an object (null)"),
+    "strings": (200, {"embeddings": [["a", "b"], ["c", "d"]]}, "embeddings that are not lists of numbers"),
+    "nulls": (200, {"embeddings": [[0.1, None], [0.2, 0.3]]}, "embeddings that are not lists of numbers"),
+    "numeric-strings": (200, {"embeddings": [["0.1"], ["0.2"]]}, "embeddings that are not lists of numbers"),
+    "ragged": (200, {"embeddings": [[0.1], [0.2, 0.3]]}, "embeddings of different lengths (1, 2)"),
+    "no-embeddings": (200, {"embeddings": "none"}, "returned no embeddings for 2 texts"),
+}
+
+
+@pytest.mark.parametrize("kind", list(BROKEN_EMBED_REPLIES))
+def test_a_reply_that_is_not_vectors_is_an_embedder_error(ollama, kind):
+    status, body, said = BROKEN_EMBED_REPLIES[kind]
+    ollama.answer_next(status, body, path="/api/embed")
+    with pytest.raises(EmbedderError) as err:
+        OllamaEmbedder(base_url=ollama.base_url, dimensions=384).embed_documents(["one", "two"])
+    assert f"Ollama at {ollama.base_url}" in str(err.value) and said in str(err.value)
+
+
+def test_empty_vectors_are_refused_at_the_width_probe(db_path):
+    with FakeOllama(embed_fn=lambda texts: [[] for _ in texts]) as server:
+        embedder = OllamaEmbedder(base_url=server.base_url)
+        with pytest.raises(EmbedderError, match=r"0-dimensional \(empty\) vectors"):
+            _ = embedder.dimensions
+        with KnowledgeBase(DuckDBStore(db_path), OllamaEmbedder(base_url=server.base_url)) as kb:
+            with pytest.raises(EmbedderError, match="0-dimensional"):
+                kb.add_documents([DocumentInput(id="d", text="Some text.")])
+            assert counts(kb) == EMPTY_COUNTS and kb.store.embedder_info() is None
+        with pytest.raises(EmbedderError, match="0-dimensional"):
+            OllamaEmbedder(base_url=server.base_url, dimensions=0).embed_documents(["hello"])
+
+
+@pytest.mark.parametrize("suffix", ["/v1", "/api"])
+def test_a_url_without_the_api_is_not_reported_as_a_missing_model(ollama, suffix):
+    # Ollama's route 404 is plain text ("404 page not found"); its missing model is JSON {"error": "model ..."}.
+    with pytest.raises(EmbedderError) as err:
+        OllamaEmbedder(base_url=ollama.base_url + suffix).embed_documents(["hello"])
+    message = str(err.value)
+    assert f"Ollama at {ollama.base_url}{suffix} has no /api/embed (HTTP 404)" in message
+    assert "check base_url" in message and "without /v1" in message and "ollama pull" not in message
+    ollama.answer_next(404, {"error": "page not found"}, path="/api/embed")  # a JSON 404 that names no model
+    with pytest.raises(EmbedderError, match="has no /api/embed") as err:
+        OllamaEmbedder(base_url=ollama.base_url).embed_documents(["hello"])
+    assert "ollama pull" not in str(err.value)
+
+
 def test_wrong_dimensions_for_an_existing_file(ollama, db_path):
     with KnowledgeBase(DuckDBStore(db_path), OllamaEmbedder(base_url=ollama.base_url)) as kb:
         seed(kb)

@@ -29,7 +29,7 @@ from duckgraph.core.domain.ingest import NO_EXTRACTOR
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.plugins.ollama import OllamaEmbedder, OllamaExtractor
-from duckgraph.ports import ExtractionError, InvalidInputError, entity_key
+from duckgraph.ports import ExtractionError, Extractor, InvalidInputError, entity_key
 from tests.fakes import HashingEmbedder
 from tests.ollama_server import FakeOllama
 
@@ -225,6 +225,70 @@ def test_ollama_errors_are_extraction_errors_and_not_retried():
         OllamaExtractor(MODEL, base_url=url).extract(ADA_TEXT)
 
 
+BROKEN_CHAT_REPLIES = {  # what a proxy or a broken server may answer: (status, body, what the error says)
+    "500-json-string": (500, "upstream error", 'answered /api/chat with HTTP 500: "upstream error"'),
+    "200-list": (200, [{"message": {"content": GOOD}}], "JSON but not an object (a list)"),
+    "null-message": (200, {"model": MODEL, "message": None}, "without a message's text (message: null"),
+    "string-message": (200, {"model": MODEL, "message": GOOD}, "without a message's text (message: a string"),
+    "null-content": (200, {"message": {"role": "assistant", "content": None}}, "(message: an object, content: null)"),
+}
+
+
+@pytest.mark.parametrize("kind", list(BROKEN_CHAT_REPLIES))
+def test_a_chat_reply_without_a_message_is_an_extraction_error_not_retried(ollama, kind):
+    status, body, said = BROKEN_CHAT_REPLIES[kind]
+    ollama.answer_next(status, body, path="/api/chat")
+    with pytest.raises(ExtractionError) as err:
+        extractor_for(ollama, max_attempts=3).extract(ADA_TEXT)
+    assert f"Ollama at {ollama.base_url}" in str(err.value) and said in str(err.value)
+    assert len(chats(ollama)) == 1  # the server is broken, not the model's answer
+
+
+def test_a_broken_chat_reply_fails_its_passage_and_the_others_are_extracted(ollama, db_path):
+    ollama.answer_next(200, {"message": None}, path="/api/chat")
+    docs = [DocumentInput(id="doc-ada", text=ADA_TEXT), DocumentInput(id="doc-turing", text="Alan Turing worked at "
+                                                                      "Bletchley Park.")]
+    with knowledge_base(db_path, extractor_for(ollama)) as kb:
+        result = kb.add_documents(docs, extract=True)
+        first, second = result.extractions
+        assert result.extraction_errors == 1 and "answered /api/chat without a message's text" in first.error
+        assert (second.error, second.nodes, second.edges) == (None, 2, 1)
+        assert counts(kb) == {"nodes": 2, "edges": 1, "documents": 2, "chunks": 2}
+
+
+class OtherPlugin(Extractor):
+    """An extractor plugin that is no chat model: it reads passages about Turing as the scripted model does, and
+    answers any other passage with `answer` (raised, if an exception)."""
+
+    id = "someones:plugin"
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def extract(self, text: str, *, known_entities=()) -> Any:
+        if "Turing" in text:
+            return graph_for(text)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize("answer, said", [
+    (AttributeError("'NoneType' object has no attribute 'get'"),
+     "the extractor someones:plugin failed: AttributeError: 'NoneType' object has no attribute 'get'"),
+    (["not", "a", "graph"], "the extractor someones:plugin failed: AttributeError"),
+    ({"nodes": ["Ada Lovelace"]}, "the extractor someones:plugin failed: TypeError"),
+])
+def test_an_extractor_plugins_bug_fails_its_passage_not_the_ingest(db_path, answer, said):
+    docs = [DocumentInput(id="doc-ada", text=ADA_TEXT),
+            DocumentInput(id="doc-turing", text="Alan Turing worked at Bletchley Park.")]
+    with knowledge_base(db_path, OtherPlugin(answer)) as kb:
+        result = kb.add_documents(docs, extract=True)
+        first, second = result.extractions
+        assert result.extraction_errors == 1 and first.error.startswith(said)
+        assert (second.error, second.nodes, second.edges) == (None, 2, 1)
+
+
 def test_the_timeout_is_a_deadline_for_each_attempt_and_a_late_one_writes_nothing(ollama, db_path):
     # A byte every 0.4 s never lets a per-read timeout expire: only a deadline for the whole request ends it.
     ollama.drip_seconds = 0.4
@@ -331,15 +395,62 @@ def test_a_failed_passage_is_stored_and_reported_and_the_others_keep_their_graph
     assert [p[:2] for p in progress if p[2] == "embedding passages"][-1] == (3, 3)
 
 
-def test_an_extracted_graph_the_knowledge_base_refuses_is_that_passages_error(ollama, db_path):
-    ollama.add_chat_replies(json.dumps({"nodes": [{"name": "Ada Lovelace", "type": "Person"},
-                                                  {"name": "Analytical Engine", "type": "Machine"}],
-                                        "edges": [{"source": "Ada Lovelace", "target": "Analytical Engine",
-                                                   "type": "???"}]}))
-    with knowledge_base(db_path, extractor_for(ollama)) as kb:
+def rule_breaking(kind: str) -> str:
+    """GOOD with one thing that matches the schema sent as `format` but breaks the graph's rules."""
+    graph = json.loads(GOOD)
+    if kind == "relation-type":
+        graph["edges"][0]["type"] = "->"
+    elif kind == "blank-name":
+        graph["nodes"].append({"name": "   ", "type": "Thing"})
+    elif kind == "invisible-alias":
+        graph["nodes"][0]["aliases"] = ["\u200b"]
+    elif kind == "control-characters":
+        graph["nodes"][1]["description"] = "\x1b[31mA machine.\x1b[0m"
+    return json.dumps(graph)
+
+
+RULES = {
+    "relation-type": "edges.0.type: must contain letters or digits, e.g. FOUNDED",
+    "blank-name": "nodes.2.name: must contain visible characters, not only spaces",
+    "invisible-alias": "nodes.0.aliases.0: must contain visible characters",
+    "control-characters": "nodes.1.description: must not contain control characters",
+}
+
+
+@pytest.mark.parametrize("kind", list(RULES))
+def test_a_reply_breaking_the_graphs_rules_is_retried_with_the_rule(ollama, db_path, kind):
+    ollama.add_chat_replies(rule_breaking(kind), GOOD)
+    with knowledge_base(db_path, extractor_for(ollama, max_attempts=3)) as kb:
         result = kb.add_documents([DocumentInput(id="doc-ada", text=ADA_TEXT)], extract=True)
         [entry] = result.extractions
-        assert result.extraction_errors == 1 and "the type must contain letters or digits" in entry.error
+        assert (entry.error, entry.nodes, entry.edges) == (None, 2, 1)
+        assert counts(kb) == {"nodes": 2, "edges": 1, "documents": 1, "chunks": 1}
+    _, retry = chats(ollama)
+    assert retry["messages"][2] == {"role": "assistant", "content": rule_breaking(kind)}
+    assert RULES[kind] in retry["messages"][3]["content"]
+
+
+def test_a_reply_that_keeps_breaking_them_fails_its_passage_in_plain_words(ollama, db_path):
+    ollama.default_chat_reply = rule_breaking("relation-type")
+    with knowledge_base(db_path, extractor_for(ollama, max_attempts=3)) as kb:
+        result = kb.add_documents([DocumentInput(id="doc-ada", text=ADA_TEXT)], extract=True)
+        [entry] = result.extractions
+        assert result.extraction_errors == 1 and len(chats(ollama)) == 3
+        assert entry.error == (f"{MODEL} gave no valid extraction in 3 attempts: the reply does not match the schema "
+                               f"({RULES['relation-type']})")
+        # A passage's graph is written whole or not at all: its valid nodes are not kept without their edge.
+        assert counts(kb) == {"nodes": 0, "edges": 0, "documents": 1, "chunks": 1}
+
+
+def test_a_graph_the_knowledge_base_refuses_is_that_passages_error_in_plain_words(db_path):
+    # An extractor that is no chat model (no retries) may still hand over what the knowledge base refuses.
+    plugin = OtherPlugin({"nodes": [{"name": "Ada Lovelace", "type": "Person"}, {"name": "   ", "type": "Thing"}],
+                      "edges": []})
+    with knowledge_base(db_path, plugin) as kb:
+        result = kb.add_documents([DocumentInput(id="doc-ada", text=ADA_TEXT)], extract=True)
+        [entry] = result.extractions
+        assert entry.error == ("the extractor's graph was refused: nodes[1].name: String should have at least 1 "
+                               "character")
         assert counts(kb) == {"nodes": 0, "edges": 0, "documents": 1, "chunks": 1}  # the graph call was atomic
 
 
@@ -544,3 +655,21 @@ def test_ingest_names_a_missing_path_and_an_empty_folder(tmp_path, ingest_env, c
     assert main(["ingest", "missing", "--db", str(ingest_env)]) == 1
     assert "missing does not exist" in capsys.readouterr().err
     assert not ingest_env.exists()
+
+
+def test_ingest_reports_a_broken_ollama_reply_and_goes_on(notes, ingest_env, ollama, capsys):
+    ollama.answer_next(200, {"message": None}, path="/api/chat")  # the first passage's only attempt
+    code = main(["ingest", "notes", "--db", str(ingest_env)])
+    out, err = capsys.readouterr()
+    assert code == 1 and "Traceback" not in err
+    assert out.strip() == "3 documents stored, 0 unchanged, 0 skipped, 3 passages, 2 passages extracted, 1 failed"
+    [failure] = [line for line in err.splitlines() if "extraction failed" in line]
+    assert failure.endswith(f"Ollama at {ollama.base_url} answered /api/chat without a message's text "
+                            "(message: null, content: null)")
+
+    (notes / "new.txt").write_text("Grace Hopper worked at Harvard University.\n", encoding="utf-8")
+    ollama.answer_next(200, [[0.1] * 384], path="/api/embed")
+    assert main(["ingest", "notes", "--db", str(ingest_env)]) == 1
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines()[-1] == (f"duckgraph: Ollama at {ollama.base_url} sent a reply to /api/embed "
+                                            "that is JSON but not an object (a list)")

@@ -346,6 +346,22 @@ def test_fail_next_can_target_one_path(ollama, client):
     assert client.post("/api/chat", json=chat(stream=False)).status_code == 200
 
 
+def test_answer_next_sends_any_json_or_text_as_the_whole_answer(ollama, client):
+    ollama.answer_next(500, "upstream error", path="/api/embed")
+    ollama.answer_next(200, None, path="/api/embed")
+    ollama.answer_next(404, b"404 page not found", path="/api/embed")
+    assert client.get("/api/version").json() == {"version": "0.12.0"}
+    first, second, third, fourth = (client.post("/api/embed", json={"model": "all-minilm", "input": "x"})
+                                    for _ in range(4))
+    assert (first.status_code, first.json()) == (500, "upstream error")
+    assert (second.status_code, second.text) == (200, "null")
+    assert (third.status_code, third.text, third.headers["content-type"]) == (
+        404, "404 page not found", "text/plain; charset=utf-8")
+    assert fourth.status_code == 200 and len(fourth.json()["embeddings"]) == 1
+    with pytest.raises(ValueError, match="count"):
+        ollama.answer_next(200, {}, count=0)
+
+
 def test_fail_next_is_thread_safe(ollama):
     ollama.fail_next(500, "boom", count=7)
     statuses: list[int] = []
