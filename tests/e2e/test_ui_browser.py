@@ -312,7 +312,8 @@ def test_deleting_a_relation_asks_first(demo_db: Path, tmp_path: Path, browser, 
             search_in_time(browser, question, as_of="2025-06-30", history=True)
             assert [f for f in facts(browser, "#facts li.ended") if "CEO_OF" in f]
             search_in_time(browser, question, as_of="the day before", fails=True)
-            assert "as_of" in browser.find_element(By.CSS_SELECTOR, "#view .error").text  # the tool's own error
+            assert "as of: 'the day before' is not an ISO 8601 date" in browser.find_element(
+                By.CSS_SELECTOR, "#view .error").text  # the tool's own reason, without pydantic's dump
             search_in_time(browser, question)  # the next search starts from now again
             browser.get(f"{url}#/entity?name=Bill%20Gates")
             open_entity_page(browser, "Bill Gates")
@@ -327,6 +328,112 @@ def test_deleting_a_relation_asks_first(demo_db: Path, tmp_path: Path, browser, 
         browser.find_element(By.ID, "delete").click()
         answer_dialog(browser)
         wait_for(browser, lambda d: entity_count(d) == 23, "the overview with 23 entities")
+
+
+def post_tool(url: str, name: str, arguments: dict) -> dict:
+    """What another client (a model) does meanwhile: one tool call through the API."""
+    request = urllib.request.Request(f"{url}api/tool/{name}", data=json.dumps({"arguments": arguments}).encode(),
+                                     headers={"content-type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.load(response)
+
+
+def notice(driver, wanted: str) -> str:
+    return wait_for(driver, lambda d: wanted in d.find_element(By.ID, "notice").text
+                    and d.find_element(By.ID, "notice").text, f"a notice with {wanted!r}")
+
+
+NOTE = "First line of a note\nsecond line of the same note"
+
+
+def test_curation_changes_only_what_it_says(demo_db: Path, tmp_path: Path, browser) -> None:
+    """Edits leave untouched observations whole; what the page reports is what the tool did; refusals are short."""
+    with running_ui(demo_db, tmp_path / "ui.log", child_env(tmp_path / "home")) as url:
+        post_tool(url, "update_entity", {"name": "Steve Wozniak", "add_observations": [NOTE]})
+
+        def stored() -> list[str]:
+            return get_json(f"{url}api/entity?name=Steve%20Wozniak")["entity"]["observations"]
+
+        before = stored()
+        assert NOTE in before
+
+        # Edit the type alone: each observation stays whole, as stored (the one with a line break is not split).
+        browser.get(f"{url}#/entity?name=Steve%20Wozniak")
+        open_entity_page(browser, "Steve Wozniak")
+        browser.find_element(By.ID, "edit").click()
+        shown(browser, "#dialog[open]")
+        kind = browser.find_element(By.ID, "edit-type")
+        kind.clear()
+        kind.send_keys("Engineer")
+        browser.find_element(By.ID, "dialog-ok").click()
+        wait_for(browser, lambda d: "Engineer" in d.find_element(By.CSS_SELECTOR, ".entity-head").text, "the new type")
+        assert stored() == before
+
+        # Invalid properties keep the dialog open, with the reason and what was typed; an observation's own field
+        # edits it whole.
+        browser.find_element(By.ID, "edit").click()
+        shown(browser, "#dialog[open]")
+        note = next(f for f in browser.find_elements(By.CSS_SELECTOR, "#edit-observations textarea")
+                    if f.get_attribute("value") == NOTE)
+        note.send_keys("\nthird line")
+        properties = browser.find_element(By.ID, "edit-properties")
+        properties.send_keys(" not json")
+        browser.find_element(By.ID, "dialog-ok").click()
+        assert "not valid JSON" in shown(browser, "#edit-properties-error").text
+        assert browser.find_element(By.ID, "dialog").get_attribute("open") is not None
+        assert note.get_attribute("value") == NOTE + "\nthird line"
+        for _ in " not json":
+            properties.send_keys("\ue003")  # backspace: valid again
+        answer_dialog(browser)
+        wait_for(browser, lambda d: "third line" in d.find_element(By.CSS_SELECTOR, ".observations").text,
+                 "the edited observation")
+        assert sorted(stored()) == sorted([o for o in before if o != NOTE] + [NOTE + "\nthird line"])
+
+        # A refused argument is said in a few words, not as pydantic's dump.
+        browser.find_element(By.ID, "rename").click()
+        answer_dialog(browser, "   ")
+        assert notice(browser, "new name") == "new name: must not be empty"
+
+        # A relation deleted meanwhile by another client: the page says nothing was deleted.
+        post_tool(url, "delete_relations", {"relations": [{"source": "Steve Wozniak", "target": "Apple Inc.",
+                                                           "type": "FOUNDED"}]})
+        row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#relations tr.relation") if "FOUNDED" in r.text)
+        row.find_element(By.CSS_SELECTOR, ".delete-relation").click()
+        assert "End it instead" in shown(browser, "#dialog-body").text  # a relation that holds now
+        answer_dialog(browser)
+        assert notice(browser, "Nothing was deleted").startswith("Nothing was deleted: Steve Wozniak —FOUNDED→")
+
+        # An ended relation offers no Delete: the tool names a relation by its ends and type, and would delete the
+        # one that holds now, or nothing.
+        post_tool(url, "end_relations", {"relations": [{"source": "Paul Allen", "target": "Microsoft",
+                                                        "type": "FOUNDED", "ended_at": "2018-10-15"}]})
+        browser.get(f"{url}#/entity?name=Paul%20Allen")
+        open_entity_page(browser, "Paul Allen")
+        ended = browser.find_element(By.CSS_SELECTOR, "#relations tr.relation.ended")
+        assert "FOUNDED" in ended.text and not ended.find_elements(By.CSS_SELECTOR, ".delete-relation")
+        assert "holds now" in ended.find_element(By.CSS_SELECTOR, ".no-delete").get_attribute("title")
+
+        # Delete asks with Cancel focused (Enter does not delete); deleted meanwhile, the page says so.
+        browser.find_element(By.ID, "delete").click()
+        shown(browser, "#dialog[open]")
+        assert browser.switch_to.active_element.get_attribute("id") == "dialog-cancel"
+        answer_dialog(browser, ok=False)
+        post_tool(url, "delete_entities", {"names": ["Paul Allen"]})
+        browser.find_element(By.ID, "delete").click()
+        answer_dialog(browser)
+        assert notice(browser, "Nothing was deleted").startswith("Nothing was deleted: there is no entity Paul Allen")
+
+        # The address decides the namespace: Back after a switch shows the page left, in its namespace.
+        if get_json(f"{url}api/overview")["switch_namespaces"]:
+            browser.get(f"{url}#/entity?name=Steve%20Jobs")
+            open_entity_page(browser, "Steve Jobs")
+            Select(browser.find_element(By.ID, "namespace")).select_by_value("work")
+            wait_for(browser, lambda d: "Namespace work" in d.find_element(By.ID, "view").text, "the work namespace")
+            browser.back()
+            open_entity_page(browser, "Steve Jobs")
+            assert Select(browser.find_element(By.ID, "namespace")).first_selected_option.text == "default"
+            browser.forward()
+            wait_for(browser, lambda d: "Namespace work" in d.find_element(By.ID, "view").text, "work again")
 
 
 def test_the_ui_works_while_a_server_holds_the_file(demo_db: Path, tmp_path: Path, browser, screenshots: Path) -> None:

@@ -1,6 +1,6 @@
 // The page: four views chosen by the address (#/ browse, #/search?q=&as_of=&history=&after=&before=,
-// #/entity?name=, #/community?id=), each drawn from the JSON API of core/ui/app.py, and the curation actions of
-// an entity's page.
+// #/entity?name=, #/community?id=; each with ns= for a namespace other than the default), each drawn from the JSON
+// API of core/ui/app.py, and the curation actions of an entity's page.
 
 import { clear, h, marked, typeBadge } from "./dom.js";
 import { drawGraph } from "./graph.js";
@@ -8,7 +8,8 @@ import { ask, confirmAction, editEntity } from "./curate.js";
 
 const view = document.getElementById("view");
 const nsSelect = document.getElementById("namespace");
-const state = { namespace: null, overview: null, drawing: null };
+// namespace: the address's (its ns=; null: the default one, whose name the overview gives as defaultNamespace).
+const state = { namespace: null, defaultNamespace: null, overview: null, drawing: null };
 
 // -- the API ---------------------------------------------------------------------------------------------
 
@@ -42,35 +43,43 @@ function route() {
   return { path, params };
 }
 
-export function go(path, params = {}) {
+export function go(path, params = {}, namespace = state.namespace) {
   const query = new URLSearchParams(params);
-  if (state.namespace && state.namespace !== state.overview?.default_namespace) query.set("ns", state.namespace);
+  if (namespace && namespace !== state.defaultNamespace) query.set("ns", namespace);
   const target = `#${path}${[...query].length ? "?" + query : ""}`;
   if (location.hash === target) render();
   else location.hash = target;
 }
 
+let renders = 0;  // the latest render's number: an earlier one answered later (a slower page) draws nothing
+
 async function render() {
+  const mine = ++renders;
+  const live = () => mine === renders;
   const { path, params } = route();
-  if (params.get("ns")) state.namespace = params.get("ns");
+  // The address alone decides the namespace (none: the default), so Back after a switch returns to the one left.
+  state.namespace = params.get("ns") || state.defaultNamespace;
   state.drawing?.stop();
   state.drawing = null;
   try {
     if (!state.overview || state.overview.namespace !== (state.namespace || state.overview.default_namespace)) {
-      await loadOverview();
+      const overview = await api("overview");
+      if (!live()) return;
+      useOverview(overview);
     }
-    if (path === "/search") await showSearch(params);
-    else if (path === "/entity") await showEntity(params.get("name") || "");
-    else if (path === "/community") await showCommunity(params.get("id") || "");
+    if (path === "/search") await showSearch(params, live);
+    else if (path === "/entity") await showEntity(params.get("name") || "", live);
+    else if (path === "/community") await showCommunity(params.get("id") || "", live);
     else showBrowse();
   } catch (error) {
-    clear(view, h("p", { class: "error" }, error.message));
+    if (live()) clear(view, h("p", { class: "error" }, error.message));
   }
 }
 
-async function loadOverview() {
-  state.overview = await api("overview");
+function useOverview(overview) {
+  state.overview = overview;
   state.namespace = state.overview.namespace;
+  state.defaultNamespace = state.overview.default_namespace;
   const names = [...new Set([state.overview.default_namespace, ...state.overview.namespaces, state.namespace])];
   clear(nsSelect, names.map((n) => h("option", { value: n, selected: n === state.namespace }, n)));
   nsSelect.disabled = !state.overview.switch_namespaces && names.length <= 1;
@@ -209,8 +218,9 @@ function reports(result) {
 
 // -- a community's page --------------------------------------------------------------------------------
 
-async function showCommunity(id) {
+async function showCommunity(id, live) {
   const { report, nodes, edges, truncated } = await api("community", { id });
+  if (!live()) return;
   document.title = `${report.title} — duckgraph`;
   const canvas = h("div", { class: "graph small", id: "community-graph" });
   clear(view, h("div", { class: "community", "data-community": report.id },
@@ -227,10 +237,9 @@ async function showCommunity(id) {
   state.drawing = drawGraph(canvas, { nodes, edges }, { onOpen: (n) => go("/entity", { name: n }) });
 }
 
+// A new address, so a history entry: Back returns to the namespace and view left.
 function switchNamespace(name) {
-  state.namespace = name;
-  state.overview = null;
-  go("/", {});
+  go("/", {}, name);
 }
 
 function entityLink(name) {
@@ -238,7 +247,7 @@ function entityLink(name) {
 }
 
 function nsParams(params) {
-  return state.namespace && state.namespace !== state.overview?.default_namespace ? { ...params, ns: state.namespace } : params;
+  return state.namespace && state.namespace !== state.defaultNamespace ? { ...params, ns: state.namespace } : params;
 }
 
 // -- search ----------------------------------------------------------------------------------------------
@@ -256,7 +265,7 @@ function searchParams(query) {
   return params;
 }
 
-async function showSearch(params) {
+async function showSearch(params, live) {
   const query = params.get("q") || "";
   document.getElementById("q").value = query;
   for (const [key, id] of Object.entries(TIME_FIELDS)) document.getElementById(id).value = params.get(key) || "";
@@ -268,6 +277,7 @@ async function showSearch(params) {
   for (const key of Object.keys(TIME_FIELDS)) if (params.get(key)) asked[key] = params.get(key);
   if (params.get("history") === "1") asked.include_history = "true";
   const result = await api("search", asked);
+  if (!live()) return;
   const moment = asked.as_of || null;
   const anchors = new Set(result.anchors.map((a) => a.name));
   const byName = new Map();
@@ -325,8 +335,9 @@ function period(edge) {
 
 // -- an entity's page ------------------------------------------------------------------------------------
 
-async function showEntity(name) {
+async function showEntity(name, live) {
   const { entity, passages, graph } = await api("entity", { name });
+  if (!live()) return;
   document.title = `${entity.name} — duckgraph`;
   const canvas = h("div", { class: "graph small", id: "entity-graph" });
   const actions = h("div", { class: "actions" },
@@ -355,6 +366,12 @@ async function showEntity(name) {
   state.drawing = drawGraph(canvas, graph, { center: graph.center, onOpen: (n) => n !== entity.name && go("/entity", { name: n }) });
 }
 
+// delete_relations names a relation by its ends and type and deletes the one that holds now: a row that does not
+// (ended, or not begun) cannot be named, so it offers no Delete (its button would delete another row, or nothing).
+function holdsNow(relation) {
+  return !ended(relation) && !(relation.valid_from && instant(relation.valid_from) > Date.now());
+}
+
 function relationsTable(entity) {
   if (!entity.relations.length) return h("p", { class: "muted" }, "none");
   const canEnd = available("end_relations");
@@ -365,7 +382,9 @@ function relationsTable(entity) {
     h("td", { class: "muted" }, r.description || "", period(r)),
     h("td", { class: "row-actions" },
       canEnd && !r.valid_until ? h("button", { type: "button", class: "end-relation", onclick: () => endRelation(entity, r) }, "End") : null,
-      h("button", { type: "button", class: "danger delete-relation", onclick: () => deleteRelation(entity, r) }, "Delete")))));
+      holdsNow(r) ? h("button", { type: "button", class: "danger delete-relation", onclick: () => deleteRelation(entity, r) }, "Delete")
+        : h("span", { class: "muted no-delete", title: "Only a relation that holds now can be deleted: the tool names a " +
+          "relation by its ends and type, not by its period." }, ended(r) ? "history" : "not begun")))));
 }
 
 // -- curation: each through its MCP tool, then the page again ----------------------------------------------
@@ -420,18 +439,22 @@ async function merge(entity) {
 
 async function remove(entity) {
   if (!await confirmAction("Delete", `Delete ${entity.name} and its ${entity.relations.length} relations? This cannot be undone.`)) return;
-  act(() => callTool("delete_entities", { names: [entity.name] }), () => {
-    notify(`Deleted ${entity.name}.`);
+  act(() => callTool("delete_entities", { names: [entity.name] }), (r) => {
+    // What the tool did, not what was asked: another client may have deleted or renamed it meanwhile.
+    if (r.deleted.length) notify(`Deleted ${r.deleted.join(", ")} and ${r.edges_deleted} relation${r.edges_deleted === 1 ? "" : "s"}.`);
+    else notify(`Nothing was deleted: there is no entity ${entity.name} any more (deleted or renamed meanwhile).`, true);
     state.overview = null;
     go("/", {});
   });
 }
 
 async function deleteRelation(entity, r) {
-  if (!await confirmAction("Delete relation", `Delete ${r.source} —${r.type}→ ${r.target}? ` +
-    (available("end_relations") ? "To keep it as history, End it instead." : "This cannot be undone."))) return;
-  act(() => callTool("delete_relations", { relations: [{ source: r.source, target: r.target, type: r.type }] }), () => {
-    notify(`Deleted ${r.source} —${r.type}→ ${r.target}.`);
+  const label = `${r.source} —${r.type}→ ${r.target}`;
+  if (!await confirmAction("Delete relation", `Delete ${label}? This cannot be undone.` +
+    (available("end_relations") ? " If it was true and stopped being so, End it instead: it stays as history." : ""))) return;
+  act(() => callTool("delete_relations", { relations: [{ source: r.source, target: r.target, type: r.type }] }), (result) => {
+    if (result.deleted.length) notify(`Deleted ${label}.`);
+    else notify(`Nothing was deleted: ${label} does not hold now (ended, changed or deleted meanwhile).`, true);
     state.overview = null;
     go("/entity", { name: entity.name });
   });
@@ -441,8 +464,9 @@ async function endRelation(entity, r) {
   const when = await ask("End relation", `${r.source} —${r.type}→ ${r.target} stops holding at (ISO date, empty: now):`, "");
   if (when === null) return;
   act(() => callTool("end_relations", { relations: [{ source: r.source, target: r.target, type: r.type,
-    ...(when.trim() ? { ended_at: when.trim() } : {}) }] }), () => {
-    notify(`Ended ${r.source} —${r.type}→ ${r.target}.`);
+    ...(when.trim() ? { ended_at: when.trim() } : {}) }] }), (result) => {
+    if (result.ended.length) notify(`Ended ${r.source} —${r.type}→ ${r.target}.`);
+    else notify(`Nothing was ended: ${r.source} —${r.type}→ ${r.target} does not hold now (ended or deleted meanwhile).`, true);
     go("/entity", { name: entity.name });
   });
 }
