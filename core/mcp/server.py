@@ -17,16 +17,19 @@ from urllib.parse import unquote, urlparse
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import ToolManager
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.types import ClientCapabilities, RootsCapability
 from mcp.types import Tool as MCPTool
+from pydantic import ValidationError
 
 from duckgraph.core import __version__
 from duckgraph.core.bootstrap import Services
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.namespaces import namespace_from_folder
 from duckgraph.core.mcp import tool_listing
+from duckgraph.core.mcp.argument_errors import readable
 from duckgraph.core.mcp.forwarding import forward_resource, forward_tool
 from duckgraph.core.mcp.prompts import (
     RESOURCE_NAMESPACE, check_prompt_call, instructions, invalid_prompt_argument, register_prompts_and_resources)
@@ -161,7 +164,13 @@ class DuckgraphServer(MCPServer):
                                             namespace=await self.default_namespace(context), context=context)
                 if result is not None:
                     return result
-        return await super().call_tool(name, arguments, context)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            # The model reads this to correct its call: the fields and their rules, not pydantic's dump.
+            raise ToolError(f"{name} refused its arguments: {readable(exc.__cause__)}") from exc.__cause__
 
     async def run_stdio_async(self, transport: StdioTransport | None = None) -> None:
         """The SDK's, over duckgraph's stdio transport: every message answered, a signal stops it gracefully."""

@@ -26,6 +26,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from duckgraph.core.mcp.argument_errors import readable
 from duckgraph.core.mcp.direct import DirectCalls
 from duckgraph.ports import DuckgraphError, InvalidInputError, NotFoundError, tokens
 
@@ -189,50 +190,11 @@ def _whole(request: Request, key: str) -> int:
 
 
 def _refusal(exc: DuckgraphError) -> str:
-    """The error's text; a tool's arguments refused by their validation as one short line per field ("new name:
-    must not be empty") instead of pydantic's dump (its type codes, echoed input and links)."""
+    """The error's text; a tool's arguments refused by their validation in short lines (`readable`)."""
     cause: BaseException | None = exc
     while cause is not None and not isinstance(cause, ValidationError):
         cause = cause.__cause__
-    if cause is None:
-        return str(exc)
-    lines: list[str] = []
-    members: dict[tuple, Any] = {}
-    for error in cause.errors(include_url=False):
-        loc = error["loc"]
-        # A union's members (capitalised model names in loc) each refuse it: say only the first one's reasons.
-        split = next((i for i, part in enumerate(loc) if isinstance(part, str) and part[:1].isupper()), None)
-        if split is not None and members.setdefault(loc[:split], loc[split]) != loc[split]:
-            continue
-        where = " ".join(f"#{part + 1}" if isinstance(part, int) else part.replace("_", " ")
-                         for i, part in enumerate(loc) if i != split)
-        line = f"{where}: {_said(error)}" if where else _said(error)
-        if line not in lines:
-            lines.append(line)
-    return "; ".join(lines)
-
-
-def _said(error: Any) -> str:
-    """One validation error's reason, in a person's words."""
-    kind, limits, given = error["type"], error.get("ctx") or {}, error.get("input")
-    if kind == "string_too_short":
-        return "must not be empty" if limits.get("min_length") == 1 else f"needs at least {limits['min_length']} characters"
-    if kind == "string_too_long":
-        has = f" (this one has {len(given):,})" if isinstance(given, str) else ""
-        return f"may have at most {limits['max_length']:,} characters{has}"
-    if kind == "too_short":
-        return f"needs at least {limits['min_length']:,} item{'s' if limits['min_length'] != 1 else ''}"
-    if kind == "too_long":
-        return f"may have at most {limits['max_length']:,} items"
-    bounds = {"greater_than_equal": ("ge", "at least"), "less_than_equal": ("le", "at most"),
-              "greater_than": ("gt", "more than"), "less_than": ("lt", "less than")}
-    if kind in bounds:
-        key, words = bounds[kind]
-        return f"must be {words} {limits[key]}"
-    if kind == "value_error" and "error" in limits:
-        return str(limits["error"])  # the validator's own sentence, without pydantic's "Value error, "
-    return {"missing": "is required", "extra_forbidden": "is not taken here", "dict_type": "must be a JSON object",
-            "list_type": "must be a list"}.get(kind, error["msg"][:1].lower() + error["msg"][1:])
+    return str(exc) if cause is None else readable(cause)
 
 
 def _error(status: int, message: str) -> Response:

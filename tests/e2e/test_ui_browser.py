@@ -312,7 +312,7 @@ def test_deleting_a_relation_asks_first(demo_db: Path, tmp_path: Path, browser, 
             search_in_time(browser, question, as_of="2025-06-30", history=True)
             assert [f for f in facts(browser, "#facts li.ended") if "CEO_OF" in f]
             search_in_time(browser, question, as_of="the day before", fails=True)
-            assert "as of: 'the day before' is not an ISO 8601 date" in browser.find_element(
+            assert "as_of: 'the day before' is not an ISO 8601 date" in browser.find_element(
                 By.CSS_SELECTOR, "#view .error").text  # the tool's own reason, without pydantic's dump
             search_in_time(browser, question)  # the next search starts from now again
             browser.get(f"{url}#/entity?name=Bill%20Gates")
@@ -392,7 +392,7 @@ def test_curation_changes_only_what_it_says(demo_db: Path, tmp_path: Path, brows
         # A refused argument is said in a few words, not as pydantic's dump.
         browser.find_element(By.ID, "rename").click()
         answer_dialog(browser, "   ")
-        assert notice(browser, "new name") == "new name: must not be empty"
+        assert notice(browser, "new_name") == "new_name: must not be empty"
 
         # A relation deleted meanwhile by another client: the page says nothing was deleted.
         post_tool(url, "delete_relations", {"relations": [{"source": "Steve Wozniak", "target": "Apple Inc.",

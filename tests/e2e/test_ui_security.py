@@ -138,20 +138,20 @@ def test_the_api_answers_mistakes_clearly_and_changes_nothing(ui: str) -> None:
     assert status == 400 and "no entity named 'Nobody'" in json.loads(body)["error"]  # the tool's own error
     status, _, body = request(ui, "/api/tool/update_entity", method="POST",
                               body={"arguments": {"name": "Ada Lovelace", "new_name": ""}})
-    assert status == 400 and json.loads(body)["error"] == "new name: must not be empty"
+    assert status == 400 and json.loads(body)["error"] == "new_name: must not be empty"
     # Refused arguments are said per field in a few words, not as pydantic's dump (types, echoed input, links).
     for name, arguments, said in (
             ("update_entity", {"name": "Ada Lovelace", "type": "", "properties": [1, 2]},
              "type: must not be empty; properties: must be a JSON object"),
             ("update_entity", {"name": "Ada Lovelace", "add_observations": ["x" * 4001]},
-             "add observations #1: may have at most 4,000 characters (this one has 4,001)"),
+             "add_observations[0]: may have at most 4,000 characters (this one has 4,001)"),
             ("end_relations", {"relations": [{"source": "Ada Lovelace", "target": "Analytical Engine",
                                               "type": "WROTE_ABOUT", "ended_at": "yesterday"}]},
-             "relations #1 ended at: 'yesterday' is not an ISO 8601 date")):
+             "relations[0].ended_at: 'yesterday' is not an ISO 8601 date")):
         status, _, body = request(ui, f"/api/tool/{name}", method="POST", body={"arguments": arguments})
         assert status == 400 and json.loads(body)["error"].startswith(said)
     for query, said in (("q=", "query: must not be empty"), ("q=engine&hops=9", "hops: must be at most 3"),
-                        ("q=engine&max_nodes=0", "max nodes: must be at least 1")):
+                        ("q=engine&max_nodes=0", "max_nodes: must be at least 1")):
         status, _, body = request(ui, f"/api/search?{query}")
         assert status == 400 and json.loads(body)["error"] == said
     status, _, body = request(ui, "/api/search?q=engine&max_nodes=many")
@@ -159,7 +159,7 @@ def test_the_api_answers_mistakes_clearly_and_changes_nothing(ui: str) -> None:
     status, _, body = request(ui, "/api/search?q=engine&include_history=yes")
     assert status == 400 and "include_history must be true or false" in json.loads(body)["error"]
     status, _, body = request(ui, "/api/search?q=engine&as_of=yesterday")
-    assert status == 400 and json.loads(body)["error"].startswith("as of: 'yesterday' is not an ISO 8601")
+    assert status == 400 and json.loads(body)["error"].startswith("as_of: 'yesterday' is not an ISO 8601")
     status, _, body = request(ui, "/api/community?id=12345")
     assert status == 404 and "no community 12345" in json.loads(body)["error"]
     status, _, body = request(ui, "/api/communities?level=first")
