@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -10,6 +12,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # The user cache (where the embedder keeps its ONNX export) is the run's own, for this process and the servers it
 # spawns: the tests neither read an export left by the user's duckgraph nor leave one behind.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="duckgraph-test-cache-")
+# Removed at the end of the run: an export is ~90 MB, and every run left one in the temporary folder.
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
 
 import pytest
 
