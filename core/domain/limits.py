@@ -10,6 +10,9 @@ MAX_OBSERVATIONS = 200
 #: and search return its observations) and 200 of them stay under a megabyte.
 MAX_OBSERVATION_CHARS = 4_000
 MAX_PROPERTIES_BYTES = 16_384
+#: A community report's title and summary, however they are written (the host's tool, a model, an import).
+MAX_TITLE_CHARS = 200
+MAX_SUMMARY_CHARS = 4_000
 
 
 def over_limits(description: str, properties: dict[str, Any], observations: int = 0) -> str | None:

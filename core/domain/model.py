@@ -9,7 +9,8 @@ from pydantic import (
     model_validator)
 
 from duckgraph.core.domain.limits import (
-    MAX_DESCRIPTION_CHARS, MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS, MAX_PROPERTIES_BYTES)
+    MAX_DESCRIPTION_CHARS, MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS, MAX_PROPERTIES_BYTES, MAX_SUMMARY_CHARS,
+    MAX_TITLE_CHARS)
 from duckgraph.core.domain.moments import check_period, parse_moment
 from duckgraph.ports import clean_name, no_control_characters
 
@@ -78,8 +79,9 @@ StoredObservation = Annotated[
 ]
 #: The title and summary of a community report the host writes: global_search hands them on as they are, so they
 #: are refused with control characters, as a description is.
-ReportTitle = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(no_control_characters)]
-ReportSummary = Annotated[str, Field(min_length=1, max_length=4_000), AfterValidator(no_control_characters)]
+ReportTitle = Annotated[str, Field(min_length=1, max_length=MAX_TITLE_CHARS), AfterValidator(no_control_characters)]
+ReportSummary = Annotated[
+    str, Field(min_length=1, max_length=MAX_SUMMARY_CHARS), AfterValidator(no_control_characters)]
 
 
 class _Model(BaseModel):

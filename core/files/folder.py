@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 SUFFIXES = {".txt", ".md", ".markdown"}
 #: Documents per `add_documents` call: a failed batch costs no more than this many files' work.
 BATCH = 20
+#: Between a long file's id and the number of each of its parts after the first (`<id>#part-2`).
+PART = "#part-"
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _FIELD = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:[ \t]*(.*?)[ \t]*$")
 
@@ -205,7 +207,7 @@ def as_documents(document_id: str, title: str, text: str, time: str | None, meta
     if len(parts) == 1:
         return Contents([DocumentInput(id=document_id, title=title, text=parts[0], metadata=metadata, time=moment)],
                         stated)
-    return Contents([DocumentInput(id=document_id if n == 1 else f"{document_id}#part-{n}",
+    return Contents([DocumentInput(id=document_id if n == 1 else f"{document_id}{PART}{n}",
                                    title=part_title(title, n, len(parts)), text=part, metadata=metadata,
                                    time=moment)
                      for n, part in enumerate(parts, start=1)], stated)
@@ -292,7 +294,7 @@ def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: 
     flush(len(files))
     _delete_emptied(kb, emptied, report, namespace)
     # A kept source's parts (`<id>#part-2`) and, for a link to a folder, the files under it (`<id>/...`).
-    keep = tuple(f"{source}{mark}" for source in kept for mark in ("#part-", "/"))
+    keep = tuple(f"{source}{mark}" for source in kept for mark in (PART, "/"))
     for start in prune:
         _prune(kb, start, present | set(kept), keep, report, namespace)
     return report
@@ -363,7 +365,7 @@ def _delete_emptied(kb: KnowledgeBase, emptied: Sequence[Source], report: Ingest
         stored = {d.id for d in kb.store.get_documents([f.id for f in emptied], namespace)} if emptied else set()
         ids = _document_ids(kb, namespace) if stored else []  # a file's parts exist only beside its first document
         for file in (f for f in emptied if f.id in stored):
-            gone = [d for d in ids if d == file.id or d.startswith(f"{file.id}#part-")]
+            gone = [d for d in ids if d == file.id or d.startswith(f"{file.id}{PART}")]
             summary = writer.commit(WriteBatch(delete_documents=[(namespace, d) for d in gone]))
             report.emptied += gone
             report.skipped[report.skipped.index((str(file.path), "no text"))] = (str(file.path), (

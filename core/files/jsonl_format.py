@@ -28,8 +28,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from duckgraph.core.domain.communities.service import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
-from duckgraph.core.domain.limits import MAX_OBSERVATIONS
+from duckgraph.core.domain.limits import MAX_OBSERVATIONS, MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.core.domain.model import (
     Description,
     DocumentText,

@@ -177,6 +177,13 @@ def list_documents(con: Any, namespace: str, offset: int, limit: int) -> list[Do
     return [_document(row) for row in rows]
 
 
+def written_by_hand(con: Any, kind: str, ids: Iterable[int]) -> set[int]:
+    """Those of the nodes or edges (`kind`) `ids` marked as written by hand (schema.BY_HAND)."""
+    wanted, params = sql.rows(1, id=("BIGINT", list(set(ids))))
+    return {row[0] for row in con.execute(
+        f"SELECT {kind}_id FROM {kind}s_by_hand WHERE {kind}_id IN (SELECT id FROM {wanted})", params).fetchall()}
+
+
 def edge_evidence(con: Any, edge_ids: Iterable[int]) -> list[tuple[int, int]]:
     ids = list(set(edge_ids))
     if not ids:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from duckgraph.plugins.duckdb import (
-    communities, connection, keyword_texts, maintenance, reads, schema, settings, sql, vector_tables, writes,
+    communities, connection, keyword_texts, maintenance, reads, schema, settings, vector_tables, writes,
 )
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
 from duckgraph.plugins.duckdb.mirror.keywords import KINDS, KeywordIndex
@@ -516,11 +516,8 @@ class DuckDBStore(GraphStore):
             return reads.edge_evidence(self._db, edge_ids)
 
     def written_by_hand(self, kind: Literal["node", "edge"], ids: Iterable[int]) -> set[int]:
-        wanted, params = sql.rows(1, id=("BIGINT", list(set(ids))))
         with self._lock:
-            return {row[0] for row in self._db.execute(
-                f"SELECT {kind}_id FROM {kind}s_by_hand WHERE {kind}_id IN (SELECT id FROM {wanted})", params
-            ).fetchall()}
+            return reads.written_by_hand(self._db, kind, ids)
 
     # -- communities (derived data: see communities.py) --------------------------------------------------
 

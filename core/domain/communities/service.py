@@ -12,6 +12,7 @@ from duckgraph.core.domain.communities.build import BuildOutcome, build
 from duckgraph.core.domain.communities.freshness import Freshness, Keeper
 from duckgraph.core.domain.communities.hierarchy import level_view, reuse_reports
 from duckgraph.core.domain.communities.reports import material, report_text
+from duckgraph.core.domain.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.ports import ExtractionError, InvalidInputError, NotFoundError, StoreError
 from duckgraph.ports.communities import CommunityBuild, CommunityDetector, CommunityRecord
 
@@ -33,8 +34,6 @@ BROAD_HINT = ("This question seems to be about the memory as a whole (its best m
               "several communities): global_search answers such questions from community reports.")
 #: search adds BROAD_HINT when its anchors fall in at least this many top-level communities, none holding half.
 SPREAD_COMMUNITIES = 3
-MAX_TITLE_CHARS = 200
-MAX_SUMMARY_CHARS = 4_000
 
 
 class CommunityService:
