@@ -386,6 +386,8 @@ def _communities(args: argparse.Namespace) -> int:
         return 2
     if args.action != "search" and args.query is not None:
         raise UsageError(f"communities {args.action} takes no query ({args.query!r}): only search does")
+    # `write --limit` is the number of reports to write, which communities_to_summarize bounds for the host.
+    _numbers(args, {"level": "global_search", "token_budget": "global_search", "limit": "communities_to_summarize"})
     bar = ProgressBar()
     bar.label = f"communities {args.action}"
     with _setup(args).knowledge_base as kb:
@@ -423,9 +425,18 @@ def _search_numbers(args: argparse.Namespace) -> dict[str, int]:
     """The numbers given to `search`, held to the limits the MCP tool `search` holds them to."""
     from duckgraph.core.domain.search_options import CALLER_LIMITS
 
-    given = {name: getattr(args, name) for name in CALLER_LIMITS if getattr(args, name) is not None}
+    return _numbers(args, dict.fromkeys(CALLER_LIMITS, "search"))
+
+
+def _numbers(args: argparse.Namespace, tools: dict[str, str]) -> dict[str, int]:
+    """The flags named in `tools` that were given, each held to the range the MCP tool named beside it takes for
+    the same argument (core/domain/search_options.py's TOOL_LIMITS): a value the tool would refuse is a usage
+    error here too, before the file is opened, so the command line and the tools take the same numbers."""
+    from duckgraph.core.domain.search_options import TOOL_LIMITS
+
+    given = {name: getattr(args, name) for name in tools if getattr(args, name) is not None}
     for name, value in given.items():
-        low, high = CALLER_LIMITS[name]
+        low, high = TOOL_LIMITS[tools[name]][name]
         if not low <= value <= high:
             raise UsageError(f"--{name.replace('_', '-')} must be from {low} to {high}, not {value}")
     return given
@@ -441,6 +452,7 @@ def _moment(text: str) -> Any:
 
 
 def _changes(args: argparse.Namespace) -> int:
+    _numbers(args, {"limit": "recent_changes"})
     with _setup(args).knowledge_base as kb:
         result = kb.recent_changes(since=args.since, until=args.until, limit=args.limit, token_budget=10**9)
     from duckgraph.core.terminal import for_stream

@@ -31,6 +31,12 @@ def naive_utc(moment: datetime) -> datetime:
     return moment
 
 
+def iso_utc(moment: datetime, timespec: str = "auto") -> str:
+    """A stored moment (naive UTC; an aware one is converted) as ISO 8601 ending in "Z": stored times carry no
+    zone, and written without one they would read as local time to whoever reads them. `timespec` as isoformat's."""
+    return naive_utc(moment).isoformat(timespec=timespec) + "Z"
+
+
 def now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 

@@ -9,6 +9,7 @@ import unicodedata
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from duckgraph.core.domain.moments import iso_utc
 from duckgraph.ports import InvalidInputError, NotFoundError, WriteBatch
 
 if TYPE_CHECKING:
@@ -94,4 +95,4 @@ def delete_namespace(
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.replace(microsecond=0).isoformat() + "Z"
+    return None if moment is None else iso_utc(moment, "seconds")

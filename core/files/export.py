@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic import BaseModel
 
+from duckgraph.core.domain.moments import iso_utc
 from duckgraph.core.files.jsonl_format import FORMAT, FORMAT_VERSION
 from duckgraph.ports import ChunkRecord, EdgeRecord
 
@@ -164,7 +165,8 @@ def _write(out: TextIO, obj: dict[str, Any], vector: np.ndarray | None = None) -
 
 
 def _time(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat(timespec="microseconds")
+    # With its zone ("Z"): stored times are naive UTC, and a reader of the file must not take them for local time.
+    return None if value is None else iso_utc(value, "microseconds")
 
 
 def _time_key(value: datetime | None) -> tuple[bool, datetime]:

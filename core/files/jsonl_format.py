@@ -18,7 +18,8 @@ natural key, so the same knowledge base always gives the same lines):
 
 Ids are numbers local to the file (1, 2, ... in line order), not the database's: the database's ids are an
 accident of insertion order. Chunk, node and edge lines carry an ``embedding`` only when exported with
-embeddings. Times are UTC, ISO 8601.
+embeddings. Times are UTC, ISO 8601: export writes them with "Z"; a time without a zone (earlier exports wrote
+them so) is read as UTC, one with another zone converted to it.
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def test_the_export_holds_every_kind_in_a_fixed_order(source):
         assert edge["created_at"] is not None and "valid_from" in edge  # null: no start was given
     worked = [e for e in edges if e["source"] == "Vera Rubin" and e["type"] == "COLLABORATED_WITH"]
     assert len(worked) == 2
-    assert {e["valid_until"] for e in worked} == {None, "1965-06-30T00:00:00.000000"}
+    assert {e["valid_until"] for e in worked} == {None, "1965-06-30T00:00:00.000000Z"}  # UTC, said so
     assert next(e for e in edges if e["namespace"] == "work")["weight"] == 2.5
 
     chunk_ids = {c["id"] for c in lines if c["kind"] == "chunk"}
@@ -652,4 +652,56 @@ def test_an_import_holds_no_batch_s_vectors_after_writing_it_and_loads_the_graph
         assert not kb.store._stale
         vector = np.asarray(objects[-1]["embedding"], dtype=np.float32)
         assert kb.store.vector_search("node", vector / np.linalg.norm(vector), 1, "default")[0][0] == count
+
+
+# -- times: written with their zone, read with or without one ---------------------------------------------------
+
+
+TIME_FIELDS = ("created_at", "updated_at", "valid_from", "valid_until", "time")
+
+
+def test_every_exported_time_says_it_is_utc_and_imports_to_the_same_moment(source, tmp_path):
+    text = export(source)
+    times = [line[field] for line in map(json.loads, text.splitlines()) for field in TIME_FIELDS
+             if line.get(field) is not None]
+    assert times and all(t.endswith("Z") and datetime.fromisoformat(t).utcoffset().total_seconds() == 0
+                         for t in times)
+    assert "1960-01-01T00:00:00.000000Z" in times and "2020-01-02T00:00:00.000000Z" in times
+
+    target = open_kb(tmp_path / "copy.duckdb")
+    import_lines(target, text.splitlines(keepends=True))
+    stored = {(e.description, e.valid_from, e.valid_until, e.created_at, e.updated_at)
+              for e in target.store.list_edges("default", include_expired=True)}
+    assert ("An earlier collaboration.", datetime(1960, 1, 1), datetime(1965, 6, 30), datetime(2020, 1, 1),
+            datetime(2020, 1, 2)) in stored  # naive UTC again, the very moments exported
+    assert export(target) == text
+    target.close()
+
+
+def test_an_export_written_without_zones_imports_as_utc(cli_env, tmp_path, capsys):
+    """Exports of earlier versions wrote naive UTC times ("2020-01-01T09:30:00.000000"); they read as UTC, as
+    the same moments written with "Z" or "+00:00" do, and export again with "Z"."""
+    edge = {"kind": "edge", "source_id": 1, "target_id": 2, "source": "Ravi", "target": "Acme", "type": "WORKS_AT",
+            "valid_from": "2020-01-01T09:30:00.000000", "valid_until": "2024-06-01T00:00:00.000000",
+            "created_at": "2020-01-01T09:30:00.000000", "updated_at": "2024-06-01T00:00:00.000000"}
+    at = {"created_at": "2020-01-01T09:30:00.000000", "updated_at": "2020-01-01T09:30:00.000000"}
+    nodes = [{"kind": "node", "id": 1, "name": "Ravi", "type": "Person", **at},
+             {"kind": "node", "id": 2, "name": "Acme", "type": "Company", **at}]
+    meta = {"kind": "meta", "format": "duckgraph", "version": 1}
+    old = write_lines(tmp_path / "old.jsonl", [meta, *nodes, edge])
+    new = write_lines(tmp_path / "new.jsonl", [meta, *nodes, {**edge, "valid_from": "2020-01-01T09:30:00Z",
+                                                                "valid_until": "2024-06-01T02:00:00+02:00"}])
+    exported = []
+    for file in (old, new):
+        db = tmp_path / f"{file.stem}.duckdb"
+        assert main(["import", str(file), "--db", str(db)]) == 0
+        assert main(["export", "--db", str(db)]) == 0
+        exported.append(capsys.readouterr().out)
+        kb = open_kb(db)  # the hashing embedder, which the CLI's 'fake' is
+        [stored] = kb.store.list_edges("default", include_expired=True)
+        assert (stored.valid_from, stored.valid_until) == (datetime(2020, 1, 1, 9, 30), datetime(2024, 6, 1))
+        kb.close()
+    assert exported[0] == exported[1]
+    [line] = [json.loads(e) for e in exported[0].splitlines() if '"edge"' in e]
+    assert (line["valid_from"], line["valid_until"]) == ("2020-01-01T09:30:00.000000Z", "2024-06-01T00:00:00.000000Z")
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, Passage, ScoredEdge, SearchResult
-from duckgraph.core.domain.moments import parse_moment, period
+from duckgraph.core.domain.moments import iso_utc, parse_moment, period
 from duckgraph.core.domain.render import render_search
 
 
@@ -55,3 +55,14 @@ def test_the_text_shows_a_fact_s_period_and_a_passage_s_time():
     assert "- A owns B (2024-01-01 to 2024-06-01)" in text
     assert "- C owns B\n" in text + "\n" and "C owns B (" not in text
     assert "[d#1] (2024-06-03) Notes." in text and "[e#2] Undated." in text
+
+
+def test_a_stored_moment_is_shown_as_iso_utc_with_z():
+    stored = datetime(2024, 6, 1, 9, 30, 5, 123456)  # naive UTC, as the store keeps it
+    assert iso_utc(stored) == "2024-06-01T09:30:05.123456Z"
+    assert iso_utc(stored, "seconds") == "2024-06-01T09:30:05Z"
+    assert iso_utc(stored, "microseconds") == "2024-06-01T09:30:05.123456Z"
+    assert iso_utc(datetime(2024, 6, 1)) == "2024-06-01T00:00:00Z"
+    assert iso_utc(datetime(2024, 6, 1, 9, 30, tzinfo=timezone(timedelta(hours=2)))) == "2024-06-01T07:30:00Z"
+    assert parse_moment(iso_utc(stored)) == stored  # read back as the same moment
+

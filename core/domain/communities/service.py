@@ -13,6 +13,7 @@ from duckgraph.core.domain.communities.freshness import Freshness, Keeper
 from duckgraph.core.domain.communities.hierarchy import level_view, reuse_reports
 from duckgraph.core.domain.communities.reports import material, report_text
 from duckgraph.core.domain.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
+from duckgraph.core.domain.moments import iso_utc
 from duckgraph.ports import ExtractionError, InvalidInputError, NotFoundError, StoreError
 from duckgraph.ports.communities import CommunityBuild, CommunityDetector, CommunityRecord
 
@@ -95,7 +96,7 @@ class CommunityService:
         found: Freshness | None = self.keeper.freshness(namespace, build)
         if found is None:
             return None
-        return CommunityFreshness(built_at=found.built_at.isoformat() + "Z", changed_share=found.changed_share,
+        return CommunityFreshness(built_at=iso_utc(found.built_at), changed_share=found.changed_share,
                                   stale=found.stale, rebuilding=found.rebuilding)
 
     # -- global search ---------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, Field
 
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.namespaces import check_namespace
+from duckgraph.core.domain.search_options import TOOL_LIMITS
 from duckgraph.core.web.add_urls import UrlFetching
 from duckgraph.ports import DuckgraphError
 
@@ -53,6 +54,12 @@ ADDITIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotent
 DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
 FETCHING = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=True)
 EntityName = Annotated[str, Field(min_length=1, max_length=300)]
+
+
+def within(tool: str, name: str) -> Any:
+    """The schema bounds of a tool's number argument, from the one table the command line checks too."""
+    low, high = TOOL_LIMITS[tool][name]
+    return Field(ge=low, le=high)
 
 
 def _valid_namespace(name: str | None) -> str | None:

@@ -27,6 +27,7 @@ from duckgraph.core.mcp.tools.common import (
     kb_of,
     titled,
     with_text,
+    within,
 )
 
 
@@ -34,8 +35,9 @@ def register_community_tools(server: MCPServer) -> None:
     @server.tool(title="Global search", annotations=titled(READ_ONLY, "Global search"))
     async def global_search(
         ctx: Context, query: Annotated[str, Field(min_length=1, max_length=2_000)],
-        level: Annotated[int | None, Field(ge=0, le=20)] = None,
-        token_budget: Annotated[int, Field(ge=100, le=50_000)] = 2_000, namespace: NamespaceArg = None,
+        level: Annotated[int | None, within("global_search", "level")] = None,
+        token_budget: Annotated[int, within("global_search", "token_budget")] = 2_000,
+        namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, GlobalSearchResult]:
         """For questions about the whole memory (main themes, overviews): the best community reports; level 0 is
         broadest."""
@@ -59,7 +61,8 @@ def register_report_tools(server: MCPServer) -> None:
 
     @server.tool(title="Communities to summarize", annotations=titled(READ_ONLY, "Communities to summarize"))
     async def communities_to_summarize(
-        ctx: Context, limit: Annotated[int, Field(ge=1, le=50)] = 5, namespace: NamespaceArg = None,
+        ctx: Context, limit: Annotated[int, within("communities_to_summarize", "limit")] = 5,
+        namespace: NamespaceArg = None,
     ) -> ReportsToWrite:
         """Communities lacking a written report, with material; answer with save_community_report."""
         return await call(kb_of(ctx).communities.to_write, await call_namespace(ctx, namespace), limit=limit)

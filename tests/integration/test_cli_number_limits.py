@@ -1,0 +1,85 @@
+"""`duckgraph changes` and `duckgraph communities` hold their number flags to the ranges the MCP tools take for the
+same arguments (one table, core/domain/search_options.py's TOOL_LIMITS), as `duckgraph search` does: a value out
+of range is a usage error (exit 2) before the file is opened."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from duckgraph.core.cli import main
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.model import EdgeInput, NodeInput
+from duckgraph.core.domain.search_options import TOOL_LIMITS
+from duckgraph.core.mcp.tool_listing import built_tool_listing
+from duckgraph.plugins.duckdb import DuckDBStore
+from tests.fakes import HashingEmbedder
+
+
+@pytest.fixture
+def no_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`main` in this process with no user config and no DUCKGRAPH_* variables, in `tmp_path`."""
+    for name in [n for n in os.environ if n.startswith("DUCKGRAPH_")]:
+        monkeypatch.delenv(name)
+    (tmp_path / "config.toml").write_text("", encoding="utf-8")
+    monkeypatch.setenv("DUCKGRAPH_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.parametrize("argv, flag, value, allowed", [
+    (["changes"], "--limit", "0", "from 1 to 1000"),
+    (["changes"], "--limit", "-3", "from 1 to 1000"),
+    (["changes"], "--limit", "1001", "from 1 to 1000"),
+    (["communities", "search", "themes"], "--level", "-1", "from 0 to 20"),
+    (["communities", "search", "themes"], "--level", "21", "from 0 to 20"),
+    (["communities", "search", "themes"], "--token-budget", "99", "from 100 to 50000"),
+    (["communities", "search", "themes"], "--token-budget", "10000000", "from 100 to 50000"),
+    (["communities", "write"], "--limit", "0", "from 1 to 50"),
+    (["communities", "write"], "--limit", "51", "from 1 to 50"),
+    (["communities", "build"], "--level", "99", "from 0 to 20"),  # refused whatever the action
+])
+def test_a_number_beyond_the_tools_limits_is_a_usage_error_and_nothing_is_done(
+        no_settings, capsys, argv: list[str], flag: str, value: str, allowed: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--db", "kb.duckdb", flag, value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    command = f"duckgraph {argv[0]}"
+    assert err.startswith(f"usage: {command}")
+    assert err.endswith(f"{command}: error: {flag} must be {allowed}, not {value}\n")
+    assert not Path("kb.duckdb").exists()  # refused before the file is opened (or created)
+
+
+def test_numbers_at_the_limits_are_taken(no_settings, capsys) -> None:
+    with KnowledgeBase(DuckDBStore(Path("kb.duckdb")), HashingEmbedder()) as kb:
+        kb.add_knowledge_graph([NodeInput(name="Ravi", type="Person"), NodeInput(name="Acme", type="Company")],
+                               [EdgeInput(source="Ravi", target="Acme", type="WORKS_AT")])
+    assert main(["changes", "--db", "kb.duckdb", "--limit", "1", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert len(listed["changes"]) == 1 and listed["truncated"] is True
+    assert main(["changes", "--db", "kb.duckdb", "--limit", "1000", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["changes"]) == 3  # two entities and a fact
+
+    assert main(["communities", "build", "--db", "fresh.duckdb", "--level", "20", "--token-budget", "50000",
+                 "--limit", "50"]) == 0
+    assert "communities: 0" in capsys.readouterr().out
+
+
+def _bounds(schema: dict[str, Any]) -> tuple[int, int]:
+    """The minimum and maximum of a number's schema (an optional one's sits in anyOf beside null)."""
+    for option in [schema, *schema.get("anyOf", [])]:
+        if "minimum" in option:
+            return option["minimum"], option["maximum"]
+    raise AssertionError(f"no bounds in {schema}")
+
+
+def test_the_tools_schemas_take_their_bounds_from_the_same_table() -> None:
+    tools = {tool["name"]: tool for tool in anyio.run(built_tool_listing, "all")}
+    for tool, limits in TOOL_LIMITS.items():
+        properties = tools[tool]["inputSchema"]["properties"]
+        assert {name: _bounds(properties[name]) for name in limits} == limits, tool
