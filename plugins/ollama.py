@@ -132,30 +132,12 @@ class OllamaEmbedder(Embedder):
         self.dimensions  # one request loads the model in Ollama and tells the width
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        import numpy as np  # imported on use: the MCP handshake should not wait for it
-
-        return np.asarray(self._request(list(texts)), dtype=np.float32)
-
-    def _request(self, texts: list[str]) -> list[list[float]]:
-        body: dict[str, Any] = {"model": self.model, "input": texts, "truncate": True}
+        body: dict[str, Any] = {"model": self.model, "input": list(texts), "truncate": True}
         if self.keep_alive is not None:
             body["keep_alive"] = self.keep_alive
         reply = self._client.post("/api/embed", body)
-        vectors = reply.get("embeddings")
-        if not isinstance(vectors, list) or len(vectors) != len(texts):
-            raise EmbedderError(
-                f"Ollama at {self._client.base_url} returned {len(vectors) if isinstance(vectors, list) else 'no'} "
-                f"embeddings for {len(texts)} texts"
-            )
-        # Checked here, not left to numpy: it would read "1.5" and null as numbers, and fail on others with its
-        # own words. Empty vectors are the port's to refuse (every embedder's).
-        if not all(isinstance(v, list) and all(type(x) in (int, float) for x in v) for v in vectors):
-            raise EmbedderError(f"Ollama at {self._client.base_url} returned embeddings that are not lists of "
-                                "numbers: is it Ollama, and is the model an embedding model?")
-        if len({len(v) for v in vectors}) > 1:
-            raise EmbedderError(f"Ollama at {self._client.base_url} returned embeddings of different lengths "
-                                f"({', '.join(map(str, sorted({len(v) for v in vectors})))}) in one reply")
-        return vectors
+        return self.vectors_from_json(reply.get("embeddings"), len(texts),
+                                      source=f"{self._client.base_url}/api/embed")
 
 
 # -- extraction -------------------------------------------------------------------------------------------

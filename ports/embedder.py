@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from duckgraph.ports.errors import EmbedderError
 
@@ -16,8 +16,9 @@ class Embedder(ABC):
     """Embeds texts as unit-length float32 vectors.
 
     A plugin implements `id` and `embed_batch`, and `dimensions` where probing it (below) will not do; batching,
-    normalisation and shape checks live here. Constructing an embedder must be cheap: load models or open
-    connections on first use.
+    normalisation and shape checks live here, and so does `vectors_from_json`, which a plugin calling a server
+    hands the reply's vectors to. Constructing an embedder must be cheap: load models or open connections on
+    first use.
     """
 
     #: How many texts `embed_documents` sends to `embed_batch` at once.
@@ -73,6 +74,56 @@ class Embedder(ABC):
                  for i in range(0, len(texts), self.batch_size)]
         return normalize(np.vstack(parts))
 
+    def vectors_from_json(self, rows: Any, expected_rows: int, *, source: str | None = None) -> np.ndarray:
+        """The vectors of a decoded JSON reply (one list of numbers per text, in the texts' order) as a float32
+        array of shape (expected_rows, width), for `embed_batch` to return.
+
+        A plugin calling a server hands the reply's vectors here rather than to numpy, which would read "1.5",
+        true and null as numbers and refuse others in its own words. Refused, with an EmbedderError naming the
+        embedder (and `source`, e.g. the endpoint's URL, when given), the row and what is wrong: anything but a
+        list of `expected_rows` rows; a row that is not a list of numbers (a string, such as base64, an object,
+        null, a boolean, a nested list); rows of different widths; empty rows; NaN, infinities and numbers too
+        large for float32. The width is not compared with `dimensions` here (the width probe comes through
+        here): `embed_documents` does that for every embedder.
+        """
+        import numpy as np
+
+        who = f"embedder {self.id!r}" + (f" ({source})" if source else "")
+        texts = f"{expected_rows} text{'s' * (expected_rows != 1)}"
+        if not isinstance(rows, list):
+            raise EmbedderError(f"{who} returned no vectors for {texts} ({_json_kind(rows)}, not a list): check "
+                                "the server and its model")
+        if len(rows) != expected_rows:
+            raise EmbedderError(f"{who} returned {len(rows)} vector{'s' * (len(rows) != 1)} for {texts}: check the "
+                                "server and its model")
+        for i, row in enumerate(rows):
+            if type(row) is not list:
+                problem = f"row {i} is {_json_kind(row)}"
+            elif not _JSON_NUMBERS.issuperset(map(type, row)):
+                j, item = next((j, x) for j, x in enumerate(row) if type(x) not in _JSON_NUMBERS)
+                problem = f"row {i}, item {j} is {_shown(item)}"
+            else:
+                continue
+            raise EmbedderError(f"{who} returned a vector that is not a list of numbers ({problem}): check the "
+                                "server and its model (an embedding model?)")
+        widths = sorted({len(row) for row in rows})
+        if len(widths) > 1:
+            raise EmbedderError(f"{who} returned vectors of different widths ({', '.join(map(str, widths))}) "
+                                "in one reply: check the server and its model")
+        if not rows:
+            return np.zeros((0, self._dimensions or 0), dtype=np.float32)
+        _check_width(self.id, widths[0])  # every row empty: the message the width probe gives
+        with np.errstate(over="ignore"):
+            try:
+                vectors = np.array(rows, dtype=np.float64).astype(np.float32)
+                finite = np.isfinite(vectors).all(axis=1).tolist()
+            except OverflowError:  # an integer beyond even float64
+                finite = [all(-_FLOAT32_MAX <= x <= _FLOAT32_MAX for x in row) for row in rows]
+        if False in finite:
+            raise EmbedderError(f"{who} returned a vector holding NaN, an infinity or a number too large for "
+                                f"float32 (row {finite.index(False)}): check the server and its model")
+        return vectors
+
     def _checked(self, vectors: np.ndarray, expected_rows: int) -> np.ndarray:
         import numpy as np
 
@@ -90,6 +141,27 @@ class Embedder(ABC):
         if not np.isfinite(vectors).all():
             raise EmbedderError(f"embedder {self.id!r} returned NaN or infinite values")
         return vectors
+
+
+#: The types of a decoded JSON number (bool, a subclass of int, is not one).
+_JSON_NUMBERS = frozenset({int, float})
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _json_kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", type(None): "null", bool: "a boolean",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _shown(value: Any) -> str:
+    """A value as the JSON it came from, shortened: null, true, "n/a", [0.5]."""
+    import json
+
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _check_width(embedder_id: str, width: int) -> None:

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -196,3 +198,91 @@ def test_embed_documents_checks_each_batch() -> None:
 
     with pytest.raises(EmbedderError, match="shape"):
         Short().embed_documents(TEXTS[:4])
+
+
+# -- vectors_from_json: the check of a server's reply that HTTP plugins hand their vectors to ----------------------
+
+
+class JsonReplyEmbedder(Embedder):
+    """A fake HTTP plugin implementing the minimum: its "server" answers JSON text, which it decodes and hands to
+    `vectors_from_json` as Ollama's and the OpenAI plugin's do. `reply(texts)` gives the decoded vectors."""
+
+    id = "fake-http:json"
+
+    def __init__(self, reply=None, source: str | None = "http://127.0.0.1:9/embed") -> None:
+        self.hashing = HashingEmbedder(dimensions=8)
+        self.reply = reply or (lambda texts: self.hashing.embed_batch(texts).tolist())
+        self.source = source
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        decoded = json.loads(json.dumps(self.reply(list(texts))))  # what the wire carries (NaN included)
+        return self.vectors_from_json(decoded, len(texts), source=self.source)
+
+
+def test_a_plugin_using_vectors_from_json_meets_the_contract() -> None:
+    check_embedder_contract(JsonReplyEmbedder())
+    check_embedder_contract(JsonReplyEmbedder(source=None))
+
+
+def test_vectors_from_json_gives_float32_rows_and_takes_whole_numbers() -> None:
+    vectors = JsonReplyEmbedder(lambda texts: [[1, 2.5, -3]] * len(texts)).embed_batch(["a", "b"])
+    assert vectors.dtype == np.float32 and vectors.shape == (2, 3)
+    np.testing.assert_array_equal(vectors, [[1, 2.5, -3]] * 2)
+    empty = JsonReplyEmbedder().vectors_from_json([], 0)
+    assert empty.dtype == np.float32 and empty.shape[0] == 0
+
+
+WHO = "embedder 'fake-http:json' (http://127.0.0.1:9/embed)"
+NOT_NUMBERS = f"{WHO} returned a vector that is not a list of numbers"
+NOT_FINITE = f"{WHO} returned a vector holding NaN, an infinity or a number too large for float32"
+BAD_REPLIES = {  # the decoded reply for ["one", "two"]: what the one message says
+    "not-a-list": ({"data": []}, f"{WHO} returned no vectors for 2 texts (an object, not a list)"),
+    "null": (None, f"{WHO} returned no vectors for 2 texts (null, not a list)"),
+    "too-few": ([[0.1, 0.2]], f"{WHO} returned 1 vector for 2 texts"),
+    "too-many": ([[0.1], [0.2], [0.3]], f"{WHO} returned 3 vectors for 2 texts"),
+    "string-row": ([[0.1, 0.2], "AAAAAAA="], f"{NOT_NUMBERS} (row 1 is a string)"),
+    "object-row": ([{"embedding": [0.1]}, [0.2]], f"{NOT_NUMBERS} (row 0 is an object)"),
+    "number-row": ([0.1, 0.2], f"{NOT_NUMBERS} (row 0 is a number)"),
+    "string": ([[0.1, 0.2], [0.3, "n/a"]], f'{NOT_NUMBERS} (row 1, item 1 is "n/a")'),
+    "numeric-string": ([["0.1"], [0.2]], f'{NOT_NUMBERS} (row 0, item 0 is "0.1")'),
+    "null-item": ([[0.1, None], [0.2, 0.3]], f"{NOT_NUMBERS} (row 0, item 1 is null)"),
+    "boolean": ([[0.1, 0.2], [True, 0.3]], f"{NOT_NUMBERS} (row 1, item 0 is true)"),
+    "nested": ([[[0.1, 0.2]], [[0.3, 0.4]]], f"{NOT_NUMBERS} (row 0, item 0 is [0.1, 0.2])"),
+    "object-item": ([[0.1, {"x": 1}], [0.2, 0.3]], f'{NOT_NUMBERS} (row 0, item 1 is {{"x": 1}})'),
+    "ragged": ([[0.1], [0.2, 0.3]], f"{WHO} returned vectors of different widths (1, 2) in one reply"),
+    "one-empty": ([[0.1, 0.2], []], f"{WHO} returned vectors of different widths (0, 2) in one reply"),
+    "all-empty": ([[], []], "embedder 'fake-http:json' gives 0-dimensional (empty) vectors, which cannot be stored"),
+    "nan": ([[0.1, float("nan")], [0.2, 0.3]], f"{NOT_FINITE} (row 0)"),
+    "infinity": ([[0.1, 0.2], [float("-inf"), 0.3]], f"{NOT_FINITE} (row 1)"),
+    "beyond-float32": ([[0.1, 0.2], [1e39, 0.3]], f"{NOT_FINITE} (row 1)"),
+    "beyond-float64": ([[0.1, 0.2], [10**400, 0.3]], f"{NOT_FINITE} (row 1)"),
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_REPLIES))
+def test_vectors_from_json_refuses_what_is_not_one_list_of_numbers_per_text(kind) -> None:
+    reply, said = BAD_REPLIES[kind]
+    embedder = JsonReplyEmbedder(lambda texts: reply)
+    with pytest.raises(EmbedderError) as raised:
+        embedder.embed_documents(["one", "two"])
+    assert said in str(raised.value)
+    assert "could not convert" not in str(raised.value)  # numpy's words
+
+
+def test_the_width_probe_goes_through_the_same_check() -> None:
+    # A plugin without its own `dimensions` is probed with one text: a bad reply is refused there, in the same
+    # words, rather than its length taken as the width.
+    with pytest.raises(EmbedderError, match=re.escape(f'{NOT_NUMBERS} (row 0, item 1 is "0.2")')):
+        _ = JsonReplyEmbedder(lambda texts: [[0.1, "0.2"]] * len(texts)).dimensions
+    with pytest.raises(EmbedderError, match=re.escape(f"{NOT_NUMBERS} (row 0 is a string)")):
+        _ = JsonReplyEmbedder(lambda texts: ["AAAAAAA="] * len(texts)).dimensions
+    with pytest.raises(EmbedderError, match="0-dimensional"):
+        _ = JsonReplyEmbedder(lambda texts: [[]] * len(texts)).dimensions
+    assert JsonReplyEmbedder(lambda texts: [[0.5, 1, 2]] * len(texts)).dimensions == 3
+
+
+def test_vectors_from_json_names_its_source_only_when_given() -> None:
+    with pytest.raises(EmbedderError) as raised:
+        JsonReplyEmbedder(lambda texts: [["x"]], source=None).embed_batch(["one"])
+    assert str(raised.value).startswith(
+        "embedder 'fake-http:json' returned a vector that is not a list of numbers (row 0, item 0 is \"x\")")

@@ -260,14 +260,31 @@ def test_http_500_carries_ollamas_error(ollama, db_path):
 
 
 BROKEN_EMBED_REPLIES = {  # what a proxy or a broken server may answer: (status, body, what the error says)
-    "500-json-string": (500, "upstream error", 'answered /api/embed with HTTP 500: "upstream error"'),
-    "200-list": (200, [[0.1, 0.2]], "sent a reply to /api/embed that is JSON but not an object (a list)"),
-    "200-null": (200, None, "JSON but not an object (null)"),
-    "strings": (200, {"embeddings": [["a", "b"], ["c", "d"]]}, "embeddings that are not lists of numbers"),
-    "nulls": (200, {"embeddings": [[0.1, None], [0.2, 0.3]]}, "embeddings that are not lists of numbers"),
-    "numeric-strings": (200, {"embeddings": [["0.1"], ["0.2"]]}, "embeddings that are not lists of numbers"),
-    "ragged": (200, {"embeddings": [[0.1], [0.2, 0.3]]}, "embeddings of different lengths (1, 2)"),
-    "no-embeddings": (200, {"embeddings": "none"}, "returned no embeddings for 2 texts"),
+    "500-json-string": (500, "upstream error", 'Ollama at {url} answered /api/embed with HTTP 500: "upstream error"'),
+    "200-list": (200, [[0.1, 0.2]],
+                 "Ollama at {url} sent a reply to /api/embed that is JSON but not an object (a list)"),
+    "200-null": (200, None, "Ollama at {url} sent a reply to /api/embed that is JSON but not an object (null)"),
+    # The vectors themselves are the port's to check (Embedder.vectors_from_json), in its words.
+    "strings": (200, {"embeddings": [["a", "b"], ["c", "d"]]},
+                '{embedder} returned a vector that is not a list of numbers (row 0, item 0 is "a")'),
+    "nulls": (200, {"embeddings": [[0.1, None], [0.2, 0.3]]},
+              "{embedder} returned a vector that is not a list of numbers (row 0, item 1 is null)"),
+    "numeric-strings": (200, {"embeddings": [[0.1], ["0.2"]]},
+                        '{embedder} returned a vector that is not a list of numbers (row 1, item 0 is "0.2")'),
+    "booleans": (200, {"embeddings": [[0.1, True], [0.2, 0.3]]},
+                 "{embedder} returned a vector that is not a list of numbers (row 0, item 1 is true)"),
+    "nested": (200, {"embeddings": [[0.1, 0.2], [[0.2], 0.3]]},
+               "{embedder} returned a vector that is not a list of numbers (row 1, item 0 is [0.2])"),
+    "row-not-a-list": (200, {"embeddings": [[0.1, 0.2], "AAAA"]},
+                       "{embedder} returned a vector that is not a list of numbers (row 1 is a string)"),
+    "ragged": (200, {"embeddings": [[0.1], [0.2, 0.3]]}, "{embedder} returned vectors of different widths (1, 2)"),
+    "one-empty": (200, {"embeddings": [[0.1], []]}, "{embedder} returned vectors of different widths (0, 1)"),
+    "no-embeddings": (200, {"embeddings": "none"}, "{embedder} returned no vectors for 2 texts (a string, not a list)"),
+    "too-few": (200, {"embeddings": [[0.1, 0.2]]}, "{embedder} returned 1 vector for 2 texts"),
+    "nan": (200, {"embeddings": [[0.1, 0.2], [float("nan"), 0.3]]},  # Python's json sends and reads NaN
+            "{embedder} returned a vector holding NaN, an infinity or a number too large for float32 (row 1)"),
+    "too-large": (200, {"embeddings": [[1e39, 0.2], [0.1, 0.3]]},
+                  "{embedder} returned a vector holding NaN, an infinity or a number too large for float32 (row 0)"),
 }
 
 
@@ -277,7 +294,9 @@ def test_a_reply_that_is_not_vectors_is_an_embedder_error(ollama, kind):
     ollama.answer_next(status, body, path="/api/embed")
     with pytest.raises(EmbedderError) as err:
         OllamaEmbedder(base_url=ollama.base_url, dimensions=384).embed_documents(["one", "two"])
-    assert f"Ollama at {ollama.base_url}" in str(err.value) and said in str(err.value)
+    # Each names where the reply came from: the server, or the embedder and the endpoint it asked.
+    embedder = f"embedder 'ollama:all-minilm:latest' ({ollama.base_url}/api/embed)"
+    assert said.format(url=ollama.base_url, embedder=embedder) in str(err.value)
 
 
 def test_empty_vectors_are_refused_at_the_width_probe(db_path):

@@ -57,8 +57,6 @@ class OpenAIEmbedder(Embedder):
         return self._request(list(texts))
 
     def _request(self, texts: list[str]) -> np.ndarray:
-        import numpy as np  # imported on use: the MCP handshake should not wait for it
-
         body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self._requested:
             body["dimensions"] = self._requested
@@ -74,16 +72,7 @@ class OpenAIEmbedder(Embedder):
                                 "is it an OpenAI-compatible API?") from exc
         if [row["index"] for row in rows] != list(range(len(texts))):
             raise EmbedderError(f"{self._client.base_url}/embeddings numbered its embeddings wrongly")
-        if not all(isinstance(v, list) and v for v in vectors):
-            raise EmbedderError(f"{self._client.base_url}/embeddings sent embeddings that are not lists of numbers "
-                                "(base64 encoding is not supported)")
-        widths = sorted({len(v) for v in vectors})
-        if len(widths) > 1:
-            raise EmbedderError(f"{self._client.base_url}/embeddings sent embeddings of different widths "
-                                f"({', '.join(map(str, widths))}) in one answer: check the server and its model")
-        if bad := [x for v in vectors for x in v if type(x) not in (int, float)]:  # JSON: no str, bool, null, list
-            raise EmbedderError(f"{self._client.base_url}/embeddings sent embeddings holding {bad[0]!r}, not only "
-                                "numbers: is it an OpenAI-compatible API?")
+        checked = self.vectors_from_json(vectors, len(texts), source=f"{self._client.base_url}/embeddings")
         if self._dimensions is None:  # the first answer tells the width: no probe needed
-            self._dimensions = len(vectors[0])
-        return np.array(vectors, dtype=np.float32)
+            self._dimensions = checked.shape[1]
+        return checked
