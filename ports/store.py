@@ -178,10 +178,11 @@ class GraphStore(ABC):
         (int64) and weights (float64), aligned. Walks need no more of an edge until it is kept (then `get_edges`)."""
 
     def neighbors(
-        self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000
+        self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000,
+        offset: int = 0,
     ) -> list[EdgeRecord]:
-        """The edges of `neighbor_ends` as records, in its order."""
-        edge_ids = self.neighbor_ends(node_ids, namespace, as_of=as_of, limit=limit)[0].tolist()
+        """The edges of `neighbor_ends` as records, in its order, the first `offset` of them skipped."""
+        edge_ids = self.neighbor_ends(node_ids, namespace, as_of=as_of, limit=offset + limit)[0].tolist()[offset:]
         records = {e.id: e for e in self.get_edges(edge_ids)}
         return [records[i] for i in edge_ids if i in records]
 

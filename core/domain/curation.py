@@ -82,19 +82,24 @@ class GraphCuration:
             )
         return found
 
-    def get_entities(self, names: Sequence[str], namespace: str, *, max_edges: int = 50) -> tuple[list[EntityDetail], list[str]]:
+    def get_entities(
+        self, names: Sequence[str], namespace: str, *, max_edges: int = 50, relations_offset: int = 0
+    ) -> tuple[list[EntityDetail], list[str]]:
+        """The entities named, each with `max_edges` of its relations (strongest first) after `relations_offset`."""
         found, missing = self.resolve(names, namespace)
         records = list({r.id: r for r in found.values()}.values())
         observations = self.store.get_observations([r.id for r in records])
         details = []
         for record in records:
             # Ended relations too, with their periods: what was true before is part of what is known.
-            edges = self.store.neighbors([record.id], namespace, as_of=TimeFilter(history=True), limit=max_edges + 1)
+            edges = self.store.neighbors([record.id], namespace, as_of=TimeFilter(history=True), limit=max_edges + 1,
+                                         offset=relations_offset)
+            more = len(edges) > max_edges
             details.append(EntityDetail(
                 id=record.id, name=record.name, type=record.type, description=record.description,
                 aliases=list(record.aliases), properties=record.properties,
                 observations=observations.get(record.id, []), relations=self._named_edges(edges[:max_edges]),
-                relations_truncated=len(edges) > max_edges,
+                relations_truncated=more, next_relations_offset=relations_offset + max_edges if more else None,
             ))
         return details, missing
 

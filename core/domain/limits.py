@@ -13,6 +13,8 @@ MAX_PROPERTIES_BYTES = 16_384
 #: A community report's title and summary, however they are written (the host's tool, a model, an import).
 MAX_TITLE_CHARS = 200
 MAX_SUMMARY_CHARS = 4_000
+#: How far get_entities pages into one entity's relations (strongest first; each page is read from the start).
+MAX_RELATIONS_OFFSET = 100_000
 
 
 def over_limits(description: str, properties: dict[str, Any], observations: int = 0) -> str | None:

@@ -357,8 +357,10 @@ class EntityDetail(_Model):
     observations: list[str] = Field(default_factory=list)
     relations: list[ResultEdge] = Field(default_factory=list)
     relations_truncated: bool = Field(
-        False, description="More relations exist than listed (strongest first); use find_paths or search for them."
+        False, description="More relations exist than listed (strongest first): get_entities with "
+        "relations_offset=next_relations_offset lists the next ones."
     )
+    next_relations_offset: int | None = None
 
 
 class EntitiesResult(_Model):

@@ -30,10 +30,11 @@ from duckgraph.core.mcp.argument_errors import readable
 from duckgraph.core.mcp.direct import DirectCalls
 from duckgraph.ports import DuckgraphError, InvalidInputError, NotFoundError, tokens
 
-#: The tools the page may call through /api/tool: curation, and the reads of its optional views. Those that
-#: this version's server lacks are reported as not available (another version may have them).
+#: The tools the page may call through /api/tool: curation, and the reads of its optional views and of an
+#: entity's relations past the first 50. Those that this version's server lacks are reported as not available
+#: (another version may have them).
 TOOLS = frozenset({
-    "update_entity", "merge_entities", "delete_entities", "delete_relations", "end_relations", "find_paths",
+    "get_entities", "update_entity", "merge_entities", "delete_entities", "delete_relations", "end_relations", "find_paths",
     "recent_changes", "list_namespaces", "global_search", "build_communities",
 })
 #: Search limits the page may ask for (the tool's own bounds apply too).

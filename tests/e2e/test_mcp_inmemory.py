@@ -547,6 +547,29 @@ async def test_observations_are_added_and_removed_with_the_default_tools(seeded_
 
 
 @pytest.mark.anyio
+async def test_get_entities_pages_through_all_of_a_hubs_relations(services):
+    spokes = [f"Service {i:03d}" for i in range(120)]
+    async with Client(build_server(services)) as client:
+        await call_ok(client, "add_knowledge_graph", {
+            "nodes": [{"name": "Platform Team", "type": "Team"}] + [{"name": s, "type": "Service"} for s in spokes],
+            "edges": [{"source": "Platform Team", "target": s, "type": "OWNS"} for s in spokes]})
+        seen, offsets, offset = [], [], 0
+        while offset is not None:
+            [entity] = (await call_ok(client, "get_entities", {"names": ["Platform Team"],
+                                                               "relations_offset": offset}))["entities"]
+            seen += [r["target"] for r in entity["relations"]]
+            offsets.append(offset)
+            assert entity["relations_truncated"] == (entity["next_relations_offset"] is not None)
+            offset = entity["next_relations_offset"]
+        assert offsets == [0, 50, 100]
+        assert sorted(seen) == spokes  # every relation once, none twice
+        past = (await call_ok(client, "get_entities", {"names": ["Platform Team"], "relations_offset": 500}))
+        assert past["entities"][0]["relations"] == [] and not past["entities"][0]["relations_truncated"]
+        assert "relations_offset" in error_text(await client.call_tool(
+            "get_entities", {"names": ["Platform Team"], "relations_offset": -1}))
+
+
+@pytest.mark.anyio
 async def test_deletions_say_what_was_deleted_and_what_was_not_found(seeded_services):
     services = seeded_services
     async with Client(build_server(services)) as client:

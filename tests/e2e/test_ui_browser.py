@@ -330,6 +330,31 @@ def test_deleting_a_relation_asks_first(demo_db: Path, tmp_path: Path, browser, 
         wait_for(browser, lambda d: entity_count(d) == 23, "the overview with 23 entities")
 
 
+def test_an_entity_with_many_relations_shows_them_all(tmp_path: Path, minilm, browser) -> None:
+    """The tool lists 50 relations at a time: the page's "More relations" reads on until every one is listed."""
+    spokes = [f"Service {i:03d}" for i in range(120)]
+    path = tmp_path / "hub.duckdb"
+    with KnowledgeBase(DuckDBStore(path), minilm) as kb:
+        kb.add_knowledge_graph([NodeInput(name="Platform Team", type="Team")]
+                               + [NodeInput(name=s, type="Service") for s in spokes],
+                               [EdgeInput(source="Platform Team", target=s, type="OWNS") for s in spokes])
+    with running_ui(path, tmp_path / "ui.log", child_env(tmp_path / "home")) as url:
+        browser.get(f"{url}#/entity?name=Platform%20Team")
+        open_entity_page(browser, "Platform Team")
+        heading = browser.find_element(By.CSS_SELECTOR, "#relations h2")
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#relations tr.relation")) == 50
+        assert heading.text == "Relations (50+)"
+        for listed in (100, 120):
+            shown(browser, "#more-relations").click()
+            wait_for(browser, lambda d, n=listed: len(d.find_elements(By.CSS_SELECTOR, "#relations tr.relation")) == n,
+                     f"{listed} relations")
+        assert browser.find_element(By.CSS_SELECTOR, "#relations h2").text == "Relations (120)"
+        assert not browser.find_element(By.ID, "more-relations").is_displayed()
+        targets = [row.find_elements(By.TAG_NAME, "td")[2].text
+                   for row in browser.find_elements(By.CSS_SELECTOR, "#relations tr.relation")]
+        assert sorted(targets) == spokes
+
+
 def post_tool(url: str, name: str, arguments: dict) -> dict:
     """What another client (a model) does meanwhile: one tool call through the API."""
     request = urllib.request.Request(f"{url}api/tool/{name}", data=json.dumps({"arguments": arguments}).encode(),

@@ -35,7 +35,7 @@ from duckgraph.core.domain.model import (
     SearchResult,
     TypeLabel,
 )
-from duckgraph.core.domain.search_options import CALLER_LIMITS
+from duckgraph.core.domain.limits import MAX_RELATIONS_OFFSET
 from duckgraph.core.mcp.progress import progress_reporter
 from duckgraph.core.mcp.tools.common import (
     ADDITIVE,
@@ -50,6 +50,7 @@ from duckgraph.core.mcp.tools.common import (
     kb_of,
     titled,
     with_text,
+    within,
 )
 
 
@@ -97,11 +98,11 @@ def register_graphrag_tools(server: MCPServer) -> None:
     async def search(
         ctx: Context,
         query: Annotated[str, Field(min_length=1, max_length=2_000)],
-        k_anchors: Annotated[int, _within("k_anchors")] = 5,
-        hops: Annotated[int, _within("hops")] = 2,
-        max_nodes: Annotated[int, _within("max_nodes")] = 30,
-        max_passages: Annotated[int, _within("max_passages")] = 5,
-        token_budget: Annotated[int, _within("token_budget")] = 2_000,
+        k_anchors: Annotated[int, within("search", "k_anchors")] = 5,
+        hops: Annotated[int, within("search", "hops")] = 2,
+        max_nodes: Annotated[int, within("search", "max_nodes")] = 30,
+        max_passages: Annotated[int, within("search", "max_passages")] = 5,
+        token_budget: Annotated[int, within("search", "token_budget")] = 2_000,
         namespace: NamespaceArg = None,
         as_of: Annotated[Moment | None, Field(description="Facts valid then, no later passages (default now).")] = None,
         include_history: Annotated[bool, Field(description="Add ended facts.")] = False,
@@ -122,11 +123,15 @@ def register_graphrag_tools(server: MCPServer) -> None:
     async def get_entities(
         ctx: Context, names: Annotated[list[EntityName], Field(min_length=1, max_length=100)],
         namespace: NamespaceArg = None,
+        relations_offset: Annotated[int, Field(ge=0, le=MAX_RELATIONS_OFFSET, description=(
+            "Skip this many of each entity's relations (strongest first): next_relations_offset of a truncated "
+            "answer."))] = 0,
     ) -> EntitiesResult:
         """Read all that is stored about entities named exactly (or by alias): description, aliases, properties,
-        observations, relations."""
+        observations, relations (50 at a time)."""
         kb = kb_of(ctx)
-        entities, missing = await call(kb.curation.get_entities, names, await call_namespace(ctx, namespace))
+        entities, missing = await call(kb.curation.get_entities, names, await call_namespace(ctx, namespace),
+                                       relations_offset=relations_offset)
         return EntitiesResult(entities=entities, not_found=missing)
 
     @server.tool(title="Update entity", annotations=titled(DESTRUCTIVE, "Update entity"))
@@ -195,14 +200,9 @@ def register_graphrag_tools(server: MCPServer) -> None:
     @server.tool(title="Recent changes", annotations=titled(READ_ONLY, "Recent changes"))
     async def recent_changes(
         ctx: Context, since: Moment | None = None, until: Moment | None = None,
-        limit: Annotated[int, Field(ge=1, le=1_000)] = 50, namespace: NamespaceArg = None,
+        limit: Annotated[int, within("recent_changes", "limit")] = 50, namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, ChangesResult]:
         """What was written, newest first: entities, facts added or ended, documents."""
         result = await call(kb_of(ctx).recent_changes, since=since, until=until, limit=limit,
                              namespace=await call_namespace(ctx, namespace))
         return with_text(result, result.text)
-
-
-def _within(name: str) -> object:
-    low, high = CALLER_LIMITS[name]
-    return Field(ge=low, le=high)

@@ -2,7 +2,7 @@
 // #/entity?name=, #/community?id=; each with ns= for a namespace other than the default), each drawn from the JSON
 // API of core/ui/app.py, and the curation actions of an entity's page.
 
-import { clear, h, marked, typeBadge } from "./dom.js";
+import { append, clear, h, marked, typeBadge } from "./dom.js";
 import { drawGraph } from "./graph.js";
 import { ask, confirmAction, editEntity } from "./curate.js";
 
@@ -358,8 +358,7 @@ async function showEntity(name, live) {
         h("section", {}, h("h2", {}, `Observations (${entity.observations.length})`),
           entity.observations.length ? h("ul", { class: "observations" }, entity.observations.map((o) => h("li", {}, o)))
             : h("p", { class: "muted" }, "none")),
-        h("section", { id: "relations" }, h("h2", {}, `Relations (${entity.relations.length}${entity.relations_truncated ? "+" : ""})`),
-          relationsTable(entity)),
+        relationsSection(entity),
         h("section", { id: "entity-passages" }, h("h2", {}, `Passages that mention it (${passages.passages.length}${passages.truncated ? "+" : ""})`),
           passages.passages.length ? passages.passages.map((p) => passage(p, passages.words)) : h("p", { class: "muted" }, "none"))),
       h("div", {}, h("h2", {}, "Neighbours"), canvas))));
@@ -372,10 +371,25 @@ function holdsNow(relation) {
   return !ended(relation) && !(relation.valid_from && instant(relation.valid_from) > Date.now());
 }
 
-function relationsTable(entity) {
-  if (!entity.relations.length) return h("p", { class: "muted" }, "none");
+// The tool lists 50 relations at a time, strongest first; "More relations" appends the next ones.
+function relationsSection(entity) {
+  const heading = h("h2", {});
+  const table = h("table", { class: "relations" });
+  const more = h("button", { type: "button", id: "more-relations" }, "More relations");
+  const show = (relations, next) => {
+    append(table, relations.map((r) => relationRow(entity, r)));
+    clear(heading, `Relations (${table.rows.length}${next == null ? "" : "+"})`);
+    more.hidden = next == null;
+    more.onclick = () => act(() => callTool("get_entities", { names: [entity.name], relations_offset: next }),
+      (result) => { const found = result.entities[0]; if (found) show(found.relations, found.next_relations_offset); });
+  };
+  show(entity.relations, entity.next_relations_offset);
+  return h("section", { id: "relations" }, heading, entity.relations.length ? [table, more] : h("p", { class: "muted" }, "none"));
+}
+
+function relationRow(entity, r) {
   const canEnd = available("end_relations");
-  return h("table", { class: "relations" }, entity.relations.map((r) => h("tr", { class: ended(r) ? "relation ended" : "relation" },
+  return h("tr", { class: ended(r) ? "relation ended" : "relation" },
     h("td", {}, r.source === entity.name ? h("strong", {}, r.source) : entityLink(r.source)),
     h("td", {}, h("code", {}, r.type)),
     h("td", {}, r.target === entity.name ? h("strong", {}, r.target) : entityLink(r.target)),
@@ -384,7 +398,7 @@ function relationsTable(entity) {
       canEnd && !r.valid_until ? h("button", { type: "button", class: "end-relation", onclick: () => endRelation(entity, r) }, "End") : null,
       holdsNow(r) ? h("button", { type: "button", class: "danger delete-relation", onclick: () => deleteRelation(entity, r) }, "Delete")
         : h("span", { class: "muted no-delete", title: "Only a relation that holds now can be deleted: the tool names a " +
-          "relation by its ends and type, not by its period." }, ended(r) ? "history" : "not begun")))));
+          "relation by its ends and type, not by its period." }, ended(r) ? "history" : "not begun")));
 }
 
 // -- curation: each through its MCP tool, then the page again ----------------------------------------------
