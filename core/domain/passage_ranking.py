@@ -65,7 +65,9 @@ def rank_passages(
         best_fact = max(node_seeds.values(), default=max(direct.values()))
     top_similarity = max(direct.values())
     direct = _with_keywords(store, query_text, query, direct, keyword_chunks, namespace, options)
-    top_direct = max(direct.values())
+    # Seeds are shares of the best passage's score; with none above 0 (an embedder whose vectors are orthogonal
+    # to the query's, a hashing one) every seed is 0 whatever it is divided by.
+    top_direct = max(direct.values()) if max(direct.values()) > 0 else 1.0
     chunk_seeds = {c: options.passage_seed_weight * max(s, 0.0) / top_direct for c, s in direct.items()}
     node_seeds = _with_name_parts(store, node_seeds, namespace)
     chunk_ids, scores = _walk_with_bridges(store, node_seeds, chunk_seeds, {n.id for n in named}, best_fact,
@@ -174,7 +176,7 @@ def _with_feedback(
     echoed = store.keyword_scores(
         "chunk", " ".join(passage_text(titles.get(c.document_id, ""), c.text, c.section) for c in chunks), unlinked,
         namespace)
-    top_found, top_echoed = max(found.values()), max(echoed.values(), default=0.0) or 1.0
+    top_found, top_echoed = max(found.values(), default=0.0) or 1.0, max(echoed.values(), default=0.0) or 1.0
     words = {i: found.get(i, 0.0) / top_found + options.feedback_keyword_weight * echoed.get(i, 0.0) / top_echoed
              for i in unlinked}
     lift = options.keyword_weight * max(float(cosine.max()), 0.0) / (max(words.values()) or 1.0)
