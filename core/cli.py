@@ -604,8 +604,10 @@ def _import(args: argparse.Namespace) -> int:
               f"relations created, {summary.edges_updated} updated ({summary.edges_unchanged} unchanged), "
               f"{summary.mentions_added + summary.evidence_added} provenance links added")
     for name in summary.placeholders:
-        print(f"duckgraph: created {name!r} as an entity of type 'unknown': a relation names it and the file has no "
-              "such entity", file=sys.stderr)
+        print(f"duckgraph: created {name!r} as an entity of type 'unknown': a relation names it, and neither the "
+              "file nor the knowledge base has such an entity", file=sys.stderr)
+    for reason in summary.partly_imported:
+        print(f"duckgraph: imported in part {reason}", file=sys.stderr)
     for reason in summary.skipped:
         print(f"duckgraph: skipped {reason}", file=sys.stderr)
     return 0

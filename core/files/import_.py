@@ -16,13 +16,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from duckgraph.core.domain.communities.transfer import CarriedReport
 from duckgraph.core.domain.communities.transfer import restore as restore_reports
 from duckgraph.core.domain.ingest import Progress, embed_in_batches
 from duckgraph.core.domain.limits import MAX_OBSERVATIONS
-from duckgraph.core.domain.model import MemoryEntityInput, RelationInput
+from duckgraph.core.domain.model import MemoryEntityInput, RelationInput, StoredObservation
 from duckgraph.core.domain.memory_server import ORIGINAL_TYPE, PLACEHOLDER_TYPE, placeholders
 from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.core.domain.texts import edge_text, node_text, passage_text
@@ -40,6 +40,7 @@ from duckgraph.core.files.jsonl_format import (
     NodeLine,
 )
 from duckgraph.core.files.spill import SpilledMap
+from duckgraph.core.mcp.argument_errors import readable
 from duckgraph.ports import (
     ChunkRecord,
     DocumentRecord,
@@ -82,6 +83,11 @@ class ImportSummary(BaseModel):
     community_reports_restored: int = 0
     texts_embedded: int = 0
     skipped: list[str] = Field(default_factory=list, description="Lines left out, and why.")
+    partly_imported: list[str] = Field(
+        default_factory=list,
+        description="Lines of a memory server file imported in part: what was left out (observations over a limit, "
+                    "a type the tools refuse), by line and position, and why.",
+    )
     placeholders: list[str] = Field(
         default_factory=list,
         description=f"Entities created with type {PLACEHOLDER_TYPE!r} for the missing end of a relation of a memory "
@@ -153,11 +159,6 @@ def _compact(line: Line) -> Line:
 
         line.embedding = np.asarray(values, dtype=np.float32)  # type: ignore[attr-defined]
     return line
-
-
-def validation_problems(exc: ValidationError) -> str:
-    """A validation error in one line, each problem as `field: message`, as the tools word them."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'line'}: {e['msg']}" for e in exc.errors())
 
 
 def _add_written(summary: ImportSummary, written: WriteSummary) -> None:
@@ -276,11 +277,18 @@ class _NativeImport(_Import):
             try:
                 line = model.model_validate(obj)
             except ValidationError as exc:
-                raise self._fail(number, f"invalid {kind} line: {validation_problems(exc)}") from exc
+                raise self._fail(number, f"invalid {kind} line: {readable(exc)}") from exc
             if getattr(line, "embedding", None) is not None and not self.reembed and not self.embedder_checked:
                 self._check_embedder()
             if self.into is not None and not isinstance(line, MetaLine):
                 self._move(number, line)
+            elif line.namespace is not None:
+                # As the tools check it: a namespace no tool or command can name would hold data out of reach.
+                try:
+                    check_namespace(line.namespace)
+                except InvalidInputError as exc:
+                    raise self._fail(number, f"{exc}; nothing was imported: fix the line, or import with "
+                                             "--namespace NAME to put every line into NAME") from None
             yield number, _compact(line)
 
     def _move(self, number: int, line: Line) -> None:
@@ -611,39 +619,109 @@ class _NativeImport(_Import):
         return found
 
 
+#: One observation, checked as the memory tools check each one of an entity.
+_OBSERVATION: TypeAdapter[str] = TypeAdapter(StoredObservation)
+
+
+@dataclass
+class _FileEntity:
+    """An entity of a memory server file, as its first line names and types it, with the observations of all its
+    lines in file order, each with where it is: (line number, position in that line's list, from 1)."""
+
+    name: str
+    type: str
+    observations: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+def _observations(positions: list[int]) -> str:
+    """Positions in a line's list of observations, in words: "observation 2", "observations 3, 7 and 201 to 230"."""
+    runs: list[list[int]] = []
+    for position in sorted(positions):
+        if runs and position == runs[-1][1] + 1:
+            runs[-1][1] = position
+        else:
+            runs.append([position, position])
+    parts = [str(a) if a == b else f"{a} to {b}" for a, b in runs]
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return f"observation{'s' if len(positions) > 1 else ''} {listed}"
+
+
+def _by_line(reasons: list[str]) -> None:
+    """Sort reasons ("line 12: ...") by their line number."""
+    reasons.sort(key=lambda reason: int(reason.split(":")[0].removeprefix("line ")))
+
+
 class _MemoryImport(_Import):
     """The reference memory server's file: entities become nodes with their observations, relations edges.
 
     As in the reference, lines of another type are skipped, and so are relations of an entity with itself, each
     reported in `skipped`. The end of a relation that is no entity (in the file or stored) is created as an
     entity of type 'unknown', as create_relations does, and listed in `placeholders`.
+
+    The reference has no limits, so a long-lived file may break one of the tools' (an entity with more observations
+    than an entity holds, one observation too long). Such an entity is kept, never dropped for it: it gets every
+    observation that fits, and what is left out is listed, by line and position, in `partly_imported`.
     """
+
+    def _entity(self, number: int, obj: dict[str, Any], summary: ImportSummary
+                ) -> tuple[str, str, list[tuple[str, int]]] | None:
+        """The line's name, type and (observation, position) pairs, checked as create_entities checks them; None
+        for a line without a valid name (a relation naming it is refused by the same check)."""
+        try:
+            entity = MemoryEntityInput.model_validate(obj)
+            return entity.name, entity.entityType, [(text, i) for i, text in enumerate(entity.observations, 1)]
+        except ValidationError:
+            pass  # keep what the tools would take, and say what is left out
+        notes: list[str] = []
+        try:
+            head = MemoryEntityInput.model_validate({**obj, "observations": []})
+        except ValidationError as exc:
+            if any(error["loc"][:1] == ("name",) for error in exc.errors()):
+                summary.skipped.append(f"line {number}: invalid entity: {readable(exc)}")
+                return None
+            # No type the tools take (blank, too long): 'unknown', the type of an entity created without one,
+            # which create_entities later fills in.
+            notes.append(f"{readable(exc)}; imported with entityType {PLACEHOLDER_TYPE!r}")
+            head = MemoryEntityInput.model_validate({**obj, "entityType": PLACEHOLDER_TYPE, "observations": []})
+        given = obj.get("observations")
+        kept: list[tuple[str, int]] = []
+        if isinstance(given, list):
+            refused: dict[str, list[int]] = {}
+            for position, text in enumerate(given, 1):
+                try:
+                    kept.append((_OBSERVATION.validate_python(text), position))
+                except ValidationError as exc:
+                    refused.setdefault(readable(exc), []).append(position)
+            notes += [f"{_observations(positions)} left out: {reason}" for reason, positions in refused.items()]
+        else:
+            try:
+                MemoryEntityInput.model_validate({**obj, "entityType": head.entityType})
+            except ValidationError as exc:
+                notes.append(f"{readable(exc)}; imported without observations")
+        summary.partly_imported += [f"line {number}: entity {head.name!r}: {note}" for note in notes]
+        return head.name, head.entityType, kept
 
     def run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
         summary = ImportSummary(format="memory")
-        entities: dict[str, tuple[str, str, list[str]]] = {}  # key -> (name, type, observations)
+        entities: dict[str, _FileEntity] = {}  # by key
         relations: list[tuple[int, str, str, str]] = []
         for number, obj in objects:
             kind = obj.get("type")
             if kind == "entity":
-                # Checked as create_entities checks its entities: the same names, sizes and characters.
-                try:
-                    entity = MemoryEntityInput.model_validate(obj)
-                except ValidationError as exc:
-                    summary.skipped.append(f"line {number}: invalid entity: {validation_problems(exc)}")
+                read = self._entity(number, obj, summary)
+                if read is None:
                     continue
-                key = entity_key(entity.name)
-                if key in entities:  # "Alice" and "alice" are one entity in duckgraph
-                    first, _, known = entities[key]
-                    entities[key] = (first, entity.entityType,
-                                     list(dict.fromkeys([*known, *entity.observations])))
-                else:
-                    entities[key] = (entity.name, entity.entityType, list(dict.fromkeys(entity.observations)))
+                name, entity_type, texts = read
+                # "Alice" and "alice" are one entity in duckgraph: the first line's name and type are kept, as
+                # create_entities keeps them, and the observations of both gathered.
+                entity = entities.setdefault(entity_key(name), _FileEntity(name, entity_type))
+                for text, position in texts:
+                    entity.observations.setdefault(text, (number, position))
             elif kind == "relation":
                 try:
                     relation = RelationInput.model_validate(obj)
                 except ValidationError as exc:
-                    summary.skipped.append(f"line {number}: invalid relation: {validation_problems(exc)}")
+                    summary.skipped.append(f"line {number}: invalid relation: {readable(exc)}")
                     continue
                 relations.append((number, relation.from_, relation.to, relation.relationType))
             else:
@@ -656,29 +734,32 @@ class _MemoryImport(_Import):
             existing = self._existing_nodes({namespace: set(entities)})
             stored = {key: node for (_, key), node in existing.items()}
             observations = self.store.get_observations([n.id for n in stored.values()])
-            for key, (name, entity_type, texts) in entities.items():
+            for key, entity in entities.items():
                 old = stored.get(key)
-                merged = list(dict.fromkeys([*observations.get(old.id, []), *texts])) if old else texts
-                if len(merged) > MAX_OBSERVATIONS:  # as create_entities and add_observations refuse it
-                    raise InvalidInputError(f"{self.source}: {name!r} would have {len(merged)} observations; the "
-                                            f"limit is {MAX_OBSERVATIONS}")
+                before = observations.get(old.id, []) if old else []
+                known = set(before)
+                new = [text for text in entity.observations if text not in known]
+                room = max(0, MAX_OBSERVATIONS - len(before))
+                self._left_out(entity, new[room:], len(before), room, summary)
+                merged = [*before, *new[:room]]
                 if old is None:
-                    record = NodeRecord(namespace=namespace, key=key, name=name, type=entity_type,
-                                        observations=tuple(texts), created_at=now, updated_at=now)
-                    plan.to_embed.append((record, node_text(record, texts)))
+                    record = NodeRecord(namespace=namespace, key=key, name=entity.name, type=entity.type,
+                                        observations=tuple(merged), created_at=now, updated_at=now)
+                    plan.to_embed.append((record, node_text(record, merged)))
                     plan.snapshot.nodes.append(record)
                     continue
-                # A stored entity keeps its fields; the file's observations are added to it.
-                before = observations.get(old.id, [])
-                if merged == before:
+                # A stored entity keeps its fields and gains the file's observations; a placeholder (made for the
+                # end of a relation) takes the file's type, as create_entities fills one in.
+                kind = entity.type if old.type == PLACEHOLDER_TYPE else old.type
+                if merged == before and kind == old.type:
                     summary.nodes_unchanged += 1
                     continue
-                record = replace(old, observations=tuple(merged), updated_at=now, embedding=None)
+                record = replace(old, type=kind, observations=tuple(merged), updated_at=now, embedding=None)
                 if node_text(record, merged) != node_text(old, before):
                     plan.to_embed.append((record, node_text(record, merged)))
                 plan.snapshot.nodes.append(record)
 
-            names = {key: name for key, (name, _, _) in entities.items()}
+            names = {key: entity.name for key, entity in entities.items()}
             names.update({key: node.name for key, node in stored.items()})
             unresolved = {n for _, source, target, _ in relations for n in (source, target)
                           if entity_key(n) not in names}
@@ -727,5 +808,20 @@ class _MemoryImport(_Import):
                     plan.to_embed.append((record, node_text(record, [])))
                     plan.snapshot.nodes.append(record)
                     summary.placeholders.append(record.name)
-            summary.skipped.sort(key=lambda reason: int(reason.split(":")[0].removeprefix("line ")))
+            _by_line(summary.skipped)
+            _by_line(summary.partly_imported)
             return self._embed_and_restore(writer, plan, summary)
+
+    @staticmethod
+    def _left_out(entity: _FileEntity, texts: list[str], stored: int, room: int, summary: ImportSummary) -> None:
+        """Report the file's observations of `entity` over the count limit (`texts`), line by line."""
+        lines: dict[int, list[int]] = {}
+        for text in texts:
+            number, position = entity.observations[text]
+            lines.setdefault(number, []).append(position)
+        held = f"{stored:,} are stored, {room:,} of the file's new ones imported" if stored \
+            else f"the file's first {room:,} imported"
+        for number, positions in lines.items():
+            summary.partly_imported.append(
+                f"line {number}: entity {entity.name!r}: {_observations(positions)} left out: an entity may have at "
+                f"most {MAX_OBSERVATIONS:,} observations ({held})")

@@ -24,10 +24,10 @@ them so) is read as UTC, one with another zone converted to it.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from duckgraph.core.domain.limits import MAX_OBSERVATIONS, MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.core.domain.model import (
@@ -41,6 +41,7 @@ from duckgraph.core.domain.model import (
     TypeLabel,
     Weight,
 )
+from duckgraph.core.domain.moments import check_period, naive_utc
 
 FORMAT = "duckgraph"
 FORMAT_VERSION = 1
@@ -48,16 +49,17 @@ FORMAT_VERSION = 1
 
 def _utc(value: datetime | None) -> datetime | None:
     """Times are stored as naive UTC; an aware time is converted."""
-    if value is not None and value.tzinfo is not None:
-        return value.astimezone(timezone.utc).replace(tzinfo=None)
-    return value
+    return None if value is None else naive_utc(value)  # a ValueError for a moment outside years 1 to 9999 in UTC
 
 
 class Line(BaseModel):
-    """A line of the file; one without a namespace goes to the importing knowledge base's."""
+    """A line of the file; one without a namespace goes to the importing knowledge base's.
+
+    The namespace is checked by the importer with the tools' check_namespace, unless the import puts every line
+    into one namespace of its own (`--namespace`): then the file's is replaced, valid or not."""
 
     model_config = ConfigDict(extra="forbid")
-    namespace: str | None = Field(None, min_length=1, max_length=200)
+    namespace: str | None = None
 
     @field_validator("created_at", "updated_at", "valid_from", "valid_until", "time", mode="after",
                      check_fields=False)
@@ -132,6 +134,13 @@ class EdgeLine(Line):
     updated_at: datetime | None = None
     by_hand: bool = False
     embedding: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _period(self) -> EdgeLine:
+        # As add_knowledge_graph refuses it: a period that ends before it starts would be stored and never shown.
+        check_period(self.valid_from, self.valid_until,
+                     f"{self.source or self.source_id} -{self.type}-> {self.target or self.target_id}")
+        return self
 
 
 class MentionLine(Line):

@@ -17,10 +17,11 @@ from pydantic import ValidationError
 from duckgraph.core.cli import main
 from duckgraph.core.domain import memory_server as memory_compat
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.core.domain.limits import MAX_OBSERVATION_CHARS
+from duckgraph.core.domain.limits import MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, MemoryEntityInput, NodeInput, ObservationAddition
 from duckgraph.core.files.export import export_jsonl
-from duckgraph.core.files.import_ import import_lines, validation_problems
+from duckgraph.core.files.import_ import import_lines
+from duckgraph.core.mcp.argument_errors import readable
 from duckgraph.core.terminal import escape_controls
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import InvalidInputError, StoreError
@@ -33,18 +34,18 @@ EDGE = {"source": "Alice", "target": "Bob", "type": "KNOWS"}
 REFUSED = [
     pytest.param(NodeInput, {**NODE, "properties": {"score": math.nan}}, "no NaN", id="nan-in-properties"),
     pytest.param(NodeInput, {**NODE, "properties": {"score": math.inf}}, "no NaN", id="infinity-in-properties"),
-    pytest.param(NodeInput, {**NODE, "description": "x" * 100_000}, "at most 4000 characters",
+    pytest.param(NodeInput, {**NODE, "description": "x" * 100_000}, "at most 4,000 characters",
                  id="100k-description"),
     pytest.param(NodeInput, {**NODE, "description": "clear \x1b[2J screen"}, "control characters",
                  id="escape-in-description"),
-    pytest.param(NodeInput, {**NODE, "observations": ["o" * (MAX_OBSERVATION_CHARS + 1)]}, "at most 4000 characters",
+    pytest.param(NodeInput, {**NODE, "observations": ["o" * (MAX_OBSERVATION_CHARS + 1)]}, "at most 4,000 characters",
                  id="long-observation"),
     pytest.param(NodeInput, {**NODE, "observations": ["bad\x00"]}, "control characters", id="nul-in-observation"),
-    pytest.param(NodeInput, {"name": "\u200b\u202e ", "type": "Person"}, "at least 1 character",
+    pytest.param(NodeInput, {"name": "\u200b\u202e ", "type": "Person"}, "must not be empty",
                  id="name-of-invisible-characters"),
     pytest.param(NodeInput, {"name": "a" * 301, "type": "Person"}, "at most 300 characters", id="long-name"),
     pytest.param(EdgeInput, {**EDGE, "weight": math.nan}, "finite number", id="nan-weight"),
-    pytest.param(EdgeInput, {**EDGE, "weight": 2_000_000}, "less than or equal to 1000000", id="huge-weight"),
+    pytest.param(EdgeInput, {**EDGE, "weight": 2_000_000}, "must be at most 1000000", id="huge-weight"),
     pytest.param(EdgeInput, {**EDGE, "properties": {"w": -math.inf}}, "no NaN", id="infinity-in-edge-properties"),
     pytest.param(DocumentInput, {"id": "d", "text": "x", "metadata": {"n": math.nan}}, "no NaN",
                  id="nan-in-metadata"),
@@ -67,7 +68,7 @@ def native_lines(model: type, arguments: dict) -> list[str]:
 def tool_error(model: type, arguments: dict) -> str:
     with pytest.raises(ValidationError) as caught:
         model.model_validate(arguments)
-    return validation_problems(caught.value)
+    return readable(caught.value)  # as the tools word it (core/mcp/server.py)
 
 
 @pytest.mark.parametrize(("model", "arguments", "fragment"), REFUSED)
@@ -126,13 +127,16 @@ def test_import_trims_names_as_the_tools_do(tmp_path):
 def test_observations_are_capped_in_the_memory_tools_and_in_memory_files(tmp_path):
     long = "o" * (MAX_OBSERVATION_CHARS + 1)
     expected = tool_error(MemoryEntityInput, {"name": "Alice", "entityType": "Person", "observations": [long]})
-    assert "observations.0: String should have at most 4000 characters" in expected
-    assert "at most 4000 characters" in tool_error(ObservationAddition, {"entityName": "Alice", "contents": [long]})
+    assert expected == "observations[0]: may have at most 4,000 characters (this one has 4,001)"
+    assert "at most 4,000 characters" in tool_error(ObservationAddition, {"entityName": "Alice", "contents": [long]})
     kb = open_kb(tmp_path / "kb.duckdb")
     lines = [json.dumps({"type": "entity", "name": "Alice", "entityType": "Person", "observations": [long]}) + "\n",
              json.dumps({"type": "entity", "name": "Bob", "entityType": "Person", "observations": ["ok"]}) + "\n"]
     summary = import_lines(kb, lines)
-    assert summary.nodes_created == 1 and summary.skipped == [f"line 1: invalid entity: {expected}"]
+    # The observation is left out with the tool's reason; the entity is kept (docs/export-import.md).
+    reason = expected.removeprefix("observations[0]: ")
+    assert summary.nodes_created == 2 and summary.skipped == []
+    assert summary.partly_imported == [f"line 1: entity 'Alice': observation 1 left out: {reason}"]
     # At the limit, the memory tool stores it.
     memory_compat.create_entities(kb, [MemoryEntityInput(name="Carol", entityType="Person",
                                                          observations=["o" * MAX_OBSERVATION_CHARS])])
@@ -143,11 +147,12 @@ def test_observations_are_capped_in_the_memory_tools_and_in_memory_files(tmp_pat
 
 def test_an_import_that_would_pass_the_observation_count_is_refused(tmp_path):
     kb = open_kb(tmp_path / "kb.duckdb")
-    kb.add_knowledge_graph([NodeInput(name="Alice", type="Person", observations=[f"old {i}" for i in range(150)])],
+    kb.add_knowledge_graph([NodeInput(name="Alice", type="Person", observations=[f"old {i}" for i in range(MAX_OBSERVATIONS - 50)])],
                            [])
     lines = [json.dumps({"kind": "node", "name": "Alice", "type": "Person",
                          "observations": [f"new {i}" for i in range(100)]}) + "\n"]
-    with pytest.raises(InvalidInputError, match="'Alice' would have 250 observations; the limit is 200"):
+    with pytest.raises(InvalidInputError, match=f"'Alice' would have {MAX_OBSERVATIONS + 50} observations; "
+                                                f"the limit is {MAX_OBSERVATIONS}"):
         import_lines(kb, lines)
     kb.close()
 
