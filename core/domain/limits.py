@@ -5,9 +5,12 @@ import json
 from typing import Any
 
 MAX_DESCRIPTION_CHARS = 4_000
-MAX_OBSERVATIONS = 200
+#: What one entity holds: enough for a long-lived one (the reference memory server's prompt keeps everything it
+#: learns about the user as observations of `default_user`). Search shows an entity's 20 observations most
+#: relevant to the query, get_entities all of them.
+MAX_OBSERVATIONS = 1_000
 #: One observation is a short fact: as long as a description at most, so that an entity stays readable (open_nodes
-#: and search return its observations) and 200 of them stay under a megabyte.
+#: and search return its observations).
 MAX_OBSERVATION_CHARS = 4_000
 MAX_PROPERTIES_BYTES = 16_384
 #: A community report's title and summary, however they are written (the host's tool, a model, an import).

@@ -11,8 +11,8 @@ edges. Where duckgraph's model differs, the difference is deliberate and small:
 - Relations join entities: an end that does not exist is created as an entity of type 'unknown' (the reference
   stores such a relation dangling), and a relation whose ends are one entity is not stored; both are reported in
   the relation's `note`.
-- search_nodes returns what the reference's substring match returns, ranked by duckgraph's search, plus the
-  entities that search finds by meaning; read_graph is paginated.
+- search_nodes returns what the reference's substring match returns first, then the entities duckgraph's search
+  finds relevant by meaning (its anchors, not the neighbours it walks to); read_graph is paginated.
 
 Results have the reference's shape; the few extra fields are optional and only present when they say something.
 """
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from duckgraph.core.domain.limits import MAX_OBSERVATIONS
+from duckgraph.core.domain.limits import MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.model import (
     AddedObservations,
     CreatedEntity,
@@ -34,9 +34,9 @@ from duckgraph.core.domain.model import (
     MemoryRelation,
     ObservationAddition,
     ObservationDeletion,
-    ObservationResult,
     ObservationsDeleted,
     RelationInput,
+    RemovedObservations,
 )
 from duckgraph.ports import (
     EdgeRecord,
@@ -54,7 +54,8 @@ if TYPE_CHECKING:
 
 #: Edge property holding the relation type as the caller spelt it ("works at"; the edge type is WORKS_AT).
 ORIGINAL_TYPE = "relationType"
-#: The type of an entity create_relations made for an end that did not exist (see create_relations).
+#: The type of an entity create_relations made for an end that did not exist (see create_relations and
+#: `_is_placeholder`: a user's own entity may have this type too).
 PLACEHOLDER_TYPE = "unknown"
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1_000
@@ -73,7 +74,7 @@ def create_entities(
     An entity named exactly as a stored one is skipped, as in the reference. One named as a stored (or earlier
     in the call) entity but for case or spacing is one entity in duckgraph, where the reference keeps two: its
     observations are added to the existing entity and it is returned with `merged_into`, so nothing the caller
-    sent is lost. A placeholder (entityType 'unknown', made by create_relations for a missing end) is filled in:
+    sent is lost. A placeholder (made by create_relations for a missing end, see `_is_placeholder`) is filled in:
     it takes the given type and observations, and counts as created.
     """
     namespace = kb.resolve_namespace(namespace)
@@ -81,6 +82,7 @@ def create_entities(
         keys = [entity_key(e.name) for e in entities]
         stored = {n.key: n for n in kb.store.find_nodes(namespace, keys) if n.key in keys}
         texts = {r.id: list(t) for r, t in zip(stored.values(), _stored_observations(kb, stored.values()))}
+        by_hand = kb.store.written_by_hand("node", [r.id for r in stored.values()])
         changed: dict[str, NodeRecord] = {}
         fresh: set[str] = set()  # keys created (or placeholders filled) by this call
         results: list[CreatedEntity] = []
@@ -94,10 +96,10 @@ def create_entities(
                 results.append(CreatedEntity(name=entity.name, entityType=entity.entityType, observations=given))
                 continue
             exact = record.name == entity.name
-            placeholder = key not in fresh and record.type == PLACEHOLDER_TYPE
+            current = list(record.observations) if record.observations is not None else texts[record.id]
+            placeholder = key not in fresh and _is_placeholder(record, current, by_hand)
             if exact and key not in fresh and not placeholder:
                 continue  # the reference's rule for a stored name
-            current = list(record.observations) if record.observations is not None else texts[record.id]
             added = [t for t in given if t not in current]
             kind = entity.entityType if placeholder else record.type
             changed[key] = replace(record, type=kind, observations=tuple([*current, *added]), source_ids=(),
@@ -166,6 +168,14 @@ def create_relations(
             kb.embed_records(namespace, nodes, edges=writes, names={n.key: n.name for n in ends.values()})
             writer.commit(WriteBatch(nodes=nodes, edges=writes))
     return results
+
+
+def _is_placeholder(record: NodeRecord, observations: Sequence[str], by_hand: set[int]) -> bool:
+    """Whether a stored entity is still the placeholder create_relations made: type 'unknown' and nothing written
+    about it since. An entity written by hand (create_entities, add_observations) is the user's own, even of type
+    'unknown' and empty: create_entities skips it as the reference skips any stored name."""
+    return (record.type == PLACEHOLDER_TYPE and not observations and not record.description
+            and record.id not in by_hand)
 
 
 def placeholders(kb: KnowledgeBase, missing: Sequence[str], namespace: str) -> dict[str, NodeRecord]:
@@ -249,7 +259,7 @@ def delete_observations(
     names = {r.id: r.name for r in found.values()}
     return ObservationsDeleted(
         success=True, message="Observations deleted successfully",
-        removed=[ObservationResult(entity=names[i], removed=texts) for i, texts in removed.items() if texts],
+        removed=[RemovedObservations(entity=names[i], removed=texts) for i, texts in removed.items() if texts],
         not_found=list(dict.fromkeys(missing)),
     )
 
@@ -305,17 +315,23 @@ def read_graph(
 
 def search_nodes(kb: KnowledgeBase, query: str, *, namespace: str | None = None) -> MemoryGraph:
     """Every entity the reference's match finds (the query inside the name, type or an observation, ignoring
-    case) and the entities duckgraph's search finds above its relevance floor (anchor & expand), with every
-    relation that has an end among them, as in the reference.
+    case), then the entities duckgraph's search finds relevant by meaning themselves (its anchors, above the
+    relevance floor; not the neighbours it walks to, which are shown through the relations), with every relation
+    that has an end among them, as in the reference.
 
-    The search's entities come first, best first; the entities only the substring match finds follow in creation
-    order. Nothing matches: nothing is returned. An empty query matches every entity, as in the reference.
+    The substring matches come first, those the search ranks best first, the others in creation order; then the
+    search's other anchors, best first. Nothing matches: nothing is returned. An empty query matches every
+    entity, as in the reference; one longer than any observation may be is inside no entity and matches nothing.
     """
     namespace = kb.resolve_namespace(namespace)
     kb.open()
-    ranked = [n.id for n in kb.search(query, namespace=namespace, max_passages=0).nodes] if query.strip() else []
+    if len(query) > MAX_OBSERVATION_CHARS:  # names and types are shorter still: nothing can hold it
+        return MemoryGraph(entities=[], relations=[])
+    found = kb.search(query, namespace=namespace, max_passages=0) if query.strip() else None
+    rank = {n.id: i for i, n in enumerate(found.nodes)} if found else {}
     matched = kb.store.nodes_containing(namespace, query, limit=MAX_PAGE_SIZE + 1)
-    ids = list(dict.fromkeys([*ranked, *matched[:MAX_PAGE_SIZE]]))
+    substring = sorted(matched[:MAX_PAGE_SIZE], key=lambda i: rank.get(i, len(rank)))  # stable: creation order
+    ids = list(dict.fromkeys([*substring, *(n.id for n in found.anchors)] if found else substring))
     records = {r.id: r for r in kb.store.get_nodes(ids)}
     edges = kb.store.neighbors(ids, namespace, limit=MAX_RELATIONS + 1)
     graph = _graph(kb, [records[i] for i in ids if i in records], edges[:MAX_RELATIONS])

@@ -455,6 +455,11 @@ class ObservationAddition(_Model):
         max_length=MAX_OBSERVATIONS, description="An array of observation contents to add")
 
 
+#: A name open_nodes and delete_entities look up: blank allowed, as in the reference (no entity has that name, so
+#: it is skipped or reported not found, rather than failing the whole call).
+LookupName = Annotated[str, StringConstraints(max_length=300)]
+
+
 class ObservationDeletion(_Model):
     model_config = ConfigDict(extra="ignore")
     entityName: Name = Field(description="The name of the entity containing the observations")  # noqa: N815
@@ -532,12 +537,17 @@ class MemoryDeleteResult(DeletedSummary):
     message: str
 
 
+class RemovedObservations(_Model):
+    entity: str = Field(description="The entity's stored name.")
+    removed: list[str]
+
+
 class ObservationsDeleted(_Model):
     """The reference's {success, message}, with what was removed and the entities that were not found."""
 
     success: bool
     message: str
-    removed: list[ObservationResult] = Field(default_factory=list, description="Per entity, what was removed.")
+    removed: list[RemovedObservations] = Field(default_factory=list, description="Per entity, what was removed.")
     not_found: list[str] = Field(default_factory=list, description="Entity names that match nothing (ignored).")
 
 

@@ -19,6 +19,7 @@ from mcp import Client
 
 from duckgraph.core.bootstrap import Services, bootstrap
 from duckgraph.core.config import load_settings
+from duckgraph.core.domain.limits import MAX_OBSERVATIONS
 from duckgraph.core.domain.model import MAX_NODES_PER_CALL, SearchResult
 from duckgraph.core.plugin_manager import build_plugin_manager
 from duckgraph.core.mcp.server import build_server
@@ -460,10 +461,11 @@ BAD_CALLS = [
     pytest.param("add_knowledge_graph", {"nodes": [{**NEW_NODE, "observations": [""]}]},
                  ["nodes[0].observations[0]: must not be empty"], id="empty-observation"),
     pytest.param("add_knowledge_graph", {"nodes": [{"name": "Vera Rubin", "type": "Person",
-                                                    "observations": [f"fact {i}" for i in range(150)]},
+                                                    "observations": [f"fact {i}" for i in range(MAX_OBSERVATIONS)]},
                                                    {"name": "Vera Rubin", "type": "Person",
-                                                    "observations": [f"other {i}" for i in range(150)]}]},
-                 ["'Vera Rubin' would have 300 observations", "limit is 200"], id="too-many-observations"),
+                                                    "observations": [f"other {i}" for i in range(100)]}]},
+                 [f"'Vera Rubin' would have {MAX_OBSERVATIONS + 100} observations", f"limit is {MAX_OBSERVATIONS}"],
+                 id="too-many-observations"),
 ]
 
 

@@ -21,6 +21,8 @@ from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
 from tests.fakes import HashingEmbedder
 
 RESOURCES = {"duckgraph://stats", "duckgraph://schema"}
+#: The reference memory server's resource, beside its tools (memory and all).
+MEMORY_RESOURCES = {"memory://knowledge-graph"}
 
 
 @pytest.fixture
@@ -53,7 +55,7 @@ async def test_every_tool_set_offers_the_prompt_and_the_resources(tmp_path, db_p
     [argument] = prompts["extract_knowledge"].arguments
     assert argument.name == "text" and argument.required is False
     assert prompts["extract_knowledge"].description
-    assert set(resources) == RESOURCES
+    assert set(resources) == RESOURCES | (MEMORY_RESOURCES if tools != "graphrag" else set())
     for resource in resources.values():
         assert resource.mime_type == "application/json"
         assert resource.description

@@ -75,7 +75,12 @@ SCENARIO: list[tuple[str, dict[str, Any]]] = [
     ("open_nodes", {"names": ["Alice", "Bob"]}),
     ("read_graph", {}),
     ("search_nodes", {"query": "tea"}),
+    # A name no entity has, blank included, is skipped or not found; it does not fail the call.
+    ("open_nodes", {"names": ["Bob", ""]}),
+    ("delete_entities", {"entityNames": [""]}),
 ]
+#: The reference memory server's resource: the whole graph, as read_graph returns it.
+GRAPH_RESOURCE = "memory://knowledge-graph"
 
 
 @dataclass
@@ -99,6 +104,13 @@ async def run_scenario(client: Client) -> list[Step]:
         text = "\n".join(block.text for block in result.content if block.type == "text")
         steps.append(Step(tool, arguments, bool(result.is_error), text, result.structured_content))
     return steps
+
+
+async def read_graph_resource(client: Client) -> dict[str, Any]:
+    """The graph resource as listed and as read after the scenario."""
+    [listed] = [r for r in (await client.list_resources()).resources if str(r.uri) == GRAPH_RESOURCE]
+    [content] = (await client.read_resource(GRAPH_RESOURCE)).contents
+    return {"mime_type": listed.mime_type, "content_mime_type": content.mime_type, "text": content.text}
 
 
 def tool_listing(tools) -> dict[str, dict[str, Any]]:
@@ -130,9 +142,10 @@ def reference(tmp_path_factory) -> dict[str, Any]:
                 assert client.server_info is None or client.server_info.name == "memory-server"
                 tools = tool_listing((await client.list_tools()).tools)
                 steps = await run_scenario(client)
+                resource = await read_graph_resource(client)
             finally:
                 await client.__aexit__(None, None, None)
-        return {"tools": tools, "steps": steps}
+        return {"tools": tools, "steps": steps, "resource": resource}
 
     outcome = anyio.run(session)
     if "unavailable" in outcome:
@@ -170,7 +183,8 @@ def stdio_run(tmp_path_factory) -> dict[str, Any]:
                 assert client.server_info is None or client.server_info.name == "duckgraph"
                 tools = tool_listing((await client.list_tools()).tools)
                 steps = await run_scenario(client)
-        return {"tools": tools, "steps": steps}
+                resource = await read_graph_resource(client)
+        return {"tools": tools, "steps": steps, "resource": resource}
 
     outcome = anyio.run(session)
     errors = stderr_path.read_text(encoding="utf-8")
@@ -242,6 +256,8 @@ def check_expected_content(steps: list[Step]) -> None:
     assert graph["relations"] == [{"from": "Alice", "to": "Acme Corp", "relationType": "works_at"},
                                   {"from": "Alice", "to": "Bob", "relationType": "knows"}]
     assert steps[10].structured["entities"][0]["name"] == "Alice"
+    assert [e["name"] for e in by_index[11]["entities"]] == ["Bob"]
+    assert by_index[12]["success"] and by_index[12]["not_found"] == [""]
 
 
 def resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
@@ -328,21 +344,35 @@ async def test_memory_tools_have_the_reference_names_schemas_and_hints(tmp_path,
 # The reference is asked for only after duckgraph's own answers are checked, so a skip of it still tests them.
 
 
+def assert_same_resource(ours: dict[str, Any], steps: list[Step], theirs: dict[str, Any]) -> None:
+    """The graph resource is read_graph's answer (its text, byte for byte), and the reference's."""
+    assert ours["mime_type"] == ours["content_mime_type"] == "application/json"
+    graph = json.loads(ours["text"])
+    assert_graph_shape(graph)
+    assert ours["text"] == next(s.text for s in steps if s.tool == "read_graph")  # nothing changed it since
+    assert (theirs["mime_type"], theirs["content_mime_type"]) == (ours["mime_type"], ours["content_mime_type"])
+    assert ours["text"] == theirs["text"]
+
+
 def test_in_memory_server_answers_as_the_reference(request, tmp_path, minilm):
     # Not an async test: the module's fixtures run their own event loop (anyio.run) when first asked for.
-    async def session() -> list[Step]:
+    async def session() -> tuple[list[Step], dict[str, Any]]:
         async with Client(build_server(make_services(tmp_path, "memory", minilm))) as client:
-            return await run_scenario(client)
+            return await run_scenario(client), await read_graph_resource(client)
 
-    ours = anyio.run(session)
+    ours, resource = anyio.run(session)
     check_expected_content(ours)
-    assert_same_results(ours, request.getfixturevalue("reference")["steps"])
+    reference = request.getfixturevalue("reference")
+    assert_same_results(ours, reference["steps"])
+    assert_same_resource(resource, ours, reference["resource"])
 
 
 def test_stdio_server_answers_as_the_reference(request, stdio_run):
     assert set(stdio_run["tools"]) == MEMORY_TOOLS
     check_expected_content(stdio_run["steps"])
-    assert_same_results(stdio_run["steps"], request.getfixturevalue("reference")["steps"])
+    reference = request.getfixturevalue("reference")
+    assert_same_results(stdio_run["steps"], reference["steps"])
+    assert_same_resource(stdio_run["resource"], stdio_run["steps"], reference["resource"])
 
 
 # -- what duckgraph adds -------------------------------------------------------------------------------

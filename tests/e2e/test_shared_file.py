@@ -311,6 +311,9 @@ async def test_a_client_with_the_memory_tool_set_and_one_with_another_namespace(
             assert "'Nobody' did not exist" in kept["relations"][0]["note"]
             opened = await call_ok(m, "open_nodes", {"names": ["Ada Lovelace"]})
             assert opened["entities"][0]["observations"] == ["wrote the first program"]
+            # The memory tools' resource is read on the owner too, in the client's namespace.
+            [graph] = (await m.read_resource("memory://knowledge-graph")).contents
+            assert json.loads(graph.text) == await call_ok(m, "read_graph", {"limit": 1_000})
             seen = await call_ok(a, "get_entities", {"names": ["Ada Lovelace"]})
             assert seen["entities"][0]["type"] == "person"
 

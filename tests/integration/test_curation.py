@@ -2,6 +2,7 @@
 
 import pytest
 
+from duckgraph.core.domain.limits import MAX_OBSERVATIONS
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput, RelationRef
 from duckgraph.ports import InvalidInputError, NotFoundError
 
@@ -78,9 +79,11 @@ def test_merge_moves_edges_collapses_duplicates_and_keeps_aliases(kb):
 
 def test_a_merge_or_a_write_that_would_go_over_an_entity_s_limits_is_refused_and_changes_nothing(kb):
     # Each part within the limits, the two together over them: they used to be cut without a word.
-    kb.curation.add_observations("Bob", [f"bob fact {i}" for i in range(150)], NS)
-    kb.curation.add_observations("Robert", [f"robert fact {i}" for i in range(150)], NS)
-    with pytest.raises(InvalidInputError, match="300 observations .the limit is 200.*nothing was merged"):
+    half = MAX_OBSERVATIONS // 2 + 50
+    kb.curation.add_observations("Bob", [f"bob fact {i}" for i in range(half)], NS)
+    kb.curation.add_observations("Robert", [f"robert fact {i}" for i in range(half)], NS)
+    with pytest.raises(InvalidInputError, match=f"{2 * half} observations .the limit is {MAX_OBSERVATIONS}.*nothing "
+                                                "was merged"):
         kb.curation.merge_entities(["Bob"], "Robert", NS)
     kb.curation.update_entity("Zed", NS, description="z" * 2_800, properties={"notes": "n" * 10_000})
     kb.curation.update_entity("Oslo", NS, description="o" * 2_000, properties={"facts": "f" * 10_000})
@@ -93,7 +96,7 @@ def test_a_merge_or_a_write_that_would_go_over_an_entity_s_limits_is_refused_and
         kb.add_knowledge_graph([NodeInput(name="Zed", type="Person", properties={"more": "m" * 10_000})], [])
     zed = kb.curation.get_entities(["Zed"], NS)[0][0]
     assert zed.description == "z" * 2_800 and zed.properties == {"notes": "n" * 10_000}
-    assert len(kb.curation.get_entities(["Robert"], NS)[0][0].observations) == 150
+    assert len(kb.curation.get_entities(["Robert"], NS)[0][0].observations) == half
 
 
 def test_a_relation_that_collapses_in_a_merge_leaves_its_provenance_to_the_one_kept(fake_kb):

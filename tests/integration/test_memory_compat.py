@@ -135,15 +135,19 @@ def test_pages_list_every_relation_once_and_open_nodes_takes_relations_with_one_
         memory.read_graph(kb, limit=0)
 
 
-def test_search_returns_every_substring_match_after_the_ranked_ones(kb):
+def test_search_returns_every_substring_match_first_then_the_search_s_anchors(kb):
     memory.create_entities(kb, [entity("duckgraph", "Written in Go", type="project"),
                                 entity("Google", type="company"), entity("Zoe", "plays GO on Sundays")])
     found = memory.search_nodes(kb, "Go")
     names = [e.name for e in found.entities]
-    # The reference's matches ("go" in an observation, a name, an observation), each once.
-    assert {"duckgraph", "Google", "Zoe"} <= set(names) and len(names) == len(set(names))
-    ranked = [n.name for n in kb.search("Go", max_passages=0).nodes]
-    assert names[:len(ranked)] == ranked  # the search's order first, the substring-only matches after
+    # The reference's matches ("go" in an observation, a name, an observation), each once, come first: those the
+    # search ranks in its order, the others in creation order; then the search's other anchors.
+    head, rest = names[:3], names[3:]
+    assert set(head) == {"duckgraph", "Google", "Zoe"} and len(names) == len(set(names))
+    result = kb.search("Go", max_passages=0)
+    rank = {n.name: i for i, n in enumerate(result.nodes)}
+    assert head == sorted(head, key=lambda n: rank.get(n, len(rank)))
+    assert set(rest) <= {a.name for a in result.anchors}
 
 
 def test_an_empty_query_matches_every_entity_and_spaces_only_what_holds_them_as_in_the_reference(kb):

@@ -35,7 +35,7 @@ def register_tools(server: MCPServer, tool_set: str) -> None:
      "all": register_either_deletes}[tool_set](server)
     for tool in server._tool_manager.list_tools():  # noqa: SLF001 (see core/mcp/server.py)
         tool.description = " ".join(inspect.cleandoc(tool.description).splitlines())  # a docstring's line breaks
-        if tool.name in GRAPHRAG_TOOLS:
+        if tool.name in GRAPHRAG_TOOLS and tool_set != "memory":  # memory's delete_* share their names only
             tool.parameters = _lean_schema(tool.parameters)
 
 

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from duckgraph.core.domain.model import (
     DeletedSummary,
+    LookupName,
     MemoryDeleteResult,
     RelationInput,
     RelationRef,
@@ -28,7 +29,7 @@ from duckgraph.core.mcp.tools.common import (
     with_text,
 )
 
-_DELETE_ENTITIES = "Delete entities (named exactly or by alias) and their relations."
+_DELETE_ENTITIES = "Delete entities (by name, any case or spacing, or alias) and their relations."
 _DELETE_RELATIONS = "Delete wrong or outdated relations; the entities stay."
 
 
@@ -57,12 +58,13 @@ def register_memory_deletes(server: MCPServer) -> None:
     @server.tool(title="Delete Entities", annotations=titled(DESTRUCTIVE, "Delete Entities"))
     async def delete_entities(
         ctx: Context,
-        entityNames: Annotated[list[EntityName], Field(max_length=1_000,  # noqa: N803
+        entityNames: Annotated[list[LookupName], Field(max_length=1_000,  # noqa: N803
                                                        description="An array of entity names to delete")],
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, MemoryDeleteResult]:
-        """Delete multiple entities and their associated relations from the knowledge graph. Only exactly named
-        entities (or a unique alias) are deleted; names that match nothing are reported in not_found."""
+        """Delete multiple entities and their associated relations from the knowledge graph. A name matches the
+        entity of that name ignoring case and spacing ("alice smith" deletes "Alice Smith"), or the one entity
+        with that alias; names that match nothing are reported in not_found."""
         return await _delete_entities_memory(ctx, entityNames, namespace)
 
     @server.tool(title="Delete Relations", annotations=titled(DESTRUCTIVE, "Delete Relations"))
@@ -85,11 +87,11 @@ def register_either_deletes(server: MCPServer) -> None:
     async def delete_entities(
         ctx: Context,
         names: Annotated[list[EntityName] | None, Field(max_length=1_000)] = None,
-        entityNames: Annotated[list[EntityName] | None, Field(max_length=1_000)] = None,  # noqa: N803
+        entityNames: Annotated[list[LookupName] | None, Field(max_length=1_000)] = None,  # noqa: N803
         namespace: NamespaceArg = None,
     ) -> CallToolResult:
-        """Delete entities named exactly (or by alias) with their relations: names (or entityNames, the memory
-        tools' spelling)."""
+        """Delete entities with their relations: names (or entityNames, the memory tools' spelling), each matching
+        the entity of that name ignoring case and spacing, or the one entity with that alias."""
         if (names is None) == (entityNames is None):
             raise ToolError("give the entities to delete as names (or as entityNames), once")
         if names is not None:
@@ -130,8 +132,10 @@ async def _delete_relations_memory(
     refs = [RelationRef(source=r.from_, target=r.to, type=r.relationType) for r in relations]
     result = await _delete_relations(ctx, refs, namespace)
     message = "Relations deleted successfully"
-    return with_text(MemoryDeleteResult(
-        deleted=[r.label() for r in result.deleted], not_found=[r.label() for r in result.not_found],
-        edges_deleted=len(result.deleted), success=True, message=message), message)
+    # As the caller wrote them (a type "knows", not the stored KNOWS), as create_relations answers.
+    missing = [r.label() for r in result.not_found]
+    deleted = [label for label in dict.fromkeys(r.label() for r in refs) if label not in missing]
+    return with_text(MemoryDeleteResult(deleted=deleted, not_found=missing, edges_deleted=len(result.deleted),
+                                        success=True, message=message), message)
 
 

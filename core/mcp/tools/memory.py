@@ -13,6 +13,7 @@ from duckgraph.core.domain.model import (
     MAX_EDGES_PER_CALL,
     MAX_NODES_PER_CALL,
     AddObservationsResult,
+    LookupName,
     MemoryEntities,
     MemoryEntityInput,
     MemoryGraph,
@@ -26,7 +27,6 @@ from duckgraph.core.mcp.tools.common import (
     ADDITIVE,
     DESTRUCTIVE,
     READ_ONLY,
-    EntityName,
     NamespaceArg,
     call,
     call_namespace,
@@ -112,20 +112,21 @@ def register_memory_tools(server: MCPServer) -> None:
     @server.tool(title="Search Nodes", annotations=titled(READ_ONLY, "Search Nodes"))
     async def search_nodes(
         ctx: Context,
-        query: Annotated[str, Field(max_length=2_000, description="The search query to match against entity "
-                                                                  "names, types, and observation content")],
+        # No length limit, as in the reference: one longer than any observation may be matches nothing.
+        query: Annotated[str, Field(description="The search query to match against entity names, types, and "
+                                                "observation content")],
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, MemoryGraph]:
         """Search for nodes in the knowledge graph based on a query: every entity whose name, type or an
-        observation contains it (ignoring case), and the entities it is about by meaning, most relevant first,
-        with the relations that touch them. Nothing relevant: an empty result."""
+        observation contains it (ignoring case) first, then the entities it is about by meaning, with the
+        relations that touch them. Nothing relevant: an empty result."""
         graph = await call(memory_compat.search_nodes, kb_of(ctx), query, namespace=await call_namespace(ctx, namespace))
         return json_result(graph)
 
     @server.tool(title="Open Nodes", annotations=titled(READ_ONLY, "Open Nodes"))
     async def open_nodes(
         ctx: Context,
-        names: Annotated[list[EntityName], Field(max_length=1_000, description="An array of entity names to "
+        names: Annotated[list[LookupName], Field(max_length=1_000, description="An array of entity names to "
                                                                               "retrieve")],
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, MemoryGraph]:
