@@ -1,27 +1,35 @@
-"""What the server tells the model besides its tools: the instructions, the extract_knowledge prompt and the
-duckgraph://stats and duckgraph://schema resources."""
+"""What the server tells the model besides its tools: the instructions, the extract_knowledge and
+summarize_communities prompts and the duckgraph://stats and duckgraph://schema resources (and, beside the memory tools,
+memory://knowledge-graph)."""
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp.types import Prompt as MCPPrompt
 from pydantic import Field, ValidationError
 
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.ports import DuckgraphError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from duckgraph.core.domain.model import ReportsToWrite
 
-#: The namespace a resource read or a prompt is for: its client's default, set by the server before the read
-#: (static resources get no request context); unset: the knowledge base's.
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+#: The namespace a resource read is for: its client's default, set by the server before the read (static
+#: resources get no request context); unset: the knowledge base's. (summarize_communities reads through a tool
+#: call, which finds the client's default itself.)
 RESOURCE_NAMESPACE: ContextVar[str | None] = ContextVar("resource_namespace", default=None)
 
 INSTRUCTIONS = """\
@@ -116,9 +124,9 @@ Then call communities_to_summarize for the next ones, until none remain.
 """
 
 
-def summary_prompt(kb: KnowledgeBase, limit: int) -> str:
-    """The summarize_communities prompt: the guide, and the material of the first communities to summarise."""
-    waiting = kb.communities.to_write(RESOURCE_NAMESPACE.get() or kb.namespace, limit=limit)
+def summary_prompt(waiting: ReportsToWrite) -> str:
+    """The summarize_communities prompt: the guide, and the material of the communities `waiting` lists (the
+    communities_to_summarize tool's answer)."""
     if not waiting.communities:
         return ("Every community of this memory has a written, current report (or none is built yet: call "
                 "build_communities first). Nothing to summarise.")
@@ -129,7 +137,7 @@ def summary_prompt(kb: KnowledgeBase, limit: int) -> str:
 
 def register_prompts_and_resources(server: MCPServer, kb: KnowledgeBase, tool_set: str) -> None:
     """The extract_knowledge prompt (its text for `tool_set`) and the duckgraph://stats and duckgraph://schema
-    resources (every tool set).
+    resources (every tool set); with the memory tools (`memory`, `all`), memory://knowledge-graph.
 
     Static resources get no request context, so they read the knowledge base the lifespan also hands out.
     """
@@ -147,7 +155,7 @@ def register_prompts_and_resources(server: MCPServer, kb: KnowledgeBase, tool_se
         return extraction_prompt(tool_set, text)
 
     if tool_set == "all":  # the tools it walks the host through are listed only there
-        _register_summary_prompt(server, kb)
+        _register_summary_prompt(server)
 
     @server.resource(
         "duckgraph://stats", name="stats", title="Knowledge base statistics", mime_type="application/json",
@@ -168,6 +176,30 @@ def register_prompts_and_resources(server: MCPServer, kb: KnowledgeBase, tool_se
     def schema_resource() -> str:
         return json.dumps(_read_for_resource(kb.schema, RESOURCE_NAMESPACE.get() or kb.namespace), indent=2,
                           ensure_ascii=False)
+
+    if tool_set in ("memory", "all"):  # with the reference's tools: the reference server offers it beside them
+        _register_graph_resource(server, kb)
+
+
+def _register_graph_resource(server: MCPServer, kb: KnowledgeBase) -> None:
+    """The reference memory server's memory://knowledge-graph: read_graph's answer, as the read_graph tool's text.
+    The reference serves the whole graph; this serves read_graph's largest page (memory_server.MAX_PAGE_SIZE
+    entities, with `next_offset` when more remain), so a host that attaches it to a conversation gets a bounded
+    answer, and the rest is a read_graph call away."""
+
+    @server.resource(
+        "memory://knowledge-graph", name="knowledge-graph", title="Knowledge Graph", mime_type="application/json",
+        description="The knowledge graph's entities and relations, as read_graph returns them: its largest page, "
+                    "with next_offset when more entities remain (read_graph reads on from there).",
+    )
+    def knowledge_graph_resource() -> str:
+        # Imported when first needed, as the tools' code is (a server answers tools/list before it needs them).
+        from duckgraph.core.domain.memory_server import MAX_PAGE_SIZE, read_graph
+        from duckgraph.core.mcp.tools.common import json_result
+
+        graph = _read_for_resource(functools.partial(read_graph, kb, limit=MAX_PAGE_SIZE,
+                                                     namespace=RESOURCE_NAMESPACE.get() or kb.namespace))
+        return json_result(graph).content[0].text
 
 
 def check_prompt_call(listed: Sequence[MCPPrompt], name: str, arguments: dict[str, Any] | None) -> MCPPrompt:
@@ -216,15 +248,33 @@ def _read_for_resource(function: Callable[..., T], *args: Any) -> T:
         raise ResourceError(str(exc)) from exc
 
 
-def _register_summary_prompt(server: MCPServer, kb: KnowledgeBase) -> None:
+def _register_summary_prompt(server: MCPServer) -> None:
     @server.prompt(
         name="summarize_communities",
         title="Write community reports",
         description="Walks you through writing reports for the memory's communities (used by global_search), "
                     "with the material of those still lacking one.",
     )
-    def summarize_communities(
+    async def summarize_communities(
+        ctx: Context,
         limit: Annotated[int, Field(description="How many communities to include: a whole number from 1 to 20.",
                                     ge=1, le=20)] = 5,
     ) -> str:
-        return _read_for_resource(summary_prompt, kb, limit)
+        # Read through the communities_to_summarize tool, not the knowledge base: a server whose file another
+        # duckgraph server owns has it closed and forwards its tool calls there (core/mcp/forwarding.py), so the
+        # prompt gets the owner's answer, in this client's default namespace, as the tool does.
+        from duckgraph.core.domain.model import ReportsToWrite  # the tools' models are imported when first needed
+
+        try:
+            result = await server.call_tool("communities_to_summarize", {"limit": limit}, ctx)
+        except ToolError as exc:  # raised by a call run here, or when the owner could not be asked
+            if isinstance(exc, UnexpectedToolError):
+                log.error("prompt summarize_communities: communities_to_summarize crashed", exc_info=exc.__cause__)
+            failure = str(exc)
+        else:
+            if not result.is_error:
+                return summary_prompt(ReportsToWrite.model_validate(result.structured_content))
+            failure = " ".join(getattr(block, "text", "") for block in result.content)  # the owner's tool error
+        log.info("prompt summarize_communities failed: %r", failure)
+        # An MCPError reaches the client as it is; anything else would become "Error rendering prompt".
+        raise MCPError(INTERNAL_ERROR, f"prompt summarize_communities: {failure}")
