@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
+from duckgraph.core.domain.moments import now
 from duckgraph.core.domain.model import (
     DeletedSummary,
     EntityDetail,
@@ -38,6 +40,15 @@ if TYPE_CHECKING:
 MAX_PATH_HOPS = 4
 #: Neighbours read per node and hop while looking for paths: hubs would otherwise make the search explode.
 PATH_FANOUT = 200
+#: Relations of one entity read while matching those named to end or delete (a hub's are many).
+RELATIONS_READ = 100_000
+#: Every period of a relation: as of the end of time with history, nothing has not begun and all that ended is kept.
+EVERY_PERIOD = TimeFilter(as_of=datetime.max, history=True)
+
+
+def not_ended() -> TimeFilter:
+    """The relations that hold now or later: the one that holds now and those that have not begun (planned)."""
+    return TimeFilter(after=now())
 
 
 class GraphCuration:
@@ -91,8 +102,9 @@ class GraphCuration:
         observations = self.store.get_observations([r.id for r in records])
         details = []
         for record in records:
-            # Ended relations too, with their periods: what was true before is part of what is known.
-            edges = self.store.neighbors([record.id], namespace, as_of=TimeFilter(history=True), limit=max_edges + 1,
+            # Every period: what was true before, and a planned fact that has not begun, are part of what is known
+            # (and can only be ended or deleted once seen).
+            edges = self.store.neighbors([record.id], namespace, as_of=EVERY_PERIOD, limit=max_edges + 1,
                                          offset=relations_offset)
             more = len(edges) > max_edges
             details.append(EntityDetail(
@@ -121,6 +133,15 @@ class GraphCuration:
             offset=offset,
             next_offset=offset + limit if more else None,
         )
+
+    def relations_not_ended(
+        self, source: NodeRecord, target: NodeRecord, type: str, namespace: str
+    ) -> list[EdgeRecord]:
+        """The stored relations `source -type-> target` that have not ended (see `not_ended`): what
+        delete_relations and end_relations name by ends and type."""
+        kind = relation_type(type)
+        return [e for e in self.store.neighbors([source.id], namespace, as_of=not_ended(), limit=RELATIONS_READ)
+                if e.source_id == source.id and e.target_id == target.id and e.type == kind]
 
     def _named_edges(self, edges: Sequence[EdgeRecord]) -> list[ResultEdge]:
         names = {n.id: n.name for n in self.store.get_nodes({i for e in edges for i in (e.source_id, e.target_id)})}
@@ -227,18 +248,16 @@ class GraphCuration:
         )
 
     def delete_relations(self, relations: Sequence[RelationRef], namespace: str) -> RelationsDeleted:
-        """Delete the named relations that exist (as stored: names and type); report the ones that do not (as
-        given)."""
+        """Delete the named relations that hold now or have not begun (as stored: names and type); report the ones
+        that do not (as given)."""
         with self.kb.writing(vectors=False) as writer:
             found, _ = self.resolve([n for r in relations for n in (r.source, r.target)], namespace)
             doomed: dict[int, RelationRef] = {}
             missing: list[RelationRef] = []
             for relation in relations:
                 source, target = found.get(relation.source), found.get(relation.target)
-                matches = [] if source is None or target is None else [
-                    e for e in self.store.neighbors([source.id], namespace, limit=10_000)
-                    if e.source_id == source.id and e.target_id == target.id and e.type == relation_type(relation.type)
-                ]
+                matches = ([] if source is None or target is None
+                           else self.relations_not_ended(source, target, relation.type, namespace))
                 for edge in matches:
                     doomed[edge.id] = RelationRef(source=source.name, target=target.name, type=edge.type)
                 if not matches and relation not in missing:
@@ -277,14 +296,16 @@ class GraphCuration:
         return summary
 
     def _refresh_edge_vectors(self, writer: Writer, node_ids: list[int], namespace: str) -> None:
-        """Edges are embedded as sentences naming both ends: re-embed those of renamed or merged nodes."""
-        edges = self.store.neighbors(node_ids, namespace, limit=100_000)
+        """Edges are embedded as sentences naming both ends: re-embed those of renamed or merged nodes that have not
+        ended, each written with its own period so the write finds exactly its row."""
+        edges = self.store.neighbors(node_ids, namespace, as_of=not_ended(), limit=RELATIONS_READ)
         if not edges:
             return
         nodes = {n.id: n for n in self.store.get_nodes({i for e in edges for i in (e.source_id, e.target_id)})}
         writes = [
             EdgeWrite(namespace=namespace, source_key=nodes[e.source_id].key, target_key=nodes[e.target_id].key,
-                      type=e.type, description=e.description, weight=e.weight, properties=e.properties)
+                      type=e.type, description=e.description, weight=e.weight, properties=e.properties,
+                      valid_from=e.valid_from, valid_until=e.valid_until)
             for e in edges if e.source_id in nodes and e.target_id in nodes
         ]
         self.kb.embed_records(namespace, edges=writes, names={n.key: n.name for n in nodes.values()})

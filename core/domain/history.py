@@ -9,15 +9,13 @@ from typing import TYPE_CHECKING
 from duckgraph.core.domain.moments import now, period, short
 from duckgraph.core.domain.render import estimate_tokens
 from duckgraph.core.domain.texts import fact_sentence
-from duckgraph.ports import ChangeRecord, InvalidInputError, WriteBatch, relation_type
+from duckgraph.ports import ChangeRecord, InvalidInputError, WriteBatch
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
     from duckgraph.core.domain.model import ChangesResult, EndRelationInput, RelationsEnded
 
 MAX_CHANGES = 1_000
-#: Relations of one entity read while matching the ones to end (a hub's are many).
-EDGES_READ = 100_000
 
 
 def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], namespace: str) -> RelationsEnded:
@@ -34,12 +32,12 @@ def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], name
         missing: list[RelationRef] = []
         for i, relation in enumerate(relations):
             source, target = found.get(relation.source), found.get(relation.target)
-            kind = relation_type(relation.type)
-            matches = [] if source is None or target is None else [
-                e for e in kb.store.neighbors([source.id], namespace, limit=EDGES_READ)
-                if e.source_id == source.id and e.target_id == target.id and e.type == kind
-            ]
             ended_at = relation.ended_at or moment
+            matches = ([] if source is None or target is None
+                       else kb.curation.relations_not_ended(source, target, relation.type, namespace))
+            # A planned period that starts after ended_at stays, beside one that has begun by then; alone, it is
+            # refused below (ended before it started).
+            matches = [e for e in matches if e.valid_from is None or e.valid_from <= ended_at] or matches
             for edge in matches:
                 if edge.id in asked:  # two items, perhaps spelt differently: which ended_at is meant is unclear
                     raise InvalidInputError(

@@ -26,8 +26,12 @@ def parse_moment(value: Any) -> datetime:
 
 
 def naive_utc(moment: datetime) -> datetime:
+    """`moment` as naive UTC; ValueError (a field's usual refusal) when that falls outside years 1 to 9999."""
     if moment.tzinfo is not None:
-        return moment.astimezone(timezone.utc).replace(tzinfo=None)
+        try:
+            return moment.astimezone(timezone.utc).replace(tzinfo=None)
+        except OverflowError:  # "0001-01-01T00:30:00+01:00" is in year 0 in UTC, which datetime cannot hold
+            raise ValueError(f"{moment.isoformat()} falls outside the years 1 to 9999 in UTC") from None
     return moment
 
 
@@ -42,10 +46,13 @@ def now() -> datetime:
 
 
 def short(moment: datetime) -> str:
-    """A moment as briefly as it was likely given: the date, or the date and minutes when it has a time of day."""
+    """A moment as briefly as it was likely given: the date, or the date and the time of day to the minute, or to
+    the second when it has seconds (a 30-second period must not read "10:00 to 10:00"). isoformat writes a year
+    below 1000 with its four digits, as it was given, where strftime does not."""
     if (moment.hour, moment.minute, moment.second, moment.microsecond) == (0, 0, 0, 0):
         return moment.date().isoformat()
-    return moment.strftime("%Y-%m-%d %H:%M")
+    precision = "seconds" if (moment.second, moment.microsecond) != (0, 0) else "minutes"
+    return moment.replace(tzinfo=None).isoformat(sep=" ", timespec=precision)
 
 
 def period(valid_from: datetime | None, valid_until: datetime | None) -> str:

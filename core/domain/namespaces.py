@@ -26,7 +26,9 @@ _INVALID_CHARS = re.compile(r"[^A-Za-z0-9_./-]+")
 
 def check_namespace(name: object) -> str:
     """`name` if it is a valid namespace; otherwise an InvalidInputError that says what a valid one is."""
-    if isinstance(name, str) and _VALID.match(name):
+    # fullmatch: with match, the pattern's "$" also matches before a final newline, and "alpha\n" passed as a
+    # look-alike of "alpha".
+    if isinstance(name, str) and _VALID.fullmatch(name):
         return name
     raise InvalidInputError(
         f"invalid namespace {name!r}: use 1 to {MAX_NAMESPACE_CHARS} letters, digits, '-', '_', '.' or '/'"

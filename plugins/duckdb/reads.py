@@ -209,8 +209,10 @@ def changes(con: Any, namespace: str, since: Any, until: Any, limit: int) -> lis
         f"AND updated_at > created_at AND {span('updated_at')} "
         "UNION ALL SELECT created_at, 'fact added', NULL, id, NULL FROM edges WHERE namespace = $1 "
         f"AND {span('created_at')} "
-        "UNION ALL SELECT updated_at, 'fact ended', NULL, id, NULL FROM edges WHERE namespace = $1 "
-        f"AND valid_until IS NOT NULL AND updated_at > created_at AND {span('updated_at')} "
+        # A fact's last write after its creation: it ended it when the fact had ended by then (end_relations, or
+        # an end given in the past); else it changed a fact that still held (an end to come is not an end yet).
+        "UNION ALL SELECT updated_at, CASE WHEN valid_until <= updated_at THEN 'fact ended' ELSE 'fact updated' END, "
+        f"NULL, id, NULL FROM edges WHERE namespace = $1 AND updated_at > created_at AND {span('updated_at')} "
         "UNION ALL SELECT created_at, 'document added', NULL, NULL, id FROM documents WHERE namespace = $1 "
         f"AND {span('created_at')}) AS c ORDER BY moment DESC, kind, node, edge, doc LIMIT $4",
         [namespace, since, until, limit],

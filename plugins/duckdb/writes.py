@@ -19,6 +19,7 @@ from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
 from duckgraph.plugins.duckdb.schema import name_keys
 from duckgraph.plugins.duckdb.vector_tables import VECTOR_TABLES
 from duckgraph.ports import (
+    EdgeWrite,
     EmbedderMismatchError,
     InvalidInputError,
     NodeRecord,
@@ -151,10 +152,13 @@ class Writer:
             # the moved edges now name the target in their sentences
             self.changes.keywords["edge"].update(r[0] for r in self.con.execute(
                 "SELECT id FROM edges WHERE source_id = $1 OR target_id = $1", [target]).fetchall())
-            # A self-loop made by the merge, and all but the oldest of edges that became identical (twins), go; the
-            # oldest keeps its own description, weight and properties, and takes their provenance and by-hand marks.
-            twins = ("(SELECT id, min(id) OVER (PARTITION BY namespace, source_id, target_id, type) AS keep FROM edges "
-                     "WHERE (source_id = $1 OR target_id = $1) AND source_id <> target_id AND valid_until IS NULL)")
+            # A self-loop made by the merge, and all but the oldest of edges that became identical (twins: the same
+            # relation over the same period), go; the oldest keeps its own description, weight and properties, and
+            # takes their provenance and by-hand marks. Periods that differ stay apart: folding one that holds now
+            # into one that has not begun would lose the current fact.
+            twins = ("(SELECT id, min(id) OVER (PARTITION BY namespace, source_id, target_id, type, valid_from, "
+                     "valid_until) AS keep FROM edges "
+                     "WHERE (source_id = $1 OR target_id = $1) AND source_id <> target_id)")
             self.con.execute(f"INSERT OR IGNORE INTO edge_evidence SELECT t.keep, e.chunk_id FROM {twins} t "
                              "JOIN edge_evidence e ON e.edge_id = t.id WHERE t.id <> t.keep", [target])
             self.con.execute(f"INSERT OR IGNORE INTO edges_by_hand SELECT DISTINCT keep FROM {twins} "
@@ -452,8 +456,9 @@ class Writer:
                 props = json.dumps({**json.loads(props), **edge.properties}) if edge.properties else props
                 description = edge.description or description
                 weight = edge.weight if edge.weight is not None else weight
-                valid_from = edge.valid_from or valid_from
-                valid_until = edge.valid_until or valid_until
+                if (edge.valid_from or valid_from, edge.valid_until or valid_until) != (valid_from, valid_until):
+                    valid_from, valid_until = edge.valid_from or valid_from, edge.valid_until or valid_until
+                    _check_period(edge, edge_id, valid_from, valid_until, rows)
                 is_new = state[edge_id][7] if edge_id in state else False
                 updated += 1
             else:
@@ -465,6 +470,7 @@ class Writer:
                 # A relation added again after it ended holds from now on, unless told since when.
                 valid_from = edge.valid_from or (now if rows and edge.valid_until is None else None)
                 valid_until = edge.valid_until
+                _check_period(edge, edge_id, valid_from, valid_until, rows)
                 created += 1
             row = [edge_id, description, weight, props, valid_from, valid_until]
             rows[:] = [r for r in rows if r[0] != edge_id] + [row]
@@ -614,17 +620,52 @@ class Writer:
 def _matching_edge(rows: list[list[Any]], valid_from: datetime | None, valid_until: datetime | None,
                    now: datetime) -> list[Any] | None:
     """Which stored edge of one (namespace, source, target, type) a write updates (rows as `_edges_between` gives
-    them): the one that has not ended by `now` (as search sees it: an end still to come is current), unless the
-    write gives a period that ended before it started; else one that ended with exactly the given period. None:
-    the write adds an edge (a new period)."""
+    them): the one with exactly the given period (an exported row written again, or a rewrite that names its row by
+    its period); else the one that has not ended by `now` (as search sees it: an end still to come is current; one
+    that holds now before one that has not begun), unless the write gives a period that ended before it started.
+    None: the write adds an edge (a new period)."""
     for row in rows:
-        if (row[5] is None or row[5] > now) and (valid_until is None or row[4] is None or row[4] <= valid_until):
+        if (row[4], row[5]) == (valid_from, valid_until):
             return row
-    if valid_until is not None:
-        for row in rows:
-            if (row[4], row[5]) == (valid_from, valid_until):
-                return row
-    return None
+    current = [row for row in rows if (row[5] is None or row[5] > now)
+               and (valid_until is None or row[4] is None or row[4] <= valid_until)]
+    return min(current, key=lambda row: row[4] is not None and row[4] > now, default=None)
+
+
+def _check_period(edge: EdgeWrite, edge_id: int, valid_from: datetime | None, valid_until: datetime | None,
+                  rows: list[list[Any]]) -> None:
+    """Refuse the period a write leaves a relation with when it ends before it starts (a valid_from given alone,
+    after the stored valid_until), or when it overlaps another stored period of the same relation (search at a
+    moment of both would list the fact twice). Checked here, where the write's stored row is chosen
+    (`_matching_edge`, on the rows this transaction sees, earlier edges of the batch included)."""
+    label = f"the relation {edge.source_key} -{edge.type}-> {edge.target_key}"
+    if valid_from is not None and valid_until is not None and valid_until < valid_from:
+        raise InvalidInputError(
+            f"{label} would run from {_moment(valid_from)} to {_moment(valid_until)}: the valid_from given is after "
+            "its stored valid_until. Give valid_until too, to set its whole period; nothing was written")
+    for other in rows:
+        if other[0] != edge_id and _overlap((valid_from, valid_until), (other[4], other[5])):
+            raise InvalidInputError(
+                f"{label} would hold {_span(valid_from, valid_until)}, which overlaps its stored period "
+                f"{_span(other[4], other[5])}: give a period that starts when that one ends (or ends before it "
+                "starts), or change that period with its own dates; nothing was written")
+
+
+def _overlap(a: tuple[datetime | None, datetime | None], b: tuple[datetime | None, datetime | None]) -> bool:
+    """Whether two periods [from, until) share a moment (None: no known start, or no end)."""
+    def before(start: datetime | None, end: datetime | None) -> bool:
+        return start is None or end is None or start < end
+
+    return before(a[0], b[1]) and before(b[0], a[1]) and before(*a) and before(*b)
+
+
+def _moment(moment: datetime) -> str:
+    return moment.isoformat(sep=" ")
+
+
+def _span(valid_from: datetime | None, valid_until: datetime | None) -> str:
+    return f"from {_moment(valid_from) if valid_from else 'no known start'} to " \
+           f"{_moment(valid_until) if valid_until else 'no end'}"
 
 
 def _mentioning(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:

@@ -7,7 +7,7 @@ from datetime import date, datetime, timedelta, timezone
 import pytest
 
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, Passage, ScoredEdge, SearchResult
-from duckgraph.core.domain.moments import iso_utc, parse_moment, period
+from duckgraph.core.domain.moments import iso_utc, naive_utc, parse_moment, period, short
 from duckgraph.core.domain.render import render_search
 
 
@@ -66,3 +66,19 @@ def test_a_stored_moment_is_shown_as_iso_utc_with_z():
     assert iso_utc(datetime(2024, 6, 1, 9, 30, tzinfo=timezone(timedelta(hours=2)))) == "2024-06-01T07:30:00Z"
     assert parse_moment(iso_utc(stored)) == stored  # read back as the same moment
 
+
+
+@pytest.mark.parametrize("given", ["0001-01-01T00:30:00+01:00", "9999-12-31T23:30:00-01:00"])
+def test_a_moment_outside_the_years_1_to_9999_in_utc_is_refused_as_a_field_is(given):
+    with pytest.raises(ValueError, match="falls outside the years 1 to 9999 in UTC"):
+        EdgeInput(source="a", target="b", type="X", valid_until=given)
+    with pytest.raises(ValueError, match="outside the years 1 to 9999"):
+        naive_utc(datetime.fromisoformat(given))
+
+
+def test_a_moment_shows_its_seconds_when_it_has_them_and_a_four_digit_year():
+    assert period(datetime(2024, 6, 1, 10, 0), datetime(2024, 6, 1, 10, 0, 30)) == \
+        "2024-06-01 10:00 to 2024-06-01 10:00:30"
+    assert short(datetime(2024, 6, 1, 10, 0, 0, 500)) == "2024-06-01 10:00:00"
+    assert short(datetime(1, 1, 1, 10, 0)) == "0001-01-01 10:00"
+    assert short(datetime(999, 1, 1)) == "0999-01-01"

@@ -365,10 +365,12 @@ async function showEntity(name, live) {
   state.drawing = drawGraph(canvas, graph, { center: graph.center, onOpen: (n) => n !== entity.name && go("/entity", { name: n }) });
 }
 
-// delete_relations names a relation by its ends and type and deletes the one that holds now: a row that does not
-// (ended, or not begun) cannot be named, so it offers no Delete (its button would delete another row, or nothing).
-function holdsNow(relation) {
-  return !ended(relation) && !(relation.valid_from && instant(relation.valid_from) > Date.now());
+// delete_relations and end_relations name a relation by its ends and type and act on the periods of it that have
+// not ended (the one that holds now, and those that have not begun): a row offers Delete and End only when it is
+// the one such period of its relation listed, so that the tool acts on exactly that row. An ended row is history.
+function actsOnRow(relation, listed) {
+  const same = (r) => r.source === relation.source && r.target === relation.target && r.type === relation.type;
+  return !ended(relation) && listed.filter((r) => same(r) && !ended(r)).length === 1;
 }
 
 // The tool lists 50 relations at a time, strongest first; "More relations" appends the next ones.
@@ -376,8 +378,10 @@ function relationsSection(entity) {
   const heading = h("h2", {});
   const table = h("table", { class: "relations" });
   const more = h("button", { type: "button", id: "more-relations" }, "More relations");
+  const listed = [];  // every row shown so far, for actsOnRow
   const show = (relations, next) => {
-    append(table, relations.map((r) => relationRow(entity, r)));
+    listed.push(...relations);
+    append(table, relations.map((r) => relationRow(entity, r, listed)));
     clear(heading, `Relations (${table.rows.length}${next == null ? "" : "+"})`);
     more.hidden = next == null;
     more.onclick = () => act(() => callTool("get_entities", { names: [entity.name], relations_offset: next }),
@@ -387,18 +391,19 @@ function relationsSection(entity) {
   return h("section", { id: "relations" }, heading, entity.relations.length ? [table, more] : h("p", { class: "muted" }, "none"));
 }
 
-function relationRow(entity, r) {
-  const canEnd = available("end_relations");
+function relationRow(entity, r, listed) {
+  const canEnd = available("end_relations"), acts = actsOnRow(r, listed);
   return h("tr", { class: ended(r) ? "relation ended" : "relation" },
     h("td", {}, r.source === entity.name ? h("strong", {}, r.source) : entityLink(r.source)),
     h("td", {}, h("code", {}, r.type)),
     h("td", {}, r.target === entity.name ? h("strong", {}, r.target) : entityLink(r.target)),
     h("td", { class: "muted" }, r.description || "", period(r)),
     h("td", { class: "row-actions" },
-      canEnd && !r.valid_until ? h("button", { type: "button", class: "end-relation", onclick: () => endRelation(entity, r) }, "End") : null,
-      holdsNow(r) ? h("button", { type: "button", class: "danger delete-relation", onclick: () => deleteRelation(entity, r) }, "Delete")
-        : h("span", { class: "muted no-delete", title: "Only a relation that holds now can be deleted: the tool names a " +
-          "relation by its ends and type, not by its period." }, ended(r) ? "history" : "not begun")));
+      canEnd && acts ? h("button", { type: "button", class: "end-relation", onclick: () => endRelation(entity, r) }, "End") : null,
+      acts ? h("button", { type: "button", class: "danger delete-relation", onclick: () => deleteRelation(entity, r) }, "Delete")
+        : h("span", { class: "muted no-delete", title: "Only a relation that holds now or has not begun can be " +
+          "deleted or ended, and only when it is its relation's one such period: the tools name a relation by its " +
+          "ends and type, not by its period." }, ended(r) ? "history" : "several periods")));
 }
 
 // -- curation: each through its MCP tool, then the page again ----------------------------------------------
