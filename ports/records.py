@@ -246,7 +246,7 @@ class WriteSummary:
 @dataclass(slots=True, frozen=True)
 class ChangeRecord:
     """One thing a write did, for a list of what changed: `kind` is "entity created", "entity updated", "fact added",
-    "fact ended" or "document added"; `at` when it was written (naive UTC); the id of what changed."""
+    "fact updated", "fact ended" or "document added"; `at` when it was written (naive UTC); the id of what changed."""
 
     at: datetime
     kind: str

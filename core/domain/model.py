@@ -155,7 +155,7 @@ class RelationsEnded(_Model):
 
 class Change(_Model):
     at: UtcTime = Field(description="When it was written (UTC).")
-    change: str = Field(description="entity created, entity updated, fact added, fact ended or document added.")
+    change: str = Field(description="entity created, entity updated, fact added, fact updated, fact ended or document added.")
     subject: str
 
 

@@ -202,7 +202,7 @@ def register_graphrag_tools(server: MCPServer) -> None:
         ctx: Context, since: Moment | None = None, until: Moment | None = None,
         limit: Annotated[int, within("recent_changes", "limit")] = 50, namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, ChangesResult]:
-        """What was written, newest first: entities, facts added or ended, documents."""
+        """What was written, newest first: entities, facts added, updated or ended, documents."""
         result = await call(kb_of(ctx).recent_changes, since=since, until=until, limit=limit,
                              namespace=await call_namespace(ctx, namespace))
         return with_text(result, result.text)
