@@ -195,7 +195,6 @@ class DuckgraphServer(MCPServer):
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
                          context: Context | None = None) -> Any:
         prompt = check_prompt_call(await self.list_prompts(), name, arguments)
-        token = RESOURCE_NAMESPACE.set(await self.default_namespace(context))  # a prompt reads the client's default
         try:
             return await super().get_prompt(name, arguments, context)
         except ValueError as exc:
@@ -203,8 +202,6 @@ class DuckgraphServer(MCPServer):
             if error is None:
                 raise
             raise error from None  # the caller's mistake: an answer, not a traceback in the log
-        finally:
-            RESOURCE_NAMESPACE.reset(token)
 
 
 async def _namespace_from_roots(session: Any) -> tuple[str | None, str]:
