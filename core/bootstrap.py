@@ -44,6 +44,7 @@ def bootstrap(
         extractor = create(pm, "extractor", settings.extractor.use, **settings.extractor.options)
     knowledge_base = KnowledgeBase(store, embedder, namespace=settings.default_namespace, extractor=extractor,
                                    search_defaults=SearchOptions(relevance_floor=settings.relevance_floor),
-                                   community_detector=create(pm, "community_detector", "leiden"))
+                                   community_detector=create(pm, "community_detector", settings.community_detector.use,
+                                                             **settings.community_detector.options))
     return Services(settings=settings, plugin_manager=pm, knowledge_base=knowledge_base, extractor=extractor,
                     url_fetching=url_fetching or UrlFetching(settings, pm))

@@ -40,6 +40,8 @@ class Settings(BaseModel):
     store: PluginChoice = Field(default_factory=lambda: PluginChoice(use="duckdb"))
     embedder: PluginChoice = Field(default_factory=lambda: PluginChoice(use="sentence-transformers"))
     extractor: PluginChoice | None = None
+    #: What `build_communities` finds communities with (ports/communities.py).
+    community_detector: PluginChoice = Field(default_factory=lambda: PluginChoice(use="leiden"))
     #: Load the embedding model in the background as soon as the server starts.
     warm_up: bool = True
     #: Which MCP tools to expose: duckgraph's own, the reference memory server's, or both.
@@ -174,7 +176,7 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
             data[key] = word in TRUE_WORDS
     if value := env.get(ENV_PREFIX + "FETCH_DELAY"):
         data["fetch_delay"] = value
-    for section in ("store", "embedder", "extractor"):
+    for section in ("store", "embedder", "extractor", "community_detector"):
         use = env.get(ENV_PREFIX + section.upper())
         options = env.get(f"{ENV_PREFIX}{section.upper()}_OPTIONS")
         if not use and not options:
@@ -192,7 +194,7 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
                 raise ConfigError(f"{ENV_PREFIX}{section.upper()}_OPTIONS must be a JSON object")
             current["options"] = {**current.get("options", {}), **parsed}
         if section not in data and "use" not in current:
-            # Options alone are for the default plugin (duckdb, sentence-transformers); the extractor has none.
+            # Options alone are for the default plugin (duckdb, sentence-transformers, leiden); the extractor has none.
             default = Settings.model_fields[section].get_default(call_default_factory=True)
             if default is None:
                 raise ConfigError(f"{ENV_PREFIX}{section.upper()}_OPTIONS is set but no {section} plugin is chosen: "

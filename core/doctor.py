@@ -1,9 +1,10 @@
 """`duckgraph doctor`: whether this installation and its file work as configured, and what to do when not.
 
-Everything is tried for real, the way a server would: the embedder is built and embeds a probe (reaching Ollama
-when it is the embedder), the extractor reaches its model, and the database is read through the store (or the
-duckgraph server that owns it). A missing database is reported, never created. Problems (something does not work)
-make the command exit 1; warnings (it works, degraded) are shown only.
+Everything is tried for real, the way a server would: every plugin is loaded and each of its hooks called, the
+embedder is built and embeds a probe (reaching Ollama when it is the embedder), the extractor reaches its model,
+and the database is read through the store (or the duckgraph server that owns it). A missing database is
+reported, never created. Problems (something does not work) make the command exit 1; warnings (it works, degraded)
+are shown only.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pluggy
 
 from duckgraph.core import __version__
 from duckgraph.core.config import Settings
-from duckgraph.core.plugin_manager import PluginKind, create
+from duckgraph.core.plugin_manager import PluginKind, create, plugin_problems, registered_ids, reselect_embedder
 from duckgraph.ports import DuckgraphError, Embedder
 
 PROBE_QUERY = "Who maintains the duckgraph doctor's probe?"
@@ -40,8 +41,11 @@ class Diagnosis:
             "duckgraph": __version__,
             "python": sys.version.split()[0],
             "settings": {"db": str(settings.db), "embedder": settings.embedder.model_dump(),
-                         "store": settings.store.model_dump()},
+                         "store": settings.store.model_dump(),
+                         "community_detector": settings.community_detector.model_dump()},
             "plugins": sorted(name for name, _ in pm.list_name_plugin()),
+            # What `use` (DUCKGRAPH_EMBEDDER, ...) takes: the ids the plugins register, not their entry-point names.
+            "plugin_ids": registered_ids(pm),
             "tools_list": tool_listing.status(),
             "namespace": namespace_choice(settings),
             "checks": [],
@@ -80,11 +84,25 @@ def namespace_choice(settings: Settings) -> dict[str, Any]:
 def diagnose(settings: Settings, pm: pluggy.PluginManager) -> dict[str, Any]:
     """The doctor's report (JSON-ready); `report["problems"]` is empty when everything works."""
     diagnosis = Diagnosis(settings, pm)
+    _check_plugins(diagnosis)
     embedder = _check_embedder(diagnosis)
     _check_extractor(diagnosis)
+    _check_community_detector(diagnosis)
     _check_database(diagnosis, embedder)
     diagnosis.report["problems"], diagnosis.report["warnings"] = diagnosis.problems, diagnosis.warnings
     return diagnosis.report
+
+
+# -- the plugins -------------------------------------------------------------------------------------------
+
+
+def _check_plugins(diagnosis: Diagnosis) -> None:
+    """A plugin that failed to load, a hook never called or that raises, a name or id claimed twice: each is left
+    out (the other plugins work) and is a problem here, naming the plugin and its package."""
+    problems = plugin_problems(diagnosis.pm)  # complete: registered_ids has called every hook
+    diagnosis.problems.extend(problems)
+    diagnosis.check("plugins", not problems, f"{len(problems)} plugin problem(s), below" if problems else
+                    f"{len(diagnosis.report['plugins'])} plugins loaded, each hook known and callable")
 
 
 # -- the embedder ------------------------------------------------------------------------------------------
@@ -153,6 +171,13 @@ def _check_extractor(diagnosis: Diagnosis) -> None:
         diagnosis.check("extractor", False, problem)
     else:
         diagnosis.check("extractor", True, f"{extractor.id} is reachable")
+
+
+def _check_community_detector(diagnosis: Diagnosis) -> None:
+    configured = diagnosis.settings.community_detector
+    detector = diagnosis.build("community_detector", configured.use, configured.options)
+    diagnosis.report["community_detector"] = {"id": detector.id if detector is not None
+                                              else f"{configured.use} (not created)"}
 
 
 def _said(exc: BaseException) -> str:
@@ -233,7 +258,7 @@ def _check_binding(diagnosis: Diagnosis, path: Path, recorded: dict[str, Any], e
         fix = f"set its options or server back to give {recorded['dimensions']}"
         configured = f"{configured} ({dimensions} dimensions, the file has {recorded['dimensions']})"
     else:
-        fix = f"configure {recorded['id']!r} again (DUCKGRAPH_EMBEDDER and its options, or [embedder] in the config)"
+        fix = reselect_embedder(recorded["id"], diagnosis.report["plugin_ids"]["embedder"])
     diagnosis.problems.append(
         f"the file was built with {recorded['id']!r} but {configured!r} is configured: {fix}, or move the "
         f"knowledge to a new file with the new embedder: duckgraph export -o kb.jsonl --db {path}, then "
@@ -296,8 +321,11 @@ def print_report(report: dict[str, Any]) -> None:
             print(f"embedder {label}: {text}")
     if report.get("extractor"):
         print(f"extractor: {report['extractor']['id']}")
+    print(f"community detector: {report['community_detector']['id']}")
     _print_store(report.get("store"))
     print("plugins:   " + ", ".join(report["plugins"]))
+    for kind, ids in report["plugin_ids"].items():  # what `use` takes, and which package registers each id
+        print(f"{kind} ids: " + (", ".join(f"{plugin_id} ({owner})" for plugin_id, owner in ids.items()) or "none"))
     print(f"tools/list at start: {report['tools_list']}")
     for check in report["checks"]:
         print(f"check {check['check']}: {'ok, ' if check['ok'] else 'FAILED: '}{check['detail']}")

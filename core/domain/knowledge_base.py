@@ -30,6 +30,7 @@ from duckgraph.core.domain.retrieval import anchor_and_expand, match_words
 from duckgraph.core.domain.search_options import SearchOptions
 from duckgraph.core.domain.texts import edge_text, node_text
 from duckgraph.core.files import backup as file_backup
+from duckgraph.core.plugin_manager import reselect_embedder
 from duckgraph.ports import (
     EdgeWrite,
     Embedder,
@@ -199,8 +200,7 @@ class KnowledgeBase:
         if info is not None and info[0] != self.embedder.id:
             raise EmbedderMismatchError(
                 f"{getattr(self.store, 'path', 'this knowledge base')} was built with embedder {info[0]!r}, but "
-                f"{self.embedder.id!r} is configured. Configure {info[0]!r} again (DUCKGRAPH_EMBEDDER and its "
-                "options) or use another database file."
+                f"{self.embedder.id!r} is configured: {reselect_embedder(info[0])}; or use another database file."
             )
         self.store.bind_embedder(self.embedder.id, self.embedder.dimensions)
         self._bound = True

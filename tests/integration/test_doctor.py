@@ -76,7 +76,7 @@ def test_ollama_up_embeds_a_probe_reaches_the_chat_model_and_only_warns(env, tmp
         code, report = doctor(capsys, tmp_path / "kb.duckdb")
         assert code == 0, report
         assert report["problems"] == []
-        assert checks(report) == {"embedder": True, "extractor": True, "database": True}
+        assert checks(report) == {"plugins": True, "embedder": True, "extractor": True, "database": True}
         assert report["extractor"] == {"id": "ollama:qwen3:8b"}
         embedded = [r["body"] for r in ollama.requests_to("/api/embed")]
         assert {body["model"] for body in embedded} == {"all-minilm"}
@@ -104,7 +104,7 @@ def test_ollama_down_is_a_problem_that_says_to_start_it(env, tmp_path: Path, cap
         assert "OLLAMA_HOST or the base_url option" in problem
     assert embedder_problem.startswith("the embedder ollama:all-minilm:latest cannot embed: ")
     assert extractor_problem.startswith("the extractor ollama:qwen3:8b cannot extract: ")
-    assert checks(report) == {"embedder": False, "extractor": False, "database": True}
+    assert checks(report) == {"plugins": True, "embedder": False, "extractor": False, "database": True}
 
 
 def test_a_model_not_pulled_is_a_problem_that_says_what_to_pull(env, tmp_path: Path, capsys):
@@ -194,10 +194,11 @@ def test_an_embedder_mismatch_is_a_problem_with_the_fix(env, tmp_path: Path, cap
         code, report = doctor(capsys, db)
     assert code == 1
     assert report["problems"] == [
-        "the file was built with 'test:fake-hashing' but 'ollama:all-minilm:latest' is configured: configure "
-        "'test:fake-hashing' again (DUCKGRAPH_EMBEDDER and its options, or [embedder] in the config), or move the "
-        f"knowledge to a new file with the new embedder: duckgraph export -o kb.jsonl --db {db}, then duckgraph "
-        "import --re-embed kb.jsonl --db NEW.duckdb"]
+        "the file was built with 'test:fake-hashing' but 'ollama:all-minilm:latest' is configured: select the plugin "
+        "that gives 'test:fake-hashing' again: DUCKGRAPH_EMBEDDER (use in [embedder]) takes the id that plugin "
+        "registers (one of the embedder ids duckgraph doctor lists), not 'test:fake-hashing', with the options that "
+        f"gave it, or move the knowledge to a new file with the new embedder: duckgraph export -o kb.jsonl --db {db}, "
+        "then duckgraph import --re-embed kb.jsonl --db NEW.duckdb"]
 
 
 def test_the_same_model_name_with_other_vectors_is_a_mismatch(env, tmp_path: Path, capsys):
