@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from duckgraph.ports import hookimpl
+from duckgraph.ports import ConfigError, hookimpl
 from duckgraph.ports.communities import CommunityDetector, Membership
 
 #: A community larger than this is split again, one level finer (GraphRAG's default is 10; a few dozen members
@@ -18,10 +18,13 @@ class LeidenDetector(CommunityDetector):
 
     def __init__(self, *, max_cluster_size: int = DEFAULT_MAX_CLUSTER_SIZE, resolution: float = 1.0,
                  seed: int = DEFAULT_SEED) -> None:
-        if max_cluster_size < 2:
-            raise ValueError("max_cluster_size must be at least 2")
-        if resolution <= 0:
-            raise ValueError("resolution must be greater than 0")
+        # Options come from the user's settings: a wrong one is a ConfigError the commands print, not a traceback.
+        if isinstance(max_cluster_size, bool) or not isinstance(max_cluster_size, int) or max_cluster_size < 2:
+            raise ConfigError(f"leiden: max_cluster_size must be a whole number of at least 2, not {max_cluster_size!r}")
+        if isinstance(resolution, bool) or not isinstance(resolution, int | float) or not resolution > 0:
+            raise ConfigError(f"leiden: resolution must be a number greater than 0, not {resolution!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigError(f"leiden: seed must be a whole number, not {seed!r}")
         self.max_cluster_size = max_cluster_size
         self.resolution = resolution
         self.seed = seed

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import re
 import os
 import sys
 import textwrap
@@ -393,6 +394,20 @@ def test_the_community_detector_is_chosen_by_the_settings(plugin_manager, db_pat
                                 EdgeInput(source="Mars", target="Jupiter", type="ORBITS_NEAR")])
         built = kb.communities.build("default")
     assert detector.calls == 1 and built.communities == 1
+
+
+@pytest.mark.parametrize("options, wrong", [
+    ('{"resolution": "high"}', "resolution must be a number greater than 0, not 'high'"),
+    ('{"resolution": 0}', "resolution must be a number greater than 0, not 0"),
+    ('{"max_cluster_size": 1}', "max_cluster_size must be a whole number of at least 2, not 1"),
+    ('{"max_cluster_size": 2.5}', "max_cluster_size must be a whole number of at least 2, not 2.5"),
+    ('{"seed": "x"}', "seed must be a whole number, not 'x'"),
+])
+def test_leiden_options_of_a_wrong_kind_are_a_config_error(plugin_manager, db_path: Path, options, wrong) -> None:
+    # Its options are a setting now: a wrong one must be the message every command prints, not a traceback.
+    env = {"DUCKGRAPH_COMMUNITY_DETECTOR_OPTIONS": options}
+    with pytest.raises(ConfigError, match=re.escape(wrong)):
+        bootstrap(load_settings(env=env, db=db_path), plugin_manager=plugin_manager, embedder=HashingEmbedder())
 
 
 def test_the_default_community_detector_is_leiden_and_takes_options(plugin_manager, db_path: Path) -> None:
