@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-import re
 import os
+import re
 import sys
 import textwrap
 from pathlib import Path
