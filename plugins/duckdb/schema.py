@@ -220,8 +220,9 @@ def check_embedder(path: Path, bound: tuple[str, int], embedder_id: str, dimensi
     if bound != (embedder_id, dimensions):
         raise EmbedderMismatchError(
             f"{path} was built with embedder {bound[0]!r} ({bound[1]} dimensions), but "
-            f"{embedder_id!r} ({dimensions} dimensions) is configured. Configure {bound[0]!r} "
-            "again (DUCKGRAPH_EMBEDDER / [embedder] in the config) or use another --db file."
+            f"{embedder_id!r} ({dimensions} dimensions) is configured. Select the plugin that gives {bound[0]!r} "
+            "again (DUCKGRAPH_EMBEDDER / use in [embedder] take the id it registers, as duckgraph doctor lists it, "
+            "with the options that gave it) or use another --db file."
         )
 
 

@@ -206,7 +206,7 @@ def test_reopening_with_another_embedder_is_refused(db_path: Path, other: tuple[
             assert f"set it back to give {DIMS}" in message and "--re-embed" in message
             assert "Configure" not in message
         else:
-            assert "Configure 'test:a' again" in message and "--db" in message
+            assert "Select the plugin that gives 'test:a' again" in message and "the id it registers" in message and "--db" in message
         assert store.embedder_info() == ("test:a", DIMS)
     finally:
         store.close()
