@@ -32,15 +32,17 @@ class ConvertedDocument:
 
 
 class DocumentConverter(ABC):
-    """Turns files of some formats into text. Constructing one must be cheap: import its libraries in `convert`
-    and raise MissingExtraError when they are missing."""
+    """Turns files of some formats into text. Registered as a class, built without arguments; constructing one
+    must be cheap: import its libraries in `convert` and raise MissingExtraError when they are missing."""
 
-    #: File name endings it reads, lower case with the dot: (".pdf",).
+    #: File name endings it reads, a tuple, each lower case with its leading dot: (".pdf",); several parts are
+    #: allowed (".todo.txt"), the longest suffix a name ends with picking its converter.
     suffixes: tuple[str, ...] = ()
     #: Media types it reads when a URL answers with them: ("application/pdf",).
     media_types: tuple[str, ...] = ()
 
     @abstractmethod
     def convert(self, data: bytes, name: str) -> ConvertedDocument:
-        """The text of `data` (a file, or a page fetched from the URL `name`); raise ConversionError saying why
-        there is none."""
+        """The text of `data`: a file, `name` being its absolute path, or a page, `name` being its URL (so not a
+        title: `PurePath(name).stem` is one). Raise ConversionError saying why there is none; any other exception,
+        or a result that is not a ConvertedDocument, skips the file too, reported as this converter's failure."""

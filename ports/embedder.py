@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from duckgraph.ports.errors import EmbedderError
 
 if TYPE_CHECKING:
     import numpy as np
+
+log = logging.getLogger(__name__)
 
 
 class Embedder(ABC):
@@ -44,7 +48,8 @@ class Embedder(ABC):
         """Length of every vector. By default probed once, by embedding one text, unless `_dimensions` is known;
         a plugin that can read it elsewhere (the model's files) overrides this."""
         if self._dimensions is None:
-            self._dimensions = len(self.embed_batch(["dimension probe"])[0])
+            with self._plugin_failures():
+                self._dimensions = len(self.embed_batch(["dimension probe"])[0])
         _check_width(self.id, self._dimensions)
         return self._dimensions
 
@@ -62,17 +67,37 @@ class Embedder(ABC):
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query text; a unit vector of shape (dimensions,)."""
-        return self.embed_documents([text])[0]
+        with self._plugin_failures():
+            return self.embed_documents([text])[0]
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed any number of texts in batches of `batch_size`; unit vectors, shape (n, dimensions)."""
         import numpy as np  # imported on use: ~0.1 s that the MCP handshake should not wait for
 
-        if not texts:
-            return np.zeros((0, self.dimensions), dtype=np.float32)
-        parts = [self._checked(self.embed_batch(texts[i : i + self.batch_size]), len(texts[i : i + self.batch_size]))
-                 for i in range(0, len(texts), self.batch_size)]
-        return normalize(np.vstack(parts))
+        with self._plugin_failures():
+            if not texts:
+                return np.zeros((0, self.dimensions), dtype=np.float32)
+            parts = [self._checked(self.embed_batch(texts[i : i + self.batch_size]),
+                                   len(texts[i : i + self.batch_size]))
+                     for i in range(0, len(texts), self.batch_size)]
+            return normalize(np.vstack(parts))
+
+    @contextmanager
+    def _plugin_failures(self) -> Iterator[None]:
+        """A plugin's unexpected exception (its bug, a numpy error on what it returned) as an EmbedderError naming
+        the embedder, the original as its cause and its traceback logged once, so that every caller reports it as
+        it reports an embedder that is down, rather than crashing."""
+        try:
+            yield
+        except EmbedderError:  # already says what to do (and an inner call's wrapping passes through once)
+            raise
+        except Exception as exc:
+            who = _name(self)
+            # The message reaches the user; the traceback, for the plugin's author, at INFO (--log-level INFO), as
+            # for converters and extractors.
+            log.info("embedder %s raised an unexpected exception", who, exc_info=True)
+            raise EmbedderError(f"embedder {who} failed: {type(exc).__name__}: {exc}; check the embedder plugin "
+                                "and its settings") from exc
 
     def vectors_from_json(self, rows: Any, expected_rows: int, *, source: str | None = None) -> np.ndarray:
         """The vectors of a decoded JSON reply (one list of numbers per text, in the texts' order) as a float32
@@ -162,6 +187,14 @@ def _shown(value: Any) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _name(embedder: Embedder) -> str:
+    """The embedder's id for a message; its class when even the id fails."""
+    try:
+        return repr(embedder.id)
+    except Exception:
+        return type(embedder).__name__
 
 
 def _check_width(embedder_id: str, width: int) -> None:

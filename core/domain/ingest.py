@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -177,7 +177,10 @@ def _extract_one(kb: KnowledgeBase, chunk: ChunkRecord, namespace: str, entry: C
             entry.nodes, entry.edges = len(added.nodes), added.edges_created + added.edges_updated
     except DuckgraphError as exc:
         entry.error = _one_line(exc)
-        log.warning("extraction of %s#%s failed: %s", chunk.document_id, chunk.id, entry.error)
+        # The result carries the error to whoever asked (`duckgraph ingest` prints it): logged only for those
+        # who ask for more, with the traceback of a plugin's unexpected exception.
+        log.info("extraction of %s#%s failed: %s", chunk.document_id, chunk.id, entry.error,
+                 exc_info=exc if exc.__cause__ is not None else None)
 
 
 def _extracted(
@@ -185,28 +188,48 @@ def _extracted(
 ) -> tuple[list[NodeInput], list[EdgeInput]]:
     """The extractor's graph of `text` as inputs; whatever goes wrong is a DuckgraphError, the passage's error."""
     try:
-        return _fragment_inputs(extractor.extract(text, known_entities=known), document_id)
+        return _fragment_inputs(extractor.extract(text, known_entities=known), document_id, extractor.id)
     except DuckgraphError:
         raise
     except Exception as exc:  # a plugin's bug fails its passage, as the docs promise, not the whole ingest
-        log.warning("the extractor %s failed", extractor.id, exc_info=True)
         raise ExtractionError(f"the extractor {extractor.id} failed: {type(exc).__name__}: {exc}") from exc
 
 
-def _fragment_inputs(fragment: dict[str, Any], document_id: str) -> tuple[list[NodeInput], list[EdgeInput]]:
-    """An extractor's graph as validated inputs, with the document as provenance; self-loops are dropped."""
+def _fragment_inputs(fragment: Any, document_id: str, extractor_id: str) -> tuple[list[NodeInput], list[EdgeInput]]:
+    """An extractor's graph as validated inputs, with the document as provenance; self-loops are dropped. Anything
+    but a mapping of exactly `nodes` and `edges`, two lists, is refused: a fragment under other keys would
+    otherwise store nothing and count as extracted."""
     from duckgraph.core.domain.model import EdgeInput, NodeInput
 
-    nodes = [_validated(NodeInput, f"nodes[{i}]", node, document_id)
-             for i, node in enumerate(fragment.get("nodes", []))]
-    edges = [_validated(EdgeInput, f"edges[{i}]", edge, document_id)
-             for i, edge in enumerate(fragment.get("edges", []))]
+    if not isinstance(fragment, Mapping) or set(fragment) != {"nodes", "edges"} or not all(
+            isinstance(fragment[key], list | tuple) for key in ("nodes", "edges")):
+        raise ExtractionError(f"the extractor {extractor_id} returned {_shape(fragment)}; it must return a "
+                              "GraphFragment: {'nodes': [...], 'edges': [...]}, both keys, two lists (empty when "
+                              "nothing is found)")
+    nodes = [_validated(NodeInput, f"nodes[{i}]", node, document_id, extractor_id)
+             for i, node in enumerate(fragment["nodes"])]
+    edges = [_validated(EdgeInput, f"edges[{i}]", edge, document_id, extractor_id)
+             for i, edge in enumerate(fragment["edges"])]
     edges = [e for e in edges if entity_key(e.source) != entity_key(e.target)]
     return nodes, edges
 
 
-def _validated(model: type[Any], label: str, item: dict[str, Any], document_id: str) -> Any:
+def _shape(fragment: Any) -> str:
+    """What an extractor returned instead of a GraphFragment: "a mapping with the keys 'entities', 'relations'"."""
+    if isinstance(fragment, Mapping):
+        keys = ", ".join(repr(k) for k in list(fragment)[:6]) or "none"
+        wrong = [k for k in ("nodes", "edges") if k in fragment and not isinstance(fragment[k], list | tuple)]
+        return (f"a mapping whose {' and '.join(repr(k) for k in wrong)} is not a list" if wrong
+                else f"a mapping with the keys {keys}")
+    return "None" if fragment is None else f"a {type(fragment).__name__}"
+
+
+def _validated(model: type[Any], label: str, item: Any, document_id: str, extractor_id: str) -> Any:
     """`item` as `model`, or InvalidInputError naming the field and the rule (not pydantic's text and link)."""
+    if not isinstance(item, Mapping):
+        wanted = "a name and a type" if label.startswith("nodes") else "a source, a target and a type"
+        raise InvalidInputError(f"the extractor's graph was refused: {label} is {_shape(item)}, not an object with "
+                                f"{wanted} (the extractor {extractor_id})")
     try:
         return model.model_validate({**item, "source_ids": [document_id]})
     except ValidationError as exc:

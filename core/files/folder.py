@@ -36,7 +36,7 @@ from duckgraph.ports import DuckgraphError, InvalidInputError, WriteBatch, part_
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
     from duckgraph.core.domain.model import AddDocumentsResult, DocumentInput
-    from duckgraph.ports.converter import DocumentConverter
+    from duckgraph.core.files.converters import Converter
 
 #: Read here, without a converter.
 SUFFIXES = {".txt", ".md", ".markdown"}
@@ -79,7 +79,7 @@ class FileDocument:
     id: str
     path: Path
     refused: str = ""
-    converter: DocumentConverter | None = None
+    converter: Converter | None = None
     gone = False
 
     def read(self) -> Contents:
@@ -101,9 +101,10 @@ class IngestReport:
 
 
 def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
-               converters: Mapping[str, DocumentConverter] | None = None) -> list[FileDocument]:
+               converters: Mapping[str, Converter] | None = None) -> list[FileDocument]:
     """The files of `paths` (files, or folders searched recursively) that are text, Markdown or of a suffix in
-    `converters`, each once, in path order.
+    `converters` (the longest suffix a name ends with picks its converter: ".todo.txt" before ".txt"), each once,
+    in path order.
 
     A file given by name is read wherever it is (by its converter, else as text); in a folder, a symbolic link
     that leads out of the folders given is returned `refused` unless `follow_symlinks`."""
@@ -117,14 +118,27 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
             for path, refused in _walk(folder, roots, follow_symlinks, SUFFIXES | converters.keys()):
                 document_id = path.as_posix()  # inside the folder, symlink or not
                 found.setdefault(document_id, FileDocument(document_id, path, refused,
-                                                           converters.get(path.suffix.lower())))
+                                                           _converter(path, converters)))
         elif given.is_file():
             path = given.resolve()
             found.setdefault(path.as_posix(), FileDocument(path.as_posix(), path,
-                                                           converter=converters.get(path.suffix.lower())))
+                                                           converter=_converter(path, converters)))
         else:
             raise DuckgraphError(f"{argument} does not exist")
     return sorted(found.values(), key=lambda f: f.id)
+
+
+def longest_suffix(name: str, suffixes: Collection[str]) -> str | None:
+    """The longest of `suffixes` that `name` ends with (case aside), leaving a stem (".md" alone is no suffix, as
+    for pathlib); None when there is none."""
+    lowered = name.lower()
+    found = [s for s in suffixes if len(lowered) > len(s) and lowered.endswith(s)]
+    return max(found, key=len) if found else None
+
+
+def _converter(path: Path, converters: Mapping[str, Converter]) -> Converter | None:
+    suffix = longest_suffix(path.name, converters.keys())
+    return None if suffix is None else converters[suffix]
 
 
 def _walk(folder: Path, roots: Sequence[Path], follow_symlinks: bool,
@@ -145,7 +159,7 @@ def _walk(folder: Path, roots: Sequence[Path], follow_symlinks: bool,
         dirs[:] = entered
         for name in sorted(names):
             path = here / name
-            if path.suffix.lower() in suffixes and path.is_file():
+            if longest_suffix(name, suffixes) is not None and path.is_file():
                 yield path, _outside(path, roots, follow_symlinks)
 
 
@@ -170,8 +184,12 @@ def read_documents(file: FileDocument) -> Contents:
         converted = file.converter.convert(file.path.read_bytes(), str(file.path))
         title, text, time, metadata = converted.title, converted.text, converted.time, dict(converted.metadata)
     else:
-        title, text, time, metadata = read_markdown(file.path.read_text(encoding="utf-8"),
-                                                    front_matter=file.path.suffix.lower() != ".txt")
+        try:
+            content = file.path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:  # say who read it, and as what
+            raise DuckgraphError(f"duckgraph reads {file.path.suffix.lower()} files as UTF-8 text, and this one is "
+                                 f"not ({exc}): convert it to UTF-8") from exc
+        title, text, time, metadata = read_markdown(content, front_matter=file.path.suffix.lower() != ".txt")
     modified = datetime.fromtimestamp(file.path.stat().st_mtime, timezone.utc).isoformat()
     return as_documents(file.id, title or file.path.stem, text, time, metadata, fallback_time=modified)
 

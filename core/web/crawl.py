@@ -22,14 +22,19 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urldefrag, urlsplit
 from urllib.robotparser import RobotFileParser
 
-from duckgraph.core.files.folder import Contents, as_documents, read_markdown
+from duckgraph.core.files.folder import SUFFIXES, Contents, as_documents, longest_suffix, read_markdown
 from duckgraph.core.web.fetch import USER_AGENT, Fetcher, FetchError, Response
 from duckgraph.ports import DuckgraphError
 
 if TYPE_CHECKING:
     from duckgraph.core.files.converters import Converters
 
+#: What a server sends when it does not say what a body is: the URL's suffix says it instead.
+GENERIC_MEDIA_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})
+
 _TEXT_TYPES = {"text/plain": False, "text/markdown": True, "text/x-markdown": True}  # -> has front matter
+#: The suffixes duckgraph reads itself (core/files/folder.py), as the media type a server should have sent.
+_TEXT_SUFFIXES = {suffix: "text/plain" if suffix == ".txt" else "text/markdown" for suffix in SUFFIXES}
 #: Links to these are not pages: not followed.
 _NOT_PAGES = {".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".ico", ".css", ".js", ".zip", ".gz", ".mp3",
               ".mp4", ".woff", ".woff2", ".ttf", ".xml", ".json"}
@@ -180,17 +185,25 @@ class _Site:
 
 def page_documents(url: str, response: Response, converters: Converters) -> Contents:
     """A fetched page as documents: text and Markdown read here, other types by the converter of their media
-    type. Its time: the date the page states, else its Last-Modified header."""
-    if response.media_type in _TEXT_TYPES:
+    type; when the server names none or a generic one (application/octet-stream), the URL's suffix picks the
+    reader, as a file's does. Its time: the date the page states, else its Last-Modified header."""
+    media_type, converter = response.media_type, converters.by_media_type.get(response.media_type)
+    if media_type in GENERIC_MEDIA_TYPES:
+        name = PurePosixPath(urlsplit(url).path).name
+        if (suffix := longest_suffix(name, converters.by_suffix.keys() | _TEXT_SUFFIXES.keys())) is not None:
+            converter = converters.by_suffix.get(suffix)
+            media_type = _TEXT_SUFFIXES.get(suffix, media_type) if converter is None else media_type
+    if converter is None and media_type in _TEXT_TYPES:
         text = response.body.decode(response.encoding, errors="replace")
-        title, text, moment, metadata = read_markdown(text, front_matter=_TEXT_TYPES[response.media_type])
-        if not title and _TEXT_TYPES[response.media_type] and (heading := _TOP_HEADING.search(text)):
+        title, text, moment, metadata = read_markdown(text, front_matter=_TEXT_TYPES[media_type])
+        if not title and _TEXT_TYPES[media_type] and (heading := _TOP_HEADING.search(text)):
             title = heading.group(1).strip()
-    elif (converter := converters.by_media_type.get(response.media_type)) is not None:
+    elif converter is not None:
         converted = converter.convert(response.body, url)
         title, text, moment, metadata = converted.title, converted.text, converted.time, dict(converted.metadata)
     else:
-        raise DuckgraphError(f"{response.media_type or 'an unnamed type'} is not a format duckgraph reads")
+        generic = " (nor is the URL's suffix)" if media_type in GENERIC_MEDIA_TYPES else ""
+        raise DuckgraphError(f"{media_type or 'an unnamed type'} is not a format duckgraph reads{generic}")
     contents = as_documents(url, title, text, moment, metadata, fallback_time=_http_date(response.last_modified))
     if not contents.documents:
         raise DuckgraphError("no text")

@@ -118,15 +118,16 @@ def test_bad_files_are_reported_with_why_and_the_rest_is_stored(env, monkeypatch
     db = env / "kb.duckdb"
     code, summary, err = run(db, "ingest", str(folder))
     assert (code, summary) == (0, "1 documents stored, 0 unchanged, 2 skipped, 1 passages")
-    assert "scan.pdf: no text in its 1 pages: a scanned PDF? Run OCR on it first" in err
-    assert "broken.pdf: not a readable PDF" in err
+    # Each reason names the converter that gave it.
+    assert "scan.pdf: converter 'pdf': no text in its 1 pages: a scanned PDF? Run OCR on it first" in err
+    assert "broken.pdf: converter 'pdf': not a readable PDF" in err
 
     # A format whose library is missing is reported with the install command, not skipped silently.
     write_pdf(folder / "manual.pdf", {"Intro": "A PDF that needs pdfminer."})
     monkeypatch.setitem(sys.modules, "pdfminer.high_level", None)
     code, summary, err = run(db, "ingest", str(folder / "manual.pdf"))
     assert (code, summary) == (0, "0 documents stored, 0 unchanged, 1 skipped, 0 passages")
-    assert "manual.pdf: reading PDF needs the documents extra" in err
+    assert "manual.pdf: converter 'pdf': reading PDF needs the documents extra" in err
     assert "pip install 'duckgraph[documents]'" in err
 
 

@@ -276,8 +276,11 @@ class OtherPlugin(Extractor):
 @pytest.mark.parametrize("answer, said", [
     (AttributeError("'NoneType' object has no attribute 'get'"),
      "the extractor someones:plugin failed: AttributeError: 'NoneType' object has no attribute 'get'"),
-    (["not", "a", "graph"], "the extractor someones:plugin failed: AttributeError"),
-    ({"nodes": ["Ada Lovelace"]}, "the extractor someones:plugin failed: TypeError"),
+    # A fragment of the wrong shape is refused in words, not by the AttributeError or TypeError it would cause.
+    (["not", "a", "graph"], "the extractor someones:plugin returned a list; it must return a GraphFragment"),
+    ({"nodes": ["Ada Lovelace"]}, "the extractor someones:plugin returned a mapping with the keys 'nodes'; it must"),
+    ({"nodes": ["Ada Lovelace"], "edges": []},
+     "the extractor's graph was refused: nodes[0] is a str, not an object with a name and a type"),
 ])
 def test_an_extractor_plugins_bug_fails_its_passage_not_the_ingest(db_path, answer, said):
     docs = [DocumentInput(id="doc-ada", text=ADA_TEXT),

@@ -72,11 +72,12 @@ class RstPlugin:
 
 def test_a_plugin_converter_reads_its_formats_before_the_built_in(tmp_path: Path):
     pm = build_plugin_manager(load_entry_points=False)
-    assert type(load_converters(pm).by_suffix[".pdf"]).__name__ == "PdfConverter"
+    assert type(load_converters(pm).by_suffix[".pdf"].plugin).__name__ == "PdfConverter"
     assert load_converters(pm).by_media_type["text/html"].id == "html"
     pm.register(RstPlugin())
     converters = load_converters(pm)
-    assert isinstance(converters.by_suffix[".pdf"], RstConverter)
+    assert isinstance(converters.by_suffix[".pdf"].plugin, RstConverter)
+    assert converters.by_suffix[".pdf"].id == "rst-test"
     (tmp_path / "a.rst").write_text("=== Title\nBody text.\n", encoding="utf-8")
     (tmp_path / "b.unknown").write_text("not read", encoding="utf-8")
     [found] = find_files([str(tmp_path)], converters=converters.by_suffix)
