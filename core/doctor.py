@@ -19,6 +19,7 @@ import pluggy
 
 from duckgraph.core import __version__
 from duckgraph.core.config import Settings
+from duckgraph.core.files.folder import SUFFIXES as TEXT_SUFFIXES
 from duckgraph.core.plugin_manager import PluginKind, create, plugin_problems, registered_ids, reselect_embedder
 from duckgraph.ports import DuckgraphError, Embedder
 
@@ -85,6 +86,7 @@ def diagnose(settings: Settings, pm: pluggy.PluginManager) -> dict[str, Any]:
     """The doctor's report (JSON-ready); `report["problems"]` is empty when everything works."""
     diagnosis = Diagnosis(settings, pm)
     _check_plugins(diagnosis)
+    _check_converters(diagnosis)
     embedder = _check_embedder(diagnosis)
     _check_extractor(diagnosis)
     _check_community_detector(diagnosis)
@@ -103,6 +105,18 @@ def _check_plugins(diagnosis: Diagnosis) -> None:
     diagnosis.problems.extend(problems)
     diagnosis.check("plugins", not problems, f"{len(problems)} plugin problem(s), below" if problems else
                     f"{len(diagnosis.report['plugins'])} plugins loaded, each hook known and callable")
+
+
+def _check_converters(diagnosis: Diagnosis) -> None:
+    """Which converter reads each suffix, and the converters that cannot be used or clash (the files they would
+    read are skipped with that reason)."""
+    from duckgraph.core.files.converters import converter_overview
+
+    readers, problems = converter_overview(diagnosis.pm)
+    diagnosis.report["converters"] = readers
+    diagnosis.problems.extend(problems)
+    diagnosis.check("converters", not problems, f"{len(problems)} converter problem(s), below" if problems else
+                    f"{len(readers)} file suffixes read")
 
 
 # -- the embedder ------------------------------------------------------------------------------------------
@@ -324,6 +338,8 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"community detector: {report['community_detector']['id']}")
     _print_store(report.get("store"))
     print("plugins:   " + ", ".join(report["plugins"]))
+    print("converters: " + ", ".join(f"{suffix} ({reader})" for suffix, reader in report["converters"].items())
+          + f"; {', '.join(sorted(TEXT_SUFFIXES))} read as text")
     for kind, ids in report["plugin_ids"].items():  # what `use` takes, and which package registers each id
         print(f"{kind} ids: " + (", ".join(f"{plugin_id} ({owner})" for plugin_id, owner in ids.items()) or "none"))
     print(f"tools/list at start: {report['tools_list']}")

@@ -193,6 +193,19 @@ def factories(pm: pluggy.PluginManager, kind: PluginKind) -> dict[str, Callable[
     return found
 
 
+def usable_factories(pm: pluggy.PluginManager, kind: PluginKind) -> dict[str, Callable[..., Any]]:
+    """Every factory of a kind whose adapters are all used at once (converters), by id. An id registered twice is
+    reported (log, doctor), not an error that stops them all: the built-in keeps it, else neither is used."""
+    found: dict[str, Callable[..., Any]] = {}
+    for plugin_id, plugins in _registrations(pm, kind).items():
+        if len(plugins) > 1:
+            _report(pm, _duplicate(pm, kind, plugin_id, [name for name, _ in plugins]), ())
+            plugins = [(name, factory) for name, factory in plugins if _is_builtin(name)]
+        if len(plugins) == 1:
+            found[plugin_id] = plugins[0][1]
+    return found
+
+
 def registered_ids(pm: pluggy.PluginManager) -> dict[PluginKind, dict[str, str]]:
     """For `duckgraph doctor`: each kind's ids and who registers them ('built-in' or the package). Calling every
     hook, it reports the hooks that raise and the ids registered twice."""

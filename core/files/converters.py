@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.core.plugin_manager import factories
+from duckgraph.core.plugin_manager import usable_factories
 from duckgraph.ports import DuckgraphError
 from duckgraph.ports.converter import ConversionError, ConvertedDocument, DocumentConverter
 
@@ -100,7 +100,7 @@ def converter_overview(pm: pluggy.PluginManager) -> tuple[dict[str, str], list[s
 def _load(pm: pluggy.PluginManager) -> Converters:
     claims: dict[str, dict[str, list[Converter]]] = {"suffix": {}, "media type": {}}
     found = Converters()
-    for plugin_id, factory in factories(pm, "converter").items():
+    for plugin_id, factory in usable_factories(pm, "converter").items():
         converter, suffixes, media_types = _built(plugin_id, factory)
         if converter.failure:
             found.problems.append(converter.failure)

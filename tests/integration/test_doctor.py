@@ -76,7 +76,8 @@ def test_ollama_up_embeds_a_probe_reaches_the_chat_model_and_only_warns(env, tmp
         code, report = doctor(capsys, tmp_path / "kb.duckdb")
         assert code == 0, report
         assert report["problems"] == []
-        assert checks(report) == {"plugins": True, "embedder": True, "extractor": True, "database": True}
+        assert checks(report) == {"plugins": True, "converters": True, "embedder": True, "extractor": True,
+                                  "database": True}
         assert report["extractor"] == {"id": "ollama:qwen3:8b"}
         embedded = [r["body"] for r in ollama.requests_to("/api/embed")]
         assert {body["model"] for body in embedded} == {"all-minilm"}
@@ -104,7 +105,8 @@ def test_ollama_down_is_a_problem_that_says_to_start_it(env, tmp_path: Path, cap
         assert "OLLAMA_HOST or the base_url option" in problem
     assert embedder_problem.startswith("the embedder ollama:all-minilm:latest cannot embed: ")
     assert extractor_problem.startswith("the extractor ollama:qwen3:8b cannot extract: ")
-    assert checks(report) == {"plugins": True, "embedder": False, "extractor": False, "database": True}
+    assert checks(report) == {"plugins": True, "converters": True, "embedder": False, "extractor": False,
+                              "database": True}
 
 
 def test_a_model_not_pulled_is_a_problem_that_says_what_to_pull(env, tmp_path: Path, capsys):

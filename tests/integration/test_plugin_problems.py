@@ -266,7 +266,7 @@ def test_a_hook_that_raises_is_blamed_on_its_plugin_not_on_the_configured_one(si
     assert report["problems"] == [
         "package dgtest-raises (entry point 'raises'): its register_embedders hook raised RuntimeError: hook crashed; "
         "its embedder plugins are left out"]
-    assert checks(report) == {"plugins": False, "embedder": True, "database": True}
+    assert checks(report) == {"plugins": False, "converters": True, "embedder": True, "database": True}
     assert report["embedder"]["id"] == "good:v1"
     assert report["plugin_ids"]["embedder"]["good"] == "dgtest-good"
 
@@ -288,6 +288,62 @@ def test_doctor_lists_a_broken_plugin_as_a_problem_and_checks_the_rest(site, env
     assert report["plugin_ids"]["embedder"]["good"] == "dgtest-good"
     assert report["plugin_ids"]["embedder"]["sentence-transformers"] == "built-in"
     assert report["community_detector"] == {"id": "leiden:max_cluster_size=25,resolution=1"}
+
+
+CLAIMS_PDF_CONVERTER = '''
+from duckgraph.ports import hookimpl
+from duckgraph.ports.converter import ConvertedDocument
+
+class Mine:
+    suffixes = (".pdf",)
+
+    def convert(self, data, name):
+        return ConvertedDocument(text="mine", title="mine")
+
+@hookimpl
+def register_converters(register):
+    register("pdf", Mine)
+'''
+
+BROKEN_CONVERTER = '''
+from duckgraph.ports import hookimpl
+
+class Todo:
+    suffixes = (".todo",)
+
+    def __init__(self):
+        raise RuntimeError("no todo today")
+
+@hookimpl
+def register_converters(register):
+    register("todo", Todo)
+'''
+
+
+def test_doctor_lists_the_converters_and_those_that_cannot_be_used(site, env, tmp_path, capsys) -> None:
+    site("dgtest-todo", "todo", BROKEN_CONVERTER)
+    code, report = doctor(capsys, tmp_path / "kb.duckdb")
+    assert code == 1 and checks(report)["converters"] is False
+    assert report["converters"][".pdf"] == "pdf" and report["converters"][".todo"] == "todo"
+    assert any("todo" in problem and "no todo today" in problem for problem in report["problems"])
+    assert main(["doctor", "--db", str(tmp_path / "kb.duckdb")]) == 1
+    assert ".pdf (pdf)" in capsys.readouterr().out.split("converters: ")[1].splitlines()[0]
+
+
+def test_a_converter_claiming_a_built_in_id_leaves_the_built_in_and_the_others_working(site, env, tmp_path,
+                                                                                        capsys, caplog) -> None:
+    site("dgtest-mypdf", "mypdf", CLAIMS_PDF_CONVERTER)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Plans\n\nWe ship in May.", encoding="utf-8")
+    # Every ingest stopped on the clash; now it is reported and the built-in keeps its id.
+    with caplog.at_level(logging.WARNING, logger="duckgraph.core.plugin_manager"):
+        code = main(["ingest", str(folder), "--db", str(tmp_path / "kb.duckdb")])
+    assert code == 0, capsys.readouterr().err
+    assert any("dgtest-mypdf" in r.getMessage() and "register another id" in r.getMessage() for r in caplog.records)
+    capsys.readouterr()  # the ingest's own output
+    code, report = doctor(capsys, tmp_path / "kb.duckdb")
+    assert code == 1 and checks(report)["plugins"] is False and report["converters"][".pdf"] == "pdf"
 
 
 def test_doctor_text_shows_the_registered_ids(site, env, tmp_path, capsys) -> None:
