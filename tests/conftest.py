@@ -29,6 +29,17 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def no_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No user config file and no DUCKGRAPH_* variable but those a test sets (with the monkeypatch returned)."""
+    for name in [n for n in os.environ if n.startswith("DUCKGRAPH_")]:
+        monkeypatch.delenv(name)
+    config = tmp_path / "empty-config.toml"
+    config.write_text("", encoding="utf-8")
+    monkeypatch.setenv("DUCKGRAPH_CONFIG", str(config))
+    return monkeypatch
+
+
+@pytest.fixture
 def plugin_manager():
     """Built-ins only: third-party entry points never leak into tests."""
     return build_plugin_manager(load_entry_points=False)

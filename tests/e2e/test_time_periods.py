@@ -25,11 +25,6 @@ def works(**more: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def services(tmp_path: Path, db_path: Path, plugin_manager, minilm):
     return make_services(tmp_path, db_path, minilm, plugin_manager)
 

@@ -5,7 +5,6 @@ of range is a usage error (exit 2) before the file is opened."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,10 @@ from tests.fakes import HashingEmbedder
 
 
 @pytest.fixture
-def no_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`main` in this process with no user config and no DUCKGRAPH_* variables, in `tmp_path`."""
-    for name in [n for n in os.environ if n.startswith("DUCKGRAPH_")]:
-        monkeypatch.delenv(name)
-    (tmp_path / "config.toml").write_text("", encoding="utf-8")
-    monkeypatch.setenv("DUCKGRAPH_CONFIG", str(tmp_path / "config.toml"))
-    monkeypatch.chdir(tmp_path)
+def no_settings(no_settings: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    """`main` in this process with no user settings (tests/conftest.py), in `tmp_path`."""
+    no_settings.chdir(tmp_path)
+    return no_settings
 
 
 @pytest.mark.parametrize("argv, flag, value, allowed", [

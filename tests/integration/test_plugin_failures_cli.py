@@ -5,19 +5,17 @@ one `duckgraph:` line, not a traceback. Real DuckDB file; the real default model
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 from pathlib import Path
 
 import pytest
 
 from duckgraph.core import bootstrap as bootstrap_module
-from duckgraph.core.cli import main
 from duckgraph.core.plugin_manager import build_plugin_manager
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import Embedder, ExtractionError, Extractor, hookimpl
 from duckgraph.ports.converter import ConvertedDocument, DocumentConverter
+from tests.integration.test_ingest_documents import run
 
 
 class RaisesKey(DocumentConverter):
@@ -77,28 +75,14 @@ class Plugins:
 
 
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch) -> Path:
-    for name in ("DB", "NAMESPACE", "STORE", "EMBEDDER", "EMBEDDER_OPTIONS", "EXTRACTOR", "EXTRACTOR_OPTIONS",
-                 "LOG_LEVEL"):
-        monkeypatch.delenv(f"DUCKGRAPH_{name}", raising=False)
-    config = tmp_path / "config.toml"
-    config.write_text("", encoding="utf-8")
-    monkeypatch.setenv("DUCKGRAPH_CONFIG", str(config))
-
+def env(no_settings: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     def plugin_manager():
         pm = build_plugin_manager(load_entry_points=False)
         pm.register(Plugins(), name="test-plugins")
         return pm
 
-    monkeypatch.setattr(bootstrap_module, "build_plugin_manager", plugin_manager)
+    no_settings.setattr(bootstrap_module, "build_plugin_manager", plugin_manager)
     return tmp_path
-
-
-def run(db: Path, *args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([*args, "--db", str(db)])
-    return code, out.getvalue().strip(), err.getvalue()
 
 
 def stored(db: Path) -> tuple[list[str], int]:

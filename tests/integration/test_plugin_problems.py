@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-import os
 import re
 import sys
 import textwrap
@@ -145,14 +144,8 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    """No user config and no DUCKGRAPH_* variable but those a test sets."""
-    config = tmp_path / "empty-config.toml"
-    config.write_text("", encoding="utf-8")
-    for name in [n for n in os.environ if n.startswith("DUCKGRAPH_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("DUCKGRAPH_CONFIG", str(config))
-    return monkeypatch
+def env(no_settings: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    return no_settings
 
 
 def doctor(capsys, db: Path) -> tuple[int, dict]:
