@@ -211,6 +211,13 @@ def _parser() -> argparse.ArgumentParser:
     backup.add_argument("--json", action="store_true", help="print the result as JSON")
     backup.set_defaults(run=_backup_command)
 
+    restore = sub.add_parser("restore", parents=[common],
+                             help="put a backup in place of the database file (stop its servers first); the file it "
+                                  "replaces and its write-ahead log are kept aside")
+    restore.add_argument("backup", metavar="BACKUP", help="the backup to restore (a file `duckgraph backup` wrote)")
+    restore.add_argument("--json", action="store_true", help="print the result as JSON")
+    restore.set_defaults(run=_restore_command)
+
     ui = sub.add_parser("ui", parents=[common], help="a local web page to explore, check and curate the memory "
                                                      "(also while a server uses the file)")
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other than "
@@ -623,6 +630,27 @@ def _backup_command(args: argparse.Namespace) -> int:
     else:
         print(f"backed up {services.settings.db} to {result['path']} ({result['bytes']:,} bytes): {result['nodes']} "
               f"entities, {result['edges']} relations, {result['documents']} documents, {result['chunks']} passages")
+    return 0
+
+
+def _restore_command(args: argparse.Namespace) -> int:
+    from duckgraph.core.files.backup import counts, restore
+
+    db = Path(_settings(args).db).expanduser()
+
+    def check(copy: Path) -> dict[str, int]:
+        """Open the copy as the knowledge file will be opened: a backup that does not open is refused."""
+        with _setup(args, db=str(copy)).knowledge_base as kb:
+            return counts(kb)
+
+    result = restore(args.backup, db, check)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"restored {result['path']} from {result['backup']} ({result['bytes']:,} bytes): {result['nodes']} "
+          f"entities, {result['edges']} relations, {result['documents']} documents, {result['chunks']} passages")
+    if result["kept"]:
+        print("the file it replaced is kept as " + " and ".join(result["kept"]) + " (open it with --db to read it)")
     return 0
 
 

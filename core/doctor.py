@@ -208,6 +208,7 @@ def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
     report["sharing"] = sharing_state(path)
     if report["sharing"].get("problem"):
         diagnosis.problems.append(report["sharing"]["problem"])
+    _check_leftovers(diagnosis, path)
     if not path.exists():
         note = f"no database yet at {path}: it is created when first opened"
         report["database"] = {"path": str(path), "exists": False, "note": note}
@@ -225,6 +226,25 @@ def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
     recorded = store.get("embedder")
     if recorded and embedder is not None:
         _check_binding(diagnosis, path, recorded, embedder)
+
+
+def _check_leftovers(diagnosis: Diagnosis, path: Path) -> None:
+    """Files beside the knowledge file that an interruption left: a write-ahead log without its file (DuckDB
+    discards it when it creates the next file there), and temporary copies of a backup or restore that was killed."""
+    from duckgraph.core.files.backup import leftovers
+
+    wal = path.with_name(path.name + ".wal")
+    if not path.exists() and wal.exists():
+        diagnosis.problems.append(
+            f"{wal} is a write-ahead log without its file: the next open creates a new file at {path} and DuckDB "
+            "discards that log. If the file was moved, put the log beside it (as its name + .wal) first: it holds "
+            "the file's last changes; else move it aside")
+    found = leftovers(path.parent)
+    if found:
+        size = sum(p.stat().st_size for p in found if p.exists()) / 2**20
+        diagnosis.warnings.append(
+            f"{len(found)} temporary files of a backup or restore that was interrupted ({size:.1f} MB): "
+            f"{', '.join(str(p) for p in found)}; delete them (the next backup or restore of that file does)")
 
 
 def _store_health(diagnosis: Diagnosis, path: Path) -> dict[str, Any] | None:

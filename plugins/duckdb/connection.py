@@ -22,6 +22,7 @@ _STORAGE_PROBLEMS = (
     ("disk quota exceeded", "disk full"),
     ("file too large", "disk full or file size limit reached"),
     ("permission denied", "not writable"),
+    ("operation not permitted", "not writable"),  # EPERM: an immutable or append-only file, a sandbox's refusal
     ("read-only file system", "not writable"),
 )
 #: DuckDB's words for a file it cannot read as a database: cut short, blocks overwritten, or not a database at all.
@@ -59,7 +60,8 @@ def connect(path: Path, read_only: bool) -> tuple[Any, str]:
     except duckdb.IOException as exc:
         raise (damaged(path, exc) or StoreError(_explain_open_error(path, exc))) from exc
     except duckdb.Error as exc:
-        raise (damaged(path, exc) or StoreError(f"{path} is not a usable DuckDB file: {one_line(exc)}")) from exc
+        raise (damaged(path, exc) or StoreError(f"{path} is not a usable DuckDB file: {one_line(exc)}"
+                                                f"{_replay_advice(path, exc)}")) from exc
 
 
 def damaged(path: Path, exc: BaseException) -> StoreError | None:
@@ -68,9 +70,20 @@ def damaged(path: Path, exc: BaseException) -> StoreError | None:
         return None
     return StoreError(
         f"{path} is damaged (cut short or overwritten): DuckDB cannot read it ({one_line(exc)[:200]}). Restore it "
-        "from a backup (`duckgraph backup` makes one), or move it aside to start a new file; `duckgraph doctor` "
-        "checks a file."
+        f"from a backup with `duckgraph restore BACKUP --db {path}` (`duckgraph backup` makes one; a copy by hand "
+        f"must move {path.name}.wal aside too), or move it aside to start a new file; `duckgraph doctor` checks a "
+        "file."
     )
+
+
+def _replay_advice(path: Path, exc: BaseException) -> str:
+    """What to do when DuckDB failed to replay the write-ahead log beside the file: often a log left there by
+    another file (the file was replaced by a copy, or removed), which DuckDB cannot tell from the file's own."""
+    if "replaying wal" not in str(exc).lower():
+        return ""
+    return (f". Its write-ahead log {path.name}.wal could not be applied to it: if {path.name} was replaced by a "
+            f"copy (a backup) or removed, that log belongs to the file that was there; move {path.name}.wal aside "
+            "(keep it with that file) and open again. `duckgraph restore` does this when it restores a backup")
 
 
 def _unwritable_reason(path: Path) -> str:
@@ -108,16 +121,39 @@ def _explain_open_error(path: Path, exc: Exception) -> str:
     if "lock" in message.lower():
         # DuckDB names the holder: '... Conflicting lock is held in /usr/bin/python3.11 (PID 1081) by user ...'
         held = re.search(r"held in (?P<program>.+?) \(PID (?P<pid>\d+)\)", message)
+        command = _duckgraph_command(int(held["pid"])) if held else None
+        if command in ("serve", "ui"):
+            return (f"{path} is locked: a duckgraph server (`duckgraph {command}`, PID {held['pid']}) holds it; "
+                    "use the memory through it, or stop it, or point duckgraph at another file with --db / "
+                    "DUCKGRAPH_DB.")
+        if command:
+            return (f"{path} is locked: duckgraph's own command `duckgraph {command}` (PID {held['pid']}) is "
+                    "using it, and DuckDB lets only one process open a file for writing: wait for it to finish "
+                    "(or stop it), then try again.")
         holder = (f"another program, {held['program']} (PID {held['pid']}), holds it"
                   if held else f"another process holds it ({message.strip()})")
         return (
             f"{path} is locked: {holder}, and DuckDB lets only one process open a file for writing. duckgraph "
-            "servers share a file among themselves, but not with other programs: close that program (or its "
+            "servers share a file among themselves, but not with other programs, nor with duckgraph's own commands "
+            "(ingest, import...) while they run: wait for such a command to finish, close that program (or its "
             "connection to the file), or point duckgraph at another file with --db / DUCKGRAPH_DB."
         )
     if "permission" in message.lower() or "read-only" in message.lower():
         return f"cannot open {path}: {message.strip()} (check the file and folder permissions)"
     return f"cannot open {path}: {message.strip()}"
+
+
+def _duckgraph_command(pid: int) -> str | None:
+    """The duckgraph command process `pid` runs ("ingest", "serve"; "" for none), read from its command line, or
+    None when it is not duckgraph or its command line cannot be read (only Linux has /proc)."""
+    try:
+        argv = [os.fsdecode(arg) for arg in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if arg]
+    except OSError:
+        return None
+    for i, arg in enumerate(argv[:3]):  # the script, alone or after its interpreter, or python -m
+        if Path(arg).name == "duckgraph" or arg == "duckgraph.core.cli":
+            return next((later for later in argv[i + 1:] if not later.startswith("-")), "")
+    return None
 
 
 def read_only_message(path: Path, reason: str) -> str:
@@ -157,7 +193,9 @@ def write_failure(path: Path, exc: BaseException, reopen: Callable[[], str]) -> 
             outcome += " Free some disk space and try again."
         elif problem == "not writable":
             outcome += " Make the file and its folder writable by this user."
-    return StoreError(f"could not write to {path}: {problem or 'DuckDB failed'} ({one_line(exc)}). {outcome}")
+    error = StoreError(f"could not write to {path}: {problem or 'DuckDB failed'} ({one_line(exc)}). {outcome}")
+    log.warning("%s", error)  # the caller is told; whoever runs the server must see the storage trouble too
+    return error
 
 
 def storage_problem(message: str) -> str | None:
