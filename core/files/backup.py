@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.core.files.paths import _is_duckdb, in_use, own_file, refuse_to_write
+from duckgraph.core.files.paths import in_use, is_duckdb_file, own_file, refuse_to_write
 from duckgraph.core.sharing.lock import LockFile, holder, lock_path, supported
 from duckgraph.ports import DuckgraphError, InvalidInputError, StoreError
 
@@ -112,7 +112,7 @@ def _check_restore(backup: Path, target: Path) -> None:
                                                                          else ""))
     if own_file(backup, target):
         raise InvalidInputError(f"{backup} is {own_file(backup, target)}, not a backup of it: give the backup's file")
-    if not _is_duckdb(backup):
+    if not is_duckdb_file(backup):
         raise InvalidInputError(f"{backup} is not a DuckDB file (or not readable), so not a backup made by `duckgraph "
                                 "backup`; an export (JSON Lines) is read with `duckgraph import`")
     if use := in_use(backup):

@@ -68,7 +68,7 @@ def database_file(path: str | Path) -> str | None:
         return None
     if stat.S_ISSOCK(info.st_mode):
         return "a socket"
-    if stat.S_ISREG(info.st_mode) and _is_duckdb(target):
+    if stat.S_ISREG(info.st_mode) and is_duckdb_file(target):
         use = in_use(target)
         return f"a DuckDB database ({use})" if use else "a DuckDB database"
     return None
@@ -129,7 +129,7 @@ def _refuse_folder_or_blank(path: str | Path, advice: str, example: str) -> None
         raise InvalidInputError(f"the file name {target.name!r} is blank: {advice}, e.g. {target.parent / example}")
 
 
-def _is_duckdb(path: Path) -> bool:
+def is_duckdb_file(path: Path) -> bool:
     try:
         with path.open("rb") as file:
             return file.read(12)[8:12] == DUCKDB_MAGIC
