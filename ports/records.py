@@ -168,6 +168,9 @@ class ChunkRecord:
     embedding: np.ndarray | None = None
     #: The headings above it, "Installation > Linux"; "" when none.
     section: str = ""
+    #: Its document's namespace, in a write (reads leave it None). None there: that of the batch's one document
+    #: with `document_id`; a batch that holds that id in several namespaces must say which (the write sets it).
+    namespace: str | None = None
 
 
 @dataclass(slots=True)

@@ -62,7 +62,7 @@ BATCH_LINES = 2_000
 if TYPE_CHECKING:
     import numpy as np
 
-    from duckgraph.core.domain.knowledge_base import KnowledgeBase, Writer
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
 
 
 class ImportSummary(BaseModel):
@@ -193,10 +193,11 @@ class _Import:
     def _fail(self, number: int, message: str) -> InvalidInputError:
         return InvalidInputError(f"{self.source}:{number}: {message}")
 
-    def _embed_and_restore(self, writer: Writer, plan: _Plan, summary: ImportSummary) -> ImportSummary:
+    def _embed_and_restore(self, restore: Callable[[Snapshot], WriteSummary], plan: _Plan,
+                           summary: ImportSummary) -> ImportSummary:
         embed_in_batches(self.kb.embedder, plan.to_embed, self.progress, "embedding")
-        summary.texts_embedded = len(plan.to_embed)
-        _add_written(summary, writer.restore(plan.snapshot))
+        summary.texts_embedded += len(plan.to_embed)
+        _add_written(summary, restore(plan.snapshot))
         return summary
 
     def _existing_nodes(self, keys: dict[str, set[str]]) -> dict[tuple[str, str], NodeRecord]:
@@ -303,10 +304,7 @@ class _NativeImport(_Import):
 
     def _write(self, restore: Callable[[Snapshot], WriteSummary], batch: list[tuple[int, Line]],
                summary: ImportSummary) -> None:
-        plan = self._plan(batch, summary)
-        embed_in_batches(self.kb.embedder, plan.to_embed, self.progress, "embedding")
-        summary.texts_embedded += len(plan.to_embed)
-        _add_written(summary, restore(plan.snapshot))
+        self._embed_and_restore(restore, self._plan(batch, summary), summary)
 
     def _check_embedder(self) -> None:
         meta = self.meta
@@ -417,8 +415,10 @@ class _NativeImport(_Import):
                     created_at=line.created_at, time=line.time,
                 ))
                 for chunk in mine:
+                    # Its namespace too: a batch may hold the same document id in several namespaces.
                     record = ChunkRecord(document_id=doc_id, ordinal=chunk.ordinal, text=chunk.text,
-                                         section=chunk.section, embedding=self._vector(chunk_lines[chunk.id], chunk.embedding))
+                                         section=chunk.section, namespace=namespace,
+                                         embedding=self._vector(chunk_lines[chunk.id], chunk.embedding))
                     snapshot.chunks.append(record)
                     if record.embedding is None:
                         plan.to_embed.append((record, passage_text(line.title, chunk.text, chunk.section)))
@@ -729,7 +729,8 @@ class _MemoryImport(_Import):
 
         namespace = self.into or self.kb.namespace
         now = datetime.now(timezone.utc).replace(tzinfo=None)
-        with self.kb.writing() as writer:
+        # The restore stream first, as for a duckgraph export: a read-only file is refused before the embedding.
+        with self.kb.writing() as writer, writer.restoring() as restore:
             plan = _Plan()
             existing = self._existing_nodes({namespace: set(entities)})
             stored = {key: node for (_, key), node in existing.items()}
@@ -810,7 +811,7 @@ class _MemoryImport(_Import):
                     summary.placeholders.append(record.name)
             _by_line(summary.skipped)
             _by_line(summary.partly_imported)
-            return self._embed_and_restore(writer, plan, summary)
+            return self._embed_and_restore(restore, plan, summary)
 
     @staticmethod
     def _left_out(entity: _FileEntity, texts: list[str], stored: int, room: int, summary: ImportSummary) -> None:

@@ -103,8 +103,17 @@ MIGRATIONS: dict[int, list[str]] = {
         *filter(str.strip, communities.TABLES.split(";"))],
     # Passages know their section, the headings above them ("Installation > Linux"); older ones have none.
     4: ["ALTER TABLE chunks ADD COLUMN section VARCHAR DEFAULT ''"],
-    # Marks of what was written by hand; before, nothing kept them, so older files start with none.
-    5: list(filter(str.strip, BY_HAND.split(";"))),
+    # Marks of what was written by hand. Older files kept none, so they are inferred, erring towards keeping (a
+    # mark only keeps what would otherwise go with its last document): a node or an edge is marked when it has no
+    # provenance, or when it has what the extractor never writes (observations, properties: the memory tools,
+    # curation, merges). A node still the placeholder of a relation's end (type 'unknown', nothing else, see
+    # core/domain/memory_server.py) is left unmarked: create_entities fills such a node in.
+    5: [*filter(str.strip, BY_HAND.split(";")),
+        ("INSERT INTO nodes_by_hand SELECT id FROM nodes WHERE "
+         "id IN (SELECT node_id FROM observations) OR json_keys(properties) <> [] "
+         "OR (id NOT IN (SELECT node_id FROM mentions) AND NOT (type = 'unknown' AND description = ''))"),
+        ("INSERT INTO edges_by_hand SELECT id FROM edges WHERE "
+         "json_keys(properties) <> [] OR id NOT IN (SELECT edge_id FROM edge_evidence)")],
 }
 EXPECTED_TABLES = {
     "meta", "nodes", "node_names", "observations", "edges", "documents", "chunks", "mentions", "edge_evidence",

@@ -120,12 +120,11 @@ class Writer:
     def _note_vectors(self, batch: WriteBatch, removed: dict[str, list[int]], edge_ids: list[int]) -> None:
         """Note the vectors the batch removed and wrote, for the indexes once the write commits."""
         self.changes.removed_vectors = removed
-        namespace_of = {doc.id: doc.namespace for doc in batch.documents}
         written = self.changes.written_vectors
         for node in batch.nodes:
             written.setdefault(("node", node.namespace), []).append((node.id, node.embedding))
-        for chunk in batch.chunks:
-            written.setdefault(("chunk", namespace_of[chunk.document_id]), []).append((chunk.id, chunk.embedding))
+        for chunk in batch.chunks:  # `insert_chunks` set each chunk's namespace
+            written.setdefault(("chunk", chunk.namespace), []).append((chunk.id, chunk.embedding))
         for edge_id, edge in zip(edge_ids, batch.edges):
             written.setdefault(("edge", edge.namespace), []).append((edge_id, edge.embedding))
 
@@ -290,15 +289,11 @@ class Writer:
     def insert_chunks(self, batch: WriteBatch, dimensions: int | None) -> dict[str, list[int]]:
         if not batch.chunks:
             return {}
-        namespace_of = {doc.id: doc.namespace for doc in batch.documents}
-        missing = sorted({c.document_id for c in batch.chunks} - namespace_of.keys())
-        if missing:
-            raise InvalidInputError(f"chunks refer to documents not in the batch: {', '.join(missing)}")
+        namespaces = _chunk_namespaces(batch)
         ids = [r[0] for r in self.con.execute(
             "SELECT nextval('chunk_ids') FROM range(?)", [len(batch.chunks)]
         ).fetchall()]
-        rows, params = sql.rows(1, id=("BIGINT", ids),
-                                ns=("VARCHAR", [namespace_of[c.document_id] for c in batch.chunks]),
+        rows, params = sql.rows(1, id=("BIGINT", ids), ns=("VARCHAR", namespaces),
                              doc=("VARCHAR", [c.document_id for c in batch.chunks]),
                              ordinal=("BIGINT", [c.ordinal for c in batch.chunks]),
                              text=("VARCHAR", [c.text for c in batch.chunks]),
@@ -309,13 +304,13 @@ class Writer:
         if with_vectors:
             self.write_vectors("chunk", [i for i, _ in with_vectors], [v for _, v in with_vectors], dimensions,
                                 replace=False)  # new ids
-        self._note(self._graph.add_chunks, ids, [namespace_of[c.document_id] for c in batch.chunks],
+        self._note(self._graph.add_chunks, ids, namespaces,
                      [c.document_id for c in batch.chunks], [c.ordinal for c in batch.chunks],
                      [c.text for c in batch.chunks], [c.section for c in batch.chunks])
         self.changes.keywords["chunk"].update(ids)
         by_document: dict[str, list[int]] = {}
-        for chunk_id, chunk in zip(ids, batch.chunks):
-            chunk.id = chunk_id
+        for chunk_id, chunk, namespace in zip(ids, batch.chunks, namespaces):
+            chunk.id, chunk.namespace = chunk_id, namespace
             by_document.setdefault(chunk.document_id, []).append(chunk_id)
         return by_document
 
@@ -615,6 +610,28 @@ class Writer:
                 "(SELECT 1 FROM observations o WHERE o.node_id = w.node_id AND o.text = w.text) ORDER BY w.position",
                 [now, *params],
             )
+
+
+def _chunk_namespaces(batch: WriteBatch) -> list[str]:
+    """The namespace of each of the batch's chunks: its own, else that of its document in the batch. A document
+    id alone names no document when the batch holds it in two namespaces (one folder ingested into two
+    namespaces, then exported and imported): its chunks must say which, or they would all land in one."""
+    held: dict[str, set[str]] = {}
+    for doc in batch.documents:
+        held.setdefault(doc.id, set()).add(doc.namespace)
+    namespaces: list[str] = []
+    for chunk in batch.chunks:
+        among = held.get(chunk.document_id, set())
+        if not among or (chunk.namespace is not None and chunk.namespace not in among):
+            where = f" in namespace {chunk.namespace!r}" if chunk.namespace is not None else ""
+            raise InvalidInputError(f"a chunk refers to document {chunk.document_id!r}{where}, which is not in the "
+                                    "batch; nothing was written")
+        if chunk.namespace is None and len(among) > 1:
+            raise InvalidInputError(
+                f"the batch holds document {chunk.document_id!r} in the namespaces {', '.join(sorted(among))}: "
+                "give each of its chunks its namespace; nothing was written")
+        namespaces.append(chunk.namespace if chunk.namespace is not None else next(iter(among)))
+    return namespaces
 
 
 def _matching_edge(rows: list[list[Any]], valid_from: datetime | None, valid_until: datetime | None,
