@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
+from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
@@ -21,6 +22,7 @@ from duckgraph.core.domain.model import (
     ResultEdge,
 )
 from duckgraph.core.domain.namespaces import check_namespace
+from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys
 from duckgraph.ports import (
     EdgeRecord,
     EdgeWrite,
@@ -42,6 +44,13 @@ MAX_PATH_HOPS = 4
 PATH_FANOUT = 200
 #: Relations of one entity read while matching those named to end or delete (a hub's are many).
 RELATIONS_READ = 100_000
+#: Stored names suggested at most for a name get_entities found no entity for (see `GraphCuration.did_you_mean`).
+SUGGESTIONS = 3
+#: Entities keyword search reads per name not found, among which suggestions are looked for.
+SUGGESTION_CANDIDATES = 20
+#: How alike (difflib's ratio, 0 to 1) a stored name must be to one not found to be suggested: "postgres 17
+#: migration" and "postgresql 17 migration" are 0.95 alike; "payments api" and "payments team" 0.8.
+NEAR_SPELLING = 0.85
 #: Every period of a relation: as of the end of time with history, nothing has not begun and all that ended is kept.
 EVERY_PERIOD = TimeFilter(as_of=datetime.max, history=True)
 
@@ -63,11 +72,20 @@ class GraphCuration:
 
     # -- reading ---------------------------------------------------------------------------------------
 
-    def resolve(self, names: Sequence[str], namespace: str) -> tuple[dict[str, NodeRecord], list[str]]:
-        """Nodes by name (exact key first, else an alias only one node has), and the names not found."""
+    def resolve(
+        self, names: Sequence[str], namespace: str, *, loose: bool = False
+    ) -> tuple[dict[str, NodeRecord], list[str]]:
+        """Nodes by name (exact key first, else an alias only one node has), and the names not found. `loose`, for
+        reads only, adds a last resort: the one entity whose name or alias is the name up to accents and
+        punctuation ("Dr Patel": "Dr. Patel"); writes never use it, so nothing is written to an entity by a looser
+        rule than the one that names it."""
         namespace = check_namespace(namespace)  # every use case by name comes through here, before it writes
         self.kb.open()
-        records = self.store.find_nodes(namespace, [entity_key(n) for n in names])
+        keys = NameKeys()
+        records = self.store.find_nodes(namespace, lookup_keys(names, keys) if loose else [keys.key(n) for n in names])
+        near = NameResolver(keys=keys)
+        if loose:
+            near.add(records)
         by_key = {r.key: r for r in records}
         by_alias: dict[str, list[NodeRecord]] = {}
         for record in records:
@@ -76,14 +94,40 @@ class GraphCuration:
         found: dict[str, NodeRecord] = {}
         missing: list[str] = []
         for name in names:
-            key = entity_key(name)
+            key = keys.key(name)
             if key in by_key:
                 found[name] = by_key[key]
             elif len(by_alias.get(key, [])) == 1:
                 found[name] = by_alias[key][0]
+            elif loose and len(matches := near.candidates(name)) == 1:
+                found[name] = matches[0]
             else:
                 missing.append(name)
         return found, missing
+
+    def did_you_mean(self, names: Sequence[str], namespace: str) -> dict[str, list[str]]:
+        """For names that matched no entity, the stored names each most likely meant (at most `SUGGESTIONS`, names
+        with none left out): those it equals up to accents and punctuation or is an alias of (resolution's rule 2,
+        any type), then, among the entities keyword search finds for it, those whose name starts with its words
+        ("Priya": "Priya Raman") and those spelt nearly as it is ("postgres 17 migration": "PostgreSQL 17
+        migration")."""
+        namespace = check_namespace(namespace)
+        self.kb.open()
+        keys = NameKeys()
+        resolver = NameResolver(keys=keys)
+        resolver.add(self.store.find_nodes(namespace, lookup_keys(names, keys)))
+        suggestions: dict[str, list[str]] = {}
+        for name in dict.fromkeys(names):
+            given = keys.loose(name)
+            ranked = [i for i, _ in self.store.keyword_search("node", name, SUGGESTION_CANDIDATES, namespace)]
+            found = {n.id: n for n in self.store.get_nodes(ranked)}
+            nearby = [found[i].name for i in ranked if i in found] if given else []
+            starting = [n for n in nearby if keys.loose(n).startswith(given + " ")]
+            close = [n for n in nearby if SequenceMatcher(None, given, keys.loose(n)).ratio() >= NEAR_SPELLING]
+            meant = [r.name for r in resolver.candidates(name)] + starting + close
+            if meant := list(dict.fromkeys(meant))[:SUGGESTIONS]:
+                suggestions[name] = meant
+        return suggestions
 
     def require(self, names: Sequence[str], namespace: str) -> dict[str, NodeRecord]:
         found, missing = self.resolve(names, namespace)
@@ -198,7 +242,10 @@ class GraphCuration:
             if properties is not None:
                 updated.properties = properties
             updated.by_hand = True  # curated: it stays when documents it was extracted from go
-            self._commit_with_vectors(writer, WriteBatch(nodes=[updated]), namespace, renamed={record.id: updated.name})
+            # Edges' vectors name their ends, nothing else of them: rewriting them for another change would list
+            # every fact of the entity as updated in recent_changes.
+            renamed = {record.id: updated.name} if updated.name != record.name else None
+            self._commit_with_vectors(writer, WriteBatch(nodes=[updated]), namespace, renamed=renamed)
         return self.get_entities([updated.name], namespace)[0][0]
 
     def merge_entities(self, sources: Sequence[str], target: str, namespace: str) -> MergeResult:

@@ -101,7 +101,10 @@ def _subjects(kb: KnowledgeBase, records: list[ChangeRecord], namespace: str) ->
         if record.edge_id is not None and record.edge_id in edges:
             edge = edges[record.edge_id]
             names = [nodes[i].name if i in nodes else "?" for i in (edge.source_id, edge.target_id)]
-            when = period(edge.valid_from, edge.valid_until)
+            # "fact added" shows the fact as it was added: a row written since (ended, updated) may have gained its
+            # end later, which the row no longer tells, so its end is shown only while the row is as created.
+            as_created = record.kind != "fact added" or edge.updated_at == edge.created_at
+            when = period(edge.valid_from, edge.valid_until if as_created else None)
             subjects.append(fact_sentence(names[0], edge.type, names[1], edge.description)
                             + (f" ({when})" if when else ""))
         elif record.node_id is not None and record.node_id in nodes:

@@ -342,9 +342,11 @@ def search_nodes(kb: KnowledgeBase, query: str, *, namespace: str | None = None)
 
 def open_nodes(kb: KnowledgeBase, names: Sequence[str], *, namespace: str | None = None) -> MemoryGraph:
     """The named entities (names that match nothing are skipped) and every relation with at least one end
-    among them, as in the reference."""
+    among them, as in the reference. A name is matched as duckgraph stores it (case and spacing ignored, a unique
+    alias) and, failing that, by the one entity it names up to punctuation and accents ("Dr Patel": "Dr. Patel"):
+    a read, so a near miss finds what the caller meant rather than nothing."""
     namespace = kb.resolve_namespace(namespace)
-    found, _ = kb.curation.resolve(names, namespace)
+    found, _ = kb.curation.resolve(names, namespace, loose=True)
     records = sorted({r.id: r for r in found.values()}.values(), key=lambda r: r.id)
     edges = kb.store.neighbors([r.id for r in records], namespace, limit=MAX_RELATIONS + 1)
     graph = _graph(kb, records, edges[:MAX_RELATIONS])

@@ -366,6 +366,8 @@ class EntityDetail(_Model):
 class EntitiesResult(_Model):
     entities: list[EntityDetail]
     not_found: list[str] = Field(default_factory=list)
+    did_you_mean: dict[str, list[str]] = Field(
+        default_factory=dict, description="Name not found -> the stored names it most likely meant (at most 3).")
 
 
 class GraphPage(_Model):

@@ -95,6 +95,14 @@ class NameResolver:
                 return None  # ambiguous: leave it to the caller
         return None
 
+    def candidates(self, name: str) -> list[NodeRecord]:
+        """Every stored entity, of any type, that `name` could denote under rule 2: an alias of it, or its name or an
+        alias up to accents and punctuation (for reads and suggestions, where no type is given)."""
+        keys = self.keys
+        found = [r for table, key in ((self.by_alias, keys.key(name)), (self.by_loose, keys.loose(name)))
+                 for r in table.get(key, ())]
+        return list({r.key: r for r in found}.values())
+
 
 def lookup_keys(names: Sequence[str], keys: NameKeys) -> set[str]:
     """The keys `GraphStore.find_nodes` needs to see every stored entity rule 1 or 2 could match."""

@@ -526,7 +526,7 @@ class Writer:
         self.con.execute(f"UPDATE edges SET valid_until = w.until, updated_at = $1 FROM {rows} WHERE edges.id = w.id",
                          [now, *params])
         starts = {record.id: record.valid_from for record in self._graph.get_edges(ids)}
-        self._note(self._graph.set_validity, ids, [starts.get(i) for i in ids], ended_at)
+        self._note(self._graph.set_validity, ids, [starts.get(i) for i in ids], ended_at, now)
 
     def write_vectors(self, kind: str, ids: Sequence[int], vectors: Sequence[Any], dimensions: int, *,
                        replace: bool = True) -> None:

@@ -130,9 +130,10 @@ def register_graphrag_tools(server: MCPServer) -> None:
         """Read all that is stored about entities named exactly (or by alias): description, aliases, properties,
         observations, relations (50 at a time)."""
         kb = kb_of(ctx)
-        entities, missing = await call(kb.curation.get_entities, names, await call_namespace(ctx, namespace),
-                                       relations_offset=relations_offset)
-        return EntitiesResult(entities=entities, not_found=missing)
+        namespace = await call_namespace(ctx, namespace)
+        entities, missing = await call(kb.curation.get_entities, names, namespace, relations_offset=relations_offset)
+        suggested = await call(kb.curation.did_you_mean, missing, namespace) if missing else {}
+        return EntitiesResult(entities=entities, not_found=missing, did_you_mean=suggested)
 
     @server.tool(title="Update entity", annotations=titled(DESTRUCTIVE, "Update entity"))
     async def update_entity(

@@ -488,9 +488,12 @@ class GraphMirror(PassageMirror):
         self.e_props[ids] = [None if p in (None, "{}") else p for p in properties]
         self.e_updated[ids] = time_value(now)
 
-    def set_validity(self, ids: Sequence[int], valid_from: Sequence[Any], valid_until: Sequence[Any]) -> None:
-        """Edges whose validity changed (a fact ended, or its period given)."""
+    def set_validity(self, ids: Sequence[int], valid_from: Sequence[Any], valid_until: Sequence[Any],
+                     now: Any = None) -> None:
+        """Edges whose validity changed (a fact ended, or its period given); `now`: when, as the file records it."""
         ids = np.asarray(ids, dtype=np.int64)
+        if now is not None:  # the file's updated_at moves even when the period was already this one
+            self.e_updated[ids] = time_value(now)
         starts = np.array([time_value(t) for t in valid_from], dtype="datetime64[us]")
         ends = np.array([time_value(t) for t in valid_until], dtype="datetime64[us]")
         changed = ~(((self.e_from[ids] == starts) | (np.isnat(self.e_from[ids]) & np.isnat(starts)))
