@@ -1,7 +1,9 @@
 """Anchor & expand: find the entities a query is about, walk the graph around them, keep what is on topic.
 
 0. The floor (`_relevant`): nothing is returned when nothing stored is similar enough to the query.
-1. Anchors: the query's nearest node vectors fused (reciprocal rank fusion) with nodes named verbatim in it.
+1. Anchors: the query's nearest node vectors fused (reciprocal rank fusion) with nodes named verbatim in it and
+   the keyword channel's best entities, then the ends of its best facts (a word only a fact holds, "PO-88123" in a
+   relation's description, finds the two entities it joins).
    An anchor far less relevant than the best one (picked for its name alone: "apple" the fruit for a
    question about the company) is dropped before expansion, so its neighbourhood is never entered.
 2. Expansion: a breadth-first walk up to `hops`, at most `frontier` nodes carried into each next hop (the
@@ -85,23 +87,28 @@ class Relevance(NamedTuple):
 
 @dataclass(frozen=True)
 class WordMatches:
-    """What the query's words find without its vector: the entities it names, and the entities and passages the
-    keyword channel ranks best. A search looks them up while the query is embedded."""
+    """What the query's words find without its vector: the entities it names, and the entities, passages and facts
+    (with their BM25 scores, best first) the keyword channel ranks best. A search looks them up while the query is
+    embedded."""
 
     named: list[NodeRecord]
     nodes: list[tuple[int, float]]
     chunks: list[tuple[int, float]]
+    facts: list[tuple[EdgeRecord, float]] = field(default_factory=list)
 
 
 def match_words(store: GraphStore, query_text: str, namespace: str, options: SearchOptions) -> WordMatches:
     """The query's `WordMatches`: the entities named verbatim (or loosely), the keyword channel's best entities
-    (anchor candidates) and passages (when passages are wanted and the channel weighs)."""
+    and facts (anchor candidates: a fact's through its ends) and passages (when passages are wanted and the channel
+    weighs)."""
     candidates = name_candidates(query_text)
     named = store.find_nodes(namespace, candidates | {loose for key in candidates if (loose := loose_key(key))})
     nodes = store.keyword_search("node", query_text, _anchor_candidates(options), namespace)
     chunks = (store.keyword_search("chunk", query_text, options.keyword_candidates, namespace)
               if options.max_passages > 0 and options.keyword_weight > 0 else [])
-    return WordMatches(named, nodes, chunks)
+    found = store.keyword_search("edge", query_text, _anchor_candidates(options), namespace)
+    records = {e.id: e for e in store.get_edges([i for i, _ in found])}
+    return WordMatches(named, nodes, chunks, [(records[i], score) for i, score in found if i in records])
 
 
 def anchor_and_expand(
@@ -125,9 +132,10 @@ def anchor_and_expand(
     if relevance is None:
         return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True,
                         nothing_stored=nothing_stored)
-    anchors = _anchors(store, named, nearest, words.nodes, query, options, relevance.observed)
+    fact_ends = _fact_ends(words.facts, query_text)
+    anchors = _anchors(store, named, nearest, words.nodes, query, options, relevance.observed, fact_ends)
     if not relevance.whole:  # no whole reached the floor: a vector below it alone does not make an anchor
-        backed = {n.id for n in named} | {i for i, _ in words.nodes} | relevance.observed.keys()
+        backed = {n.id for n in named} | {i for i, _ in words.nodes} | relevance.observed.keys() | set(fact_ends)
         anchors = [a for a in anchors if a.node_id in backed]
     reached, edges = _expand(store, query, namespace, anchors, options)
     kept = _prune(reached, anchors, options)
@@ -151,6 +159,23 @@ def _anchor_candidates(options: SearchOptions) -> int:
     return max(4 * options.k_anchors, 20)
 
 
+def _fact_ends(facts: list[tuple[EdgeRecord, float]], query_text: str) -> list[int]:
+    """The ends of the facts the keyword channel found (`facts`, best first) by their own words (`_fact_terms`),
+    in their facts' order: a word that only a fact holds ("PO-88123" in a relation's description) finds the
+    entities it joins. A fact found by its ends' names alone adds nothing: the entities' own words hold the names.
+    Each end is as relevant as its own vector (a fact close enough to the floor lends them its similarity:
+    `_parts_near`), as the keyword channel's entities are: a fact's similarity lent to every anchor would raise
+    the share of it that the nodes reached need to be kept (`_keep_threshold`)."""
+    wanted = set(terms(query_text))
+    return list(dict.fromkeys(i for edge, _ in facts if wanted.intersection(_fact_terms(edge))
+                              for i in (edge.source_id, edge.target_id)))
+
+
+def _fact_terms(edge: EdgeRecord) -> frozenset[str]:
+    """The words of a fact besides its ends' names: its relation type's and its description's."""
+    return _relation_terms(edge.type) | frozenset(terms(edge.description))
+
+
 def _relevant(
     store: GraphStore, query_text: str, query: np.ndarray, nearest: list[tuple[int, float]],
     nearest_chunks: list[tuple[int, float]] | None, namespace: str, options: SearchOptions,
@@ -159,9 +184,9 @@ def _relevant(
     """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
     `relevance_floor` similar to the query (moved by what the memory holds of the query's words), the query asks
     for whatever is stored of names the memory holds ("Tell me about Kirsty"), an id it names verbatim ("INC-142",
-    "v2.3") is stored, or one observation or sentence of what the keyword channel found is that similar on its own
-    (`_parts_near`). Below it a search returns nothing (None here), so that the model says it does not know instead
-    of reading noise."""
+    "v2.3") is stored (in an entity, passage or fact), or one observation, sentence or fact of what the keyword
+    channel found is that similar on its own (`_parts_near`). Below it a search returns nothing (None here), so
+    that the model says it does not know instead of reading noise."""
     if not options.relevance_floor:
         return Relevance(True, {})
     floor = options.relevance_floor
@@ -183,7 +208,7 @@ def _relevant(
     if best >= floor:
         return Relevance(True, {})
     ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/")]
-    if ids and any(store.keyword_search(kind, " ".join(ids), 1, namespace) for kind in ("node", "chunk")):
+    if ids and any(store.keyword_search(kind, " ".join(ids), 1, namespace) for kind in ("node", "chunk", "edge")):
         return Relevance(True, {})
     if embedder is None or words is None or options.parts_compared <= 0:
         return None
@@ -201,8 +226,10 @@ def _parts_near(
     Sam's blood type): an entity's observations, each after its name ("Tomas: Borrowed Sam's drill in October"),
     and the sentences of a passage of several, each after its title as the passage is embedded. A vector of a
     whole (an entity with its first observations together, a passage of several sentences) dilutes the one part
-    that answers; a part alone reads like the short passages the floor was calibrated on. Returns each entity's
-    best observation's similarity, and the best sentence's (-1 when none)."""
+    that answers; a part alone reads like the short passages the floor was calibrated on. A fact the keyword
+    channel found whose own words (`_fact_terms`) share such a word is a part too, embedded alone already: it
+    counts for both its ends.
+    Returns each entity's best observation's or fact's similarity, and the best sentence's (-1 when none)."""
     wanted = set(terms(query_text)) - _name_terms(query_text)
     ids = [node_id for node_id, _ in words.nodes]
     stored = store.get_observations(ids)
@@ -218,7 +245,12 @@ def _parts_near(
             parts += [(None, sentence, passage_text(title, sentence, chunk.section)) for sentence in sentences]
     shared = [len(wanted.intersection(terms(part))) for _, part, _ in parts]
     chosen = sorted((i for i in range(len(parts)) if shared[i]), key=lambda i: -shared[i])[:limit]
+    facts = {edge.id: edge for edge, _ in words.facts if wanted.intersection(_fact_terms(edge))}
     observed: dict[int, float] = {}
+    for edge_id, similarity in store.similarities("edge", list(facts), query).items():
+        edge = facts[edge_id]
+        for node_id in (edge.source_id, edge.target_id):
+            observed[node_id] = max(observed.get(node_id, -1.0), similarity)
     sentence = -1.0
     if chosen:
         texts = [parts[i][2] for i in chosen]
@@ -282,22 +314,25 @@ def _name_terms(query_text: str) -> set[str]:
 def _anchors(
     store: GraphStore, named: list[NodeRecord], nearest: list[tuple[int, float]],
     keyword_nodes: list[tuple[int, float]], query: np.ndarray, options: SearchOptions,
-    observed: dict[int, float] | None = None,
+    observed: dict[int, float] | None = None, fact_ends: list[int] | None = None,
 ) -> list[Reached]:
-    """The nodes the query is about; `observed`: entities whose own observation is that close to the query."""
+    """The nodes the query is about; `observed`: entities whose own observation is that close to the query;
+    `fact_ends`: `_fact_ends`, ranked after the entities the keyword channel found by their own words (one
+    ranking of the channel: a fact's ends add candidates, not a vote for entities its names found already)."""
     if options.k_anchors <= 0:
         return []
     vector_hits = nearest[: _anchor_candidates(options)]
     named = list(named)
+    keyword_ranking = list(dict.fromkeys([*(i for i, _ in keyword_nodes), *(fact_ends or [])]))
     relevance = dict(vector_hits)
-    missing = [i for i in [*(n.id for n in named), *(i for i, _ in keyword_nodes)] if i not in relevance]
+    missing = [i for i in [*(n.id for n in named), *keyword_ranking] if i not in relevance]
     relevance.update(store.similarities("node", missing, query))
     for node_id, similarity in (observed or {}).items():
         relevance[node_id] = max(relevance.get(node_id, -1.0), similarity)
     # Longer names are more specific ("New York Times" over "New York"); ties go to the closer vector.
     named.sort(key=lambda n: (-len(n.key), -relevance.get(n.id, -1.0)))
     fused: dict[int, float] = {}
-    for ranking in ([node_id for node_id, _ in vector_hits], [n.id for n in named], [i for i, _ in keyword_nodes]):
+    for ranking in ([node_id for node_id, _ in vector_hits], [n.id for n in named], keyword_ranking):
         for rank, node_id in enumerate(ranking):
             fused[node_id] = fused.get(node_id, 0.0) + 1.0 / (options.rrf_k + rank + 1)
     chosen = sorted(fused, key=lambda node_id: -fused[node_id])[: options.k_anchors]
