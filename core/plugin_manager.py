@@ -196,14 +196,23 @@ def factories(pm: pluggy.PluginManager, kind: PluginKind) -> dict[str, Callable[
 def usable_factories(pm: pluggy.PluginManager, kind: PluginKind) -> dict[str, Callable[..., Any]]:
     """Every factory of a kind whose adapters are all used at once (converters), by id. An id registered twice is
     reported (log, doctor), not an error that stops them all: the built-in keeps it, else neither is used."""
+    registered = _registrations(pm, kind)
+    _report_clashes(pm, kind, registered)
     found: dict[str, Callable[..., Any]] = {}
-    for plugin_id, plugins in _registrations(pm, kind).items():
+    for plugin_id, plugins in registered.items():
         if len(plugins) > 1:
-            _report(pm, _duplicate(pm, kind, plugin_id, [name for name, _ in plugins]), ())
             plugins = [(name, factory) for name, factory in plugins if _is_builtin(name)]
         if len(plugins) == 1:
             found[plugin_id] = plugins[0][1]
     return found
+
+
+def _report_clashes(pm: pluggy.PluginManager, kind: PluginKind,
+                    registered: dict[str, list[tuple[str, Callable[..., Any]]]], but: str | None = None) -> None:
+    """Report (log, doctor) every id of `registered` that several plugins register, but `but`."""
+    for plugin_id, plugins in registered.items():
+        if len(plugins) > 1 and plugin_id != but:
+            _report(pm, _duplicate(pm, kind, plugin_id, [name for name, _ in plugins]), ())
 
 
 def registered_ids(pm: pluggy.PluginManager) -> dict[PluginKind, dict[str, str]]:
@@ -212,9 +221,7 @@ def registered_ids(pm: pluggy.PluginManager) -> dict[PluginKind, dict[str, str]]
     ids: dict[PluginKind, dict[str, str]] = {}
     for kind in _HOOKS:
         registered = _registrations(pm, kind)
-        for plugin_id, plugins in registered.items():
-            if len(plugins) > 1:
-                _report(pm, _duplicate(pm, kind, plugin_id, [name for name, _ in plugins]), ())
+        _report_clashes(pm, kind, registered)
         ids[kind] = {plugin_id: " and ".join(_label(pm, name) for name, _ in plugins)
                      for plugin_id, plugins in sorted(registered.items())}
     return ids
@@ -224,9 +231,7 @@ def create(pm: pluggy.PluginManager, kind: PluginKind, plugin_id: str, /, *args:
     """Build the adapter registered as `plugin_id`; unknown ids and bad options are ConfigErrors. Another id
     registered twice is reported, not an error: only whoever uses it cannot tell which plugin is meant."""
     registered = _registrations(pm, kind)
-    for other, plugins in registered.items():
-        if len(plugins) > 1 and other != plugin_id:
-            _report(pm, _duplicate(pm, kind, other, [name for name, _ in plugins]), ())
+    _report_clashes(pm, kind, registered, but=plugin_id)
     if plugin_id not in registered:
         known = ", ".join(sorted(registered)) or "none"
         hidden = [problem for problem, kinds in getattr(pm, "problems", {}).items() if kind in kinds]
