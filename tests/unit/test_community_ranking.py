@@ -34,3 +34,18 @@ def test_the_default_level_is_the_finest_where_what_the_query_needs_fits_the_bud
     assert choose_level(found, 10, {2}) == 0  # nothing fits: the coarsest
     assert is_specific({1: 0.2}, {2: 1.5}, 0.5) and is_specific({1: 0.6}, {}, 0.5)
     assert not is_specific({1: 0.4}, {}, 0.5) and is_specific({1: 0.1}, {}, 0.0)  # no floor known: similarity ranks
+
+
+def test_an_extractive_summary_ends_each_sentence_once():
+    from collections import Counter
+
+    from duckgraph.core.domain.communities.reports import _summary
+
+    details = {"terms": ["rollout"], "entities": [{"name": "Ana", "type": "Person", "description": "Runs experiments."},
+                                                  {"name": "Lab", "type": "Place", "description": ""}],
+               "facts": ["Ana works at Lab: since May.", "Ana leads Lab"]}
+    text = _summary(2, Counter({"Person": 1, "Place": 1}), details)
+    assert ".." not in text
+    assert text.endswith("Facts: Ana works at Lab: since May.; Ana leads Lab.")
+    details["facts"] = ["Ana leads Lab: a long story."]
+    assert _summary(2, Counter({"Person": 2}), details).endswith("Facts: Ana leads Lab: a long story.")

@@ -158,10 +158,15 @@ def _summary(size: int, types: Counter[str], details: dict[str, Any]) -> str:
     text = f"{size} entities, mostly {kinds}."
     if details["terms"]:
         text += " Recurring words: " + ", ".join(details["terms"]) + "."
-    text += f" Central: {central}."
+    text += " " + _ended(f"Central: {central}")
     if details["facts"]:
-        text += " Facts: " + "; ".join(details["facts"][:3]) + "."
+        text += " " + _ended("Facts: " + "; ".join(details["facts"][:3]))
     return text
+
+
+def _ended(sentence: str) -> str:
+    """`sentence` with a full stop, unless its last description or fact brought one ("...experiments..")."""
+    return sentence if sentence.endswith((".", "!", "?", "…")) else sentence + "."
 
 
 def _clip(text: str, limit: int) -> str:
