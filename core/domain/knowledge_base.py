@@ -24,7 +24,7 @@ from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.core.domain.limits import MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
-from duckgraph.core.domain.render import estimate_tokens, render_search
+from duckgraph.core.domain.render import render_search
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
 from duckgraph.core.domain.retrieval import anchor_and_expand, match_words
 from duckgraph.core.domain.search_options import SearchOptions
@@ -528,15 +528,11 @@ class KnowledgeBase:
             nothing_relevant=found.nothing_relevant,
         )
         if found.nothing_stored:  # no communities either
-            result.hint = EMPTY_NAMESPACE.format(namespace=namespace)
-            named = f"\n{result.hint}"
+            result.hint, communities = EMPTY_NAMESPACE.format(namespace=namespace), ""
         else:
-            named = self._name_communities(result, namespace, token_budget // 2)
-        # The communities' lines come within the budget too (at most half of it): the rest is rendered in what
-        # they leave.
-        result.text, result.truncated = render_search(result, max(token_budget - estimate_tokens(named), 1),
-                                                      more=passages[len(found.passages):])
-        result.text += named
+            communities = self._name_communities(result, namespace)
+        result.text, result.truncated = render_search(result, token_budget, more=passages[len(found.passages):],
+                                                      hint=result.hint, communities=communities)
         return result
 
     def end_relations(self, relations: Sequence[EndRelationInput], *, namespace: str | None = None) -> RelationsEnded:
@@ -549,21 +545,17 @@ class KnowledgeBase:
         return history.recent_changes(self, self.resolve_namespace(namespace), since=since, until=until, limit=limit,
                                       token_budget=token_budget)
 
-    def _name_communities(self, result: SearchResult, namespace: str, tokens: int) -> str:
-        """Name the community of each anchor, and point a question about the whole memory to global_search;
-        returns the lines that say so in the text, the hint first, those that fit in `tokens`."""
-        titles, hint = self.communities.about_anchors(namespace, [a.id for a in result.anchors],
-                                                      result.nothing_relevant)
+    def _name_communities(self, result: SearchResult, namespace: str) -> str:
+        """Name the community of each anchor, and point a question about the whole memory to global_search (the
+        result's `hint`); returns the text's line that names the communities, each once with its anchors."""
+        titles, result.hint = self.communities.about_anchors(namespace, result.anchors, result.query,
+                                                             result.nothing_relevant)
         result.anchor_communities = {a.name: titles[a.id] for a in result.anchors if a.id in titles}
-        result.hint = hint
-        lines = [f"\n{hint}"] if hint else []
-        if result.anchor_communities:
-            lines.append("\nCommunities: " + "; ".join(f"{k}: {v}" for k, v in result.anchor_communities.items()))
-        named = ""
-        for line in lines:
-            if estimate_tokens(named + line) <= tokens:
-                named += line
-        return named
+        members: dict[str, list[str]] = {}
+        for name, title in result.anchor_communities.items():
+            members.setdefault(title, []).append(name)
+        return "Communities: " + "; ".join(f"{title} holds {', '.join(names)}" for title, names in members.items()) \
+            if members else ""
 
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
         """Counts and types of `namespace` (None: of the whole file)."""
@@ -619,8 +611,12 @@ def _query_threads() -> ThreadPoolExecutor:
 
 
 def _by_query_words(query: str, observations: dict[int, list[str]]) -> dict[int, list[str]]:
-    """Each node's observations, those that share the query's rarer words first (stored order on a tie). Words are
-    the keyword index's terms (stemmed: "play" matches "Plays cello"), as the keyword channel matches them.
+    """Each node's observations, those that share the query's rarer words first (in stored order on a tie), then
+    those that share none, the newest first: stored order is the order they were written in, and a later one
+    corrects an earlier one ("Moved to Seattle" after "Lives in Portland"), so a small budget must not cut it and
+    leave the old one to read as current. (Newest first among matched ones too cost the public LoCoMo
+    observations mode 3.7 points of R@5: there the matched words, not recency, pick the evidence.) Words are the
+    keyword index's terms (stemmed: "play" matches "Plays cello"), as the keyword channel matches them.
 
     A word weighs log(1 + n / m) when m of the n observations at hand hold it: a word only one observation holds
     tells it apart, one most hold ("team" in a team's notes) barely does. Observations carry no vector of their
@@ -634,7 +630,7 @@ def _by_query_words(query: str, observations: dict[int, list[str]]) -> dict[int,
     ranked: dict[int, list[str]] = {}
     for node_id, texts in observations.items():
         score = [sum(weight[word] for word in shared) for shared in words[node_id]]
-        ranked[node_id] = [texts[i] for i in sorted(range(len(texts)), key=lambda i: -score[i])]
+        ranked[node_id] = [texts[i] for i in sorted(range(len(texts)), key=lambda i: (-score[i], i if score[i] else -i))]
     return ranked
 
 

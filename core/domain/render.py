@@ -5,12 +5,14 @@ best facts, the anchors, the best passage, the anchors' details, more facts, mor
 their details, last the entities known only by a name that a fact already shows) until the budget is spent, so a
 small budget cuts weak entities and late observations, never every fact. The chosen lines are then printed grouped
 under their headings, each group in rank order. When all of them fit, the room left shows the passages ranked
-next, under a heading of their own.
+next, under a heading of their own, and last the communities of the anchors.
 """
 
 from __future__ import annotations
 
+import calendar
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,7 +31,8 @@ RELATIONS, ENTITIES, PASSAGES = "Relations:", "Entities:", "Passages:"
 MORE_PASSAGES = "More passages, ranked lower:"
 #: Longest description, fact, property list or observation shown on one line (the structured result has them all).
 LINE_CHARS = 300
-#: A passage or entity line that does not fit whole is shown cut when at least this much of it fits.
+#: A passage or entity line that does not fit whole is shown cut when at least this much of its own text fits
+#: (its header, the passage's id, date and title or the entity's name and type, aside): a header alone says nothing.
 MIN_CUT_CHARS = 80
 #: Room kept for the closing note when something is left out.
 NOTE_TOKENS = 30
@@ -56,28 +59,45 @@ class _Line:
     text: str
     kind: str  # what the closing note counts it as
     owner: _Line | None = None  # the entity line it belongs under: shown only with it
-    cuttable: bool = False
+    head: int | None = None  # a line that may be cut: the length of its header, which is not its own text
 
 
-def render_search(result: SearchResult, token_budget: int, more: Sequence[Passage] = ()) -> tuple[str, bool]:
+def render_search(result: SearchResult, token_budget: int, more: Sequence[Passage] = (), *, hint: str | None = None,
+                  communities: str = "") -> tuple[str, bool]:
     """The result as grouped lines, the most useful kept first within `token_budget`; and whether some were
     left out or cut. When the whole result fits, the room left shows the passages ranked next (`more`, best
     first, under their own heading; the last one perhaps cut short): the budget is the host's, and the answer to
-    a multi-hop question is often a few ranks down. Leaving them out is no truncation: they are extra."""
+    a multi-hop question is often a few ranks down. Leaving them out is no truncation: they are extra.
+
+    `hint` (which tool answers such a question better, or that the namespace holds nothing) closes the text when
+    it takes at most half the budget, or when nothing else is shown: its room is set aside first, as it tells the
+    model what to call instead. `communities` (the line naming the
+    anchors' communities, which the structured result holds too) comes last of all: shown only in the room
+    everything else, the passages ranked next included, leaves; leaving it out is no truncation either."""
+    alone = result.nothing_relevant or not (result.nodes or result.edges or result.passages)
+    closing = f"\n{hint}" if hint and (alone or _cost(hint) <= max(token_budget, 1) // 2) else ""
+    text, truncated = _render(result, max(token_budget - estimate_tokens(closing), 1), more, token_budget,
+                              communities)
+    return text + closing, truncated
+
+
+def _render(result: SearchResult, budget: int, more: Sequence[Passage], token_budget: int,
+            communities: str) -> tuple[str, bool]:
     if result.nothing_relevant:
         return NOTHING_RELEVANT, False
     lines = _by_priority(result)
     if not lines:
         return EMPTY, False
-    budget = max(token_budget, 1)
     if sum(_cost(line.text) for line in lines) + sum(_cost(h) for h in {line.heading for line in lines}) <= budget:
-        extra = [_Line(MORE_PASSAGES, (i, 0), _passage(p), "passages", cuttable=True) for i, p in enumerate(more)]
-        return _printed(_fit([*lines, *extra], budget)[0]), False
+        extra = [_passage_line(MORE_PASSAGES, i, p) for i, p in enumerate(more)]
+        kept, used = _fit([*lines, *extra], budget)
+        text = _printed(kept)
+        return text + (f"\n{communities}" if communities and _cost(communities) <= budget - used else ""), False
     kept, used = _fit(lines, max(budget - NOTE_TOKENS, 0))
     left_out = Counter(line.kind for line in lines if line not in kept)
-    note = _note(token_budget, left_out)
-    if _cost(note) > budget - used:
-        note = f"(truncated to about {token_budget} tokens)"
+    # What was left out is said in as many words as fit: a small budget still learns how much it missed.
+    notes = _notes(token_budget, left_out)
+    note = next((note for note in notes if _cost(note) <= budget - used), notes[-1])
     return _printed(kept) + ("\n" if kept else "") + note, True
 
 
@@ -89,10 +109,11 @@ def _by_priority(result: SearchResult) -> list[_Line]:
     """Every line the result could show, the most useful first."""
     anchor_ids = {a.id for a in result.anchors}
     facts = [_Line(RELATIONS, (i, 0), "- " + _fact(e), "relations") for i, e in enumerate(result.edges)]
-    passages = [_Line(PASSAGES, (i, 0), _passage(p), "passages", cuttable=True) for i, p in enumerate(result.passages)]
+    passages = [_passage_line(PASSAGES, i, p) for i, p in enumerate(result.passages)]
     entities, details = [], []
     for i, node in enumerate(result.nodes):
-        entities.append(_Line(ENTITIES, (i, 0), _entity(node), "entities", cuttable=True))
+        head, text = _entity(node)
+        entities.append(_Line(ENTITIES, (i, 0), head + text, "entities", head=len(head)))
         details.append([_Line(ENTITIES, (i, j), text, kind, owner=entities[-1])
                         for j, (text, kind) in enumerate(_details(node), start=1)])
     anchors = [i for i, node in enumerate(result.nodes) if node.id in anchor_ids]
@@ -136,10 +157,11 @@ def _fit(lines: list[_Line], budget: int) -> tuple[dict[_Line, str], int]:
             left, heading = room(line)
             text = line.text
             if cut:
-                chars = (left - 1) * CHARS_PER_TOKEN - 1
-                if not line.cuttable or chars < MIN_CUT_CHARS:
+                if line.head is None:
                     continue
-                text = text[:chars].rstrip() + "…"
+                text = _shortened(text, (left - 1) * CHARS_PER_TOKEN - 1)
+                if len(text) - 1 - line.head < MIN_CUT_CHARS:  # too little of its own text (… aside)
+                    continue
             elif _cost(text) > left:
                 continue
             kept[line] = text
@@ -159,16 +181,31 @@ def _printed(kept: dict[_Line, str]) -> str:
     return "\n".join(out)
 
 
-def _note(token_budget: int, left_out: Counter[str]) -> str:
+def _notes(token_budget: int, left_out: Counter[str]) -> list[str]:
+    """The closing note, longest first: the caller's budget, what was left out and what to do about it; the last,
+    a few tokens, is shown even where it does not fit."""
     parts = ", ".join(f"{left_out[kind]} {kind}" for kind in ("relations", "entities", "properties", "observations", "passages")
                       if left_out[kind])
     shown = f"; not shown: {parts}" if parts else ""
-    return f"(truncated to about {token_budget} tokens{shown}; a larger token_budget shows more)"
+    notes = [f"(truncated to about {token_budget} tokens{shown}; a larger token_budget shows more)"]
+    if parts:
+        return [*notes, f"(truncated; not shown: {parts})", f"(truncated: {left_out.total()} more not shown)"]
+    return [*notes, f"(truncated to about {token_budget} tokens)"]  # only cut short
 
 
 def _clip(text: str, limit: int = LINE_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return _shortened(" ".join(text.split()), limit)
+
+
+def _shortened(text: str, limit: int) -> str:
+    """`text` if it has at most `limit` characters, else cut at the last word boundary before them, with "…"
+    (a word cut in two reads as another word: "- Budge…"); a single word longer than that is cut where it must."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 0)]
+    if not text[len(cut)].isspace() and " " in cut.strip():
+        cut = cut[: cut.rstrip().rfind(" ")]
+    return cut.rstrip() + "…"
 
 
 def _fact(edge: ScoredEdge) -> str:
@@ -176,8 +213,10 @@ def _fact(edge: ScoredEdge) -> str:
     return _clip(fact_sentence(edge.source, edge.type, edge.target, edge.description)) + (f" ({when})" if when else "")
 
 
-def _entity(node: ScoredNode) -> str:
-    return _clip(f"- {node.name} [{node.type}]" + (f": {node.description}" if node.description else ""))
+def _entity(node: ScoredNode) -> tuple[str, str]:
+    """An entity's line: its header (name and type) and its description."""
+    head = _clip(f"- {node.name} [{node.type}]")
+    return head, _clip(f": {node.description}", max(LINE_CHARS - len(head), 1)) if node.description else ""
 
 
 def _details(node: ScoredNode) -> list[tuple[str, str]]:
@@ -191,15 +230,42 @@ def _details(node: ScoredNode) -> list[tuple[str, str]]:
     return lines
 
 
-def _passage(passage: Passage) -> str:
+def _passage_line(heading: str, i: int, passage: Passage) -> _Line:
+    head, text = _passage(passage)
+    return _Line(heading, (i, 0), head + text, "passages", head=len(head))
+
+
+def _passage(passage: Passage) -> tuple[str, str]:
+    """A passage's header (id, date, title and section, each said once) and its text. The date is left out
+    where the title gives it, the clock kept; a first heading that is the title, written with the date or without
+    ("Architecture sync, 14 September 2026" under the title "Architecture sync 2026-09-14"), is left out of the
+    section: "[mtg-09#2] (10:00) Architecture sync 2026-09-14 § Decisions: ...".
+    """
     text = " ".join(passage.text.split())
-    title = passage.title.strip()
+    title = " ".join(passage.title.split())
     named = title if title and not text.startswith(title) else ""
-    section = passage.section
-    if title and section.startswith(title + " > "):  # a page whose first heading repeats its title
-        section = section[len(title) + 3:]
-    if section and section != title:  # where in the document: "Manual § Installation > Linux: ..."
-        named = f"{named} § {section}".strip()
+    dates = _date_words(passage)
+    headings = passage.section.split(" > ") if passage.section else []
+    while headings and _words(headings[0]) - dates == _words(title) - dates:  # "Manual § Installation > Linux"
+        headings.pop(0)
+    if headings:
+        named = f"{named} § {' > '.join(headings)}".strip()
     named = f"{named}: " if named else ""
-    when = f"({short(passage.time)}) " if passage.time else ""
-    return f"[{passage.document_id}#{passage.chunk_id}] {when}{named}{text}"
+    when = short(passage.time) if passage.time else ""
+    if when and title and when[:10] in title:  # the title gives the date: the clock alone, if any
+        when = when[11:]
+    when = f"({when}) " if when else ""
+    return f"[{passage.document_id}#{passage.chunk_id}] {when}{named}", text
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.casefold()))
+
+
+def _date_words(passage: Passage) -> set[str]:
+    """The words a heading may write the passage's date with: "14 September 2026", "Sep 14", "2026-09-14"."""
+    if passage.time is None:
+        return set()
+    day = passage.time
+    month = [calendar.month_name[day.month], calendar.month_abbr[day.month]]
+    return _words(" ".join([day.date().isoformat(), str(day.day), *month]))

@@ -32,7 +32,10 @@ def test_the_text_fits_any_budget(budget: int) -> None:
     full, _ = render_search(result(observations=3), 10**9)
     assert truncated == (text != full)
     if truncated:
-        assert text.splitlines()[-1].startswith("(truncated to about")
+        assert text.splitlines()[-1].startswith("(truncated")
+        # The caller's budget, or what was left out; how much, even when the whole note does not fit.
+        assert budget < 300 or f"(truncated to about {budget} tokens; not shown: " in text
+        assert "not shown" in text.splitlines()[-1]
 
 
 def test_a_whole_result_is_grouped_under_headings_in_rank_order() -> None:
@@ -159,3 +162,57 @@ def test_entities_known_only_by_a_name_a_fact_shows_are_left_out_before_passages
     assert "[d3#3] Doc 3: " + "text " * 59 + "text" in text.splitlines()  # every passage whole
     assert "- Entity 11 [Thing]" not in text
     assert "- Entity 11 [Thing]" in render_search(full, 10**9)[0]  # shown whenever there is room
+
+
+def test_a_passage_header_says_its_date_and_title_once() -> None:
+    from datetime import datetime
+
+    full = result(1)
+    full.passages = [
+        Passage(document_id="mtg-09", chunk_id=2, title="Architecture sync 2026-09-14", time=datetime(2026, 9, 14, 10),
+                section="Architecture sync, 14 September 2026 > Decisions", text="Budget: EUR 40,000.", score=0.5),
+        Passage(document_id="guide", chunk_id=3, title="Install and configure", time=datetime(2026, 9, 14),
+                section="Configure > Proxy", text="Set HTTPS_PROXY.", score=0.4),
+        Passage(document_id="journal", chunk_id=4, title="Journal", time=datetime(2026, 9, 14),
+                section="Journal", text="Rain all day.", score=0.3)]
+    lines = render_search(full, 10**9)[0].splitlines()
+    assert lines[-3:] == [
+        "[mtg-09#2] (10:00) Architecture sync 2026-09-14 § Decisions: Budget: EUR 40,000.",
+        "[guide#3] (2026-09-14) Install and configure § Configure > Proxy: Set HTTPS_PROXY.",  # a section of its own
+        "[journal#4] (2026-09-14) Journal: Rain all day."]
+
+
+def test_a_line_is_cut_between_words_and_a_passage_never_to_its_header_alone() -> None:
+    full = result(1, passage_words=0)
+    full.edges, full.nodes, full.anchors = [], [], []
+    full.passages = [Passage(document_id="notes", chunk_id=1, title="A rather long title " * 4,
+                             text="alpha beta gamma delta " * 40, score=0.5)]
+    for budget in range(10, 120):
+        text, truncated = render_search(full, budget)
+        assert truncated
+        [*shown, note] = text.splitlines()
+        assert "not shown" in note or shown
+        for line in shown[1:]:
+            own = line.split(": ", 1)[1]
+            assert len(own) > 80 and own.endswith("…") and own[:-1].split()[-1] in ("alpha", "beta", "gamma", "delta")
+
+
+def test_the_hint_is_set_aside_first_and_shown_alone_when_nothing_else_is() -> None:
+    hint = "Use global_search. " * 20  # about 95 tokens
+    text, _ = render_search(result(5, observations=2), 400, hint=hint)
+    assert text.endswith("\n" + hint) and estimate_tokens(text) <= 400
+    assert hint not in render_search(result(5), 150, hint=hint)[0]  # more than half the budget: the answer first
+    empty = SearchResult(query="q", anchors=[], nodes=[], edges=[], passages=[], text="", truncated=False)
+    assert render_search(empty, 150, hint=hint)[0].endswith(hint)
+
+
+def test_the_communities_line_comes_only_in_the_room_everything_else_leaves() -> None:
+    full = result(2, passage_words=20)
+    line = "Communities: Things (community 1) holds Entity 0"
+    alone, _ = render_search(full, 10**9)
+    assert render_search(full, 10**9, communities=line)[0] == alone + "\n" + line
+    tight = next(budget for budget in range(1, 10**4) if not render_search(full, budget)[1])
+    text, truncated = render_search(full, tight, communities=line)
+    assert text == alone and not truncated  # left out, and no truncation: the structured result has it
+    text, _ = render_search(full, 10**9, more=more(3), communities=line)
+    assert text.endswith("\n" + line) and text.index("More passages") < text.index(line)

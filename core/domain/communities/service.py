@@ -16,12 +16,13 @@ from duckgraph.core.domain.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.core.domain.moments import iso_utc
 from duckgraph.ports import ExtractionError, InvalidInputError, NotFoundError, StoreError
 from duckgraph.ports.communities import CommunityBuild, CommunityDetector, CommunityRecord
+from duckgraph.ports.names import entity_key, name_candidates
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.ingest import Progress
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
     from duckgraph.core.domain.model import (
-        BuildCommunitiesResult, CommunityFreshness, GlobalSearchResult, ReportsToWrite, ReportsWritten)
+        BuildCommunitiesResult, CommunityFreshness, GlobalSearchResult, ReportsToWrite, ReportsWritten, ScoredNode)
     from duckgraph.ports.extractor import Extractor
 
 NO_COMMUNITIES = ("No communities are built for this namespace yet: call build_communities (or run `duckgraph "
@@ -33,8 +34,10 @@ NONE_LEFT = ("No communities left: every entity of the last build's communities 
              "builds them again once writes settle; else call build_communities.")
 BROAD_HINT = ("This question seems to be about the memory as a whole (its best matches are weak or spread over "
               "several communities): global_search answers such questions from community reports.")
-#: search adds BROAD_HINT when its anchors fall in at least this many top-level communities, none holding half.
+#: search adds BROAD_HINT when its best anchors fall in at least this many top-level communities, none holding half.
 SPREAD_COMMUNITIES = 3
+#: The best anchors: those at least this share as relevant as the best one.
+NEAR_BEST = 0.8
 
 
 class CommunityService:
@@ -230,17 +233,23 @@ class CommunityService:
 
     # -- what search says --------------------------------------------------------------------------------------
 
-    def about_anchors(self, namespace: str, anchor_ids: Sequence[int], nothing_relevant: bool
+    def about_anchors(self, namespace: str, anchors: Sequence[ScoredNode], query: str, nothing_relevant: bool
                       ) -> tuple[dict[int, str], str | None]:
-        """The finest community title of each anchor, and the hint that global_search exists when the anchors
-        are spread over several top-level communities (or nothing is relevant) while communities exist."""
+        """The finest community title of each anchor, and the hint that global_search exists when the question
+        seems to be about the memory as a whole while communities exist: nothing is relevant, or its best anchors
+        (those at least `NEAR_BEST` as relevant as the best) are spread over several top-level communities and it
+        names none of its anchors. A question that names an entity is about it, and the weaker anchors of a
+        pointed question fall anywhere ("Who is on call for the Payments Team right now?")."""
         try:
             if self.kb.store.community_build(namespace) is None:
                 return {}, None
-            found = self.kb.store.node_communities(anchor_ids, namespace)
+            found = self.kb.store.node_communities([a.id for a in anchors], namespace)
         except StoreError:  # a store without communities: search answers as before
             return {}, None
         titles = {node: f"{chain[-1][2]} (community {chain[-1][0]})" for node, chain in found.items() if chain}
-        tops = [chain[0][0] for chain in found.values() if chain]
-        spread = len(set(tops)) >= SPREAD_COMMUNITIES and max(map(tops.count, tops)) * 2 <= len(tops)
+        best = max((a.score for a in anchors), default=0.0)
+        tops = [found[a.id][0][0] for a in anchors if a.score >= NEAR_BEST * best and found.get(a.id)]
+        named = name_candidates(query)
+        spread = (len(set(tops)) >= SPREAD_COMMUNITIES and max(map(tops.count, tops)) * 2 <= len(tops)
+                  and not any(entity_key(a.name) in named for a in anchors))
         return titles, BROAD_HINT if nothing_relevant or spread else None
