@@ -24,7 +24,7 @@ from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.core.domain.limits import MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
-from duckgraph.core.domain.render import render_search
+from duckgraph.core.domain.render import estimate_tokens, render_search
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
 from duckgraph.core.domain.retrieval import anchor_and_expand, match_words
 from duckgraph.core.domain.search_options import SearchOptions
@@ -67,6 +67,8 @@ log = logging.getLogger(__name__)
 
 #: Observations a search result lists per entity at most, the most relevant first (get_entities lists all).
 OBSERVATIONS_SHOWN = 20
+#: The first line of a search's text when the query names ids that nothing stored holds (`not_stored`).
+NOT_STORED = "Nothing stored mentions {ids}; what follows is related content."
 #: Said by a search in a namespace that holds nothing: a misspelt namespace reads like a memory that never heard of it.
 EMPTY_NAMESPACE = ("The namespace {namespace!r} holds nothing yet. If the memory is in another one, "
                    "list_namespaces (`duckgraph namespaces`) shows those that hold something.")
@@ -526,13 +528,18 @@ class KnowledgeBase:
             text="",
             truncated=False,
             nothing_relevant=found.nothing_relevant,
+            not_stored=found.not_stored,
         )
         if found.nothing_stored:  # no communities either
             result.hint, communities = EMPTY_NAMESPACE.format(namespace=namespace), ""
         else:
             communities = self._name_communities(result, namespace)
-        result.text, result.truncated = render_search(result, token_budget, more=passages[len(found.passages):],
-                                                      hint=result.hint, communities=communities)
+        # An id the query names that nothing stored holds comes first: what follows must not read as about it.
+        note = NOT_STORED.format(ids=", ".join(found.not_stored)) if found.not_stored else ""
+        result.text, result.truncated = render_search(result, max(token_budget - estimate_tokens(note), 1),
+                                                      more=passages[len(found.passages):], hint=result.hint,
+                                                      communities=communities)
+        result.text = f"{note}\n{result.text}" if note else result.text
         return result
 
     def end_relations(self, relations: Sequence[EndRelationInput], *, namespace: str | None = None) -> RelationsEnded:

@@ -343,6 +343,9 @@ class SearchResult(_Model):
     anchor_communities: dict[str, str] = Field(
         default_factory=dict, description="Anchor name -> its community (see global_search).")
     hint: str | None = None
+    not_stored: list[str] = Field(
+        default_factory=list, description="Ids the query names (letters and digits joined: INC-199, v2.7) that "
+        "nothing stored mentions: the result is related content, not about them.")
 
 
 class EntityDetail(_Model):

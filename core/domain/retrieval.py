@@ -31,7 +31,7 @@ from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import (
     ChunkRecord, EdgeRecord, Embedder, GraphStore, NodeRecord, inflections, isin_ids, loose_key, name_candidates, terms,
     tokens)
-from duckgraph.ports.text import stemmed
+from duckgraph.ports.text import WORD_RUN, stemmed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,6 +43,24 @@ FACTS_PER_NODE = 2
 #: you know about Atlas?", "What happened on 11 October?"): they say nothing of whether the memory holds the answer.
 _ASKING_WORDS = ("tell know remember remind recall summarise summarize summary describe explain recap overview details "
                  "information anything everything something happened mention talk say show give find")
+#: Words that ask for a list or a count of things ("How many incidents have we had?", "List all teams"): with
+#: nothing but a stored entity type besides them (and `_ASKING_WORDS`), a query is about that type's entities.
+_LISTING_WORDS = "list count many number total"
+#: Words that say when, not what: month names (and the abbreviations that are no common word or first name),
+#: weekdays and the days next to today. The time window (as_of, after, before) handles when; one of these that
+#: the memory does not hold says nothing of whether it holds the answer ("on call for payments in March").
+_WHEN_WORDS = frozenset("""january february march april may june july august september october november december
+feb apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday today yesterday
+tomorrow tonight""".split())
+#: The same, written with digits (as `tokens` gives them): a year (1500-2099, or a decade: 1990s), a date
+#: (2026-03-15, 2026-03, 15/03/2026), a time of day (10am, 3pm) or a day of a month (1st, 22nd).
+_WHEN_DIGITS = re.compile(r"(?:1[5-9]|20)\d\ds?|\d{4}[-/]\d{1,2}(?:[-/]\d{1,2})?|\d{1,2}/\d{1,2}(?:/\d{2,4})?"
+                          r"|\d{1,2}(?:am|pm)|\d{1,2}(?:st|nd|rd|th)")
+#: An id (as `tokens` gives it): letters and digits joined by '-', '.', '_' or '/' ("INC-199", "v2.7", "orders-db-3").
+_ID = re.compile(r"(?=.*[^\W\d_])(?=.*\d)[^\W_]+(?:[-._/][^\W_]+)+")
+#: How many of the rows holding a part of an id are asked whether they hold it whole (those holding it whole rank
+#: first but for long rows holding its parts often).
+_HELD_CHECKED = 20
 #: Where a passage's sentences end: also at a semicolon, whose clause often answers alone.
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
 
@@ -74,15 +92,19 @@ class Subgraph:
     nothing_relevant: bool = False
     #: True when the namespace holds no entity and no passage at all (a search that wanted passages knows it).
     nothing_stored: bool = False
+    #: The ids the query names that nothing stored holds (`_ids_not_stored`): what is above is not about them.
+    not_stored: list[str] = field(default_factory=list)
 
 
 class Relevance(NamedTuple):
     """Why a search goes on (see `_relevant`): whether a whole entity or passage (or an id the query names) reached
     the floor (if not, only parts did or the query asks for whatever is stored of names: no entity anchors it by its
-    vector alone), and the entities whose own observation did, with that observation's similarity."""
+    vector alone), the entities whose own observation did, with that observation's similarity, and the entities
+    of the type the query asks about (`_typed`), its anchors then."""
 
     whole: bool
     observed: dict[int, float]
+    typed: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -133,7 +155,13 @@ def anchor_and_expand(
         return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True,
                         nothing_stored=nothing_stored)
     fact_ends = _fact_ends(words.facts, query_text)
-    anchors = _anchors(store, named, nearest, words.nodes, query, options, relevance.observed, fact_ends)
+    candidates, keyword_nodes = nearest, words.nodes
+    if relevance.typed:  # a query about the entities of a type ("List all incidents"): they are its anchors
+        named = [n for n in named if n.id in relevance.typed]
+        candidates = [(i, s) for i, s in nearest if i in relevance.typed]
+        keyword_nodes = [(i, s) for i, s in words.nodes if i in relevance.typed]
+        fact_ends = [i for i in fact_ends if i in relevance.typed]
+    anchors = _anchors(store, named, candidates, keyword_nodes, query, options, relevance.observed, fact_ends)
     if not relevance.whole:  # no whole reached the floor: a vector below it alone does not make an anchor
         backed = {n.id for n in named} | {i for i, _ in words.nodes} | relevance.observed.keys() | set(fact_ends)
         anchors = [a for a in anchors if a.node_id in backed]
@@ -151,7 +179,8 @@ def anchor_and_expand(
                              nearest_chunks or [], words.chunks, options)
     return Subgraph(anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges,
                     passages=passages[: options.max_passages], more_passages=passages[options.max_passages:],
-                    nothing_stored=nothing_stored)
+                    nothing_stored=nothing_stored,
+                    not_stored=_ids_not_stored(store, query_text, namespace))
 
 
 def _anchor_candidates(options: SearchOptions) -> int:
@@ -186,7 +215,8 @@ def _relevant(
     for whatever is stored of names the memory holds ("Tell me about Kirsty"), an id it names verbatim ("INC-142",
     "v2.3") is stored (in an entity, passage or fact), or one observation, sentence or fact of what the keyword
     channel found is that similar on its own (`_parts_near`). Below it a search returns nothing (None here), so
-    that the model says it does not know instead of reading noise."""
+    that the model says it does not know instead of reading noise. A query that asks for nothing but the entities of
+    a stored type ("How many incidents have we had?") is about them, however far their vectors are (`_typed`)."""
     if not options.relevance_floor:
         return Relevance(True, {})
     floor = options.relevance_floor
@@ -205,16 +235,39 @@ def _relevant(
     # name it gives is a word of something stored, up when one is not; `word_margin` of it up when none of the
     # other words it asks with is.
     floor *= 1 + options.name_margin * names + options.word_margin * (asked or 0)
-    if best >= floor:
+    if best >= floor or _closest_without_when(store, query_text, namespace, embedder) >= floor:
         return Relevance(True, {})
-    ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/")]
+    ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/") and not _says_when(word)]
     if ids and any(store.keyword_search(kind, " ".join(ids), 1, namespace) for kind in ("node", "chunk", "edge")):
         return Relevance(True, {})
-    if embedder is None or words is None or options.parts_compared <= 0:
+    if words is None:
+        return None
+    if typed := _typed(store, query_text, words):
+        # Each is as relevant as the closest of them: the question is about them all, and one far from its words
+        # must not fall below the share of the best anchor that an anchor needs (`_keep_threshold`).
+        closest = max(store.similarities("node", list(typed), query).values(), default=0.0)
+        return Relevance(False, dict.fromkeys(typed, closest), typed)
+    if embedder is None or options.parts_compared <= 0:
         return None
     observed, sentence = _parts_near(store, query_text, query, namespace, words, embedder, options.parts_compared)
     observed = {i: s for i, s in observed.items() if s >= floor}
     return Relevance(False, observed) if observed or sentence >= floor else None
+
+
+def _closest_without_when(store: GraphStore, query_text: str, namespace: str, embedder: Embedder | None) -> float:
+    """The similarity of the nearest entity or passage to the query without its words that say when (`_says_when`;
+    -1 when it has none): "in March 2026" moves the vector of "Who was on call for payments?" away from what
+    answers it (0.46 to 0.36 from the entity Payments Team), and the time window, not the vector, handles when.
+    Embedded only for a query below the floor that holds such a word."""
+    if embedder is None:
+        return -1.0
+    # A joined run's tokens end with the whole run ("2026-03"); a stop word gives none.
+    what = WORD_RUN.sub(lambda run: "" if _says_when((tokens(run[0]) or [""])[-1]) else run[0], query_text)
+    if what == query_text or not tokens(what):
+        return -1.0
+    what = embedder.embed_query(what)
+    return max((s for kind in ("node", "chunk") for _, s in store.vector_search(kind, what, 1, namespace)),
+               default=-1.0)
 
 
 def _parts_near(
@@ -271,9 +324,12 @@ def _names_stored(store: GraphStore, query_text: str, namespace: str) -> int:
     # Words, not their terms, go to the keyword search, which stems them: a stem stemmed again may differ ("Ilse"
     # gives "ils", and "ils" gives "il").
     words = {word for word in _name_words(query_text) if not word.isdigit()}
-    if not words:
+    stored = {word for word in words if _stored(store, word, namespace)}
+    # One that says when ("March", "2026-03") and is not stored counts for nothing: the time window handles it.
+    unstored = {word for word in words - stored if not _says_when(word)}
+    if not stored and not unstored:
         return 0
-    return -1 if all(_stored(store, word, namespace) for word in words) else 1
+    return 1 if unstored else -1
 
 
 def _words_stored(store: GraphStore, query_text: str, namespace: str) -> int | None:
@@ -281,19 +337,68 @@ def _words_stored(store: GraphStore, query_text: str, namespace: str) -> int | N
     stored in any of its forms ("write" is stored as "wrote"), 0 when one is, None when it asks with no other word
     ("Who is Kirsty?", "What happened on 11 October?"). A question none of whose words the memory holds asks about
     what it never stored ("Sam's blood type" in a memory without blood or type); one that shares a word may still
-    not, so the floor comes down for names only."""
+    not, so the floor comes down for names only. A word that says when (`_says_when`) and is not stored counts as
+    no word: "in march" says nothing of what is asked."""
     names = _name_terms(query_text) | _asking_terms()
     written = tokens(query_text)
     words = {word for word, term in zip(written, stemmed(written)) if term not in names}
-    if not words:
-        return None
-    return 0 if any(_stored(store, " ".join(inflections(word)), namespace) for word in words) else 1
+    if any(_stored(store, " ".join(inflections(word)), namespace) for word in words):
+        return 0
+    return 1 if any(not _says_when(word) for word in words) else None
 
 
 @functools.cache
 def _asking_terms() -> frozenset[str]:
     """The terms of `_ASKING_WORDS`, stemmed on first use (the stemmer is not loaded when the server starts)."""
     return frozenset(terms(_ASKING_WORDS))
+
+
+@functools.cache
+def _listing_terms() -> frozenset[str]:
+    """The terms of `_LISTING_WORDS` (stemmed on first use, as `_asking_terms`)."""
+    return frozenset(terms(_LISTING_WORDS))
+
+
+def _says_when(word: str) -> bool:
+    """Whether a word (as `tokens` gives it) says when, not what: `_WHEN_WORDS`, `_WHEN_DIGITS`."""
+    return word in _WHEN_WORDS or _WHEN_DIGITS.fullmatch(word) is not None
+
+
+def _typed(store: GraphStore, query_text: str, words: WordMatches) -> frozenset[int]:
+    """The entities the keyword channel found (it indexes types) of the stored type that the query asks about with
+    no other word besides `_ASKING_WORDS` and `_LISTING_WORDS`, in any case and number ("How many incidents have we
+    had?", "List all teams": Incident, Team); none when it asks with another word ("Which incident hit checkout?")."""
+    asked = set(terms(query_text)) - _asking_terms() - _listing_terms()
+    if not asked or not words.nodes:
+        return frozenset()
+    records = store.get_nodes([i for i, _ in words.nodes])
+    # A type's terms without the joined whole that `terms` adds ("purchase_order" gives purchas, order and it).
+    return frozenset(n.id for n in records if {t for t in terms(n.type) if t.isalnum()} == asked)
+
+
+def _ids_not_stored(store: GraphStore, query_text: str, namespace: str) -> list[str]:
+    """The ids the query names (letters and digits joined: "INC-199", "v2.7", "orders-db-3"), as written, that no
+    stored entity, passage or fact holds as a whole: what a search finds for them holds a part only ("INC-142"
+    for "INC-199", as the keyword index holds an id both whole and by its parts), or is merely related."""
+    missing = []
+    for written in dict.fromkeys(WORD_RUN.findall(query_text)):
+        word = tokens(written)[-1:]  # a joined run's tokens end with the whole run
+        if word and _ID.fullmatch(word[0]) and not _held_whole(store, word[0], namespace):
+            missing.append(written)
+    return missing
+
+
+def _held_whole(store: GraphStore, word: str, namespace: str) -> bool:
+    """Whether an entity, passage or fact holds the joined `word` as a whole: the keyword score of a row holding it
+    exceeds its score for the word's parts alone (BM25 sums one positive share per query term a row holds)."""
+    parts = " ".join(tokens(word)[:-1])
+    for kind in ("node", "chunk", "edge"):
+        found = store.keyword_search(kind, word, _HELD_CHECKED, namespace)
+        alone = store.keyword_scores(kind, parts, [i for i, _ in found], namespace) if found and parts else {}
+        # The two lookups round differently (float32, float64): the whole id's share is far above that.
+        if any(score > alone.get(i, 0.0) * (1 + 1e-4) for i, score in found):
+            return True
+    return False
 
 
 def _stored(store: GraphStore, word: str, namespace: str) -> bool:

@@ -14,7 +14,7 @@ import pytest
 from duckgraph.core.domain.communities import vectors
 from duckgraph.core.domain.communities.reports import report_text
 from duckgraph.core.domain.communities.hierarchy import reuse_reports
-from duckgraph.core.domain.communities.service import BROAD_HINT, NO_COMMUNITIES, NO_RELATIONS, NONE_LEFT
+from duckgraph.core.domain.communities.service import BROAD_IF_NOTHING, NO_COMMUNITIES, NO_RELATIONS, NONE_LEFT
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import EdgeInput, NodeInput, RelationRef
 from duckgraph.core.domain.render import estimate_tokens
@@ -166,17 +166,17 @@ def test_search_names_its_anchors_community_and_points_broad_questions_to_global
     # Four things named, in four communities: the question is about them, not about the memory as a whole.
     named = kb.search("Jupiter, Lasagna, Arsenal, Aspirin")
     assert len(set(named.anchor_communities.values())) >= 3 and named.hint is None
-    broad = kb.search("What are the main themes?")
-    assert broad.hint == BROAD_HINT and BROAD_HINT in broad.text
+    broad = kb.search("What are the main themes?")  # nothing relevant: the text says which tool answers the whole
+    assert broad.nothing_relevant and broad.hint == BROAD_IF_NOTHING and BROAD_IF_NOTHING in broad.text
 
 
 def test_the_communities_named_by_search_fit_in_its_token_budget(kb):
     kb.communities.build("default")
     for budget in (100, 300, 2_000):
         found = kb.search("What are the main themes?", token_budget=budget)
-        assert found.hint == BROAD_HINT  # the structured result has it, always
+        assert found.hint == BROAD_IF_NOTHING  # the structured result has it, always
         assert estimate_tokens(found.text) <= budget
-        assert BROAD_HINT in found.text  # its room is set aside first: it tells the model what to call instead
+        assert BROAD_IF_NOTHING in found.text  # its room is set aside first: it tells the model what to call instead
         named = kb.search("Jupiter, Lasagna, Arsenal, Aspirin", token_budget=budget)
         assert named.anchor_communities and estimate_tokens(named.text) <= budget
     assert named.text.splitlines()[-1].startswith("Communities: ")  # last, with room for it

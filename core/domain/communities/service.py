@@ -34,6 +34,9 @@ NONE_LEFT = ("No communities left: every entity of the last build's communities 
              "builds them again once writes settle; else call build_communities.")
 BROAD_HINT = ("This question seems to be about the memory as a whole (its best matches are weak or spread over "
               "several communities): global_search answers such questions from community reports.")
+#: After "nothing relevant" (render.NOTHING_RELEVANT says to say so): only a question about the whole goes on.
+BROAD_IF_NOTHING = ("If the question is about the memory as a whole (its themes, what it holds), global_search "
+                    "answers it from community reports instead.")
 #: search adds BROAD_HINT when its best anchors fall in at least this many top-level communities, none holding half.
 SPREAD_COMMUNITIES = 3
 #: The best anchors: those at least this share as relevant as the best one.
@@ -252,4 +255,4 @@ class CommunityService:
         named = name_candidates(query)
         spread = (len(set(tops)) >= SPREAD_COMMUNITIES and max(map(tops.count, tops)) * 2 <= len(tops)
                   and not any(entity_key(a.name) in named for a in anchors))
-        return titles, BROAD_HINT if nothing_relevant or spread else None
+        return titles, BROAD_IF_NOTHING if nothing_relevant else BROAD_HINT if spread else None
