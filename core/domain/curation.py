@@ -277,7 +277,11 @@ class GraphCuration:
                     f"merged, {into.name!r} would have {over}: shorten what the entities hold with update_entity "
                     "first (description, properties, remove_observations); nothing was merged")
             batch = WriteBatch(nodes=[result], merges=[(into.id, [n.id for n in merged_from])])
-            summary = self._commit_with_vectors(writer, batch, namespace, renamed={into.id: into.name})
+            # The edges that move to the target name a source: only they need new vectors (the target's own
+            # edges name the same ends as before; rewriting them would list each as updated in recent_changes).
+            moved = {e.id for e in self.store.neighbors([n.id for n in merged_from], namespace, as_of=not_ended(),
+                                                         limit=RELATIONS_READ)}
+            summary = self._commit_with_vectors(writer, batch, namespace, renamed={into.id: into.name}, only=moved)
         return MergeResult(
             target=into.name, merged=[n.name for n in merged_from], aliases=list(result.aliases),
             edges_collapsed=summary.edges_deleted,
@@ -333,19 +337,23 @@ class GraphCuration:
         return ObservationResult(entity=record.name, added=added, removed=removed)
 
     def _commit_with_vectors(
-        self, writer: Writer, batch: WriteBatch, namespace: str, renamed: dict[int, str] | None = None
+        self, writer: Writer, batch: WriteBatch, namespace: str, renamed: dict[int, str] | None = None,
+        only: set[int] | None = None,
     ) -> WriteSummary:
-        """Commit with fresh vectors for the batch's nodes and, after a rename or merge, for their edges."""
+        """Commit with fresh vectors for the batch's nodes and, after a rename or merge, for their edges (`only`
+        those ids, when given)."""
         self.kb.embed_records(namespace, batch.nodes)
         summary = writer.commit(batch)
         if renamed:
-            self._refresh_edge_vectors(writer, list(renamed), namespace)
+            self._refresh_edge_vectors(writer, list(renamed), namespace, only)
         return summary
 
-    def _refresh_edge_vectors(self, writer: Writer, node_ids: list[int], namespace: str) -> None:
+    def _refresh_edge_vectors(self, writer: Writer, node_ids: list[int], namespace: str,
+                              only: set[int] | None = None) -> None:
         """Edges are embedded as sentences naming both ends: re-embed those of renamed or merged nodes that have not
-        ended, each written with its own period so the write finds exactly its row."""
-        edges = self.store.neighbors(node_ids, namespace, as_of=not_ended(), limit=RELATIONS_READ)
+        ended (of `only`, when given), each written with its own period so the write finds exactly its row."""
+        edges = [e for e in self.store.neighbors(node_ids, namespace, as_of=not_ended(), limit=RELATIONS_READ)
+                 if only is None or e.id in only]
         if not edges:
             return
         nodes = {n.id: n for n in self.store.get_nodes({i for e in edges for i in (e.source_id, e.target_id)})}
