@@ -41,6 +41,7 @@ from duckgraph.ports import (
     NodeRecord,
     Snapshot,
     StoreError,
+    TimeFilter,
     WriteBatch,
     WriteSummary,
     entity_key,
@@ -65,10 +66,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: How many of the anchors' facts are read to count those that ended (a hub's count stops there).
+RELATIONS_COUNTED = 10_000
 #: Observations a search result lists per entity at most, the most relevant first (get_entities lists all).
 OBSERVATIONS_SHOWN = 20
 #: The first line of a search's text when the query names ids that nothing stored holds (`not_stored`).
 NOT_STORED = "Nothing stored mentions {ids}; what follows is related content."
+#: The last line of a search's text when facts of its anchors ended: a question about then ("Who was on call in
+#: March?") must learn that what it reads is what holds now.
+ENDED_NOT_SHOWN = ("({count} ended fact(s) of these entities not shown: include_history=true adds them, as_of=DATE "
+                   "shows what held then)")
 #: Said by a search in a namespace that holds nothing: a misspelt namespace reads like a memory that never heard of it.
 EMPTY_NAMESPACE = ("The namespace {namespace!r} holds nothing yet. If the memory is in another one, "
                    "list_namespaces (`duckgraph namespaces`) shows those that hold something.")
@@ -529,6 +536,7 @@ class KnowledgeBase:
             truncated=False,
             nothing_relevant=found.nothing_relevant,
             not_stored=found.not_stored,
+            ended_not_shown=self._ended_facts([a.node_id for a in found.anchors], namespace, settings),
         )
         if found.nothing_stored:  # no communities either
             result.hint, communities = EMPTY_NAMESPACE.format(namespace=namespace), ""
@@ -536,11 +544,20 @@ class KnowledgeBase:
             communities = self._name_communities(result, namespace)
         # An id the query names that nothing stored holds comes first: what follows must not read as about it.
         note = NOT_STORED.format(ids=", ".join(found.not_stored)) if found.not_stored else ""
-        result.text, result.truncated = render_search(result, max(token_budget - estimate_tokens(note), 1),
-                                                      more=passages[len(found.passages):], hint=result.hint,
-                                                      communities=communities)
-        result.text = f"{note}\n{result.text}" if note else result.text
+        ended = ENDED_NOT_SHOWN.format(count=result.ended_not_shown) if result.ended_not_shown else ""
+        room = token_budget - estimate_tokens(note) - estimate_tokens(ended)
+        result.text, result.truncated = render_search(result, max(room, 1), more=passages[len(found.passages):],
+                                                      hint=result.hint, communities=communities)
+        result.text = "\n".join(filter(None, [note, result.text, ended]))
         return result
+
+    def _ended_facts(self, anchors: list[int], namespace: str, settings: SearchOptions) -> int:
+        """How many facts of `anchors` ended, when the search shows what holds now (no time asked for)."""
+        if not anchors or settings.include_history or settings.as_of or settings.after or settings.before:
+            return 0
+        ever = self.store.neighbor_ends(anchors, namespace, as_of=TimeFilter(history=True), limit=RELATIONS_COUNTED)
+        now = self.store.neighbor_ends(anchors, namespace, limit=RELATIONS_COUNTED)
+        return max(len(ever[0]) - len(now[0]), 0)
 
     def end_relations(self, relations: Sequence[EndRelationInput], *, namespace: str | None = None) -> RelationsEnded:
         """Close current relations at their `ended_at` (default now), keeping them as history (core/domain/history.py)."""

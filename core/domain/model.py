@@ -346,6 +346,9 @@ class SearchResult(_Model):
     not_stored: list[str] = Field(
         default_factory=list, description="Ids the query names (letters and digits joined: INC-199, v2.7) that "
         "nothing stored mentions: the result is related content, not about them.")
+    ended_not_shown: int = Field(
+        default=0, description="Facts of the anchors that ended, left out because the search asked for what holds "
+        "now: include_history adds them, as_of shows what held then.")
 
 
 class EntityDetail(_Model):
