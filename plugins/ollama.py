@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.ports import ChatExtractor, Embedder, EmbedderError, ExtractionError, ReplyFormat, hookimpl
+from duckgraph.ports import ChatExtractor, Embedder, EmbedderError, ExtractionError, ReplyFormat, hookimpl, json_kind
 from duckgraph.ports.http import request
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ class OllamaClient:
             raise self._error(f"Ollama at {self.base_url} sent a reply to {path} that is not JSON") from exc
         if not isinstance(reply, dict):
             raise self._error(f"Ollama at {self.base_url} sent a reply to {path} that is JSON but not an object "
-                              f"({_json_type(reply)})")
+                              f"({json_kind(reply)})")
         return reply
 
 
@@ -98,11 +98,6 @@ def _ollama_error(response: httpx.Response) -> str | None:
     except ValueError:
         return None
     return str(body["error"]) if isinstance(body, dict) and body.get("error") is not None else None
-
-
-def _json_type(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", type(None): "null", bool: "a boolean"}.get(
-        type(value), "a number")
 
 
 class OllamaEmbedder(Embedder):
@@ -189,7 +184,7 @@ class OllamaExtractor(ChatExtractor):
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):  # a broken server or proxy, not a model's answer to retry
             raise ExtractionError(f"Ollama at {self._client.base_url} answered /api/chat without a message's "
-                                  f"text (message: {_json_type(message)}, content: {_json_type(content)})")
+                                  f"text (message: {json_kind(message)}, content: {json_kind(content)})")
         return content
 
 

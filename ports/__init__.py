@@ -1,6 +1,6 @@
 """The contract between duckgraph's core and its adapters. Imports nothing else of duckgraph."""
 
-from duckgraph.ports.embedder import Embedder, normalize
+from duckgraph.ports.embedder import Embedder, json_kind, normalize
 from duckgraph.ports.errors import (
     ConfigError,
     DuckgraphError,
@@ -41,5 +41,5 @@ __all__ = [
     "WriteSummary",
     "clean_name", "entity_key", "hookimpl", "inflections", "isin_ids", "link_counts", "loose_key", "name_candidates",
     "no_control_characters",
-    "normalize", "part_title", "reads_on", "relation_type", "terms", "tokens",
+    "json_kind", "normalize", "part_title", "reads_on", "relation_type", "terms", "tokens",
 ]

@@ -116,14 +116,14 @@ class Embedder(ABC):
         who = f"embedder {self.id!r}" + (f" ({source})" if source else "")
         texts = f"{expected_rows} text{'s' * (expected_rows != 1)}"
         if not isinstance(rows, list):
-            raise EmbedderError(f"{who} returned no vectors for {texts} ({_json_kind(rows)}, not a list): check "
+            raise EmbedderError(f"{who} returned no vectors for {texts} ({json_kind(rows)}, not a list): check "
                                 "the server and its model")
         if len(rows) != expected_rows:
             raise EmbedderError(f"{who} returned {len(rows)} vector{'s' * (len(rows) != 1)} for {texts}: check the "
                                 "server and its model")
         for i, row in enumerate(rows):
             if type(row) is not list:
-                problem = f"row {i} is {_json_kind(row)}"
+                problem = f"row {i} is {json_kind(row)}"
             elif not _JSON_NUMBERS.issuperset(map(type, row)):
                 j, item = next((j, x) for j, x in enumerate(row) if type(x) not in _JSON_NUMBERS)
                 problem = f"row {i}, item {j} is {_shown(item)}"
@@ -173,7 +173,8 @@ _JSON_NUMBERS = frozenset({int, float})
 _FLOAT32_MAX = 3.4028234663852886e38
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """What a decoded JSON value is, for a message: "an object", "a list", "null", "a number"..."""
     return {dict: "an object", list: "a list", str: "a string", type(None): "null", bool: "a boolean",
             int: "a number", float: "a number"}.get(type(value), type(value).__name__)
 

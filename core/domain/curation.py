@@ -244,7 +244,7 @@ class GraphCuration:
             updated.by_hand = True  # curated: it stays when documents it was extracted from go
             # Edges' vectors name their ends, nothing else of them: rewriting them for another change would list
             # every fact of the entity as updated in recent_changes.
-            renamed = {record.id: updated.name} if updated.name != record.name else None
+            renamed = [record.id] if updated.name != record.name else []
             self._commit_with_vectors(writer, WriteBatch(nodes=[updated]), namespace, renamed=renamed)
         return self.get_entities([updated.name], namespace)[0][0]
 
@@ -281,7 +281,7 @@ class GraphCuration:
             # edges name the same ends as before; rewriting them would list each as updated in recent_changes).
             moved = {e.id for e in self.store.neighbors([n.id for n in merged_from], namespace, as_of=not_ended(),
                                                          limit=RELATIONS_READ)}
-            summary = self._commit_with_vectors(writer, batch, namespace, renamed={into.id: into.name}, only=moved)
+            summary = self._commit_with_vectors(writer, batch, namespace, renamed=[into.id], only=moved)
         return MergeResult(
             target=into.name, merged=[n.name for n in merged_from], aliases=list(result.aliases),
             edges_collapsed=summary.edges_deleted,
@@ -337,11 +337,11 @@ class GraphCuration:
         return ObservationResult(entity=record.name, added=added, removed=removed)
 
     def _commit_with_vectors(
-        self, writer: Writer, batch: WriteBatch, namespace: str, renamed: dict[int, str] | None = None,
+        self, writer: Writer, batch: WriteBatch, namespace: str, renamed: Sequence[int] = (),
         only: set[int] | None = None,
     ) -> WriteSummary:
-        """Commit with fresh vectors for the batch's nodes and, after a rename or merge, for their edges (`only`
-        those ids, when given)."""
+        """Commit with fresh vectors for the batch's nodes and, for the `renamed` (or merged into) nodes, for their
+        edges (`only` those ids, when given)."""
         self.kb.embed_records(namespace, batch.nodes)
         summary = writer.commit(batch)
         if renamed:

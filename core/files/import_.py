@@ -40,7 +40,7 @@ from duckgraph.core.files.jsonl_format import (
     NodeLine,
 )
 from duckgraph.core.files.spill import SpilledMap
-from duckgraph.core.mcp.argument_errors import readable
+from duckgraph.core.domain.argument_errors import readable
 from duckgraph.ports import (
     ChunkRecord,
     DocumentRecord,

@@ -16,8 +16,9 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError, Unexpected
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp.types import Prompt as MCPPrompt
-from pydantic import Field, ValidationError
+from pydantic import Field
 
+from duckgraph.core.domain.argument_errors import validation_cause
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.ports import DuckgraphError
 
@@ -224,9 +225,7 @@ def check_prompt_call(listed: Sequence[MCPPrompt], name: str, arguments: dict[st
 def invalid_prompt_argument(prompt: MCPPrompt, exc: BaseException) -> MCPError | None:
     """The invalid-params error for an argument of `prompt` that its validation refused (the SDK wraps that
     ValidationError in ValueErrors), naming the value, why, and what the argument takes; None for other errors."""
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, ValidationError):
-        cause = cause.__cause__
+    cause = validation_cause(exc)
     described = {a.name: a.description for a in prompt.arguments or []}
     if cause is None or not all(e["loc"] and e["loc"][0] in described for e in cause.errors()):
         return None  # not the arguments': a failure of the prompt itself

@@ -29,7 +29,7 @@ from duckgraph.core.bootstrap import Services
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.namespaces import namespace_from_folder
 from duckgraph.core.mcp import tool_listing
-from duckgraph.core.mcp.argument_errors import readable
+from duckgraph.core.domain.argument_errors import readable
 from duckgraph.core.mcp.forwarding import forward_resource, forward_tool
 from duckgraph.core.mcp.prompts import (
     RESOURCE_NAMESPACE, check_prompt_call, instructions, invalid_prompt_argument, register_prompts_and_resources)

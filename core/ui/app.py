@@ -19,14 +19,13 @@ from importlib import resources
 from typing import Any
 
 import anyio.to_thread
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from duckgraph.core.mcp.argument_errors import readable
+from duckgraph.core.domain.argument_errors import readable, validation_cause
 from duckgraph.core.mcp.direct import DirectCalls
 from duckgraph.ports import DuckgraphError, InvalidInputError, NotFoundError, tokens
 
@@ -34,8 +33,8 @@ from duckgraph.ports import DuckgraphError, InvalidInputError, NotFoundError, to
 #: entity's relations past the first 50. Those that this version's server lacks are reported as not available
 #: (another version may have them).
 TOOLS = frozenset({
-    "get_entities", "update_entity", "merge_entities", "delete_entities", "delete_relations", "end_relations", "find_paths",
-    "recent_changes", "list_namespaces", "global_search", "build_communities",
+    "get_entities", "update_entity", "merge_entities", "delete_entities", "delete_relations", "end_relations",
+    "find_paths", "recent_changes", "list_namespaces", "global_search", "build_communities",
 })
 #: Search limits the page may ask for (the tool's own bounds apply too).
 SEARCH_OPTIONS = ("max_nodes", "hops", "k_anchors", "max_passages")
@@ -192,9 +191,7 @@ def _whole(request: Request, key: str) -> int:
 
 def _refusal(exc: DuckgraphError) -> str:
     """The error's text; a tool's arguments refused by their validation in short lines (`readable`)."""
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, ValidationError):
-        cause = cause.__cause__
+    cause = validation_cause(exc)
     return str(exc) if cause is None else readable(cause)
 
 

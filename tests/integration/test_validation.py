@@ -21,7 +21,7 @@ from duckgraph.core.domain.limits import MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, MemoryEntityInput, NodeInput, ObservationAddition
 from duckgraph.core.files.export import export_jsonl
 from duckgraph.core.files.import_ import import_lines
-from duckgraph.core.mcp.argument_errors import readable
+from duckgraph.core.domain.argument_errors import readable
 from duckgraph.core.terminal import escape_controls
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import InvalidInputError, StoreError

@@ -1,13 +1,22 @@
 """A tool's arguments refused by their validation, in words a model or a person can act on: one short line per
 field as the schema names it ("new_name: must not be empty", "nodes[0].observations[1]: must not contain control
 characters") instead of pydantic's dump (its type codes, echoed input and links). The MCP
-tools answer with it (core/mcp/server.py), and the web page shows it (core/ui/app.py)."""
+tools answer with it (core/mcp/server.py), the web page shows it (core/ui/app.py), and import words a refused line
+with it (core/files/import_.py): in the domain, as every layer above may use it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pydantic import ValidationError
+
+
+def validation_cause(exc: BaseException) -> ValidationError | None:
+    """The ValidationError `exc` was raised from (the SDK and the tools wrap it), or None."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ValidationError):
+        cause = cause.__cause__
+    return cause
 
 
 def readable(exc: ValidationError) -> str:
