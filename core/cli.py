@@ -111,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="also delete the documents of files gone from the given folders (with --crawl, of pages "
                              "gone from a URL's folder on its site), with the entities and relations only those "
                              "documents supported")
+    ingest.add_argument("--prune-empty", action="store_true",
+                        help="with --prune, also prune a folder that is empty (default: left as it is, since an empty "
+                             "folder is more often a drive not mounted than files all deleted)")
     extract = ingest.add_mutually_exclusive_group()
     extract.add_argument("--extract", dest="extract", action="store_true", default=None,
                          help="extract entities and relationships (default: when an extractor is configured)")
@@ -296,6 +299,9 @@ def _ingest(args: argparse.Namespace) -> int:
     if args.depth < 0 or args.max_pages < 1:
         print("duckgraph: --depth must be 0 or more and --max-pages 1 or more", file=sys.stderr)
         return 2
+    if args.prune_empty and not args.prune:
+        print("duckgraph: --prune-empty goes with --prune", file=sys.stderr)
+        return 2
     urls = [p for p in args.paths if "://" in p]
     services = _setup(args)
     if args.extract and services.knowledge_base.extractor is None:
@@ -305,7 +311,14 @@ def _ingest(args: argparse.Namespace) -> int:
     fetching = services.url_fetching
     paths = [p for p in args.paths if p not in urls]
     files = folder.find_files(paths, follow_symlinks=args.follow_symlinks, converters=fetching.converters.by_suffix)
-    prune = [folder.prefix(f) for f in folder.folders(paths)] if args.prune else []
+    given = folder.folders(paths) if args.prune else []
+    # An empty folder is more often a drive not mounted than files all deleted: pruning it deletes everything
+    # stored under it, so only when asked.
+    empty = [] if args.prune_empty else [f for f in given if not any(f.iterdir())]
+    for found in empty:
+        print(for_stream(f"duckgraph: not pruning {found}: the folder is empty (a drive not mounted?); give "
+                         "--prune-empty to delete the documents stored under it", sys.stderr), file=sys.stderr)
+    prune = [folder.prefix(f) for f in given if f not in empty]
     if not files and not prune and not urls:
         print("duckgraph: no documents found in " + ", ".join(args.paths), file=sys.stderr)
         return 1

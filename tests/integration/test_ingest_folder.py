@@ -164,6 +164,23 @@ def test_prune_deletes_the_documents_of_files_gone_with_what_only_they_supported
     assert sorted(documents(db_path)) == [(other / "kept.md").resolve().as_posix()]
 
 
+def test_an_empty_folder_is_pruned_only_when_asked(notes, db_path, capsys):
+    """An empty folder is what a drive not mounted looks like: --prune alone must not delete everything under it."""
+    assert ingest(db_path, "notes")[0] == 0
+    stored = sorted(documents(db_path))
+    shutil.rmtree(notes)
+    notes.mkdir()  # the mount point, with the drive gone
+    code, _ = ingest(db_path, "notes", "--prune")
+    assert code == 1
+    assert f"not pruning {notes.resolve()}: the folder is empty" in capsys.readouterr().err
+    assert sorted(documents(db_path)) == stored
+    assert main(["ingest", "notes", "--prune-empty", "--db", str(db_path)]) == 2
+    assert "--prune-empty goes with --prune" in capsys.readouterr().err
+    code, summary = ingest(db_path, "notes", "--prune", "--prune-empty")
+    assert code == 0 and "pruned 3 documents" in summary
+    assert documents(db_path) == {}
+
+
 def test_prune_keeps_the_documents_of_files_that_exist_but_were_skipped(notes, tmp_path, db_path, capsys):
     """A link not followed this time and a file that cannot be read are skipped, not gone: their documents stay
     (probe bug 3: a link ingested with --follow-symlinks was pruned as "files gone" without it)."""
