@@ -639,27 +639,24 @@ def _matching_edge(rows: list[list[Any]], valid_from: datetime | None, valid_unt
     """Which stored edge of one (namespace, source, target, type) a write updates (rows as `_edges_between` gives
     them): the one with exactly the given period (an exported row written again, or a rewrite that names its row by
     its period); else the one that has not ended by `now` (as search sees it: an end still to come is current; one
-    that holds now before one that has not begun), unless the write gives a period that ended before it started.
-    None: the write adds an edge (a new period)."""
+    that holds now before one that has not begun), unless the write's period shares no moment with it: one that
+    ends by its start or starts at its end is another period of the relation (a past one before it, a later one
+    after it), never a rewrite that would lose it. None: the write adds an edge (a new period)."""
     for row in rows:
         if (row[4], row[5]) == (valid_from, valid_until):
             return row
     current = [row for row in rows if (row[5] is None or row[5] > now)
-               and (valid_until is None or row[4] is None or row[4] <= valid_until)]
+               and (valid_until is None or row[4] is None or row[4] < valid_until)
+               and (valid_from is None or row[5] is None or valid_from < row[5])]
     return min(current, key=lambda row: row[4] is not None and row[4] > now, default=None)
 
 
 def _check_period(edge: EdgeWrite, edge_id: int, valid_from: datetime | None, valid_until: datetime | None,
                   rows: list[list[Any]]) -> None:
-    """Refuse the period a write leaves a relation with when it ends before it starts (a valid_from given alone,
-    after the stored valid_until), or when it overlaps another stored period of the same relation (search at a
-    moment of both would list the fact twice). Checked here, where the write's stored row is chosen
+    """Refuse the period a write leaves a relation with when it overlaps another stored period of the same relation
+    (search at a moment of both would list the fact twice). Checked here, where the write's stored row is chosen
     (`_matching_edge`, on the rows this transaction sees, earlier edges of the batch included)."""
     label = f"the relation {edge.source_key} -{edge.type}-> {edge.target_key}"
-    if valid_from is not None and valid_until is not None and valid_until < valid_from:
-        raise InvalidInputError(
-            f"{label} would run from {_moment(valid_from)} to {_moment(valid_until)}: the valid_from given is after "
-            "its stored valid_until. Give valid_until too, to set its whole period; nothing was written")
     for other in rows:
         if other[0] != edge_id and _overlap((valid_from, valid_until), (other[4], other[5])):
             raise InvalidInputError(

@@ -1,7 +1,7 @@
-"""The periods of one relation through the official MCP client, on the real server, store and model: a write that
-would leave a period ending before it starts, or two periods sharing a moment, is refused and writes nothing; a
-planned fact (not begun) can be seen, ended and deleted; a merge keeps periods that differ; recent_changes tells
-an update from an end; a moment outside the years 1 to 9999 in UTC and a namespace with a final newline are
+"""The periods of one relation through the official MCP client, on the real server, store and model: a period
+after the current one is stored beside it; a write that would leave two periods sharing a moment is refused and
+writes nothing; a planned fact (not begun) can be seen, ended and deleted; a merge keeps periods that differ;
+recent_changes tells an update from an end; a moment outside the years 1 to 9999 in UTC and a namespace with a final newline are
 refused per field."""
 
 from __future__ import annotations
@@ -35,20 +35,22 @@ async def periods(client: Client, name: str = "Dana") -> list[tuple[str | None, 
 
 
 @pytest.mark.anyio
-async def test_a_start_given_alone_after_the_stored_end_is_refused_and_writes_nothing(services):
+async def test_a_period_after_the_current_one_is_stored_beside_it_not_over_it(services):
+    """A contract that holds now and the next one, told later: the next one must not replace the current one."""
     async with Client(build_server(services)) as client:
         await call_ok(client, "add_knowledge_graph", {"nodes": NODES, "edges": [
             works(valid_from="2024-01-01", valid_until="2030-01-01", description="contract")]})
-        before = await periods(client)
-        result = await client.call_tool("add_knowledge_graph", {"edges": [works(valid_from="2031-01-01",
-                                                                                description="changed")]})
-        text = error_text(result)
-        assert "would run from 2031-01-01" in text and "to 2030-01-01" in text and "nothing was written" in text
-        assert await periods(client) == before == [("2024-01-01T00:00:00Z", "2030-01-01T00:00:00Z", "contract")]
-        # Both dates given, the whole period changes.
         await call_ok(client, "add_knowledge_graph", {"edges": [works(valid_from="2031-01-01",
-                                                                      valid_until="2032-01-01")]})
-        assert await periods(client) == [("2031-01-01T00:00:00Z", "2032-01-01T00:00:00Z", "contract")]
+                                                                      valid_until="2032-01-01", description="next")]})
+        await call_ok(client, "add_knowledge_graph", {"edges": [works(valid_from="2033-01-01",
+                                                                      description="open-ended")]})
+        assert await periods(client) == [("2024-01-01T00:00:00Z", "2030-01-01T00:00:00Z", "contract"),
+                                         ("2031-01-01T00:00:00Z", "2032-01-01T00:00:00Z", "next"),
+                                         ("2033-01-01T00:00:00Z", None, "open-ended")]
+        # A period that shares a moment with the current one still changes it.
+        await call_ok(client, "add_knowledge_graph", {"edges": [works(valid_from="2024-01-01",
+                                                                      valid_until="2030-06-01")]})
+        assert (await periods(client))[0] == ("2024-01-01T00:00:00Z", "2030-06-01T00:00:00Z", "contract")
 
 
 @pytest.mark.anyio

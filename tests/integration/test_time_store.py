@@ -63,6 +63,10 @@ def test_a_past_period_before_the_current_one_is_a_row_of_its_own_and_one_that_o
     assert rows(fake_kb) == [("Acme", d("2015-01-01"), d("2017-01-01")), ("Acme", d("2022-01-01"), None)]
     fake_kb.add_knowledge_graph([], [edge(valid_until="2023-06-01")])
     assert rows(fake_kb)[1] == ("Acme", d("2022-01-01"), d("2023-06-01"))
+    # A period that ends when the current one starts shares no moment with it: a row of its own too.
+    fake_kb.add_knowledge_graph([], [edge(valid_from="2019-01-01", valid_until="2022-01-01")])
+    assert rows(fake_kb) == [("Acme", d("2015-01-01"), d("2017-01-01")), ("Acme", d("2019-01-01"), d("2022-01-01")),
+                             ("Acme", d("2022-01-01"), d("2023-06-01"))]
 
 
 def test_one_call_with_the_same_relation_twice_writes_it_once(fake_kb):
