@@ -3,6 +3,7 @@ over a chat model shares (instructions, reply formats, validation, retries); its
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from abc import ABC, abstractmethod
@@ -10,7 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import ValidationInfo
 
 from duckgraph.ports.errors import ExtractionError
 from duckgraph.ports.names import clean_name, entity_key, no_control_characters, relation_type
@@ -64,8 +66,35 @@ def _relation(value: str) -> str:
     return value
 
 
+DESCRIPTION_LIMIT = 1_000
+
+
+# Repairs of slips not worth another attempt (null for an optional field, a description too long: cut, and
+# reported): done before validation, so the JSON schema sent to the model still states the rule.
+def _null_as_empty_text(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def _null_as_empty_list(value: Any) -> Any:
+    return [] if value is None else value
+
+
+def _fitted_description(value: Any, info: ValidationInfo) -> Any:
+    """A description over the limit, cut at a word boundary with "…" (a whole description is a sentence or two:
+    what fits still says it); counted in the validation context's "shortened", to be reported."""
+    if not isinstance(value, str) or len(value) <= DESCRIPTION_LIMIT:
+        return value
+    if isinstance(info.context, dict) and "shortened" in info.context:
+        info.context["shortened"].append(len(value))
+    cut = value[: DESCRIPTION_LIMIT - 1]
+    if not value[len(cut)].isspace() and " " in cut.strip():
+        cut = cut[: cut.rstrip().rfind(" ")]
+    return cut.rstrip() + "…"
+
+
 NameText = Annotated[str, Field(min_length=1, max_length=300), AfterValidator(_visible)]
-DescriptionText = Annotated[str, Field(max_length=1_000), AfterValidator(no_control_characters)]
+DescriptionText = Annotated[str, Field(max_length=DESCRIPTION_LIMIT), AfterValidator(no_control_characters),
+                            BeforeValidator(_fitted_description), BeforeValidator(_null_as_empty_text)]
 
 
 # What a chat model must answer. Built on first use (defer_build): a server that never extracts does not pay.
@@ -74,7 +103,8 @@ class ExtractedNode(BaseModel):
     name: NameText
     type: Annotated[str, Field(min_length=1, max_length=80), AfterValidator(_visible)]
     description: DescriptionText = ""
-    aliases: list[NameText] = Field(default_factory=list, max_length=20)
+    aliases: Annotated[list[NameText], BeforeValidator(_null_as_empty_list)] = Field(default_factory=list,
+                                                                                     max_length=20)
 
 
 class ExtractedEdge(BaseModel):
@@ -89,6 +119,10 @@ class ExtractedGraph(BaseModel):
     model_config = ConfigDict(defer_build=True)
     nodes: list[ExtractedNode]
     edges: list[ExtractedEdge]
+    # What was left out of the reply to keep the rest (reported by `ChatExtractor.extract`, never silently): the
+    # lengths of descriptions shortened, the edges dropped because they name no node.
+    _shortened: list[int] = PrivateAttr(default_factory=list)
+    _dropped_edges: list[ExtractedEdge] = PrivateAttr(default_factory=list)
 
 
 class CommunityReport(BaseModel):
@@ -152,16 +186,46 @@ is central and how they connect, using only the entities, facts and passages giv
 """
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
+_FENCED = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 
 Message = dict[str, str]
 
 
-def parse_reply(reply: str, model: type[Model]) -> Model:
-    """The reply as `model`, <think> blocks and code fences removed; ValueError saying what does not match."""
-    text = _FENCE.sub("", _THINK.sub("", reply).strip()).strip()
+class PartlyValid(ValueError):
+    """A reply rejected for parts that can be left out: the model is asked to fix it like any other, and once its
+    attempts are used up `rest` (the valid part, which says what it lacks) is taken rather than nothing."""
+
+    def __init__(self, problem: str, rest: Any) -> None:
+        super().__init__(problem)
+        self.rest = rest
+
+
+def reply_json(reply: str) -> str:
+    """The JSON of a chat model's reply, without what models put around it (servers that ignore the requested
+    format let them): <think> blocks are removed; a reply that does not begin with "{" is read inside its first
+    code fence when it has one; the JSON is the value that starts at the first "{", and anything after its end
+    (a closing remark) is ignored. With no complete value there, the text from that "{" (else all of it) is
+    returned, so that its JSON error is the one reported."""
+    text = _THINK.sub("", reply).strip()
+    if not text.startswith("{") and (fenced := _FENCED.search(text)):
+        text = fenced.group(1).strip()
+    start = text.find("{")
+    if start < 0:
+        return text
     try:
-        return model.model_validate_json(text)
+        _, end = json.JSONDecoder().raw_decode(text, start)
+    except (ValueError, RecursionError):  # RecursionError: nested too deep for Python's parser, not pydantic's
+        return text[start:]
+    return text[start:end]
+
+
+def parse_reply(reply: str, model: type[Model], shortened: list[int] | None = None) -> Model:
+    """The reply's JSON (see `reply_json`) as `model`, with null for an optional text or list read as empty and a
+    description over the limit shortened (its length added to `shortened`); ValueError saying what does not
+    match."""
+    noted = [] if shortened is None else shortened
+    try:
+        return model.model_validate_json(reply_json(reply), context={"shortened": noted})
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg'].removeprefix('Value error, ')}"
                              for e in exc.errors()[:5])
@@ -169,14 +233,39 @@ def parse_reply(reply: str, model: type[Model]) -> Model:
 
 
 def parse_graph(reply: str, known_entities: Sequence[str] = ()) -> ExtractedGraph:
-    """An extraction reply, checked also for edges whose ends are neither nodes (or aliases) nor known entities."""
-    graph = parse_reply(reply, ExtractedGraph)
+    """An extraction reply, checked also for edges whose ends are neither nodes (or aliases) nor known entities:
+    such a reply is PartlyValid, its rest the graph without those edges (unless that leaves nothing)."""
+    shortened: list[int] = []
+    graph = parse_reply(reply, ExtractedGraph, shortened)
+    graph._shortened = shortened
     names = {entity_key(n.name) for n in graph.nodes} | {entity_key(a) for n in graph.nodes for a in n.aliases}
     names |= {entity_key(k) for k in known_entities}
     unknown = sorted({end for e in graph.edges for end in (e.source, e.target) if entity_key(end) not in names})
-    if unknown:
-        raise ValueError(f"edges name entities missing from nodes: {', '.join(unknown[:5])}")
-    return graph
+    if not unknown:
+        return graph
+    problem = (f"edges name entities missing from nodes: {', '.join(unknown[:5])} (add them to the nodes, or leave "
+               "out those edges)")
+    kept, dropped = [], []
+    for edge in graph.edges:
+        (kept if entity_key(edge.source) in names and entity_key(edge.target) in names else dropped).append(edge)
+    if not graph.nodes and not kept:
+        raise ValueError(problem)
+    rest = ExtractedGraph.model_construct(nodes=graph.nodes, edges=kept)
+    rest._shortened, rest._dropped_edges = shortened, dropped
+    raise PartlyValid(problem, rest)
+
+
+def _dropped_from(graph: ExtractedGraph, attempts: int) -> str:
+    """What was left out of the reply `graph` was read from, in words ("" when nothing was)."""
+    said = []
+    if edges := graph._dropped_edges:
+        listed = "; ".join(f"{e.source} {e.type} {e.target}" for e in edges[:5]) + ("; ..." if len(edges) > 5 else "")
+        said.append(f"dropped {len(edges)} edge{'s' if len(edges) > 1 else ''} naming entities missing from nodes, "
+                    f"not fixed in {attempts} attempt{'s' if attempts > 1 else ''} ({listed})")
+    if lengths := graph._shortened:
+        said.append(f"shortened {len(lengths)} description{'s' if len(lengths) > 1 else ''} of "
+                    f"{', '.join(map(str, lengths[:5]))} characters to the limit of {DESCRIPTION_LIMIT}")
+    return "; ".join(said)
 
 
 def extraction_messages(text: str, known_entities: Sequence[str] = ()) -> list[Message]:
@@ -212,6 +301,10 @@ class ChatExtractor(Extractor):
     def extract(self, text: str, *, known_entities: Sequence[str] = ()) -> GraphFragment:
         graph = self.ask(extraction_messages(text, known_entities), GRAPH_REPLY,
                          lambda reply: parse_graph(reply, known_entities))
+        if dropped := _dropped_from(graph, self.max_attempts):
+            # The passage's result counts what was stored; what was left out of it is said here.
+            log.warning("%s kept the valid part of its reply for the passage %r: %s", self.id,
+                        " ".join(text.split())[:80], dropped)
         return {"nodes": [n.model_dump() for n in graph.nodes], "edges": [e.model_dump() for e in graph.edges]}
 
     def write_report(self, material: str) -> dict[str, str]:
@@ -221,15 +314,21 @@ class ChatExtractor(Extractor):
 
     def ask(self, messages: list[Message], reply: ReplyFormat, parse: Callable[[str], Any] | None = None) -> Any:
         """The answer as `parse` (default: validated as `reply.model`) returns it; a rejected answer is shown to
-        the model with the problem, up to `max_attempts` times, then ExtractionError."""
+        the model with the problem, up to `max_attempts` times; then the valid part of the last answer that had
+        one (PartlyValid), else ExtractionError."""
         parse = parse or (lambda text: parse_reply(text, reply.model))
         problem = ""
+        rest = None
         for attempt in range(1, self.max_attempts + 1):
             answer = self.complete(messages, reply)
             try:
                 return parse(answer)
             except ValueError as exc:
                 problem = str(exc)
+                if isinstance(exc, PartlyValid):
+                    rest = exc.rest
                 log.info("%s attempt %d/%d rejected: %s", reply.what, attempt, self.max_attempts, problem)
                 messages = retry_messages(messages, answer, problem)
+        if rest is not None:
+            return rest
         raise ExtractionError(f"{self.model} gave no valid {reply.what} in {self.max_attempts} attempts: {problem}")
