@@ -22,7 +22,7 @@ from duckgraph.core.domain import history
 from duckgraph.core.domain.history import check_window
 from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import check_namespace
-from duckgraph.core.domain.limits import MAX_OBSERVATIONS, over_limits
+from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.render import estimate_tokens, render_search
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
@@ -267,9 +267,11 @@ class KnowledgeBase:
     ) -> AddGraphResult:
         """Merge entities and relationships into the graph in one transaction.
 
-        Same name after normalisation = same entity: descriptions are combined, aliases and properties
-        merged, the newest type wins. The same (source, type, target) twice is one edge. `source_chunk_ids`
-        links every node and edge of the call to the passages it was extracted from.
+        Same name after normalisation = same entity: a new description is appended to the stored one (unless
+        the two would pass the limit: the stored one stays, and a hint says so), aliases and properties merged,
+        the newest type wins; but a write with provenance (`source_ids`, `source_chunk_ids`: extracted) keeps the
+        type and property values of an entity ever written by hand. The same (source, type, target) twice is one
+        edge. `source_chunk_ids` links every node and edge of the call to the passages it was extracted from.
         """
         from duckgraph.core.domain.model import (
             MAX_EDGES_PER_CALL, MAX_NODES_PER_CALL, AddGraphResult, NodeRef)
@@ -302,7 +304,7 @@ class KnowledgeBase:
             possible_duplicates=plan.duplicates,
             skipped_edges=edges_found.skipped,
             vague_edges=edges_found.vague,
-            hints=edges_found.hints(),
+            hints=[*edges_found.hints(), *_full_hint(plan.full)],
         )
 
     def _plan_graph(
@@ -311,8 +313,8 @@ class KnowledgeBase:
     ) -> _GraphPlan:
         """What `add_knowledge_graph` writes, read from the store as it is now, its vectors computed."""
         keys = NameKeys()  # the edges name the nodes of the call again: their keys are computed once
-        merged, key_of, resolved = self._merge_nodes(nodes, namespace, keys)
-        observations_added = self._add_observations(nodes, merged, key_of, keys)
+        merged, key_of, resolved, full = self._merge_nodes(nodes, namespace, keys, chunk_ids)
+        observations_added = self._add_observations(nodes, merged, key_of, keys, chunk_ids)
         edges_found = self._resolve_edges(edges, merged, namespace, key_of, keys)
         for item in [*(node for node, _ in merged.values()), *edges_found.writes]:
             item.source_chunk_ids = chunk_ids
@@ -324,6 +326,7 @@ class KnowledgeBase:
         return _GraphPlan(
             records=records, edges=edges_found, resolved=resolved, observations_added=observations_added,
             duplicates=possible_duplicates(self.store, namespace, created), created={n.key for n in created},
+            full=full,
         )
 
     def embed_records(
@@ -351,21 +354,26 @@ class KnowledgeBase:
         ingest.embed_in_batches(self.embedder, list(zip([*nodes, *edges], texts)), None, "embedding", known)
 
     def _merge_nodes(
-        self, nodes: Sequence[NodeInput], namespace: str, keys: NameKeys
-    ) -> tuple[dict[str, tuple[NodeRecord, bool]], dict[str, str], list[dict[str, str]]]:
+        self, nodes: Sequence[NodeInput], namespace: str, keys: NameKeys, chunk_ids: tuple[int, ...]
+    ) -> tuple[dict[str, tuple[NodeRecord, bool]], dict[str, str], list[dict[str, str]], list[str]]:
         """Node records to write by key, each with whether its embedded text changed; the key each input name
-        went to; and the names merged into an entity of another name (see `duckgraph.core.domain.resolution`).
+        went to; the names merged into an entity of another name (see `duckgraph.core.domain.resolution`); and
+        the entities whose description was full, so a new one was not appended.
 
         Names are resolved against stored entities only, and never onto an entity another node of the call
         names or another name of the call was resolved to: nodes given as distinct stay distinct."""
         found = self.store.find_nodes(namespace, lookup_keys([n.name for n in nodes], keys))
         existing = {n.key: n for n in found}
+        # A write read from passages must not undo curation: the type or a property a user fixed by hand.
+        extracted = any(n.source_ids for n in nodes) or bool(chunk_ids)
+        curated = self.store.written_by_hand("node", [n.id for n in found]) if extracted and found else set()
         resolver = NameResolver(keys=keys)
         resolver.add(found)
         claimed = {keys.key(n.name) for n in nodes}
         merged: dict[str, tuple[NodeRecord, bool]] = {}
         key_of: dict[str, str] = {}
         resolved: list[dict[str, str]] = []
+        full: dict[str, None] = {}
         for node in nodes:
             key = keys.key(node.name)
             if key not in key_of:
@@ -383,25 +391,37 @@ class KnowledgeBase:
             else:
                 base, changed = NodeRecord(namespace=namespace, key=key, name=node.name, type=node.type), True
             before = None if changed else node_text(base)  # a new or already changed text is embedded anyway
-            update = _merge_node(base, node, keys.key)
+            keep = base.id in curated and bool(node.source_ids or chunk_ids)
+            update, appended = _merge_node(base, node, keys.key, keep_curated=keep)
+            if not appended:
+                full[update.name] = None
             merged[target] = (update, changed or node_text(update) != before)
-        return merged, key_of, resolved
+        return merged, key_of, resolved, list(full)
 
     def _add_observations(
         self, nodes: Sequence[NodeInput], merged: dict[str, tuple[NodeRecord, bool]], key_of: dict[str, str],
-        keys: NameKeys,
+        keys: NameKeys, chunk_ids: tuple[int, ...],
     ) -> int:
-        """Append the nodes' new observations to their records (after the stored ones); returns how many."""
+        """Append the nodes' new observations to their records (after the stored ones); returns how many.
+
+        Past the limit a call by hand is refused (its caller can fold some in); an extracted one adds those that
+        fit: every later passage naming the entity would otherwise lose its whole graph, and a retry cannot help."""
         given: dict[str, list[str]] = {}
+        read: set[str] = set()  # targets given observations read from passages
         for node in nodes:
             if node.observations:
-                given.setdefault(key_of[keys.key(node.name)], []).extend(node.observations)
+                target = key_of[keys.key(node.name)]
+                given.setdefault(target, []).extend(node.observations)
+                if node.source_ids or chunk_ids:
+                    read.add(target)
         stored = self.store.get_observations([merged[k][0].id for k in given if merged[k][0].id is not None])
         added = 0
         for target, texts in given.items():
             record, _ = merged[target]
             current = stored.get(record.id, []) if record.id is not None else []
             new = [t for t in dict.fromkeys(texts) if t not in set(current)]
+            if target in read:
+                new = new[:max(MAX_OBSERVATIONS - len(current), 0)]
             if len(current) + len(new) > MAX_OBSERVATIONS:
                 raise InvalidInputError(
                     f"{record.name!r} would have {len(current) + len(new)} observations; the limit is "
@@ -668,6 +688,7 @@ class _GraphPlan:
     observations_added: int
     duplicates: list[Any]
     created: set[str]  # keys of the nodes the call creates
+    full: list[str]  # entities whose description was full: the new text was not appended
 
 
 @dataclass
@@ -709,12 +730,36 @@ def _refuse_edge(
     raise InvalidInputError(f"{label}: source and target are the same entity; a relation joins two entities")
 
 
-def _merge_node(base: NodeRecord, node: NodeInput, key_of: Callable[[str], str] = entity_key) -> NodeRecord:
-    description = base.description
-    new = (node.description or "").strip()
-    if new and new.casefold() not in description.casefold():
-        description = f"{description} {new}".strip() if description else new
-    properties = {**base.properties, **node.properties}
+def _full_hint(names: Sequence[str]) -> list[str]:
+    """The hint of a call whose new description texts for `names` were not appended (`_appended`)."""
+    if not names:
+        return []
+    named = ", ".join(repr(n) for n in names[:10]) + (" and others" if len(names) > 10 else "")
+    return [(f"The description of {named} is full: with the new text it would pass {MAX_DESCRIPTION_CHARS:,} "
+             "characters, so that was not appended. Rewrite it shorter with update_entity(description=...), or "
+             "store the fact as an observation.")]
+
+
+def _appended(stored: str, new: str) -> str | None:
+    """`stored` with `new` after it (as it is when it says `new` already), or None when the two would pass the
+    limit: then the stored description stays, since refusing would lose the rest of the call (a passage's whole
+    graph, for an entity most passages name) while the stored text is still true."""
+    new = new.strip()
+    if not new or new.casefold() in stored.casefold():
+        return stored
+    description = f"{stored} {new}" if stored else new
+    return description if len(description) <= MAX_DESCRIPTION_CHARS else None
+
+
+def _merge_node(
+    base: NodeRecord, node: NodeInput, key_of: Callable[[str], str] = entity_key, *, keep_curated: bool = False
+) -> tuple[NodeRecord, bool]:
+    """`node` written over `base`, and whether its description fitted. `keep_curated`: an extracted write over an
+    entity written by hand, which keeps its type and its properties' values (new properties are added)."""
+    description = _appended(base.description, node.description or "")
+    appended = description is not None
+    description = base.description if description is None else description
+    properties = {**node.properties, **base.properties} if keep_curated else {**base.properties, **node.properties}
     if over := over_limits(description, properties):
         raise InvalidInputError(
             f"{base.name!r} would have {over}, what is stored and what is given together: write it whole with "
@@ -729,9 +774,9 @@ def _merge_node(base: NodeRecord, node: NodeInput, key_of: Callable[[str], str] 
             taken.add(key)
     return replace(
         base,
-        type=node.type,
+        type=base.type if keep_curated else node.type,
         description=description,
         aliases=tuple(aliases[:50]),
         properties=properties,
         source_ids=tuple(dict.fromkeys([*base.source_ids, *node.source_ids])),
-    )
+    ), appended
