@@ -343,37 +343,53 @@ def _ingest(args: argparse.Namespace) -> int:
         if args.json:
             print(result.model_dump_json())
 
-    with services.knowledge_base as kb:
-        report = folder.ingest(kb, files, extract=extract, prune=prune, progress=bar.update,
-                               label=lambda text: setattr(bar, "label", text), on_batch=batch_done)
+    def summarize(report: folder.IngestReport, stopped: bool) -> int:
+        for path, why in report.skipped:  # a file name may hold anything, escape sequences included
+            print(for_stream(f"duckgraph: skipped {path}: {why}", sys.stderr), file=sys.stderr)
+        for path, what in report.partly:
+            print(for_stream(f"duckgraph: partly stored {path}: {what}", sys.stderr), file=sys.stderr)
+        for path, parts in report.split.items():
+            print(for_stream(f"duckgraph: {path} is longer than a document may be ({MAX_DOCUMENT_CHARS:,} "
+                             f"characters): stored as {parts} documents", sys.stderr), file=sys.stderr)
+        extractions = [e for r in report.results for e in r.extractions]
+        failed = sum(r.extraction_errors for r in report.results)
+        replaced = f" ({len(report.replaced)} replaced)" if report.replaced else ""
+        removed = [sum(r.entities_removed for r in report.results), sum(r.relations_removed for r in report.results)]
+        if any(removed):
+            replaced = (f" ({len(report.replaced)} replaced, with {removed[0]} entities and {removed[1]} relations "
+                        "only their old text supported)")
+        summary = (f"{len(report.stored)} documents stored{replaced}, {len(report.unchanged)} unchanged, "
+                   f"{len(report.skipped)} skipped, {sum(r.chunks_written for r in report.results)} passages")
+        if report.partly:
+            summary += f", {len(report.partly)} long files partly stored"
+        if report.split:
+            summary += f" ({len(report.split)} long files split into {sum(report.split.values())} documents)"
+        if report.emptied:
+            summary += f"; deleted {len(report.emptied)} documents of files that hold no text now"
+        if args.prune and not (stopped and not report.pruned):  # stopped before pruning: none was
+            summary += (f"; pruned {len(report.pruned)} documents of files gone, with {report.nodes_pruned} "
+                        f"entities and {report.edges_pruned} relations only they supported")
+        if extract:
+            already = sum(1 for e in extractions if e.skipped)
+            summary += f", {sum(1 for e in extractions if not e.error and not e.skipped)} passages extracted"
+            summary += (f" ({already} had been already)" if already else "") + f", {failed} failed"
+        print(summary, file=sys.stderr if args.json else sys.stdout)
+        return 1 if failed or report.partly else 0
+
+    report = folder.IngestReport()
+    try:
+        with services.knowledge_base as kb:
+            folder.ingest(kb, files, extract=extract, prune=prune, progress=bar.update,
+                          label=lambda text: setattr(bar, "label", text), on_batch=batch_done, report=report)
+    except (Exception, KeyboardInterrupt):
+        bar.finish()
+        if report.results or report.partly:  # what was stored before the error stays: say what it is
+            summarize(report, stopped=True)
+            print(f"duckgraph: ingest stopped at {report.stopped_at} by the error below; what is counted above is "
+                  "stored: run it again to store the rest (stored files are left as they are)", file=sys.stderr)
+        raise
     bar.finish()
-    for path, why in report.skipped:  # a file name may hold anything, escape sequences included
-        print(for_stream(f"duckgraph: skipped {path}: {why}", sys.stderr), file=sys.stderr)
-    for path, parts in report.split.items():
-        print(for_stream(f"duckgraph: {path} is longer than a document may be ({MAX_DOCUMENT_CHARS:,} characters): "
-                         f"stored as {parts} documents", sys.stderr), file=sys.stderr)
-    extractions = [e for r in report.results for e in r.extractions]
-    failed = sum(r.extraction_errors for r in report.results)
-    replaced = f" ({len(report.replaced)} replaced)" if report.replaced else ""
-    removed = [sum(r.entities_removed for r in report.results), sum(r.relations_removed for r in report.results)]
-    if any(removed):
-        replaced = (f" ({len(report.replaced)} replaced, with {removed[0]} entities and {removed[1]} relations only "
-                    "their old text supported)")
-    summary = (f"{len(report.stored)} documents stored{replaced}, {len(report.unchanged)} unchanged, "
-               f"{len(report.skipped)} skipped, {sum(r.chunks_written for r in report.results)} passages")
-    if report.split:
-        summary += f" ({len(report.split)} long files split into {sum(report.split.values())} documents)"
-    if report.emptied:
-        summary += f"; deleted {len(report.emptied)} documents of files that hold no text now"
-    if args.prune:
-        summary += (f"; pruned {len(report.pruned)} documents of files gone, with {report.nodes_pruned} entities "
-                    f"and {report.edges_pruned} relations only they supported")
-    if extract:
-        already = sum(1 for e in extractions if e.skipped)
-        summary += f", {sum(1 for e in extractions if not e.error and not e.skipped)} passages extracted"
-        summary += (f" ({already} had been already)" if already else "") + f", {failed} failed"
-    print(summary, file=sys.stderr if args.json else sys.stdout)
-    return 1 if failed else 0
+    return summarize(report, stopped=False)
 
 
 class ProgressBar:

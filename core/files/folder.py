@@ -12,7 +12,13 @@ Ingest stays inside the folders it is given: a symbolic link (to a file or a fol
 skipped and reported, unless `follow_symlinks` (a link that stays inside is read where it is). A file longer than
 one document may be (MAX_DOCUMENT_CHARS) is stored as several, cut at paragraph or line breaks: the first keeps
 the file's id, the others are `<id>#part-2`, `<id>#part-3`... And one file never stops the rest: a file that
-cannot be read or stored is skipped with the reason, and the rest of the folder is stored.
+cannot be read or stored is skipped with the reason, and the rest of the folder is stored. A file whose name is
+not UTF-8, or holds a control character (a line break would cut every line that shows its id in two), is
+skipped too: it has no id to be stored under until it is renamed.
+
+A file too long for one `add_documents` call (MAX_TOTAL_DOCUMENT_CHARS) is stored in several, each a
+transaction of its own: when one fails after others stored, its first parts hold the new text and the rest what
+they held before, and the report says so (`partly`); it is whole again once ingested again.
 
 A document's time is the one it states (front matter `date`, a PDF's creation date, a page's date), else the
 file's modification time (a page's Last-Modified). A stated time is part of the document: when it changes, the
@@ -25,12 +31,16 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from pydantic import ValidationError
+
+from duckgraph.core.domain.argument_errors import readable
 from duckgraph.ports import DuckgraphError, InvalidInputError, WriteBatch, part_title
 
 if TYPE_CHECKING:
@@ -92,12 +102,14 @@ class IngestReport:
     unchanged: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)  # among `stored`: an older text was replaced
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    partly: list[tuple[str, str]] = field(default_factory=list)  # (path, which parts hold its new text and why)
     split: dict[str, int] = field(default_factory=dict)  # path of a file stored as several documents -> how many
     pruned: list[str] = field(default_factory=list)
     emptied: list[str] = field(default_factory=list)  # the documents deleted because their file holds no text now
     nodes_pruned: int = 0
     edges_pruned: int = 0
     results: list[AddDocumentsResult] = field(default_factory=list)
+    stopped_at: str = ""  # when an error stopped `ingest`: the files it was at ("files 21-40 of 45")
 
 
 def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
@@ -117,15 +129,28 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
             folder = given.resolve()
             for path, refused in _walk(folder, roots, follow_symlinks, SUFFIXES | converters.keys()):
                 document_id = path.as_posix()  # inside the folder, symlink or not
-                found.setdefault(document_id, FileDocument(document_id, path, refused,
+                found.setdefault(document_id, FileDocument(document_id, path, refused or _unfit_id(document_id),
                                                            _converter(path, converters)))
         elif given.is_file():
             path = given.resolve()
-            found.setdefault(path.as_posix(), FileDocument(path.as_posix(), path,
+            found.setdefault(path.as_posix(), FileDocument(path.as_posix(), path, _unfit_id(path.as_posix()),
                                                            converter=_converter(path, converters)))
         else:
             raise DuckgraphError(f"{argument} does not exist")
     return sorted(found.values(), key=lambda f: f.id)
+
+
+def _unfit_id(document_id: str) -> str:
+    """Why a path cannot be a document's id ("" when it can): a name that is not UTF-8 (Python holds its bytes as
+    surrogates, which no stored text may hold), or a control character in it."""
+    for ch in document_id:
+        if unicodedata.category(ch) == "Cs":
+            return (f"its name is not UTF-8 (byte 0x{ord(ch) - 0xDC00:02x}; written in another encoding, e.g. "
+                    "Latin-1): rename it (e.g. convmv -f latin1 -t utf8 --notest FILE) and ingest it again")
+        if unicodedata.category(ch) == "Cc":
+            return (f"its path holds a control character ({ch!r}), which would cut the lines that show a document's "
+                    "id: rename it and ingest it again")
+    return ""
 
 
 def longest_suffix(name: str, suffixes: Collection[str]) -> str | None:
@@ -259,18 +284,31 @@ def _front_matter(block: str) -> dict[str, str]:
 def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: Sequence[str] = (),
            progress: Callable[[int, int, str], None] | None = None, label: Callable[[str], None] | None = None,
            on_batch: Callable[[AddDocumentsResult], None] | None = None,
-           namespace: str | None = None) -> IngestReport:
+           namespace: str | None = None, report: IngestReport | None = None) -> IngestReport:
     """Store `files` (unchanged ones are left as they are, changed ones replaced) in `namespace` (default: the
     knowledge base's), delete the documents of those read whole that hold no text now (emptied: their text is
     gone), then delete the documents under the `prune` prefixes (a folder's, see `prefix`, or a crawled site's)
     whose source is not among `files` (or is `gone`), with what they alone supported. A source that exists but was
     not read this time (a link not followed, a file that could not be read) keeps its documents, all its parts and,
     for a link to a folder, those of the files under it.
-    `label` hears which files a batch holds ("files 1-20 of 35") before its `progress`."""
-    from duckgraph.core.domain.ingest import MAX_TOTAL_DOCUMENT_CHARS
-
+    `label` hears which files a batch holds ("files 1-20 of 35") before its `progress`. The report is filled in
+    `report` when given: what was stored before an error that stops ingest (the embedder gone) stays there, with
+    `stopped_at`."""
     namespace = kb.resolve_namespace(namespace)
-    report = IngestReport()
+    report = IngestReport() if report is None else report
+    try:
+        _ingest(kb, files, report, extract=extract, prune=prune, progress=progress, label=label, on_batch=on_batch,
+                namespace=namespace)
+    except BaseException:
+        report.stopped_at = report.stopped_at or "the end, all files stored (deleting those of files gone)"
+        raise
+    return report
+
+
+def _ingest(kb: KnowledgeBase, files: Sequence[Source], report: IngestReport, *, extract: bool,
+            prune: Sequence[str], progress: Callable[[int, int, str], None] | None,
+            label: Callable[[str], None] | None, on_batch: Callable[[AddDocumentsResult], None] | None,
+            namespace: str) -> None:
     present: set[str] = set()  # the documents read this time
     kept: list[str] = []  # the sources not read this time, though they exist: their documents stay
     emptied: list[Source] = []  # the sources read whole that hold no text now
@@ -278,18 +316,26 @@ def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: 
     fallback_times: set[str] = set()  # the documents whose time is not stated (see the module)
     first = 0  # the number of the batch's first file
 
+    def store(pairs: list[tuple[Source, DocumentInput]], where: str) -> bool:
+        report.stopped_at = where  # cleared once stored: an error in between is where ingest stopped
+        if label is not None:
+            label(where)
+        stored = _store(kb, _keep_stored_times(kb, pairs, fallback_times, namespace), report, extract=extract,
+                        progress=progress, on_batch=on_batch, namespace=namespace)
+        report.stopped_at = ""
+        return stored
+
     def flush(last: int) -> None:
         if batch:
-            if label is not None:
-                label(f"files {first + 1}-{last} of {len(files)}")
-            _store(kb, _keep_stored_times(kb, batch, fallback_times, namespace), report, extract=extract,
-                   progress=progress, on_batch=on_batch, namespace=namespace)
+            store(batch, f"files {first + 1}-{last} of {len(files)}")
             batch.clear()
 
     for number, file in enumerate(files):
         if progress is not None:  # converting a PDF takes a while: say so between the batches' embedding
             progress(number, len(files), "reading files")
+        report.stopped_at = f"file {number + 1} of {len(files)} (reading it)"
         contents = _contents(file, report)
+        report.stopped_at = ""
         if contents is None:
             if not file.gone:
                 kept.append(file.id)
@@ -300,12 +346,13 @@ def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: 
         present.update(d.id for d in documents)
         if not contents.time_stated:
             fallback_times.update(d.id for d in documents)
-        # A batch of at most BATCH documents that add_documents takes in one call (its limit on characters).
-        if batch and (len(batch) + len(documents) > BATCH
-                      or sum(len(d.text) for _, d in batch) + sum(len(d.text) for d in documents)
-                      > MAX_TOTAL_DOCUMENT_CHARS):
+        if not _fits(documents):  # a file longer than one call takes: in calls of its own
             flush(number)
-            first = number
+            _store_parts(file, documents, report, store, f"file {number + 1} of {len(files)}")
+            continue
+        # A batch of files that add_documents takes in one call.
+        if batch and not _fits([*(d for _, d in batch), *documents]):
+            flush(number)
         if not batch:
             first = number
         batch += [(file, d) for d in documents]
@@ -315,18 +362,61 @@ def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: 
     keep = tuple(f"{source}{mark}" for source in kept for mark in (PART, "/"))
     for start in prune:
         _prune(kb, start, present | set(kept), keep, report, namespace)
-    return report
+
+
+def _fits(documents: Sequence[DocumentInput]) -> bool:
+    """Whether `documents` make one batch: at most BATCH, within what add_documents takes in one call."""
+    from duckgraph.core.domain.ingest import MAX_TOTAL_DOCUMENT_CHARS
+
+    return len(documents) <= BATCH and sum(len(d.text) for d in documents) <= MAX_TOTAL_DOCUMENT_CHARS
+
+
+def _store_parts(file: Source, documents: Sequence[DocumentInput], report: IngestReport,
+                 store: Callable[[list[tuple[Source, DocumentInput]], str], bool], where: str) -> None:
+    """Store the documents of a file too long for one call in as few calls as fit, in order (`where` names the
+    file for `store`'s label). When a call fails after others stored (see the module), the file is `partly`
+    stored, not skipped, and its later parts are left as they are."""
+    calls: list[list[DocumentInput]] = [[]]
+    for document in documents:
+        if calls[-1] and not _fits([*calls[-1], document]):
+            calls.append([])
+        calls[-1].append(document)
+    done = 0
+
+    def partly(why: str) -> None:
+        report.split.pop(str(file.path), None)
+        report.partly.append((str(file.path), (
+            f"parts 1-{done} of {len(documents)} hold its new text; part {done + 1} could not be stored ({why}), so "
+            f"parts {done + 1}-{len(documents)} hold what they held before (an older text, or none): ingest it "
+            "again")))
+
+    for call in calls:
+        try:
+            stored = store([(file, d) for d in call],
+                           f"{where}, parts {done + 1}-{done + len(call)} of {len(documents)}")
+        except BaseException as exc:
+            if done:
+                partly(" ".join(str(exc).split())[:300] or type(exc).__name__)
+            raise
+        if not stored:
+            if done:
+                partly(report.skipped.pop()[1])
+            return
+        done += len(call)
 
 
 def _contents(file: Source, report: IngestReport) -> Contents | None:
     """The file's documents; None, and the reason in `report.skipped`, when it is refused or cannot be read (a
     format whose extra is missing: the reason says what to install)."""
-    if file.refused:
-        report.skipped.append((str(file.path), file.refused))
+    if file.refused:  # a name that is not UTF-8 shown as its bytes ("caf\\xe9.md"): no stream can write it as it is
+        report.skipped.append((os.fsencode(file.path).decode("utf-8", "backslashreplace"), file.refused))
         return None
     try:
         contents = file.read()
-    except (OSError, UnicodeDecodeError, ValueError, DuckgraphError) as exc:  # ValueError: pydantic's, e.g. a long id
+    except ValidationError as exc:  # the document pydantic refuses, e.g. a path longer than an id may be
+        report.skipped.append((str(file.path), f"cannot be stored as a document: {readable(exc)}"))
+        return None
+    except (OSError, UnicodeDecodeError, ValueError, DuckgraphError) as exc:
         report.skipped.append((str(file.path), " ".join(str(exc).split())[:300]))
         return None
     if not contents.documents:
@@ -353,20 +443,21 @@ def _keep_stored_times(kb: KnowledgeBase, batch: Sequence[tuple[Source, Document
 
 def _store(kb: KnowledgeBase, batch: Sequence[tuple[Source, DocumentInput]], report: IngestReport, *,
            extract: bool, progress: Callable[[int, int, str], None] | None,
-           on_batch: Callable[[AddDocumentsResult], None] | None, namespace: str) -> None:
+           on_batch: Callable[[AddDocumentsResult], None] | None, namespace: str) -> bool:
     """Store a batch in one call; when the call refuses it, each file on its own, so that one bad file is
-    skipped with the reason and the others are stored."""
+    skipped with the reason and the others are stored. False when a file was skipped."""
     try:
         result = kb.add_documents([d for _, d in batch], extract=extract, progress=progress, namespace=namespace)
     except InvalidInputError as exc:
         files = list(dict.fromkeys(file.id for file, _ in batch))
         if len(files) == 1:
-            report.skipped.append((str(batch[0][0].path), " ".join(str(exc).split())[:300]))
-            return
-        for file_id in files:
-            _store(kb, [(f, d) for f, d in batch if f.id == file_id], report, extract=extract, progress=progress,
-                   on_batch=on_batch, namespace=namespace)
-        return
+            path = str(batch[0][0].path)
+            report.skipped.append((path, " ".join(str(exc).split())[:300]))
+            report.split.pop(path, None)  # read as several documents, stored as none
+            return False
+        stored = [_store(kb, [(f, d) for f, d in batch if f.id == file_id], report, extract=extract,
+                         progress=progress, on_batch=on_batch, namespace=namespace) for file_id in files]
+        return all(stored)
     for stored in result.documents:
         (report.unchanged if stored.unchanged else report.stored).append(stored.id)
         if stored.replaced:
@@ -374,6 +465,7 @@ def _store(kb: KnowledgeBase, batch: Sequence[tuple[Source, DocumentInput]], rep
     report.results.append(result)
     if on_batch is not None:
         on_batch(result)
+    return True
 
 
 def _delete_emptied(kb: KnowledgeBase, emptied: Sequence[Source], report: IngestReport, namespace: str) -> None:
