@@ -191,6 +191,15 @@ class GraphStore(ABC):
         """Those of the given chunks that already have entities linked to them."""
 
     @abstractmethod
+    def extracted_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
+        """Those of the given chunks that an extractor has read (`mark_extracted`), whatever it found."""
+
+    @abstractmethod
+    def mark_extracted(self, chunk_ids: Iterable[int], extractor_id: str) -> None:
+        """Record that the extractor `extractor_id` read these chunks, in one transaction; chunks no longer stored
+        (replaced or deleted since) are passed over. Called under `KnowledgeBase.writing()`."""
+
+    @abstractmethod
     def chunks_mentioning(self, node_ids: Sequence[int], *, limit: int = 1000) -> list[tuple[int, int]]:
         """(chunk id, node id) provenance pairs for the given nodes."""
 

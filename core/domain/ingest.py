@@ -42,6 +42,10 @@ NO_EXTRACTOR = (
     "relationships it states, passing the document id in source_ids."
 )
 
+#: A passage's error when its document was replaced (or deleted) while the extractor read it.
+PASSAGE_GONE = ("the passage was replaced (its document changed or was deleted) while it was being extracted; "
+                "nothing of it was stored")
+
 
 def add_documents(
     kb: KnowledgeBase, documents: Sequence[DocumentInput], namespace: str, extract: bool, progress: Progress | None
@@ -155,8 +159,11 @@ def _extract(
 
     assert kb.extractor is not None
     report: list[ChunkExtraction] = []
-    # Re-running an ingest must not pay for (or vary) a chat model's work on passages already done.
-    done_before = kb.store.mentioned_chunks(c.id for c in chunks)
+    # Re-running an ingest must not pay for (or vary) a chat model's work on passages already done: those an
+    # extractor read (whatever it found) and those with entities linked to them (extracted by the host LLM, or
+    # before passages were marked).
+    ids = [c.id for c in chunks]
+    done_before = kb.store.extracted_chunks(ids) | kb.store.mentioned_chunks(ids)
     for done, chunk in enumerate(chunks, start=1):
         entry = ChunkExtraction(document_id=chunk.document_id, chunk_id=chunk.id, skipped=chunk.id in done_before)
         if not entry.skipped:
@@ -168,15 +175,23 @@ def _extract(
 
 
 def _extract_one(kb: KnowledgeBase, chunk: ChunkRecord, namespace: str, entry: ChunkExtraction) -> None:
+    extractor = kb.extractor
+    assert extractor is not None
     try:
         known = [n.name for n in kb.store.find_nodes(namespace, name_candidates(chunk.text, 4))]
         # The section's headings are the passage's context ("Installation > Linux"), as they are for its vector.
-        nodes, edges = _extracted(kb.extractor, passage_text("", chunk.text, chunk.section), known, chunk.document_id)
+        nodes, edges = _extracted(extractor, passage_text("", chunk.text, chunk.section), known, chunk.document_id)
         if nodes or edges:
+            # The store refuses provenance of a passage no longer stored, under the write lock: a document replaced
+            # while the model read its old text must not get the old text's facts.
             added = kb.add_knowledge_graph(nodes, edges, namespace=namespace, source_chunk_ids=[chunk.id])
             entry.nodes, entry.edges = len(added.nodes), added.edges_created + added.edges_updated
+        # Marked even when it found nothing, so that a re-run skips it; a failed passage is not, and is read again.
+        with kb.writing(vectors=False) as writer:
+            writer.mark_extracted([chunk.id], extractor.id)
     except DuckgraphError as exc:
-        entry.error = _one_line(exc)
+        # Passage ids are never reused: one gone now was replaced or deleted, whatever else went wrong.
+        entry.error = _one_line(exc) if kb.store.get_chunks([chunk.id]) else PASSAGE_GONE
         # The result carries the error to whoever asked (`duckgraph ingest` prints it): logged only for those
         # who ask for more, with the traceback of a plugin's unexpected exception.
         log.info("extraction of %s#%s failed: %s", chunk.document_id, chunk.id, entry.error,

@@ -112,6 +112,10 @@ class Writer:
         """Store community reports (derived data: not counted as a write of the graph)."""
         self._store.save_reports(communities)
 
+    def mark_extracted(self, chunk_ids: Sequence[int], extractor_id: str) -> None:
+        """Record that an extractor read these passages (not counted as a write of the graph)."""
+        self._store.mark_extracted(chunk_ids, extractor_id)
+
     @contextmanager
     def restoring(self) -> Iterator[Callable[[Snapshot], WriteSummary]]:
         """Write an import's rows in several snapshots and one transaction (see `GraphStore.restore_stream`)."""

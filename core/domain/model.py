@@ -25,6 +25,14 @@ MAX_WEIGHT = 1_000_000
 # with the same errors.
 
 
+def _one_line(value: str) -> str:
+    """An id is written on one line wherever it is shown ("[id#2]" before a passage): no control character at all,
+    tabs and line breaks included."""
+    if any(ord(ch) < 32 for ch in value):
+        raise ValueError("must be one line, without tabs or other control characters")
+    return no_control_characters(value)
+
+
 def _clean_name(value: Any) -> Any:
     # Names drop invisible characters (ports/names.py): 'Al<ZERO WIDTH SPACE>ice' is stored as 'Alice', and a
     # right-to-left override cannot make a name read as another.
@@ -56,7 +64,8 @@ Description = Annotated[
     str, StringConstraints(strip_whitespace=True, max_length=MAX_DESCRIPTION_CHARS),
     AfterValidator(no_control_characters),
 ]
-SourceId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+SourceId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
+                     AfterValidator(_one_line)]
 Title = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)]
 DocumentText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_DOCUMENT_CHARS)]
 Properties = Annotated[dict[str, Any], AfterValidator(_json_object)]

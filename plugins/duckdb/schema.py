@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 np: Any = NumpyOnFirstUse(globals())
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: Version of the derived rows of `node_names`; files with an older one get them rebuilt at open.
 NAME_KEYS_VERSION = "2"
 
@@ -76,7 +76,9 @@ CREATE TABLE chunks (
     document_id VARCHAR NOT NULL,
     ordinal INTEGER NOT NULL,
     text VARCHAR NOT NULL,
-    section VARCHAR NOT NULL DEFAULT ''
+    section VARCHAR NOT NULL DEFAULT '',
+    -- The extractor that read the passage (its id), even when it found nothing (NULL: not read yet).
+    extracted_by VARCHAR
 );
 CREATE INDEX chunks_document ON chunks (namespace, document_id);
 -- Provenance: which chunks mention a node, which chunks support an edge.
@@ -114,6 +116,10 @@ MIGRATIONS: dict[int, list[str]] = {
          "OR (id NOT IN (SELECT node_id FROM mentions) AND NOT (type = 'unknown' AND description = ''))"),
         ("INSERT INTO edges_by_hand SELECT id FROM edges WHERE "
          "json_keys(properties) <> [] OR id NOT IN (SELECT edge_id FROM edge_evidence)")],
+    # Passages remember that an extractor read them, so a re-run skips those that found nothing. Older files
+    # cannot tell a passage that found nothing from one never extracted: those are read once more (the ones
+    # with entities linked to them are skipped anyway).
+    6: ["ALTER TABLE chunks ADD COLUMN IF NOT EXISTS extracted_by VARCHAR"],
 }
 EXPECTED_TABLES = {
     "meta", "nodes", "node_names", "observations", "edges", "documents", "chunks", "mentions", "edge_evidence",

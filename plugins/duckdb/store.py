@@ -417,6 +417,17 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return self._mirror().mentioned_chunks(chunk_ids)
 
+    def extracted_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
+        with self._lock:
+            return reads.extracted_chunks(self._db, list(dict.fromkeys(chunk_ids)))
+
+    def mark_extracted(self, chunk_ids: Iterable[int], extractor_id: str) -> None:
+        if self.read_only:
+            raise StoreError(self.read_only_message())
+        with self._lock:
+            with self._transaction() as con:
+                writes.mark_extracted(con, list(dict.fromkeys(chunk_ids)), extractor_id)
+
     def chunks_mentioning(self, node_ids: Sequence[int], *, limit: int = 1000) -> list[tuple[int, int]]:
         if not node_ids:
             return []

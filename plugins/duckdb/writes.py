@@ -85,6 +85,7 @@ class Writer:
         unsupported_nodes += replaced_nodes
         unsupported_edges += replaced_edges
         chunk_ids = self.insert_chunks(batch, dimensions)
+        self._require_source_chunks(batch)
         collapsed = self._apply_merges(batch)
         deleted_nodes = self._delete_nodes([*batch.delete_nodes, *(s for _, ss in batch.merges for s in ss),
                                             *unsupported_nodes])
@@ -112,6 +113,22 @@ class Writer:
             node_ids=node_ids,
             chunk_ids=chunk_ids,
         )
+
+    def _require_source_chunks(self, batch: WriteBatch) -> None:
+        """Refuse provenance that names passages not stored (as this transaction sees them): a graph extracted from
+        a passage its document's replacement deleted meanwhile would be stored tied to no passage, so that no
+        later replacement or deletion of the document would ever take it."""
+        wanted = sorted({i for item in [*batch.nodes, *batch.edges] for i in item.source_chunk_ids})
+        if not wanted:
+            return
+        stored = {row[0] for row in self.con.execute(
+            f"SELECT id FROM chunks WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))", [sql.json_list(wanted)]
+        ).fetchall()}
+        missing = [str(i) for i in wanted if i not in stored]
+        if missing:
+            raise InvalidInputError(
+                f"source_chunk_ids name passages that are not stored ({', '.join(missing[:10])}): their document "
+                "was replaced or deleted since; nothing was written")
 
     def _note(self, change: Callable[..., None], *args: Any) -> None:
         """Note a change to the graph mirror, made once the write in progress commits."""
@@ -610,6 +627,13 @@ class Writer:
                 "(SELECT 1 FROM observations o WHERE o.node_id = w.node_id AND o.text = w.text) ORDER BY w.position",
                 [now, *params],
             )
+
+
+def mark_extracted(con: Any, ids: list[int], extractor_id: str) -> None:
+    """`DuckDBStore.mark_extracted`: a chunk no longer stored has no row to mark, so it is passed over."""
+    if ids:
+        con.execute(f"UPDATE chunks SET extracted_by = $1 WHERE id IN (SELECT unnest({sql.JSON_IDS % 2}))",
+                    [extractor_id, sql.json_list(ids)])
 
 
 def _chunk_namespaces(batch: WriteBatch) -> list[str]:
