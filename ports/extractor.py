@@ -17,6 +17,7 @@ from pydantic import ValidationInfo
 from duckgraph.ports.errors import ExtractionError
 from duckgraph.ports.names import clean_name, entity_key, no_control_characters, relation_type
 from duckgraph.ports.records import GraphFragment
+from duckgraph.ports.text import shortened
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -86,10 +87,7 @@ def _fitted_description(value: Any, info: ValidationInfo) -> Any:
         return value
     if isinstance(info.context, dict) and "shortened" in info.context:
         info.context["shortened"].append(len(value))
-    cut = value[: DESCRIPTION_LIMIT - 1]
-    if not value[len(cut)].isspace() and " " in cut.strip():
-        cut = cut[: cut.rstrip().rfind(" ")]
-    return cut.rstrip() + "…"
+    return shortened(value, DESCRIPTION_LIMIT)
 
 
 NameText = Annotated[str, Field(min_length=1, max_length=300), AfterValidator(_visible)]

@@ -73,3 +73,14 @@ def inflections(word: str) -> set[str]:
     from lemminflect import getAllInflections  # lemminflect (MIT); its tables (~20 MB) load on first use
 
     return {word, *(form for forms in getAllInflections(word).values() for form in forms)}
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text` if it has at most `limit` characters, else cut at the last word boundary before them, with "…"
+    (a word cut in two reads as another word: "- Budge…"); a single word longer than that is cut where it must."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 0)]
+    if not text[len(cut)].isspace() and " " in cut.strip():
+        cut = cut[: cut.rstrip().rfind(" ")]
+    return cut.rstrip() + "…"

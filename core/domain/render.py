@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.moments import period, short
 from duckgraph.core.domain.texts import fact_sentence
+from duckgraph.ports.text import shortened
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.model import Passage, ScoredEdge, ScoredNode, SearchResult
@@ -159,7 +160,7 @@ def _fit(lines: list[_Line], budget: int) -> tuple[dict[_Line, str], int]:
             if cut:
                 if line.head is None:
                     continue
-                text = _shortened(text, (left - 1) * CHARS_PER_TOKEN - 1)
+                text = shortened(text, (left - 1) * CHARS_PER_TOKEN - 1)
                 if len(text) - 1 - line.head < MIN_CUT_CHARS:  # too little of its own text (… aside)
                     continue
             elif _cost(text) > left:
@@ -194,18 +195,7 @@ def _notes(token_budget: int, left_out: Counter[str]) -> list[str]:
 
 
 def _clip(text: str, limit: int = LINE_CHARS) -> str:
-    return _shortened(" ".join(text.split()), limit)
-
-
-def _shortened(text: str, limit: int) -> str:
-    """`text` if it has at most `limit` characters, else cut at the last word boundary before them, with "…"
-    (a word cut in two reads as another word: "- Budge…"); a single word longer than that is cut where it must."""
-    if len(text) <= limit:
-        return text
-    cut = text[: max(limit - 1, 0)]
-    if not text[len(cut)].isspace() and " " in cut.strip():
-        cut = cut[: cut.rstrip().rfind(" ")]
-    return cut.rstrip() + "…"
+    return shortened(" ".join(text.split()), limit)
 
 
 def _fact(edge: ScoredEdge) -> str:
