@@ -237,7 +237,8 @@ class AddGraphResult(_Model):
     )
     vague_edges: list[RelationRef] = Field(
         default_factory=list, description="Edges stored with a vague type such as RELATED_TO (see hints).")
-    hints: list[str] = Field(default_factory=list, description="What to do about skipped or vague edges, or a description that is full.")
+    hints: list[str] = Field(default_factory=list,
+                             description="What to do about skipped or vague edges, or a description that is full.")
 
 
 class StoredDocument(_Model):
@@ -256,7 +257,8 @@ class ChunkExtraction(_Model):
     nodes: int = 0
     edges: int = 0
     error: str | None = None
-    skipped: bool = Field(False, description="An extractor read the passage before, or it already had entities linked; not extracted again.")
+    skipped: bool = Field(False, description="An extractor read the passage before, or it already had entities "
+                                             "linked; not extracted again.")
 
 
 class AddDocumentsResult(_Model):
