@@ -67,8 +67,9 @@ def instructions(tool_set: str) -> str:
 EXTRACTION_GUIDE = """\
 Read the text below and store the knowledge it contains in duckgraph, the long-term memory graph.
 
-1. Keep the source. Call add_documents with the text (give it a short, stable id and a title) before anything
-   else, and note the id it returns: every entity and relationship you take from this text gets that id in
+1. Keep the source. Call add_documents with the text (give it a title and a short id of its own, such as
+   "meeting-2024-06-03": the same id again replaces that document) before anything else, and note the id it
+   returns: every entity and relationship you take from this text gets that id in
    its source_ids, so search can later show the passage that backs each fact.
 2. Look before you write. Call search with the names the text mentions. When an entity is already stored,
    use its stored name exactly as written there, so the new facts attach to it instead of creating a twin.
