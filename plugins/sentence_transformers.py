@@ -612,6 +612,9 @@ def _batch_size(texts: Sequence[str], characters: int, bounds: tuple[int, int]) 
 
 def _onnx_session(graph: Path, threads: int) -> Any:
     """An onnxruntime session of the exported graph on `threads` threads (0: onnxruntime's default)."""
+    # A local memory reaches no server: onnxruntime's usage telemetry (on by default in recent releases, it looks up
+    # Microsoft's collector and keeps a device id in the user's cache) stays off unless the user turned it on.
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     import onnxruntime  # here: a process that never exports or loads the model's export does not need it
 
     options = onnxruntime.SessionOptions()

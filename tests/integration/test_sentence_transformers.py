@@ -406,3 +406,21 @@ def test_with_bfloat16_batches_the_query_export_is_still_checked_against_float32
     assert embedder.describe()["queries"] == "onnxruntime (the model exported at warm-up)"
     expected = sharing(minilm, precision="float32").embed_documents(QUESTIONS)
     np.testing.assert_allclose(np.vstack([embedder.embed_query(q) for q in QUESTIONS]), expected, atol=2e-6)
+
+
+def test_queries_on_onnxruntime_leave_no_telemetry_behind(tmp_path, minilm):
+    """onnxruntime's telemetry, on by default, looks up Microsoft's collector and writes a device id under the
+    user's cache: a local memory must do neither."""
+    graph = next(minilm._cache_folder().glob("*.onnx"))
+    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
+    env["HOME"] = str(tmp_path)
+    script = ("import sys, time, numpy as np\n"
+              "from pathlib import Path\n"
+              "from duckgraph.plugins.sentence_transformers import _onnx_session\n"
+              "session = _onnx_session(Path(sys.argv[1]), 1)\n"
+              "feed = {i.name: np.ones((1, 8), dtype=np.int64) for i in session.get_inputs()}\n"
+              "for _ in range(5):\n"
+              "    session.run(None, feed)\n"
+              "time.sleep(3)\n")  # telemetry writes its files from a thread of its own
+    subprocess.run([sys.executable, "-c", script, str(graph)], env=env, check=True, timeout=120)
+    assert not (tmp_path / ".cache" / "Microsoft").exists()
