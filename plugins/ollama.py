@@ -6,7 +6,9 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.ports import ChatExtractor, Embedder, EmbedderError, ExtractionError, ReplyFormat, hookimpl, json_kind
+from duckgraph.ports import (
+    ALL_MINILM_L6_V2_FLOOR, ChatExtractor, Embedder, EmbedderError, ExtractionError, ReplyFormat, hookimpl, json_kind,
+)
 from duckgraph.ports.http import request
 
 if TYPE_CHECKING:
@@ -27,6 +29,9 @@ def resolve_base_url(base_url: str | None) -> str:
     if ":" not in host.split("/", 1)[0]:
         url = url.rstrip("/") + ":11434"
     return url.rstrip("/").replace("://0.0.0.0", "://127.0.0.1")
+
+
+_ALL_MINILM_L6_V2_TAGS = {"all-minilm:latest", "all-minilm:22m", "all-minilm:l6-v2"}
 
 
 def _with_tag(model: str) -> str:
@@ -122,6 +127,12 @@ class OllamaEmbedder(Embedder):
     @property
     def id(self) -> str:
         return f"ollama:{_with_tag(self.model)}"
+
+    @property
+    def relevance_floor(self) -> float | None:  # type: ignore[override]
+        # Ollama's all-minilm (tags latest, 22m, l6-v2) is all-MiniLM-L6-v2, the local default's model, so its
+        # floor holds; its 33m tag is the L12 model, which has none.
+        return ALL_MINILM_L6_V2_FLOOR if _with_tag(self.model) in _ALL_MINILM_L6_V2_TAGS else None
 
     def warm_up(self) -> None:
         self.dimensions  # one request loads the model in Ollama and tells the width

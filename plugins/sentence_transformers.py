@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.ports import ConfigError, Embedder, EmbedderError, hookimpl, normalize
+from duckgraph.ports import ALL_MINILM_L6_V2_FLOOR, ConfigError, Embedder, EmbedderError, hookimpl, normalize
 
 if TYPE_CHECKING:
     import numpy as np
@@ -23,7 +23,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL.casefold(), f"sentence-transformers/{DEFAULT_MODEL}".casefold()}
-DEFAULT_RELEVANCE_FLOOR = 0.40
 #: Batches up to this size run on one thread: on two cores, two threads for one short text are slower.
 _SMALL_BATCH = 4
 #: Where batches would run on PyTorch in bfloat16, until PyTorch is loaded (~10 s of imports, by the server's warm-up
@@ -106,9 +105,7 @@ class SentenceTransformersEmbedder(Embedder):
 
     @property
     def relevance_floor(self) -> float | None:  # type: ignore[override]
-        # Calibrated for the default model on the public LoCoMo conversations: 0.41-0.43 left <= 3% of a
-        # conversation's own questions without an answer and >= 90% of the other conversation's.
-        return DEFAULT_RELEVANCE_FLOOR if self.model.casefold() in _DEFAULT_ALIASES else None
+        return ALL_MINILM_L6_V2_FLOOR if self.model.casefold() in _DEFAULT_ALIASES else None
 
     @property
     def id(self) -> str:

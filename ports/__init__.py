@@ -1,6 +1,6 @@
 """The contract between duckgraph's core and its adapters. Imports nothing else of duckgraph."""
 
-from duckgraph.ports.embedder import Embedder, json_kind, normalize
+from duckgraph.ports.embedder import ALL_MINILM_L6_V2_FLOOR, Embedder, json_kind, normalize
 from duckgraph.ports.errors import (
     ConfigError,
     DuckgraphError,
@@ -35,6 +35,7 @@ from duckgraph.ports.store import GraphStore, part_title, reads_on
 from duckgraph.ports.text import inflections, terms, tokens
 
 __all__ = [
+    "ALL_MINILM_L6_V2_FLOOR",
     "ChangeRecord", "ChatExtractor", "ChunkRecord", "ConfigError", "DocumentRecord", "DuckgraphError", "EdgeRecord", "EdgeWrite", "Embedder",
     "EmbedderError", "EmbedderMismatchError", "ExtractionError", "Extractor", "GraphFragment", "GraphStore",
     "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "ReplyFormat", "Snapshot", "StoreError", "TimeFilter", "VectorKind", "WriteBatch",

@@ -84,14 +84,26 @@ def test_ollama_up_embeds_a_probe_reaches_the_chat_model_and_only_warns(env, tmp
         assert [len(body["input"]) for body in embedded][-2:] == [1, 8]  # a query, then a batch
         assert [r["body"]["model"] for r in ollama.requests_to("/api/show")] == ["qwen3:8b"]
         assert ollama.requests_to("/api/chat") == []  # reaching the model needs no extraction
-        # all-minilm behind Ollama has no calibrated relevance floor: it works, degraded, and says so.
-        assert any(w.startswith("no relevance floor: ollama:all-minilm:latest") for w in report["warnings"])
+        # all-minilm behind Ollama is the local default's model: its calibrated floor holds.
+        assert report["relevance_floor"] == {"value": 0.40, "from": "calibrated for ollama:all-minilm:latest"}
+        assert not any(w.startswith("no relevance floor") for w in report["warnings"])
 
         assert main(["doctor", "--db", str(tmp_path / "kb.duckdb")]) == 0
         printed = capsys.readouterr().out
     assert "check embedder: ok, ollama:all-minilm:latest embedded a query and a batch of 8 (384 dimensions)" in printed
     assert "check extractor: ok, ollama:qwen3:8b is reachable" in printed
-    assert "warning:   no relevance floor" in printed
+
+
+def test_an_ollama_model_with_no_calibrated_floor_works_degraded_and_doctor_says_so(env, tmp_path: Path, capsys):
+    # all-minilm:33m is all-MiniLM-L12-v2: not the model the floor was calibrated for.
+    with FakeOllama(models=("all-minilm:33m",)) as ollama:
+        use_ollama(env, ollama.base_url, embedder="all-minilm:33m")
+        code, report = doctor(capsys, tmp_path / "kb.duckdb")
+        assert code == 0, report
+        assert report["relevance_floor"] is None
+        assert any(w.startswith("no relevance floor: ollama:all-minilm:33m") for w in report["warnings"])
+        assert main(["doctor", "--db", str(tmp_path / "kb.duckdb")]) == 0
+    assert "warning:   no relevance floor" in capsys.readouterr().out
 
 
 def test_ollama_down_is_a_problem_that_says_to_start_it(env, tmp_path: Path, capsys):
