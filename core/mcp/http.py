@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from duckgraph.core.mcp.json_text import BAD_ID, has_bad_id, mended_body
+from duckgraph.core.mcp.json_text import mended_body, refusal, request_id
 from duckgraph.ports import ConfigError
 
 log = logging.getLogger(__name__)
@@ -149,9 +149,10 @@ class BodyLimitMiddleware:
 class MendingMiddleware:
     """Passes a POST body with a lone UTF-16 surrogate escape or bytes that are not UTF-8 on with U+FFFD in their
     place (`json_text.mended_body`), as the stdio transport reads a line: the SDK would refuse it with a parse
-    error, and the same call must not run one way in and fail the other. A request whose id is no string or
-    integer gets an invalid-request error here, where the SDK would accept it as a notification (202, nothing
-    run). Bodies over `limit` pass unread, for the wrapped app to refuse."""
+    error, and the same call must not run one way in and fail the other. JSON that is no JSON-RPC 2.0 message gets
+    the answer stdio gives (`json_text.refusal`): the SDK answers it with -32602 and its validation dump, and takes
+    a request whose id is no string or integer for a notification (202, nothing run). Bodies over `limit` pass
+    unread, for the wrapped app to refuse."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -180,8 +181,9 @@ class MendingMiddleware:
                 body, read = mended, [{"type": "http.request", "body": mended, "more_body": False}]
                 scope = {**scope, "headers": [(name, str(len(mended)).encode()) if name.lower() == b"content-length"
                                               else (name, value) for name, value in scope.get("headers", ())]}
-            if b'"id"' in body and has_bad_id(_json_or_none(body)):
-                await _json_rpc_error(send, 400, -32600, BAD_ID)
+            message = _json_or_unreadable(body)
+            if message is not _UNREADABLE and (refused := refusal(message)) is not None:
+                await _json_rpc_error(send, 400, *refused, request_id=request_id(message))
                 return
 
         async def replay() -> Message:
@@ -190,11 +192,14 @@ class MendingMiddleware:
         await self.app(scope, replay, send)
 
 
-def _json_or_none(body: bytes) -> Any:
+_UNREADABLE = object()
+
+
+def _json_or_unreadable(body: bytes) -> Any:
     try:
         return json.loads(body)
     except (ValueError, RecursionError):
-        return None  # the SDK answers it with a parse error
+        return _UNREADABLE  # the SDK answers it with a parse error
 
 
 def _declared_length(scope: Scope) -> int | None:
@@ -236,8 +241,9 @@ async def _discard_body(receive: Receive, at_most: int) -> None:
         read += len(message.get("body", b""))
 
 
-async def _json_rpc_error(send: Send, status: int, code: int, message: str) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+async def _json_rpc_error(send: Send, status: int, code: int, message: str, *,
+                          request_id: str | int | None = None) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
     ]})

@@ -24,7 +24,8 @@ import re
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, BinaryIO
+from dataclasses import dataclass
+from typing import BinaryIO
 
 import anyio
 import anyio.abc
@@ -32,7 +33,6 @@ import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 from mcp.types import (
-    INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
     ErrorData,
@@ -45,7 +45,14 @@ from mcp.types import (
 )
 from pydantic import ValidationError
 
-from duckgraph.core.mcp.json_text import BAD_ID, has_bad_id, without_lone_surrogates
+from duckgraph.core.mcp.json_text import (
+    BAD_ID,
+    has_bad_id,
+    not_a_message,
+    request_id,
+    valid_id,
+    without_lone_surrogates,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +65,17 @@ _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+')
 # -- reading one message ---------------------------------------------------------------------------------------
 
 
-def read_message(line: bytes) -> JSONRPCMessage | JSONRPCError:
-    """The message on one line, or the error to answer it with when it is not a valid JSON-RPC message."""
+@dataclass(frozen=True)
+class Refusal:
+    """The transport's own answer to a line that is no valid JSON-RPC message. Kept apart from the messages: a
+    client's error response (a JSONRPCError, e.g. to a sampling or roots request it declines) is a message for
+    the session, and sent back to the client it would leave the server's request unanswered."""
+
+    answer: JSONRPCError
+
+
+def read_message(line: bytes) -> JSONRPCMessage | Refusal:
+    """The message on one line, or the refusal to answer it with when it is not a valid JSON-RPC message."""
     text = line.decode("utf-8", errors="replace")  # as the SDK: invalid UTF-8 bytes become U+FFFD
     try:
         message = jsonrpc_message_adapter.validate_json(text, by_name=False)
@@ -67,7 +83,7 @@ def read_message(line: bytes) -> JSONRPCMessage | JSONRPCError:
         problem = exc.errors()[0]
     else:
         if isinstance(message, JSONRPCNotification) and '"id"' in text and has_bad_id(json.loads(text)):
-            return _error(None, INVALID_REQUEST, BAD_ID)
+            return Refusal(_error(None, INVALID_REQUEST, BAD_ID))
         return message
     if problem["type"] == "json_invalid":
         mended = without_lone_surrogates(text)
@@ -83,36 +99,25 @@ def read_message(line: bytes) -> JSONRPCMessage | JSONRPCError:
     return _invalid(text)
 
 
-def _parse_error(text: str, reason: str) -> JSONRPCError:
+def _parse_error(text: str, reason: str) -> Refusal:
     if "recursion limit" in reason:
         reason += " (the JSON is nested too deeply)"
     # JSON-RPC answers a parse error with id null; the id is given when it can be read all the same, because a
     # client cannot match an answer without it and waits for its timeout.
-    return _error(_top_level_id(text), PARSE_ERROR, f"Parse error: {reason}")
+    return Refusal(_error(_top_level_id(text), PARSE_ERROR, f"Parse error: {reason}"))
 
 
-def _invalid(text: str) -> JSONRPCError:
+def _invalid(text: str) -> Refusal:
     """Valid JSON that is no JSON-RPC 2.0 message: params that are not an object, or a missing/wrong member."""
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         value = None
-    request_id = _valid_id(value.get("id")) if isinstance(value, dict) else None
-    if (isinstance(value, dict) and value.get("jsonrpc") == "2.0" and isinstance(value.get("method"), str)
-            and "params" in value and not isinstance(value["params"], dict)):
-        kind = type(value["params"]).__name__.replace("str", "string").replace("NoneType", "null")
-        return _error(request_id, INVALID_PARAMS, f"Invalid params: \"params\" must be a JSON object, not a {kind}")
-    return _error(request_id, INVALID_REQUEST,
-                  'Invalid request: a JSON-RPC 2.0 message is one JSON object with "jsonrpc": "2.0", a "method" '
-                  '(string), an "id" (string or integer) for a request, and "params" (object) when it has any')
+    return Refusal(_error(request_id(value), *not_a_message(value)))
 
 
 def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
     return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
-
-
-def _valid_id(value: Any) -> str | int | None:
-    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
 
 
 def _top_level_id(text: str) -> str | int | None:
@@ -125,7 +130,7 @@ def _top_level_id(text: str) -> str | int | None:
             if token in "{[":
                 return None
             try:
-                return _valid_id(json.loads(token))
+                return valid_id(json.loads(token))
             except ValueError:
                 return None
         if token in ("{", "["):
@@ -213,9 +218,9 @@ class StdioTransport:
                     if not line.strip():
                         continue
                     message = read_message(line)
-                    if isinstance(message, JSONRPCError):
-                        log.warning("answered a message that is not valid JSON-RPC: %s", message.error.message)
-                        await replies.send(SessionMessage(message))
+                    if isinstance(message, Refusal):
+                        log.warning("answered a message that is not valid JSON-RPC: %s", message.answer.error.message)
+                        await replies.send(SessionMessage(message.answer))
                     elif self.stopped_by is not None and isinstance(message, JSONRPCRequest):
                         await replies.send(SessionMessage(_error(
                             message.id, STOPPING,

@@ -11,10 +11,16 @@ import sys
 from typing import Any
 
 import anyio
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, ErrorData
+from pydantic import ValidationError
 
 from duckgraph.core.bootstrap import Services
+from duckgraph.core.domain.argument_errors import readable
+from duckgraph.core.domain.ingest import MAX_TOTAL_DOCUMENT_CHARS
 from duckgraph.core.mcp.forwarding import start_sharing
 from duckgraph.core.mcp.http import (
     DEFAULT_HOST,
@@ -28,7 +34,6 @@ from duckgraph.core.mcp.http import (
     is_loopback,
     run_asgi,
 )
-from duckgraph.core.domain.ingest import MAX_TOTAL_DOCUMENT_CHARS
 from duckgraph.core.mcp.server import STOP_GRACE_SECONDS, build_server
 from duckgraph.core.mcp.stdio import StdioTransport
 
@@ -42,7 +47,28 @@ def _shared_server(services: Services) -> MCPServer:
     """The server, forwarding to the owner of the file while another process owns it; while this one does, it
     runs the calls of the others with every tool set."""
     share = start_sharing(services, lambda: build_server(services, tool_set="all"))
-    return build_server(services, share)
+    server = build_server(services, share)
+    server.middleware.append(_said_invalid_params)
+    return server
+
+
+_NOT_INITIALIZED = ErrorData(code=INVALID_PARAMS, message="Invalid request parameters", data="")
+
+
+async def _said_invalid_params(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Says what is wrong where the SDK answers "Invalid request parameters" with empty data (the same on both
+    transports): which field of the params it refused (a `name` that is no string, `arguments` that are no
+    object, a fractional progress token), or that the session was not initialized yet."""
+    try:
+        return await call_next(ctx)
+    except ValidationError as exc:  # the SDK's check of the params of a request it knows
+        raise MCPError(INVALID_PARAMS, f"Invalid params for {ctx.method}: {readable(exc)}") from exc
+    except MCPError as exc:
+        # The SDK's gate before the handshake raises this bare error (a refused param is a ValidationError).
+        if exc.error == _NOT_INITIALIZED and ctx.session.client_params is None:
+            raise MCPError(INVALID_PARAMS, f"Invalid request: {ctx.method} came before the session was initialized; "
+                                           "send initialize first, then notifications/initialized") from exc
+        raise
 
 
 def serve(services: Services) -> None:

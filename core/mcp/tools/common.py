@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -38,15 +39,57 @@ def fetcher_of(ctx: Context) -> UrlFetching:
 
 async def call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a knowledge-base call on a worker thread; domain errors become tool errors."""
+    run = _Run(getattr(function, "__name__", str(function)), functools.partial(function, *args, **kwargs))
     try:
         # abandon_on_cancel: a client that goes away cancels its calls, and the server must not wait for one
         # (it may be loading the model) before it closes the file (core/mcp/server.py's lifespan).
-        return await anyio.to_thread.run_sync(functools.partial(function, *args, **kwargs), abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        run.abandon()
+        raise
     except DuckgraphError as exc:
         raise ToolError(str(exc)) from exc
     except Exception as exc:
         log.exception("unexpected failure in %s", getattr(function, "__name__", function))
         raise ToolError(f"internal error ({type(exc).__name__}): {exc}. The server log has the details.") from exc
+
+
+class _Run:
+    """A call on a worker thread that says, once cancelled (notifications/cancelled, or the client gone), how it
+    ended: a thread cannot be stopped midway, so a cancelled write still runs to its end and is stored, which the
+    client, who gets no answer, would otherwise never learn (docs/clients.md)."""
+
+    def __init__(self, name: str, work: Callable[[], T]) -> None:
+        self.name, self._work = name, work
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._ended: str | None = None  # how it ended, once it has
+
+    def __call__(self) -> Any:
+        try:
+            result = self._work()
+        except BaseException as exc:
+            self._end(f"failed after its cancellation ({type(exc).__name__}: {exc})")
+            raise
+        self._end("finished after its cancellation: any change it made is stored")
+        return result
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._abandoned, ended = True, self._ended
+        if ended is None:
+            log.warning("%s was cancelled while it runs: it cannot be stopped midway and runs to its end", self.name)
+        else:
+            self._say(ended)
+
+    def _end(self, how: str) -> None:
+        with self._lock:
+            self._ended, abandoned = how, self._abandoned
+        if abandoned:
+            self._say(how)
+
+    def _say(self, how: str) -> None:
+        log.warning("the cancelled call %s %s", self.name, how)
 
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
