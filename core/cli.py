@@ -22,7 +22,11 @@ class UsageError(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    # Known args first: argparse reports a subcommand's unknown option with the top-level usage, which does not
+    # show the subcommand's options; its own usage does.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        getattr(args, "usage_error", parser.error)(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
@@ -81,13 +85,7 @@ def _held_by_duckgraph(args: argparse.Namespace, exc: DuckgraphError) -> str | N
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="duckgraph", description="Local GraphRAG memory for AI agents, over MCP.")
     parser.add_argument("--version", action="version", version=f"duckgraph {__version__}")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", help="database file (default: DUCKGRAPH_DB, the config file, or the user data dir)")
-    common.add_argument("--config", help="TOML config file (default: DUCKGRAPH_CONFIG or the user config dir)")
-    common.add_argument("--log-level", help="DEBUG, INFO, WARNING (default) or ERROR; logs go to stderr")
-    common.add_argument("--namespace", metavar="NAME",
-                        help="the memory (namespace) to use (default: DUCKGRAPH_NAMESPACE, the config file, or "
-                             "'default'); serve also takes @roots (see docs/namespaces.md)")
+    common = _common_options("database file (default: DUCKGRAPH_DB, the config file, or the user data dir)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", parents=[common], help="run the MCP server (stdio, or streamable HTTP)")
@@ -98,7 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to listen on with --http (default 8765)")
     serve.set_defaults(run=_serve)
 
-    demo = sub.add_parser("demo", parents=[common], help="load a small sample into a fresh file and search it")
+    demo = sub.add_parser("demo", help="load a small sample into a fresh file and search it",
+                          parents=[_common_options("a new database file to load the sample into, kept afterwards "
+                                                   "(default: a temporary file, removed at the end)")])
     demo.set_defaults(run=_demo)
 
     ingest = sub.add_parser("ingest", parents=[common], help="add files, folders and web pages as documents: text, "
@@ -178,9 +178,10 @@ def _parser() -> argparse.ArgumentParser:
                                   "have the configured extractor model write the reports still extractive or stale")
     communities.add_argument("query", nargs="?", help="the question, for search")
     communities.add_argument("--level", type=int, help="search: the level (0 = broadest; default: fits the budget)")
-    communities.add_argument("--token-budget", type=int, default=2_000)
+    communities.add_argument("--token-budget", type=int, default=2_000, metavar="N",
+                             help="search: the length of the answer in tokens, about 4 characters each (default 2000)")
     communities.add_argument("--limit", type=int, default=20, help="write: reports to write at most")
-    communities.add_argument("--json", action="store_true")
+    communities.add_argument("--json", action="store_true", help="print the structured result")
     communities.set_defaults(run=_communities)
 
     doctor = sub.add_parser("doctor", parents=[common], help="check the installation and the database")
@@ -236,21 +237,49 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _setup(args: argparse.Namespace, **overrides: Any):
+def _common_options(db_help: str) -> argparse.ArgumentParser:
+    """The options every command takes; `db_help` says where its --db goes by default."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", help=db_help)
+    common.add_argument("--config", help="TOML config file (default: DUCKGRAPH_CONFIG or the user config dir)")
+    common.add_argument("--log-level", help="DEBUG, INFO, WARNING (default) or ERROR; logs go to stderr")
+    common.add_argument("--namespace", metavar="NAME",
+                        help="the memory (namespace) to use (default: DUCKGRAPH_NAMESPACE, the config file, or "
+                             "'default'); serve also takes @roots (see docs/namespaces.md)")
+    return common
+
+
+def _setup(args: argparse.Namespace, *, existing: bool = False, **overrides: Any):
+    """The services for this command. `existing`: the command reads (or changes) what is stored, so it refuses a
+    database file that is not there rather than create an empty one (and its folders), with which a mistyped
+    --db would "succeed"."""
     from duckgraph.core.bootstrap import bootstrap
 
-    return bootstrap(_settings(args, **overrides))
+    services = bootstrap(_settings(args, **overrides))  # opens nothing; says first what is wrong in the settings
+    if existing:
+        path = Path(services.settings.db).expanduser()
+        if not path.exists():
+            raise DuckgraphError(f"no memory at {path}: check --db / DUCKGRAPH_DB (or the config file's db); "
+                                 "`duckgraph doctor` shows which file is used. Nothing was created")
+    return services
 
 
 def _settings(args: argparse.Namespace, **overrides: Any):
     """The layered settings for this command, with logging to stderr set up at their level."""
-    from duckgraph.core.config import load_settings
+    from duckgraph.core.config import ENV_PREFIX, load_settings
     from duckgraph.core.files.paths import refuse_as_database
 
+    config = args.config or os.environ.get(ENV_PREFIX + "CONFIG")
+    if config and Path(config).expanduser().is_dir():  # load_settings would say it "does not exist"
+        raise ConfigError(f"config file {config} is a folder: give the TOML file's path with --config "
+                          f"(DUCKGRAPH_CONFIG), e.g. {Path(config).expanduser() / 'config.toml'}")
     db = overrides.pop("db", None)
     settings = load_settings(args.config, db=args.db if db is None else db,
                              log_level=args.log_level, namespace=getattr(args, "namespace", None), **overrides)
-    refuse_as_database(settings.db)
+    # A server whose database is a folder reaches the handshake: the store's open says what is wrong in every tool
+    # call's answer (plugins/duckdb/connection.py), where the host shows it, as for the file's other problems.
+    if not (args.command == "serve" and Path(settings.db).expanduser().is_dir()):
+        refuse_as_database(settings.db)
     logging.basicConfig(
         level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -286,6 +315,10 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
     from duckgraph.core.mcp.transports import serve
 
+    if sys.stdin.isatty():  # run by hand: it waits silently for JSON-RPC, which looks like a hang
+        print("duckgraph: serving MCP on standard input and output: it waits for an MCP client, which starts it "
+              "itself (configure one as docs/clients.md shows); Ctrl-D or Ctrl-C stops it", file=sys.stderr,
+              flush=True)
     serve(services)
     return 0
 
@@ -426,7 +459,7 @@ def _communities(args: argparse.Namespace) -> int:
     _numbers(args, {"level": "global_search", "token_budget": "global_search", "limit": "communities_to_summarize"})
     bar = ProgressBar()
     bar.label = f"communities {args.action}"
-    with _setup(args).knowledge_base as kb:
+    with _setup(args, existing=True).knowledge_base as kb:
         service = kb.communities
         if args.action == "build":
             result = service.build(kb.namespace, bar.update)
@@ -446,7 +479,7 @@ def _communities(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     numbers = _search_numbers(args)
-    with _setup(args).knowledge_base as kb:
+    with _setup(args, existing=True).knowledge_base as kb:
         result = kb.search(args.query, **numbers, as_of=args.as_of, include_history=args.include_history or None,
                            after=args.after, before=args.before)
     from duckgraph.core.terminal import for_stream
@@ -489,7 +522,7 @@ def _moment(text: str) -> Any:
 
 def _changes(args: argparse.Namespace) -> int:
     _numbers(args, {"limit": "recent_changes"})
-    with _setup(args).knowledge_base as kb:
+    with _setup(args, existing=True).knowledge_base as kb:
         result = kb.recent_changes(since=args.since, until=args.until, limit=args.limit, token_budget=10**9)
     from duckgraph.core.terminal import for_stream
 
@@ -499,7 +532,7 @@ def _changes(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    with _setup(args).knowledge_base as kb:
+    with _setup(args, existing=True).knowledge_base as kb:
         stats = {"namespace": kb.namespace, **kb.stats(kb.namespace)}
     if args.json:
         print(json.dumps(stats, indent=2))
@@ -520,7 +553,7 @@ def _namespaces(args: argparse.Namespace) -> int:
     if args.name is not None or args.confirm is not None:
         raise UsageError("namespaces list takes no NAME or --confirm (to delete one: duckgraph namespaces delete NAME "
                          "--confirm NAME)")
-    with _setup(args).knowledge_base as kb:
+    with _setup(args, existing=True).knowledge_base as kb:
         found = list_namespaces(kb).namespaces
     if args.json:
         print(json.dumps([n.model_dump(mode="json") for n in found], indent=2))
@@ -539,7 +572,7 @@ def _delete_namespace(args: argparse.Namespace) -> int:
     if not args.name or args.confirm is None:
         raise InvalidInputError("usage: duckgraph namespaces delete NAME --confirm NAME (the name twice: it deletes "
                                 "everything in that namespace for good); nothing was deleted")
-    with _setup(args).knowledge_base as kb:
+    with _setup(args, existing=True).knowledge_base as kb:
         result = delete_namespace(kb, args.name, args.confirm, kb.namespace)
     if args.json:
         print(json.dumps(result.model_dump(mode="json"), indent=2))
@@ -574,7 +607,7 @@ def _export(args: argparse.Namespace) -> int:
             return export_memory_jsonl(kb, out)
         return export_jsonl(kb, out, embeddings=args.embeddings, namespace=args.namespace)
 
-    services = _setup(args)
+    services = _setup(args, existing=True)
     if args.output and args.output != "-":
         from duckgraph.core.files.paths import refuse_to_write
 
@@ -650,7 +683,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _backup_command(args: argparse.Namespace) -> int:
-    services = _setup(args)
+    services = _setup(args, existing=True)
     # Relative to where the command runs, whichever process ends up writing the copy.
     destination = Path(args.path).expanduser().absolute()
     result = _backup(services, destination, args.force)
@@ -686,9 +719,7 @@ def _restore_command(args: argparse.Namespace) -> int:
 def _backup(services: Any, destination: Path, force: bool) -> dict[str, Any]:
     """Back the knowledge file up through the duckgraph server that holds it, else by opening it here
     (KnowledgeBase.backup does the work and the checks)."""
-    source = Path(services.settings.db).expanduser()
-    if not source.is_file():
-        raise DuckgraphError(f"there is no knowledge file at {source} to back up (set it with --db or DUCKGRAPH_DB)")
+    source = Path(services.settings.db).expanduser()  # there: `_setup(..., existing=True)` checked
     remote = _backup_through_owner(source, destination, force)
     if remote is not None:
         return remote

@@ -1,7 +1,8 @@
 """Opening the DuckDB file, and what the user reads when that, or a write, fails: a file this user cannot write is
 opened read-only (reads work, writes say why not), a lock held by another program is named, and a write that
 fails for lack of space or permission says what was kept. A damaged file (truncated, overwritten) says so in one
-line, with what to do, wherever DuckDB notices it: at connect or while the store loads its tables."""
+line, with what to do, wherever DuckDB notices it: at connect or while the store loads its tables. A file that is
+no DuckDB database (another program's SQLite file, a text file, an empty file) is refused before DuckDB sees it."""
 
 from __future__ import annotations
 
@@ -28,10 +29,15 @@ _STORAGE_PROBLEMS = (
 #: DuckDB's words for a file it cannot read as a database: cut short, blocks overwritten, or not a database at all.
 _DAMAGE = ("could not read enough bytes", "not a valid duckdb database file", "corrupt database file",
            "does not match stored checksum")
+#: Bytes 8-11 of every DuckDB database file (core/files/paths.py has the same for the commands' path checks).
+DUCKDB_MAGIC = b"DUCK"
+#: The first bytes of other programs' files DuckDB would open as databases of its own kind.
+_FOREIGN = ((b"SQLite format 3\0", "a SQLite database"),)
 
 
 def why_read_only(path: Path) -> str:
     """Create the file's folder; then why this user cannot write the file ("" when it can), logged."""
+    refuse_foreign(path)  # before a misleading "read-only" warning about a file that is no memory at all
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -47,6 +53,7 @@ def connect(path: Path, read_only: bool) -> tuple[Any, str]:
     checks of `why_read_only` passed ("" otherwise)."""
     import duckdb  # imported on open so that registering the plugin stays cheap
 
+    refuse_foreign(path)
     try:
         try:
             return duckdb.connect(str(path), read_only=read_only), ""
@@ -62,6 +69,42 @@ def connect(path: Path, read_only: bool) -> tuple[Any, str]:
     except duckdb.Error as exc:
         raise (damaged(path, exc) or StoreError(f"{path} is not a usable DuckDB file: {one_line(exc)}"
                                                 f"{_replay_advice(path, exc)}")) from exc
+
+
+def refuse_foreign(path: Path) -> None:
+    """Refuse, before DuckDB opens it, a path that cannot be a memory: a folder, an empty file (DuckDB refuses
+    those), or another program's file: its header would make DuckDB load an extension for it (a SQLite file's) or
+    call it damaged. A file of unknown binary content is left to DuckDB, which tells a damaged memory apart."""
+    if path.is_dir():
+        raise StoreError(f"{path} is a folder, not a file: give the store (--db, DUCKGRAPH_DB) the memory's file "
+                         f"name, e.g. {path / 'knowledge.duckdb'}")
+    try:
+        with path.open("rb") as file:
+            head = file.read(4096)
+    except FileNotFoundError:
+        return  # a new memory
+    except OSError:
+        return  # unreadable: DuckDB's own error says why
+    if not head:
+        raise StoreError(
+            f"{path} is empty (0 bytes): it holds no memory, and DuckDB cannot open an empty file. Delete it and "
+            f"duckgraph creates a new memory there; if it was a memory, it is damaged (cut to nothing): restore it "
+            f"from a backup with `duckgraph restore BACKUP --db {path}`. `duckgraph doctor` checks a file.")
+    if head[8:12] == DUCKDB_MAGIC:
+        return
+    kind = next((what for magic, what in _FOREIGN if head.startswith(magic)), None)
+    if kind is None and b"\0" not in head:
+        try:
+            head.decode("utf-8")
+            kind = "a text file"
+        except UnicodeDecodeError as exc:
+            if exc.reason == "unexpected end of data":  # the 4096th byte cut a character in two
+                kind = "a text file"
+    if kind is not None:
+        raise StoreError(
+            f"{path} is not a duckdb memory (it looks like {kind}): duckgraph left it as it is. Give --db "
+            "(DUCKGRAPH_DB) the memory's file, or a new file name to start one; `duckgraph doctor` shows which file "
+            "is used.")
 
 
 def damaged(path: Path, exc: BaseException) -> StoreError | None:

@@ -1,5 +1,5 @@
 """DuckDB's settings as the store runs it: its cache limit beside what the store holds in memory itself, when a
-commit checkpoints, and the compression its writes leave out."""
+commit checkpoints, the compression its writes leave out, and no extension fetched or loaded behind its back."""
 
 from __future__ import annotations
 
@@ -27,6 +27,12 @@ CACHE_AFTER_LOAD = "256MB"
 #: least 1 GiB. DuckDB's default (80%) ignores what the store holds itself (every vector and the graph), and its
 #: cache would keep pages of the tables the store holds in memory already.
 DEFAULT_MEMORY_SHARE = 0.25
+#: Set on the store's connection: DuckDB never installs or loads an extension by itself (a query naming another
+#: format's function, or a SQLite file, would have it download sqlite_scanner and the like from
+#: extensions.duckdb.org). vss is loaded by path from its package (vector_search.py); json, parquet and icu are built
+#: into the duckdb package. Set after connecting, not as connect's config: DuckDB refuses a second connection to the
+#: same file with another config (a script reading the file beside a server in one process).
+NO_EXTENSION_AUTOLOAD = ("SET autoinstall_known_extensions = false", "SET autoload_known_extensions = false")
 #: What DuckDB accepts as a memory size.
 MEMORY_SIZE = re.compile(r"\s*\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", re.IGNORECASE)
 
@@ -75,6 +81,8 @@ def apply_session_settings(con: Any, memory_limit: str) -> None:
     them)."""
     # Loading a big file takes seconds; DuckDB's progress bar would write to stdout (the stdio transport).
     con.execute("SET enable_progress_bar = false")
+    for statement in NO_EXTENSION_AUTOLOAD:
+        con.execute(statement)
     set_limit(con, memory_limit)
     apply_write_settings(con)
 

@@ -301,7 +301,7 @@ def test_backup_command(kb: KnowledgeBase, db_path: Path, tmp_path: Path, child_
     assert f"the folder {tmp_path / 'nope'} does not exist" in capsys.readouterr().err
 
     assert main(["backup", "--db", str(tmp_path / "absent.duckdb"), str(tmp_path / "x.duckdb")]) == 1
-    assert "there is no knowledge file at" in capsys.readouterr().err
+    assert f"no memory at {tmp_path / 'absent.duckdb'}" in capsys.readouterr().err
     assert not (tmp_path / "absent.duckdb").exists() and not (tmp_path / "x.duckdb").exists()
 
 

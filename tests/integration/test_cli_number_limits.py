@@ -61,6 +61,8 @@ def test_numbers_at_the_limits_are_taken(no_settings, capsys) -> None:
     assert main(["changes", "--db", "kb.duckdb", "--limit", "1000", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["changes"]) == 3  # two entities and a fact
 
+    with KnowledgeBase(DuckDBStore(Path("fresh.duckdb")), HashingEmbedder()):
+        pass  # an empty memory: communities refuses a file that is not there
     assert main(["communities", "build", "--db", "fresh.duckdb", "--level", "20", "--token-budget", "50000",
                  "--limit", "50"]) == 0
     assert "communities: 0" in capsys.readouterr().out

@@ -102,6 +102,8 @@ def test_short_names_are_ordinary_files(cli_env, db, tmp_path, capsys):
     "k.db" or "out" are ordinary files for every command, not a crash (probe bug 1)."""
     for name in ("kb", "k.db", ".wal", "a"):
         assert paths.database_file(tmp_path / name) is None, name
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb"), HashingEmbedder()):
+        pass  # stats refuses a file that is not there
     assert main(["stats", "--db", "kb"]) == 0
     assert main(["export", "--db", str(db), "-o", "out"]) == 0
     assert "Ada Lovelace" in (tmp_path / "out").read_text()

@@ -17,6 +17,15 @@ from duckgraph.core.cli import _parser, main
 DUCKGRAPH = [sys.executable, "-m", "duckgraph.core.cli"]
 
 
+def new_file(path: Path) -> None:
+    """An empty memory at `path`, as the first write makes it."""
+    from duckgraph.plugins.duckdb import DuckDBStore
+
+    store = DuckDBStore(path)
+    store.open()
+    store.close()
+
+
 @pytest.fixture
 def environment(tmp_path: Path) -> dict[str, str]:
     """A child's environment: no user config, no DUCKGRAPH_* variables."""
@@ -40,6 +49,7 @@ def test_every_search_flag_has_help() -> None:
 
 def test_stats_into_a_closed_pipe_ends_quietly(tmp_path: Path, environment: dict[str, str]) -> None:
     """`duckgraph stats --json | head`: the reader is gone before the output is written."""
+    new_file(tmp_path / "kb.duckdb")  # stats refuses a file that is not there
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
@@ -110,6 +120,7 @@ def test_a_store_option_of_the_wrong_kind_is_a_message_and_exit_1(no_settings: P
 
 def test_store_options_alone_go_to_the_default_store(no_settings: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("DUCKGRAPH_STORE_OPTIONS", '{"memory_limit": "512MB"}')
+    new_file(Path("kb.duckdb"))
     assert main(["stats", "--db", "kb.duckdb", "--json"]) == 0
     assert '"nodes": 0' in capsys.readouterr().out
 
