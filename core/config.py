@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+import logging
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.ports import ConfigError, InvalidInputError
 
+log = logging.getLogger(__name__)
+
 ENV_PREFIX = "DUCKGRAPH_"
+#: The settings a DUCKGRAPH_* variable sets as written, those it sets true or false, and the plugin sections
+#: (DUCKGRAPH_EMBEDDER and DUCKGRAPH_EMBEDDER_OPTIONS, ...).
+PLAIN_KEYS = ("db", "namespace", "namespace_fallback", "log_level", "tools", "http_token", "relevance_floor",
+              "fetch_delay")
+BOOLEAN_KEYS = ("warm_up", "fetch_urls", "fetch_private_hosts", "community_reports_by_sampling")
+PLUGIN_SECTIONS = ("store", "embedder", "extractor", "community_detector")
+#: The variables of the settings and of the config file: what a mistyped name is compared with.
+SETTING_VARIABLES = (ENV_PREFIX + "CONFIG", *(ENV_PREFIX + key.upper() for key in PLAIN_KEYS + BOOLEAN_KEYS),
+                     *(f"{ENV_PREFIX}{section.upper()}{suffix}" for section in PLUGIN_SECTIONS
+                       for suffix in ("", "_OPTIONS")))
+#: Every variable duckgraph reads, two of them no setting: where contrib/bench keeps its data sets, and where
+#: tests/e2e/test_ui_browser.py saves its screenshots. Any other DUCKGRAPH_* variable is warned of.
+KNOWN_VARIABLES = frozenset((*SETTING_VARIABLES, ENV_PREFIX + "BENCH_CACHE", ENV_PREFIX + "UI_SCREENSHOTS"))
+#: What is left of a $NAME or ${NAME} that os.path.expandvars could not expand (the variable is not set).
+_UNEXPANDED = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 #: How a DUCKGRAPH_* variable says true or false; anything else is refused (a typo must not switch fetching on).
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -62,11 +82,12 @@ class Settings(BaseModel):
 
     @field_validator("db", mode="before")
     @classmethod
-    def _db_is_a_file_name(cls, value: Any) -> Any:
+    def _db_is_a_file_name(cls, value: Any, info: ValidationInfo) -> Any:
         # Without this, a TOML list would become a file named "[1, 2]" and "" the current folder.
         if not isinstance(value, str | Path) or not str(value).strip():
             raise ValueError('must be the path of the knowledge file, such as "~/notes/memory.duckdb"')
-        return Path(value).expanduser()
+        # load_settings says where a db from the environment or a config file came from: those refuse a relative path.
+        return expand_path(value, (info.context or {}).get("db_from"))
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -107,6 +128,27 @@ class Settings(BaseModel):
         return SecretStr(token)
 
 
+def expand_path(value: str | Path, refuse_relative_from: str | None = None) -> Path:
+    """A path setting made absolute: ~ and $NAME or ${NAME} expanded, a variable that is not set refused (MCP
+    clients pass env values and args as written, without a shell: "$HOME/notes" must not become a folder named
+    "$HOME"). A relative path is taken from the current folder, or refused when it comes from
+    `refuse_relative_from` (the environment or a config file): there the current folder is whichever one the MCP
+    client starts duckgraph in, so each client or project would silently get a memory of its own. Raises
+    ValueError saying what to write instead."""
+    expanded = os.path.expanduser(os.path.expandvars(str(value)))
+    if unset := sorted({match.group(0) for match in _UNEXPANDED.finditer(expanded)}):
+        raise ValueError(f"{' and '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set, so the path cannot be "
+                         "expanded (MCP clients pass values as written, without a shell): write the whole path, "
+                         "starting with / or ~/")
+    path = Path(expanded)
+    if not path.is_absolute() and refuse_relative_from is not None:
+        raise ValueError(f"a relative path from {refuse_relative_from} would be taken from the folder duckgraph is "
+                         "started in, which each MCP client chooses (each would silently get a memory of its own): "
+                         "write the whole path, starting with / or ~/ (only a path given on the command line is "
+                         "taken from the current folder)")
+    return path.absolute()
+
+
 def default_data_dir() -> Path:
     import platformdirs  # only needed when no database path is configured
 
@@ -128,8 +170,9 @@ def load_settings(
     env = os.environ if env is None else env
     data: dict[str, Any] = {}
 
-    explicit = config_file or env.get(ENV_PREFIX + "CONFIG")
-    path = Path(explicit).expanduser() if explicit else default_config_file()
+    path = _config_file(config_file, env)
+    explicit = path is not None
+    path = path or default_config_file()
     if explicit and not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     if path.is_file():
@@ -140,16 +183,63 @@ def load_settings(
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
 
+    db_from = f"the config file {path}" if "db" in data else None
     _apply_env(data, env)
+    if env.get(ENV_PREFIX + "DB") is not None:
+        db_from = ENV_PREFIX + "DB"
     for key, value in overrides.items():
         if value is not None:
             data[key] = value
+    if overrides.get("db") is not None:
+        db_from = None  # --db: a relative path is the shell's current folder, as the user meant
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data, context={"db_from": db_from})
     except ValidationError as exc:
         problems = "; ".join(map(_problem, exc.errors()))
         sources = f"{path}, DUCKGRAPH_* variables or flags" if path.is_file() else "DUCKGRAPH_* variables or flags"
         raise ConfigError(f"invalid settings (from {sources}): {problems}") from exc
+    if settings.log_level != "ERROR":
+        for warning in unknown_variables(env):
+            if warning not in _warned:  # once per process, though a command may load its settings twice
+                _warned.add(warning)
+                log.warning("%s", warning)
+    return settings
+
+
+_warned: set[str] = set()
+
+
+def _config_file(config_file: str | Path | None, env: Mapping[str, str]) -> Path | None:
+    """The config file named by --config, else DUCKGRAPH_CONFIG (an empty one counts as unset), expanded as the db
+    path is; None when neither names one."""
+    if config_file is not None:
+        if not str(config_file).strip():
+            raise ConfigError("the config file's name is empty: name a TOML file, or leave --config out")
+        where, value = None, config_file
+    elif env.get(ENV_PREFIX + "CONFIG", "").strip():
+        where, value = ENV_PREFIX + "CONFIG", env[ENV_PREFIX + "CONFIG"]
+    else:
+        return None
+    try:
+        return expand_path(value, where)
+    except ValueError as exc:
+        raise ConfigError(f"{where or 'config file'} = {str(value)!r}: {exc}") from exc
+
+
+def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
+    """A warning for each DUCKGRAPH_* variable that is no setting, with the setting it most resembles: a typo in
+    a variable's name is otherwise ignored without a word, unlike an unknown key in the file."""
+    env = os.environ if env is None else env
+    warnings = []
+    suffixes = {name.removeprefix(ENV_PREFIX): name for name in SETTING_VARIABLES}
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name in KNOWN_VARIABLES:
+            continue
+        # Compared without the prefix every name shares, which would make any two names look alike.
+        close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX).upper(), suffixes, n=1)
+        hint = f"did you mean {suffixes[close[0]]}?" if close else "the variables are listed in docs/configuration.md"
+        warnings.append(f"{name} is not a duckgraph setting and is ignored: {hint}")
+    return warnings
 
 
 def _problem(error: Any) -> str:
@@ -163,22 +253,29 @@ def _problem(error: Any) -> str:
     return f"{where} = {value!r}: {message}"
 
 
+def _variable(env: Mapping[str, str], name: str) -> str | None:
+    """A setting's variable, None when unset. Set but empty is refused, as the file's empty value is: a client's
+    "DUCKGRAPH_DB": "" must not quietly mean the default file."""
+    value = env.get(name)
+    if value is not None and not value.strip():
+        raise ConfigError(f"{name} is set but empty: give it a value, or remove it to use the default")
+    return value
+
+
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
-    for key in ("db", "namespace", "namespace_fallback", "log_level", "tools", "http_token", "relevance_floor"):
-        if value := env.get(ENV_PREFIX + key.upper()):
+    for key in PLAIN_KEYS:
+        if (value := _variable(env, ENV_PREFIX + key.upper())) is not None:
             data[key] = value
-    for key in ("warm_up", "fetch_urls", "fetch_private_hosts", "community_reports_by_sampling"):
-        if value := env.get(ENV_PREFIX + key.upper()):
+    for key in BOOLEAN_KEYS:
+        if (value := _variable(env, ENV_PREFIX + key.upper())) is not None:
             word = value.strip().lower()
             if word not in TRUE_WORDS + FALSE_WORDS:
                 raise ConfigError(f"{ENV_PREFIX}{key.upper()} = {value!r}: must be true or false "
                                   f"({', '.join(TRUE_WORDS)}; or {', '.join(FALSE_WORDS)})")
             data[key] = word in TRUE_WORDS
-    if value := env.get(ENV_PREFIX + "FETCH_DELAY"):
-        data["fetch_delay"] = value
-    for section in ("store", "embedder", "extractor", "community_detector"):
-        use = env.get(ENV_PREFIX + section.upper())
-        options = env.get(f"{ENV_PREFIX}{section.upper()}_OPTIONS")
+    for section in PLUGIN_SECTIONS:
+        use = _variable(env, ENV_PREFIX + section.upper())
+        options = _variable(env, f"{ENV_PREFIX}{section.upper()}_OPTIONS")
         if not use and not options:
             continue
         current = dict(data.get(section) or {})

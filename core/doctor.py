@@ -18,10 +18,11 @@ from typing import Any
 import pluggy
 
 from duckgraph.core import __version__
-from duckgraph.core.config import Settings
+from duckgraph.core.config import Settings, unknown_variables
 from duckgraph.core.files.folder import SUFFIXES as TEXT_SUFFIXES
 from duckgraph.core.plugin_manager import PluginKind, create, plugin_problems, registered_ids, reselect_embedder
 from duckgraph.ports import DuckgraphError, Embedder
+from duckgraph.ports.http import redact_urls
 
 PROBE_QUERY = "Who maintains the duckgraph doctor's probe?"
 #: A few texts embedded as one batch, the way a write embeds them (a query alone may take another path).
@@ -85,6 +86,7 @@ def namespace_choice(settings: Settings) -> dict[str, Any]:
 def diagnose(settings: Settings, pm: pluggy.PluginManager) -> dict[str, Any]:
     """The doctor's report (JSON-ready); `report["problems"]` is empty when everything works."""
     diagnosis = Diagnosis(settings, pm)
+    _check_environment(diagnosis)
     _check_plugins(diagnosis)
     _check_converters(diagnosis)
     embedder = _check_embedder(diagnosis)
@@ -92,7 +94,27 @@ def diagnose(settings: Settings, pm: pluggy.PluginManager) -> dict[str, Any]:
     _check_community_detector(diagnosis)
     _check_database(diagnosis, embedder)
     diagnosis.report["problems"], diagnosis.report["warnings"] = diagnosis.problems, diagnosis.warnings
-    return diagnosis.report
+    return _redacted(diagnosis.report)
+
+
+def _redacted(value: Any) -> Any:
+    """The report without the credentials of any URL in it (a base_url option, a plugin's message quoting one):
+    users paste it into issues."""
+    if isinstance(value, str):
+        return redact_urls(value)
+    if isinstance(value, dict):
+        return {key: _redacted(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(item) for item in value]
+    return value
+
+
+def _check_environment(diagnosis: Diagnosis) -> None:
+    """A DUCKGRAPH_* variable that is no setting (a typo) is ignored by the settings: a warning, with the setting
+    it resembles. The check is listed only when there is one."""
+    if unknown := unknown_variables():
+        diagnosis.warnings.extend(unknown)
+        diagnosis.check("environment", False, f"{len(unknown)} DUCKGRAPH_* variable(s) ignored, below")
 
 
 # -- the plugins -------------------------------------------------------------------------------------------
@@ -212,8 +234,10 @@ def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
     if not path.exists():
         note = f"no database yet at {path}: it is created when first opened"
         report["database"] = {"path": str(path), "exists": False, "note": note}
-        diagnosis.check("database", True, note)
-        if blocked := _why_not_creatable(path):
+        blocked = _why_not_creatable(path)
+        # The check line says the same as the problem: "ok" above "cannot be created" reads as a contradiction.
+        diagnosis.check("database", not blocked, blocked or note)
+        if blocked:
             diagnosis.problems.append(blocked)
         return
     report["database"] = {"path": str(path), "exists": True}
@@ -334,8 +358,10 @@ def sharing_state(db: Path) -> dict[str, Any]:
 def print_report(report: dict[str, Any]) -> None:
     print(f"duckgraph {report['duckgraph']} on Python {report['python']}")
     database = report.get("database", {})
-    print(f"database:  {report['settings']['db']}" + ("" if database.get("exists", True) else
-                                                      " (no database yet: it is created when first opened)"))
+    creatable = all(check["ok"] for check in report["checks"] if check["check"] == "database")
+    print(f"database:  {report['settings']['db']}" + (
+        "" if database.get("exists", True) else " (no database yet: it is created when first opened)" if creatable
+        else " (no database yet, and it cannot be created: see the problem below)"))
     shared = report.get("sharing", {})
     if shared.get("owner_pid"):
         clients = ", ".join(map(str, shared["client_pids"])) or "none"

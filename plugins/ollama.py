@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from duckgraph.ports import (
     ALL_MINILM_L6_V2_FLOOR, ChatExtractor, Embedder, EmbedderError, ExtractionError, ReplyFormat, hookimpl, json_kind,
 )
-from duckgraph.ports.http import request
+from duckgraph.ports.http import redact_urls, request
 
 if TYPE_CHECKING:
     import httpx
@@ -48,6 +48,8 @@ class OllamaClient:
 
     def __init__(self, base_url: str | None, timeout: float, error: type[Exception]) -> None:
         self.base_url = resolve_base_url(base_url)
+        #: The server as messages show it: a password in base_url or OLLAMA_HOST stays out of errors and doctor.
+        self.shown_url = redact_urls(self.base_url)
         self.timeout = timeout
         self._error = error
 
@@ -55,43 +57,44 @@ class OllamaClient:
         import anyio  # imported on first call: registering the plugin stays cheap
         import httpx  # (for its errors)
 
-        url = f"{self.base_url}{path}"
+        url, shown = f"{self.base_url}{path}", f"{self.shown_url}{path}"
         try:
             response = request("POST", url, timeout=self.timeout, json=body)
         except (TimeoutError, httpx.TimeoutException) as exc:
             raise self._error(
-                f"Ollama at {url} did not answer within the {self.timeout:g} s deadline (the timeout option, for "
+                f"Ollama at {shown} did not answer within the {self.timeout:g} s deadline (the timeout option, for "
                 "the whole request); the model may still be loading, the machine is busy or the server stalls: "
                 "raise the timeout option or try again"
             ) from exc
         except httpx.ConnectError as exc:
             raise self._error(
-                f"cannot reach Ollama at {self.base_url}: is it running? Start it with `ollama serve`, or point "
+                f"cannot reach Ollama at {self.shown_url}: is it running? Start it with `ollama serve`, or point "
                 "duckgraph at it with OLLAMA_HOST or the base_url option"
             ) from exc
         except (httpx.HTTPError, anyio.BrokenResourceError, OSError) as exc:
-            raise self._error(f"request to {url} failed: {exc}") from exc
+            raise self._error(redact_urls(f"request to {shown} failed: {exc}")) from exc
         error = _ollama_error(response)
         if response.status_code == 404 and error is not None and "model" in error and "not found" in error:
             model = body.get("model", "")
             raise self._error(
-                f"Ollama at {self.base_url} does not have the model {model!r}: run `ollama pull {model}`"
+                f"Ollama at {self.shown_url} does not have the model {model!r}: run `ollama pull {model}`"
             )
         if response.status_code == 404:
             # Not Ollama's JSON about a model: its plain-text route 404 ("404 page not found"), or a proxy's.
             raise self._error(
-                f"Ollama at {self.base_url} has no {path} (HTTP 404): check base_url (the server's root, such as "
+                f"Ollama at {self.shown_url} has no {path} (HTTP 404): check base_url (the server's root, such as "
                 f"{DEFAULT_BASE_URL}, without /v1) or upgrade Ollama"
             )
         if response.status_code >= 400:
             message = error if error is not None else response.text.strip()[:500]
-            raise self._error(f"Ollama at {self.base_url} answered {path} with HTTP {response.status_code}: {message}")
+            raise self._error(f"Ollama at {self.shown_url} answered {path} with HTTP {response.status_code}: "
+                              f"{redact_urls(message)}")
         try:
             reply = response.json()
         except ValueError as exc:
-            raise self._error(f"Ollama at {self.base_url} sent a reply to {path} that is not JSON") from exc
+            raise self._error(f"Ollama at {self.shown_url} sent a reply to {path} that is not JSON") from exc
         if not isinstance(reply, dict):
-            raise self._error(f"Ollama at {self.base_url} sent a reply to {path} that is JSON but not an object "
+            raise self._error(f"Ollama at {self.shown_url} sent a reply to {path} that is JSON but not an object "
                               f"({json_kind(reply)})")
         return reply
 
@@ -143,7 +146,7 @@ class OllamaEmbedder(Embedder):
             body["keep_alive"] = self.keep_alive
         reply = self._client.post("/api/embed", body)
         return self.vectors_from_json(reply.get("embeddings"), len(texts),
-                                      source=f"{self._client.base_url}/api/embed")
+                                      source=f"{self._client.shown_url}/api/embed")
 
 
 # -- extraction -------------------------------------------------------------------------------------------
@@ -194,7 +197,7 @@ class OllamaExtractor(ChatExtractor):
         message = self._client.post("/api/chat", body).get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):  # a broken server or proxy, not a model's answer to retry
-            raise ExtractionError(f"Ollama at {self._client.base_url} answered /api/chat without a message's "
+            raise ExtractionError(f"Ollama at {self._client.shown_url} answered /api/chat without a message's "
                                   f"text (message: {json_kind(message)}, content: {json_kind(content)})")
         return content
 

@@ -1,7 +1,10 @@
-"""A helper for plugins that call a server over HTTP: one request from synchronous code under one deadline."""
+"""Helpers for plugins that call a server over HTTP: one request from synchronous code under one deadline, and
+URLs made safe to show."""
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,6 +30,35 @@ async def _request(method: str, url: str, timeout: float, json: Any, headers: di
     with anyio.fail_after(timeout):
         async with httpx.AsyncClient(timeout=timeout) as client:
             return await client.request(method, url, json=json, headers=headers)
+
+
+#: The userinfo of a URL ("user:password@", or a bare token before "@"), up to the last "@" before the path.
+_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/?#]*@")
+#: A query parameter whose name says it carries a secret (token=, api_key=, sig=, ...).
+_SECRET_PARAMETER = re.compile(r"(?P<name>[?&][^=&#\s]*(?:key|token|secret|passw|pwd|sig|auth|credential)[^=&#\s]*=)"
+                               r"[^&#\s]*", re.IGNORECASE)
+
+
+def redact_urls(text: str) -> str:
+    """`text` (a URL, or a message with URLs in it) with every URL's credentials replaced by ***: the userinfo
+    (http://user:password@host) and the values of query parameters named like a secret. What a user shows of
+    doctor's output or an error (an issue, a log) must not carry the password of their server."""
+    return _SECRET_PARAMETER.sub(r"\g<name>***", _USERINFO.sub(r"\g<scheme>***@", text))
+
+
+class _RedactUrls(logging.Filter):
+    """httpx logs every request's URL at INFO ("HTTP Request: POST http://user:password@host/..."): with
+    log_level INFO or DEBUG the password would reach stderr, an MCP client's log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact_urls(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+
+logging.getLogger("httpx").addFilter(_RedactUrls())
 
 
 def _run_sync(function: Any, *args: Any) -> Any:

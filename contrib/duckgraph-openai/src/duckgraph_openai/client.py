@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from duckgraph.ports import ConfigError
-from duckgraph.ports.http import request
+from duckgraph.ports.http import redact_urls, request
 
 if TYPE_CHECKING:
     import httpx
@@ -61,7 +61,7 @@ def check_options(component: str, **values: Any) -> None:
     for name, value in values.items():
         ok, allowed = OPTIONS[name]
         if not ok(value):
-            raise ConfigError(f"bad options for {component}: {name} must be {allowed}, not {value!r}")
+            raise ConfigError(f"bad options for {component}: {name} must be {allowed}, not {redact_urls(repr(value))}")
 
 
 class OpenAIClient:
@@ -74,6 +74,8 @@ class OpenAIClient:
     def __init__(self, base_url: str, *, timeout: float, max_retries: int, backoff: float, api_key_env: str,
                  error: type[Exception], rate_limit_advice: str) -> None:
         self.base_url = base_url.rstrip("/")
+        #: The server as messages and logs show it: a password or token in base_url stays out of them.
+        self.shown_url = redact_urls(self.base_url)
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff = backoff
@@ -97,7 +99,7 @@ class OpenAIClient:
             if response.status_code not in RETRIED or attempt == self.max_retries:
                 break
             pause = self._pause(response, attempt)
-            log.info("%s%s answered HTTP %d; retry %d/%d in %.1f s", self.base_url, path, response.status_code,
+            log.info("%s%s answered HTTP %d; retry %d/%d in %.1f s", self.shown_url, path, response.status_code,
                      attempt + 1, self.max_retries, pause)
             time.sleep(pause)
         if response.status_code >= 400:
@@ -107,7 +109,7 @@ class OpenAIClient:
         except ValueError:
             reply = None
         if not isinstance(reply, dict):
-            raise self._error(f"{self.base_url}{path} answered with something that is not a JSON object: check "
+            raise self._error(f"{self.shown_url}{path} answered with something that is not a JSON object: check "
                               "base_url points at an OpenAI-compatible API (usually ending in /v1)")
         return reply
 
@@ -124,51 +126,52 @@ class OpenAIClient:
         import anyio  # imported on first call (for its errors): registering the plugin stays cheap
         import httpx
 
-        url = f"{self.base_url}{path}"
+        url, shown = f"{self.base_url}{path}", f"{self.shown_url}{path}"
         headers = {"Accept": "application/json"}
         if key := os.environ.get(self.api_key_env, "").strip():
             headers["Authorization"] = f"Bearer {key}"
         try:
             return request(method, url, timeout=self.timeout, json=body, headers=headers)
         except (TimeoutError, httpx.TimeoutException):
-            raise self._error(f"{url} did not answer within the {self.timeout:g} s deadline (the timeout option, "
+            raise self._error(f"{shown} did not answer within the {self.timeout:g} s deadline (the timeout option, "
                               "for the whole request): raise the timeout option or try again") from None
         except httpx.ConnectError:
-            raise self._error(f"cannot reach {self.base_url}: is the server running? Set the base_url option to "
+            raise self._error(f"cannot reach {self.shown_url}: is the server running? Set the base_url option to "
                               "its OpenAI-compatible API, e.g. http://127.0.0.1:1234/v1") from None
         except (httpx.HTTPError, anyio.BrokenResourceError, OSError) as exc:
-            raise self._error(self._redact(f"request to {url} failed: {exc}")) from None
+            raise self._error(self._redact(f"request to {shown} failed: {exc}")) from None
 
     def _explain(self, response: httpx.Response, path: str, body: dict[str, Any] | None) -> str:
         status, said = response.status_code, _server_message(response)
         model = (body or {}).get("model", "")
         if status in (401, 403):
             if not os.environ.get(self.api_key_env, "").strip():
-                return (f"{self.base_url} needs an API key (HTTP {status}) and ${self.api_key_env} is not set: set it, "
-                        "or name the variable that holds the key with the api_key_env option")
-            return (f"{self.base_url} refused the API key in ${self.api_key_env} (HTTP {status}): set a valid key "
+                return (f"{self.shown_url} needs an API key (HTTP {status}) and ${self.api_key_env} is not set: set "
+                        "it, or name the variable that holds the key with the api_key_env option")
+            return (f"{self.shown_url} refused the API key in ${self.api_key_env} (HTTP {status}): set a valid key "
                     f"there; the server said: {said}")
         if status == 404 and model and ("model" in said.lower() or "model_not_found" in response.text):
-            return (f"{self.base_url} has no model {model!r} (HTTP 404): check the model option; "
-                    f"{self.base_url}/models lists what it serves. The server said: {said}")
+            return (f"{self.shown_url} has no model {model!r} (HTTP 404): check the model option; "
+                    f"{self.shown_url}/models lists what it serves. The server said: {said}")
         if status == 404:
-            return (f"{self.base_url}{path} does not exist (HTTP 404): check the base_url option; OpenAI-compatible "
+            return (f"{self.shown_url}{path} does not exist (HTTP 404): check the base_url option; OpenAI-compatible "
                     "servers serve the API under /v1 (e.g. http://127.0.0.1:11434/v1 for Ollama)")
         retries = self.max_retries
         if status == 429:
             tried = (f"still after {retries} {'retry' if retries == 1 else 'retries'}" if retries else
                      "not retried with max_retries 0")
-            return (f"{self.base_url} is rate limiting (HTTP 429), {tried}: wait and try again, "
+            return (f"{self.shown_url} is rate limiting (HTTP 429), {tried}: wait and try again, "
                     f"{self._rate_limit_advice}. The server said: {said}")
         if status >= 500:
             times = "once" if retries == 0 else f"{retries + 1} times"
-            return (f"{self.base_url} failed with HTTP {status} on {path}, {times}: try again later. "
+            return (f"{self.shown_url} failed with HTTP {status} on {path}, {times}: try again later. "
                     f"The server said: {said}")
-        return f"{self.base_url} answered {path} with HTTP {status}: {said}"
+        return f"{self.shown_url} answered {path} with HTTP {status}: {said}"
 
     def _redact(self, text: str) -> str:
+        """The text without the API key, nor credentials of a URL in it (an httpx error may quote the URL)."""
         key = os.environ.get(self.api_key_env, "").strip()
-        return text.replace(key, "[redacted]") if len(key) >= 4 else text
+        return redact_urls(text.replace(key, "[redacted]") if len(key) >= 4 else text)
 
 
 def _server_message(response: httpx.Response) -> str:

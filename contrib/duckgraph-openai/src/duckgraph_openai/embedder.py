@@ -51,7 +51,7 @@ class OpenAIEmbedder(Embedder):
         self.dimensions  # one request reaches the server and tells the width
 
     def describe(self) -> dict[str, str]:
-        return {"endpoint": f"{self._client.base_url}/embeddings", "api key": self._client.key_status()}
+        return {"endpoint": f"{self._client.shown_url}/embeddings", "api key": self._client.key_status()}
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         return self._request(list(texts))
@@ -62,17 +62,17 @@ class OpenAIEmbedder(Embedder):
             body["dimensions"] = self._requested
         data = self._client.post("/embeddings", body).get("data")
         if not isinstance(data, list) or len(data) != len(texts):
-            raise EmbedderError(f"{self._client.base_url}/embeddings returned "
+            raise EmbedderError(f"{self._client.shown_url}/embeddings returned "
                                 f"{len(data) if isinstance(data, list) else 'no'} embeddings for {len(texts)} texts")
         try:  # the answer carries each vector's position; servers need not keep the order
             rows = sorted(data, key=lambda item: item["index"])
             vectors = [row["embedding"] for row in rows]
         except (KeyError, TypeError) as exc:
-            raise EmbedderError(f"{self._client.base_url}/embeddings sent items without index or embedding: "
+            raise EmbedderError(f"{self._client.shown_url}/embeddings sent items without index or embedding: "
                                 "is it an OpenAI-compatible API?") from exc
         if [row["index"] for row in rows] != list(range(len(texts))):
-            raise EmbedderError(f"{self._client.base_url}/embeddings numbered its embeddings wrongly")
-        checked = self.vectors_from_json(vectors, len(texts), source=f"{self._client.base_url}/embeddings")
+            raise EmbedderError(f"{self._client.shown_url}/embeddings numbered its embeddings wrongly")
+        checked = self.vectors_from_json(vectors, len(texts), source=f"{self._client.shown_url}/embeddings")
         if self._dimensions is None:  # the first answer tells the width: no probe needed
             self._dimensions = checked.shape[1]
         return checked

@@ -46,7 +46,7 @@ class OpenAIExtractor(ChatExtractor):
         # Ollama lists a model by its full name and answers to it without the default tag too: qwen3 is qwen3:latest.
         untagged = ":" not in self.model.rsplit("/", 1)[-1]
         if self.model not in served and not (untagged and f"{self.model}:latest" in served):
-            raise ExtractionError(f"{self._client.base_url} does not serve the model {self.model!r}: set the model "
+            raise ExtractionError(f"{self._client.shown_url} does not serve the model {self.model!r}: set the model "
                                   f"option to one it serves ({', '.join(served[:10]) or 'it lists none'})")
 
     def complete(self, messages: list[dict[str, str]], reply: ReplyFormat) -> str:
@@ -59,7 +59,7 @@ class OpenAIExtractor(ChatExtractor):
         try:
             message = answer["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
-            raise ExtractionError(f"{self._client.base_url}/chat/completions sent no choices[0].message: is it an "
+            raise ExtractionError(f"{self._client.shown_url}/chat/completions sent no choices[0].message: is it an "
                                   "OpenAI-compatible API?") from None
         if message.get("refusal"):
             raise ExtractionError(f"{self.model} refused the {reply.what}: {str(message['refusal'])[:300]}")
