@@ -27,6 +27,11 @@ from duckgraph.ports.http import redact_urls
 PROBE_QUERY = "Who maintains the duckgraph doctor's probe?"
 #: A few texts embedded as one batch, the way a write embeds them (a query alone may take another path).
 PROBE_BATCH = tuple(f"Probe passage {i}: the doctor checks that writes can be embedded." for i in range(8))
+#: Free blocks worth a compact copy: this share of the file at least, and this much space. (DuckDB counts fewer
+#: free blocks than a copy gives back: a file grown by 35 re-ingests of a changed note, 19.4 MB with 47% of its
+#: blocks free, was 3.2 MB once copied, so the share asked for is below half.)
+COMPACT_FREE_SHARE = 0.4
+COMPACT_FREE_BYTES = 64 * 2**20
 
 
 class Diagnosis:
@@ -245,8 +250,22 @@ def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
     if store is None:
         return
     report["store"] = store
-    diagnosis.check("database", True, f"{path} read (schema version {store.get('schema_version', '?')})")
-    _store_warnings(diagnosis, store)
+    if due := store.get("upgrade"):
+        diagnosis.check("database", True, f"{path} read without changing it (schema version {due['from']}, older "
+                                          f"than this duckgraph's {due['to']}: see the warning below)")
+        diagnosis.warnings.append(
+            f"{path} uses schema version {due['from']}: the next duckgraph command that opens it (serve, ingest, "
+            f"search, stats, export...; doctor does not) upgrades it to version {due['to']}, after keeping a copy "
+            f"of it as it is now: {due['copy']}. The upgrade is one way: a duckgraph that knows only version "
+            f"{due['from']} (an older install, another MCP host's) cannot open the file afterwards; point that one "
+            "at the copy, or upgrade it too")
+    else:
+        space = store.get("space")
+        diagnosis.check("database", True, f"{path} read (schema version {store.get('schema_version', '?')}"
+                                          + (f"; {_space_text(space)})" if space else ")"))
+        _store_warnings(diagnosis, store)
+        if space:
+            _check_space(diagnosis, path, space)
     recorded = store.get("embedder")
     if recorded and embedder is not None:
         _check_binding(diagnosis, path, recorded, embedder)
@@ -271,9 +290,31 @@ def _check_leftovers(diagnosis: Diagnosis, path: Path) -> None:
             f"{', '.join(str(p) for p in found)}; delete them (the next backup or restore of that file does)")
 
 
+def _space_text(space: dict[str, Any]) -> str:
+    total, free = space["total_blocks"], space["free_blocks"]
+    return (f"{space['bytes'] / 2**20:.1f} MiB, {free} of {total} blocks free"
+            + (f" ({free / total:.0%})" if total else ""))
+
+
+def _check_space(diagnosis: Diagnosis, path: Path, space: dict[str, Any]) -> None:
+    """A file mostly of free blocks (rows deleted or replaced: DuckDB reuses the blocks, never gives them back):
+    a warning with the way to a compact file."""
+    free = space["free_blocks"] * space["block_size"]
+    if not space["total_blocks"] or free < COMPACT_FREE_BYTES or (
+            space["free_blocks"] / space["total_blocks"] < COMPACT_FREE_SHARE):
+        return
+    diagnosis.warnings.append(
+        f"{path} is {space['bytes'] / 2**20:.0f} MiB, {free / 2**20:.0f} MiB of it free blocks left by deleted or "
+        "replaced rows (DuckDB reuses them for later writes, but the file never shrinks). To compact it, stop the "
+        f"servers that use it, then: duckgraph backup COMPACT.duckdb --db {path}; duckgraph restore COMPACT.duckdb "
+        f"--db {path}. Then delete COMPACT.duckdb, and the old file restore keeps aside ({path.name}.before-restore-"
+        "TIME) once the restored one works")
+
+
 def _store_health(diagnosis: Diagnosis, path: Path) -> dict[str, Any] | None:
     """The store's health, asked of the duckgraph server that owns the file when one does (this process cannot
-    open it then), else read by opening the file here."""
+    open it then), else read by opening the file here. A file of an older schema is not opened: opening it would
+    upgrade it, one way (the store says what the upgrade would do, read without changing the file)."""
     try:
         if diagnosis.report["sharing"].get("owner_pid"):
             from duckgraph.core.sharing import call_owner
@@ -283,6 +324,10 @@ def _store_health(diagnosis: Diagnosis, path: Path) -> dict[str, Any] | None:
         store = diagnosis.build("store", configured.use, configured.options, path)
         if store is None:
             return None
+        # Only a store that upgrades files at open has it (a plugin's may not): asked before the open, which upgrades.
+        upgrade = getattr(store, "schema_upgrade", None)
+        if callable(upgrade) and (due := upgrade()):
+            return {"schema_version": due["from"], "embedder": due["embedder"], "upgrade": due}
         store.open()
         try:
             return store.health()
@@ -403,9 +448,13 @@ def _print_store(store: dict[str, Any] | None) -> None:
     if not store:
         return
     recorded = store["embedder"]
-    print(f"schema:    version {store['schema_version']}")
+    due = store.get("upgrade")
+    print(f"schema:    version {store['schema_version']}"
+          + (f" (this duckgraph's is {due['to']}: see the warning below)" if due else ""))
     print(f"built with: {recorded['id']} ({recorded['dimensions']} dimensions)" if recorded
           else "built with: (no embedder recorded yet)")
+    if due:  # the file was not opened: nothing more is known of it
+        return
     vss = store["vss"]
     print(f"vss:       {'loaded from ' + vss['path'] if vss['loaded'] else 'NOT loaded: ' + vss['problem']}")
     for kind, mode in store["vector_search"].items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +40,20 @@ def health(con: Any, path: Path, vectors: VectorSearch, graph: GraphMirror, keyw
         "memory_limit": f"{memory_limit} for DuckDB's cache and indexes (store option memory_limit)",
         "vectors_in_memory": vectors.in_memory(info),
         "vectors_in_file": vectors.in_file(),
+        "space": space(con, path),
     }
+
+
+def space(con: Any, path: Path) -> dict[str, int]:
+    """The file's size and DuckDB's count of its blocks, free ones included: a file does not shrink when rows are
+    deleted or replaced (its freed blocks are reused by later writes), so doctor says when a compact copy would
+    give much back."""
+    block_size, total, free = con.execute(
+        "SELECT block_size, total_blocks, free_blocks FROM pragma_database_size() "
+        "WHERE database_name = current_database()").fetchone()
+    wal = path.with_name(path.name + ".wal")
+    return {"bytes": path.stat().st_size, "wal_bytes": wal.stat().st_size if wal.exists() else 0,
+            "block_size": block_size, "total_blocks": total, "free_blocks": free}
 
 
 def backup(con: Any, path: Path, destination: Path, reopen: Callable[[], str]) -> None:
@@ -83,6 +97,33 @@ def backup(con: Any, path: Path, destination: Path, reopen: Callable[[], str]) -
             except OSError as failure:
                 log.warning("could not remove the partial backup %s: %s", leftover, failure)
         raise
+
+
+def copy_before_upgrade(con: Any, path: Path, version: int) -> Path | None:
+    """Keep a copy of the file as it is, before its schema (version `version`) is upgraded: see `schema.ensure`.
+
+    The copy is a backup (consistent, checkpointed, compared table by table), written under a temporary name and
+    renamed, so a copy under its final name is always whole. Returns its path; None for a restore's temporary copy
+    of a backup (core/files/backup.py, `.NAME.PID-….partial`), whose backup stays as it was and would otherwise
+    leave a second, hidden copy behind. A copy that cannot be written stops the upgrade: nothing is changed."""
+    if path.name.startswith(".") and path.name.endswith(".partial"):
+        return None
+    destination = schema.upgrade_copy(path, version)
+    partial = destination.with_name(f".{destination.name}.partial")
+    try:
+        for leftover in (partial, partial.with_name(partial.name + ".wal")):  # of an upgrade that was killed
+            leftover.unlink(missing_ok=True)
+        backup(con, path, partial, lambda: "")
+        partial.replace(destination)
+    except (StoreError, OSError) as exc:
+        with contextlib.suppress(OSError):  # a rename that failed leaves the whole copy under its temporary name
+            partial.unlink(missing_ok=True)
+        raise StoreError(
+            f"{path} uses schema version {version} and must be upgraded to {schema.SCHEMA_VERSION} to be opened, but "
+            f"the copy of it kept before an upgrade could not be written ({exc}); nothing was changed. Make room "
+            f"(or write access) in {path.parent} and open it again, or open it with the duckgraph that wrote it"
+        ) from exc
+    return destination
 
 
 def _compare_copy(con: Any, source: str, alias: str, path: Path, destination: Path) -> None:

@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from duckgraph.plugins.duckdb import communities, sql, vector_tables
+from duckgraph.plugins.duckdb import communities, connection, sql, vector_tables
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
 from duckgraph.ports import EmbedderMismatchError, NodeRecord, StoreError, entity_key, loose_key
 
@@ -138,8 +138,13 @@ def meta(con: Any, key: str) -> str | None:
     return row[0] if row else None
 
 
-def ensure(con: Any, path: Path, read_only: bool, transaction: Callable[[], AbstractContextManager[Any]]) -> None:
-    """Create the schema in an empty file; check an existing file's, and bring its derived rows up to date."""
+def ensure(con: Any, path: Path, read_only: bool, transaction: Callable[[], AbstractContextManager[Any]],
+           keep_copy: Callable[[int], Path | None] | None = None) -> None:
+    """Create the schema in an empty file; check an existing file's, and bring its derived rows up to date.
+
+    An upgrade is one way (the duckgraph that wrote the file can no longer open it), so `keep_copy(version)` first
+    writes a copy of the file as it is and returns its path (None when none is needed); if it fails, nothing
+    changes."""
     tables = {row[0] for row in con.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
     ).fetchall()}
@@ -171,24 +176,65 @@ def ensure(con: Any, path: Path, read_only: bool, transaction: Callable[[], Abst
             f"({SCHEMA_VERSION}); upgrade duckgraph"
         )
     if int(version) < SCHEMA_VERSION:
-        _migrate(con, path, int(version), read_only, transaction)
+        _migrate(con, path, int(version), read_only, transaction, keep_copy)
     if meta(con, "name_keys") != NAME_KEYS_VERSION and not read_only:
         _rebuild_name_keys(con, path, transaction)
 
 
 def _migrate(con: Any, path: Path, version: int, read_only: bool,
-             transaction: Callable[[], AbstractContextManager[Any]]) -> None:
-    """Bring a file of an older schema version up to this one, all steps in one transaction."""
+             transaction: Callable[[], AbstractContextManager[Any]],
+             keep_copy: Callable[[int], Path | None] | None) -> None:
+    """Bring a file of an older schema version up to this one, all steps in one transaction, after keeping a copy
+    of it as it was (see `ensure`)."""
     if read_only:
         raise StoreError(f"{path} uses schema version {version}, older than this duckgraph's ({SCHEMA_VERSION}); "
                          "open it writable once to upgrade it")
+    copy = keep_copy(version) if keep_copy is not None else None
     with transaction():
         for step in range(version + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS.get(step, []):
                 con.execute(statement)
         con.execute("DELETE FROM meta WHERE key = 'schema_version'")
         con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-    log.info("%s: schema upgraded from version %d to %d", path, version, SCHEMA_VERSION)
+    if copy is None:
+        log.info("%s: schema upgraded from version %d to %d", path, version, SCHEMA_VERSION)
+    else:  # WARNING: a user with a second, older duckgraph (another MCP host's) must learn where the old file is
+        log.warning("%s: schema upgraded from version %d to %d; a duckgraph that knows only version %d cannot open "
+                    "it any more. The file as it was is kept as %s: point such a duckgraph (--db, DUCKGRAPH_DB) at "
+                    "that copy (what is written to one file is not in the other), or upgrade it; delete the copy "
+                    "when no longer needed", path, version, SCHEMA_VERSION, version, copy)
+
+
+def upgrade_copy(path: Path, version: int) -> Path:
+    """Where the copy of a file of schema `version` is kept before its upgrade: beside it, as NAME.schemaN.duckdb
+    (a name not taken yet: an earlier copy is never overwritten)."""
+    stem, suffix = path.stem, path.suffix or ".duckdb"
+    candidate, n = path.with_name(f"{stem}.schema{version}{suffix}"), 1
+    while candidate.exists() or candidate.with_name(candidate.name + ".wal").exists():
+        n += 1
+        candidate = path.with_name(f"{stem}.schema{version}-{n}{suffix}")
+    return candidate
+
+
+def upgrade_due(path: Path) -> dict[str, Any] | None:
+    """What opening the file for writing would upgrade: {"from", "to", "copy", "embedder"}, or None (no file, one of
+    this schema version, or one whose tables the open refuses, saying why). Read through a read-only connection, so
+    that asking changes nothing (`duckgraph doctor`); a file that cannot be opened raises as `connection.connect`
+    does."""
+    if not path.is_file():
+        return None
+    con, _ = connection.connect(path, True)
+    try:
+        tables = {row[0] for row in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+        version = meta(con, "schema_version") if "meta" in tables and EXPECTED_TABLES <= tables else None
+        if version is None or not version.isdigit() or int(version) >= SCHEMA_VERSION:
+            return None
+        info = embedder_info(con)
+    finally:
+        con.close()
+    return {"from": int(version), "to": SCHEMA_VERSION, "copy": str(upgrade_copy(path, int(version))),
+            "embedder": None if info is None else {"id": info[0], "dimensions": info[1]}}
 
 
 def _rebuild_name_keys(con: Any, path: Path, transaction: Callable[[], AbstractContextManager[Any]]) -> None:

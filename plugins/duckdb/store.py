@@ -128,7 +128,8 @@ class DuckDBStore(GraphStore):
             try:
                 settings.apply_session_settings(self._con, self.memory_limit)
                 self._vectors.load_vss(self._con)
-                schema.ensure(self._con, self.path, self.read_only, self._transaction)
+                schema.ensure(self._con, self.path, self.read_only, self._transaction,
+                              lambda version: maintenance.copy_before_upgrade(self._con, self.path, version))
                 self._stale.clear()
                 self._load_vectors()
                 self._graph.load(self._con)
@@ -581,6 +582,12 @@ class DuckDBStore(GraphStore):
             return maintenance.health(self._current, self.path, self._vectors, self._graph, self._keywords,
                                       read_only_reason=self.read_only_reason, memory_limit=self.memory_limit,
                                       passage_texts_mb=self.passage_texts_mb)
+
+    def schema_upgrade(self) -> dict[str, Any] | None:
+        """What the next writable open would upgrade (schema versions, where the copy of the file is kept), or None;
+        asked before `open`, and changes nothing (`duckgraph doctor` reports it rather than upgrade the file)."""
+        with self._lock:
+            return None if self._con is not None else schema.upgrade_due(self.path)
 
     def backup(self, destination: Path) -> None:
         destination = Path(destination)
