@@ -23,6 +23,11 @@ NAMESPACE_PATTERN = r"^[A-Za-z0-9_./-]{1,100}$"
 _VALID = re.compile(NAMESPACE_PATTERN)
 _INVALID_CHARS = re.compile(r"[^A-Za-z0-9_./-]+")
 
+#: Said by a search (or global search) in a namespace that holds nothing: a misspelt namespace reads like a memory
+#: that never heard of it.
+EMPTY_NAMESPACE = ("The namespace {namespace!r} holds nothing yet. If the memory is in another one, "
+                   "list_namespaces (`duckgraph namespaces`) shows those that hold something.")
+
 
 def check_namespace(name: object) -> str:
     """`name` if it is a valid namespace; otherwise an InvalidInputError that says what a valid one is."""

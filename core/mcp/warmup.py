@@ -65,12 +65,20 @@ class WarmUp:
         if thread is not None:
             thread.join(WARM_UP_EXIT_WAIT_SECONDS)
 
+    def _check_communities(self) -> None:
+        """Have the communities' keeper look once, as after a write: the file may have changed while no server ran
+        (`duckgraph import`, another process), and only a write of this one would wake it. In the background: a
+        rebuild it starts never holds up the first call. Not without a detector, which nothing could rebuild with."""
+        if self._kb.community_detector is not None:
+            self._kb.communities.keeper.wake()
+
     def _run(self) -> None:
         try:
             if self._stopping.wait(WARM_UP_DELAY_SECONDS):
                 return
             # The listing last: a failure to keep it must not keep the file closed or the model cold.
-            for step in (self._build_tools, self._kb.open, self._kb.embedder.warm_up, self._remember_listing):
+            for step in (self._build_tools, self._kb.open, self._kb.embedder.warm_up, self._check_communities,
+                         self._remember_listing):
                 if self._stopping.is_set():
                     return
                 step()

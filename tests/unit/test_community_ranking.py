@@ -32,8 +32,18 @@ def test_the_default_level_is_the_finest_where_what_the_query_needs_fits_the_bud
     assert choose_level(found, 100, {2}) == 1  # one relevant report at the finest level: it fits
     assert choose_level(found, 100, {0, 1, 2}) == 0  # relevant at level 1 twice (too much): level 0 gathers it
     assert choose_level(found, 10, {2}) == 0  # nothing fits: the coarsest
-    assert is_specific({1: 0.2}, {2: 1.5}, 0.5) and is_specific({1: 0.6}, {}, 0.5)
-    assert not is_specific({1: 0.4}, {}, 0.5) and is_specific({1: 0.1}, {}, 0.0)  # no floor known: similarity ranks
+
+
+def test_a_question_is_broad_by_its_words_not_by_how_similar_the_reports_are():
+    # A word matching a report, or one word naming a topic, makes it specific (its vector then ranks the reports),
+    # however weakly similar they are; only words about the memory as a whole leave it broad (largest first).
+    assert is_specific("main themes", {2: 1.5})  # a report names a film's "main theme"
+    for query in ("What do we know about the garden?", "What's going on with our children?", "tomatoes",
+                  "Give me an overview of everything related to the kids"):
+        assert is_specific(query, {}), query
+    for query in ("What are the main themes?", "Summarise what we know", "Give me an overview", "What is in here?",
+                  "What topics does the memory cover?"):
+        assert not is_specific(query, {}), query
 
 
 def test_an_extractive_summary_ends_each_sentence_once():

@@ -10,15 +10,21 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from duckgraph.core.domain.communities.freshness import touched_since, touches
 from duckgraph.core.domain.communities.hierarchy import communities_of, reuse_reports
 from duckgraph.core.domain.communities.reports import EdgeTable, write_extractive
 from duckgraph.core.domain.communities.vectors import set_report_vectors
 from duckgraph.core.domain.ingest import Progress
 from duckgraph.ports import ConfigError, StoreError
-from duckgraph.ports.communities import CommunityBuild, CommunityDetector
+from duckgraph.ports.communities import (
+    CommunityBuild,
+    CommunityDetector,
+    CommunityRecord,
+)
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
+    from duckgraph.ports import GraphStore
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +66,11 @@ def build(kb: KnowledgeBase, detector: CommunityDetector | None, namespace: str,
     report(1, 4, f"detecting communities among {len(arrays[0])} relations")
     found = communities_of(detector.detect(arrays[1], arrays[2], arrays[3]), namespace)
     before = store.communities(namespace, vectors=True)
-    dropped = reuse_reports(found, before)
+    dropped = reuse_reports(found, before, _changed_since(store, namespace))
     if dropped:
-        log.warning("%d written community reports of namespace %r found no community holding half their members "
-                    "and were replaced by extractive ones: %s", len(dropped), namespace,
-                    "; ".join(c.title for c in dropped))
+        log.warning("%d written community reports of namespace %r found no community holding half their members, "
+                    "or had members deleted since, and were replaced by extractive ones: %s", len(dropped),
+                    namespace, "; ".join(c.title for c in dropped))
     # A stale report, written or not, gets this build's entities, facts and words: its readers and its next
     # author see the community as it is now (a written one keeps its title and summary).
     fresh = [c for c in found if c.embedding is None or c.stale]
@@ -86,6 +92,17 @@ def build(kb: KnowledgeBase, detector: CommunityDetector | None, namespace: str,
                         reports_written=extractive, reports_kept=len(found) - extractive,
                         written_reports_dropped=len(dropped), seconds=round(time.perf_counter() - started, 3),
                         vectors_derived=derived, texts_embedded=embedded)
+
+
+def _changed_since(store: GraphStore, namespace: str) -> Callable[[CommunityRecord], bool]:
+    """Whether an entity or fact a report of the last build names changed since that build: its report, though
+    its community kept its members, says what no longer holds. When too much changed to tell, every extractive
+    report is written anew (as a first build writes them) and written ones are kept as they were."""
+    last = store.community_build(namespace)
+    touched = touched_since(store, namespace, last.built_at) if last is not None else {}
+    if touched is None:
+        return lambda report: report.author == "extractive"
+    return lambda report: bool(touches(report, touched))
 
 
 def _now() -> datetime:

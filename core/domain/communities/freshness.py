@@ -14,7 +14,7 @@ from duckgraph.ports import DuckgraphError
 
 if TYPE_CHECKING:
     from duckgraph.ports import GraphStore
-    from duckgraph.ports.communities import CommunityBuild
+    from duckgraph.ports.communities import CommunityBuild, CommunityRecord
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 REBUILD_SHARE = 0.2
 #: A burst of writes wakes the thread once: it waits this long for the burst to end before it looks.
 SETTLE_SECONDS = 2.0
+#: The changes since a build read to tell which entities changed (`touched`); past these, no one report can be told
+#: apart and the changed share speaks for them all.
+CHANGES_READ = 5_000
 
 
 @dataclass(frozen=True)
@@ -38,9 +41,10 @@ class Keeper:
     built namespaces whose changed share exceeds `share`, one at a time, on its own daemon thread."""
 
     def __init__(self, store: GraphStore, rebuild: Callable[[str], Any], *, share: float = REBUILD_SHARE,
-                 settle: float = SETTLE_SECONDS) -> None:
+                 settle: float = SETTLE_SECONDS, shrunk: Callable[[str], bool] = lambda namespace: False) -> None:
         self._store = store
         self._rebuild = rebuild
+        self._shrunk = shrunk  # whether a community of the namespace lost members (deleted, merged) since its report
         self.share = share
         self.settle = settle
         self._wake = threading.Event()
@@ -53,6 +57,7 @@ class Keeper:
         self._writes = 0  # commits seen: the count of changes is read again only after one (or another build)
         self._removals = 0  # of those, commits that may have removed entities (see `removals`)
         self._counted: dict[str, tuple[tuple[datetime, int], int]] = {}
+        self._touched: dict[str, tuple[tuple[datetime, int], dict[int, str] | None]] = {}
 
     def freshness(self, namespace: str, build: CommunityBuild | None = None) -> Freshness | None:
         """How fresh the namespace's build is (`build`: its record, when the caller has just read it)."""
@@ -68,6 +73,18 @@ class Keeper:
         return Freshness(built_at=build.built_at, changed=changed, changed_share=round(share, 4),
                          stale=share > self.share, rebuilding=namespace in self.rebuilding)
 
+    def touched(self, namespace: str, build: CommunityBuild) -> dict[int, str] | None:
+        """The entities changed since the build, by id with their names now: those updated (a new description,
+        name or property) and both ends of each fact updated or ended; what a report naming them may have out of
+        date. None when more changed than `CHANGES_READ` (then the changed share says the reports are stale)."""
+        key = (build.built_at, self._writes)
+        held = self._touched.get(build.namespace)
+        if held is None or held[0] != key:
+            found = touched_since(self._store, build.namespace, build.built_at) if self.freshness(
+                build.namespace, build).changed else {}  # nothing written since: no read of the changes
+            held = self._touched[build.namespace] = (key, found)
+        return held[1]
+
     @property
     def removals(self) -> int:
         """Commits seen so far that may have removed entities: what was read of the communities before the last
@@ -78,6 +95,11 @@ class Keeper:
         """A write committed (`removing`: one that may have removed entities): look again once writes settle."""
         self._writes += 1
         self._removals += removing
+        self.wake()
+
+    def wake(self) -> None:
+        """Look at every built namespace once writes settle, and rebuild those due: after a write, and once when a
+        server starts (the file may have been written while none ran: an import, another process)."""
         if self._stop.is_set():
             return
         self.idle.clear()
@@ -111,7 +133,9 @@ class Keeper:
             namespaces = self._store.namespaces()
             for namespace in namespaces:
                 freshness = self.freshness(namespace)
-                if freshness is None or not freshness.stale:
+                # A community that lost members has a report that may name them: deleted knowledge must leave
+                # the reports soon, whatever the share (global_search withholds such texts meanwhile).
+                if freshness is None or not (freshness.stale or self._shrunk(namespace)):
                     continue
                 self.rebuilding.add(namespace)
                 try:
@@ -122,3 +146,24 @@ class Keeper:
             log.info("keeping the communities fresh failed: %s", exc)
         except Exception:
             log.exception("keeping the communities fresh failed")
+
+
+def touched_since(store: GraphStore, namespace: str, since: datetime) -> dict[int, str] | None:
+    """See `Keeper.touched` (a build asks too, of the build it replaces)."""
+    changes = store.changes(namespace, since, None, CHANGES_READ)
+    if len(changes) >= CHANGES_READ:
+        return None
+    nodes = {c.node_id for c in changes if c.kind == "entity updated" and c.node_id is not None}
+    edges = {c.edge_id for c in changes if c.kind in ("fact updated", "fact ended") and c.edge_id is not None}
+    for edge in store.get_edges(edges) if edges else ():
+        nodes.update((edge.source_id, edge.target_id))
+    return {node.id: node.name for node in store.get_nodes(nodes)} if nodes else {}
+
+
+def touches(community: CommunityRecord, touched: dict[int, str]) -> list[str]:
+    """The names (now) of the changed entities among those the community's report names (by id; by name in a
+    report built before ids were kept)."""
+    named = community.details.get("entities", [])
+    ids = {e["id"] for e in named if "id" in e}
+    names = {e["name"] for e in named if "id" not in e}
+    return [name for node, name in touched.items() if node in ids or name in names]

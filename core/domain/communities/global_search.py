@@ -3,12 +3,16 @@ fused by rank) and return the best within a token budget, each with its key enti
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.communities.hierarchy import level_view
-from duckgraph.core.domain.render import estimate_tokens
+from duckgraph.core.domain.communities.reports import title_of
+from duckgraph.core.domain.render import CHARS_PER_TOKEN, NOTE_TOKENS, estimate_tokens
+from duckgraph.core.domain.search_options import TOOL_LIMITS
 from duckgraph.ports.communities import CommunityRecord
+from duckgraph.ports.text import shortened, stemmed, terms
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.model import CommunityReport
@@ -17,6 +21,12 @@ if TYPE_CHECKING:
 RRF_K = 60
 #: A report's rendering leaves out key entities beyond these.
 ENTITIES_SHOWN = 6
+#: The largest token_budget global_search takes: a note never asks for more.
+MAX_BUDGET = TOOL_LIMITS["global_search"]["token_budget"][1]
+#: The summary shown for a report whose community lost members since it was written (see `withheld`).
+WITHHELD = ("Not shown: entities this report was written about were deleted or merged away since, and its text may "
+            "name them. It is written again at the next build of the communities (a running server starts one "
+            "within seconds).")
 
 
 def choose_level(communities: Sequence[CommunityRecord], token_budget: int, named: set[int]) -> int:
@@ -39,17 +49,36 @@ def _fits(view: Sequence[CommunityRecord], token_budget: int) -> bool:
     return True
 
 
-def is_specific(similarity: dict[int, float], keyword: dict[int, float], floor: float) -> bool:
-    """Whether something answers the query in particular: a word of it matches, or a report is as similar as the
-    embedder's relevance `floor` (0: none known, so similarity always ranks). Not so for "what are the main
-    themes?"."""
-    return bool(keyword) or not floor or max(similarity.values(), default=0.0) >= floor
+#: Words of a question about the memory as a whole ("What are the main themes?", "Summarise what we know", "Give
+#: me an overview"): a query of these and stop words only names no topic. One word besides ("the garden", "our
+#: children") makes it about that topic, though no report may hold the word: its vector ranks the reports then.
+#: Words, not a similarity floor: a report's vector is a mean of its entities', and a topic's own report is often
+#: less similar to the question than an entity or a passage is (0.36 for "What do we know about the garden?" and
+#: the allotment's report, under the default model's floor of 0.40), while a broad question can be as similar
+#: to one report ("main themes" and a book club's, 0.31). English only: elsewhere similarity always ranks.
+BROAD_WORDS = """theme topic subject area main key major central important overall general broad big picture
+overview summary summarise summarize sum recap gist highlight everything anything something thing stuff whole
+entire memory memories knowledge know known remember stored store hold contain cover include tell give show list
+describe explain say talk mention discuss far please kind sort type common recurring information info data
+content note record learn happen new recent lately go going""".split()
+
+
+@functools.cache
+def _broad_terms() -> frozenset[str]:
+    return frozenset(stemmed(BROAD_WORDS))
+
+
+def is_specific(query: str, keyword: dict[int, float]) -> bool:
+    """Whether the query is about something in particular: a word of it matches a report, or it has a word that
+    is not about the memory as a whole (see BROAD_WORDS). Not so for "what are the main themes?"."""
+    return bool(keyword) or any(term not in _broad_terms() for term in terms(query))
 
 
 def rank(view: Sequence[CommunityRecord], similarity: dict[int, float], keyword: dict[int, float],
          specific: bool) -> list[tuple[CommunityRecord, float]]:
     """The view's communities by relevance: reciprocal rank fusion of vector similarity and BM25 (only matches
-    count), larger communities first on a tie; the largest first when the query is not `specific`."""
+    count), larger communities first on a tie; the largest first when the query is not `specific` (a broad
+    question: the broadest themes first)."""
     size = {c.id: len(c.members) for c in view}
     if not specific:
         ordered = sorted(view, key=lambda c: (-size[c.id], -similarity.get(c.id, 0.0), c.id))
@@ -62,34 +91,81 @@ def rank(view: Sequence[CommunityRecord], similarity: dict[int, float], keyword:
     return [(c, fused[c.id]) for c in ordered]
 
 
-def render(community: CommunityRecord) -> str:
+def withheld(community: CommunityRecord) -> bool:
+    """Whether members were deleted (or merged away) since the report's text was written: it may name them, and
+    deleted knowledge must not be shown as known. Its text is withheld until a build writes it again."""
+    return len(community.members) < community.written_for
+
+
+def shown(community: CommunityRecord) -> tuple[str, str]:
+    """The title and summary a reader gets: the report's, or, when `withheld`, a title of the key entities still
+    members and a summary saying why there is no more."""
+    if not withheld(community):
+        return community.title, community.summary
+    names = [e["name"] for e in community.details.get("entities", [])]
+    return title_of(names), WITHHELD
+
+
+def render(community: CommunityRecord, changed: Sequence[str] = ()) -> str:
+    """A report as the text shows it; `changed`: the entities it names that changed since it was built."""
     names = ", ".join(f"{e['name']} ({e['type']})" for e in community.details.get("entities", [])[:ENTITIES_SHOWN])
-    stale = " (stale)" if community.stale else ""
-    return (f"## {community.title} [community {community.id}, level {community.level}, "
-            f"{len(community.members)} entities]{stale}\n{community.summary}\nKey entities: {names}\n")
+    stale = " (stale)" if community.stale or changed else ""
+    title, summary = shown(community)
+    return (f"## {title} [community {community.id}, level {community.level}, "
+            f"{len(community.members)} entities]{stale}\n{summary}\nKey entities: {names}\n")
 
 
-def within_budget(ranked: Sequence[tuple[CommunityRecord, float]], token_budget: int
+def within_budget(ranked: Sequence[tuple[CommunityRecord, float]], token_budget: int, *,
+                  changed: dict[int, list[str]] | None = None, closing: str = "", order: str = "most relevant"
                   ) -> tuple[list[tuple[CommunityRecord, float]], str, bool]:
-    """The best reports whose renderings fit the budget together (at least the first), their text, and whether
-    any was left out."""
-    kept, texts, used = [], [], 0
-    for community, score in ranked:
-        text = render(community)
-        cost = estimate_tokens(text)
-        if kept and used + cost > token_budget:
+    """The best reports whose renderings fit the budget together, their text, and whether any was left out or cut.
+    `closing` (what the reader must know of the reports' freshness) ends the text and has its room first. When not
+    all fit, a note says how many were shown and what budget shows them all; when not even the first fits, it is
+    cut to the budget (the budget is the caller's) and the note says so."""
+    changed = changed or {}
+    closing_cost = _cost(closing) if closing else 0
+    texts: list[str] = []
+    total = closing_cost + NOTE_TOKENS  # what shows them all; rendering stops past the largest budget taken
+    for community, _ in ranked:
+        if total > MAX_BUDGET:
             break
-        kept.append((community, score))
-        texts.append(text)
-        used += cost
-    return kept, "\n".join(texts), len(kept) < len(ranked)
+        texts.append(render(community, changed.get(community.id, ())))
+        total += _cost(texts[-1])
+    costs = [_cost(text) for text in texts]
+    room = token_budget - closing_cost
+    if len(texts) == len(ranked) and sum(costs) <= room:
+        return list(ranked), _joined(texts, closing), False
+    room -= NOTE_TOKENS
+    count, used = 0, 0
+    while count < len(texts) and used + costs[count] <= room:
+        used += costs[count]
+        count += 1
+    more = (f"token_budget={total} shows them all" if total <= MAX_BUDGET
+            else f"a larger token_budget (up to {MAX_BUDGET}) shows more")
+    if count:
+        note = (f"({count} of {len(ranked)} reports shown, {order} first, within token_budget={token_budget}; "
+                f"{more})")
+        return list(ranked[:count]), _joined(texts[:count], note, closing), True
+    cut = shortened(texts[0], max(room, 1) * CHARS_PER_TOKEN)
+    left = f", {len(ranked) - 1} more reports not shown" if len(ranked) > 1 else ""
+    note = f"(report {ranked[0][0].id} cut short to fit token_budget={token_budget}{left}; {more})"
+    return list(ranked[:1]), _joined([cut], note, closing), True
 
 
-def as_report(community: CommunityRecord, score: float = 0.0) -> CommunityReport:
+def _joined(texts: Sequence[str], *closing: str) -> str:
+    return "\n".join([*texts, *filter(None, closing)])
+
+
+def _cost(text: str) -> int:
+    return estimate_tokens(text) + 1  # and its line break
+
+
+def as_report(community: CommunityRecord, score: float = 0.0, changed: Sequence[str] = ()) -> CommunityReport:
     from duckgraph.core.domain.model import CommunityReport, KeyEntity
 
+    title, summary = shown(community)
     return CommunityReport(
-        id=community.id, level=community.level, size=len(community.members), title=community.title,
-        summary=community.summary, author=community.author, stale=community.stale, score=round(score, 5),
+        id=community.id, level=community.level, size=len(community.members), title=title,
+        summary=summary, author=community.author, stale=community.stale or bool(changed), score=round(score, 5),
         key_entities=[KeyEntity(name=e["name"], type=e["type"]) for e in community.details.get("entities", [])],
     )

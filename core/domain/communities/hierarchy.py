@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from duckgraph.ports.communities import CommunityRecord, Membership
 
@@ -31,23 +31,32 @@ def level_view(communities: Sequence[CommunityRecord], level: int) -> list[Commu
     return [c for c in communities if c.level == level or (c.leaf and c.level < level)]
 
 
-def reuse_reports(new: Sequence[CommunityRecord], old: Sequence[CommunityRecord]) -> list[CommunityRecord]:
+def reuse_reports(new: Sequence[CommunityRecord], old: Sequence[CommunityRecord],
+                  changed: Callable[[CommunityRecord], bool] = lambda report: False) -> list[CommunityRecord]:
     """Carry reports over from the last build: a community with the same level and members keeps its report as it
-    was; a written one (model, host) whose community changed goes, marked stale until it is written again, to the
-    community of its level that now holds the most of its members, when that is at least half of those it was
-    written for (its members deleted since count, as members no community holds). One old report goes to one
-    community at most and a community takes one at most: the pairs sharing the most members are matched first.
-    Extractive reports of changed communities are not carried (the build writes them anew). Returns the written
-    reports that found no community."""
-    exact = {(c.level, c.members): c for c in old if len(c.members) >= c.written_for}  # none deleted since
+    was, unless `changed` says an entity or fact it names changed since (an extractive one is then written anew, a
+    written one carried stale); a written one (model, host) whose community changed goes, marked stale until it is
+    written again, to the community of its level that now holds the most of its members, when that is at least
+    half of them. One old report goes to one community at most and a community takes one at most: the pairs sharing
+    the most members are matched first. Extractive reports of changed communities are not carried (the build writes
+    them anew), nor written ones whose members were deleted (or merged away) since: their text may name them, and
+    what was deleted must not read as known. Returns the written reports that found no community."""
+    intact = [c for c in old if len(c.members) >= c.written_for]  # none deleted since it was written
+    exact = {(c.level, c.members): c for c in intact}
     taken: set[int] = set()  # id() of the old reports carried, and of the communities that took one
     for community in new:
         same = exact.get((community.level, community.members))
-        if same is not None:
+        if same is None:
+            continue
+        if not changed(same):
             _carry(community, same, same.stale)
-            taken.update((id(same), id(community)))
+        elif same.author != "extractive":
+            _carry(community, same, True)
+        else:
+            continue
+        taken.update((id(same), id(community)))
     holder = {(c.level, node): c for c in new if id(c) not in taken for node in c.members}
-    written = [c for c in old if c.author != "extractive" and id(c) not in taken]
+    written = [c for c in intact if c.author != "extractive" and id(c) not in taken]
     pairs = []
     for position, report in enumerate(written):
         shared: dict[int, list] = {}
@@ -56,14 +65,14 @@ def reuse_reports(new: Sequence[CommunityRecord], old: Sequence[CommunityRecord]
             if community is not None:
                 shared.setdefault(id(community), [community, 0])[1] += 1
         for community, count in shared.values():
-            if 2 * count >= max(len(report.members), report.written_for):
+            if 2 * count >= len(report.members):
                 jaccard = count / (len(report.members) + len(community.members) - count)
                 pairs.append((-count, -jaccard, community.ref, position, report, community))
     for *_, report, community in sorted(pairs, key=lambda pair: pair[:4]):
         if id(report) not in taken and id(community) not in taken:
             _carry(community, report, True)
             taken.update((id(report), id(community)))
-    return [c for c in written if id(c) not in taken]
+    return [c for c in old if c.author != "extractive" and id(c) not in taken]
 
 
 def _carry(community: CommunityRecord, report: CommunityRecord, stale: bool) -> None:

@@ -103,15 +103,16 @@ def write_extractive(store: GraphStore, communities: Sequence[CommunityRecord], 
         top = [nodes[n] for n in parts[community.ref][0] if n in nodes]
         types = Counter(nodes[n].type for n in community.members if n in nodes)
         community.details = {
-            "entities": [{"name": n.name, "type": n.type, "description": n.description[:DESCRIPTION_CHARS]}
-                         for n in top],
+            # The id tells which entities a report names when one of them changes later (freshness.touches).
+            "entities": [{"name": n.name, "type": n.type, "description": n.description[:DESCRIPTION_CHARS],
+                          "id": n.id} for n in top],
             "types": [{"type": t, "count": count} for t, count in types.most_common(5)],
             "terms": terms.get(community.ref, []),
             "facts": facts.get(community.ref, []),
             "passages": passages.get(community.ref, []),
         }
         if community.author == "extractive":  # a written report keeps its text (see `build`)
-            community.title = _title([n.name for n in top])
+            community.title = title_of([n.name for n in top])
             community.summary = _summary(len(community.members), types, community.details)
             community.stale = False
     return {ref: [n for n in central if n in nodes] for ref, (central, _) in parts.items()}
@@ -144,7 +145,7 @@ def _passages(store: GraphStore, central: dict[int, list[int]]) -> dict[int, lis
             for ref, chunks in best.items()}
 
 
-def _title(names: list[str]) -> str:
+def title_of(names: list[str]) -> str:
     shown = names[:3]
     if not shown:
         return "Unnamed community"

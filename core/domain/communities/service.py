@@ -9,20 +9,36 @@ from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain.communities import global_search as ranking
 from duckgraph.core.domain.communities.build import BuildOutcome, build
-from duckgraph.core.domain.communities.freshness import Freshness, Keeper
+from duckgraph.core.domain.communities.freshness import Freshness, Keeper, touches
 from duckgraph.core.domain.communities.hierarchy import level_view, reuse_reports
 from duckgraph.core.domain.communities.reports import material, report_text
+from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE
 from duckgraph.core.domain.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.core.domain.moments import iso_utc
-from duckgraph.ports import ExtractionError, InvalidInputError, NotFoundError, StoreError
-from duckgraph.ports.communities import CommunityBuild, CommunityDetector, CommunityRecord
+from duckgraph.ports import (
+    ExtractionError,
+    InvalidInputError,
+    NotFoundError,
+    StoreError,
+)
+from duckgraph.ports.communities import (
+    CommunityBuild,
+    CommunityDetector,
+    CommunityRecord,
+)
 from duckgraph.ports.names import entity_key, name_candidates
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.ingest import Progress
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
     from duckgraph.core.domain.model import (
-        BuildCommunitiesResult, CommunityFreshness, GlobalSearchResult, ReportsToWrite, ReportsWritten, ScoredNode)
+        BuildCommunitiesResult,
+        CommunityFreshness,
+        GlobalSearchResult,
+        ReportsToWrite,
+        ReportsWritten,
+        ScoredNode,
+    )
     from duckgraph.ports.extractor import Extractor
 
 NO_COMMUNITIES = ("No communities are built for this namespace yet: call build_communities (or run `duckgraph "
@@ -41,13 +57,15 @@ BROAD_IF_NOTHING = ("If the question is about the memory as a whole (its themes,
 SPREAD_COMMUNITIES = 3
 #: The best anchors: those at least this share as relevant as the best one.
 NEAR_BEST = 0.8
+#: The closing line names at most these of the entities changed since the reports shown were built.
+CHANGED_NAMED = 5
 
 
 class CommunityService:
     def __init__(self, kb: KnowledgeBase, detector: CommunityDetector | None) -> None:
         self.kb = kb
         self.detector = detector
-        self.keeper = Keeper(kb.store, self._rebuild_quietly)
+        self.keeper = Keeper(kb.store, self._rebuild_quietly, shrunk=self._shrunk)
         self._catalog: dict[str, tuple[Any, list[CommunityRecord]]] = {}
         self._version = 0  # bumped by every change of communities or reports made here
         self._build_lock = threading.Lock()
@@ -70,6 +88,11 @@ class CommunityService:
 
     def _rebuild_quietly(self, namespace: str) -> None:
         self._build(namespace, background=True)
+
+    def _shrunk(self, namespace: str) -> bool:
+        """Whether a community of the namespace lost members since its report was written (the Keeper then
+        rebuilds: global_search withholds such a report's text until then)."""
+        return any(ranking.withheld(c) for c in self._communities(namespace))
 
     def _changed(self) -> None:
         self._version += 1
@@ -117,7 +140,11 @@ class CommunityService:
         self.kb.prepare_write()  # binds the file's embedder, refusing another, as search does
         build_mark, found = self._catalog_of(namespace)
         if not found:
-            why = NO_COMMUNITIES if build_mark is None else NO_RELATIONS if not build_mark.nodes else NONE_LEFT
+            # A namespace that never held anything (a misspelt one) is said to be empty, as search says it, not
+            # to want a build: building it would find nothing.
+            empty = (build_mark is None or not build_mark.nodes) and namespace not in self.kb.store.namespaces()
+            why = (EMPTY_NAMESPACE.format(namespace=namespace) if empty else NO_COMMUNITIES if build_mark is None
+                   else NO_RELATIONS if not build_mark.nodes else NONE_LEFT)
             return GlobalSearchResult(query=query, level=None, levels=0, reports=[], text=why, truncated=False,
                                       hint=why, freshness=self.freshness(namespace, build_mark))
         levels = sorted({c.level for c in found})
@@ -125,26 +152,44 @@ class CommunityService:
             raise InvalidInputError(f"level {level} does not exist: this namespace has levels 0 to {levels[-1]}")
         vector = self.kb.embedder.embed_query(query)
         similarity, keyword = self.kb.store.search_reports(namespace, vector, query, [c.id for c in found])
+        keyword = self._naming_members(query, namespace, found, keyword)
         level = ranking.choose_level(found, token_budget, set(keyword)) if level is None else level
-        specific = ranking.is_specific(similarity, keyword, self._relevance_floor())
+        specific = ranking.is_specific(query, keyword)
         ranked = ranking.rank(level_view(found, level), similarity, keyword, specific)
-        kept, text, truncated = ranking.within_budget(ranked, token_budget)
+        freshness = self.freshness(namespace, build_mark)
+        changed = self._changed_entities(build_mark, [c for c, _ in ranked])
+        kept, text, truncated = ranking.within_budget(
+            ranked, token_budget, changed=changed, closing=_freshness_note(freshness, changed, ranked),
+            order="most relevant" if specific else "largest")
         return GlobalSearchResult(
             query=query, level=level, levels=len(levels), text=text, truncated=truncated,
-            reports=[ranking.as_report(c, score) for c, score in kept],
-            freshness=self.freshness(namespace, build_mark))
+            reports=[ranking.as_report(c, score, changed.get(c.id, ())) for c, score in kept], freshness=freshness)
 
-    def _relevance_floor(self) -> float:
-        """The configured floor, else the embedder's calibrated one; 0 when neither is known."""
-        floor = self.kb.search_defaults.relevance_floor
-        floor = self.kb.embedder.relevance_floor if floor is None else floor
-        return floor or 0.0
+    def _naming_members(self, query: str, namespace: str, found: Sequence[CommunityRecord],
+                        keyword: dict[int, float]) -> dict[int, float]:
+        """The keyword channel, with the communities holding an entity the query names, first: a report names only
+        its central entities, and a question about a minor one ("Summarise everything about Adyen") is about its
+        community as much as one naming a word of the report."""
+        named = {node.id for node in self.kb.store.find_nodes(namespace, name_candidates(query))}
+        if not named:
+            return keyword
+        top = max(keyword.values(), default=0.0) + 1.0
+        return keyword | {c.id: top + keyword.get(c.id, 0.0) for c in found if not named.isdisjoint(c.members)}
+
+    def _changed_entities(self, build_mark: CommunityBuild | None, view: Sequence[CommunityRecord]
+                          ) -> dict[int, list[str]]:
+        """Community id -> the entities its report names that changed since the build (a new description, a fact
+        ended): the report may say what no longer holds."""
+        touched = self.keeper.touched(build_mark.namespace, build_mark) if build_mark is not None else None
+        if not touched:
+            return {}
+        return {c.id: names for c in view if (names := touches(c, touched))}
 
     # -- reports written by the host or a model ------------------------------------------------------------------
 
     def to_write(self, namespace: str, *, level: int | None = None, limit: int = 10) -> ReportsToWrite:
         """Communities whose report is extractive or stale, coarsest and largest first, with their material."""
-        from duckgraph.core.domain.model import ReportToWrite, ReportsToWrite
+        from duckgraph.core.domain.model import ReportsToWrite, ReportToWrite
 
         waiting = self._waiting(namespace, level)
         return ReportsToWrite(namespace=namespace, remaining=max(0, len(waiting) - limit), communities=[
@@ -256,3 +301,24 @@ class CommunityService:
         spread = (len(set(tops)) >= SPREAD_COMMUNITIES and max(map(tops.count, tops)) * 2 <= len(tops)
                   and not any(entity_key(a.name) in named for a in anchors))
         return titles, BROAD_IF_NOTHING if nothing_relevant else BROAD_HINT if spread else None
+
+
+def _freshness_note(freshness: CommunityFreshness | None, changed: dict[int, list[str]],
+                    ranked: Sequence[tuple[CommunityRecord, float]]) -> str:
+    """The text's closing line on how current the reports are: when more changed since the build than a rebuild
+    waits for, when it was built, how much changed and whether a rebuild runs; else which entities the reports
+    shown name changed since (their facts are current in `search`); "" when the reports are current."""
+    if freshness is not None and freshness.stale:
+        then = freshness.built_at[:16].replace("T", " ")
+        now = ("a rebuild is under way: ask again in a moment for current reports" if freshness.rebuilding
+               else "they may be out of date: a running server rebuilds them once writes settle, "
+                    "build_communities does it now")
+        return (f"(These reports were built {then} UTC; {freshness.changed_share:.0%} of the graph changed since, so "
+                f"{now}.)")
+    names = sorted({name for community, _ in ranked for name in changed.get(community.id, ())})
+    if not names:
+        return ""
+    shown = ", ".join(names[:CHANGED_NAMED]) + (f" and {len(names) - CHANGED_NAMED} more"
+                                                if len(names) > CHANGED_NAMED else "")
+    return (f"(Changed since the reports were built: {shown}. Reports marked stale may say what no longer "
+            "holds; search gives their current facts.)")
