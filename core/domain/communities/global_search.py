@@ -23,6 +23,8 @@ RRF_K = 60
 ENTITIES_SHOWN = 6
 #: The largest token_budget global_search takes: a note never asks for more.
 MAX_BUDGET = TOOL_LIMITS["global_search"]["token_budget"][1]
+#: How many times the budget asked the note may suggest, as the one that shows every report.
+SUGGESTED_BUDGETS = 4
 #: The summary shown for a report whose community lost members since it was written (see `withheld`).
 WITHHELD = ("Not shown: entities this report was written about were deleted or merged away since, and its text may "
             "name them. It is written again at the next build of the communities (a running server starts one "
@@ -125,9 +127,12 @@ def within_budget(ranked: Sequence[tuple[CommunityRecord, float]], token_budget:
     changed = changed or {}
     closing_cost = _cost(closing) if closing else 0
     texts: list[str] = []
-    total = closing_cost + NOTE_TOKENS  # what shows them all; rendering stops past the largest budget taken
+    total = closing_cost + NOTE_TOKENS  # what shows them all
+    # Rendering stops past the largest budget worth naming: a few times the one asked (a memory of a thousand
+    # communities would otherwise render them all at every question), and never past the largest taken.
+    enough = min(MAX_BUDGET, SUGGESTED_BUDGETS * token_budget)
     for community, _ in ranked:
-        if total > MAX_BUDGET:
+        if texts and total > enough:
             break
         texts.append(render(community, changed.get(community.id, ())))
         total += _cost(texts[-1])
@@ -140,7 +145,7 @@ def within_budget(ranked: Sequence[tuple[CommunityRecord, float]], token_budget:
     while count < len(texts) and used + costs[count] <= room:
         used += costs[count]
         count += 1
-    more = (f"token_budget={total} shows them all" if total <= MAX_BUDGET
+    more = (f"token_budget={total} shows them all" if len(texts) == len(ranked) and total <= MAX_BUDGET
             else f"a larger token_budget (up to {MAX_BUDGET}) shows more")
     if count:
         note = (f"({count} of {len(ranked)} reports shown, {order} first, within token_budget={token_budget}; "

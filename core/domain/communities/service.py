@@ -12,33 +12,18 @@ from duckgraph.core.domain.communities.build import BuildOutcome, build
 from duckgraph.core.domain.communities.freshness import Freshness, Keeper, touches
 from duckgraph.core.domain.communities.hierarchy import level_view, reuse_reports
 from duckgraph.core.domain.communities.reports import material, report_text
-from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE
 from duckgraph.core.domain.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.core.domain.moments import iso_utc
-from duckgraph.ports import (
-    ExtractionError,
-    InvalidInputError,
-    NotFoundError,
-    StoreError,
-)
-from duckgraph.ports.communities import (
-    CommunityBuild,
-    CommunityDetector,
-    CommunityRecord,
-)
+from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE
+from duckgraph.ports import ExtractionError, InvalidInputError, NotFoundError, StoreError
+from duckgraph.ports.communities import CommunityBuild, CommunityDetector, CommunityRecord
 from duckgraph.ports.names import entity_key, name_candidates
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.ingest import Progress
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
     from duckgraph.core.domain.model import (
-        BuildCommunitiesResult,
-        CommunityFreshness,
-        GlobalSearchResult,
-        ReportsToWrite,
-        ReportsWritten,
-        ScoredNode,
-    )
+        BuildCommunitiesResult, CommunityFreshness, GlobalSearchResult, ReportsToWrite, ReportsWritten, ScoredNode)
     from duckgraph.ports.extractor import Extractor
 
 NO_COMMUNITIES = ("No communities are built for this namespace yet: call build_communities (or run `duckgraph "
