@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from duckgraph.core.domain.model import ChangesResult, EndRelationInput, RelationsEnded
 
 MAX_CHANGES = 1_000
+#: How far recent_changes pages into a span (each page is read from the start).
+MAX_CHANGES_OFFSET = 100_000
 
 
 def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], namespace: str) -> RelationsEnded:
@@ -59,19 +61,26 @@ def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], name
 
 def recent_changes(
     kb: KnowledgeBase, namespace: str, *, since: datetime | None = None, until: datetime | None = None,
-    limit: int = 50, token_budget: int = 2_000,
+    limit: int = 50, offset: int = 0, token_budget: int = 2_000,
 ) -> ChangesResult:
-    """What was written in [since, until), newest first: at most `limit` changes, as lines within `token_budget`."""
+    """What was written in [since, until), newest first: the `limit` changes after the first `offset`, all of them
+    in `changes`, as many as fit `token_budget` in `text`."""
     from duckgraph.core.domain.model import Change, ChangesResult
 
     if since is not None and until is not None and until <= since:
         raise InvalidInputError(f"until ({short(until)}) must be after since ({short(since)})")
     if not 1 <= limit <= MAX_CHANGES:
         raise InvalidInputError(f"limit must be between 1 and {MAX_CHANGES}")
+    if not 0 <= offset <= MAX_CHANGES_OFFSET:
+        raise InvalidInputError(f"offset must be between 0 and {MAX_CHANGES_OFFSET}")
     kb.open()
-    records = kb.store.changes(namespace, since, until, limit + 1)
-    subjects = _subjects(kb, records[:limit], namespace)
-    changes = [Change(at=r.at, change=r.kind, subject=subject) for r, subject in zip(records[:limit], subjects)]
+    # Paged by position, not by moment: the changes of one write share their moment, so no since/until can split
+    # them. Each page is read from the start (as get_entities' relations are).
+    records = kb.store.changes(namespace, since, until, offset + limit + 1)[offset:]
+    more = len(records) > limit
+    records = records[:limit]
+    changes = [Change(at=r.at, change=r.kind, subject=subject)
+               for r, subject in zip(records, _subjects(kb, records, namespace))]
     lines, used = [], 0
     for change in changes:
         line = f"- {change.at.strftime('%Y-%m-%d %H:%M:%S')} {change.change}: {change.subject}"
@@ -79,12 +88,15 @@ def recent_changes(
         if used > token_budget:
             break
         lines.append(line)
-    truncated = len(records) > limit or len(lines) < len(changes)
-    changes = changes[: len(lines)]
+    next_offset = offset + limit if more else None
     text = "\n".join(lines) if lines else "No changes in that span."
-    if truncated:
-        text += "\n(more changes: narrow since/until or raise limit)"
-    return ChangesResult(changes=changes, text=text, truncated=truncated)
+    # The text is cut to its budget, the structured result never is: the note says where the text goes on.
+    if len(lines) < len(changes):
+        text += (f"\n({len(changes) - len(lines)} more of these changes are in the structured result; "
+                 f"offset={offset + len(lines)} lists them from here, with the same since and until)")
+    elif more:
+        text += f"\n(more changes: offset={next_offset} lists the next ones, with the same since and until)"
+    return ChangesResult(changes=changes, text=text, truncated=more, next_offset=next_offset)
 
 
 def _subjects(kb: KnowledgeBase, records: list[ChangeRecord], namespace: str) -> list[str]:

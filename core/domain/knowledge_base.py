@@ -21,7 +21,7 @@ from duckgraph.core.domain.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_
 from duckgraph.core.domain import history
 from duckgraph.core.domain.history import check_window
 from duckgraph.core.domain.ingest import Progress
-from duckgraph.core.domain.namespaces import check_namespace
+from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE, check_namespace
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.render import estimate_tokens, render_search
@@ -76,9 +76,6 @@ NOT_STORED = "Nothing stored mentions {ids}; what follows is related content."
 #: March?") must learn that what it reads is what holds now.
 ENDED_NOT_SHOWN = ("({count} ended fact(s) of these entities not shown: include_history=true adds them, as_of=DATE "
                    "shows what held then)")
-#: Said by a search in a namespace that holds nothing: a misspelt namespace reads like a memory that never heard of it.
-EMPTY_NAMESPACE = ("The namespace {namespace!r} holds nothing yet. If the memory is in another one, "
-                   "list_namespaces (`duckgraph namespaces`) shows those that hold something.")
 
 
 class Writer:
@@ -588,10 +585,11 @@ class KnowledgeBase:
         return history.end_relations(self, relations, self.resolve_namespace(namespace))
 
     def recent_changes(self, *, namespace: str | None = None, since: datetime | None = None,
-                       until: datetime | None = None, limit: int = 50, token_budget: int = 2_000) -> ChangesResult:
+                       until: datetime | None = None, limit: int = 50, offset: int = 0,
+                       token_budget: int = 2_000) -> ChangesResult:
         """What was written in [since, until), newest first (core/domain/history.py)."""
         return history.recent_changes(self, self.resolve_namespace(namespace), since=since, until=until, limit=limit,
-                                      token_budget=token_budget)
+                                      offset=offset, token_budget=token_budget)
 
     def _name_communities(self, result: SearchResult, namespace: str) -> str:
         """Name the community of each anchor, and point a question about the whole memory to global_search (the

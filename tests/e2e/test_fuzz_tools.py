@@ -76,7 +76,7 @@ SHAPED: dict[str, st.SearchStrategy] = {
         optional={"ended_at": st.one_of(HOSTILE_TEXT, st.sampled_from(["2024-01-01", "1999-12-31T23:59:59Z"]))}),
         max_size=3)}),
     "recent_changes": st.fixed_dictionaries({}, optional={"since": HOSTILE_TEXT, "until": HOSTILE_TEXT,
-                                                          "limit": NUMBER}),
+                                                          "limit": NUMBER, "offset": NUMBER}),
     # fetch_urls is off here: every call must be refused cleanly, whatever the URLs.
     "add_urls": st.fixed_dictionaries({"urls": st.lists(HOSTILE_TEXT, max_size=3)}, optional={"crawl_depth": NUMBER}),
     "list_namespaces": st.just({}),

@@ -8,6 +8,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from duckgraph.core.domain.history import MAX_CHANGES_OFFSET
 from duckgraph.core.domain.model import (
     MAX_DOCUMENTS_PER_CALL,
     MAX_EDGES_PER_CALL,
@@ -202,8 +203,10 @@ def register_graphrag_tools(server: MCPServer) -> None:
     async def recent_changes(
         ctx: Context, since: Moment | None = None, until: Moment | None = None,
         limit: Annotated[int, within("recent_changes", "limit")] = 50, namespace: NamespaceArg = None,
+        offset: Annotated[int, Field(ge=0, le=MAX_CHANGES_OFFSET, description=(
+            "Skip this many changes (newest first): next_offset of a truncated answer."))] = 0,
     ) -> Annotated[CallToolResult, ChangesResult]:
         """What was written, newest first: entities, facts added, updated or ended, documents."""
-        result = await call(kb_of(ctx).recent_changes, since=since, until=until, limit=limit,
-                             namespace=await call_namespace(ctx, namespace))
+        result = await call(kb_of(ctx).recent_changes, namespace=await call_namespace(ctx, namespace), since=since,
+                            until=until, limit=limit, offset=offset)
         return with_text(result, result.text)
