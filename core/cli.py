@@ -155,6 +155,8 @@ def _parser() -> argparse.ArgumentParser:
     changes.add_argument("--since", type=_moment, metavar="WHEN", help="from this ISO date or date-time (UTC)")
     changes.add_argument("--until", type=_moment, metavar="WHEN", help="before this ISO date or date-time (UTC)")
     changes.add_argument("--limit", type=int, default=50, metavar="N", help="the most changes to list (default 50)")
+    changes.add_argument("--offset", type=int, default=0, metavar="N",
+                         help="skip this many changes, newest first (next_offset of a listing cut at --limit)")
     changes.add_argument("--json", action="store_true", help="print the structured result")
     changes.set_defaults(run=_changes)
 
@@ -391,8 +393,15 @@ def _ingest(args: argparse.Namespace) -> int:
         if any(removed):
             replaced = (f" ({len(report.replaced)} replaced, with {removed[0]} entities and {removed[1]} relations "
                         "only their old text supported)")
+        kept = [sum(r.chunks_kept for r in report.results), sum(r.entities_kept for r in report.results),
+                sum(r.relations_kept for r in report.results)]
+        if any(kept[1:]):
+            replaced = replaced[:-1] + (f"; {kept[1]} entities and {kept[2]} relations the new text still names "
+                                        "kept)")
         summary = (f"{len(report.stored)} documents stored{replaced}, {len(report.unchanged)} unchanged, "
                    f"{len(report.skipped)} skipped, {sum(r.chunks_written for r in report.results)} passages")
+        if kept[0]:
+            summary += f" written ({kept[0]} unchanged passages of changed files kept)"
         if report.partly:
             summary += f", {len(report.partly)} long files partly stored"
         if report.split:
@@ -523,7 +532,8 @@ def _moment(text: str) -> Any:
 def _changes(args: argparse.Namespace) -> int:
     _numbers(args, {"limit": "recent_changes"})
     with _setup(args, existing=True).knowledge_base as kb:
-        result = kb.recent_changes(since=args.since, until=args.until, limit=args.limit, token_budget=10**9)
+        result = kb.recent_changes(since=args.since, until=args.until, limit=args.limit, offset=args.offset,
+                                   token_budget=10**9)
     from duckgraph.core.terminal import for_stream
 
     print(for_stream(result.model_dump_json(indent=2), sys.stdout, json=True) if args.json

@@ -159,7 +159,8 @@ class DocumentRecord:
 
 @dataclass(slots=True)
 class ChunkRecord:
-    """A passage of a document; `id` is None until stored."""
+    """A passage of a document; `id` is None until stored (in a write, the id of the stored passage it keeps: see
+    `WriteBatch.chunks`)."""
 
     document_id: str
     ordinal: int
@@ -180,7 +181,10 @@ class WriteBatch:
     nodes: list[NodeRecord] = field(default_factory=list)
     edges: list[EdgeWrite] = field(default_factory=list)
     documents: list[DocumentRecord] = field(default_factory=list)
-    #: Chunks of the documents above, replacing any chunks those documents had.
+    #: Chunks of the documents above, replacing any chunks those documents had. One with an `id` keeps that stored
+    #: chunk of its document (it must have the same text and section): the row with its mentions, evidence and
+    #: extraction mark, and its vector unless `embedding` gives another; it moves to `ordinal`. Only the others are
+    #: inserted; the stored chunks none keeps go (see `delete_documents`).
     chunks: list[ChunkRecord] = field(default_factory=list)
     #: (target node id, source node ids): the sources' edges and provenance move to the target, self-loops
     #: and duplicate edges that result collapse, and the sources are deleted. Applied before `nodes`.
@@ -192,10 +196,16 @@ class WriteBatch:
     end_edges: list[tuple[int, datetime]] = field(default_factory=list)
     #: (namespace, document id): documents to delete with their chunks and what those chunks alone supported:
     #: the nodes all of whose mentions, and the edges all of whose evidence, are in them (with the nodes' edges),
-    #: unless they were ever written `by_hand`. A replaced document's old passages go the same way.
+    #: unless they were ever written `by_hand`. A replaced document's old chunks that none of `chunks` keeps go the
+    #: same way (see `keep_named`).
     delete_documents: list[tuple[str, str]] = field(default_factory=list)
     #: Namespaces whose communities and reports go too (derived data): those deleted whole.
     drop_communities: list[str] = field(default_factory=list)
+    #: For the documents above that replace stored ones: a node that a dropped chunk mentioned gets, as mentions,
+    #: the document's inserted chunks whose text names it (its name or an alias), and an edge that a dropped chunk
+    #: supported those naming both its ends, so that neither goes while the new text names it. False: what only
+    #: the dropped chunks supported goes with them (an extractor is to read the new ones).
+    keep_named: bool = False
 
 
 @dataclass(slots=True)
@@ -234,12 +244,18 @@ class WriteSummary:
     edges_created: int = 0
     edges_updated: int = 0
     documents_written: int = 0
+    #: Chunks inserted; `chunks_kept`: stored chunks a replacement kept (`WriteBatch.chunks`).
     chunks_written: int = 0
+    chunks_kept: int = 0
     nodes_deleted: int = 0
     edges_deleted: int = 0
     documents_deleted: int = 0
     edges_ended: int = 0
+    #: Nodes and edges that only dropped chunks supported, kept by `WriteBatch.keep_named`.
+    nodes_kept: int = 0
+    edges_kept: int = 0
     node_ids: dict[str, int] = field(default_factory=dict)
+    #: Document id -> the ids of all its chunks in the batch (kept and inserted), in the batch's order.
     chunk_ids: dict[str, list[int]] = field(default_factory=dict)
     #: Provenance pairs added by `restore` (pairs already stored are not counted).
     mentions_added: int = 0

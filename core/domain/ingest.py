@@ -66,14 +66,18 @@ def add_documents(
     with kb.writing() as writer:
         if kb.changed_since(mark):
             batch, results = _plan_documents(kb, ids, documents, namespace, vectors, progress)
+        # Without extraction nobody reads the new passages again: what the old ones supported stays while the new
+        # ones name it (the host model extracted it from the document). With it, the extractor reads them.
+        batch.keep_named = not extract
         summary = writer.commit(batch) if batch.documents else None
     for result in results:
         if summary is not None and not result.unchanged:
             result.chunk_ids = summary.chunk_ids.get(result.id, [])
     outcome = AddDocumentsResult(documents=results, chunks_written=0)
     if summary is not None:
-        outcome.chunks_written = summary.chunks_written
+        outcome.chunks_written, outcome.chunks_kept = summary.chunks_written, summary.chunks_kept
         outcome.entities_removed, outcome.relations_removed = summary.nodes_deleted, summary.edges_deleted
+        outcome.entities_kept, outcome.relations_kept = summary.nodes_kept, summary.edges_kept
     if extract:
         outcome.extractions = _extract(kb, kb.store.document_chunks(namespace, ids), namespace, progress)
         outcome.extraction_errors = sum(1 for e in outcome.extractions if e.error)
@@ -84,7 +88,9 @@ def _plan_documents(
     kb: KnowledgeBase, ids: list[str], documents: Sequence[DocumentInput], namespace: str,
     vectors: dict[str, Any], progress: Progress | None,
 ) -> tuple[WriteBatch, list[StoredDocument]]:
-    """The documents to write (new or changed since stored), chunked and embedded, and the result of each."""
+    """The documents to write (new or changed since stored), chunked, and the result of each. A replaced document's
+    passages that its stored one has too keep their stored rows (`_keep_unchanged`): only the others are embedded,
+    and those too when the title changed (a passage's vector holds it)."""
     from duckgraph.core.domain.model import StoredDocument
 
     stored = {d.id: d for d in kb.store.get_documents(ids, namespace)}
@@ -105,9 +111,26 @@ def _plan_documents(
             batch.chunks.append(ChunkRecord(document_id=doc_id, ordinal=ordinal, text=text, section=section))
         results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[], replaced=old is not None))
     titles = {d.id: d.title for d in batch.documents}
-    pairs = [(c, passage_text(titles[c.document_id], c.text, c.section)) for c in batch.chunks]
+    replaced = [r.id for r in results if r.replaced]
+    if replaced:
+        _keep_unchanged(batch.chunks, kb.store.document_chunks(namespace, replaced))
+    retitled = {i for i in replaced if stored[i].title != titles[i]}
+    pairs = [(c, passage_text(titles[c.document_id], c.text, c.section)) for c in batch.chunks
+             if c.id is None or c.document_id in retitled]
     embed_in_batches(kb.embedder, pairs, progress, "embedding passages", vectors)
     return batch, results
+
+
+def _keep_unchanged(chunks: Sequence[ChunkRecord], stored: Sequence[ChunkRecord]) -> None:
+    """Give each of `chunks` the id of a `stored` chunk of its document with the same text and section, each stored
+    one once, in order: the write keeps that row (its vector, entities and extraction mark) at the new ordinal, so
+    an edited paragraph costs its own passages, not the whole document's."""
+    free: dict[tuple[str, str, str], list[int]] = {}
+    for chunk in reversed(stored):  # popped from the end: first come, first kept
+        free.setdefault((chunk.document_id, chunk.section, chunk.text), []).append(chunk.id)
+    for chunk in chunks:
+        if same := free.get((chunk.document_id, chunk.section, chunk.text)):
+            chunk.id = same.pop()
 
 
 def _check(documents: Sequence[DocumentInput], no_extractor: bool) -> None:

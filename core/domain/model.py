@@ -171,9 +171,12 @@ class Change(_Model):
 class ChangesResult(_Model):
     """What was written in a span of time, newest first."""
 
-    changes: list[Change]
-    text: str = Field(description="The changes as lines, within the token budget.")
-    truncated: bool = Field(description="True when more changes exist than listed.")
+    changes: list[Change] = Field(description="Up to `limit` changes, whatever the text's budget.")
+    text: str = Field(description="The changes as lines, as many as fit the token budget; its last line says how "
+                      "to list the rest.")
+    truncated: bool = Field(description="More changes exist than listed (newest first): recent_changes with "
+                            "offset=next_offset (and the same since and until) lists the next ones.")
+    next_offset: int | None = None
 
 
 class DocumentInput(_Input):
@@ -244,7 +247,7 @@ class AddGraphResult(_Model):
 class StoredDocument(_Model):
     id: str
     title: str
-    chunk_ids: list[int]
+    chunk_ids: list[int] = Field(description="Its passages in order, those a replacement kept included.")
     unchanged: bool = Field(False, description="True when the same text was already stored under this id.")
     replaced: bool = Field(False, description="An older text under this id was replaced.")
 
@@ -265,13 +268,22 @@ class AddDocumentsResult(_Model):
     """What `add_documents` stored."""
 
     documents: list[StoredDocument]
-    chunks_written: int
+    chunks_written: int = Field(description="Passages written and embedded: new documents' passages, and those of "
+                                "replaced documents whose text changed.")
+    chunks_kept: int = Field(0, description="Passages of replaced documents whose text did not change: kept as "
+                             "stored, with their entities and extraction marks, not embedded again.")
     entities_removed: int = Field(
-        0, description="Entities that only the old passages of replaced documents supported, removed with them."
+        0, description="Entities that only the changed passages of replaced documents supported, removed with them "
+        "(without extraction: only those the new passages no longer name)."
     )
     relations_removed: int = Field(
-        0, description="Relations that only the old passages of replaced documents supported, removed with them."
+        0, description="Relations that only the changed passages of replaced documents supported, removed with them "
+        "(without extraction: only those whose two ends no new passage names)."
     )
+    entities_kept: int = Field(0, description="Without extraction: entities that only the changed passages supported, "
+                               "kept because a new passage names them (now their source).")
+    relations_kept: int = Field(0, description="Without extraction: relations that only the changed passages "
+                                "supported, kept because a new passage names both their ends (now their source).")
     extractions: list[ChunkExtraction] = Field(
         default_factory=list, description="Per passage, when extraction was asked for."
     )
@@ -613,7 +625,8 @@ class BuildCommunitiesResult(_Model):
     reports_written: int = Field(description="Extractive reports written by this build.")
     reports_kept: int = Field(description="Reports of unchanged communities, or stale written ones, kept.")
     written_reports_dropped: int = Field(0, description="Reports a model or the host wrote whose community no "
-                                         "longer holds half their members: replaced by extractive ones.")
+                                         "longer holds half their members, or lost members to a deletion: replaced "
+                                         "by extractive ones.")
     seconds: float
     sampling: str | None = Field(None, description="With community_reports_by_sampling: the reports the host's "
                                  "model wrote through MCP sampling, or why it wrote none.")
@@ -632,7 +645,8 @@ class CommunityReport(_Model):
     summary: str
     key_entities: list[KeyEntity]
     author: str = Field(description="extractive, model or host.")
-    stale: bool = Field(False, description="Written before its community last changed.")
+    stale: bool = Field(False, description="Written before its community, or an entity or fact it names, last "
+                        "changed.")
     score: float = 0.0
 
 

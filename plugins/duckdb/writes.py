@@ -19,6 +19,7 @@ from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
 from duckgraph.plugins.duckdb.schema import name_keys
 from duckgraph.plugins.duckdb.vector_tables import VECTOR_TABLES
 from duckgraph.ports import (
+    ChunkRecord,
     EdgeWrite,
     EmbedderMismatchError,
     InvalidInputError,
@@ -76,15 +77,20 @@ class Writer:
 
     def write(self, batch: WriteBatch, dimensions: int | None) -> WriteSummary:
         now = sql.now()
-        # A replaced text leaves no trace: what only its old passages supported goes with them, as on a delete.
-        replaced_nodes, replaced_edges = self._supported_only_by(
-            sorted({(doc.namespace, doc.id) for doc in batch.documents}))
-        removed_chunks = self.replace_documents(batch, now)
+        # A replaced text keeps its passages that did not change (`WriteBatch.chunks`); what only its other old
+        # passages supported goes with them, as on a delete, unless its new passages still name it (`keep_named`).
+        dropped = self._replaced_chunks(batch)
+        replaced_nodes, replaced_edges = self._supported_only_by(f"SELECT unnest({sql.JSON_IDS % 1})",
+                                                                 [sql.json_list(dropped)]) if dropped else ([], [])
+        held = self._provenance_in(dropped) if batch.keep_named else ([], [])
+        removed_chunks = self.replace_documents(batch, now, dropped)
         gone_documents, gone_chunks, unsupported_nodes, unsupported_edges = self._delete_documents(batch)
         removed_chunks += gone_chunks
-        unsupported_nodes += replaced_nodes
-        unsupported_edges += replaced_edges
+        inserted = [c for c in batch.chunks if c.id is None]
         chunk_ids = self.insert_chunks(batch, dimensions)
+        named_nodes, named_edges = self._keep_named(inserted, *held)
+        unsupported_nodes += [n for n in replaced_nodes if n not in named_nodes]
+        unsupported_edges += [e for e in replaced_edges if e not in named_edges]
         self._require_source_chunks(batch)
         collapsed = self._apply_merges(batch)
         deleted_nodes = self._delete_nodes([*batch.delete_nodes, *(s for _, ss in batch.merges for s in ss),
@@ -107,9 +113,12 @@ class Writer:
         self._note_vectors(batch, {"node": deleted_nodes[0], "chunk": removed_chunks, "edge": dropped_edges}, edge_ids)
         return WriteSummary(
             nodes_created=created, nodes_updated=updated, edges_created=edges_created, edges_updated=edges_updated,
-            documents_written=len(batch.documents), chunks_written=len(batch.chunks),
+            documents_written=len(batch.documents), chunks_written=len(inserted),
+            chunks_kept=len(batch.chunks) - len(inserted),
             nodes_deleted=len(deleted_nodes[0]), edges_deleted=len(dropped_edges), documents_deleted=gone_documents,
             edges_ended=len(batch.end_edges),
+            nodes_kept=len(set(replaced_nodes) & named_nodes - set(deleted_nodes[0])),
+            edges_kept=len(set(replaced_edges) & named_edges - set(dropped_edges)),
             node_ids=node_ids,
             chunk_ids=chunk_ids,
         )
@@ -228,17 +237,17 @@ class Writer:
         # Two statements for the whole batch: per-node statements would bind list parameters, slowly, node by node.
         self.replace_observations([n for n in batch.nodes if n.observations is not None], now)
 
-    def replace_documents(self, batch: WriteBatch, now: datetime) -> list[int]:
-        """Store the batch's documents, dropping the chunks (and what hangs on them) of those they replace; return
-        the dropped chunks' ids. A few statements for the whole batch, not four per document."""
+    def replace_documents(self, batch: WriteBatch, now: datetime, dropped: list[int] | None = None) -> list[int]:
+        """Store the batch's documents, dropping the chunks (and what hangs on them) of those they replace that no
+        chunk of the batch keeps (`dropped`, as `_replaced_chunks` finds them); the kept ones take their new ordinal.
+        Return the dropped chunks' ids. A few statements for the whole batch, not four per document."""
         documents = list({(doc.namespace, doc.id): doc for doc in batch.documents}.values())  # the last one wins
         if not documents:
             return []
         namespaces, ids = [d.namespace for d in documents], [d.id for d in documents]
         keys, key_params = sql.rows(1, ns=("VARCHAR", namespaces), id=("VARCHAR", ids))
-        removed = self._drop_chunks(keys, key_params)
-        self.con.execute(f"DELETE FROM documents USING {keys} WHERE documents.namespace = w.ns AND documents.id = w.id",
-                    key_params)
+        removed = self._drop_chunks(self._replaced_chunks(batch) if dropped is None else dropped)
+        self._move_kept_chunks(batch, keys, key_params, {(d.namespace, d.id): d.title for d in documents})
         rows, params = sql.rows(
             1, ns=("VARCHAR", namespaces), id=("VARCHAR", ids), title=("VARCHAR", [d.title for d in documents]),
             text=("VARCHAR", [d.text for d in documents]),
@@ -246,18 +255,62 @@ class Writer:
             created=("TIMESTAMP", [sql.naive_utc(d.created_at) or now for d in documents]),
             time=("TIMESTAMP", [sql.naive_utc(d.time) for d in documents]),
         )
+        # A stored document is updated in place: DuckDB (1.5) never frees the space of a row deleted and inserted
+        # again under the same primary key, so a note replaced daily grew the file by its size each day.
+        self.con.execute(
+            "UPDATE documents SET title = w.title, text = w.text, metadata = w.metadata::JSON, created_at = w.created, "
+            f"time = w.time FROM {rows} WHERE documents.namespace = w.ns AND documents.id = w.id", params)
         self.con.execute(
             f"INSERT INTO documents BY NAME SELECT ns AS namespace, id, title, text, metadata::JSON AS metadata, "
-            f"created AS created_at, time FROM {rows}", params)
+            f"created AS created_at, time FROM {rows} WHERE NOT EXISTS (SELECT 1 FROM documents d "
+            "WHERE d.namespace = w.ns AND d.id = w.id)", params)
         self._note(self._graph.put_documents, namespaces, ids, [d.title for d in documents],
                    [sql.naive_utc(d.time) for d in documents])
         return removed
 
-    def _drop_chunks(self, keys: str, key_params: list[str]) -> list[int]:
-        """Delete the chunks of the documents `keys` lists (see `sql.rows`), with their provenance and vectors."""
-        removed = [row[0] for row in self.con.execute(
-            f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params
-        ).fetchall()]
+    def _replaced_chunks(self, batch: WriteBatch) -> list[int]:
+        """The stored chunks of the batch's documents that none of its chunks keeps (`WriteBatch.chunks`): those
+        its write drops. A chunk that names another chunk than a stored one of its document with its text and
+        section is refused."""
+        documents = sorted({(doc.namespace, doc.id) for doc in batch.documents})
+        if not documents:
+            return []
+        keys, key_params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in documents]),
+                                    id=("VARCHAR", [i for _, i in documents]))
+        stored = {row[0]: row[1:] for row in self.con.execute(
+            "SELECT c.id, c.namespace, c.document_id, c.text, coalesce(c.section, '') FROM chunks c "
+            f"JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id ORDER BY c.id", key_params).fetchall()}
+        kept: set[int] = set()
+        for chunk, namespace in zip(batch.chunks, _chunk_namespaces(batch)):
+            if chunk.id is None:
+                continue
+            if chunk.id in kept or stored.get(chunk.id) != (namespace, chunk.document_id, chunk.text, chunk.section):
+                raise InvalidInputError(
+                    f"chunk {chunk.id} is not a stored passage of document {chunk.document_id!r} with the same text "
+                    "and section (or it is given twice): give a passage that changed without an id; nothing was "
+                    "written")
+            kept.add(chunk.id)
+        return [i for i in stored if i not in kept]
+
+    def _move_kept_chunks(self, batch: WriteBatch, keys: str, key_params: list[str],
+                          titles: dict[tuple[str, str], str]) -> None:
+        """Give the chunks the batch keeps their new ordinal (only those it changes: a row rewritten is space the
+        file holds until a checkpoint). Those whose document gets another `titles` are read again by the keyword
+        index: a passage's words include its document's title."""
+        kept = [(c.id, c.ordinal, (namespace, c.document_id))
+                for c, namespace in zip(batch.chunks, _chunk_namespaces(batch)) if c.id is not None]
+        if not kept:
+            return
+        rows, params = sql.rows(1, id=("BIGINT", [i for i, _, _ in kept]), ordinal=("BIGINT", [o for _, o, _ in kept]))
+        self.con.execute(f"UPDATE chunks SET ordinal = w.ordinal FROM {rows} WHERE chunks.id = w.id "
+                         "AND chunks.ordinal <> w.ordinal", params)
+        retitled = {(ns, doc) for ns, doc, title in self.con.execute(
+            f"SELECT d.namespace, d.id, d.title FROM documents d JOIN {keys} ON d.namespace = w.ns AND d.id = w.id",
+            key_params).fetchall() if titles.get((ns, doc), title) != title}
+        self.changes.keywords["chunk"].update(i for i, _, document in kept if document in retitled)
+
+    def _drop_chunks(self, removed: list[int]) -> list[int]:
+        """Delete the chunks `removed`, with their provenance and vectors."""
         if removed:
             listed = [sql.json_list(removed)]
             for table, column in (("mentions", "chunk_id"), ("edge_evidence", "chunk_id"),
@@ -275,24 +328,23 @@ class Writer:
         documents = sorted(set(batch.delete_documents))
         if not documents:
             return 0, [], [], []
-        nodes, edges = self._supported_only_by(documents)
         keys, key_params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in documents]), id=("VARCHAR", [i for _, i in documents]))
+        nodes, edges = self._supported_only_by(
+            f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params)
         stored = self.con.execute(f"SELECT count(*) FROM documents d JOIN {keys} ON d.namespace = w.ns AND d.id = w.id",
                                   key_params).fetchone()[0]
-        removed = self._drop_chunks(keys, key_params)
+        removed = self._drop_chunks([row[0] for row in self.con.execute(
+            f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params
+        ).fetchall()])
         self.con.execute(f"DELETE FROM documents USING {keys} WHERE documents.namespace = w.ns AND documents.id = w.id",
                          key_params)
         self._note(self._graph.drop_documents, documents)
         return stored, removed, nodes, edges
 
-    def _supported_only_by(self, documents: list[tuple[str, str]]) -> tuple[list[int], list[int]]:
-        """The nodes and edges whose provenance is all in the stored passages of `documents` ((namespace, id)
-        pairs). Provenance other passages also give keeps a node or an edge; one without any, or ever written by
-        hand (`NodeRecord.by_hand`), is never among them."""
-        if not documents:
-            return [], []
-        keys, key_params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in documents]), id=("VARCHAR", [i for _, i in documents]))
-        chunks = f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id"
+    def _supported_only_by(self, chunks: str, key_params: list[Any]) -> tuple[list[int], list[int]]:
+        """The nodes and edges whose provenance is all in the passages the query `chunks` selects (with the
+        parameters `key_params`). Provenance other passages also give keeps a node or an edge; one without any, or
+        ever written by hand (`NodeRecord.by_hand`), is never among them."""
         nodes = [row[0] for row in self.con.execute(
             f"SELECT node_id FROM mentions WHERE node_id IN (SELECT node_id FROM mentions WHERE chunk_id IN ({chunks})) "
             "AND node_id NOT IN (SELECT node_id FROM nodes_by_hand) "
@@ -304,32 +356,80 @@ class Writer:
         return nodes, edges
 
     def insert_chunks(self, batch: WriteBatch, dimensions: int | None) -> dict[str, list[int]]:
+        """Insert the batch's chunks but those it keeps (with an `id`: see `replace_documents`), with their vectors;
+        a kept one gets the vector it carries, if any. Return each document's chunk ids, kept ones included."""
         if not batch.chunks:
             return {}
         namespaces = _chunk_namespaces(batch)
-        ids = [r[0] for r in self.con.execute(
-            "SELECT nextval('chunk_ids') FROM range(?)", [len(batch.chunks)]
-        ).fetchall()]
-        rows, params = sql.rows(1, id=("BIGINT", ids), ns=("VARCHAR", namespaces),
-                             doc=("VARCHAR", [c.document_id for c in batch.chunks]),
-                             ordinal=("BIGINT", [c.ordinal for c in batch.chunks]),
-                             text=("VARCHAR", [c.text for c in batch.chunks]),
-                             section=("VARCHAR", [c.section for c in batch.chunks]))
-        self.con.execute("INSERT INTO chunks (id, namespace, document_id, ordinal, text, section) "
-                         f"SELECT id, ns, doc, ordinal, text, section FROM {rows}", params)
-        with_vectors = [(i, c.embedding) for i, c in zip(ids, batch.chunks) if c.embedding is not None]
-        if with_vectors:
-            self.write_vectors("chunk", [i for i, _ in with_vectors], [v for _, v in with_vectors], dimensions,
-                                replace=False)  # new ids
-        self._note(self._graph.add_chunks, ids, namespaces,
+        new = [(c, namespace) for c, namespace in zip(batch.chunks, namespaces) if c.id is None]
+        ids = [r[0] for r in self.con.execute("SELECT nextval('chunk_ids') FROM range(?)", [len(new)]).fetchall()]
+        if new:
+            rows, params = sql.rows(1, id=("BIGINT", ids), ns=("VARCHAR", [ns for _, ns in new]),
+                                    doc=("VARCHAR", [c.document_id for c, _ in new]),
+                                    ordinal=("BIGINT", [c.ordinal for c, _ in new]),
+                                    text=("VARCHAR", [c.text for c, _ in new]),
+                                    section=("VARCHAR", [c.section for c, _ in new]))
+            self.con.execute("INSERT INTO chunks (id, namespace, document_id, ordinal, text, section) "
+                             f"SELECT id, ns, doc, ordinal, text, section FROM {rows}", params)
+        for (chunk, _), chunk_id in zip(new, ids):
+            chunk.id = chunk_id
+        fresh = set(ids)
+        for replace in (False, True):  # a new id has no vector yet: nothing to delete first
+            with_vectors = [(c.id, c.embedding) for c in batch.chunks
+                            if c.embedding is not None and (c.id not in fresh) is replace]
+            if with_vectors:
+                self.write_vectors("chunk", [i for i, _ in with_vectors], [v for _, v in with_vectors], dimensions,
+                                   replace=replace)
+        # All the chunks of each document: a kept one moves to its document's new entry and ordinal.
+        self._note(self._graph.add_chunks, [c.id for c in batch.chunks], namespaces,
                      [c.document_id for c in batch.chunks], [c.ordinal for c in batch.chunks],
                      [c.text for c in batch.chunks], [c.section for c in batch.chunks])
         self.changes.keywords["chunk"].update(ids)
         by_document: dict[str, list[int]] = {}
-        for chunk_id, chunk, namespace in zip(ids, batch.chunks, namespaces):
-            chunk.id, chunk.namespace = chunk_id, namespace
-            by_document.setdefault(chunk.document_id, []).append(chunk_id)
+        for chunk, namespace in zip(batch.chunks, namespaces):
+            chunk.namespace = namespace
+            by_document.setdefault(chunk.document_id, []).append(chunk.id)
         return by_document
+
+    def _provenance_in(self, chunks: list[int]) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int]]]:
+        """(namespace, document id, node id) of the mentions in `chunks`; (namespace, document id, edge id) of
+        their evidence."""
+        if not chunks:
+            return [], []
+        listed = [sql.json_list(chunks)]
+        return tuple(self.con.execute(  # type: ignore[return-value]
+            f"SELECT DISTINCT c.namespace, c.document_id, p.{column} FROM {table} p JOIN chunks c ON c.id = p.chunk_id "
+            f"WHERE p.chunk_id IN (SELECT unnest({sql.JSON_IDS % 1})) ORDER BY ALL", listed).fetchall()
+            for table, column in (("mentions", "node_id"), ("edge_evidence", "edge_id")))
+
+    def _keep_named(self, inserted: list[ChunkRecord], nodes: list[tuple[str, str, int]],
+                    edges: list[tuple[str, str, int]]) -> tuple[set[int], set[int]]:
+        """`WriteBatch.keep_named`: give the `nodes` and `edges` (`_provenance_in` the dropped chunks) the `inserted`
+        chunks of the same document that name them (a node: one of its name keys, as `_mentioning` finds them; an
+        edge: both its ends) as mentions and evidence. Return the nodes and the edges that got some."""
+        if not inserted or not (nodes or edges):
+            return set(), set()
+        texts: dict[tuple[str | None, str], list[tuple[int, str]]] = {}
+        for chunk in inserted:  # `insert_chunks` set their ids and namespaces
+            texts.setdefault((chunk.namespace, chunk.document_id), []).append((chunk.id, chunk.text))
+        ends = {edge_id: (source, target) for edge_id, source, target in self.con.execute(
+            f"SELECT id, source_id, target_id FROM edges WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))",
+            [sql.json_list(e for _, _, e in edges)]).fetchall()} if edges else {}
+        keys: dict[int, list[str]] = {}
+        for node_id, key in self.con.execute(
+                f"SELECT node_id, key FROM node_names WHERE node_id IN (SELECT unnest({sql.JSON_IDS % 1}))",
+                [sql.json_list({n for _, _, n in nodes} | {n for pair in ends.values() for n in pair})]).fetchall():
+            keys.setdefault(node_id, []).append(key)
+        mentions = {(chunk_id, node_id) for namespace, doc, node_id in nodes
+                    for chunk_id in _naming(texts.get((namespace, doc), []), keys.get(node_id, []))}
+        evidence = {(edge_id, chunk_id) for namespace, doc, edge_id in edges if edge_id in ends
+                    for chunk_id in set.intersection(*(set(_naming(texts.get((namespace, doc), []), keys.get(end, [])))
+                                                       for end in ends[edge_id]))}
+        sql.insert_pairs(self.con, "mentions", mentions)
+        sql.insert_pairs(self.con, "edge_evidence", evidence)
+        if mentions:
+            self._note(self._graph.add_mentions, [c for c, _ in mentions], [n for _, n in mentions])
+        return {n for _, n in mentions}, {e for e, _ in evidence}
 
     def _upsert_nodes(
         self, batch: WriteBatch, now: datetime, dimensions: int | None
@@ -338,12 +438,13 @@ class Writer:
         new = [n for n in batch.nodes if n.id is None]
         old = [n for n in batch.nodes if n.id is not None]
         self._note_renamed_edges(old)
+        changed = self._changed_nodes(old, batch)
         if new:
             ids = [r[0] for r in self.con.execute("SELECT nextval('node_ids') FROM range(?)", [len(new)]).fetchall()]
             for node, node_id in zip(new, ids):
                 node.id = node_id
         # Every column bound as one JSON array (`sql.rows`): list parameters bind element by element.
-        for nodes, is_new in ((new, True), (old, False)):
+        for nodes, is_new in ((new, True), (changed, False)):
             if not nodes:
                 continue
             rows, params = sql.rows(
@@ -381,7 +482,7 @@ class Writer:
                                     key=("VARCHAR", [b for _, b, _ in names]),
                                  id=("BIGINT", [c for _, _, c in names]))
             self.con.execute(f"INSERT INTO node_names SELECT ns, key, id FROM {rows}", params)
-            self._note(self._graph.put_nodes, list(batch.nodes), now, keys_of)
+            self._note(self._graph.put_nodes, [*new, *changed], now, keys_of)
         for nodes, is_new in ((new, True), (old, False)):
             with_vectors = [n for n in nodes if n.embedding is not None]
             if with_vectors:  # a new id has no vector yet: nothing to delete first
@@ -391,6 +492,24 @@ class Writer:
             node_ids[node.key] = node.id
         self.changes.keywords["node"].update(node_ids.values())
         return node_ids, len(new), len(old)
+
+    def _changed_nodes(self, nodes: list[NodeRecord], batch: WriteBatch) -> list[NodeRecord]:
+        """Those of the stored `nodes` that this write changes (the mirror still holds them as before it): a node
+        written again as it is (an entity added again, word for word) keeps its updated_at, so recent_changes and
+        the communities' freshness do not count it as updated."""
+        stored = {record.id: record for record in self._graph.node_records([n.id for n in nodes])}
+        observations = self._graph.observations(stored)
+        targets = {target for target, _ in batch.merges}  # it takes over the sources' relations
+
+        def same(node: NodeRecord, record: NodeRecord | None) -> bool:
+            return record is not None and node.id not in targets and (
+                (node.namespace, node.key, node.name, node.type, node.description, tuple(node.aliases))
+                == (record.namespace, record.key, record.name, record.type, record.description, tuple(record.aliases))
+                and json.dumps(node.properties, sort_keys=True) == json.dumps(record.properties, sort_keys=True)
+                and (node.observations is None
+                     or set(node.observations) == set(observations.get(node.id, ()))))
+
+        return [n for n in nodes if not same(n, stored.get(n.id))]
 
     def _note_renamed_edges(self, nodes: list[NodeRecord]) -> None:
         """The edges of the nodes whose name the batch changes: their sentences name the node (the mirror still
@@ -708,5 +827,9 @@ def _span(valid_from: datetime | None, valid_until: datetime | None) -> str:
 
 def _mentioning(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
     """Chunks whose text names one of `names`; all of them when none does (the fact came from the document)."""
-    hits = [chunk_id for chunk_id, text in chunks if any(name in text.casefold() for name in names)]
-    return hits or [chunk_id for chunk_id, _ in chunks]
+    return _naming(chunks, names) or [chunk_id for chunk_id, _ in chunks]
+
+
+def _naming(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
+    """Chunks whose text names one of `names` (name keys: `name_keys`)."""
+    return [chunk_id for chunk_id, text in chunks if any(name in text.casefold() for name in names)]

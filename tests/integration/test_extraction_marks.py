@@ -209,10 +209,11 @@ def test_a_document_replaced_during_its_extraction_keeps_nothing_of_the_old_text
         assert names(kb) == {"Acme Corp", "Munich"}
         assert kb.store.written_by_hand("node", [n.id for n in kb.store.list_nodes("default")]) == set()
 
-        # Replaced again: nothing of either text is left behind.
+        # Replaced again, without extraction: nothing of either text is left behind but Acme Corp, which the new
+        # text still names (nobody reads it to find it again).
         replaced = kb.add_documents([DocumentInput(id="hq.md", text="Acme Corp moved to Hamburg.")])
-        assert (replaced.entities_removed, replaced.relations_removed) == (2, 1)
-        assert names(kb) == set()
+        assert (replaced.entities_removed, replaced.relations_removed) == (1, 1)
+        assert names(kb) == {"Acme Corp"}
     assert dangling_provenance(db_path) == (0, 0)
 
 

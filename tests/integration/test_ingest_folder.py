@@ -239,22 +239,26 @@ def test_a_changed_file_s_re_ingest_removes_what_only_its_old_text_supported(not
 
     code, summary = ingest(db_path, "notes")
     assert code == 0
-    assert summary == ("1 documents stored (1 replaced, with 1 entities and 1 relations only their old text "
-                       "supported), 2 unchanged, 0 skipped, 1 passages")
+    assert summary == ("1 documents stored (1 replaced, with 0 entities and 1 relations only their old text "
+                       "supported; 1 entities and 0 relations the new text still names kept), 2 unchanged, 0 skipped, "
+                       "1 passages")
     store = DuckDBStore(db_path)
     store.open()
     try:
         names = {n.name for n in store.list_nodes("default", limit=100)}
         types = {e.type for e in store.list_edges("default", limit=100)}
-        engine = store.find_nodes("default", ["analytical engine"])[0]
-        sources = {store.chunk_documents([c])[c] for c, _ in store.chunks_mentioning([engine.id])}
+        sources = {}
+        for name in ("analytical engine", "charles babbage"):
+            node = store.find_nodes("default", [name])[0]
+            sources[name] = {store.chunk_documents([c])[c] for c, _ in store.chunks_mentioning([node.id])}
     finally:
         store.close()
-    # Babbage and DESIGNED stood on the old text alone; the Analytical Engine stays on ada.md (and no longer
-    # on babbage.txt); what was added by hand stays.
-    assert names == {"Analytical Engine", "Difference Engine"}
+    # DESIGNED stood on the old text alone, and the new one no longer names the Analytical Engine: it goes.
+    # Babbage stood on it alone too, but the new text (stored without extraction) still names him: he stays, on
+    # it. The Analytical Engine stays on ada.md (and no longer on babbage.txt); what was added by hand stays.
+    assert names == {"Charles Babbage", "Analytical Engine", "Difference Engine"}
     assert types == {"SUCCEEDED", "FOLLOWED"}
-    assert sources == {f"{root}/ada.md"}
+    assert sources == {"analytical engine": {f"{root}/ada.md"}, "charles babbage": {f"{root}/babbage.txt"}}
 
 
 def test_markdown_front_matter_gives_the_title_and_the_date(notes, db_path):

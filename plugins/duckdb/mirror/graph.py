@@ -136,6 +136,10 @@ class GraphMirror(PassageMirror):
         self.chunk_text: dict[int, str] | None = {}
         #: chunk id -> its section ("Installation > Linux"), for those that have one: short, so always held
         self.chunk_section: dict[int, str] = {}
+        #: chunk id -> the next (`chunk_after`) or previous (`chunk_before`) chunk of its document where that is not
+        #: the next or previous id: a replaced document keeps its unchanged passages (see `_note_reading_order`)
+        self.chunk_after: dict[int, int] = {}
+        self.chunk_before: dict[int, int] = {}
         self.text_bytes = 0  # UTF-8 bytes of the chunks' texts held (of all of them, when over the budget at open)
         self.document_codes: dict[tuple[str, str], int] = {}  # (namespace, document id) -> code
         self.documents: list[tuple[str, str]] = []  # code -> (document id, title)

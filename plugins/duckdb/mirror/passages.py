@@ -36,10 +36,13 @@ class PassageMirror:
 
     def add_chunks(self, ids: Sequence[int], namespaces: Sequence[str], document_ids: Sequence[str],
                    ordinals: Sequence[int], texts: Sequence[str], sections: Sequence[str | None] = ()) -> None:
-        """Chunks of documents already given to `put_documents`."""
+        """Chunks of documents already given to `put_documents`: all the chunks of each. A chunk held already (the
+        unchanged passage of a replaced document) moves to its document's new entry and ordinal."""
         if len(ids):
             self.chunk_section.update((i, s) for i, s in zip(np.asarray(ids).tolist(), sections) if s)
             ids = np.asarray(ids, dtype=np.int64)
+            if self.chunk_text is not None:  # its text is counted again below
+                self.text_bytes -= sum(len(self.chunk_text.get(i, "").encode()) for i in ids.tolist())
             size = int(ids.max()) + 1
             self.chunk_live = grow(self.chunk_live, size, False)
             self.chunk_live[ids] = True
@@ -48,6 +51,7 @@ class PassageMirror:
             self.chunk_document[ids] = [codes.get(key, -1) for key in zip(namespaces, document_ids)]
             self.chunk_ordinal = grow(self.chunk_ordinal, size, 0)
             self.chunk_ordinal[ids] = ordinals
+            self._note_reading_order(ids)
             if self.chunk_text is not None:
                 self.chunk_text.update(zip(ids.tolist(), texts))
                 self.text_bytes += sum(len(text.encode()) for text in texts)
@@ -56,12 +60,31 @@ class PassageMirror:
                     log.info("passage texts outgrew the %d MB kept in memory: searches read them from the file",
                              self.text_budget // 2**20)
 
+    def _note_reading_order(self, ids: Any) -> None:
+        """Note, among the chunks `ids` (all the chunks of their documents), those whose next chunk in their document
+        is not the next id (`chunk_after`, and `chunk_before` the other way): a replaced document keeps the ids of
+        its unchanged passages among the new ones. Any other chunk reads on at the next id (`adjacent_chunks`)."""
+        if self.chunk_after or self.chunk_before:
+            for i in ids.tolist():  # noted again below if still so
+                self.chunk_after.pop(i, None)
+                self.chunk_before.pop(i, None)
+        codes, ordinals = self.chunk_document[ids], self.chunk_ordinal[ids]
+        order = np.lexsort((ordinals, codes))
+        ids, codes, ordinals = ids[order], codes[order], ordinals[order]
+        apart = ((codes[1:] == codes[:-1]) & (codes[1:] >= 0) & (ordinals[1:] == ordinals[:-1] + 1)
+                 & (ids[1:] != ids[:-1] + 1))
+        for before, after in zip(ids[:-1][apart].tolist(), ids[1:][apart].tolist()):
+            self.chunk_after[before] = after
+            self.chunk_before[after] = before
+
     def drop_chunks(self, ids: Sequence[int]) -> None:
         ids = np.asarray(ids, dtype=np.int64)
         ids = ids[ids < len(self.chunk_live)]
         self.chunk_live[ids] = False
         for i in ids.tolist():
             self.chunk_section.pop(i, None)
+            self.chunk_after.pop(i, None)
+            self.chunk_before.pop(i, None)
         if self.chunk_text is not None:
             self.text_bytes -= sum(len(self.chunk_text.pop(i, "").encode()) for i in ids.tolist())
 
@@ -105,12 +128,15 @@ class PassageMirror:
 
     def adjacent_chunks(self, ids: Sequence[int], namespace: str) -> dict[int, tuple[int | None, int | None]]:
         """For each stored one of the chunk `ids` in `namespace`, the chunks stored just before and after it when
-        they go on with its text (`reads_on`; None otherwise): a few array reads per chunk."""
+        they go on with its text (`reads_on`; None otherwise): the neighbouring ids, or those `_note_reading_order`
+        noted; a few array reads per chunk."""
         found: dict[int, tuple[int | None, int | None]] = {}
         for chunk_id in self._stored_chunks(ids)[0].tolist():
             if (here := self._place(chunk_id, namespace)) is not None:
-                found[chunk_id] = (chunk_id - 1 if reads_on(self._place(chunk_id - 1, namespace), here) else None,
-                                   chunk_id + 1 if reads_on(here, self._place(chunk_id + 1, namespace)) else None)
+                before = self.chunk_before.get(chunk_id, chunk_id - 1)
+                after = self.chunk_after.get(chunk_id, chunk_id + 1)
+                found[chunk_id] = (before if reads_on(self._place(before, namespace), here) else None,
+                                   after if reads_on(here, self._place(after, namespace)) else None)
         return found
 
     def _place(self, chunk_id: int, namespace: str) -> tuple[str, int, str] | None:

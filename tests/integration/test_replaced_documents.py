@@ -1,0 +1,235 @@
+"""A replaced document keeps the passages whose text did not change (their ids, vectors, entities and extraction
+marks): only the changed ones are dropped, written and embedded. Stored without extraction, what only its changed
+passages supported stays while a new passage still names it (the host model extracted it, and nobody reads the
+new text); with extraction, it goes with them and the extractor reads the new passages. Real DuckDB files, the
+real default model (and FakeOllama as the extractor)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.plugins.duckdb import DuckDBStore
+from duckgraph.plugins.ollama import OllamaExtractor
+from duckgraph.ports import ChunkRecord, DocumentRecord, InvalidInputError, WriteBatch
+
+from tests.ollama_server import FakeOllama
+
+NOTE = "Maya Chen leads Project Orion at Acme. Orion ships in Mayy; Raj Patel owns the launch checklist."
+SOURCE = ["standup-2026-03-02"]
+
+
+def open_kb(path: Path, embedder: Any, **kwargs: Any) -> KnowledgeBase:
+    return KnowledgeBase(DuckDBStore(path), embedder, **kwargs).open()
+
+
+def graph(kb: KnowledgeBase) -> tuple[set[str], set[str]]:
+    return ({n.name for n in kb.store.list_nodes("default", limit=100)},
+            {e.type for e in kb.store.list_edges("default", limit=100)})
+
+
+def counting(monkeypatch: pytest.MonkeyPatch, embedder: Any) -> list[str]:
+    """The texts the embedder is asked to embed from now on."""
+    asked: list[str] = []
+    real = type(embedder).embed_documents
+
+    def embed_documents(texts):
+        asked.extend(texts)
+        return real(embedder, texts)
+
+    monkeypatch.setattr(embedder, "embed_documents", embed_documents)
+    return asked
+
+
+def mentioning(kb: KnowledgeBase, name: str) -> set[int]:
+    node = kb.store.find_nodes("default", [name.casefold()])[0]
+    return {chunk for chunk, _ in kb.store.chunks_mentioning([node.id])}
+
+
+def test_a_fixed_typo_keeps_the_graph_the_host_extracted_from_the_note(db_path, minilm):
+    kb = open_kb(db_path, minilm)
+    [old] = kb.add_documents([DocumentInput(id=SOURCE[0], text=NOTE)]).documents
+    kb.add_knowledge_graph(  # as extract_knowledge asks the host model to: with the note as the source
+        [NodeInput(name="Maya Chen", type="Person", observations=["Leads Project Orion"], source_ids=SOURCE),
+         NodeInput(name="Project Orion", type="Project", description="ships in May", source_ids=SOURCE),
+         NodeInput(name="Raj Patel", type="Person", source_ids=SOURCE)],
+        [EdgeInput(source="Maya Chen", target="Project Orion", type="LEADS", source_ids=SOURCE),
+         EdgeInput(source="Raj Patel", target="Project Orion", type="OWNS_LAUNCH_CHECKLIST_OF", source_ids=SOURCE)])
+
+    fixed = kb.add_documents([DocumentInput(id=SOURCE[0], text=NOTE.replace("Mayy", "May"))])
+    assert (fixed.entities_removed, fixed.relations_removed) == (0, 0)
+    assert (fixed.entities_kept, fixed.relations_kept) == (3, 2)
+    assert (fixed.chunks_written, fixed.chunks_kept) == (1, 0)
+    assert graph(kb) == ({"Maya Chen", "Project Orion", "Raj Patel"}, {"LEADS", "OWNS_LAUNCH_CHECKLIST_OF"})
+    [new_chunk] = fixed.documents[0].chunk_ids
+    assert new_chunk != old.chunk_ids[0] and mentioning(kb, "Maya Chen") == {new_chunk}
+    maya = kb.store.find_nodes("default", ["maya chen"])[0]
+    assert kb.store.get_observations([maya.id])[maya.id] == ["Leads Project Orion"]
+    result = kb.search("Who leads Project Orion?")
+    assert "Maya Chen leads Project Orion" in result.text
+
+    # A new text that no longer names Raj Patel: he and his relation go, as before; the rest stays.
+    dropped = kb.add_documents([DocumentInput(id=SOURCE[0], text="Maya Chen leads Project Orion at Acme.")])
+    assert (dropped.entities_removed, dropped.relations_removed) == (1, 1)
+    assert (dropped.entities_kept, dropped.relations_kept) == (2, 1)
+    assert graph(kb) == ({"Maya Chen", "Project Orion"}, {"LEADS"})
+    kb.close()
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:  # no provenance left pointing at a passage that is gone
+        assert con.execute("SELECT count(*) FROM mentions WHERE chunk_id NOT IN (SELECT id FROM chunks)"
+                           ).fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM edge_evidence WHERE chunk_id NOT IN (SELECT id FROM chunks)"
+                           ).fetchone()[0] == 0
+    finally:
+        con.close()
+
+
+def sections(*bodies: str) -> str:
+    """A Markdown text of one section per body, headed by its first word: each body is a passage."""
+    return "\n\n".join(f"## {body.split()[0]}\n\n{body}" for body in bodies)
+
+
+BODIES = [f"{word.title()} review: the team found nothing unusual in week {i}."
+          for i, word in enumerate(["budget", "deploy", "server", "incident", "design", "roadmap"], start=1)]
+
+
+def test_unchanged_passages_keep_their_rows_vectors_entities_and_marks(db_path, minilm, monkeypatch):
+    kb = open_kb(db_path, minilm)
+    [first] = kb.add_documents([DocumentInput(id="journal.md", text=sections(*BODIES))]).documents
+    assert len(first.chunk_ids) == 6
+    # An entity the host linked to the third passage alone, and the fifth passage marked as read by an extractor.
+    kb.add_knowledge_graph([NodeInput(name="Server Review", type="Event")], [], source_chunk_ids=[first.chunk_ids[2]])
+    kb.store.mark_extracted([first.chunk_ids[4]], "ollama:qwen3:8b")
+    asked = counting(monkeypatch, minilm)
+
+    # A paragraph inserted at the top (every ordinal shifts by one) and the last one edited.
+    edited = ["Opening paragraph about the customer invoice.", *BODIES[:5], BODIES[5] + " Edited."]
+    replaced = kb.add_documents([DocumentInput(id="journal.md", text=sections(*edited))])
+    assert (replaced.chunks_written, replaced.chunks_kept) == (2, 5)
+    assert len(asked) == 2  # only the new passages were embedded
+    chunks = kb.store.document_chunks("default", ["journal.md"])
+    assert [c.ordinal for c in chunks] == list(range(7))
+    assert [c.id for c in chunks] == replaced.documents[0].chunk_ids
+    # The first five are the same rows, now one further down; the sixth changed (a new row); the opening is new.
+    assert [c.id for c in chunks][1:6] == first.chunk_ids[:5]
+    assert not {chunks[0].id, chunks[6].id} & set(first.chunk_ids)
+    assert [c.section for c in chunks] == [body.split()[0] for body in edited]
+    assert mentioning(kb, "Server Review") == {first.chunk_ids[2]}
+    assert kb.store.extracted_chunks([c.id for c in chunks]) == {first.chunk_ids[4]}
+
+    def neighbours(store) -> dict[int, tuple[int | None, int | None]]:
+        return store.adjacent_chunks([c.id for c in chunks], "default")
+
+    # Reading order follows the ordinals, across kept and new passages (whose ids are not in that order).
+    ids = [c.id for c in chunks]
+    expected = {i: (ids[n - 1] if n else None, ids[n + 1] if n + 1 < len(ids) else None) for n, i in enumerate(ids)}
+    assert neighbours(kb.store) == expected
+    # The vector index holds the kept passages' vectors and the new ones', and nothing of the dropped one.
+    def nearest(query: str) -> list[int]:
+        return [i for i, _ in kb.store.vector_search("chunk", minilm.embed_query(query), 10, "default")]
+
+    assert sorted(nearest("review")) == sorted(ids)
+    assert nearest("Opening paragraph about the customer invoice")[0] == chunks[0].id
+    assert nearest("Deploy review: the team found nothing unusual in week 2.")[0] == first.chunk_ids[1]
+    kb.close()
+
+    kb = open_kb(db_path, minilm)  # the mirror loaded from the file knows the same order
+    assert neighbours(kb.store) == expected
+    kb.close()
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0] == 7
+        assert con.execute("SELECT count(*) FROM chunks").fetchone()[0] == 7
+    finally:
+        con.close()
+
+
+def test_a_new_title_embeds_the_kept_passages_again(db_path, minilm, monkeypatch):
+    kb = open_kb(db_path, minilm)
+    [first] = kb.add_documents([DocumentInput(id="journal.md", text=sections(*BODIES[:3]), title="Journal")]
+                               ).documents
+    query = minilm.embed_query("Quarterly zeppelin log")
+    before = kb.store.similarities("chunk", first.chunk_ids, query)
+    asked = counting(monkeypatch, minilm)
+    retitled = kb.add_documents([DocumentInput(id="journal.md", text=sections(*BODIES[:3]),
+                                               title="Quarterly zeppelin log")])
+    # The rows stay, but a passage's vector (and its words) hold its document's title: all three are embedded again.
+    assert (retitled.chunks_written, retitled.chunks_kept) == (0, 3) and len(asked) == 3
+    assert retitled.documents[0].chunk_ids == first.chunk_ids
+    assert {i for i, _ in kb.store.keyword_search("chunk", "zeppelin", 10, "default")} == set(first.chunk_ids)
+    after = kb.store.similarities("chunk", first.chunk_ids, query)
+    assert all(after[i] > before[i] + 0.1 for i in first.chunk_ids), (before, after)
+    kb.close()
+
+
+def test_a_kept_chunk_id_must_be_a_stored_passage_of_its_document(db_path, minilm):
+    kb = open_kb(db_path, minilm)
+    [a] = kb.add_documents([DocumentInput(id="a.md", text="Alpha text.")]).documents
+    [b] = kb.add_documents([DocumentInput(id="b.md", text="Beta text.")]).documents
+    for chunk in (ChunkRecord(document_id="a.md", ordinal=0, text="Alpha text.", id=b.chunk_ids[0]),  # b's
+                  ChunkRecord(document_id="a.md", ordinal=0, text="Other text.", id=a.chunk_ids[0])):  # not its text
+        batch = WriteBatch(documents=[DocumentRecord(id="a.md", namespace="default", text="Alpha text.")],
+                           chunks=[chunk])
+        with pytest.raises(InvalidInputError, match=r"not a stored passage of document 'a.md'.*nothing was written"):
+            kb.store.write(batch)
+        assert [c.id for c in kb.store.document_chunks("default", ["a.md", "b.md"])] == [*a.chunk_ids, *b.chunk_ids]
+    kb.close()
+
+
+# -- with extraction: the extractor reads the new passages, so the old rule holds ------------------------------------
+
+
+def located(body: dict[str, Any]) -> str:
+    """A scripted model: Acme Corp is headquartered in the city a passage names."""
+    text = next(m["content"] for m in body["messages"] if m["role"] == "user").split("Text:\n", 1)[1]
+    for city in ("Berlin", "Munich"):
+        if city in text:
+            return json.dumps({"nodes": [{"name": "Acme Corp", "type": "Company"}, {"name": city, "type": "City"}],
+                               "edges": [{"source": "Acme Corp", "target": city, "type": "HEADQUARTERED_IN"}]})
+    return json.dumps({"nodes": [], "edges": []})
+
+
+def test_with_extraction_what_only_the_changed_passages_supported_goes_and_kept_ones_are_not_read_again(
+        db_path, minilm):
+    with FakeOllama(default_chat_reply=located) as server:
+        extractor = OllamaExtractor("qwen3:8b", base_url=server.base_url, max_attempts=1)
+        kb = open_kb(db_path, minilm, extractor=extractor)
+        text = sections("Acme Corp is headquartered in Berlin.", "The canteen serves soup on Fridays.")
+        kb.add_documents([DocumentInput(id="hq.md", text=text)], extract=True)
+        chats = len(server.requests_to("/api/chat"))
+        moved = kb.add_documents([DocumentInput(id="hq.md", text=text.replace("Berlin", "Munich"))], extract=True)
+        # Acme Corp is named by the new passage, yet goes with the old one: the extractor reads the new text
+        # and finds it again (with the new city), and the unchanged canteen passage is not sent again.
+        assert (moved.entities_removed, moved.relations_removed) == (2, 1)
+        assert (moved.entities_kept, moved.relations_kept) == (0, 0)
+        assert (moved.chunks_written, moved.chunks_kept) == (1, 1)
+        assert len(server.requests_to("/api/chat")) == chats + 1
+        assert [e.skipped for e in moved.extractions] == [False, True]
+        assert graph(kb) == ({"Acme Corp", "Munich"}, {"HEADQUARTERED_IN"})
+        kb.close()
+
+
+# -- the file does not grow with each replacement -------------------------------------------------------------------
+
+
+def test_a_long_note_replaced_daily_does_not_grow_the_file(db_path):
+    """A stored document is updated in place: DuckDB never reused the space of a row deleted and inserted again
+    under the same key, so a 200 kB note replaced daily grew the file by about 0.5 MB a day. Storage only: the
+    instant hashing embedder stands in for the model."""
+    from tests.fakes import HashingEmbedder
+
+    paragraphs = [f"Paragraph {i}: " + " ".join(["meeting budget deploy server incident review"] * 8)
+                  for i in range(400)]
+    sizes = []
+    for day in range(12):
+        paragraphs[(day * 37) % len(paragraphs)] = f"Edited on day {day}."
+        kb = open_kb(db_path, HashingEmbedder())
+        kb.add_documents([DocumentInput(id="journal.md", text="\n\n".join(paragraphs))])
+        kb.close()
+        sizes.append(db_path.stat().st_size)
+    assert max(sizes[3:]) <= max(sizes[:3]) + 600_000, sizes
