@@ -206,6 +206,10 @@ class WriteBatch:
     #: supported those naming both its ends, so that neither goes while the new text names it. False: what only
     #: the dropped chunks supported goes with them (an extractor is to read the new ones).
     keep_named: bool = False
+    #: Nodes renamed or merged into (by this batch or an earlier one of the same use case): the edges written here
+    #: that touch them changed, their sentences naming them, even when their values did not. An edge written again
+    #: as it is, touching none, keeps its updated time.
+    renamed: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -364,7 +364,7 @@ class GraphCuration:
             for e in edges if e.source_id in nodes and e.target_id in nodes
         ]
         self.kb.embed_records(namespace, edges=writes, names={n.key: n.name for n in nodes.values()})
-        writer.commit(WriteBatch(edges=writes))
+        writer.commit(WriteBatch(edges=writes, renamed=node_ids))
 
     # -- paths -----------------------------------------------------------------------------------------
 

@@ -74,9 +74,12 @@ class Writer:
         #: False before an embedder is bound: the file has no vector tables yet.
         self._has_vector_tables = has_vector_tables
         self.changes = MirrorChanges()
+        #: Nodes this write renames or merges into (`WriteBatch.renamed` too): their relations' sentences change.
+        self._renamed: set[int] = set()
 
     def write(self, batch: WriteBatch, dimensions: int | None) -> WriteSummary:
         now = sql.now()
+        self._renamed.update(batch.renamed)
         # A replaced text keeps its passages that did not change (`WriteBatch.chunks`); what only its other old
         # passages supported goes with them, as on a delete, unless its new passages still name it (`keep_named`).
         dropped = self._replaced_chunks(batch)
@@ -160,6 +163,7 @@ class Writer:
         for target, sources in batch.merges:
             if not sources:
                 continue
+            self._renamed.add(target)
             for column in ("source_id", "target_id"):
                 self.con.execute(f"UPDATE edges SET {column} = $1 WHERE {column} IN "
                                  f"(SELECT unnest({sql.JSON_IDS % 2}))",
@@ -516,6 +520,7 @@ class Writer:
         holds the names before this write)."""
         stored = {record.id: record.name for record in self._graph.node_records([n.id for n in nodes])}
         renamed = [n.id for n in nodes if n.id in stored and stored[n.id] != n.name]
+        self._renamed.update(renamed)
         if renamed:
             self.changes.keywords["edge"].update(self._graph.touching(renamed).tolist())
 
@@ -579,11 +584,15 @@ class Writer:
         state: dict[int, list[Any]] = {}
         created = updated = 0
         edge_id_of: list[int] = []
+        #: edge id -> (description, weight, properties, valid_from, valid_until) as stored before this write
+        as_stored: dict[int, tuple[Any, ...]] = {}
         for edge, source_id, target_id in resolved:
             rows = stored.setdefault((edge.namespace, source_id, target_id, edge.type), [])
             found = _matching_edge(rows, edge.valid_from, edge.valid_until, now)
             if found is not None:
                 edge_id, description, weight, props, valid_from, valid_until = found
+                if edge_id >= 0 and self._renamed.isdisjoint((source_id, target_id)):  # stored before this batch
+                    as_stored.setdefault(edge_id, (description, weight, json.loads(props), valid_from, valid_until))
                 props = json.dumps({**json.loads(props), **edge.properties}) if edge.properties else props
                 description = edge.description or description
                 weight = edge.weight if edge.weight is not None else weight
@@ -612,8 +621,13 @@ class Writer:
             "SELECT nextval('edge_ids') FROM range(?)", [created]).fetchall())}
         state = {fresh.get(i, i): row for i, row in state.items()}
         edge_id_of = [fresh.get(i, i) for i in edge_id_of]
+        # A relation written again as it is (word for word, its ends' names too) keeps its updated_at:
+        # recent_changes does not list it as updated, nor do the communities count it as a change.
+        unchanged = {i for i, (description, weight, props, valid_from, valid_until) in as_stored.items()
+                     if (state[i][4], state[i][5], json.loads(state[i][6]), state[i][8], state[i][9])
+                     == (description, weight, props, valid_from, valid_until)}
         for is_new in (True, False):
-            ids = [i for i, row in state.items() if row[7] is is_new]
+            ids = [i for i, row in state.items() if row[7] is is_new and i not in unchanged]
             if ids:
                 self._store_edges(ids, state, is_new, now)
         with_vectors = {i: e.embedding for i, e in zip(edge_id_of, batch.edges) if e.embedding is not None}

@@ -122,3 +122,22 @@ async def test_an_entity_added_again_as_it_is_is_not_listed_as_updated(services,
         listed = (await call_ok(client, "recent_changes", {})).structured_content["changes"]
         assert [(c["change"], c["subject"]) for c in listed] == live
     again.knowledge_base.close()
+
+
+@pytest.mark.anyio
+async def test_a_relation_added_again_as_it_is_is_not_listed_as_updated(services):
+    nodes = [{"name": "Maya Chen", "type": "Person"}, {"name": "Acme", "type": "Org"}]
+    works = {"source": "Maya Chen", "target": "Acme", "type": "WORKS_AT", "description": "Since 2021.",
+             "properties": {"team": "payments", "level": 3}, "valid_from": "2021-01-01"}
+    async with Client(build_server(services)) as client:
+        await call_ok(client, "add_knowledge_graph", {"nodes": nodes, "edges": [works]})
+        await anyio.sleep(0.01)
+        # Word for word, and with its properties in another order.
+        await call_ok(client, "add_knowledge_graph", {"nodes": [], "edges": [works]})
+        await call_ok(client, "add_knowledge_graph", {"nodes": [], "edges": [
+            {**works, "properties": {"level": 3, "team": "payments"}}]})
+        listed = (await call_ok(client, "recent_changes", {})).structured_content["changes"]
+        assert sorted(c["change"] for c in listed) == ["entity created", "entity created", "fact added"]
+        await call_ok(client, "add_knowledge_graph", {"nodes": [], "edges": [{**works, "description": "Lead."}]})
+        listed = (await call_ok(client, "recent_changes", {})).structured_content["changes"]
+        assert listed[0]["change"] == "fact updated"

@@ -50,6 +50,8 @@ def test_an_update_that_keeps_the_name_lists_the_entity_only_and_a_rename_refres
     sentence = real_kb.embedder.embed_query("Payments Team owns Checkout Frontend")
     [owns] = [e for e in real_kb.store.list_edges("default") if e.type == "OWNS"]
     assert float(np.dot(after[owns.id], sentence)) > 0.99
+    assert sorted(line for line in lines(real_kb) if line.startswith("fact updated")) == [
+        "fact updated: Checkout Frontend writes to orders-db", "fact updated: Payments Team owns Checkout Frontend"]
 
 
 def test_a_fact_ended_later_is_listed_as_added_with_its_start_and_as_ended_with_its_end(db_path, minilm):
