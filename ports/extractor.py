@@ -183,7 +183,8 @@ few words (not a list of names). The summary says in 3 to 6 sentences what the c
 is central and how they connect, using only the entities, facts and passages given.
 """
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_THINK_START = re.compile(r"\s*<think>", re.IGNORECASE)
+_THINK_END = re.compile(r"</think>", re.IGNORECASE)
 _FENCED = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 
 Message = dict[str, str]
@@ -200,11 +201,17 @@ class PartlyValid(ValueError):
 
 def reply_json(reply: str) -> str:
     """The JSON of a chat model's reply, without what models put around it (servers that ignore the requested
-    format let them): <think> blocks are removed; a reply that does not begin with "{" is read inside its first
-    code fence when it has one; the JSON is the value that starts at the first "{", and anything after its end
-    (a closing remark) is ignored. With no complete value there, the text from that "{" (else all of it) is
-    returned, so that its JSON error is the one reported."""
-    text = _THINK.sub("", reply).strip()
+    format let them): the reasoning is left out, everything up to the last </think> (a server may have opened
+    <think> in the prompt's template, so the reply holds only its end); a reply that does not begin with "{" is
+    read inside its first code fence when it has one; the JSON is the value that starts at the first "{", and
+    anything after its end (a closing remark) is ignored. With no complete value there, the text from that "{"
+    (else all of it) is returned, so that its JSON error is the one reported. ValueError for a reply that opens
+    <think> and never closes it: it was cut off before its answer, and a JSON value in the reasoning (the schema
+    quoted, a draft) is no answer."""
+    text = _THINK_END.split(reply)[-1]
+    if _THINK_START.match(text):
+        raise ValueError("the reply ended inside its <think> reasoning, with no answer after it (was it cut off?)")
+    text = text.strip()
     if not text.startswith("{") and (fenced := _FENCED.search(text)):
         text = fenced.group(1).strip()
     start = text.find("{")
@@ -220,7 +227,7 @@ def reply_json(reply: str) -> str:
 def parse_reply(reply: str, model: type[Model], shortened: list[int] | None = None) -> Model:
     """The reply's JSON (see `reply_json`) as `model`, with null for an optional text or list read as empty and a
     description over the limit shortened (its length added to `shortened`); ValueError saying what does not
-    match."""
+    match (or that the reply holds no answer)."""
     noted = [] if shortened is None else shortened
     try:
         return model.model_validate_json(reply_json(reply), context={"shortened": noted})
@@ -271,7 +278,8 @@ def extraction_messages(text: str, known_entities: Sequence[str] = ()) -> list[M
     if known_entities:
         known = "Known entities mentioned in the text (reuse these names exactly):\n" + "\n".join(
             f"- {name}" for name in known_entities[:100]) + "\n\n"
-    return [{"role": "system", "content": EXTRACTION_INSTRUCTIONS}, {"role": "user", "content": f"{known}Text:\n{text}"}]
+    return [{"role": "system", "content": EXTRACTION_INSTRUCTIONS},
+            {"role": "user", "content": f"{known}Text:\n{text}"}]
 
 
 def retry_messages(messages: list[Message], reply: str, problem: str) -> list[Message]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from duckgraph.plugins.converters.support import from_blocks, reading, require
+from duckgraph.plugins.converters.support import Heading, from_blocks, reading, require
 from duckgraph.ports.converter import ConvertedDocument, DocumentConverter
 
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
@@ -22,7 +22,7 @@ class EpubConverter(DocumentConverter):
         ebooklib, html = require("ebooklib", "EPUB"), require("lxml.html", "EPUB")
         with reading("EPUB", "ebooklib.epub") as epub:
             book = epub.read_epub(io.BytesIO(data), options={"ignore_ncx": True})
-        blocks: list[str] = []
+        blocks: list[str | Heading] = []
         for item_id, _ in book.spine:
             item = book.get_item_with_id(item_id)
             if item is not None and item.get_type() == ebooklib.ITEM_DOCUMENT and (content := item.get_content()):
@@ -31,13 +31,13 @@ class EpubConverter(DocumentConverter):
         return from_blocks(blocks, titles[0][0] if titles else "", dates[0][0].strip() if dates else None)
 
 
-def _blocks(root: Any) -> list[str]:
-    """The text blocks of a chapter: headings as Markdown, and each innermost block element's text."""
+def _blocks(root: Any) -> list[str | Heading]:
+    """The text blocks of a chapter: its headings, and each innermost block element's text."""
     found = []
     for element in root.iter(*_BLOCKS):
         if element.tag not in _HEADINGS and any(child.tag in _BLOCKS for child in element.iterdescendants()):
             continue  # its inner blocks are read on their own
         text = " ".join(element.text_content().split())
         if text:
-            found.append("#" * _HEADINGS[element.tag] + " " + text if element.tag in _HEADINGS else text)
+            found.append(Heading(_HEADINGS[element.tag], text) if element.tag in _HEADINGS else text)
     return found

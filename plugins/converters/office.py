@@ -1,5 +1,6 @@
 """Word (DOCX) through python-docx and PowerPoint (PPTX) through python-pptx: paragraphs styled as headings (a
-slide's title) become Markdown headings; the title and creation date come from the document's properties.
+slide's title) become Markdown headings, and only they (a body line such as "# of open bugs" is escaped, see
+`support.markdown`); the title and creation date come from the document's properties.
 
 A table is read one line per row, its cells joined with " | " (a table nested in a cell: its rows on the lines
 after that row's); a slide's grouped shapes are read as the shapes they hold. A DOCX's headers and footers are
@@ -11,7 +12,7 @@ import io
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from duckgraph.plugins.converters.support import from_blocks, iso, reading
+from duckgraph.plugins.converters.support import Heading, from_blocks, iso, reading
 from duckgraph.ports.converter import ConvertedDocument, DocumentConverter
 
 
@@ -23,7 +24,8 @@ class DocxConverter(DocumentConverter):
     def convert(self, data: bytes, name: str) -> ConvertedDocument:
         with reading("DOCX", "docx") as docx:
             document = docx.Document(io.BytesIO(data))
-        blocks, title = [], document.core_properties.title or ""
+        blocks: list[str | Heading] = []
+        title = document.core_properties.title or ""
         for item in document.iter_inner_content():
             if hasattr(item, "rows"):
                 blocks += _docx_table(item)
@@ -34,7 +36,7 @@ class DocxConverter(DocumentConverter):
             if style == "Title":
                 title = title or text
             elif style.startswith("Heading") and style[7:].strip().isdigit():
-                blocks.append("#" * min(int(style[7:]), 6) + " " + text)
+                blocks.append(Heading(int(style[7:]), text))
             else:
                 blocks.append(text)
         return from_blocks(blocks, title, iso(document.core_properties.created))
@@ -72,11 +74,11 @@ class PptxConverter(DocumentConverter):
     def convert(self, data: bytes, name: str) -> ConvertedDocument:
         with reading("PPTX", "pptx") as pptx:
             deck = pptx.Presentation(io.BytesIO(data))
-        blocks = []
+        blocks: list[str | Heading] = []
         for number, slide in enumerate(deck.slides, start=1):
             title_shape = slide.shapes.title
             heading = title_shape.text_frame.text.strip() if title_shape is not None else ""
-            blocks.append(f"# {heading or f'Slide {number}'}")
+            blocks.append(Heading(1, heading or f"Slide {number}"))
             blocks += _pptx_shapes(slide.shapes, None if title_shape is None else title_shape.shape_id)
             if slide.has_notes_slide and (notes := slide.notes_slide.notes_text_frame.text.strip()):
                 blocks.append(notes)

@@ -7,7 +7,7 @@ import io
 from collections import Counter
 from typing import Any
 
-from duckgraph.plugins.converters.support import pdf_date, reading
+from duckgraph.plugins.converters.support import Heading, markdown, pdf_date, reading
 from duckgraph.ports.converter import ConversionError, ConvertedDocument, DocumentConverter
 
 #: A line at least this much larger than the body text, and short, is a heading.
@@ -99,14 +99,14 @@ def _split(boxes: list[Any], span: Any) -> list[list[Any]]:
 
 
 def _markdown(lines: list[tuple[float, str]]) -> str:
-    """Lines as Markdown: those set larger than the body as headings (the largest size level 1), the others joined
-    into paragraphs."""
+    """Lines as Markdown (see `support.markdown`): those set larger than the body as headings (the largest size
+    level 1), the others joined into paragraphs."""
     weights = Counter()
     for size, text in lines:
         weights[size] += len(text)
     body = max((size for size in weights if size), key=lambda s: weights[s], default=0.0)
     heading_sizes = sorted({s for s, t in lines if _is_heading(s, t, body)}, reverse=True)
-    out: list[str] = []
+    out: list[str | Heading] = []
     paragraph: list[str] = []
 
     def close() -> None:
@@ -122,15 +122,15 @@ def _markdown(lines: list[tuple[float, str]]) -> str:
         elif _is_heading(size, text, body):
             close()
             if size == previous:
-                out[-1] += " " + text
+                out[-1] = Heading(out[-1].level, out[-1].text + " " + text)
             else:
-                out.append("#" * min(heading_sizes.index(size) + 1, 6) + " " + text)
+                out.append(Heading(heading_sizes.index(size) + 1, text))
             previous = size
         else:
             paragraph.append(text)
             previous = 0.0
     close()
-    return "\n\n".join(out)
+    return markdown(out)
 
 
 def _is_heading(size: float, text: str, body: float) -> bool:

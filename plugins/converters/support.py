@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from types import ModuleType
+from typing import NamedTuple
 
 from duckgraph.ports.converter import DOCUMENTS_EXTRA, ConversionError, ConvertedDocument, MissingExtraError
 
+#: A line that Markdown (and so the chunker's sections) reads as a heading (or a code fence), up to its marker.
+_HEADING_MARK = r"#{1,6}(?:[ \t]|$)"
+_STRUCTURE = re.compile(rf"^( {{0,3}})(?={_HEADING_MARK}|```|~~~)")
+_HEADING_LINE = re.compile(rf"^( {{0,3}})(?={_HEADING_MARK})")
 _PDF_DATE = re.compile(r"^(?:D:)?(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?(Z|[+-]\d{2}'?\d{2}'?)?")
 
 
@@ -38,11 +43,38 @@ def reading(format_name: str, module: str) -> Iterator[ModuleType]:
         raise ConversionError(f"not a readable {format_name} file ({type(exc).__name__}: {exc})") from exc
 
 
-def from_blocks(blocks: list[str], title: str, time: str | None) -> ConvertedDocument:
-    """Text blocks (headings as Markdown `#` lines) as one document; ConversionError when only headings are there."""
-    if not any(not block.startswith("#") for block in blocks):
+class Heading(NamedTuple):
+    """A heading block: its level (1-6) and its text."""
+
+    level: int
+    text: str
+
+
+def markdown(blocks: Iterable[str | Heading]) -> str:
+    """Blocks as Markdown, a blank line between them: a Heading as a `#` line, and a text block with each line
+    Markdown reads as a heading or code fence escaped with a backslash (`\\# of open bugs`, as trafilatura does):
+    such a line is text of the document, and read as structure its words would name a section instead of being
+    in a passage (or a fence would hide the headings after it)."""
+    out = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            out.append("#" * min(max(block.level, 1), 6) + " " + " ".join(block.text.split()))  # one line
+        else:
+            out.append("\n".join(escaped(line) for line in block.splitlines()))
+    return "\n\n".join(out)
+
+
+def escaped(line: str, *, fences: bool = True) -> str:
+    """`line` with a backslash before its start when Markdown reads it as a heading (or, with `fences`, a code
+    fence); unchanged otherwise."""
+    return (_STRUCTURE if fences else _HEADING_LINE).sub(r"\1\\", line, count=1)
+
+
+def from_blocks(blocks: list[str | Heading], title: str, time: str | None) -> ConvertedDocument:
+    """Text blocks and headings as one document (see `markdown`); ConversionError when only headings are there."""
+    if all(isinstance(block, Heading) for block in blocks):
         raise ConversionError("no text in it")
-    return ConvertedDocument(text="\n\n".join(blocks), title=title.strip(), time=time)
+    return ConvertedDocument(text=markdown(blocks), title=title.strip(), time=time)
 
 
 def iso(value: datetime | None) -> str | None:

@@ -101,11 +101,11 @@ def test_every_converter_names_its_format_for_a_damaged_file(converter, damaged)
 def test_a_missing_library_names_the_extra_and_only_headings_is_no_text(monkeypatch):
     import sys
 
-    from duckgraph.plugins.converters.support import from_blocks
+    from duckgraph.plugins.converters.support import Heading, from_blocks
     from duckgraph.ports.converter import MissingExtraError
 
     monkeypatch.setitem(sys.modules, "docx", None)  # an import of it fails as if it were not installed
     with pytest.raises(MissingExtraError, match=r"reading DOCX needs the documents extra .*duckgraph\[documents\]"):
         DocxConverter().convert(b"", "x.docx")
     with pytest.raises(ConversionError, match="no text in it"):
-        from_blocks(["# Only", "## Headings"], "t", None)
+        from_blocks([Heading(1, "Only"), Heading(2, "Headings")], "t", None)
