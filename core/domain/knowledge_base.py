@@ -91,8 +91,10 @@ class Writer:
         try:
             return self._store.write(batch)
         finally:
-            # Entities go with deletions, merges and documents deleted or replaced (what only they supported).
-            self._counted(bool(batch.delete_nodes or batch.merges or batch.delete_documents or batch.documents))
+            # Entities or facts go with deletions, merges and documents deleted or replaced (what only they
+            # supported): the communities' reports may cite them.
+            self._counted(bool(batch.delete_nodes or batch.delete_edges or batch.merges or batch.delete_documents
+                               or batch.documents))
 
     def restore(self, snapshot: Snapshot) -> WriteSummary:
         """Write an import's rows, matched on their natural keys, in one transaction; returns what changed."""

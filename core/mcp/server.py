@@ -9,7 +9,7 @@ import logging
 import threading
 import warnings
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -68,6 +68,8 @@ class DuckgraphServer(MCPServer):
         self.reports_by_sampling = reports_by_sampling  # build_communities then asks the host's model for reports
         self.share = share
         self._read_only: dict[str, bool] | None = None
+        #: Run once after the first call that runs here (set by the lifespan when the warm-up is off).
+        self.after_first_call: Callable[[], None] | None = None
         self.namespace_from_roots = namespace_from_roots
         self._session_namespaces: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         #: Why calls got the fallback namespace, each logged once: on the newest protocol every call comes on a
@@ -171,6 +173,10 @@ class DuckgraphServer(MCPServer):
                 raise
             # The model reads this to correct its call: the fields and their rules, not pydantic's dump.
             raise ToolError(f"{name} refused its arguments: {readable(exc.__cause__)}") from exc.__cause__
+        finally:
+            if self.after_first_call is not None and self._forwarding() is None:  # a client never opens the file
+                first, self.after_first_call = self.after_first_call, None
+                first()  # starts a thread: the answer waits for nothing
 
     async def run_stdio_async(self, transport: StdioTransport | None = None) -> None:
         """The SDK's, over duckgraph's stdio transport: every message answered, a signal stops it gracefully."""
@@ -254,6 +260,11 @@ def build_server(services: Services, share: FileShare | None = None, *, tool_set
                 share.after_takeover(warm_up.start)
             if share is None or share.is_owner:
                 warm_up.start()
+        else:
+            # Still the communities' keeper looks once at start (the file may have changed while no server ran),
+            # but only after the first call here: that is when warm-up off opens the file (a forwarded call runs
+            # on the owner, so this waits for a takeover).
+            server.after_first_call = warm_up.start_after_first_call
         try:
             yield kb
         finally:

@@ -43,9 +43,21 @@ class WarmUp:
 
     def start(self) -> None:
         """Start it in a thread, unless it has started already or the server is closing."""
+        # The listing last: a failure to keep it must not keep the file closed or the model cold.
+        self._start((self._build_tools, self._kb.open, self._kb.embedder.warm_up, self._check_communities,
+                     self._remember_listing), WARM_UP_DELAY_SECONDS, "knowledge base open and embedder ready")
+
+    def start_after_first_call(self) -> None:
+        """With the warm-up off (nothing opened or loaded before the first call): only the communities' look at
+        start, once the first call has opened the file (or opening it, should that call have failed before: the
+        keeper reads it), in the same thread."""
+        self._start((self._kb.open, self._check_communities), 0.0, "communities looked at")
+
+    def _start(self, steps: tuple[Callable[[], None], ...], delay: float, done: str) -> None:
         with self._lock:
             if self._thread is None and not self._stopping.is_set():
-                self._thread = threading.Thread(target=self._run, name="duckgraph-warm-up", daemon=True)
+                self._thread = threading.Thread(target=self._run, args=(steps, delay, done),
+                                                name="duckgraph-warm-up", daemon=True)
                 self._thread.start()
                 atexit.register(self._join_at_exit)
 
@@ -72,17 +84,15 @@ class WarmUp:
         if self._kb.community_detector is not None:
             self._kb.communities.keeper.wake()
 
-    def _run(self) -> None:
+    def _run(self, steps: tuple[Callable[[], None], ...], delay: float, done: str) -> None:
         try:
-            if self._stopping.wait(WARM_UP_DELAY_SECONDS):
+            if delay and self._stopping.wait(delay):
                 return
-            # The listing last: a failure to keep it must not keep the file closed or the model cold.
-            for step in (self._build_tools, self._kb.open, self._kb.embedder.warm_up, self._check_communities,
-                         self._remember_listing):
+            for step in steps:
                 if self._stopping.is_set():
                     return
                 step()
-            log.info("knowledge base open and embedder ready")
+            log.info(done)
         except Exception as exc:  # the first tool call reports the same problem to the model
             if not self._stopping.is_set():  # a stopping server closed the file under it: nothing to report
                 log.warning("warm-up failed: %s", exc)

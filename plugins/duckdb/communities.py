@@ -192,14 +192,19 @@ def build_of(con: Any, namespace: str) -> CommunityBuild | None:
 
 
 def changed_since(con: Any, namespace: str, since: datetime) -> int:
-    """Nodes and edges written (or edges ended) since `since`, and members deleted since the build (the build
-    counted the members of its leaves: each entity is in one)."""
+    """Nodes and edges written (or edges ended) since `since`, members deleted since the build (the build counted
+    the members of its leaves: each entity is in one), and relations of the build deleted since: the build counted
+    those holding at `since`; of them, those still stored were written before it and either hold then as stored, or
+    were written since (their row then may say otherwise: counted as present, and as written above)."""
     return con.execute(
         "SELECT (SELECT count(*) FROM nodes WHERE namespace = $1 AND updated_at > $2)"
         " + (SELECT count(*) FROM edges WHERE namespace = $1 AND (updated_at > $2 OR valid_until > $2))"
         " + (SELECT coalesce(max(nodes), 0) FROM community_builds WHERE namespace = $1)"
         " - (SELECT count(*) FROM community_members m JOIN communities c ON c.id = m.community_id"
-        "    WHERE c.namespace = $1 AND c.leaf)", [namespace, since]).fetchone()[0]
+        "    WHERE c.namespace = $1 AND c.leaf)"
+        " + greatest(0, (SELECT coalesce(max(edges), 0) FROM community_builds WHERE namespace = $1)"
+        f"   - (SELECT count(*) FROM edges WHERE namespace = $1 AND created_at <= $2"
+        f"      AND (updated_at > $2 OR ({sql.holds_at('$2')}))))", [namespace, since]).fetchone()[0]
 
 
 def node_communities(con: Any, node_ids: Sequence[int], namespace: str) -> dict[int, list[tuple[int, int, str]]]:

@@ -21,7 +21,7 @@ from duckgraph.core.domain.communities.service import (
     NONE_LEFT,
 )
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.core.domain.model import EdgeInput, NodeInput, RelationRef
+from duckgraph.core.domain.model import EdgeInput, EndRelationInput, NodeInput
 from duckgraph.core.domain.render import estimate_tokens
 from duckgraph.core.files.export import export_jsonl
 from duckgraph.core.files.import_ import import_file
@@ -272,10 +272,10 @@ def test_a_written_report_stays_stale_on_the_community_that_holds_half_its_membe
     kb = groups
     kb.communities.save_written("default", holding(kb, "Alpha 1").id, "The Alpha group", "Written by the host.")
     # Alpha 4 and 5 move to the Beta group, two newcomers join Alpha 1-3: the community keeps 3 of the 5 members
-    # its report was written for, and has 5 (Jaccard 3/7).
-    kb.curation.delete_relations([RelationRef(source=a, target=b, type="LINKS")
-                                  for a, b in itertools.combinations(ALPHA, 2) if {a, b} & {"Alpha 4", "Alpha 5"}],
-                                 "default")
+    # its report was written for, and has 5 (Jaccard 3/7). Their links end (deleted, the facts the report was
+    # written from would be gone, and the report with them: see test_communities_deleted_facts.py).
+    kb.end_relations([EndRelationInput(source=a, target=b, type="LINKS")
+                      for a, b in itertools.combinations(ALPHA, 2) if {a, b} & {"Alpha 4", "Alpha 5"}])
     gamma = ["Gamma 1", "Gamma 2"]
     kb.add_knowledge_graph([NodeInput(name=n, type="Thing") for n in gamma], cliques(ALPHA[:3] + gamma) + [
         EdgeInput(source=a, target=b, type="LINKS") for a in ALPHA[3:] for b in BETA])

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from duckgraph.core.domain.communities.reports import FACT_IDS, FACTS_DELETED
 from duckgraph.ports import DuckgraphError
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class Keeper:
                  settle: float = SETTLE_SECONDS, shrunk: Callable[[str], bool] = lambda namespace: False) -> None:
         self._store = store
         self._rebuild = rebuild
-        self._shrunk = shrunk  # whether a community of the namespace lost members (deleted, merged) since its report
+        self._shrunk = shrunk  # whether a report of the namespace lost members (deleted, merged) or facts since written
         self.share = share
         self.settle = settle
         self._wake = threading.Event()
@@ -84,6 +85,11 @@ class Keeper:
                 build.namespace, build).changed else {}  # nothing written since: no read of the changes
             held = self._touched[build.namespace] = (key, found)
         return held[1]
+
+    @property
+    def writes(self) -> int:
+        """Commits seen so far: a fact a report cites may have been deleted by the last one."""
+        return self._writes
 
     @property
     def removals(self) -> int:
@@ -133,7 +139,7 @@ class Keeper:
             namespaces = self._store.namespaces()
             for namespace in namespaces:
                 freshness = self.freshness(namespace)
-                # A community that lost members has a report that may name them: deleted knowledge must leave
+                # A report that lost members or facts may name them: deleted knowledge must leave
                 # the reports soon, whatever the share (global_search withholds such texts meanwhile).
                 if freshness is None or not (freshness.stale or self._shrunk(namespace)):
                     continue
@@ -167,3 +173,24 @@ def touches(community: CommunityRecord, touched: dict[int, str]) -> list[str]:
     ids = {e["id"] for e in named if "id" in e}
     names = {e["name"] for e in named if "id" not in e}
     return [name for node, name in touched.items() if node in ids or name in names]
+
+
+def drop_deleted_facts(store: GraphStore, communities: Sequence[CommunityRecord]) -> None:
+    """Take the facts deleted since their reports were built out of the reports' details (their facts are cited
+    by id), counting them in `FACTS_DELETED`: such a report is stale and its text withheld until a build writes it
+    again (hierarchy.withheld), as it may state them. One lookup of the cited ids in the store's graph in memory.
+    Only as read: `FACTS_DELETED` is never stored with a report (see CommunityService.save_written)."""
+    cited = {edge for c in communities for edge in c.details.get(FACT_IDS, ())}
+    if not cited:
+        return
+    present = store.edge_types(cited).keys()
+    for community in communities:
+        ids = community.details.get(FACT_IDS, ())
+        if present >= set(ids):
+            continue
+        kept = [position for position, edge in enumerate(ids) if edge in present]
+        facts = community.details.get("facts", [])
+        community.details = {**community.details, "facts": [facts[p] for p in kept if p < len(facts)],
+                             FACT_IDS: [ids[p] for p in kept],
+                             FACTS_DELETED: community.details.get(FACTS_DELETED, 0) + len(ids) - len(kept)}
+        community.stale = True

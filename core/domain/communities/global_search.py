@@ -7,7 +7,7 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from duckgraph.core.domain.communities.hierarchy import level_view
+from duckgraph.core.domain.communities.hierarchy import level_view, withheld
 from duckgraph.core.domain.communities.reports import title_of
 from duckgraph.core.domain.render import CHARS_PER_TOKEN, NOTE_TOKENS, estimate_tokens
 from duckgraph.core.domain.search_options import TOOL_LIMITS
@@ -29,6 +29,10 @@ SUGGESTED_BUDGETS = 4
 WITHHELD = ("Not shown: entities this report was written about were deleted or merged away since, and its text may "
             "name them. It is written again at the next build of the communities (a running server starts one "
             "within seconds).")
+#: The summary shown for a report citing facts deleted since it was written (see `withheld`).
+WITHHELD_FACTS = ("Not shown: facts this report was written from were deleted since, and its text may state them. "
+                  "It is written again at the next build of the communities (a running server starts one within "
+                  "seconds).")
 
 
 def choose_level(communities: Sequence[CommunityRecord], token_budget: int, named: set[int]) -> int:
@@ -93,19 +97,13 @@ def rank(view: Sequence[CommunityRecord], similarity: dict[int, float], keyword:
     return [(c, fused[c.id]) for c in ordered]
 
 
-def withheld(community: CommunityRecord) -> bool:
-    """Whether members were deleted (or merged away) since the report's text was written: it may name them, and
-    deleted knowledge must not be shown as known. Its text is withheld until a build writes it again."""
-    return len(community.members) < community.written_for
-
-
 def shown(community: CommunityRecord) -> tuple[str, str]:
     """The title and summary a reader gets: the report's, or, when `withheld`, a title of the key entities still
     members and a summary saying why there is no more."""
     if not withheld(community):
         return community.title, community.summary
     names = [e["name"] for e in community.details.get("entities", [])]
-    return title_of(names), WITHHELD
+    return title_of(names), (WITHHELD if len(community.members) < community.written_for else WITHHELD_FACTS)
 
 
 def render(community: CommunityRecord, changed: Sequence[str] = ()) -> str:

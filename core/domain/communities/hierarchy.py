@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from duckgraph.core.domain.communities.reports import FACTS_DELETED
 from duckgraph.ports.communities import CommunityRecord, Membership
 
 
@@ -40,8 +41,9 @@ def reuse_reports(new: Sequence[CommunityRecord], old: Sequence[CommunityRecord]
     half of them. One old report goes to one community at most and a community takes one at most: the pairs sharing
     the most members are matched first. Extractive reports of changed communities are not carried (the build writes
     them anew), nor written ones whose members were deleted (or merged away) since: their text may name them, and
-    what was deleted must not read as known. Returns the written reports that found no community."""
-    intact = [c for c in old if len(c.members) >= c.written_for]  # none deleted since it was written
+    what was deleted must not read as known; nor reports of either kind citing a fact deleted since, for the same
+    reason. Returns the written reports that found no community."""
+    intact = [c for c in old if not withheld(c)]  # nothing it names deleted since it was written
     exact = {(c.level, c.members): c for c in intact}
     taken: set[int] = set()  # id() of the old reports carried, and of the communities that took one
     for community in new:
@@ -79,3 +81,10 @@ def _carry(community: CommunityRecord, report: CommunityRecord, stale: bool) -> 
     community.title, community.summary, community.details = report.title, report.summary, report.details
     community.author, community.stale = report.author, report.stale or stale
     community.embedding = report.embedding
+
+
+def withheld(community: CommunityRecord) -> bool:
+    """Whether knowledge the report's text was written from was deleted since: members (deleted or merged away),
+    or facts it cites (`FACTS_DELETED`, see freshness.drop_deleted_facts). Its text may state them, and deleted
+    knowledge must not be shown as known: the text is withheld until a build writes it again."""
+    return len(community.members) < community.written_for or bool(community.details.get(FACTS_DELETED))

@@ -24,6 +24,10 @@ DESCRIPTION_CHARS = 120
 #: What an extractive report's vector is computed from: its central entities' names and commonest types.
 EMBEDDED_NAMES = 5
 EMBEDDED_TYPES = 3
+#: Keys of a report's details: the ids of its facts (in the order of "facts"; none in builds before they were
+#: kept), and, set only as it is read, how many facts it cited were deleted since (see freshness.drop_deleted_facts).
+FACT_IDS = "fact_ids"
+FACTS_DELETED = "facts_deleted"
 
 
 class EdgeTable:
@@ -108,7 +112,9 @@ def write_extractive(store: GraphStore, communities: Sequence[CommunityRecord], 
                           "id": n.id} for n in top],
             "types": [{"type": t, "count": count} for t, count in types.most_common(5)],
             "terms": terms.get(community.ref, []),
-            "facts": facts.get(community.ref, []),
+            "facts": [sentence for _, sentence in facts.get(community.ref, [])],
+            # Which facts: a fact deleted later must leave the report (see freshness.drop_deleted_facts).
+            FACT_IDS: [edge for edge, _ in facts.get(community.ref, [])],
             "passages": passages.get(community.ref, []),
         }
         if community.author == "extractive":  # a written report keeps its text (see `build`)
@@ -119,11 +125,11 @@ def write_extractive(store: GraphStore, communities: Sequence[CommunityRecord], 
 
 
 def _facts(store: GraphStore, parts: dict[int, tuple[list[int], list[int]]], names: dict[int, str]
-           ) -> dict[int, list[str]]:
-    """Each community's key edges as sentences (their ends are members: `names` holds them)."""
+           ) -> dict[int, list[tuple[int, str]]]:
+    """Each community's key edges as (id, sentence) (their ends are members: `names` holds them)."""
     records = {e.id: e for e in store.get_edges({i for _, ids in parts.values() for i in ids})}
-    return {ref: [fact_sentence(names.get(records[i].source_id, "?"), records[i].type,
-                                names.get(records[i].target_id, "?"), records[i].description)
+    return {ref: [(i, fact_sentence(names.get(records[i].source_id, "?"), records[i].type,
+                                    names.get(records[i].target_id, "?"), records[i].description))
                   for i in ids if i in records] for ref, (_, ids) in parts.items()}
 
 

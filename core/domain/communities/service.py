@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain.communities import global_search as ranking
 from duckgraph.core.domain.communities.build import BuildOutcome, build
-from duckgraph.core.domain.communities.freshness import Freshness, Keeper, touches
+from duckgraph.core.domain.communities.freshness import Freshness, Keeper, drop_deleted_facts, touches
 from duckgraph.core.domain.communities.hierarchy import level_view, reuse_reports
-from duckgraph.core.domain.communities.reports import material, report_text
+from duckgraph.core.domain.communities.reports import FACTS_DELETED, material, report_text
 from duckgraph.core.domain.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.core.domain.moments import iso_utc
 from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE
@@ -51,7 +51,8 @@ class CommunityService:
         self.kb = kb
         self.detector = detector
         self.keeper = Keeper(kb.store, self._rebuild_quietly, shrunk=self._shrunk)
-        self._catalog: dict[str, tuple[Any, list[CommunityRecord]]] = {}
+        #: namespace -> (key, its communities, the keeper's count of writes when their facts were last checked)
+        self._catalog: dict[str, tuple[Any, list[CommunityRecord], int]] = {}
         self._version = 0  # bumped by every change of communities or reports made here
         self._build_lock = threading.Lock()
 
@@ -75,8 +76,8 @@ class CommunityService:
         self._build(namespace, background=True)
 
     def _shrunk(self, namespace: str) -> bool:
-        """Whether a community of the namespace lost members since its report was written (the Keeper then
-        rebuilds: global_search withholds such a report's text until then)."""
+        """Whether a community of the namespace lost members, or a fact its report cites, since the report was
+        written (the Keeper then rebuilds: global_search withholds such a report's text until then)."""
         return any(ranking.withheld(c) for c in self._communities(namespace))
 
     def _changed(self) -> None:
@@ -90,14 +91,20 @@ class CommunityService:
 
     def _catalog_of(self, namespace: str) -> tuple[CommunityBuild | None, list[CommunityRecord]]:
         """The last build, and its communities that still have a member (a deletion or a merge takes members out:
-        the store marks their reports stale; a community left with none is no answer to anything)."""
+        the store marks their reports stale; a community left with none is no answer to anything), without the
+        facts deleted since (their reports are stale and withheld: `drop_deleted_facts`)."""
         self.kb.open()  # a session may begin here (communities_to_summarize): the file opens on first use
         build_mark = self.kb.store.community_build(namespace)
         # Read again after a build, a report or a write of this process that may have removed entities (members).
         key = (build_mark.built_at if build_mark else None, self._version, self.keeper.removals)
         held = self._catalog.get(namespace)
         if held is None or held[0] != key:
-            held = self._catalog[namespace] = (key, [c for c in self.kb.store.communities(namespace) if c.members])
+            held = (key, [c for c in self.kb.store.communities(namespace) if c.members], -1)
+        writes = self.keeper.writes
+        if held[2] != writes:  # any write may have deleted facts: checked in memory, not read again
+            drop_deleted_facts(self.kb.store, held[1])
+            held = (key, held[1], writes)
+        self._catalog[namespace] = held
         return build_mark, held[1]
 
     def listing(self, namespace: str) -> tuple[CommunityBuild | None, list[CommunityRecord]]:
@@ -207,7 +214,7 @@ class CommunityService:
                                 "list them again with communities_to_summarize")
         community = known[community_id]
         written = CommunityRecord(namespace=namespace, level=community.level, members=community.members,
-                                  id=community.id, title=title, summary=summary, details=community.details,
+                                  id=community.id, title=title, summary=summary, details=_as_stored(community),
                                   author=author, stale=False)
         written.embedding = self.kb.embedder.embed_documents([report_text(written)])[0]
         with self._build_lock, self.kb.writing() as writer:  # a rebuild in flight would drop it
@@ -222,7 +229,7 @@ class CommunityService:
         current = self._communities(namespace)
         targets = [CommunityRecord(namespace=namespace, level=c.level, members=c.members, id=c.id) for c in current]
         reuse_reports(targets, written)
-        details = {c.id: c.details for c in current}
+        details = {c.id: _as_stored(c) for c in current}
         placed = [t for t in targets if t.author != "extractive"]
         for target in placed:
             target.details = details[target.id]  # the build's entities and facts: the report's own are not carried
@@ -286,6 +293,12 @@ class CommunityService:
         spread = (len(set(tops)) >= SPREAD_COMMUNITIES and max(map(tops.count, tops)) * 2 <= len(tops)
                   and not any(entity_key(a.name) in named for a in anchors))
         return titles, BROAD_IF_NOTHING if nothing_relevant else BROAD_HINT if spread else None
+
+
+def _as_stored(community: CommunityRecord) -> dict[str, Any]:
+    """The details a report written now is stored with: those of its community as read, deleted facts left out,
+    without the count of them (the new text was written without them)."""
+    return {key: value for key, value in community.details.items() if key != FACTS_DELETED}
 
 
 def _freshness_note(freshness: CommunityFreshness | None, changed: dict[int, list[str]],
