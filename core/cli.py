@@ -268,13 +268,17 @@ def _setup(args: argparse.Namespace, *, existing: bool = False, **overrides: Any
 
 def _settings(args: argparse.Namespace, **overrides: Any):
     """The layered settings for this command, with logging to stderr set up at their level."""
-    from duckgraph.core.config import ENV_PREFIX, load_settings
+    from duckgraph.core.config import ENV_PREFIX, expand_path, load_settings
     from duckgraph.core.files.paths import refuse_as_database
 
     config = args.config or os.environ.get(ENV_PREFIX + "CONFIG")
-    if config and Path(config).expanduser().is_dir():  # load_settings would say it "does not exist"
-        raise ConfigError(f"config file {config} is a folder: give the TOML file's path with --config "
-                          f"(DUCKGRAPH_CONFIG), e.g. {Path(config).expanduser() / 'config.toml'}")
+    try:  # expanded as load_settings does ($HOME, ~), which would say a folder "does not exist"
+        folder = expand_path(config) if config and config.strip() else None
+    except ValueError:  # an unset variable, a blank at an end: load_settings says so
+        folder = None
+    if folder is not None and folder.is_dir():
+        raise ConfigError(f"config file {folder} is a folder: give the TOML file's path with --config "
+                          f"(DUCKGRAPH_CONFIG), e.g. {folder / 'config.toml'}")
     db = overrides.pop("db", None)
     settings = load_settings(args.config, db=args.db if db is None else db,
                              log_level=args.log_level, namespace=getattr(args, "namespace", None), **overrides)

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -134,8 +135,19 @@ def expand_path(value: str | Path, refuse_relative_from: str | None = None) -> P
     "$HOME"). A relative path is taken from the current folder, or refused when it comes from
     `refuse_relative_from` (the environment or a config file): there the current folder is whichever one the MCP
     client starts duckgraph in, so each client or project would silently get a memory of its own. Raises
-    ValueError saying what to write instead."""
+    ValueError saying what to write instead.
+
+    A control character (a line break pasted with the path) or a blank at either end is refused, not stripped: it
+    is easily not seen, and would name a file of its own; stripping it would quietly move to another file a user
+    whose memory already has such a name."""
     expanded = os.path.expanduser(os.path.expandvars(str(value)))
+    if control := next((ch for ch in expanded if unicodedata.category(ch) == "Cc"), None):
+        raise ValueError(f"the path holds the control character {control!r} (a line break or tab copied with it?): "
+                         "write the path without it")
+    if expanded != expanded.strip():
+        raise ValueError(f"the path {'starts' if expanded[:1].isspace() else 'ends'} with a blank: write it without "
+                         "(a file name with blanks at its ends looks like another and is a file of its own; if one of "
+                         "your files has such a name, rename it)")
     if unset := sorted({match.group(0) for match in _UNEXPANDED.finditer(expanded)}):
         raise ValueError(f"{' and '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set, so the path cannot be "
                          "expanded (MCP clients pass values as written, without a shell): write the whole path, "

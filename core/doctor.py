@@ -369,7 +369,13 @@ def _check_binding(diagnosis: Diagnosis, path: Path, recorded: dict[str, Any], e
 
 
 def _why_not_creatable(path: Path) -> str | None:
-    """Why the first write could not create the file (its nearest existing folder is not writable), or None."""
+    """Why the first write could not create the file (a symbolic link to nothing, which the store refuses, or its
+    nearest existing folder is not writable), or None."""
+    if path.is_symlink():  # `exists` follows the link: one to nothing looks like no file yet
+        return (f"{path} cannot be created: it is a symbolic link to {os.readlink(path)}, which leads to no file. "
+                "If the memory was moved or its drive is not mounted, mount it or point the link at the memory's "
+                f"file; to start a new memory there, give --db (DUCKGRAPH_DB) the target itself, "
+                f"{os.path.realpath(path)}")
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent

@@ -2,13 +2,15 @@
 opened read-only (reads work, writes say why not), a lock held by another program is named, and a write that
 fails for lack of space or permission says what was kept. A damaged file (truncated, overwritten) says so in one
 line, with what to do, wherever DuckDB notices it: at connect or while the store loads its tables. A file that is
-no DuckDB database (another program's SQLite file, a text file, an empty file) is refused before DuckDB sees it."""
+no DuckDB database (another program's SQLite file, a text file, an empty file), or no regular file at all (a pipe, a
+device, a symbolic link to nothing), is refused before DuckDB sees it."""
 
 from __future__ import annotations
 
 import logging
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -67,17 +69,45 @@ def connect(path: Path, read_only: bool) -> tuple[Any, str]:
     except duckdb.IOException as exc:
         raise (damaged(path, exc) or StoreError(_explain_open_error(path, exc))) from exc
     except duckdb.Error as exc:
-        raise (damaged(path, exc) or StoreError(f"{path} is not a usable DuckDB file: {one_line(exc)}"
-                                                f"{_replay_advice(path, exc)}")) from exc
+        raise unusable(path, exc) from exc
+
+
+def unusable(path: Path, exc: BaseException) -> StoreError:
+    """The one-line error for a DuckDB error met while opening or first reading the file: damaged, or what DuckDB
+    said."""
+    return damaged(path, exc) or StoreError(f"{path} is not a usable DuckDB file: {one_line(exc)}"
+                                            f"{_replay_advice(path, exc)}")
+
+
+#: What a path that is no regular file is, by its stat mode (a folder has its own message).
+_NOT_FILES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
 def refuse_foreign(path: Path) -> None:
-    """Refuse, before DuckDB opens it, a path that cannot be a memory: a folder, an empty file (DuckDB refuses
-    those), or another program's file: its header would make DuckDB load an extension for it (a SQLite file's) or
-    call it damaged. A file of unknown binary content is left to DuckDB, which tells a damaged memory apart."""
-    if path.is_dir():
+    """Refuse, before DuckDB opens it, a path that cannot be a memory: a folder, a pipe, device or socket (reading
+    a pipe waits for a writer for ever), a symbolic link to nothing (DuckDB cannot create a file behind a link whose
+    folder is gone, and one whose drive is not mounted would start an empty memory in its place), an empty file
+    (DuckDB refuses those), or another program's file: its header would make DuckDB load an extension for it (a
+    SQLite file's) or call it damaged. A file of unknown binary content is left to DuckDB, which tells a damaged
+    memory apart."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if path.is_symlink():
+            missing = ("does not exist" if isinstance(exc, FileNotFoundError)
+                       else f"cannot be reached ({exc.strerror})")  # a loop of links, a folder without access
+            raise StoreError(
+                f"{path} is a symbolic link to {os.readlink(path)}, which {missing}: if the memory was moved or its "
+                "drive is not mounted, mount it or point the link at the memory's file; to start a new memory there, "
+                f"give --db (DUCKGRAPH_DB) the target itself, {os.path.realpath(path)}") from exc
+        return  # a new memory; or one DuckDB's own error explains (a folder on the way is a file, no permission)
+    if stat.S_ISDIR(mode):
         raise StoreError(f"{path} is a folder, not a file: give the store (--db, DUCKGRAPH_DB) the memory's file "
                          f"name, e.g. {path / 'knowledge.duckdb'}")
+    if kind := next((what for test, what in _NOT_FILES if test(mode)), None):
+        raise StoreError(f"{path} is {kind}, not a file: a memory is kept in a regular file. Give --db "
+                         "(DUCKGRAPH_DB) the memory's file, or a new file name to start one; nothing was read")
     try:
         with path.open("rb") as file:
             head = file.read(4096)
