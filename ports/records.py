@@ -172,6 +172,9 @@ class ChunkRecord:
     #: Its document's namespace, in a write (reads leave it None). None there: that of the batch's one document
     #: with `document_id`; a batch that holds that id in several namespaces must say which (the write sets it).
     namespace: str | None = None
+    #: Who read it for its graph (`GraphStore.extraction_marks`), in a restore; a write of a new passage and reads
+    #: leave it None.
+    extracted_by: str | None = None
 
 
 @dataclass(slots=True)
@@ -237,6 +240,9 @@ class Snapshot:
     evidence: list[tuple[str, str, str, str, datetime | None, datetime | None, str, int]] = field(
         default_factory=list
     )
+    #: Taken before passages were marked as read (an export of schema 5 or older): the chunks `mentions` names
+    #: are marked as read, as the upgrade to schema 6 marks a file's, so an extracting re-run skips them.
+    before_marks: bool = False
 
 
 @dataclass(slots=True, frozen=True)

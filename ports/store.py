@@ -190,9 +190,17 @@ class GraphStore(ABC):
     def mentioned_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
         """Those of the given chunks that already have entities linked to them."""
 
-    @abstractmethod
     def extracted_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
-        """Those of the given chunks that an extractor has read (`mark_extracted`), whatever it found."""
+        """Those of the given chunks that were read for their graph, whatever was found (`extraction_marks`):
+        an extracting ingest skips them."""
+        return set(self.extraction_marks(chunk_ids))
+
+    @abstractmethod
+    def extraction_marks(self, chunk_ids: Iterable[int]) -> dict[int, str]:
+        """Chunk id -> who read it for its graph, of those of the given chunks that were: the extractor's id
+        (`mark_extracted`), "host" when a write with `source_ids` linked entities or relations to it (the host LLM
+        read it; provenance a replacement moves to new passages, `WriteBatch.keep_named`, marks nothing), or
+        "before-marks" when it had entities linked to it before passages were marked."""
 
     @abstractmethod
     def mark_extracted(self, chunk_ids: Iterable[int], extractor_id: str) -> None:

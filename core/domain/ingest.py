@@ -70,9 +70,14 @@ def add_documents(
         # ones name it (the host model extracted it from the document). With it, the extractor reads them.
         batch.keep_named = not extract
         summary = writer.commit(batch) if batch.documents else None
+        # A document stored before as it is keeps its passages: listed as they are stored.
+        chunk_ids: dict[str, list[int]] = {}
+        for chunk in kb.store.document_chunks(namespace, [r.id for r in results if r.unchanged]):
+            chunk_ids.setdefault(chunk.document_id, []).append(chunk.id)
+    if summary is not None:
+        chunk_ids.update(summary.chunk_ids)
     for result in results:
-        if summary is not None and not result.unchanged:
-            result.chunk_ids = summary.chunk_ids.get(result.id, [])
+        result.chunk_ids = chunk_ids.get(result.id, [])
     outcome = AddDocumentsResult(documents=results, chunks_written=0)
     if summary is not None:
         outcome.chunks_written, outcome.chunks_kept = summary.chunks_written, summary.chunks_kept
@@ -182,11 +187,10 @@ def _extract(
 
     assert kb.extractor is not None
     report: list[ChunkExtraction] = []
-    # Re-running an ingest must not pay for (or vary) a chat model's work on passages already done: those an
-    # extractor read (whatever it found) and those with entities linked to them (extracted by the host LLM, or
-    # before passages were marked).
-    ids = [c.id for c in chunks]
-    done_before = kb.store.extracted_chunks(ids) | kb.store.mentioned_chunks(ids)
+    # Re-running an ingest must not pay for (or vary) a chat model's work on passages already done: those marked
+    # as read (by an extractor, whatever it found; by the host LLM, through source_ids). Entities linked to a
+    # passage do not make it done: a replaced document's new passage gets those its text still names unread.
+    done_before = kb.store.extracted_chunks([c.id for c in chunks])
     for done, chunk in enumerate(chunks, start=1):
         entry = ChunkExtraction(document_id=chunk.document_id, chunk_id=chunk.id, skipped=chunk.id in done_before)
         if not entry.skipped:

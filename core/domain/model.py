@@ -27,10 +27,17 @@ MAX_WEIGHT = 1_000_000
 
 def _one_line(value: str) -> str:
     """An id is written on one line wherever it is shown ("[id#2]" before a passage): no control character at all,
-    tabs and line breaks included."""
-    if any(ord(ch) < 32 for ch in value):
-        raise ValueError("must be one line, without tabs or other control characters")
+    tabs and line breaks of any kind included."""
+    if breaks_line(value) or any(ord(ch) < 32 for ch in value):
+        raise ValueError("must be one line, without tabs, line or paragraph separators (U+0085, U+2028, U+2029) "
+                         "or other control characters")
     return no_control_characters(value)
+
+
+def breaks_line(value: str) -> bool:
+    """Whether `value` holds a line break of any kind: one at which `str.splitlines` (so a reader of the text)
+    breaks a line: \\n, \\r, \\v, \\f, \\x1c-\\x1e, NEL (U+0085), the line and paragraph separators (U+2028, U+2029)."""
+    return "".join(value.splitlines()) != value
 
 
 def _clean_name(value: Any) -> Any:
@@ -260,8 +267,8 @@ class ChunkExtraction(_Model):
     nodes: int = 0
     edges: int = 0
     error: str | None = None
-    skipped: bool = Field(False, description="An extractor read the passage before, or it already had entities "
-                                             "linked; not extracted again.")
+    skipped: bool = Field(False, description="Read before (by an extractor, or by the host through "
+                                             "add_knowledge_graph source_ids); not extracted again.")
 
 
 class AddDocumentsResult(_Model):

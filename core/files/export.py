@@ -56,6 +56,7 @@ def export_jsonl(
         for documents in _pages(lambda offset: store.list_documents(namespace, offset=offset, limit=PAGE)):
             chunks = store.document_chunks(namespace, [d.id for d in documents])
             vectors = store.get_vectors("chunk", [c.id for c in chunks]) if embeddings else {}
+            marks = store.extraction_marks([c.id for c in chunks])
             by_document: dict[str, list[ChunkRecord]] = {}
             for chunk in chunks:
                 by_document.setdefault(chunk.document_id, []).append(chunk)
@@ -72,6 +73,7 @@ def export_jsonl(
                         "kind": "chunk", "id": chunk_ids[chunk.id], "namespace": namespace,
                         "document_id": chunk.document_id, "ordinal": chunk.ordinal, "text": chunk.text,
                         **({"section": chunk.section} if chunk.section else {}),
+                        **({"extracted_by": marks[chunk.id]} if chunk.id in marks else {}),
                     }, vectors.get(chunk.id))
                     summary.chunks += 1
 

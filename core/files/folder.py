@@ -142,14 +142,17 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
 
 def _unfit_id(document_id: str) -> str:
     """Why a path cannot be a document's id ("" when it can): a name that is not UTF-8 (Python holds its bytes as
-    surrogates, which no stored text may hold), or a control character in it."""
+    surrogates, which no stored text may hold), or a control character or a line break (U+2028 too) in it."""
+    from duckgraph.core.domain.model import breaks_line  # the tools' models: not imported by a server's start
+
     for ch in document_id:
         if unicodedata.category(ch) == "Cs":
             return (f"its name is not UTF-8 (byte 0x{ord(ch) - 0xDC00:02x}; written in another encoding, e.g. "
                     "Latin-1): rename it (e.g. convmv -f latin1 -t utf8 --notest FILE) and ingest it again")
-        if unicodedata.category(ch) == "Cc":
-            return (f"its path holds a control character ({ch!r}), which would cut the lines that show a document's "
-                    "id: rename it and ingest it again")
+        if unicodedata.category(ch) == "Cc" or breaks_line(ch):
+            what = "a control character" if unicodedata.category(ch) == "Cc" else "a line or paragraph separator"
+            return (f"its path holds {what} ({ch!r}), which would cut the lines that show a document's id: rename "
+                    "it and ingest it again")
     return ""
 
 

@@ -29,6 +29,7 @@ from duckgraph.core.domain.texts import edge_text, node_text, passage_text
 from duckgraph.core.files.jsonl_format import (
     FORMAT_VERSION,
     LINE_MODELS,
+    MARKED_SINCE,
     ChunkLine,
     CommunityReportLine,
     DocumentLine,
@@ -344,6 +345,7 @@ class _NativeImport(_Import):
         """What one batch writes. Its lines may refer to the lines of earlier batches (by the maps of `self`),
         not to later ones: an export writes documents, chunks, nodes, edges and then their provenance."""
         plan = _Plan()
+        plan.snapshot.before_marks = self.meta is None or (self.meta.schema_version or 0) < MARKED_SINCE
         self.batch_lines = {}
         self._plan_documents(lines, plan, summary)
         wanted, existing, edge_lines = self._plan_nodes(lines, plan, summary)
@@ -418,7 +420,8 @@ class _NativeImport(_Import):
                     # Its namespace too: a batch may hold the same document id in several namespaces.
                     record = ChunkRecord(document_id=doc_id, ordinal=chunk.ordinal, text=chunk.text,
                                          section=chunk.section, namespace=namespace,
-                                         embedding=self._vector(chunk_lines[chunk.id], chunk.embedding))
+                                         embedding=self._vector(chunk_lines[chunk.id], chunk.embedding),
+                                         extracted_by=chunk.extracted_by)
                     snapshot.chunks.append(record)
                     if record.embedding is None:
                         plan.to_embed.append((record, passage_text(line.title, chunk.text, chunk.section)))

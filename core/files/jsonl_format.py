@@ -6,7 +6,9 @@ natural key, so the same knowledge base always gives the same lines):
 - ``meta``: format name and version, schema version, the embedder the vectors come from, whether they are in
   the file;
 - ``document`` (namespace, id, title, text, metadata, created_at, time), each followed by its ``chunk`` lines (id,
-  document_id, ordinal, text);
+  document_id, ordinal, text, section, and ``extracted_by`` when it was read for its graph: an extractor's id,
+  "host" or "before-marks", see `GraphStore.extraction_marks`; files of schema versions before `MARKED_SINCE`
+  have none, and an import marks the chunks their mentions name "before-marks", as the upgrade does);
 - ``node``: id, namespace, name, type, description, aliases, properties, observations, created_at, updated_at,
   and ``by_hand`` (true when ever written by hand: deleting the documents it came from keeps it);
 - ``edge``: id, namespace, source_id and target_id (node ids of this file) with the source and target names,
@@ -45,6 +47,8 @@ from duckgraph.core.domain.moments import check_period, naive_utc
 
 FORMAT = "duckgraph"
 FORMAT_VERSION = 1
+#: The schema version whose exports carry chunks' `extracted_by` (an optional field: format version 1 still).
+MARKED_SINCE = 6
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -99,6 +103,8 @@ class ChunkLine(Line):
     ordinal: int = Field(ge=0)
     text: DocumentText
     section: str = Field("", max_length=2_000)
+    #: Who read it for its graph (None: nobody yet), so an extracting re-run after an import skips it.
+    extracted_by: str | None = Field(None, min_length=1, max_length=200)
     embedding: list[float] | None = None
 
 

@@ -81,13 +81,13 @@ def chunks(con: Any, ids: list[int]) -> list[ChunkRecord]:
     return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3], section=r[4] or "") for r in rows]
 
 
-def extracted_chunks(con: Any, ids: list[int]) -> set[int]:
-    """Those of the chunks `ids` that an extractor has read."""
+def extraction_marks(con: Any, ids: list[int]) -> dict[int, str]:
+    """`DuckDBStore.extraction_marks`: who read each of the chunks `ids` that were read."""
     if not ids:
-        return set()
-    return {row[0] for row in con.execute(
-        f"SELECT id FROM chunks WHERE extracted_by IS NOT NULL AND id IN (SELECT unnest({sql.JSON_IDS % 1}))",
-        [sql.json_list(ids)]).fetchall()}
+        return {}
+    return dict(con.execute(
+        "SELECT id, extracted_by FROM chunks WHERE extracted_by IS NOT NULL "
+        f"AND id IN (SELECT unnest({sql.JSON_IDS % 1}))", [sql.json_list(ids)]).fetchall())
 
 
 def document_chunks(con: Any, namespace: str, document_ids: Iterable[str]) -> list[ChunkRecord]:

@@ -9,8 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from duckgraph.plugins.duckdb import sql
-from duckgraph.plugins.duckdb.schema import name_keys
-from duckgraph.plugins.duckdb.writes import Writer
+from duckgraph.plugins.duckdb.schema import BEFORE_MARKS, name_keys
+from duckgraph.plugins.duckdb.writes import Writer, mark_extracted
 from duckgraph.ports import EdgeWrite, InvalidInputError, NodeRecord, Snapshot, WriteBatch, WriteSummary
 
 
@@ -19,7 +19,7 @@ def restore_snapshot(writer: Writer, snapshot: Snapshot, batch: WriteBatch, dime
     con = writer.con
     now = sql.now()
     writer.replace_documents(batch, now)
-    chunk_ids = writer.insert_chunks(batch, dimensions)
+    chunk_ids = writer.insert_chunks(batch, dimensions)  # with their `extracted_by`
     created, updated = _restore_nodes(writer, snapshot.nodes, now, dimensions)
     writer.mark_by_hand([n.id for n in snapshot.nodes if n.by_hand and n.id is not None], [])
     edges_created, edges_updated = _restore_edges(writer, snapshot.edges, now, dimensions)
@@ -212,4 +212,8 @@ def _restore_provenance(con: Any, snapshot: Snapshot) -> tuple[int, int]:
         before = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         con.execute(f"INSERT OR IGNORE INTO {table} SELECT DISTINCT a, b FROM ({select})", params)
         added.append(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] - before)
+        if table == "mentions" and snapshot.before_marks:
+            # Its chunks carry no marks: one with entities linked was read, as the upgrade to schema 6 assumes.
+            mark_extracted(con, [row[0] for row in con.execute(f"SELECT DISTINCT a FROM ({select})", params)
+                                 .fetchall()], BEFORE_MARKS, unmarked_only=True)
     return added[0], added[1]

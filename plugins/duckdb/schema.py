@@ -77,7 +77,9 @@ CREATE TABLE chunks (
     ordinal INTEGER NOT NULL,
     text VARCHAR NOT NULL,
     section VARCHAR NOT NULL DEFAULT '',
-    -- The extractor that read the passage (its id), even when it found nothing (NULL: not read yet).
+    -- Who read the passage for its graph, even when nothing was found (NULL: nobody yet): an extractor's id,
+    -- 'host' (the host LLM linked entities to it through source_ids), 'before-marks' (it had entities linked to
+    -- it when its file got marks: see migration 6).
     extracted_by VARCHAR
 );
 CREATE INDEX chunks_document ON chunks (namespace, document_id);
@@ -94,6 +96,10 @@ CREATE TABLE edges_by_hand (edge_id BIGINT PRIMARY KEY);
 SCHEMA += BY_HAND
 # Communities and their reports (derived data; see communities.py).
 SCHEMA += communities.TABLES
+#: `chunks.extracted_by` of a passage the host LLM linked entities to through `source_ids` (it read it), and of one
+#: that had entities linked to it before passages were marked (an upgrade to schema 6, an older export).
+HOST_MARK = "host"
+BEFORE_MARKS = "before-marks"
 #: The statements that bring a file of the version before each key up to it, run in one transaction at open.
 MIGRATIONS: dict[int, list[str]] = {
     # Documents get the time their text tells of. Edges: a start of validity was never given before this version
@@ -117,9 +123,11 @@ MIGRATIONS: dict[int, list[str]] = {
         ("INSERT INTO edges_by_hand SELECT id FROM edges WHERE "
          "json_keys(properties) <> [] OR id NOT IN (SELECT edge_id FROM edge_evidence)")],
     # Passages remember that an extractor read them, so a re-run skips those that found nothing. Older files
-    # cannot tell a passage that found nothing from one never extracted: those are read once more (the ones
-    # with entities linked to them are skipped anyway).
-    6: ["ALTER TABLE chunks ADD COLUMN IF NOT EXISTS extracted_by VARCHAR"],
+    # cannot tell a passage that found nothing from one never extracted: those are read once more. One with
+    # entities linked to them was read (by an extractor or the host LLM): marked, so a re-run skips it as before.
+    6: ["ALTER TABLE chunks ADD COLUMN IF NOT EXISTS extracted_by VARCHAR",
+        (f"UPDATE chunks SET extracted_by = '{BEFORE_MARKS}' WHERE extracted_by IS NULL "
+         "AND id IN (SELECT chunk_id FROM mentions)")],
 }
 EXPECTED_TABLES = {
     "meta", "nodes", "node_names", "observations", "edges", "documents", "chunks", "mentions", "edge_evidence",
@@ -219,11 +227,12 @@ def upgrade_copy(path: Path, version: int) -> Path:
 def upgrade_due(path: Path) -> dict[str, Any] | None:
     """What opening the file for writing would upgrade: {"from", "to", "copy", "embedder"}, or None (no file, one of
     this schema version, or one whose tables the open refuses, saying why). Read through a read-only connection, so
-    that asking changes nothing (`duckgraph doctor`); a file that cannot be opened raises as `connection.connect`
-    does."""
+    that asking changes nothing (`duckgraph doctor`); a file that cannot be opened or read raises as
+    `connection.connect` does."""
     if not path.is_file():
         return None
     con, _ = connection.connect(path, True)
+    import duckdb  # connect has imported it
     try:
         tables = {row[0] for row in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
@@ -231,6 +240,8 @@ def upgrade_due(path: Path) -> dict[str, Any] | None:
         if version is None or not version.isdigit() or int(version) >= SCHEMA_VERSION:
             return None
         info = embedder_info(con)
+    except duckdb.Error as exc:  # DuckDB reads a file's blocks only when asked: a file cut short fails here
+        raise connection.unusable(path, exc) from exc
     finally:
         con.close()
     return {"from": int(version), "to": SCHEMA_VERSION, "copy": str(upgrade_copy(path, int(version))),

@@ -418,9 +418,9 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return self._mirror().mentioned_chunks(chunk_ids)
 
-    def extracted_chunks(self, chunk_ids: Iterable[int]) -> set[int]:
+    def extraction_marks(self, chunk_ids: Iterable[int]) -> dict[int, str]:
         with self._lock:
-            return reads.extracted_chunks(self._db, list(dict.fromkeys(chunk_ids)))
+            return reads.extraction_marks(self._db, list(dict.fromkeys(chunk_ids)))
 
     def mark_extracted(self, chunk_ids: Iterable[int], extractor_id: str) -> None:
         if self.read_only:

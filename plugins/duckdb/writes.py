@@ -8,6 +8,8 @@ store applies once the transaction has committed.
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,7 +18,7 @@ from typing import Any
 
 from duckgraph.plugins.duckdb import communities, sql, vector_tables
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
-from duckgraph.plugins.duckdb.schema import name_keys
+from duckgraph.plugins.duckdb.schema import HOST_MARK, name_keys
 from duckgraph.plugins.duckdb.vector_tables import VECTOR_TABLES
 from duckgraph.ports import (
     ChunkRecord,
@@ -27,6 +29,7 @@ from duckgraph.ports import (
     StoreError,
     WriteBatch,
     WriteSummary,
+    entity_key,
 )
 
 
@@ -372,9 +375,10 @@ class Writer:
                                     doc=("VARCHAR", [c.document_id for c, _ in new]),
                                     ordinal=("BIGINT", [c.ordinal for c, _ in new]),
                                     text=("VARCHAR", [c.text for c, _ in new]),
-                                    section=("VARCHAR", [c.section for c, _ in new]))
-            self.con.execute("INSERT INTO chunks (id, namespace, document_id, ordinal, text, section) "
-                             f"SELECT id, ns, doc, ordinal, text, section FROM {rows}", params)
+                                    section=("VARCHAR", [c.section for c, _ in new]),
+                                    read=("VARCHAR", [c.extracted_by for c, _ in new]))
+            self.con.execute("INSERT INTO chunks (id, namespace, document_id, ordinal, text, section, extracted_by) "
+                             f"SELECT id, ns, doc, ordinal, text, section, read FROM {rows}", params)
         for (chunk, _), chunk_id in zip(new, ids):
             chunk.id = chunk_id
         fresh = set(ids)
@@ -415,7 +419,7 @@ class Writer:
             return set(), set()
         texts: dict[tuple[str | None, str], list[tuple[int, str]]] = {}
         for chunk in inserted:  # `insert_chunks` set their ids and namespaces
-            texts.setdefault((chunk.namespace, chunk.document_id), []).append((chunk.id, chunk.text))
+            texts.setdefault((chunk.namespace, chunk.document_id), []).append((chunk.id, entity_key(chunk.text)))
         ends = {edge_id: (source, target) for edge_id, source, target in self.con.execute(
             f"SELECT id, source_id, target_id FROM edges WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))",
             [sql.json_list(e for _, _, e in edges)]).fetchall()} if edges else {}
@@ -533,19 +537,31 @@ class Writer:
 
     def _link_node_sources(self, batch: WriteBatch, node_ids: dict[str, int]) -> None:
         pairs = {(chunk_id, node.id) for node in batch.nodes for chunk_id in node.source_chunk_ids}
-        wanted = [(node.id, node.namespace, doc_id) for node in batch.nodes for doc_id in node.source_ids]
+        wanted = [(node, doc_id) for node in batch.nodes for doc_id in node.source_ids]
+        read: set[int] = set()
         if wanted:
-            chunks = self._chunks_of_documents({(ns, doc) for _, ns, doc in wanted})
+            chunks = self._chunks_of_documents({(node.namespace, doc) for node, doc in wanted})
             names_of = {node.id: name_keys(node) for node in batch.nodes}
-            for node_id, namespace, doc_id in wanted:
-                pairs.update((chunk_id, node_id) for chunk_id in _mentioning(chunks[(namespace, doc_id)], names_of[node_id]))
+            for node, doc_id in wanted:
+                linked = _mentioning(chunks[(node.namespace, doc_id)], names_of[node.id])
+                pairs.update((chunk_id, node.id) for chunk_id in linked)
+                if not node.source_chunk_ids:  # the host's write (an extractor's names its passage)
+                    read.update(linked)
         sql.insert_pairs(self.con, "mentions", pairs)
         if pairs:
             self._note(self._graph.add_mentions, [c for c, _ in pairs], [n for _, n in pairs])
+        self._mark_read_by_host(read)
+
+    def _mark_read_by_host(self, chunk_ids: set[int]) -> None:
+        """Mark the passages a host write linked its facts to through `source_ids` as read (`HOST_MARK`) unless
+        already marked: the host LLM extracted the graph from them, so an extractor is not to read them again
+        (`GraphStore.extracted_chunks`). Provenance moved by `keep_named` marks nothing: nobody read the new text."""
+        mark_extracted(self.con, sorted(chunk_ids), HOST_MARK, unmarked_only=True)
 
     def _chunks_of_documents(
         self, documents: set[tuple[str, str]]
     ) -> dict[tuple[str, str], list[tuple[int, str]]]:
+        """(namespace, document id) -> (chunk id, text as `_naming` reads it) of each chunk, in order."""
         found: dict[tuple[str, str], list[tuple[int, str]]] = {doc: [] for doc in documents}
         rows = self.con.execute(
             "SELECT d.namespace, d.id, c.id, c.text FROM documents d "
@@ -558,7 +574,7 @@ class Writer:
         for namespace, doc_id, chunk_id, text in rows:
             present.add((namespace, doc_id))
             if chunk_id is not None:
-                found[(namespace, doc_id)].append((chunk_id, text))
+                found[(namespace, doc_id)].append((chunk_id, entity_key(text)))
         missing = sorted(doc for _, doc in documents - present)
         if missing:
             raise InvalidInputError(
@@ -726,16 +742,17 @@ class Writer:
 
     def _link_edge_sources(self, batch: WriteBatch, resolved: list, edge_ids: list[int]) -> None:
         pairs = {(edge_id, chunk_id) for edge_id, (e, _, _) in zip(edge_ids, resolved) for chunk_id in e.source_chunk_ids}
-        wanted = [(edge_id, e.namespace, doc) for edge_id, (e, _, _) in zip(edge_ids, resolved) for doc in e.source_ids]
+        wanted = [(edge_id, e, doc) for edge_id, (e, _, _) in zip(edge_ids, resolved) for doc in e.source_ids]
+        read: set[int] = set()
         if wanted:
-            chunks = self._chunks_of_documents({(ns, doc) for _, ns, doc in wanted})
-            names = {edge_id: [e.source_key, e.target_key] for edge_id, (e, _, _) in zip(edge_ids, resolved)}
-            pairs.update(
-                (edge_id, chunk_id)
-                for edge_id, namespace, doc in wanted
-                for chunk_id in _mentioning(chunks[(namespace, doc)], names[edge_id])
-            )
+            chunks = self._chunks_of_documents({(e.namespace, doc) for _, e, doc in wanted})
+            for edge_id, edge, doc in wanted:
+                linked = _mentioning(chunks[(edge.namespace, doc)], [edge.source_key, edge.target_key])
+                pairs.update((edge_id, chunk_id) for chunk_id in linked)
+                if not edge.source_chunk_ids:  # the host's write (an extractor's names its passage)
+                    read.update(linked)
         sql.insert_pairs(self.con, "edge_evidence", pairs)
+        self._mark_read_by_host(read)
 
     def replace_observations(self, nodes: list[NodeRecord], now: datetime) -> None:
         """Make each node's observations its `observations`: drop the others, append the missing in order."""
@@ -762,10 +779,12 @@ class Writer:
             )
 
 
-def mark_extracted(con: Any, ids: list[int], extractor_id: str) -> None:
-    """`DuckDBStore.mark_extracted`: a chunk no longer stored has no row to mark, so it is passed over."""
+def mark_extracted(con: Any, ids: list[int], extractor_id: str, *, unmarked_only: bool = False) -> None:
+    """`DuckDBStore.mark_extracted`: a chunk no longer stored has no row to mark, so it is passed over.
+    `unmarked_only`: leave a chunk already marked as it is."""
     if ids:
-        con.execute(f"UPDATE chunks SET extracted_by = $1 WHERE id IN (SELECT unnest({sql.JSON_IDS % 2}))",
+        unmarked = "extracted_by IS NULL AND " if unmarked_only else ""
+        con.execute(f"UPDATE chunks SET extracted_by = $1 WHERE {unmarked}id IN (SELECT unnest({sql.JSON_IDS % 2}))",
                     [extractor_id, sql.json_list(ids)])
 
 
@@ -845,5 +864,35 @@ def _mentioning(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
 
 
 def _naming(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
-    """Chunks whose text names one of `names` (name keys: `name_keys`)."""
-    return [chunk_id for chunk_id, text in chunks if any(name in text.casefold() for name in names)]
+    """Chunks whose text (as `entity_key` makes it: NFKC, case folded, spaces collapsed, as the names' keys are)
+    names one of `names` (name keys: `name_keys`) as a whole word: `_names`."""
+    return [chunk_id for chunk_id, text in chunks if any(_names(text, name) for name in names)]
+
+
+#: Letters of the scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, Han) and of
+#: Hangul, whose particles are written onto the noun before them ("서울에서": in Seoul): there a name is found
+#: inside a run of letters, as no word boundary can be seen.
+_UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f"
+                       "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
+                       "\U00020000-\U0003134f]")
+
+
+def _names(text: str, name: str) -> bool:
+    """Whether `text` holds `name` bounded by the text's ends or by characters that cannot continue a word:
+    "ed" is not in "acme edited the plan", nor "ai" in "the ceo said". Only the characters around it are
+    tested, not the name's own first and last (as `\\b` would), so "c++", "orders-db" and ".net" are found as
+    written; a word's characters are letters, digits, "_" and combining marks (a Devanagari vowel sign continues
+    its word; Python's `\\w` has no marks)."""
+    start = text.find(name)
+    while start >= 0:
+        end = start + len(name)
+        if not (start and _in_word(text[start - 1])) and not (end < len(text) and _in_word(text[end])):
+            return True
+        start = text.find(name, start + 1)
+    return False
+
+
+def _in_word(char: str) -> bool:
+    """Whether `char` beside a name makes it part of a longer word (`_names`)."""
+    return ((char.isalnum() or char == "_" or unicodedata.category(char).startswith("M"))
+            and not _UNSPACED.match(char))

@@ -151,3 +151,20 @@ def test_a_file_given_by_name_that_cannot_be_a_document_id_is_skipped(notes, db_
     code, summary = ingest(db_path, str(notes / "tab\there.md"))
     assert (code, summary) == (0, "0 documents stored, 0 unchanged, 1 skipped, 0 passages")
     assert "its path holds a control character ('\\t')" in capsys.readouterr().err
+
+
+def test_a_file_whose_name_holds_a_line_separator_is_skipped_with_why(notes, db_path, capsys):
+    # U+2028 and U+2029 are no control characters, but a reader of the text breaks the line there: the file was
+    # stored, and search's "[id#n]" line was cut in two.
+    root = notes.resolve()
+    (notes / "line\u2028sep.md").write_text("Ada Lovelace in a file with a line separator in its name.",
+                                            encoding="utf-8")
+    (notes / "para\u2029sep.md").write_text("Ada Lovelace again.", encoding="utf-8")
+
+    assert ingest(db_path, "notes") == (0, "3 documents stored, 0 unchanged, 2 skipped, 3 passages")
+    err = capsys.readouterr().err
+    for name, separator in (("line", "\u2028"), ("para", "\u2029")):
+        assert (f"skipped {root}/{name}{separator}sep.md: its path holds a line or paragraph separator "
+                f"({separator!r}), which would cut the lines that show a document's id: rename it and ingest it "
+                "again\n") in err
+    assert sorted(Path(d).name for d in documents(db_path)) == ["ada.md", "babbage.txt", "turing.md"]

@@ -1,0 +1,62 @@
+"""Document ids through the MCP server (the SDK's in-memory client, a real DuckDB file, the real default model):
+
+- an id is one line wherever it is shown ("[id#n]" before a passage in search's text): one holding a line or
+  paragraph separator (U+2028, U+2029) or NEL (U+0085) is refused with the rule, and nothing is stored (they were
+  stored, and split search's line in two);
+- re-adding a document as it is stored returns its passages' ids ("Its passages in order"): it returned none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from duckgraph.core.mcp.server import build_server
+from tests.e2e.test_mcp_inmemory import call_ok, counts, error_text, make_services
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def services(tmp_path: Path, db_path: Path, plugin_manager, minilm):
+    return make_services(tmp_path, db_path, minilm, plugin_manager)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"], ids=["line-sep", "paragraph-sep", "nel"])
+async def test_an_id_with_a_line_separator_is_refused_and_nothing_is_stored(services, separator):
+    async with Client(build_server(services)) as client:
+        result = await client.call_tool("add_documents", {"documents": [
+            {"id": f"a{separator}b.md", "text": "Quetzal fact number one."}]})
+        assert ("add_documents refused its arguments: documents[0].id: must be one line, without tabs, line or "
+                "paragraph separators (U+0085, U+2028, U+2029) or other control characters") in error_text(result)
+        await call_ok(client, "add_documents", {"documents": [{"id": "ok.md", "text": "Quetzal fact number two."}]})
+        result = await client.call_tool("add_knowledge_graph", {"nodes": [
+            {"name": "Quetzal", "type": "Bird", "source_ids": [f"ok{separator}.md"]}]})
+        assert "nodes[0].source_ids[0]: must be one line" in error_text(result)
+        assert counts(services) == {"nodes": 0, "edges": 0, "documents": 1, "chunks": 1}
+
+        found = await client.call_tool("search", {"query": "Quetzal fact"})
+        lines = found.content[0].text.splitlines()
+    assert lines == ["Passages:", "[ok.md#1] Quetzal fact number two."]
+
+
+@pytest.mark.anyio
+async def test_a_document_added_again_as_it_is_returns_its_passages(services):
+    text = "## Newts\nNewts live in ponds.\n\n## Frogs\nFrogs live in ponds too.\n"
+    async with Client(build_server(services)) as client:
+        first = await call_ok(client, "add_documents", {"documents": [{"id": "pond.md", "text": text}]})
+        again = await call_ok(client, "add_documents", {"documents": [{"id": "pond.md", "text": text},
+                                                                      {"id": "new.md", "text": "Toads too."}]})
+    [stored] = first["documents"]
+    assert len(stored["chunk_ids"]) == 2
+    assert [(d["id"], d["chunk_ids"], d["unchanged"]) for d in again["documents"]] == [
+        ("pond.md", stored["chunk_ids"], True), ("new.md", [3], False)]
+    assert again["chunks_written"] == 1
