@@ -261,9 +261,9 @@ class WriteSummary:
     edges_deleted: int = 0
     documents_deleted: int = 0
     edges_ended: int = 0
-    #: Nodes and edges that only dropped chunks supported, kept by `WriteBatch.keep_named`.
-    nodes_kept: int = 0
-    edges_kept: int = 0
+    #: Nodes and edges that only dropped chunks supported, kept by `WriteBatch.keep_named` (their ids).
+    nodes_kept: list[int] = field(default_factory=list)
+    edges_kept: list[int] = field(default_factory=list)
     node_ids: dict[str, int] = field(default_factory=dict)
     #: Document id -> the ids of all its chunks in the batch (kept and inserted), in the batch's order.
     chunk_ids: dict[str, list[int]] = field(default_factory=dict)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from duckgraph.core.domain.chunking import chunk_sections
-from duckgraph.core.domain.texts import passage_text
+from duckgraph.core.domain.texts import fact_sentence, passage_text
 from duckgraph.ports import (
     ChunkRecord,
     DocumentRecord,
@@ -82,11 +82,22 @@ def add_documents(
     if summary is not None:
         outcome.chunks_written, outcome.chunks_kept = summary.chunks_written, summary.chunks_kept
         outcome.entities_removed, outcome.relations_removed = summary.nodes_deleted, summary.edges_deleted
-        outcome.entities_kept, outcome.relations_kept = summary.nodes_kept, summary.edges_kept
+        outcome.entities_kept, outcome.relations_kept = len(summary.nodes_kept), len(summary.edges_kept)
+        outcome.to_review = _to_review(kb, summary.nodes_kept, summary.edges_kept)
     if extract:
         outcome.extractions = _extract(kb, kb.store.document_chunks(namespace, ids), namespace, progress)
         outcome.extraction_errors = sum(1 for e in outcome.extractions if e.error)
     return outcome
+
+
+def _to_review(kb: KnowledgeBase, node_ids: list[int], edge_ids: list[int]) -> list[str]:
+    """What a replacement kept because the new text names it, as the host reads it: "entity: Kafka [Technology]",
+    "relation: notification-service uses Kafka"."""
+    edges = kb.store.get_edges(edge_ids)
+    names = {n.id: n for n in kb.store.get_nodes({*node_ids, *(i for e in edges for i in (e.source_id, e.target_id))})}
+    kept = [f"entity: {names[i].name} [{names[i].type}]" for i in node_ids if i in names]
+    return kept + [f"relation: {fact_sentence(names[e.source_id].name, e.type, names[e.target_id].name)}"
+                   for e in edges if e.source_id in names and e.target_id in names]
 
 
 def _plan_documents(

@@ -291,6 +291,10 @@ class AddDocumentsResult(_Model):
                                "kept because a new passage names them (now their source).")
     relations_kept: int = Field(0, description="Without extraction: relations that only the changed passages "
                                 "supported, kept because a new passage names both their ends (now their source).")
+    to_review: list[str] = Field(default_factory=list, description=(
+        "The kept entities and relations by name: the new text names them, which does not say they still hold "
+        "(\"not Kafka\" names Kafka). Check each against the new text; end_relations or delete_relations what no "
+        "longer holds."))
     extractions: list[ChunkExtraction] = Field(
         default_factory=list, description="Per passage, when extraction was asked for."
     )

@@ -123,8 +123,8 @@ class Writer:
             chunks_kept=len(batch.chunks) - len(inserted),
             nodes_deleted=len(deleted_nodes[0]), edges_deleted=len(dropped_edges), documents_deleted=gone_documents,
             edges_ended=len(batch.end_edges),
-            nodes_kept=len(set(replaced_nodes) & named_nodes - set(deleted_nodes[0])),
-            edges_kept=len(set(replaced_edges) & named_edges - set(dropped_edges)),
+            nodes_kept=sorted(set(replaced_nodes) & named_nodes - set(deleted_nodes[0])),
+            edges_kept=sorted(set(replaced_edges) & named_edges - set(dropped_edges)),
             node_ids=node_ids,
             chunk_ids=chunk_ids,
         )

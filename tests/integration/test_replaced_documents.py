@@ -64,6 +64,10 @@ def test_a_fixed_typo_keeps_the_graph_the_host_extracted_from_the_note(db_path, 
     fixed = kb.add_documents([DocumentInput(id=SOURCE[0], text=NOTE.replace("Mayy", "May"))])
     assert (fixed.entities_removed, fixed.relations_removed) == (0, 0)
     assert (fixed.entities_kept, fixed.relations_kept) == (3, 2)
+    # Named again does not mean still true ("not Kafka" names Kafka): the host is told what to check.
+    assert sorted(fixed.to_review) == ["entity: Maya Chen [Person]", "entity: Project Orion [Project]",
+                                       "entity: Raj Patel [Person]", "relation: Maya Chen leads Project Orion",
+                                       "relation: Raj Patel owns launch checklist of Project Orion"]
     assert (fixed.chunks_written, fixed.chunks_kept) == (1, 0)
     assert graph(kb) == ({"Maya Chen", "Project Orion", "Raj Patel"}, {"LEADS", "OWNS_LAUNCH_CHECKLIST_OF"})
     [new_chunk] = fixed.documents[0].chunk_ids
