@@ -408,7 +408,8 @@ class GraphCuration:
 def _no_path(source: str, target: str, max_hops: int, *, connected: bool) -> str:
     """Why find_paths found nothing: the limit it searched within, and whether a larger one could help."""
     if not connected:
-        return f"no path between {source} and {target}: no chain of relations of any length connects them"
+        return (f"no path between {source} and {target}: no chain of relations that hold now, of any length, "
+                "connects them (ended relations are not followed: get_entities lists them with their periods)")
     more = f"; try max_hops up to {MAX_PATH_HOPS}" if max_hops < MAX_PATH_HOPS else ""
     return f"no path between {source} and {target} within {max_hops} hop{'s' if max_hops > 1 else ''}{more}"
 

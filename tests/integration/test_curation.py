@@ -183,7 +183,8 @@ def test_find_paths_gives_the_shortest_readable_chains(kb):
     kb.add_knowledge_graph([NodeInput(name="Island", type="Place")], [])
     alone = kb.curation.find_paths("Zed", "Island", NS, max_hops=4)
     assert alone.paths == [] and alone.message == (
-        "no path between Zed and Island: no chain of relations of any length connects them")
+        "no path between Zed and Island: no chain of relations that hold now, of any length, connects them (ended "
+        "relations are not followed: get_entities lists them with their periods)")
     with pytest.raises(InvalidInputError):
         kb.curation.find_paths("Zed", "Oslo", NS, max_hops=5)
 
