@@ -37,9 +37,18 @@ def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], name
             ended_at = relation.ended_at or moment
             matches = ([] if source is None or target is None
                        else kb.curation.relations_not_ended(source, target, relation.type, namespace))
+            # A period whose end is due by ended_at ends then already: ending it at ended_at would move its end
+            # later (over the period after it). Alone, it is refused below.
+            due = [e for e in matches if e.valid_until is not None and e.valid_until <= ended_at]
+            matches = [e for e in matches if e not in due]
             # A planned period that starts after ended_at stays, beside one that has begun by then; alone, it is
             # refused below (ended before it started).
             matches = [e for e in matches if e.valid_from is None or e.valid_from <= ended_at] or matches
+            if due and not matches:
+                last = max(e.valid_until for e in due if e.valid_until is not None)
+                raise InvalidInputError(
+                    f"relations[{i}] ({relation.label()}): it already ends on {short(last)}, by ended_at "
+                    f"{short(ended_at)}: to end it earlier, give an ended_at before that; nothing was ended")
             for edge in matches:
                 if edge.id in asked:  # two items, perhaps spelt differently: which ended_at is meant is unclear
                     raise InvalidInputError(

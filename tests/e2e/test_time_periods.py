@@ -96,6 +96,24 @@ async def test_ending_now_leaves_a_planned_period_beside_the_current_one(service
 
 
 @pytest.mark.anyio
+async def test_ending_leaves_a_period_that_ends_by_then_as_it_is(services):
+    """Ending at 2030 a contract of 2024-2029 followed by one of 2029-2032 moved the first one's end to 2030 too:
+    two periods then overlapped, and a search in 2029 listed the fact twice."""
+    async with Client(build_server(services)) as client:
+        await call_ok(client, "add_knowledge_graph", {"nodes": NODES, "edges": [
+            works(valid_from="2024-01-01", valid_until="2029-01-01", description="first"),
+            works(valid_from="2029-01-01", valid_until="2032-01-01", description="second")]})
+        ended = await call_ok(client, "end_relations", {"relations": [works(ended_at="2030-01-01")]})
+        assert [r["valid_from"] for r in ended["ended"]] == ["2029-01-01T00:00:00Z"]
+        assert await periods(client) == [("2024-01-01T00:00:00Z", "2029-01-01T00:00:00Z", "first"),
+                                         ("2029-01-01T00:00:00Z", "2030-01-01T00:00:00Z", "second")]
+        # Only a period that ends by then: ending it later is refused, nothing changes.
+        result = await client.call_tool("end_relations", {"relations": [works(ended_at="2031-01-01")]})
+        assert "already ends on 2030-01-01" in error_text(result) and "nothing was ended" in error_text(result)
+        assert (await periods(client))[1] == ("2029-01-01T00:00:00Z", "2030-01-01T00:00:00Z", "second")
+
+
+@pytest.mark.anyio
 async def test_a_merge_keeps_a_current_fact_beside_one_that_has_not_begun(services):
     async with Client(build_server(services)) as client:
         await call_ok(client, "add_knowledge_graph", {
