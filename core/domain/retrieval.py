@@ -162,6 +162,7 @@ def anchor_and_expand(
         keyword_nodes = [(i, s) for i, s in words.nodes if i in relevance.typed]
         fact_ends = [i for i in fact_ends if i in relevance.typed]
     anchors = _anchors(store, named, candidates, keyword_nodes, query, options, relevance.observed, fact_ends)
+    anchors = _without_sibling_ids(store, anchors, named)
     if not relevance.whole:  # no whole reached the floor: a vector below it alone does not make an anchor
         backed = {n.id for n in named} | {i for i, _ in words.nodes} | relevance.observed.keys() | set(fact_ends)
         anchors = [a for a in anchors if a.node_id in backed]
@@ -444,6 +445,24 @@ def _anchors(
     anchors = [Reached(node_id=i, hop=0, proximity=1.0, relevance=relevance.get(i, 0.0)) for i in chosen]
     threshold = _keep_threshold(anchors, options)
     return [a for a in anchors if a.relevance >= threshold]
+
+
+def _without_sibling_ids(store: GraphStore, anchors: list[Reached], named: list[NodeRecord]) -> list[Reached]:
+    """A query that names one id of a series ("What happened in INC-117?") is about that one: the anchors named
+    by another id of the same series ("INC-101": the same letters around other digits, a vector as near) go,
+    unless the query names them too."""
+    series = {_series(n.name) for n in named if _ID.fullmatch(n.name)}
+    if not series:
+        return anchors
+    asked = {n.id for n in named}
+    names = {n.id: n.name for n in store.get_nodes([a.node_id for a in anchors if a.node_id not in asked])}
+    return [a for a in anchors if a.node_id in asked or a.node_id not in names
+            or not (_ID.fullmatch(names[a.node_id]) and _series(names[a.node_id]) in series)]
+
+
+def _series(identifier: str) -> str:
+    """An id with its digits left out, case folded: "INC-117" and "inc-101" are of one series."""
+    return re.sub(r"\d+", "#", identifier.casefold())
 
 
 def _expand(

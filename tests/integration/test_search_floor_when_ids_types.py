@@ -104,6 +104,17 @@ def test_an_id_that_nothing_stored_holds_whole_is_reported_and_the_related_conte
         assert subgraph(real_kb, question).not_stored == [], question
 
 
+def test_a_query_naming_one_id_of_a_series_is_not_anchored_on_its_siblings(real_kb: KnowledgeBase) -> None:
+    """"What happened in INC-157?" anchored on INC-142 too, listed first: the two ids' vectors are as near."""
+    store_incidents(real_kb)
+    for asked in ("INC-142", "INC-157", "INC-163"):
+        found = subgraph(real_kb, f"What happened in {asked}?")
+        anchors = [found.records[a.node_id].name for a in found.anchors]
+        assert asked in anchors and not {"INC-142", "INC-157", "INC-163"} - {asked} & set(anchors), anchors
+    both = subgraph(real_kb, "Compare INC-142 and INC-157")
+    assert {"INC-142", "INC-157"} <= {both.records[a.node_id].name for a in both.anchors}
+
+
 @pytest.mark.parametrize("question", ["How many incidents have we had?", "List all incidents", "list the Incidents",
                                       "Tell me about the incidents"])
 def test_a_question_about_the_entities_of_a_stored_type_passes_the_floor(real_kb: KnowledgeBase,
