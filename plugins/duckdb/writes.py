@@ -98,7 +98,7 @@ class Writer:
         unsupported_nodes += [n for n in replaced_nodes if n not in named_nodes]
         unsupported_edges += [e for e in replaced_edges if e not in named_edges]
         self._require_source_chunks(batch)
-        collapsed = self._apply_merges(batch)
+        collapsed = self._apply_merges(batch, now)
         deleted_nodes = self._delete_nodes([*batch.delete_nodes, *(s for _, ss in batch.merges for s in ss),
                                             *unsupported_nodes])
         node_ids, created, updated = self._upsert_nodes(batch, now, dimensions)
@@ -160,7 +160,7 @@ class Writer:
         for edge_id, edge in zip(edge_ids, batch.edges):
             written.setdefault(("edge", edge.namespace), []).append((edge_id, edge.embedding))
 
-    def _apply_merges(self, batch: WriteBatch) -> list[int]:
+    def _apply_merges(self, batch: WriteBatch, now: datetime) -> list[int]:
         """Re-point the sources' edges and mentions at the target; return the ids of edges that collapsed."""
         collapsed: list[int] = []
         for target, sources in batch.merges:
@@ -184,21 +184,32 @@ class Writer:
             # the moved edges now name the target in their sentences
             self.changes.keywords["edge"].update(r[0] for r in self.con.execute(
                 "SELECT id FROM edges WHERE source_id = $1 OR target_id = $1", [target]).fetchall())
-            # A self-loop made by the merge, and all but the oldest of edges that became identical (twins: the same
-            # relation over the same period), go; the oldest keeps its own description, weight and properties, and
-            # takes their provenance and by-hand marks. Periods that differ stay apart: folding one that holds now
-            # into one that has not begun would lose the current fact.
-            twins = ("(SELECT id, min(id) OVER (PARTITION BY namespace, source_id, target_id, type, valid_from, "
-                     "valid_until) AS keep FROM edges "
-                     "WHERE (source_id = $1 OR target_id = $1) AND source_id <> target_id)")
-            self.con.execute(f"INSERT OR IGNORE INTO edge_evidence SELECT t.keep, e.chunk_id FROM {twins} t "
-                             "JOIN edge_evidence e ON e.edge_id = t.id WHERE t.id <> t.keep", [target])
-            self.con.execute(f"INSERT OR IGNORE INTO edges_by_hand SELECT DISTINCT keep FROM {twins} "
-                             "WHERE id IN (SELECT edge_id FROM edges_by_hand)", [target])
-            rows = self.con.execute(
-                "SELECT id FROM edges WHERE source_id = $1 AND target_id = $1 UNION "
-                f"SELECT id FROM {twins} WHERE id <> keep", [target]).fetchall()
-            collapsed += [r[0] for r in rows]
+            # A self-loop made by the merge goes; so do all but the oldest of edges of one relation whose periods
+            # overlap (search would list the fact twice): the oldest takes their union as its period, keeps its own
+            # description, weight and properties, and takes their provenance and by-hand marks. A period that has
+            # not begun is never joined with one that has: folding the fact that holds now into a planned one
+            # would lose it.
+            loops = [r[0] for r in self.con.execute(
+                "SELECT id FROM edges WHERE source_id = $1 AND target_id = $1", [target]).fetchall()]
+            joined, periods = _joined_periods(self.con.execute(
+                "SELECT id, namespace, source_id, target_id, type, valid_from, valid_until FROM edges "
+                "WHERE (source_id = $1 OR target_id = $1) AND source_id <> target_id ORDER BY id",
+                [target]).fetchall(), now)
+            if joined:
+                pairs, params = sql.rows(1, id=("BIGINT", list(joined)), keep=("BIGINT", list(joined.values())))
+                self.con.execute(f"INSERT OR IGNORE INTO edge_evidence SELECT w.keep, e.chunk_id FROM {pairs} "
+                                 "JOIN edge_evidence e ON e.edge_id = w.id", params)
+                self.con.execute(f"INSERT OR IGNORE INTO edges_by_hand SELECT DISTINCT w.keep FROM {pairs} "
+                                 "WHERE w.id IN (SELECT edge_id FROM edges_by_hand)", params)
+            if periods:
+                ids = list(periods)
+                spans, params = sql.rows(2, id=("BIGINT", ids), vf=("TIMESTAMP", [periods[i][0] for i in ids]),
+                                         vu=("TIMESTAMP", [periods[i][1] for i in ids]))
+                self.con.execute(f"UPDATE edges SET valid_from = w.vf, valid_until = w.vu, updated_at = $1 "
+                                 f"FROM {spans} WHERE edges.id = w.id", [now, *params])
+                self._note(self._graph.set_validity, ids, [periods[i][0] for i in ids],
+                           [periods[i][1] for i in ids], now)
+            collapsed += [*loops, *joined]
         return collapsed
 
     def _delete_nodes(self, ids: list[int]) -> tuple[list[int], list[int]]:
@@ -599,10 +610,14 @@ class Writer:
         #:             valid_from, valid_until]
         state: dict[int, list[Any]] = {}
         created = updated = 0
-        edge_id_of: list[int] = []
+        edge_id_of: list[int] = [0] * len(resolved)
         #: edge id -> (description, weight, properties, valid_from, valid_until) as stored before this write
         as_stored: dict[int, tuple[Any, ...]] = {}
-        for edge, source_id, target_id in resolved:
+        # Periods apart from now first: in one call, a past period and the fact written undated are then two
+        # periods whatever their order (the undated one holds from now, as written after an ended period).
+        apart = [_apart_from_now(e.valid_from, e.valid_until, now) for e in batch.edges]
+        for index in sorted(range(len(resolved)), key=lambda i: not apart[i]):
+            edge, source_id, target_id = resolved[index]
             rows = stored.setdefault((edge.namespace, source_id, target_id, edge.type), [])
             found = _matching_edge(rows, edge.valid_from, edge.valid_until, now)
             if found is not None:
@@ -632,9 +647,10 @@ class Writer:
             rows[:] = [r for r in rows if r[0] != edge_id] + [row]
             state[edge_id] = [edge.namespace, source_id, target_id, edge.type, description, weight, props, is_new,
                               valid_from, valid_until]
-            edge_id_of.append(edge_id)
-        fresh = {-1 - i: r[0] for i, r in enumerate(self.con.execute(
-            "SELECT nextval('edge_ids') FROM range(?)", [created]).fetchall())}
+            edge_id_of[index] = edge_id
+        # New ids in the batch's order, whatever order the edges were looked at in.
+        fresh = dict(zip([i for i in dict.fromkeys(edge_id_of) if i < 0], (r[0] for r in self.con.execute(
+            "SELECT nextval('edge_ids') FROM range(?)", [created]).fetchall())))
         state = {fresh.get(i, i): row for i, row in state.items()}
         edge_id_of = [fresh.get(i, i) for i in edge_id_of]
         # A relation written again as it is (word for word, its ends' names too) keeps its updated_at:
@@ -817,14 +833,54 @@ def _matching_edge(rows: list[list[Any]], valid_from: datetime | None, valid_unt
     its period); else the one that has not ended by `now` (as search sees it: an end still to come is current; one
     that holds now before one that has not begun), unless the write's period shares no moment with it: one that
     ends by its start or starts at its end is another period of the relation (a past one before it, a later one
-    after it), never a rewrite that would lose it. None: the write adds an edge (a new period)."""
+    after it), never a rewrite that would lose it. Nor is a write that gives both dates of a period apart from now
+    (`_apart_from_now`) a rewrite of the one that holds now: it is another period, refused by `_check_period` where
+    it overlaps that one, so that the fact that holds now is never lost without a word. None: the write adds an
+    edge (a new period)."""
     for row in rows:
         if (row[4], row[5]) == (valid_from, valid_until):
             return row
+    apart = _apart_from_now(valid_from, valid_until, now)
     current = [row for row in rows if (row[5] is None or row[5] > now)
+               and not (apart and (row[4] is None or row[4] <= now))
                and (valid_until is None or row[4] is None or row[4] < valid_until)
                and (valid_from is None or row[5] is None or valid_from < row[5])]
     return min(current, key=lambda row: row[4] is not None and row[4] > now, default=None)
+
+
+def _joined_periods(rows: list[tuple], now: datetime) -> tuple[dict[int, int], dict[int, tuple]]:
+    """Of edges (id, namespace, source, target, type, valid_from, valid_until), oldest first: which go into which
+    kept one (id -> kept id) because their periods overlap, transitively, and the kept ones' joined periods
+    (kept id -> (valid_from, valid_until); None extends the union: no known start, or no end). Periods that have
+    begun by `now` and those that have not are joined apart (see `_apply_merges`)."""
+    groups: dict[tuple, list[tuple]] = {}
+    for row in rows:
+        begun = row[5] is None or row[5] <= now
+        groups.setdefault((*row[1:5], begun), []).append(row)
+    joined: dict[int, int] = {}
+    periods: dict[int, tuple] = {}
+    for group in groups.values():
+        group.sort(key=lambda r: (r[5] is not None, r[5] or now))
+        clusters: list[list[Any]] = []  # [ids, start, end]
+        for row in group:
+            if clusters and _overlap((clusters[-1][1], clusters[-1][2]), (row[5], row[6])):
+                last = clusters[-1]
+                last[0].append(row[0])
+                last[2] = None if last[2] is None or row[6] is None else max(last[2], row[6])
+            else:
+                clusters.append([[row[0]], row[5], row[6]])
+        own = {row[0]: (row[5], row[6]) for row in group}
+        for ids, start, end in clusters:
+            keep = min(ids)
+            joined.update((i, keep) for i in ids if i != keep)
+            if own[keep] != (start, end):
+                periods[keep] = (start, end)
+    return joined, periods
+
+
+def _apart_from_now(valid_from: datetime | None, valid_until: datetime | None, now: datetime) -> bool:
+    """Whether a write gives both dates of a period that does not hold at `now` (a past or a later one)."""
+    return valid_from is not None and valid_until is not None and not valid_from <= now < valid_until
 
 
 def _check_period(edge: EdgeWrite, edge_id: int, valid_from: datetime | None, valid_until: datetime | None,

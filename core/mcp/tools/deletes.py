@@ -14,8 +14,8 @@ from duckgraph.core.domain.model import (
     LookupName,
     MemoryDeleteResult,
     RelationInput,
-    RelationRef,
     RelationsDeleted,
+    RelationToDelete,
 )
 from duckgraph.core.mcp.tools.common import (
     DESTRUCTIVE,
@@ -45,7 +45,7 @@ def register_graphrag_deletes(server: MCPServer) -> None:
     @server.tool(title="Delete relations", description=_DELETE_RELATIONS,
                  annotations=titled(DESTRUCTIVE, "Delete relations"))
     async def delete_relations(
-        ctx: Context, relations: Annotated[list[RelationRef], Field(min_length=1, max_length=1_000)],
+        ctx: Context, relations: Annotated[list[RelationToDelete], Field(min_length=1, max_length=1_000)],
         namespace: NamespaceArg = None,
     ) -> RelationsDeleted:
         return await _delete_relations(ctx, relations, namespace)
@@ -100,14 +100,14 @@ def register_either_deletes(server: MCPServer) -> None:
 
     @server.tool(title="Delete relations", annotations=titled(DESTRUCTIVE, "Delete relations"))
     async def delete_relations(
-        ctx: Context, relations: Annotated[list[RelationRef | RelationInput], Field(max_length=1_000)],
+        ctx: Context, relations: Annotated[list[RelationToDelete | RelationInput], Field(max_length=1_000)],
         namespace: NamespaceArg = None,
     ) -> CallToolResult:
         """Delete relations, all {source, target, type} or all {from, to, relationType}; the entities stay."""
         kinds = {type(r) for r in relations}
         if len(kinds) > 1:
             raise ToolError("give every relation as {source, target, type}, or every one as {from, to, relationType}")
-        if kinds == {RelationRef}:
+        if kinds == {RelationToDelete}:
             return model_result(await _delete_relations(ctx, relations, namespace))
         return await _delete_relations_memory(ctx, relations, namespace)
 
@@ -116,7 +116,9 @@ async def _delete_entities(ctx: Context, names: list[str], namespace: str | None
     return await call(kb_of(ctx).curation.delete_entities, names, await call_namespace(ctx, namespace))
 
 
-async def _delete_relations(ctx: Context, relations: list[RelationRef], namespace: str | None) -> RelationsDeleted:
+async def _delete_relations(
+    ctx: Context, relations: list[RelationToDelete], namespace: str | None
+) -> RelationsDeleted:
     return await call(kb_of(ctx).curation.delete_relations, relations, await call_namespace(ctx, namespace))
 
 
@@ -129,7 +131,7 @@ async def _delete_entities_memory(ctx: Context, names: list[str], namespace: str
 async def _delete_relations_memory(
     ctx: Context, relations: list[RelationInput], namespace: str | None
 ) -> CallToolResult:
-    refs = [RelationRef(source=r.from_, target=r.to, type=r.relationType) for r in relations]
+    refs = [RelationToDelete(source=r.from_, target=r.to, type=r.relationType) for r in relations]
     result = await _delete_relations(ctx, refs, namespace)
     message = "Relations deleted successfully"
     # As the caller wrote them (a type "knows", not the stored KNOWS), as create_relations answers.
