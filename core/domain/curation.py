@@ -9,9 +9,10 @@ from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
-from duckgraph.core.domain.moments import now
+from duckgraph.core.domain.moments import now, period
 from duckgraph.core.domain.model import (
     DeletedSummary,
+    EntitiesResult,
     EntityDetail,
     GraphPage,
     MergeResult,
@@ -19,9 +20,10 @@ from duckgraph.core.domain.model import (
     PathResult,
     RelationRef,
     RelationsDeleted,
+    RelationToDelete,
     ResultEdge,
 )
-from duckgraph.core.domain.namespaces import check_namespace
+from duckgraph.core.domain.namespaces import check_namespace, empty_namespace_hint
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys
 from duckgraph.ports import (
     EdgeRecord,
@@ -132,9 +134,10 @@ class GraphCuration:
     def require(self, names: Sequence[str], namespace: str) -> dict[str, NodeRecord]:
         found, missing = self.resolve(names, namespace)
         if missing:
-            raise NotFoundError(
-                f"no entity named {', '.join(repr(m) for m in missing)}; search first to find the exact name"
-            )
+            # In a namespace that holds nothing (a misspelt one), searching there would not help: say so.
+            hint = "" if found else empty_namespace_hint(self.kb, namespace)
+            raise NotFoundError(f"no entity named {', '.join(repr(m) for m in missing)}"
+                                + (f". {hint}" if hint else "; search first to find the exact name"))
         return found
 
     def get_entities(
@@ -158,6 +161,24 @@ class GraphCuration:
                 relations_truncated=more, next_relations_offset=relations_offset + max_edges if more else None,
             ))
         return details, missing
+
+    def read_entities(
+        self, names: Sequence[str], namespace: str, *, relations_offset: int = 0
+    ) -> EntitiesResult:
+        """get_entities' answer: the entities, the names not found with what they likely meant, and a hint when the
+        namespace holds nothing or `relations_offset` is past an entity's relations (an empty page read alone
+        says "no relations")."""
+        details, missing = self.get_entities(names, namespace, relations_offset=relations_offset)
+        notes = [empty_namespace_hint(self.kb, namespace)] if missing and not details else []
+        for detail in details if relations_offset else ():
+            if not detail.relations:
+                total = len(self.store.neighbors([detail.id], namespace, as_of=EVERY_PERIOD, limit=relations_offset))
+                notes.append(f"{detail.name} has no relations" if not total else
+                             f"{detail.name} has {total} relation{'s' if total > 1 else ''}: "
+                             f"relations_offset={relations_offset} is past {'them' if total > 1 else 'it'}")
+        return EntitiesResult(entities=details, not_found=missing,
+                              did_you_mean=self.did_you_mean(missing, namespace) if missing else {},
+                              hint="; ".join(filter(None, notes)) or None)
 
     def page(self, namespace: str, *, offset: int, limit: int) -> GraphPage:
         """A page of entities with the relations among them; `next_offset` is None on the last page."""
@@ -183,8 +204,12 @@ class GraphCuration:
     ) -> list[EdgeRecord]:
         """The stored relations `source -type-> target` that have not ended (see `not_ended`): what
         delete_relations and end_relations name by ends and type."""
+        return self._relations(source, target, type, namespace, not_ended())
+
+    def _relations(self, source: NodeRecord, target: NodeRecord, type: str, namespace: str,
+                   when: TimeFilter) -> list[EdgeRecord]:
         kind = relation_type(type)
-        return [e for e in self.store.neighbors([source.id], namespace, as_of=not_ended(), limit=RELATIONS_READ)
+        return [e for e in self.store.neighbors([source.id], namespace, as_of=when, limit=RELATIONS_READ)
                 if e.source_id == source.id and e.target_id == target.id and e.type == kind]
 
     def _named_edges(self, edges: Sequence[EdgeRecord]) -> list[ResultEdge]:
@@ -299,23 +324,39 @@ class GraphCuration:
         )
 
     def delete_relations(self, relations: Sequence[RelationRef], namespace: str) -> RelationsDeleted:
-        """Delete the named relations that hold now or have not begun (as stored: names and type); report the ones
-        that do not (as given)."""
+        """Delete the named relations that hold now or have not begun (as stored: names and type), or, given its
+        `valid_from`, exactly the stored period that starts then (an ended one too: a mistaken past period);
+        report the ones that match nothing (as given), with a hint where some period of theirs is stored. A plain
+        RelationRef names no period."""
         with self.kb.writing(vectors=False) as writer:
             found, _ = self.resolve([n for r in relations for n in (r.source, r.target)], namespace)
             doomed: dict[int, RelationRef] = {}
             missing: list[RelationRef] = []
+            hints: list[str] = []
             for relation in relations:
                 source, target = found.get(relation.source), found.get(relation.target)
-                matches = ([] if source is None or target is None
+                if source is None or target is None:
+                    missing += [] if relation in missing else [relation]
+                    continue
+                start = relation.valid_from if isinstance(relation, RelationToDelete) else None
+                every = (self._relations(source, target, relation.type, namespace, EVERY_PERIOD)
+                         if start is not None else [])
+                matches = ([e for e in every if e.valid_from == start] if start is not None
                            else self.relations_not_ended(source, target, relation.type, namespace))
                 for edge in matches:
                     doomed[edge.id] = RelationRef(source=source.name, target=target.name, type=edge.type)
                 if not matches and relation not in missing:
                     missing.append(relation)
+                    every = every or self._relations(source, target, relation.type, namespace, EVERY_PERIOD)
+                    if every:
+                        periods = ", ".join(period(e.valid_from, e.valid_until) or "with no dates" for e in every)
+                        hints.append(
+                            f"{relation.label()}: no stored period "
+                            f"{'starts then' if start else 'holds now or later'} (its periods: "
+                            f"{periods}); to delete one, name it with its valid_from")
             if doomed:
                 writer.commit(WriteBatch(delete_edges=sorted(doomed)))
-        return RelationsDeleted(deleted=list(doomed.values()), not_found=missing)
+        return RelationsDeleted(deleted=list(doomed.values()), not_found=missing, hints=hints)
 
     def add_observations(self, name: str, texts: Sequence[str], namespace: str) -> ObservationResult:
         return self._change_observations(name, namespace, add=texts)

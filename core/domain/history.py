@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.moments import now, period, short
+from duckgraph.core.domain.namespaces import empty_namespace_hint
 from duckgraph.core.domain.render import estimate_tokens
 from duckgraph.core.domain.texts import fact_sentence
 from duckgraph.ports import ChangeRecord, InvalidInputError, WriteBatch
@@ -85,7 +86,8 @@ def recent_changes(
     kb.open()
     # Paged by position, not by moment: the changes of one write share their moment, so no since/until can split
     # them. Each page is read from the start (as get_entities' relations are).
-    records = kb.store.changes(namespace, since, until, offset + limit + 1)[offset:]
+    every = kb.store.changes(namespace, since, until, offset + limit + 1)
+    records = every[offset:]
     more = len(records) > limit
     records = records[:limit]
     changes = [Change(at=r.at, change=r.kind, subject=subject)
@@ -98,7 +100,7 @@ def recent_changes(
             break
         lines.append(line)
     next_offset = offset + limit if more else None
-    text = "\n".join(lines) if lines else "No changes in that span."
+    text = "\n".join(lines) if lines or changes else _no_changes(kb, namespace, offset, len(every))
     # The text is cut to its budget, the structured result never is: the note says where the text goes on.
     if len(lines) < len(changes):
         text += (f"\n({len(changes) - len(lines)} more of these changes are in the structured result; "
@@ -143,3 +145,11 @@ def check_window(after: datetime | None, before: datetime | None) -> None:
     """Refuse a search window that ends before it starts."""
     if after is not None and before is not None and before <= after:
         raise InvalidInputError(f"before ({short(before)}) must be later than after ({short(after)})")
+
+
+def _no_changes(kb: KnowledgeBase, namespace: str, offset: int, total: int) -> str:
+    """Why a page of changes is empty: the offset is past them (with how many there are), or the namespace holds
+    nothing (a misspelt one), or nothing was written in the span."""
+    if offset and total:
+        return f"offset={offset} is past the {total} change{'s' if total > 1 else ''} of that span."
+    return empty_namespace_hint(kb, namespace) or "No changes in that span."

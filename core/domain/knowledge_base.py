@@ -21,7 +21,7 @@ from duckgraph.core.domain.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_
 from duckgraph.core.domain import history
 from duckgraph.core.domain.history import check_window
 from duckgraph.core.domain.ingest import Progress
-from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE, check_namespace
+from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE, check_namespace, empty_namespace_hint
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.render import estimate_tokens, render_search
@@ -606,10 +606,13 @@ class KnowledgeBase:
             if members else ""
 
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
-        """Counts and types of `namespace` (None: of the whole file)."""
+        """Counts and types of `namespace` (None: of the whole file); a `hint` when the namespace holds nothing."""
         namespace = None if namespace is None else check_namespace(namespace)
         self.open()
-        return self.store.stats(namespace)
+        stats = self.store.stats(namespace)
+        if namespace is not None and (hint := empty_namespace_hint(self, namespace)):
+            stats["hint"] = hint  # zeros alone read like a memory that forgot everything, not a misspelt namespace
+        return stats
 
     def health(self) -> dict[str, Any]:
         self.open()

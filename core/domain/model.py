@@ -13,6 +13,7 @@ from duckgraph.core.domain.limits import (
     MAX_TITLE_CHARS)
 from duckgraph.core.domain.moments import check_period, parse_moment
 from duckgraph.ports import clean_name, no_control_characters
+from duckgraph.ports.names import INVISIBLE
 
 MAX_NODES_PER_CALL = 5_000
 MAX_EDGES_PER_CALL = 10_000
@@ -32,6 +33,24 @@ def _one_line(value: str) -> str:
         raise ValueError("must be one line, without tabs, line or paragraph separators (U+0085, U+2028, U+2029) "
                          "or other control characters")
     return no_control_characters(value)
+
+
+def _visible(value: str) -> str:
+    """An id is a key, cited again in source_ids as typed: one holding characters a reader cannot see (a zero-width
+    space, a bidirectional control such as U+202E) would be another document than the one it looks like, and
+    would show reversed or garbled where search prints it. Refused rather than stripped, so a document is never
+    stored under an id other than the one given."""
+    if INVISIBLE.search(value):
+        raise ValueError("must not contain invisible characters (zero-width spaces or joiners, bidirectional "
+                         "controls such as U+202E, a byte-order mark): type the id without them")
+    return value
+
+
+def _clean_title(value: Any) -> Any:
+    # A title is shown, never looked up: control characters (NUL, ESC...) are refused as in a description, and
+    # invisible ones and line breaks are dropped and made spaces as in a name (ports/names.py), so a title cannot
+    # read reversed or add a line of its own to search's text.
+    return clean_name(no_control_characters(value)) if isinstance(value, str) else value
 
 
 def breaks_line(value: str) -> bool:
@@ -72,8 +91,8 @@ Description = Annotated[
     AfterValidator(no_control_characters),
 ]
 SourceId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
-                     AfterValidator(_one_line)]
-Title = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)]
+                     AfterValidator(_one_line), AfterValidator(_visible)]
+Title = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500), BeforeValidator(_clean_title)]
 DocumentText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_DOCUMENT_CHARS)]
 Properties = Annotated[dict[str, Any], AfterValidator(_json_object)]
 Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
@@ -148,6 +167,12 @@ class RelationRef(_Input):
 
     def label(self) -> str:
         return f"{self.source} -{self.type}-> {self.target}"
+
+
+class RelationToDelete(RelationRef):
+    valid_from: Moment | None = Field(None, description=(
+        "ISO date: delete exactly the stored period that starts then (an ended one too; get_entities lists them); "
+        "omitted, the periods that have not ended."))
 
 
 class EndRelationInput(RelationRef):
@@ -408,6 +433,7 @@ class EntitiesResult(_Model):
     not_found: list[str] = Field(default_factory=list)
     did_you_mean: dict[str, list[str]] = Field(
         default_factory=dict, description="Name not found -> the stored names it most likely meant (at most 3).")
+    hint: str | None = None
 
 
 class GraphPage(_Model):
@@ -430,6 +456,7 @@ class RelationsDeleted(_Model):
 
     deleted: list[RelationRef] = Field(default_factory=list)
     not_found: list[RelationRef] = Field(default_factory=list)
+    hints: list[str] = Field(default_factory=list, description="Why a relation not found matched nothing.")
 
 
 class MergeResult(_Model):
@@ -472,6 +499,7 @@ class GraphStats(_Model):
     chunks: int
     node_types: dict[str, int]
     edge_types: dict[str, int]
+    hint: str | None = None
 
 
 # -- the reference MCP memory server's shapes (@modelcontextprotocol/server-memory) -------------------------

@@ -23,10 +23,17 @@ NAMESPACE_PATTERN = r"^[A-Za-z0-9_./-]{1,100}$"
 _VALID = re.compile(NAMESPACE_PATTERN)
 _INVALID_CHARS = re.compile(r"[^A-Za-z0-9_./-]+")
 
-#: Said by a search (or global search) in a namespace that holds nothing: a misspelt namespace reads like a memory
+#: Said by a search, global search or other read (see `empty_namespace_hint`) in a namespace that holds nothing: a misspelt namespace reads like a memory
 #: that never heard of it.
 EMPTY_NAMESPACE = ("The namespace {namespace!r} holds nothing yet. If the memory is in another one, "
                    "list_namespaces (`duckgraph namespaces`) shows those that hold something.")
+
+
+def empty_namespace_hint(kb: KnowledgeBase, namespace: str) -> str | None:
+    """EMPTY_NAMESPACE for a namespace that holds nothing, else None: a read that found nothing says so, so that a
+    misspelt namespace does not read as a memory that never heard of what was asked."""
+    kb.open()
+    return None if namespace in kb.store.namespaces() else EMPTY_NAMESPACE.format(namespace=namespace)
 
 
 def check_namespace(name: object) -> str:

@@ -86,7 +86,7 @@ async def test_every_change_of_two_bulk_writes_is_listed_and_pages_through_one_m
         # Past the end: nothing, and said so.
         beyond = (await call_ok(client, "recent_changes", {"offset": 300})).structured_content
         assert beyond["changes"] == [] and beyond["truncated"] is False
-        assert beyond["text"] == "No changes in that span."
+        assert beyond["text"] == f"offset=300 is past the {len(everything['changes'])} changes of that span."
 
         for bad in (-1, 100_001):
             refused = await client.call_tool("recent_changes", {"offset": bad})

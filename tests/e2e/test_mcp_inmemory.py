@@ -518,7 +518,7 @@ async def test_the_default_tools_speak_one_vocabulary(services):
     for memory_word in ("entityNames", "relationType", '"from"', "entityType"):
         assert memory_word not in listing
     assert tools["delete_entities"].input_schema["required"] == ["names"]
-    relation = tools["delete_relations"].input_schema["$defs"]["RelationRef"]
+    relation = tools["delete_relations"].input_schema["$defs"]["RelationToDelete"]
     edge = tools["add_knowledge_graph"].input_schema["$defs"]["EdgeInput"]
     assert relation["required"] == ["source", "target", "type"] == edge["required"]
     assert "observations" in tools["add_knowledge_graph"].input_schema["$defs"]["NodeInput"]["properties"]

@@ -132,9 +132,7 @@ def register_graphrag_tools(server: MCPServer) -> None:
         observations, relations (50 at a time)."""
         kb = kb_of(ctx)
         namespace = await call_namespace(ctx, namespace)
-        entities, missing = await call(kb.curation.get_entities, names, namespace, relations_offset=relations_offset)
-        suggested = await call(kb.curation.did_you_mean, missing, namespace) if missing else {}
-        return EntitiesResult(entities=entities, not_found=missing, did_you_mean=suggested)
+        return await call(kb.curation.read_entities, names, namespace, relations_offset=relations_offset)
 
     @server.tool(title="Update entity", annotations=titled(DESTRUCTIVE, "Update entity"))
     async def update_entity(
