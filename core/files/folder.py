@@ -42,6 +42,7 @@ from pydantic import ValidationError
 
 from duckgraph.core.domain.argument_errors import readable
 from duckgraph.ports import DuckgraphError, InvalidInputError, WriteBatch, part_title
+from duckgraph.ports.names import INVISIBLE
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
@@ -142,7 +143,8 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
 
 def _unfit_id(document_id: str) -> str:
     """Why a path cannot be a document's id ("" when it can): a name that is not UTF-8 (Python holds its bytes as
-    surrogates, which no stored text may hold), or a control character or a line break (U+2028 too) in it."""
+    surrogates, which no stored text may hold), or a control character, a line break (U+2028 too) or an invisible
+    character in it."""
     from duckgraph.core.domain.model import breaks_line  # the tools' models: not imported by a server's start
 
     for ch in document_id:
@@ -153,6 +155,9 @@ def _unfit_id(document_id: str) -> str:
             what = "a control character" if unicodedata.category(ch) == "Cc" else "a line or paragraph separator"
             return (f"its path holds {what} ({ch!r}), which would cut the lines that show a document's id: rename "
                     "it and ingest it again")
+        if INVISIBLE.match(ch):  # a document id may not hold one (an id typed without it would name another)
+            return f"its path holds an invisible character ({ch!r}), which no document id may hold: rename it and " \
+                   "ingest it again"
     return ""
 
 
