@@ -168,7 +168,7 @@ def register_prompts_and_resources(server: MCPServer, kb: KnowledgeBase, tool_se
         from duckgraph.core.domain.model import GraphStats  # the tools' models are imported when first needed
 
         stats = _read_for_resource(kb.stats, RESOURCE_NAMESPACE.get() or kb.namespace)
-        return GraphStats(**stats).model_dump_json(indent=2)
+        return GraphStats(**stats).model_dump_json(indent=2, exclude_none=True)  # a hint only when there is one
 
     @server.resource(
         "duckgraph://schema", name="schema", title="Types in use", mime_type="application/json",

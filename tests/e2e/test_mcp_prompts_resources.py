@@ -16,6 +16,7 @@ from mcp.types import INVALID_PARAMS
 from duckgraph.core.bootstrap import Services, bootstrap
 from duckgraph.core.config import load_settings
 from duckgraph.core.domain.model import NodeInput
+from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE
 from duckgraph.core.mcp.server import build_server
 from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
 from tests.fakes import HashingEmbedder
@@ -140,7 +141,10 @@ async def test_the_stats_and_schema_resources_describe_the_graph(tmp_path, db_pa
         # Read while the server runs: once it stops, it closes the file for good.
         expected_stats = services.knowledge_base.stats(services.knowledge_base.namespace)
 
-    assert empty_stats == {"nodes": 0, "edges": 0, "documents": 0, "chunks": 0, "node_types": {}, "edge_types": {}}
+    # A memory that holds nothing says so (a misspelt namespace would read the same zeros).
+    assert empty_stats == {"nodes": 0, "edges": 0, "documents": 0, "chunks": 0, "node_types": {}, "edge_types": {},
+                           "hint": EMPTY_NAMESPACE.format(namespace="default")}
+    assert "hint" not in expected_stats
     assert empty_schema["node_types"] == [] and empty_schema["edge_types"] == []
 
     # Stats is KnowledgeBase.stats, as the graph_stats tool returns it.
