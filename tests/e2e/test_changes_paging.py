@@ -5,7 +5,6 @@ through changes that share one moment), and an entity written again as it is sto
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -14,20 +13,11 @@ from duckgraph.core.mcp.server import build_server
 from mcp import Client
 
 from tests.e2e.test_mcp_inmemory import make_services
+from tests.e2e.test_time import anyio_backend, services  # noqa: F401 (fixtures: asyncio, the real model)
 
 pytestmark = pytest.mark.model
 
 SERVERS = [{"name": f"Server {i:03d}", "type": "Host"} for i in range(300)]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def services(tmp_path: Path, db_path: Path, plugin_manager, minilm):
-    return make_services(tmp_path, db_path, minilm, plugin_manager)
 
 
 async def call_ok(client: Client, tool: str, arguments: dict[str, Any]) -> Any:

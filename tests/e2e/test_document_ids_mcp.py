@@ -8,25 +8,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from mcp import Client
 
 from duckgraph.core.mcp.server import build_server
-from tests.e2e.test_mcp_inmemory import call_ok, counts, error_text, make_services
+from tests.e2e.test_mcp_inmemory import call_ok, counts, error_text
+from tests.e2e.test_time import anyio_backend, services  # noqa: F401 (fixtures: asyncio, the real model)
 
 pytestmark = pytest.mark.model
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def services(tmp_path: Path, db_path: Path, plugin_manager, minilm):
-    return make_services(tmp_path, db_path, minilm, plugin_manager)
 
 
 @pytest.mark.anyio

@@ -9,22 +9,12 @@ import pytest
 from mcp import Client
 
 from duckgraph.core.mcp.server import build_server
-from tests.e2e.test_mcp_inmemory import make_services
+from tests.e2e.test_time import anyio_backend, services  # noqa: F401 (fixtures: asyncio, the real model)
 from tests.integration.test_ingest_folder import documents, ingest
 
 pytestmark = pytest.mark.model
 
 EMPTY = "holds nothing yet"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def services(tmp_path: Path, db_path: Path, plugin_manager, minilm):
-    return make_services(tmp_path, db_path, minilm, plugin_manager)
 
 
 def text(result) -> str:

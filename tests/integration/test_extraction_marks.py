@@ -87,6 +87,18 @@ def dangling_provenance(path: Path) -> tuple[int, int]:
         con.close()
 
 
+def as_schema_5(db_path) -> None:
+    """Make the file as version 5 wrote it: passages without extraction marks."""
+    con = duckdb.connect(str(db_path))
+    try:
+        con.execute("DROP INDEX chunks_document")  # DuckDB drops no column of an indexed table
+        con.execute("ALTER TABLE chunks DROP COLUMN extracted_by")
+        con.execute("CREATE INDEX chunks_document ON chunks (namespace, document_id)")
+        con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    finally:
+        con.close()
+
+
 # -- a passage found empty is not sent to the model again --------------------------------------------------------
 
 
@@ -161,14 +173,7 @@ def test_a_file_of_schema_5_is_upgraded_and_reads_its_empty_passages_once_more(o
             DocumentInput(id="todo", text="- buy milk\n- water the plants")]
     with knowledge_base(db_path, ollama) as kb:
         kb.add_documents(docs, extract=True)
-    con = duckdb.connect(str(db_path))  # as version 5 wrote it: passages without marks
-    try:
-        con.execute("DROP INDEX chunks_document")  # DuckDB drops no column of an indexed table
-        con.execute("ALTER TABLE chunks DROP COLUMN extracted_by")
-        con.execute("CREATE INDEX chunks_document ON chunks (namespace, document_id)")
-        con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
-    finally:
-        con.close()
+    as_schema_5(db_path)
 
     before = chats(ollama)
     with knowledge_base(db_path, ollama) as kb:

@@ -28,6 +28,7 @@ from duckgraph.core.files.import_ import import_lines
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.plugins.ollama import OllamaExtractor
 from tests.fakes import HashingEmbedder
+from tests.integration.test_extraction_marks import as_schema_5
 from tests.ollama_server import FakeOllama
 
 MODEL = "qwen3:8b"
@@ -127,14 +128,7 @@ def test_a_file_of_schema_5_keeps_its_passages_with_entities_skipped_by_a_mark(o
     with knowledge_base(db_path, ollama) as kb:
         kb.add_documents([DocumentInput(id="team.md", text=V1)])
         host_graph(kb, "team.md")
-    con = duckdb.connect(str(db_path))  # as version 5 wrote it: passages without marks
-    try:
-        con.execute("DROP INDEX chunks_document")  # DuckDB drops no column of an indexed table
-        con.execute("ALTER TABLE chunks DROP COLUMN extracted_by")
-        con.execute("CREATE INDEX chunks_document ON chunks (namespace, document_id)")
-        con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
-    finally:
-        con.close()
+    as_schema_5(db_path)
 
     with knowledge_base(db_path, ollama) as kb:
         kb.open()

@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from duckgraph.ports import ChatExtractor, ExtractionError
+from duckgraph.ports import ExtractionError
 from duckgraph.ports.extractor import parse_graph, reply_json
+from tests.unit.test_extractor_replies import Scripted
 
 ANSWER = json.dumps({"nodes": [{"name": "Acme Corp", "type": "Company"}, {"name": "Berlin", "type": "City"}],
                      "edges": [{"source": "Acme Corp", "target": "Berlin", "type": "HEADQUARTERED_IN"}]})
@@ -47,21 +48,6 @@ def test_a_think_tag_inside_the_answer_s_text_is_text():
     assert reply_json(f"Sure: {answer}") == answer
 
 
-class Scripted(ChatExtractor):
-    """A chat model that answers with `replies`, one per request."""
-
-    def __init__(self, *replies: str, max_attempts: int = 3) -> None:
-        super().__init__("scripted", max_attempts=max_attempts)
-        self.replies = list(replies)
-        self.asked: list[list[dict[str, str]]] = []
-
-    @property
-    def id(self) -> str:
-        return "scripted:model"
-
-    def complete(self, messages, reply):
-        self.asked.append(messages)
-        return self.replies.pop(0)
 
 
 def test_a_cut_off_reply_is_asked_again_and_the_next_answer_kept():
