@@ -128,7 +128,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="with --crawl: how many links away from a URL given to go (default 2)")
     ingest.add_argument("--max-pages", type=int, default=50, metavar="M",
                         help="the most pages fetched for each URL given (default 50)")
-    ingest.add_argument("--json", action="store_true", help="print the result of every batch as JSON")
+    ingest.add_argument("--json", action="store_true",
+                        help="print the result of every batch as JSON, then the summary as one JSON object "
+                             "({\"summary\": ...}; the summary line goes to stderr)")
     ingest.set_defaults(run=_ingest)
 
     search = sub.add_parser("search", parents=[common], help="anchor & expand search")
@@ -151,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     search.set_defaults(run=_search)
 
     changes = sub.add_parser("changes", parents=[common], help="what was written, newest first (entities, facts "
-                             "added or ended, documents)")
+                             "added or ended, documents, and what was deleted or replaced)")
     changes.add_argument("--since", type=_moment, metavar="WHEN", help="from this ISO date or date-time (UTC)")
     changes.add_argument("--until", type=_moment, metavar="WHEN", help="before this ISO date or date-time (UTC)")
     changes.add_argument("--limit", type=int, default=50, metavar="N", help="the most changes to list (default 50)")
@@ -259,7 +261,10 @@ def _setup(args: argparse.Namespace, *, existing: bool = False, **overrides: Any
 
     services = bootstrap(_settings(args, **overrides))  # opens nothing; says first what is wrong in the settings
     if existing:
+        from duckgraph.core.files.paths import refuse_dangling_link
+
         path = Path(services.settings.db).expanduser()
+        refuse_dangling_link(path)  # the memory is not missing, the link's target is: say so, as writing does
         if not path.exists():
             raise DuckgraphError(f"no memory at {path}: check --db / DUCKGRAPH_DB (or the config file's db); "
                                  "`duckgraph doctor` shows which file is used. Nothing was created")
@@ -358,8 +363,9 @@ def _ingest(args: argparse.Namespace) -> int:
         print(for_stream(f"duckgraph: not pruning {found}: the folder is empty (a drive not mounted?); give "
                          "--prune-empty to delete the documents stored under it", sys.stderr), file=sys.stderr)
     prune = [folder.prefix(f) for f in given if f not in empty]
-    if not files and not prune and not urls:
+    if all(isinstance(f, folder.FileDocument) and f.unsupported for f in files) and not prune and not urls:
         print("duckgraph: no documents found in " + ", ".join(args.paths), file=sys.stderr)
+        _say_unsupported([(os.fsencode(f.path).decode("utf-8", "backslashreplace"), f.unsupported) for f in files])
         return 1
     extract = services.knowledge_base.extractor is not None if args.extract is None else args.extract
     bar = ProgressBar()
@@ -383,8 +389,11 @@ def _ingest(args: argparse.Namespace) -> int:
             print(result.model_dump_json())
 
     def summarize(report: folder.IngestReport, stopped: bool) -> int:
+        unsupported = {path for path, _ in report.unsupported}  # said by suffix, below
         for path, why in report.skipped:  # a file name may hold anything, escape sequences included
-            print(for_stream(f"duckgraph: skipped {path}: {why}", sys.stderr), file=sys.stderr)
+            if path not in unsupported:
+                print(for_stream(f"duckgraph: skipped {path}: {why}", sys.stderr), file=sys.stderr)
+        _say_unsupported(report.unsupported)
         for path, what in report.partly:
             print(for_stream(f"duckgraph: partly stored {path}: {what}", sys.stderr), file=sys.stderr)
         for path, parts in report.split.items():
@@ -412,14 +421,20 @@ def _ingest(args: argparse.Namespace) -> int:
             summary += f" ({len(report.split)} long files split into {sum(report.split.values())} documents)"
         if report.emptied:
             summary += f"; deleted {len(report.emptied)} documents of files that hold no text now"
-        if args.prune and not (stopped and not report.pruned):  # stopped before pruning: none was
+        pruned = args.prune and not (stopped and not report.pruned)  # stopped before pruning: none was
+        if pruned:
             summary += (f"; pruned {len(report.pruned)} documents of files gone, with {report.nodes_pruned} "
                         f"entities and {report.edges_pruned} relations only they supported")
+            if report.prune_kept:
+                summary += (f"; kept {len(report.prune_kept)} documents of files that are there but were not read "
+                            "this time")
         if extract:
             already = sum(1 for e in extractions if e.skipped)
             summary += f", {sum(1 for e in extractions if not e.error and not e.skipped)} passages extracted"
             summary += (f" ({already} had been already)" if already else "") + f", {failed} failed"
         print(summary, file=sys.stderr if args.json else sys.stdout)
+        if args.json:
+            print(json.dumps({"summary": _ingest_summary(report, pruned=pruned, extract=extract)}))
         return 1 if failed or report.partly else 0
 
     report = folder.IngestReport()
@@ -436,6 +451,48 @@ def _ingest(args: argparse.Namespace) -> int:
         raise
     bar.finish()
     return summarize(report, stopped=False)
+
+
+def _say_unsupported(unsupported: list[tuple[str, str]]) -> None:
+    """The files in the folders given that no converter reads, on one line per suffix (a folder of photos beside
+    the notes would otherwise bury the other lines), each named at INFO."""
+    from duckgraph.core.files.folder import NO_SUFFIX
+    from duckgraph.core.terminal import for_stream
+
+    by_suffix: dict[str, list[str]] = {}
+    for path, suffix in unsupported:
+        by_suffix.setdefault(suffix, []).append(path)
+        logging.getLogger("duckgraph.ingest").info("skipped %s: no converter reads its suffix (%s)", path, suffix)
+    for suffix, paths in sorted(by_suffix.items()):
+        shown = ", ".join(paths[:3])
+        if len(paths) > 3:
+            shown += f" and {len(paths) - 3} more (--log-level INFO names them all)"
+        what = "without a suffix" if suffix == NO_SUFFIX else f"with the suffix {suffix}"
+        print(for_stream(f"duckgraph: skipped {len(paths)} {'file' if len(paths) == 1 else 'files'} {what}, "
+                         "which no converter reads (a plugin can add one: docs/plugins.md; to read a file as text, "
+                         f"give it by name: duckgraph ingest FILE): {shown}", sys.stderr), file=sys.stderr)
+
+
+def _ingest_summary(report: Any, *, pruned: bool, extract: bool) -> dict[str, Any]:
+    """`ingest --json`'s last object: the summary line's numbers, with the files skipped (and why) and the
+    documents pruned and kept by path."""
+    extractions = [e for r in report.results for e in r.extractions]
+    summary: dict[str, Any] = {
+        "stored": len(report.stored), "replaced": len(report.replaced), "unchanged": len(report.unchanged),
+        "passages": sum(r.chunks_written for r in report.results),
+        "skipped": [{"path": path, "why": why} for path, why in report.skipped],
+        "partly": [{"path": path, "what": what} for path, what in report.partly],
+        "split": dict(report.split), "emptied": list(report.emptied),
+    }
+    if pruned:
+        summary.update(pruned=list(report.pruned), entities_pruned=report.nodes_pruned,
+                       relations_pruned=report.edges_pruned, kept=list(report.prune_kept))
+    if extract:
+        summary.update(extracted=sum(1 for e in extractions if not e.error and not e.skipped),
+                       extraction_errors=sum(r.extraction_errors for r in report.results))
+    if report.stopped_at:
+        summary["stopped_at"] = report.stopped_at
+    return summary
 
 
 class ProgressBar:

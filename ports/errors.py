@@ -31,3 +31,9 @@ class EmbedderError(DuckgraphError):
 
 class ExtractionError(DuckgraphError):
     """The extractor could not produce a valid graph from a text."""
+
+
+class CallCancelled(BaseException):
+    """The call a write runs for was cancelled (an MCP client's notifications/cancelled, or the client gone)
+    before the write committed: it was not committed, nothing of it was stored. A BaseException, as asyncio's
+    CancelledError is: code that handles errors and goes on (an ingest's failed passage) must stop here instead."""

@@ -50,16 +50,56 @@ def entity_key(name: str) -> str:
     return _SPACE.sub(" ", unicodedata.normalize("NFKC", INVISIBLE.sub("", name))).strip().casefold()
 
 
-def loose_key(name: str) -> str:
-    """The key with accents and punctuation dropped: 'Aschenbrödel' ~ 'Aschenbrodel', 'Jean-Luc' ~ 'Jean Luc'.
+#: The marks `unaccented` drops: accents, those a writer may leave out and still spell the same word. The
+#: Combining Diacritical Marks blocks (and the Cyrillic block's own marks), which Latin, Greek and Cyrillic letters
+#: decompose into ("é" is "e" and U+0301), and the optional vowel points of Hebrew and Arabic (texts leave them out;
+#: NFKD also splits the hamza and madda off alef there). Every other combining mark is kept: in kana, Indic, Thai
+#: and most other scripts a mark makes another letter or sound (the voicing marks of kana: バス "bus", パス "pass",
+#: ゴトウ and コトウ are other names), so dropping them would make different names one.
+_ACCENTS = re.compile(
+    "[\u0300-\u036f\u0483-\u0487\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"  # diacritical blocks
+    "\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7"  # Hebrew points and cantillation (not maqaf, paseq)
+    "\u064b-\u065f\u0670]"  # Arabic harakat, tanwin, shadda, sukun, hamza and madda marks, superscript alef
+)
+#: Latin letters that carry their "accent" inside (a stroke, a ligature, a letter of their own) and so have no
+#: decomposition: read as the letters a writer without them types ("Łukasz" as "Lukasz", "Søren" as "Soren",
+#: "Æsir" as "Aesir"). Lower case: applied after case folding (which already gives "ss" for "ß"; "ŀ" is "l·" after
+#: NFKC). Written out rather than taken from a transliteration library, which would also turn other scripts into
+#: Latin letters (and the best known, Unidecode, is GPL-licensed).
+_LETTER_FOLDS = str.maketrans({
+    "ł": "l", "ø": "o", "đ": "d", "ħ": "h", "æ": "ae", "œ": "oe", "þ": "th", "ð": "d", "ı": "i", "ŧ": "t",
+})
 
-    Looser than `entity_key`, so it is only used to spot likely duplicates, never to make keys unique.
+
+def unaccented(text: str) -> str:
+    """`text` case-folded, without its accents (`_ACCENTS`) and with `_LETTER_FOLDS` applied: 'Zoë Müller' gives
+    'zoe muller', 'Łukasz' 'lukasz', 'İstanbul' 'istanbul', while 'パス' stays 'パス'. The form `loose_key` and the
+    keyword words (`ports.text.tokens`) are made of. Recomposed (NFC) at the end, so that a kept mark stays on its
+    letter (NFKD splits 'パ' into 'ハ' and a mark that is no word character) and Hangul stays in syllables."""
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
+    # Marks are dropped before case folding: folding turns the Greek iota subscript (U+0345, an accent) into a letter.
+    bare = _ACCENTS.sub("", decomposed).casefold().translate(_LETTER_FOLDS)
+    return unicodedata.normalize("NFC", bare)
+
+
+def loose_key(name: str) -> str:
+    """The key with accents and punctuation dropped: 'Aschenbrödel' ~ 'Aschenbrodel', 'Jean-Luc' ~ 'Jean Luc',
+    'Łukasz' ~ 'Lukasz' (`unaccented`).
+
+    Looser than `entity_key`, so it is only used to spot likely duplicates, never to make keys unique. Stores keep
+    it for each name (plugins/duckdb/schema.py `NAME_KEYS_VERSION`: a change here must rebuild them).
     """
     if name.isascii():  # no accents to drop, nothing to normalise: the same result without the per-character pass
         return " ".join(_LOOSE_WORD.findall(name.casefold()))
-    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", name))
-    bare = "".join(char for char in decomposed if not unicodedata.combining(char)).casefold()
-    return " ".join(_LOOSE_WORD.findall(bare))
+    return " ".join(_LOOSE_WORD.findall(unaccented(name)))
+
+
+def dotless_i_key(key: str) -> str:
+    """An `entity_key` with the i's of Turkish and Azerbaijani made one letter: their capital "İ" case-folds to "i"
+    and a combining dot, and their "ı" upper-cases to "I", so a name and the same name in other case
+    ("İstanbul", "Istanbul", "ISTANBUL") have different keys. For looking names up ignoring case; never a key that
+    must be unique (it would make "ıslak" and "islak", other words in Turkish, one)."""
+    return key.replace("i\u0307", "i").replace("ı", "i")
 
 
 def relation_type(label: str) -> str:
@@ -68,39 +108,56 @@ def relation_type(label: str) -> str:
     return "_".join(words).upper()
 
 
-def name_candidates(text: str, max_words: int = 6, *, proper_only: bool = False) -> set[str]:
+def name_candidates(
+    text: str, max_words: int = 6, *, proper_only: bool = False, caseless: bool = True
+) -> set[str]:
     """Every run of up to `max_words` consecutive words of `text`, as entity keys.
 
     Finds entities named verbatim in a query without scanning every name in the graph. With `proper_only`,
     only runs written like a proper name: a word in the run holds a digit or a capital that does not merely
-    start the text ("the city where Hank Snow died" gives "hank snow", not "city").
+    start the text ("the city where Hank Snow died" gives "hank snow", not "city"), or, with `caseless`, a letter
+    of a script without case (Chinese, Japanese, Korean, Arabic, Hebrew, Thai...: "王小明", "김민준", "محمد علي"),
+    where nothing in the writing tells a name from other words. Such a run is a name only if it names a stored
+    entity: pass `caseless=False` where the runs are not matched against stored names.
     """
     runs = _word_runs(text, max_words)
-    return {key for key, proper in runs.items() if proper} if proper_only else set(runs)
+    if not proper_only:
+        return set(runs)
+    wanted = _CASED | (_CASELESS if caseless else 0)
+    return {key for key, marks in runs.items() if marks & wanted}
+
+
+#: What `_word_runs` notes of a run: a word written like a proper name (a capital past the text's first letter, a
+#: digit), a word holding a letter of a script without case (Unicode category Lo, "other letter").
+_CASED, _CASELESS = 1, 2
 
 
 @functools.lru_cache(maxsize=64)  # a search asks for both kinds of the same query's runs
-def _word_runs(text: str, max_words: int) -> dict[str, bool]:
-    """Each run's key, and whether some run giving that key is written like a proper name."""
+def _word_runs(text: str, max_words: int) -> dict[str, int]:
+    """Each run's key, and what some run giving that key is written like (`_CASED`, `_CASELESS`)."""
     # Each word as written ("Dr.", "U.S.": keys keep periods) and bare ("Louis" in "...St. Louis."), as keys:
     # the text is NFKC-normalised once and words hold no spaces, so a run's key is its words' keys joined by
     # spaces (what entity_key of the run would give, without normalising each run again).
-    words: list[tuple[str, str, bool]] = []
+    words: list[tuple[str, str, int]] = []
     text = unicodedata.normalize("NFKC", INVISIBLE.sub("", text))  # as in entity_key
 
     for match in _WORD.finditer(text):
         word = _POSSESSIVE.sub("", match.group()).rstrip("'’")
         if bare := word.strip(".'’"):
             marked = word[1:] if match.start() == 0 else word
-            proper = any(char.isupper() or char.isdigit() for char in marked)
-            words.append((word.casefold(), bare.casefold(), proper))
-    found: dict[str, bool] = {}
+            marks = _CASED if any(char.isupper() or char.isdigit() for char in marked) else 0
+            if not word.isascii() and any(unicodedata.category(char) == "Lo" for char in word):
+                marks |= _CASELESS
+            words.append((word.casefold(), bare.casefold(), marks))
+    found: dict[str, int] = {}
     for start in range(len(words)):
         for length in range(1, min(max_words, len(words) - start) + 1):
             run = words[start : start + length]
-            proper = any(p for _, _, p in run)
+            marks = 0
+            for _, _, mark in run:
+                marks |= mark
             for inner in (" ".join(w for w, _, _ in run[:-1]), " ".join(b for _, b, _ in run[:-1])):
                 for last in run[-1][:2]:
                     key = f"{inner} {last}" if inner else last
-                    found[key] = found.get(key, False) or proper
+                    found[key] = found.get(key, 0) | marks
     return found

@@ -250,9 +250,13 @@ class WriteSummary:
     """What a batch changed."""
 
     nodes_created: int = 0
+    #: Stored nodes and edges the batch changed; `_unchanged`: those it wrote again exactly as stored (their
+    #: updated_at stays, and recent_changes does not list them). An edge named twice in a batch counts once.
     nodes_updated: int = 0
+    nodes_unchanged: int = 0
     edges_created: int = 0
     edges_updated: int = 0
+    edges_unchanged: int = 0
     documents_written: int = 0
     #: Chunks inserted; `chunks_kept`: stored chunks a replacement kept (`WriteBatch.chunks`).
     chunks_written: int = 0
@@ -275,13 +279,18 @@ class WriteSummary:
 @dataclass(slots=True, frozen=True)
 class ChangeRecord:
     """One thing a write did, for a list of what changed: `kind` is "entity created", "entity updated", "fact added",
-    "fact updated", "fact ended" or "document added"; `at` when it was written (naive UTC); the id of what changed."""
+    "fact updated", "fact ended" or "document added", with the id of what changed; or, for what a write took away,
+    "entity deleted", "entity merged", "fact deleted", "observations deleted", "document deleted" or "document
+    replaced" (its text: the document then holds another one), with `label`, the thing as it was in words (cut
+    short; one label may count the things of a large deletion not named one by one) and, for a document replaced,
+    its id. `at` is when it was written (naive UTC)."""
 
     at: datetime
     kind: str
     node_id: int | None = None
     edge_id: int | None = None
     document_id: str | None = None
+    label: str | None = None
 
 
 class GraphFragment(TypedDict):

@@ -6,8 +6,9 @@ must split text the same way, or an indexed word would never be found.
 
 import functools
 import re
-import unicodedata
 from typing import Any
+
+from duckgraph.ports.names import unaccented
 
 #: A run of letters and digits, possibly joined to more by '-', '.', '_' or '/': "INC-142", "orders-db", "v2.3".
 WORD_RUN = re.compile(r"[^\W_]+(?:[-._/][^\W_]+)*")
@@ -28,15 +29,15 @@ yourselves s t d ll m o re ve y
 def tokens(text: str) -> list[str]:
     """The words of `text` as keyword search indexes and matches them, in order, repeats kept.
 
-    Lower-cased (Unicode case folding, accents dropped: "Brödel" gives "brodel"), letters and digits of any script;
-    English stop words left out. A run joined by '-', '.', '_' or '/' gives its parts and also the whole run, so
-    that an exact id matches strongly: "INC-142 hit orders-db" gives inc, 142, inc-142, hit, orders, db, orders-db.
+    Lower-cased (Unicode case folding, accents dropped as names' loose forms drop them, `ports.names.unaccented`:
+    "Brödel" gives "brodel", "Łukasz" "lukasz", while the kana voicing marks stay: "パス" is not "ハス"), letters and
+    digits of any script; English stop words left out. A run joined by '-', '.', '_' or '/' gives its parts and also
+    the whole run, so that an exact id matches strongly: "INC-142 hit orders-db" gives inc, 142, inc-142, hit,
+    orders, db, orders-db.
     """
-    if not text.isascii():
-        decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
-        text = "".join(char for char in decomposed if not unicodedata.combining(char))
+    text = text.casefold() if text.isascii() else unaccented(text)
     found: list[str] = []
-    for run in WORD_RUN.findall(text.casefold()):
+    for run in WORD_RUN.findall(text):
         if _JOINER.search(run) is None:
             if run not in STOP_WORDS:
                 found.append(run)

@@ -37,6 +37,7 @@ from duckgraph.ports import (
     entity_key,
     relation_type,
 )
+from duckgraph.ports.names import dotless_i_key
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase, Writer
@@ -77,22 +78,29 @@ class GraphCuration:
     def resolve(
         self, names: Sequence[str], namespace: str, *, loose: bool = False
     ) -> tuple[dict[str, NodeRecord], list[str]]:
-        """Nodes by name (exact key first, else an alias only one node has), and the names not found. `loose`, for
-        reads only, adds a last resort: the one entity whose name or alias is the name up to accents and
-        punctuation ("Dr Patel": "Dr. Patel"); writes never use it, so nothing is written to an entity by a looser
-        rule than the one that names it."""
+        """Nodes by name (exact key first, else an alias only one node has, else the one entity whose name or alias
+        is the name up to the case of the Turkish i's, `dotless_i_key`: "Istanbul" for "İstanbul"), and the names
+        not found. `loose`, for reads only, adds a last resort: the one entity whose name or alias is the name up to
+        accents and punctuation ("Dr Patel": "Dr. Patel"); writes never use it, so nothing is written to an entity
+        by a looser rule than the one that names it."""
         namespace = check_namespace(namespace)  # every use case by name comes through here, before it writes
         self.kb.open()
         keys = NameKeys()
-        records = self.store.find_nodes(namespace, lookup_keys(names, keys) if loose else [keys.key(n) for n in names])
+        # A name of another case of an i ("istanbul") has another key but the same loose form: looked up by it too.
+        wanted = lookup_keys(names, keys) if loose else {keys.key(n) for n in names} | {
+            keys.loose(n) for n in names if "i" in keys.key(n) or "ı" in keys.key(n)}
+        records = self.store.find_nodes(namespace, [k for k in wanted if k])
         near = NameResolver(keys=keys)
         if loose:
             near.add(records)
         by_key = {r.key: r for r in records}
         by_alias: dict[str, list[NodeRecord]] = {}
+        by_case: dict[str, list[NodeRecord]] = {}
         for record in records:
+            by_case.setdefault(dotless_i_key(record.key), []).append(record)
             for alias in record.aliases:
                 by_alias.setdefault(entity_key(alias), []).append(record)
+                by_case.setdefault(dotless_i_key(entity_key(alias)), []).append(record)
         found: dict[str, NodeRecord] = {}
         missing: list[str] = []
         for name in names:
@@ -101,6 +109,8 @@ class GraphCuration:
                 found[name] = by_key[key]
             elif len(by_alias.get(key, [])) == 1:
                 found[name] = by_alias[key][0]
+            elif len(cased := {r.id: r for r in by_case.get(dotless_i_key(key), [])}) == 1:
+                found[name] = next(iter(cased.values()))
             elif loose and len(matches := near.candidates(name)) == 1:
                 found[name] = matches[0]
             else:
@@ -131,13 +141,23 @@ class GraphCuration:
                 suggestions[name] = meant
         return suggestions
 
-    def require(self, names: Sequence[str], namespace: str) -> dict[str, NodeRecord]:
-        found, missing = self.resolve(names, namespace)
+    def require(self, names: Sequence[str], namespace: str, *, loose: bool = False) -> dict[str, NodeRecord]:
+        """`resolve`'s nodes, or a NotFoundError naming the names not found and what they likely meant
+        (`did_you_mean`)."""
+        found, missing = self.resolve(names, namespace, loose=loose)
         if missing:
             # In a namespace that holds nothing (a misspelt one), searching there would not help: say so.
             hint = "" if found else empty_namespace_hint(self.kb, namespace)
-            raise NotFoundError(f"no entity named {', '.join(repr(m) for m in missing)}"
-                                + (f". {hint}" if hint else "; search first to find the exact name"))
+            meant = {} if hint else self.did_you_mean(missing, namespace)
+            said = "; ".join(" or ".join(map(repr, meant[m])) + (f" for {m!r}" if len(missing) > 1 else "")
+                             for m in dict.fromkeys(missing) if m in meant)
+            if hint:
+                advice = f". {hint}"
+            elif said:
+                advice = f"; did you mean {said}? Otherwise search first to find the exact name"
+            else:
+                advice = "; search first to find the exact name"
+            raise NotFoundError(f"no entity named {', '.join(repr(m) for m in missing)}{advice}")
         return found
 
     def get_entities(
@@ -415,7 +435,7 @@ class GraphCuration:
         """The shortest chains of relations (either direction) from `source` to `target`."""
         if not 1 <= max_hops <= MAX_PATH_HOPS:
             raise InvalidInputError(f"max_hops must be between 1 and {MAX_PATH_HOPS}")
-        found = self.require([source, target], namespace)
+        found = self.require([source, target], namespace, loose=True)  # a read: names as open_nodes takes them
         start, goal = found[source].id, found[target].id
         if start == goal:
             raise InvalidInputError(f"{source!r} and {target!r} are the same entity")

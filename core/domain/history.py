@@ -73,8 +73,8 @@ def recent_changes(
     kb: KnowledgeBase, namespace: str, *, since: datetime | None = None, until: datetime | None = None,
     limit: int = 50, offset: int = 0, token_budget: int = 2_000,
 ) -> ChangesResult:
-    """What was written in [since, until), newest first: the `limit` changes after the first `offset`, all of them
-    in `changes`, as many as fit `token_budget` in `text`."""
+    """What was written in [since, until), newest first, deletions included: the `limit` changes after the first
+    `offset`, all of them in `changes`, as many as fit `token_budget` in `text`."""
     from duckgraph.core.domain.model import Change, ChangesResult
 
     if since is not None and until is not None and until <= since:
@@ -112,7 +112,7 @@ def recent_changes(
 
 def _subjects(kb: KnowledgeBase, records: list[ChangeRecord], namespace: str) -> list[str]:
     """What each change is about, in words: an entity "Name [Type]", a fact's sentence and period, a document's
-    id and title."""
+    id and title; what was deleted, as the store recorded it then (its rows are gone)."""
     store = kb.store
     edges = {e.id: e for e in store.get_edges([r.edge_id for r in records if r.edge_id is not None])}
     node_ids = {r.node_id for r in records if r.node_id is not None}
@@ -121,7 +121,9 @@ def _subjects(kb: KnowledgeBase, records: list[ChangeRecord], namespace: str) ->
     titles = store.document_titles({r.document_id for r in records if r.document_id is not None}, namespace)
     subjects = []
     for record in records:
-        if record.edge_id is not None and record.edge_id in edges:
+        if record.label is not None and record.document_id is None:
+            subjects.append(record.label)
+        elif record.edge_id is not None and record.edge_id in edges:
             edge = edges[record.edge_id]
             names = [nodes[i].name if i in nodes else "?" for i in (edge.source_id, edge.target_id)]
             # "fact added" shows the fact as it was added: a row written since (ended, updated) may have gained its

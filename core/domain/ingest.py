@@ -223,7 +223,9 @@ def _extract_one(kb: KnowledgeBase, chunk: ChunkRecord, namespace: str, entry: C
             # The store refuses provenance of a passage no longer stored, under the write lock: a document replaced
             # while the model read its old text must not get the old text's facts.
             added = kb.add_knowledge_graph(nodes, edges, namespace=namespace, source_chunk_ids=[chunk.id])
-            entry.nodes, entry.edges = len(added.nodes), added.edges_created + added.edges_updated
+            # Every relation the passage states, those already stored as it states them included.
+            entry.nodes = len(added.nodes)
+            entry.edges = added.edges_created + added.edges_updated + added.edges_unchanged
         # Marked even when it found nothing, so that a re-run skips it; a failed passage is not, and is read again.
         with kb.writing(vectors=False) as writer:
             writer.mark_extracted([chunk.id], extractor.id)

@@ -10,7 +10,8 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE, check_namespace, empty_namespace_hint
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
+from duckgraph.core.domain.document_ids import cited_as_stored
 from duckgraph.core.domain.render import estimate_tokens, render_search
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
 from duckgraph.core.domain.retrieval import anchor_and_expand, match_words
@@ -47,6 +49,7 @@ from duckgraph.ports import (
     entity_key,
     relation_type,
 )
+from duckgraph.ports.errors import CallCancelled
 from duckgraph.ports.text import terms
 
 # The pydantic models are imported by the methods that build them, when first called: a server answers tools/list
@@ -78,9 +81,94 @@ ENDED_NOT_SHOWN = ("({count} ended fact(s) of these entities not shown: include_
                    "shows what held then)")
 
 
+class Cancellation:
+    """Whether the call a use case runs for was cancelled (an MCP client's notifications/cancelled, or the client
+    gone), shared by whoever runs the call and its commits. A thread cannot be stopped midway, so a cancelled call
+    runs on, but none of its commits starts once it is cancelled (`CallCancelled`): a write cancelled before it
+    committed stores nothing, one that committed before stays stored."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._committed = 0  # commits done
+        self._committing = False  # a commit under way
+
+    def cancel(self) -> tuple[int, bool]:
+        """Cancel the call: none of its commits starts from now on. Returns how many it had done, and whether one
+        is under way (it goes on: whether it is stored is known when it ends)."""
+        with self._lock:
+            self._cancelled = True
+            return self._committed, self._committing
+
+    @property
+    def committed(self) -> int:
+        """How many commits of the call were done."""
+        with self._lock:
+            return self._committed
+
+    @contextmanager
+    def applied(self) -> Iterator[None]:
+        """Run the block (on this thread) as the cancellable call: its commits and long steps check first."""
+        token = _CANCELLATION.set(self)
+        try:
+            yield
+        finally:
+            _CANCELLATION.reset(token)
+
+    def check(self) -> None:
+        """Raise CallCancelled once the call is cancelled (where a long step of it ends)."""
+        with self._lock:
+            self._refuse_if_cancelled()
+
+    @contextmanager
+    def committing(self) -> Iterator[None]:
+        """Around one commit of the call: refused once the call is cancelled, counted once done."""
+        with self._lock:  # checked and marked as one step: `cancel` then tells exactly what was stored
+            self._refuse_if_cancelled()
+            self._committing = True
+        done = False
+        try:
+            yield
+            done = True
+        finally:
+            with self._lock:
+                self._committing = False
+                self._committed += done
+
+    def _refuse_if_cancelled(self) -> None:
+        if self._cancelled:
+            raise CallCancelled("the call was cancelled before this write committed: nothing of it was stored")
+
+
+#: The cancellation of the call running on this thread (set by whoever runs it, the MCP server: see
+#: core/mcp/tools/common.py); None where nothing can cancel it (the command line).
+_CANCELLATION: ContextVar[Cancellation | None] = ContextVar("duckgraph_cancellation", default=None)
+
+
+def _commit_of_call() -> AbstractContextManager[None]:
+    cancellation = _CANCELLATION.get()
+    return nullcontext() if cancellation is None else cancellation.committing()
+
+
+def _unless_cancelled(progress: Progress | None) -> Progress:
+    """`progress`, after a check that the call was not cancelled: an ingest reports it after each long step (an
+    embedding batch, an extracted passage), where a cancelled call stops rather than compute what it will not
+    store."""
+
+    def report(done: int, total: int, message: str) -> None:
+        cancellation = _CANCELLATION.get()
+        if cancellation is not None:
+            cancellation.check()
+        if progress is not None:
+            progress(done, total, message)
+
+    return report
+
+
 class Writer:
     """What `KnowledgeBase.writing()` hands out: while a use case holds it, no other write runs, so what it
-    reads through the store stays true until it commits."""
+    reads through the store stays true until it commits. A call cancelled before a commit starts has it refused
+    (`Cancellation`)."""
 
     def __init__(self, store: GraphStore, counted: Callable[[bool], None]) -> None:
         self._store = store
@@ -88,38 +176,43 @@ class Writer:
 
     def commit(self, batch: WriteBatch) -> WriteSummary:
         """Write the batch in one transaction; returns what changed."""
-        try:
-            return self._store.write(batch)
-        finally:
-            # Entities or facts go with deletions, merges and documents deleted or replaced (what only they
-            # supported): the communities' reports may cite them.
-            self._counted(bool(batch.delete_nodes or batch.delete_edges or batch.merges or batch.delete_documents
-                               or batch.documents))
+        with _commit_of_call():
+            try:
+                return self._store.write(batch)
+            finally:
+                # Entities or facts go with deletions, merges and documents deleted or replaced (what only they
+                # supported): the communities' reports may cite them.
+                self._counted(bool(batch.delete_nodes or batch.delete_edges or batch.merges
+                                   or batch.delete_documents or batch.documents))
 
     def restore(self, snapshot: Snapshot) -> WriteSummary:
         """Write an import's rows, matched on their natural keys, in one transaction; returns what changed."""
-        try:
-            return self._store.restore(snapshot)
-        finally:
-            self._counted(False)
+        with _commit_of_call():
+            try:
+                return self._store.restore(snapshot)
+            finally:
+                self._counted(False)
 
     def replace_communities(self, namespace: str, communities: Sequence[Any], build: Any) -> None:
         """Replace a namespace's communities (derived data: not counted as a write of the graph)."""
-        self._store.replace_communities(namespace, communities, build)
+        with _commit_of_call():
+            self._store.replace_communities(namespace, communities, build)
 
     def save_reports(self, communities: Sequence[Any]) -> None:
         """Store community reports (derived data: not counted as a write of the graph)."""
-        self._store.save_reports(communities)
+        with _commit_of_call():
+            self._store.save_reports(communities)
 
     def mark_extracted(self, chunk_ids: Sequence[int], extractor_id: str) -> None:
         """Record that an extractor read these passages (not counted as a write of the graph)."""
-        self._store.mark_extracted(chunk_ids, extractor_id)
+        with _commit_of_call():
+            self._store.mark_extracted(chunk_ids, extractor_id)
 
     @contextmanager
     def restoring(self) -> Iterator[Callable[[Snapshot], WriteSummary]]:
         """Write an import's rows in several snapshots and one transaction (see `GraphStore.restore_stream`)."""
         try:
-            with self._store.restore_stream() as restore:
+            with _commit_of_call(), self._store.restore_stream() as restore:
                 yield restore
         finally:
             self._counted(False)
@@ -289,6 +382,8 @@ class KnowledgeBase:
             raise InvalidInputError("nothing to add: give at least one node or edge")
         vectors: dict[str, Any] = {}  # text -> vector: a plan made again embeds only texts it did not have
         mark = self.prepare_write()
+        # A document id cited composed whose document is stored decomposed (a macOS file name) names that one.
+        nodes, edges = cited_as_stored(self.store, nodes, edges, namespace)
         plan = self._plan_graph(nodes, edges, namespace, tuple(source_chunk_ids), vectors)
         with self.writing() as writer:
             if self.changed_since(mark):  # names resolved before may have been stored, merged or deleted since
@@ -298,8 +393,10 @@ class KnowledgeBase:
         return AddGraphResult(
             nodes_created=summary.nodes_created,
             nodes_updated=summary.nodes_updated,
+            nodes_unchanged=summary.nodes_unchanged,
             edges_created=summary.edges_created,
             edges_updated=summary.edges_updated,
+            edges_unchanged=summary.edges_unchanged,
             observations_added=plan.observations_added,
             nodes=[NodeRef(id=n.id, name=n.name, type=n.type, created=n.key in plan.created)
                    for n in plan.records],
@@ -505,7 +602,8 @@ class KnowledgeBase:
         passage as provenance, one transaction per passage: a passage whose extraction fails is still stored
         and its error is reported (see `duckgraph.core.domain.ingest`).
         """
-        return ingest.add_documents(self, documents, self.resolve_namespace(namespace), extract, progress)
+        return ingest.add_documents(self, documents, self.resolve_namespace(namespace), extract,
+                                    _unless_cancelled(progress))
 
     def search(self, query: str, *, namespace: str | None = None, token_budget: int = 2_000, **options: Any) -> SearchResult:
         """Anchor & expand: the subgraph around the entities the query is about, and supporting passages."""

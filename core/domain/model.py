@@ -196,7 +196,10 @@ class RelationsEnded(_Model):
 
 class Change(_Model):
     at: UtcTime = Field(description="When it was written (UTC).")
-    change: str = Field(description="entity created, entity updated, fact added, fact updated, fact ended or document added.")
+    change: str = Field(description=(
+        "entity created, entity updated, entity deleted, entity merged (into the entity the subject names), fact "
+        "added, fact updated, fact ended, fact deleted, observations deleted, document added, document deleted or "
+        "document replaced (re-added with another text)."))
     subject: str
 
 
@@ -250,9 +253,15 @@ class AddGraphResult(_Model):
     """What `add_knowledge_graph` stored."""
 
     nodes_created: int
-    nodes_updated: int
+    nodes_updated: int = Field(description="Stored entities this call changed (an entity sent again exactly as "
+                               "stored counts in nodes_unchanged).")
+    nodes_unchanged: int = Field(0, description="Stored entities sent again exactly as stored: nothing of them "
+                                 "changed.")
     edges_created: int
-    edges_updated: int
+    edges_updated: int = Field(description="Stored relations this call changed (one sent again exactly as stored "
+                               "counts in edges_unchanged; a relation named twice in the call counts once).")
+    edges_unchanged: int = Field(0, description="Stored relations sent again exactly as stored: nothing of them "
+                                 "changed.")
     observations_added: int = 0
     nodes: list[NodeRef]
     resolved: list[ResolvedName] = Field(

@@ -13,9 +13,11 @@ from __future__ import annotations
 import calendar
 import json
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.moments import period, short
@@ -23,10 +25,28 @@ from duckgraph.core.domain.texts import fact_sentence
 from duckgraph.ports.text import shortened
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from duckgraph.core.domain.model import Passage, ScoredEdge, ScoredNode, SearchResult
 
 #: A rough, model-independent estimate: English averages about four characters per token.
 CHARS_PER_TOKEN = 4
+#: What a character costs, in quarters of a token, by the first code point of each range (to the next one):
+#: - 1 (four a token): the Latin script, digits, punctuation, symbols, combining marks; English as before.
+#: - 2 (two a token): other alphabets (Greek, Cyrillic, Armenian, Hebrew, Arabic, the Indic scripts, Sinhala,
+#:   Georgian, Ethiopic, Cherokee, Hebrew and Arabic presentation forms). A tokenizer's vocabulary holds fewer of
+#:   their words than English ones: the MiniLM tokenizer measured 0.8 a letter on Russian, Greek, Arabic and
+#:   Hebrew and 0.5 on Hindi; LLM tokenizers, trained on more of them, come nearer 0.3.
+#: - 4 (one a token): scripts written without spaces between words (CJK ideographs and punctuation, kana, Thai,
+#:   Lao, Tibetan, Myanmar, Khmer, Yi, full-width forms), Hangul jamo, and characters past the BMP (emoji): the
+#:   MiniLM tokenizer measured 1.0 a character on Chinese and 0.86 on Japanese; LLM tokenizers come near one too.
+#: - 6: Hangul syllables (the MiniLM tokenizer splits each into its jamo: 1.37 a syllable measured).
+_COST_FROM = (
+    (0x0000, 1), (0x0370, 2), (0x0E00, 4), (0x10A0, 2), (0x1100, 4), (0x1200, 2), (0x1400, 1), (0x1780, 4),
+    (0x1800, 1), (0x1F00, 2), (0x2000, 1), (0x2E80, 4), (0xA4D0, 1), (0xA960, 4), (0xA980, 1), (0xAC00, 6),
+    (0xD7A4, 4), (0xD800, 1), (0xF900, 4), (0xFB00, 1), (0xFB1D, 2), (0xFE00, 1), (0xFE30, 4), (0xFE50, 1),
+    (0xFE70, 2), (0xFF00, 4), (0xFFF0, 1), (0x10000, 4),
+)
 #: The headings, in the order the groups are printed.
 RELATIONS, ENTITIES, PASSAGES = "Relations:", "Entities:", "Passages:"
 MORE_PASSAGES = "More passages, ranked lower:"
@@ -50,7 +70,70 @@ NOTHING_RELEVANT = ("Nothing relevant to this query is stored in memory: no enti
 
 
 def estimate_tokens(text: str) -> int:
-    return -(-len(text) // CHARS_PER_TOKEN)
+    """About how many tokens `text` takes: a quarter a character of English, more for other scripts
+    (`_COST_FROM`). It runs on every line rendered: ASCII text (most of it) is counted by its length alone, other
+    text by one lookup of all its code points at once."""
+    return -(-_quarters(text) // CHARS_PER_TOKEN)
+
+
+def _quarters(text: str) -> int:
+    return len(text) if text.isascii() else int(_costs(text).sum())
+
+
+def _costs(text: str) -> np.ndarray:
+    """The cost of each character of `text`, in quarters of a token."""
+    import numpy as np  # not at import: the server imports this module at start, before anything needs numpy
+
+    starts, costs = _cost_table()
+    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return costs[np.searchsorted(starts, points, side="right") - 1]
+
+
+@cache
+def _cost_table() -> tuple[np.ndarray, np.ndarray]:
+    """`_COST_FROM` as arrays: the first code point of each range, and its cost."""
+    import numpy as np  # see _costs
+
+    return (np.array([start for start, _ in _COST_FROM], dtype=np.uint32),
+            np.array([cost for _, cost in _COST_FROM], dtype=np.int64))
+
+
+def cut_to_tokens(text: str, tokens: int, spare: int = 0) -> str:
+    """`text` cut short between words (`shortened`, with "…") so that it takes at most `tokens` by
+    `estimate_tokens`, less `spare` quarters of a token; whole when it fits."""
+    room = tokens * CHARS_PER_TOKEN - spare  # in quarters of a token
+    if text.isascii():
+        return shortened(text, max(room, 0))  # characters, the "…" (a quarter) included
+    import numpy as np  # see _costs
+
+    costs = _costs(text)
+    if costs.sum() <= room:
+        return text
+    # The characters whose costs, added up, leave a quarter for the "…"; one less when `shortened` would keep
+    # the text whole (it does at `limit` characters).
+    limit = int(np.searchsorted(np.cumsum(costs), room - 1, side="right")) + 1
+    limit = min(limit, len(text) - 1)
+    cut = shortened(text, max(limit, 0))
+    # `shortened` goes back to the last space, but Chinese or Japanese has none: the header's would leave no text.
+    # Such a script breaks between any two of its characters, so the latest such break past that space is taken.
+    for end in range(limit - 1, len(cut) - 1, -1):
+        if _breaks_before(text, end, costs):
+            return text[:end].rstrip() + "…"
+    return cut
+
+
+def _breaks_before(text: str, i: int, costs: np.ndarray) -> bool:
+    """Whether a line may be cut before `text[i]`: next to a character of a script written without spaces (one
+    of a token or more, by `costs`), and not inside what reads as one character (a base and its combining marks,
+    an emoji sequence joined by U+200D, a variation selector or skin tone, a Hangul syllable written as jamo)."""
+    if not 0 < i < len(text):
+        return False
+    before, ch = text[i - 1], text[i]
+    if (unicodedata.category(ch) in ("Mn", "Mc", "Me") or "\u200d" in (before, ch) or "\ufe00" <= ch <= "\ufe0f"
+            or "\U0001f3fb" <= ch <= "\U0001f3ff" or "\U000e0020" <= ch <= "\U000e007f"
+            or "\u1160" <= ch <= "\u11ff"):
+        return False
+    return max(costs[i - 1], costs[i]) >= CHARS_PER_TOKEN
 
 
 @dataclass(eq=False)
@@ -160,7 +243,7 @@ def _fit(lines: list[_Line], budget: int) -> tuple[dict[_Line, str], int]:
             if cut:
                 if line.head is None:
                     continue
-                text = shortened(text, (left - 1) * CHARS_PER_TOKEN - 1)
+                text = cut_to_tokens(text, left - 1, spare=1)
                 if len(text) - 1 - line.head < MIN_CUT_CHARS:  # too little of its own text (… aside)
                     continue
             elif _cost(text) > left:

@@ -409,7 +409,9 @@ def _stored(store: GraphStore, word: str, namespace: str) -> bool:
 
 def _name_words(query_text: str) -> set[str]:
     """The words (as `tokens` gives them) the query writes like proper names (a capital past its first letter)."""
-    return {word for name in name_candidates(query_text, 1, proper_only=True) for word in tokens(name)}
+    # Not a caseless script's words: without case, nothing there says a word is a name, and these are not matched
+    # against stored names (every word of a Chinese question would count as a name the memory must hold).
+    return {word for name in name_candidates(query_text, 1, proper_only=True, caseless=False) for word in tokens(name)}
 
 
 def _name_terms(query_text: str) -> set[str]:

@@ -8,6 +8,12 @@ ingested however it is typed is stored once; pruning touches only the documents 
 those of another folder that happens to have the same name); and the id tells whoever reads a passage (a model
 included) where the file is. The price: a moved folder is a new folder (docs/storage.md says how to move one).
 
+A file in a folder whose suffix no converter reads (`run.log`, a `.rst` whose converter plugin is uninstalled) is
+returned `refused` with that reason, so that it is listed as skipped and pruning keeps what was stored of it (a
+file given by name is read as text, see `find_files`); the walk leaves out unsaid only such files that are hidden
+or in hidden folders (`.git`, `.DS_Store`: machinery, not notes). Pruning deletes only the documents whose file is
+not on disk any more: one that is there but was not read this time, for whatever reason, keeps its documents.
+
 Ingest stays inside the folders it is given: a symbolic link (to a file or a folder) that leads out of them is
 skipped and reported, unless `follow_symlinks` (a link that stays inside is read where it is). A file longer than
 one document may be (MAX_DOCUMENT_CHARS) is stored as several, cut at paragraph or line breaks: the first keeps
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,12 +58,15 @@ if TYPE_CHECKING:
 
 #: Read here, without a converter.
 SUFFIXES = {".txt", ".md", ".markdown"}
+#: `FileDocument.unsupported` of a file whose name has no suffix.
+NO_SUFFIX = "(no suffix)"
 #: Documents per `add_documents` call: a failed batch costs no more than this many files' work.
 BATCH = 20
 #: Between a long file's id and the number of each of its parts after the first (`<id>#part-2`).
 PART = "#part-"
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _FIELD = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:[ \t]*(.*?)[ \t]*$")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # a crawled site's prefix, not a folder's
 
 
 @dataclass
@@ -91,6 +101,7 @@ class FileDocument:
     path: Path
     refused: str = ""
     converter: Converter | None = None
+    unsupported: str = ""  # a file in a folder that no converter reads: its suffix (NO_SUFFIX when it has none)
     gone = False
 
     def read(self) -> Contents:
@@ -103,9 +114,11 @@ class IngestReport:
     unchanged: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)  # among `stored`: an older text was replaced
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    unsupported: list[tuple[str, str]] = field(default_factory=list)  # among `skipped`: (path, its suffix)
     partly: list[tuple[str, str]] = field(default_factory=list)  # (path, which parts hold its new text and why)
     split: dict[str, int] = field(default_factory=dict)  # path of a file stored as several documents -> how many
     pruned: list[str] = field(default_factory=list)
+    prune_kept: list[str] = field(default_factory=list)  # under a folder pruned: not read this time, file still there
     emptied: list[str] = field(default_factory=list)  # the documents deleted because their file holds no text now
     nodes_pruned: int = 0
     edges_pruned: int = 0
@@ -120,7 +133,8 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
     in path order.
 
     A file given by name is read wherever it is (by its converter, else as text); in a folder, a symbolic link
-    that leads out of the folders given is returned `refused` unless `follow_symlinks`."""
+    that leads out of the folders given is returned `refused` unless `follow_symlinks`, and so is a file of
+    another suffix, with `unsupported` set (but not a hidden one, or one in a hidden folder: see the module)."""
     converters = converters or {}
     found: dict[str, FileDocument] = {}
     roots = folders(paths)
@@ -128,14 +142,16 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
         given = Path(argument).expanduser()
         if given.is_dir():
             folder = given.resolve()
-            for path, refused in _walk(folder, roots, follow_symlinks, SUFFIXES | converters.keys()):
+            for path, refused, unsupported in _walk(folder, roots, follow_symlinks, SUFFIXES | converters.keys()):
                 document_id = path.as_posix()  # inside the folder, symlink or not
                 found.setdefault(document_id, FileDocument(document_id, path, refused or _unfit_id(document_id),
-                                                           _converter(path, converters)))
+                                                           _converter(path, converters), unsupported))
         elif given.is_file():
             path = given.resolve()
-            found.setdefault(path.as_posix(), FileDocument(path.as_posix(), path, _unfit_id(path.as_posix()),
-                                                           converter=_converter(path, converters)))
+            named = FileDocument(path.as_posix(), path, _unfit_id(path.as_posix()),
+                                 converter=_converter(path, converters))
+            if found.setdefault(named.id, named).refused:  # a folder given before refused it: named, it is read
+                found[named.id] = named
         else:
             raise DuckgraphError(f"{argument} does not exist")
     return sorted(found.values(), key=lambda f: f.id)
@@ -175,25 +191,33 @@ def _converter(path: Path, converters: Mapping[str, Converter]) -> Converter | N
 
 
 def _walk(folder: Path, roots: Sequence[Path], follow_symlinks: bool,
-          suffixes: Collection[str]) -> Iterator[tuple[Path, str]]:
-    """The files of `suffixes` under `folder`, each with why it is not read ("" when it is), and the links to folders
-    that are not entered, with why. A real folder is entered once, so a link loop ends."""
+          suffixes: Collection[str]) -> Iterator[tuple[Path, str, str]]:
+    """The files under `folder`, each with why it is not read ("" when it is) and, for one of none of `suffixes`, its
+    suffix; and the links to folders that are not entered, with why. A file of none of `suffixes` that is hidden or
+    in a hidden folder is left out. A real folder is entered once, so a link loop ends."""
     seen = {folder}
     for top, dirs, names in os.walk(folder, followlinks=True):
         here = Path(top)
+        hidden = any(part.startswith(".") for part in here.relative_to(folder).parts)
         entered = []
         for name in sorted(dirs):
             path = here / name
             if refused := _outside(path, roots, follow_symlinks):
-                yield path, refused
+                yield path, refused, ""
             elif (real := path.resolve()) not in seen:
                 seen.add(real)
                 entered.append(name)
         dirs[:] = entered
         for name in sorted(names):
             path = here / name
-            if longest_suffix(name, suffixes) is not None and path.is_file():
-                yield path, _outside(path, roots, follow_symlinks)
+            if longest_suffix(name, suffixes) is not None:
+                if path.is_file():
+                    yield path, _outside(path, roots, follow_symlinks), ""
+            elif not (hidden or name.startswith(".")) and path.is_file():
+                suffix = path.suffix.lower() or NO_SUFFIX
+                kind = "files without a suffix" if suffix == NO_SUFFIX else f"{suffix} files"
+                yield path, (f"no converter reads {kind} (a plugin can add one: docs/plugins.md); to read it as "
+                             "text, give the file by name (duckgraph ingest FILE)"), suffix
 
 
 def _inside(path: Path, roots: Sequence[Path]) -> bool:
@@ -296,9 +320,10 @@ def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: 
     """Store `files` (unchanged ones are left as they are, changed ones replaced) in `namespace` (default: the
     knowledge base's), delete the documents of those read whole that hold no text now (emptied: their text is
     gone), then delete the documents under the `prune` prefixes (a folder's, see `prefix`, or a crawled site's)
-    whose source is not among `files` (or is `gone`), with what they alone supported. A source that exists but was
-    not read this time (a link not followed, a file that could not be read) keeps its documents, all its parts and,
-    for a link to a folder, those of the files under it.
+    whose source is gone: not among `files` (or `gone`), and, under a folder, whose file is not on disk. A source
+    that exists but was not read this time (a link not followed, a file that could not be read, a suffix no
+    converter reads, a file the walk did not return) keeps its documents, all its parts and, for a link to a
+    folder, those of the files under it: they are counted in `prune_kept`.
     `label` hears which files a batch holds ("files 1-20 of 35") before its `progress`. The report is filled in
     `report` when given: what was stored before an error that stops ingest (the embedder gone) stays there, with
     `stopped_at`."""
@@ -366,10 +391,8 @@ def _ingest(kb: KnowledgeBase, files: Sequence[Source], report: IngestReport, *,
         batch += [(file, d) for d in documents]
     flush(len(files))
     _delete_emptied(kb, emptied, report, namespace)
-    # A kept source's parts (`<id>#part-2`) and, for a link to a folder, the files under it (`<id>/...`).
-    keep = tuple(f"{source}{mark}" for source in kept for mark in (PART, "/"))
     for start in prune:
-        _prune(kb, start, present | set(kept), keep, report, namespace)
+        _prune(kb, start, present, set(kept), report, namespace)
 
 
 def _fits(documents: Sequence[DocumentInput]) -> bool:
@@ -417,7 +440,10 @@ def _contents(file: Source, report: IngestReport) -> Contents | None:
     """The file's documents; None, and the reason in `report.skipped`, when it is refused or cannot be read (a
     format whose extra is missing: the reason says what to install)."""
     if file.refused:  # a name that is not UTF-8 shown as its bytes ("caf\\xe9.md"): no stream can write it as it is
-        report.skipped.append((os.fsencode(file.path).decode("utf-8", "backslashreplace"), file.refused))
+        shown = os.fsencode(file.path).decode("utf-8", "backslashreplace")
+        report.skipped.append((shown, file.refused))
+        if isinstance(file, FileDocument) and file.unsupported:
+            report.unsupported.append((shown, file.unsupported))
         return None
     try:
         contents = file.read()
@@ -491,16 +517,62 @@ def _delete_emptied(kb: KnowledgeBase, emptied: Sequence[Source], report: Ingest
                 f"{summary.nodes_deleted} entities and {summary.edges_deleted} relations only they supported)"))
 
 
-def _prune(kb: KnowledgeBase, prefix: str, present: set[str], keep: tuple[str, ...], report: IngestReport,
+def _prune(kb: KnowledgeBase, prefix: str, present: set[str], kept: set[str], report: IngestReport,
            namespace: str) -> None:
+    """Delete the documents under `prefix` not read this time (`present`) whose source is gone. Not gone: a source
+    not read this time though it exists (`kept`: with its parts and, for a link to a folder, the files under it),
+    and, under a folder, a document whose file is on disk: what the walk returns is no list of the files there (a
+    suffix no converter reads now, a file once given by name), so only the file's absence says it is gone."""
+    on_disk = _URL.match(prefix) is None
     with kb.writing(vectors=False) as writer:  # read and delete as one step: no write slips in between
-        gone = [d for d in _document_ids(kb, namespace)
-                if d.startswith(prefix) and d not in present and not d.startswith(keep)]
+        gone = []
+        for d in _document_ids(kb, namespace):
+            if not d.startswith(prefix) or d in present:
+                continue
+            if _kept_source(d, kept) or (on_disk and _file_there(d, present)):
+                report.prune_kept.append(d)
+            else:
+                gone.append(d)
         if gone:
             summary = writer.commit(WriteBatch(delete_documents=[(namespace, d) for d in gone]))
             report.pruned += gone
             report.nodes_pruned += summary.nodes_deleted
             report.edges_pruned += summary.edges_deleted
+
+
+def _kept_source(document_id: str, kept: set[str]) -> bool:
+    """Whether the document is a kept source's: its own, one of its parts (`<id>#part-2`) or, for a link to a folder,
+    a file under it (`<id>/...`). Looked up by the document's own id and those above it, not by testing every kept
+    source's id as a prefix: a folder of thousands of files no converter reads keeps them all."""
+    file, mark, number = document_id.rpartition(PART)
+    if document_id in kept or (mark and number.isdigit() and file in kept):
+        return True
+    above = document_id
+    while (cut := above.rfind("/")) > 0:
+        above = above[:cut]
+        if above in kept:
+            return True
+    return False
+
+
+def _file_there(document_id: str, present: set[str]) -> bool:
+    """Whether the file of a document under a folder is on disk: its own, or for a part (`<id>#part-2`) its file's
+    when that file was not read this time (a part left over by a file read this time that shrank is gone)."""
+    if _exists(document_id):
+        return True
+    file, mark, number = document_id.rpartition(PART)
+    return bool(mark) and number.isdigit() and file not in present and _exists(file)
+
+
+def _exists(path: str) -> bool:
+    """Whether `path` is a file (or what a link leads to). Only its certain absence says no: a path that cannot be
+    looked at (no permission, a loop of links, a drive's error) may hold the file, and pruning deletes for good."""
+    try:
+        return not stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError, ValueError):  # ValueError: no path (a NUL in it)
+        return False
+    except OSError:
+        return True
 
 
 def _document_ids(kb: KnowledgeBase, namespace: str, page: int = 1_000) -> list[str]:

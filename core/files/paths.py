@@ -119,6 +119,26 @@ def refuse_as_database(path: str | Path) -> None:
                                 "(DUCKGRAPH_DB)")
 
 
+def refuse_dangling_link(path: str | Path) -> None:
+    """Refuse a knowledge file that is a symbolic link to nothing, in the words the store uses when a command that
+    writes opens one (plugins/duckdb/connection.py): a command that only reads would otherwise say there is no
+    memory, when the memory is where the link points, moved or on a drive not mounted."""
+    link = Path(path).expanduser()
+    if not link.is_symlink():
+        return
+    try:
+        link.stat()
+        return
+    except FileNotFoundError:
+        missing = "does not exist"
+    except OSError as exc:  # a loop of links, a folder without access
+        missing = f"cannot be reached ({exc.strerror})"
+    raise InvalidInputError(
+        f"{link} is a symbolic link to {os.readlink(link)}, which {missing}: if the memory was moved or its drive is "
+        "not mounted, mount it or point the link at the memory's file; to start a new memory there, give --db "
+        f"(DUCKGRAPH_DB) the target itself, {os.path.realpath(link)}")
+
+
 def _refuse_folder_or_blank(path: str | Path, advice: str, example: str) -> None:
     """A folder ("", ".") cannot be written as a file, and a blank name (" ") would quietly become a file named by
     spaces."""

@@ -8,7 +8,6 @@ import functools
 import logging
 import threading
 import warnings
-import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,7 +19,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import ToolManager
 from mcp.shared.exceptions import NoBackChannelError
-from mcp.types import ClientCapabilities, RootsCapability
+from mcp.types import ClientCapabilities, NotificationParams, RootsCapability
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
@@ -71,7 +70,10 @@ class DuckgraphServer(MCPServer):
         #: Run once after the first call that runs here (set by the lifespan when the warm-up is off).
         self.after_first_call: Callable[[], None] | None = None
         self.namespace_from_roots = namespace_from_roots
-        self._session_namespaces: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        if namespace_from_roots:
+            # A client whose roots changed says so: its next call reads them again (`default_namespace`).
+            self._lowlevel_server.add_notification_handler(
+                "notifications/roots/list_changed", NotificationParams, self._roots_changed)
         #: Why calls got the fallback namespace, each logged once: on the newest protocol every call comes on a
         #: session of its own, so once per session would be at every call.
         self._fallback_reasons: set[str] = set()
@@ -81,7 +83,8 @@ class DuckgraphServer(MCPServer):
     async def default_namespace(self, context: Context | None) -> str:
         """The namespace of the client's calls that name none: for a call the owner runs for another server of
         the file, that server's (core/mcp/forwarding.py); with namespace = "@roots", the client's first root
-        folder's name, asked once per session; otherwise the knowledge base's (the setting, or its fallback)."""
+        folder's name, asked once per client connection (again after the client says its roots changed); otherwise
+        the knowledge base's (the setting, or its fallback)."""
         client = getattr(context, "client_namespace", None)
         if client is not None:
             return client
@@ -92,7 +95,8 @@ class DuckgraphServer(MCPServer):
             session = context.session
         except ValueError:  # no request under way: nothing to ask
             return fallback
-        namespace = self._session_namespaces.get(session)
+        state = _connection_state(session)
+        namespace = state.get(_ROOTS_NAMESPACE)
         if namespace is None:
             namespace, why = await _namespace_from_roots(session)
             if namespace is None:
@@ -101,8 +105,13 @@ class DuckgraphServer(MCPServer):
                     self._fallback_reasons.add(why)
                     log.warning("namespace %r (the fallback, DUCKGRAPH_NAMESPACE_FALLBACK): namespace is '@roots' "
                                 "but %s", fallback, why)
-            self._session_namespaces[session] = namespace
+            state[_ROOTS_NAMESPACE] = namespace
         return namespace
+
+    async def _roots_changed(self, context: Any, params: Any) -> None:
+        """notifications/roots/list_changed: the connection's next call that names no namespace asks for the roots
+        again (a client switched to another project folder gets its namespace, not the old folder's)."""
+        _connection_state(context.session).pop(_ROOTS_NAMESPACE, None)
 
     # The tools are built when something first needs them (the warm-up thread, a call, or a listing that the
     # shipped one cannot answer): building them is most of what duckgraph adds to start-up (see
@@ -166,8 +175,12 @@ class DuckgraphServer(MCPServer):
                                             namespace=await self.default_namespace(context), context=context)
                 if result is not None:
                     return result
+        # Imported here, as the tools are built (see `_tool_manager`): importing them is off the start-up path.
+        from duckgraph.core.mcp.tools.common import naming_call
+
         try:
-            return await super().call_tool(name, arguments, context)
+            with naming_call(self._call_label(name, context), self._reads_only(name)):
+                return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if not isinstance(exc.__cause__, ValidationError):
                 raise
@@ -177,6 +190,18 @@ class DuckgraphServer(MCPServer):
             if self.after_first_call is not None and self._forwarding() is None:  # a client never opens the file
                 first, self.after_first_call = self.after_first_call, None
                 first()  # starts a thread: the answer waits for nothing
+
+    @staticmethod
+    def _call_label(name: str, context: Context | None) -> str:
+        """The call as the log names it: by the client's request id, as the client knows it."""
+        try:
+            return f"call {context.request_id} ({name})" if context is not None else f"a call of {name}"
+        except ValueError:  # no request: a call run for another server of the file (core/mcp/forwarding.py)
+            return f"a call of {name} for another server"
+
+    def _reads_only(self, name: str) -> bool:
+        tool = self._tool_manager.get_tool(name)
+        return bool(tool is not None and tool.annotations is not None and tool.annotations.read_only_hint)
 
     async def run_stdio_async(self, transport: StdioTransport | None = None) -> None:
         """The SDK's, over duckgraph's stdio transport: every message answered, a signal stops it gracefully."""
@@ -208,6 +233,18 @@ class DuckgraphServer(MCPServer):
             if error is None:
                 raise
             raise error from None  # the caller's mistake: an answer, not a traceback in the log
+
+
+#: Key of the namespace taken from the client's roots in the SDK's per-connection state.
+_ROOTS_NAMESPACE = "duckgraph.roots_namespace"
+
+
+def _connection_state(session: Any) -> dict[str, Any]:
+    """The SDK's per-connection scratch state (`mcp.server.connection.Connection.state`: it lasts as long as the
+    client's connection). The SDK builds a new session object for every request, so state kept by session would
+    last one call; a session reaches its connection only through a private attribute in mcp 2.x
+    (tests/e2e/test_roots_namespace.py fails if the SDK renames it)."""
+    return session._connection.state
 
 
 async def _namespace_from_roots(session: Any) -> tuple[str | None, str]:

@@ -213,21 +213,28 @@ def changes(con: Any, namespace: str, since: Any, until: Any, limit: int) -> lis
 
     rows = con.execute(
         "SELECT * FROM (SELECT created_at AS moment, 'entity created' AS kind, id AS node, NULL::BIGINT AS edge, "
-        f"NULL::VARCHAR AS doc FROM nodes WHERE namespace = $1 AND {span('created_at')} "
-        "UNION ALL SELECT updated_at, 'entity updated', id, NULL, NULL FROM nodes WHERE namespace = $1 "
+        f"NULL::VARCHAR AS doc, NULL::VARCHAR AS label FROM nodes WHERE namespace = $1 AND {span('created_at')} "
+        "UNION ALL SELECT updated_at, 'entity updated', id, NULL, NULL, NULL FROM nodes WHERE namespace = $1 "
         f"AND updated_at > created_at AND {span('updated_at')} "
-        "UNION ALL SELECT created_at, 'fact added', NULL, id, NULL FROM edges WHERE namespace = $1 "
+        "UNION ALL SELECT created_at, 'fact added', NULL, id, NULL, NULL FROM edges WHERE namespace = $1 "
         f"AND {span('created_at')} "
         # A fact's last write after its creation: it ended it when the fact had ended by then (end_relations, or
         # an end given in the past); else it changed a fact that still held (an end to come is not an end yet).
         "UNION ALL SELECT updated_at, CASE WHEN valid_until <= updated_at THEN 'fact ended' ELSE 'fact updated' END, "
-        f"NULL, id, NULL FROM edges WHERE namespace = $1 AND updated_at > created_at AND {span('updated_at')} "
-        "UNION ALL SELECT created_at, 'document added', NULL, NULL, id FROM documents WHERE namespace = $1 "
-        f"AND {span('created_at')}) AS c ORDER BY moment DESC, kind, node, edge, doc LIMIT $4",
+        f"NULL, id, NULL, NULL FROM edges WHERE namespace = $1 AND updated_at > created_at AND {span('updated_at')} "
+        # A document whose write replaced another text of it is listed once, as replaced (below).
+        "UNION ALL SELECT created_at, 'document added', NULL, NULL, id, NULL FROM documents d WHERE namespace = $1 "
+        f"AND {span('created_at')} AND NOT EXISTS (SELECT 1 FROM deletions x WHERE x.namespace = d.namespace "
+        "AND x.deleted_at = d.created_at AND x.kind = 'document replaced' AND x.label = d.id) "
+        # What writes deleted: the rows are gone, their labels were recorded (writes.py `_record_deleted`). A
+        # replaced document still stored is named by its id, so that its title can be shown.
+        "UNION ALL SELECT deleted_at, kind, NULL, NULL, CASE WHEN kind = 'document replaced' THEN label END, label "
+        f"FROM deletions WHERE namespace = $1 AND {span('deleted_at')}) AS c "
+        "ORDER BY moment DESC, kind, node, edge, doc, label LIMIT $4",
         [namespace, since, until, limit],
     ).fetchall()
-    return [ChangeRecord(at=at, kind=kind, node_id=node, edge_id=edge, document_id=doc)
-            for at, kind, node, edge, doc in rows]
+    return [ChangeRecord(at=at, kind=kind, node_id=node, edge_id=edge, document_id=doc, label=label)
+            for at, kind, node, edge, doc, label in rows]
 
 
 def _edge(row: tuple) -> EdgeRecord:

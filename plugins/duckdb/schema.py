@@ -17,9 +17,11 @@ log = logging.getLogger(__name__)
 
 np: Any = NumpyOnFirstUse(globals())
 
-SCHEMA_VERSION = 6
-#: Version of the derived rows of `node_names`; files with an older one get them rebuilt at open.
-NAME_KEYS_VERSION = "2"
+SCHEMA_VERSION = 7
+#: Version of the derived rows of `node_names`; files with an older one get them rebuilt at open (after any
+#: upgrade of the schema, in its own transaction). 3: loose forms keep the kana voicing marks and fold ł, ø, æ...
+#: (ports/names.py `unaccented`); it comes with schema 7, so opening a file of schema 6 rebuilds them.
+NAME_KEYS_VERSION = "3"
 
 SCHEMA = """
 CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
@@ -96,6 +98,22 @@ CREATE TABLE edges_by_hand (edge_id BIGINT PRIMARY KEY);
 SCHEMA += BY_HAND
 # Communities and their reports (derived data; see communities.py).
 SCHEMA += communities.TABLES
+#: What writes deleted (and the documents they replaced), for recent_changes: the rows themselves are gone. A row
+#: names the thing as it was (`label`: an entity's "Name [Type]", a fact's sentence and period, a document's id),
+#: cut short (`LABEL_CHARS`, `NAMED_PER_WRITE`). Rows are only appended, in time order, so DuckDB's zone maps on
+#: `deleted_at` serve a span without an index (which would slow every deletion).
+DELETIONS = """
+CREATE TABLE IF NOT EXISTS deletions (
+    namespace VARCHAR NOT NULL, deleted_at TIMESTAMP NOT NULL, kind VARCHAR NOT NULL, label VARCHAR NOT NULL
+);
+"""
+SCHEMA += DELETIONS
+#: A deletion's label is cut to this many characters: a fact's or an observation's text may be long, and the log
+#: keeps what went only so that a person can recognise it. A document's id is never longer (model.py `SourceId`).
+LABEL_CHARS = 200
+#: At most this many things of one kind are named per namespace and write in `deletions`; the others are counted
+#: in one row, so that deleting a namespace of a million facts does not copy them into the log.
+NAMED_PER_WRITE = 1_000
 #: `chunks.extracted_by` of a passage the host LLM linked entities to through `source_ids` (it read it), and of one
 #: that had entities linked to it before passages were marked (an upgrade to schema 6, an older export).
 HOST_MARK = "host"
@@ -128,6 +146,8 @@ MIGRATIONS: dict[int, list[str]] = {
     6: ["ALTER TABLE chunks ADD COLUMN IF NOT EXISTS extracted_by VARCHAR",
         (f"UPDATE chunks SET extracted_by = '{BEFORE_MARKS}' WHERE extracted_by IS NULL "
          "AND id IN (SELECT chunk_id FROM mentions)")],
+    # Deletions are recorded from now on: what older versions deleted left nothing to list, so the log starts empty.
+    7: [*filter(str.strip, DELETIONS.split(";"))],
 }
 EXPECTED_TABLES = {
     "meta", "nodes", "node_names", "observations", "edges", "documents", "chunks", "mentions", "edge_evidence",
@@ -249,7 +269,8 @@ def upgrade_due(path: Path) -> dict[str, Any] | None:
 
 
 def _rebuild_name_keys(con: Any, path: Path, transaction: Callable[[], AbstractContextManager[Any]]) -> None:
-    """Files written before loose name keys existed get them (derived rows, rebuilt in one transaction)."""
+    """Files whose `node_names` are of an older `NAME_KEYS_VERSION` (written before loose name keys existed, or by an
+    older rule of loose forms) get them rebuilt (derived rows, in one transaction)."""
     nodes = con.execute("SELECT id, namespace, key, aliases FROM nodes").fetchall()
     rows = [(namespace, key, node_id) for node_id, namespace, key, aliases in nodes
             for key in name_keys(NodeRecord(namespace=namespace, key=key, name=key, type="",
@@ -269,7 +290,7 @@ def _rebuild_name_keys(con: Any, path: Path, transaction: Callable[[], AbstractC
                 con.unregister("_incoming_names")
         con.execute("DELETE FROM meta WHERE key = 'name_keys'")
         con.execute("INSERT INTO meta VALUES ('name_keys', ?)", [NAME_KEYS_VERSION])
-    log.info("%s: rebuilt the name index of %d nodes (loose keys added)", path, len(nodes))
+    log.info("%s: rebuilt the name index of %d nodes (their loose forms)", path, len(nodes))
 
 
 def embedder_info(con: Any) -> tuple[str, int] | None:

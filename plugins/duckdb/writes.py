@@ -18,7 +18,7 @@ from typing import Any
 
 from duckgraph.plugins.duckdb import communities, sql, vector_tables
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
-from duckgraph.plugins.duckdb.schema import HOST_MARK, name_keys
+from duckgraph.plugins.duckdb.schema import HOST_MARK, LABEL_CHARS, NAMED_PER_WRITE, name_keys
 from duckgraph.plugins.duckdb.vector_tables import VECTOR_TABLES
 from duckgraph.ports import (
     ChunkRecord,
@@ -30,7 +30,31 @@ from duckgraph.ports import (
     WriteBatch,
     WriteSummary,
     entity_key,
+    loose_key,
 )
+from duckgraph.ports.names import INVISIBLE, unaccented
+
+
+def _fact_label(edge: str, source: str, target: str) -> str:
+    """SQL for the label of a fact (the tables' aliases `edge`, `source`, `target`), as recent_changes words a fact
+    (core/domain/texts.py `fact_sentence`, moments.py `period`, without its description): "Ada works at Acme
+    (since 2024-06)"."""
+    def short(moment: str) -> str:  # `moments.short`: the date, or to the minute, or to the second
+        return (f"CASE WHEN {moment} = date_trunc('day', {moment}) THEN strftime({moment}, '%Y-%m-%d') "
+                f"WHEN {moment} = date_trunc('minute', {moment}) THEN strftime({moment}, '%Y-%m-%d %H:%M') "
+                f"ELSE strftime({moment}, '%Y-%m-%d %H:%M:%S') END")
+
+    start, end = f"{edge}.valid_from", f"{edge}.valid_until"
+    return (f"{source}.name || ' ' || lower(replace({edge}.type, '_', ' ')) || ' ' || {target}.name || CASE "
+            f"WHEN {start} IS NULL AND {end} IS NULL THEN '' "
+            f"WHEN {end} IS NULL THEN ' (since ' || {short(start)} || ')' "
+            f"WHEN {start} IS NULL THEN ' (until ' || {short(end)} || ')' "
+            f"ELSE ' (' || {short(start)} || ' to ' || {short(end)} || ')' END")
+
+
+def _node_label(node: str) -> str:
+    """SQL for the label of an entity (the table's alias `node`), as recent_changes shows one: "Ada [Person]"."""
+    return f"{node}.name || ' [' || {node}.type || ']'"
 
 
 @dataclass
@@ -90,7 +114,7 @@ class Writer:
                                                                  [sql.json_list(dropped)]) if dropped else ([], [])
         held = self._provenance_in(dropped) if batch.keep_named else ([], [])
         removed_chunks = self.replace_documents(batch, now, dropped)
-        gone_documents, gone_chunks, unsupported_nodes, unsupported_edges = self._delete_documents(batch)
+        gone_documents, gone_chunks, unsupported_nodes, unsupported_edges = self._delete_documents(batch, now)
         removed_chunks += gone_chunks
         inserted = [c for c in batch.chunks if c.id is None]
         chunk_ids = self.insert_chunks(batch, dimensions)
@@ -99,18 +123,21 @@ class Writer:
         unsupported_edges += [e for e in replaced_edges if e not in named_edges]
         self._require_source_chunks(batch)
         collapsed = self._apply_merges(batch, now)
-        deleted_nodes = self._delete_nodes([*batch.delete_nodes, *(s for _, ss in batch.merges for s in ss),
-                                            *unsupported_nodes])
-        node_ids, created, updated = self._upsert_nodes(batch, now, dimensions)
+        merged = [s for _, ss in batch.merges for s in ss]
+        deleted_nodes = self._delete_nodes([*batch.delete_nodes, *merged, *unsupported_nodes], now, merged)
+        node_ids, created, updated, nodes_unchanged = self._upsert_nodes(batch, now, dimensions)
         self._write_observations(batch, now)
         self._link_node_sources(batch, node_ids)
-        edge_ids, edges_created, edges_updated = self._upsert_edges(batch, now, dimensions)
+        edge_ids, edges_created, edges_updated, edges_unchanged = self._upsert_edges(batch, now, dimensions)
         self.mark_by_hand([n.id for n in batch.nodes if n.by_hand and n.id is not None],
                           [i for i, e in zip(edge_ids, batch.edges) if e.by_hand])
         # An unsupported edge this batch writes again (with its new provenance) stays.
         rewritten = set(edge_ids)
-        dropped_edges = self._delete_edges([*collapsed, *batch.delete_edges, *deleted_nodes[1],
-                                            *(e for e in unsupported_edges if e not in rewritten)])
+        # The edges a merge collapsed are not recorded as deleted: they were joined into the target's (the
+        # merge is recorded), and their sentences name the target twice now. Those of deleted nodes were
+        # recorded with their nodes.
+        deleted_edges = [*batch.delete_edges, *(e for e in unsupported_edges if e not in rewritten)]
+        dropped_edges = self._delete_edges([*collapsed, *deleted_edges, *deleted_nodes[1]], now, deleted_edges)
         for namespace in batch.drop_communities:
             communities.drop(self.con, namespace)
         if batch.end_edges:
@@ -118,7 +145,8 @@ class Writer:
         self.con.execute("INSERT OR REPLACE INTO meta VALUES ('updated_at', ?)", [now.isoformat()])
         self._note_vectors(batch, {"node": deleted_nodes[0], "chunk": removed_chunks, "edge": dropped_edges}, edge_ids)
         return WriteSummary(
-            nodes_created=created, nodes_updated=updated, edges_created=edges_created, edges_updated=edges_updated,
+            nodes_created=created, nodes_updated=updated, nodes_unchanged=nodes_unchanged,
+            edges_created=edges_created, edges_updated=edges_updated, edges_unchanged=edges_unchanged,
             documents_written=len(batch.documents), chunks_written=len(inserted),
             chunks_kept=len(batch.chunks) - len(inserted),
             nodes_deleted=len(deleted_nodes[0]), edges_deleted=len(dropped_edges), documents_deleted=gone_documents,
@@ -145,6 +173,20 @@ class Writer:
                 f"source_chunk_ids name passages that are not stored ({', '.join(missing[:10])}): their document "
                 "was replaced or deleted since; nothing was written")
 
+    def _record_deleted(self, kind: str, rows: str, params: list[Any], now: datetime) -> None:
+        """Record in `deletions` what this write deletes (or replaces): `rows`, a query of (namespace, label,
+        position) whose parameters (`params`) are $3 on, each thing once. Run before its rows go, in the write's
+        transaction. Per namespace the first `NAMED_PER_WRITE` (by position) are named, the others counted in one
+        row; labels are cut to `LABEL_CHARS` (a document's id, at most as long, stays whole: recent_changes matches
+        a replaced document by it). One statement, whatever the count."""
+        self.con.execute(
+            f"INSERT INTO deletions SELECT namespace, $1, $2, CASE WHEN n <= {NAMED_PER_WRITE} "
+            f"OR total = {NAMED_PER_WRITE + 1} THEN left(label, {LABEL_CHARS}) "
+            f"ELSE format('… and {{:,}} more, not named one by one', total - {NAMED_PER_WRITE}) END FROM "
+            "(SELECT namespace, label, row_number() OVER (PARTITION BY namespace ORDER BY position) AS n, "
+            f"count(*) OVER (PARTITION BY namespace) AS total FROM ({rows})) WHERE n <= {NAMED_PER_WRITE + 1}",
+            [now, kind, *params])
+
     def _note(self, change: Callable[..., None], *args: Any) -> None:
         """Note a change to the graph mirror, made once the write in progress commits."""
         self.changes.graph.append((change, args))
@@ -166,6 +208,10 @@ class Writer:
         for target, sources in batch.merges:
             if not sources:
                 continue
+            self._record_deleted(
+                "entity merged", f"SELECT s.namespace, {_node_label('s')} || ' into ' || t.name AS label, s.id AS "
+                f"position FROM nodes s JOIN nodes t ON t.id = $3 WHERE s.id IN (SELECT unnest({sql.JSON_IDS % 4})) "
+                "AND s.id <> t.id", [target, sql.json_list(sources)], now)
             self._renamed.add(target)
             for column in ("source_id", "target_id"):
                 self.con.execute(f"UPDATE edges SET {column} = $1 WHERE {column} IN "
@@ -212,8 +258,10 @@ class Writer:
             collapsed += [*loops, *joined]
         return collapsed
 
-    def _delete_nodes(self, ids: list[int]) -> tuple[list[int], list[int]]:
-        """Delete nodes and what hangs on them except their edges, whose ids are returned for _delete_edges."""
+    def _delete_nodes(self, ids: list[int], now: datetime, merged: list[int]) -> tuple[list[int], list[int]]:
+        """Delete nodes and what hangs on them except their edges, whose ids are returned for _delete_edges. The
+        nodes (but the `merged` ones, recorded by `_apply_merges`) and their edges are recorded as deleted while
+        their names are still stored."""
         ids = sorted(set(ids))
         if not ids:
             return [], []
@@ -224,6 +272,11 @@ class Writer:
             f"SELECT id FROM edges WHERE source_id IN (SELECT unnest({sql.JSON_IDS % 1})) UNION "
             f"SELECT id FROM edges WHERE target_id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed
         ).fetchall()]
+        if deleted := sorted(set(existing) - set(merged)):
+            self._record_deleted("entity deleted", f"SELECT namespace, {_node_label('n')} AS label, id AS position "
+                                 f"FROM nodes n WHERE id IN (SELECT unnest({sql.JSON_IDS % 3}))",
+                                 [sql.json_list(deleted)], now)
+        self._record_facts_deleted(edges, now)
         for table, column in (("mentions", "node_id"), ("node_names", "node_id"), ("observations", "node_id"),
                               ("community_members", "node_id"), ("nodes_by_hand", "node_id"),
                               ("node_vectors", "node_id")):
@@ -235,10 +288,22 @@ class Writer:
         self.changes.keywords["node"].update(existing)
         return existing, edges
 
-    def _delete_edges(self, ids: list[int]) -> list[int]:
+    def _record_facts_deleted(self, ids: list[int], now: datetime) -> None:
+        """Record the edges `ids` as deleted, those whose ends are still stored (the edges of a node deleted
+        earlier in the write were recorded with it)."""
+        if ids:
+            self._record_deleted(
+                "fact deleted", f"SELECT e.namespace, {_fact_label('e', 's', 't')} AS label, e.id AS position "
+                "FROM edges e JOIN nodes s ON s.id = e.source_id JOIN nodes t ON t.id = e.target_id "
+                f"WHERE e.id IN (SELECT unnest({sql.JSON_IDS % 3}))", [sql.json_list(sorted(set(ids)))], now)
+
+    def _delete_edges(self, ids: list[int], now: datetime, recorded: list[int]) -> list[int]:
+        """Delete edges with their provenance and vectors; the `recorded` ones among them are recorded as
+        deleted."""
         ids = sorted(set(ids))
         if not ids:
             return []
+        self._record_facts_deleted(recorded, now)
         listed = [sql.json_list(ids)]
         existing = [r[0] for r in self.con.execute(
             f"SELECT id FROM edges WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed).fetchall()]
@@ -264,6 +329,13 @@ class Writer:
             return []
         namespaces, ids = [d.namespace for d in documents], [d.id for d in documents]
         keys, key_params = sql.rows(1, ns=("VARCHAR", namespaces), id=("VARCHAR", ids))
+        # A stored document given another text is recorded as replaced: its old text is gone (a new title or
+        # metadata alone changes what it is, not what it says).
+        texts, text_params = sql.rows(3, ns=("VARCHAR", namespaces), id=("VARCHAR", ids),
+                                      text=("VARCHAR", [d.text for d in documents]))
+        self._record_deleted("document replaced", f"SELECT d.namespace, d.id AS label, d.id AS position FROM documents "
+                             f"d JOIN {texts} ON d.namespace = w.ns AND d.id = w.id WHERE d.text <> w.text",
+                             text_params, now)
         removed = self._drop_chunks(self._replaced_chunks(batch) if dropped is None else dropped)
         self._move_kept_chunks(batch, keys, key_params, {(d.namespace, d.id): d.title for d in documents})
         rows, params = sql.rows(
@@ -340,12 +412,17 @@ class Writer:
             self.changes.keywords["chunk"].update(removed)
         return removed
 
-    def _delete_documents(self, batch: WriteBatch) -> tuple[int, list[int], list[int], list[int]]:
-        """Delete `batch.delete_documents` and their chunks; return how many were stored, the chunks' ids, and the
-        nodes and edges that only those chunks supported (deleted with the batch's other deletions)."""
+    def _delete_documents(self, batch: WriteBatch, now: datetime) -> tuple[int, list[int], list[int], list[int]]:
+        """Delete `batch.delete_documents` and their chunks (recorded as deleted); return how many were stored, the
+        chunks' ids, and the nodes and edges that only those chunks supported (deleted with the batch's other
+        deletions)."""
         documents = sorted(set(batch.delete_documents))
         if not documents:
             return 0, [], [], []
+        gone, gone_params = sql.rows(3, ns=("VARCHAR", [ns for ns, _ in documents]),
+                                     id=("VARCHAR", [i for _, i in documents]))
+        self._record_deleted("document deleted", f"SELECT d.namespace, d.id AS label, d.id AS position FROM documents "
+                             f"d JOIN {gone} ON d.namespace = w.ns AND d.id = w.id", gone_params, now)
         keys, key_params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in documents]), id=("VARCHAR", [i for _, i in documents]))
         nodes, edges = self._supported_only_by(
             f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params)
@@ -424,25 +501,29 @@ class Writer:
     def _keep_named(self, inserted: list[ChunkRecord], nodes: list[tuple[str, str, int]],
                     edges: list[tuple[str, str, int]]) -> tuple[set[int], set[int]]:
         """`WriteBatch.keep_named`: give the `nodes` and `edges` (`_provenance_in` the dropped chunks) the `inserted`
-        chunks of the same document that name them (a node: one of its name keys, as `_mentioning` finds them; an
-        edge: both its ends) as mentions and evidence. Return the nodes and the edges that got some."""
+        chunks of the same document that name them (a node: its name or an alias, as its key or in its loose form,
+        `_naming_loosely`; an edge: both its ends) as mentions and evidence. Return the nodes and the edges that
+        got some."""
         if not inserted or not (nodes or edges):
             return set(), set()
-        texts: dict[tuple[str | None, str], list[tuple[int, str]]] = {}
+        texts: dict[tuple[str | None, str], list[tuple[int, str, str]]] = {}
         for chunk in inserted:  # `insert_chunks` set their ids and namespaces
-            texts.setdefault((chunk.namespace, chunk.document_id), []).append((chunk.id, entity_key(chunk.text)))
+            texts.setdefault((chunk.namespace, chunk.document_id), []).append(
+                (chunk.id, entity_key(chunk.text), _loose_text(chunk.text)))
         ends = {edge_id: (source, target) for edge_id, source, target in self.con.execute(
             f"SELECT id, source_id, target_id FROM edges WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))",
             [sql.json_list(e for _, _, e in edges)]).fetchall()} if edges else {}
-        keys: dict[int, list[str]] = {}
-        for node_id, key in self.con.execute(
-                f"SELECT node_id, key FROM node_names WHERE node_id IN (SELECT unnest({sql.JSON_IDS % 1}))",
-                [sql.json_list({n for _, _, n in nodes} | {n for pair in ends.values() for n in pair})]).fetchall():
-            keys.setdefault(node_id, []).append(key)
+        # The keys as written, not `node_names`, which holds their loose forms too: those are matched against the
+        # text's loose form, and only where they keep the name apart from other words (`_loose_name`: the "c" of
+        # "C++" is not to match "written in C").
+        keys = {node_id: [key, *map(entity_key, aliases)] for node_id, key, aliases in self.con.execute(
+                f"SELECT id, key, aliases FROM nodes WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))",
+                [sql.json_list({n for _, _, n in nodes} | {n for pair in ends.values() for n in pair})]).fetchall()}
         mentions = {(chunk_id, node_id) for namespace, doc, node_id in nodes
-                    for chunk_id in _naming(texts.get((namespace, doc), []), keys.get(node_id, []))}
+                    for chunk_id in _naming_loosely(texts.get((namespace, doc), []), keys.get(node_id, []))}
         evidence = {(edge_id, chunk_id) for namespace, doc, edge_id in edges if edge_id in ends
-                    for chunk_id in set.intersection(*(set(_naming(texts.get((namespace, doc), []), keys.get(end, [])))
+                    for chunk_id in set.intersection(*(set(_naming_loosely(texts.get((namespace, doc), []),
+                                                                           keys.get(end, [])))
                                                        for end in ends[edge_id]))}
         sql.insert_pairs(self.con, "mentions", mentions)
         sql.insert_pairs(self.con, "edge_evidence", evidence)
@@ -452,7 +533,9 @@ class Writer:
 
     def _upsert_nodes(
         self, batch: WriteBatch, now: datetime, dimensions: int | None
-    ) -> tuple[dict[str, int], int, int]:
+    ) -> tuple[dict[str, int], int, int, int]:
+        """Insert the batch's new nodes and update its stored ones; return their ids by key, and how many were
+        created, changed and written again as stored (`_changed_nodes`)."""
         node_ids: dict[str, int] = {}
         new = [n for n in batch.nodes if n.id is None]
         old = [n for n in batch.nodes if n.id is not None]
@@ -510,7 +593,7 @@ class Writer:
         for node in batch.nodes:
             node_ids[node.key] = node.id
         self.changes.keywords["node"].update(node_ids.values())
-        return node_ids, len(new), len(old)
+        return node_ids, len(new), len(changed), len(old) - len(changed)
 
     def _changed_nodes(self, nodes: list[NodeRecord], batch: WriteBatch) -> list[NodeRecord]:
         """Those of the stored `nodes` that this write changes (the mirror still holds them as before it): a node
@@ -596,9 +679,12 @@ class Writer:
 
     def _upsert_edges(
         self, batch: WriteBatch, now: datetime, dimensions: int | None
-    ) -> tuple[list[int], int, int]:
+    ) -> tuple[list[int], int, int, int]:
+        """Insert or update the batch's edges; return each one's id, and how many edges were created, how many
+        stored ones changed and how many were written again as stored. An edge named twice in the batch counts
+        once: the second names the one the first created or matched."""
         if not batch.edges:
-            return [], 0, 0
+            return [], 0, 0, 0
         id_of = self._node_ids(batch, {(e.namespace, k) for e in batch.edges for k in (e.source_key, e.target_key)})
         for i, edge in enumerate(batch.edges):
             for key in (edge.source_key, edge.target_key):
@@ -609,7 +695,9 @@ class Writer:
         #: edge id -> [namespace, source, target, type, description, weight, properties (JSON), is new,
         #:             valid_from, valid_until]
         state: dict[int, list[Any]] = {}
-        created = updated = 0
+        created = 0
+        #: Ids of the edges stored before this write that it matches (each once, however often it is named).
+        matched: set[int] = set()
         edge_id_of: list[int] = [0] * len(resolved)
         #: edge id -> (description, weight, properties, valid_from, valid_until) as stored before this write
         as_stored: dict[int, tuple[Any, ...]] = {}
@@ -631,7 +719,8 @@ class Writer:
                     valid_from, valid_until = edge.valid_from or valid_from, edge.valid_until or valid_until
                     _check_period(edge, edge_id, valid_from, valid_until, rows)
                 is_new = state[edge_id][7] if edge_id in state else False
-                updated += 1
+                if edge_id >= 0:
+                    matched.add(edge_id)
             else:
                 edge_id = -1 - created  # numbered once the count of new edges is known
                 description, is_new = edge.description, True
@@ -669,7 +758,7 @@ class Writer:
                 self.write_vectors("edge", ids, [with_vectors[i] for i in ids], dimensions, replace=not is_new)
         self._link_edge_sources(batch, resolved, edge_id_of)
         self.changes.keywords["edge"].update(edge_id_of)
-        return edge_id_of, created, updated
+        return edge_id_of, created, len(matched - unchanged), len(matched & unchanged)
 
     def _store_edges(self, ids: list[int], state: dict[int, list[Any]], is_new: bool, now: datetime) -> None:
         """Insert (`is_new`) or update the edges `ids` as `state` holds them (see `_upsert_edges`)."""
@@ -779,6 +868,14 @@ class Writer:
                    [list(dict.fromkeys(n.observations or ())) for n in nodes])
         columns = {"node_id": ("BIGINT", [i for i, _ in wanted]), "text": ("VARCHAR", [t for _, t in wanted]),
                    "position": ("BIGINT", list(range(len(wanted))))}
+        # The observations that go, one row per entity: "Ada [Person]: text; text".
+        ids, id_params = sql.rows(3, id=("BIGINT", [n.id for n in nodes]))
+        rows, params = sql.rows(4, **columns)
+        self._record_deleted(
+            "observations deleted", f"SELECT n.namespace, {_node_label('n')} || ': ' || string_agg(o.text, '; ' "
+            "ORDER BY o.created_at) AS label, n.id AS position FROM observations o JOIN nodes n ON n.id = o.node_id "
+            f"WHERE o.node_id IN (SELECT id FROM {ids}) AND (o.node_id, o.text) NOT IN (SELECT node_id, text "
+            f"FROM {rows}) GROUP BY n.namespace, n.id, n.name, n.type", [*id_params, *params], now)
         ids, id_params = sql.rows(1, id=("BIGINT", [n.id for n in nodes]))
         rows, params = sql.rows(2, **columns)
         self.con.execute(
@@ -923,6 +1020,43 @@ def _naming(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
     """Chunks whose text (as `entity_key` makes it: NFKC, case folded, spaces collapsed, as the names' keys are)
     names one of `names` (name keys: `name_keys`) as a whole word: `_names`."""
     return [chunk_id for chunk_id, text in chunks if any(_names(text, name) for name in names)]
+
+
+def _naming_loosely(chunks: list[tuple[int, str, str]], names: list[str]) -> list[int]:
+    """`_naming` of chunks given as (id, text as `entity_key` makes it, text as `_loose_text` makes it), where a
+    name's loose form (`_loose_name`) found as a whole word in the loose text names it too: an edited text may
+    write "Sean O’Brien" for "Sean O'Brien", "Zoe Muller" for "Zoë Müller", "Jean Luc" for "Jean-Luc"."""
+    loose = [form for form in map(_loose_name, names) if form]
+    return [chunk_id for chunk_id, text, bare in chunks
+            if any(_names(text, name) for name in names) or any(_names(bare, form) for form in loose)]
+
+
+#: What a name may lose in its loose form and still be found by it: besides accents, the punctuation written in
+#: more than one way within a name (apostrophes, hyphens and dashes, periods).
+_SEPARATOR_MARKS = "'`\u2018\u2019.-\u2010\u2011\u2012\u2013\u2014\u2015"
+_LOOSE_SEPARATORS = re.compile(f"[\\s{re.escape(_SEPARATOR_MARKS)}]+")
+
+
+def _loose_name(key: str) -> str | None:
+    """The loose form (`loose_key`) of the name key `key` to find it by in a text's `_loose_text`, or None where
+    that form would find other words: where it drops more than accents and `_SEPARATOR_MARKS` between words (the
+    symbols of "C++", "C#", "AT&T", "orders_db", the leading period of ".NET" are the name: "c" or "net" is
+    another word), or holds no word of two characters (a lone letter, or "a i" of "A.I.", is found everywhere)."""
+    loose = loose_key(key)
+    words = loose.split()
+    if not any(len(word) > 1 for word in words):
+        return None
+    spaced = _LOOSE_SEPARATORS.sub(" ", unaccented(key))
+    return loose if not spaced.startswith(" ") and spaced.split() == words else None
+
+
+def _loose_text(text: str) -> str:
+    """`loose_key` of `text`, its parts kept apart (by line breaks) where other punctuation or a symbol stands
+    between them: `loose_key` drops all of it, and "Paris, Hilton" or "(Maya) Chen" does not name "Paris Hilton"
+    or "Maya Chen"."""
+    text = unicodedata.normalize("NFKC", INVISIBLE.sub("", text))  # as `entity_key` reads it
+    cut = "".join("\0" if unicodedata.category(c)[0] in "PS" and c not in _SEPARATOR_MARKS else c for c in text)
+    return "\n".join(loose_key(part) for part in cut.split("\0"))
 
 
 #: Letters of the scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, Han) and of

@@ -330,8 +330,9 @@ def test_deleted_and_merged_entities_leave_their_communities_here_as_in_a_fresh_
     kb.curation.delete_entities(["Alpha 4"], "default")
     kb.curation.merge_entities(["Alpha 5"], "Beta 1", "default")
     here = reports(kb)
-    # Beta 1 took Alpha 5's facts in the merge: an entity Beta's report names changed since it was built.
-    assert here == {"Alpha 1": (3, True, ALPHA[:3]), "Beta 1": (5, True, BETA)}
+    # Their extractive reports are written again for the members they have now: not stale (Beta 1 took Alpha 5's
+    # facts in the merge, an entity Beta's report names changed since the build).
+    assert here == {"Alpha 1": (3, False, ALPHA[:3]), "Beta 1": (5, False, BETA)}
     assert holding(kb, "Alpha 1").id in {c.id for c in kb.communities.to_write("default").communities}
     kb.communities.save_written("default", holding(kb, "Alpha 1").id, "The Alpha group", "Written after.")
     assert not holding(kb, "Alpha 1").stale  # written for the members it has now
@@ -341,7 +342,7 @@ def test_deleted_and_merged_entities_leave_their_communities_here_as_in_a_fresh_
     assert "Written after." not in text and "The Alpha group" not in text and WITHHELD in text  # it may name them
     kb.close()
     with knowledge_base(db_path, HashingEmbedder()) as fresh:
-        assert reports(fresh) == here == {"Alpha 3": (1, True, ["Alpha 3"]), "Beta 1": (5, True, BETA)}
+        assert reports(fresh) == here == {"Alpha 3": (1, True, ["Alpha 3"]), "Beta 1": (5, False, BETA)}
         fresh.communities.keeper.stop()
         fresh.curation.delete_entities(["Alpha 3", *BETA], "default")
         assert fresh.communities.global_search("Alpha Beta", "default").hint == NONE_LEFT

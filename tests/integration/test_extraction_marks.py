@@ -177,7 +177,7 @@ def test_a_file_of_schema_5_is_upgraded_and_reads_its_empty_passages_once_more(o
 
     before = chats(ollama)
     with knowledge_base(db_path, ollama) as kb:
-        assert kb.store.health()["schema_version"] == SCHEMA_VERSION == 6
+        assert kb.store.health()["schema_version"] == SCHEMA_VERSION >= 6
         # Ada's passage has an entity linked to it: skipped. The empty one cannot be told from one never
         # extracted: read once more, then marked.
         assert [e.skipped for e in kb.add_documents(docs, extract=True).extractions] == [True, False]

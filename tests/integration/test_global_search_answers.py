@@ -1,9 +1,9 @@
 """What global_search answers on a small personal memory of four topics (a real DuckDB file, the real default
 model): a topical question gets its topic's report first though no word of it is in any report, a broad one the
 largest; the text says how many reports were left out, cuts a report to the budget, says when the reports are
-stale and which entities they name changed; a rebuild rewrites what changed and never keeps a written report's
-text about deleted entities; a server's warm-up rebuilds a build made out of date while no server ran; and a
-misspelt namespace is said to be empty."""
+stale and which entities their written reports name changed (extractive ones are shown as the graph is now); a
+rebuild never keeps a written report's text about deleted entities; a server's warm-up rebuilds a build made out
+of date while no server ran; and a misspelt namespace is said to be empty."""
 
 from __future__ import annotations
 
@@ -127,22 +127,32 @@ def test_the_text_says_how_many_reports_were_left_out_and_cuts_a_report_to_the_b
 
 
 def test_the_text_says_which_entities_changed_since_the_reports_were_built_and_when_they_are_stale(memory):
+    payments = next(r for r in memory.communities.global_search("What happened at work?", "default").reports
+                    if r.size == 10)
+    memory.communities.save_written("default", payments.id, "Payments at work",
+                                    "The ledger-service records payments in the PostgreSQL 16 cluster.")
     memory.curation.update_entity("ledger-service", "default", description="Records payments in CockroachDB")
     memory.end_relations([EndRelationInput(source="ledger-service", target="PostgreSQL 16 cluster",
                                            type="RELATED_TO")])
+    memory.curation.update_entity("plot 14", "default", description="Our allotment plot, half shade since May")
     found = memory.communities.global_search("What happened at work?", "default")
-    payments = next(r for r in found.reports if r.size == 10)
-    assert payments.stale and not found.freshness.stale  # a few writes: no rebuild due, yet this report is behind
-    assert f"## {payments.title} [community {payments.id}, level 0, 10 entities] (stale)" in found.text
+    written = next(r for r in found.reports if r.size == 10)
+    assert written.stale and not found.freshness.stale  # a few writes: no rebuild due, yet this report is behind
+    assert written.summary == "The ledger-service records payments in the PostgreSQL 16 cluster."
+    assert f"## Payments at work [community {written.id}, level 0, 10 entities] (stale)" in found.text
     assert found.text.endswith("(Changed since the reports were built: PostgreSQL 16 cluster, ledger-service. "
                                "Reports marked stale may say what no longer holds; search gives their current "
                                "facts.)")
     assert [r.stale for r in found.reports].count(True) == 1
-    # A rebuild writes that report anew, though its community kept its members.
+    # An extractive report is shown as its members are now: not stale, its entities not named as changed.
+    garden = next(r for r in found.reports if "plot 14" in {e.name for e in r.key_entities})
+    assert "plot 14 (Place): Our allotment plot, half shade since May" in garden.summary and not garden.stale
+    # A rebuild keeps the written report, stale (an entity it names changed), and the extractive one current.
     memory.communities.build("default")
     rebuilt = memory.communities.global_search("What happened at work?", "default")
-    summary = next(r.summary for r in rebuilt.reports if "ledger-service" in {e.name for e in r.key_entities})
-    assert "CockroachDB" in summary and not any(r.stale for r in rebuilt.reports)
+    assert next(r for r in rebuilt.reports if r.size == 10).stale
+    assert "half shade since May" in next(r.summary for r in rebuilt.reports
+                                          if "plot 14" in {e.name for e in r.key_entities})
     assert "Changed since" not in rebuilt.text
     # A new topic larger than a fifth of the graph: the text says the reports are out of date.
     extra = {"house": [(f"house item {i}", "Thing", "Part of our house move") for i in range(14)]}

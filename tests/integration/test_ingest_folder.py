@@ -195,7 +195,8 @@ def test_prune_keeps_the_documents_of_files_that_exist_but_were_skipped(notes, t
 
     code, summary = ingest(db_path, "notes", "--prune")
     assert (code, summary) == (0, ("0 documents stored, 2 unchanged, 2 skipped, 0 passages; pruned 0 documents of "
-                                   "files gone, with 0 entities and 0 relations only they supported"))
+                                   "files gone, with 0 entities and 0 relations only they supported; kept 2 "
+                                   "documents of files that are there but were not read this time"))
     assert f"skipped {root}/linked: a symbolic link" in capsys.readouterr().err
     assert set(documents(db_path)) == before
 

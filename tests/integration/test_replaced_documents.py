@@ -93,6 +93,41 @@ def test_a_fixed_typo_keeps_the_graph_the_host_extracted_from_the_note(db_path, 
         con.close()
 
 
+def test_names_written_with_other_accents_or_punctuation_keep_their_provenance(db_path):
+    """The edited note writes the names with a typographic apostrophe, accents and a space for the hyphen: they
+    are still named (their loose forms, `loose_key`, are). A loose form that is another word is not: "C++" is not
+    named by the "C" that replaced it, nor "Paris Hilton" by "Paris, Hilton", nor "Ed" by "edited". Name matching
+    only: the instant hashing embedder stands in for the model."""
+    from tests.fakes import HashingEmbedder
+
+    kb = open_kb(db_path, HashingEmbedder())
+    text = ("Sean O'Brien met Zoe Muller and Jean-Luc in Lyon. Ed took the notes. The tool is written in C++. "
+            "Paris Hilton sent flowers.")
+    kb.add_documents([DocumentInput(id=SOURCE[0], text=text)])
+    kb.add_knowledge_graph(
+        [NodeInput(name=name, type=kind, source_ids=SOURCE) for name, kind in [
+            ("Sean O'Brien", "Person"), ("Zoe Muller", "Person"), ("Jean-Luc", "Person"), ("Ed", "Person"),
+            ("C++", "Language"), ("Paris Hilton", "Person")]],
+        [EdgeInput(source="Sean O'Brien", target="Zoe Muller", type="MET", source_ids=SOURCE)])
+
+    edited = kb.add_documents([DocumentInput(id=SOURCE[0], text=(
+        "Sean O\u2019Brien met Zo\u00eb M\u00fcller and Jean Luc in Lyon. Someone edited the notes. The tool is "
+        "rewritten in C. We flew to Paris, Hilton rooms were full."))])
+    assert (edited.entities_kept, edited.relations_kept) == (3, 1)
+    assert sorted(edited.to_review) == ["entity: Jean-Luc [Person]", "entity: Sean O'Brien [Person]",
+                                        "entity: Zoe Muller [Person]", "relation: Sean O'Brien met Zoe Muller"]
+    assert (edited.entities_removed, edited.relations_removed) == (3, 0)
+    assert graph(kb) == ({"Sean O'Brien", "Zoe Muller", "Jean-Luc"}, {"MET"})
+    [new_chunk] = edited.documents[0].chunk_ids
+    assert all(mentioning(kb, name) == {new_chunk} for name in ("Sean O'Brien", "Zoe Muller", "Jean-Luc"))
+    kb.close()
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:  # the relation's evidence moved to the new passage too
+        assert con.execute("SELECT chunk_id FROM edge_evidence").fetchall() == [(new_chunk,)]
+    finally:
+        con.close()
+
+
 def sections(*bodies: str) -> str:
     """A Markdown text of one section per body, headed by its first word: each body is a passage."""
     return "\n\n".join(f"## {body.split()[0]}\n\n{body}" for body in bodies)

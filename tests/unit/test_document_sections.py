@@ -80,8 +80,10 @@ def test_a_plugin_converter_reads_its_formats_before_the_built_in(tmp_path: Path
     assert converters.by_suffix[".pdf"].id == "rst-test"
     (tmp_path / "a.rst").write_text("=== Title\nBody text.\n", encoding="utf-8")
     (tmp_path / "b.unknown").write_text("not read", encoding="utf-8")
-    [found] = find_files([str(tmp_path)], converters=converters.by_suffix)
+    found, unknown = find_files([str(tmp_path)], converters=converters.by_suffix)
     [document] = found.read().documents
+    assert (unknown.path.name, unknown.unsupported) == ("b.unknown", ".unknown")  # listed as skipped, never read
+    assert unknown.refused.startswith("no converter reads .unknown files")
     assert (document.title, document.text) == ("from the plugin", "# Title\nBody text.\n")
 
 

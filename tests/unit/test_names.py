@@ -182,9 +182,9 @@ def test_name_candidates_match_the_definition_on_awkward_text(text: str) -> None
 
 
 def _loose_by_definition(name: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", name))
-    bare = "".join(char for char in decomposed if not unicodedata.combining(char)).casefold()
-    return " ".join(re.findall(r"[^\W_]+", bare))
+    from duckgraph.ports.names import unaccented
+
+    return " ".join(re.findall(r"[^\W_]+", unaccented(name)))
 
 
 @settings(max_examples=300, deadline=None)

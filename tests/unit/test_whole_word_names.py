@@ -1,12 +1,13 @@
 """Whether a passage names an entity (plugins/duckdb/writes.py `_names`): as a whole word, bounded by the text's
 ends or by characters that cannot continue a word; texts and names as `entity_key` makes them (it was a substring
-test: "ed" was named by "edited", "ai" by "said")."""
+test: "ed" was named by "edited", "ai" by "said"). And (`_naming_loosely`, what a replaced document's new
+passage keeps) a name written with other accents or punctuation, unless that looser form is another word."""
 
 from __future__ import annotations
 
 import pytest
 
-from duckgraph.plugins.duckdb.writes import _names
+from duckgraph.plugins.duckdb.writes import _loose_text, _names, _naming_loosely
 from duckgraph.ports import entity_key
 
 
@@ -35,3 +36,38 @@ from duckgraph.ports import entity_key
 ])
 def test_a_name_is_found_as_a_whole_word(text, name, named):
     assert _names(entity_key(text), entity_key(name)) is named
+
+
+def named_loosely(text: str, name: str) -> bool:
+    """Whether `_keep_named` finds `name` in `text` (its key as written, or its loose form in the text's)."""
+    return _naming_loosely([(1, entity_key(text), _loose_text(text))], [entity_key(name)]) == [1]
+
+
+@pytest.mark.parametrize(("text", "name", "named"), [
+    ("Sean O\u2019Brien called", "Sean O'Brien", True),  # a typographic apostrophe
+    ("Sean O'Brien called", "Sean O\u2019Brien", True),
+    ("Zoë Müller called", "Zoe Muller", True),
+    ("Zoe Muller called", "Zoë Müller", True),
+    ("Jean Luc called", "Jean-Luc", True),
+    ("Jean\u2013Luc called", "Jean Luc", True),  # an en dash
+    ("St John\u2019s Wood", "St. John's Wood", True),
+    ("Straße 5", "Strasse", True),
+    ("Acme edited the plan", "Ed", False),  # still whole words
+    ("Ëd edited it", "Ed", True),
+    ("Acme, Inc, and others", "Acme Inc.", False),  # a comma is not written within a name
+    ("We flew to Paris, Hilton rooms were full", "Paris Hilton", False),
+    ("(Maya) Chen spoke", "Maya Chen", False),
+    # A loose form that is another word, or a lone letter, would be found everywhere: the key as written only.
+    ("rewritten in C, mostly", "C++", False),
+    ("written in C++, mostly", "C++", True),
+    ("a net gain", ".NET", False),
+    ("AT T and others", "AT&T", False),
+    ("a I o", "A.I.", False),
+    ("plan x, not y", "X.", False),
+    ("plan e", "É", False),
+    ("the orders db", "orders_db", False),
+    ("wow", "!!!", False),
+    ("रामा आया", "राम", False),  # a Devanagari vowel sign continues the word, also loosely
+])
+def test_a_name_is_found_in_other_accents_and_punctuation_as_whole_words(text, name, named):
+    assert named_loosely(text, name) is named

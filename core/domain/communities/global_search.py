@@ -4,15 +4,15 @@ fused by rank) and return the best within a token budget, each with its key enti
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.communities.hierarchy import level_view, withheld
 from duckgraph.core.domain.communities.reports import title_of
-from duckgraph.core.domain.render import CHARS_PER_TOKEN, NOTE_TOKENS, estimate_tokens
+from duckgraph.core.domain.render import NOTE_TOKENS, cut_to_tokens, estimate_tokens
 from duckgraph.core.domain.search_options import TOOL_LIMITS
 from duckgraph.ports.communities import CommunityRecord
-from duckgraph.ports.text import shortened, stemmed, terms
+from duckgraph.ports.text import stemmed, terms
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.model import CommunityReport
@@ -35,21 +35,29 @@ WITHHELD_FACTS = ("Not shown: facts this report was written from were deleted si
                   "seconds).")
 
 
-def choose_level(communities: Sequence[CommunityRecord], token_budget: int, named: set[int]) -> int:
+def _as_stored(community: CommunityRecord) -> CommunityRecord:
+    return community
+
+
+def choose_level(communities: Sequence[CommunityRecord], token_budget: int, named: set[int],
+                 current: Callable[[CommunityRecord], CommunityRecord] = _as_stored) -> int:
     """The finest level at which the reports the query needs all fit the budget together: those that `named` a
     word of it when some do, else all of them (a broad question: "what are the main themes?"). The coarsest when
     none fits: it gathers them into the fewest reports. Words, not vectors, say how many reports a query needs:
-    the texts of one memory are all somewhat similar, so the count above a similarity floor means little."""
+    the texts of one memory are all somewhat similar, so the count above a similarity floor means little.
+    `current`: a report as it is shown (see CommunityService._as_now)."""
     levels = sorted({c.level for c in communities})
     fitting = [level for level in levels
-               if _fits([c for c in level_view(communities, level) if not named or c.id in named], token_budget)]
+               if _fits([c for c in level_view(communities, level) if not named or c.id in named], token_budget,
+                        current)]
     return fitting[-1] if fitting else levels[0]
 
 
-def _fits(view: Sequence[CommunityRecord], token_budget: int) -> bool:
+def _fits(view: Sequence[CommunityRecord], token_budget: int,
+          current: Callable[[CommunityRecord], CommunityRecord]) -> bool:
     used = 0
     for community in view:  # stops at the first report over the budget: a large view costs no more than a small
-        used += estimate_tokens(render(community))
+        used += estimate_tokens(render(current(community)))
         if used > token_budget:
             return False
     return True
@@ -116,12 +124,14 @@ def render(community: CommunityRecord, changed: Sequence[str] = ()) -> str:
 
 
 def within_budget(ranked: Sequence[tuple[CommunityRecord, float]], token_budget: int, *,
-                  changed: dict[int, list[str]] | None = None, closing: str = "", order: str = "most relevant"
+                  changed: dict[int, list[str]] | None = None, closing: str = "", order: str = "most relevant",
+                  current: Callable[[CommunityRecord], CommunityRecord] = _as_stored
                   ) -> tuple[list[tuple[CommunityRecord, float]], str, bool]:
     """The best reports whose renderings fit the budget together, their text, and whether any was left out or cut.
     `closing` (what the reader must know of the reports' freshness) ends the text and has its room first. When not
     all fit, a note says how many were shown and what budget shows them all; when not even the first fits, it is
-    cut to the budget (the budget is the caller's) and the note says so."""
+    cut to the budget (the budget is the caller's) and the note says so. `current`: a report as it is shown (see
+    CommunityService._as_now), asked only of those rendered: the reports returned are those."""
     changed = changed or {}
     closing_cost = _cost(closing) if closing else 0
     texts: list[str] = []
@@ -132,12 +142,13 @@ def within_budget(ranked: Sequence[tuple[CommunityRecord, float]], token_budget:
     for community, _ in ranked:
         if texts and total > enough:
             break
-        texts.append(render(community, changed.get(community.id, ())))
+        texts.append(render(current(community), changed.get(community.id, ())))
         total += _cost(texts[-1])
     costs = [_cost(text) for text in texts]
     room = token_budget - closing_cost
+    ranked = [(current(community), score) for community, score in ranked[:len(texts)]] + list(ranked[len(texts):])
     if len(texts) == len(ranked) and sum(costs) <= room:
-        return list(ranked), _joined(texts, closing), False
+        return ranked, _joined(texts, closing), False
     room -= NOTE_TOKENS
     count, used = 0, 0
     while count < len(texts) and used + costs[count] <= room:
@@ -149,7 +160,7 @@ def within_budget(ranked: Sequence[tuple[CommunityRecord, float]], token_budget:
         note = (f"({count} of {len(ranked)} reports shown, {order} first, within token_budget={token_budget}; "
                 f"{more})")
         return list(ranked[:count]), _joined(texts[:count], note, closing), True
-    cut = shortened(texts[0], max(room, 1) * CHARS_PER_TOKEN)
+    cut = cut_to_tokens(texts[0], max(room, 1))
     left = f", {len(ranked) - 1} more reports not shown" if len(ranked) > 1 else ""
     note = f"(report {ranked[0][0].id} cut short to fit token_budget={token_budget}{left}; {more})"
     return list(ranked[:1]), _joined([cut], note, closing), True

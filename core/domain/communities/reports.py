@@ -10,10 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain.communities.terms import distinctive_terms
 from duckgraph.core.domain.texts import fact_sentence
+from duckgraph.ports import tokens
 from duckgraph.ports.communities import CommunityRecord
 
 if TYPE_CHECKING:
-    from duckgraph.ports import GraphStore
+    from datetime import datetime
+
+    from duckgraph.ports import EdgeRecord, GraphStore, NodeRecord
 
 #: What an extractive report names at most.
 KEY_ENTITIES = 8
@@ -122,6 +125,83 @@ def write_extractive(store: GraphStore, communities: Sequence[CommunityRecord], 
             community.summary = _summary(len(community.members), types, community.details)
             community.stale = False
     return {ref: [n for n in central if n in nodes] for ref, (central, _) in parts.items()}
+
+
+def as_now(store: GraphStore, community: CommunityRecord, moment: datetime) -> CommunityRecord:
+    """A copy of the extractive `community` with its report written again from the graph as it is at `moment`
+    (naive UTC): the central entities and key facts its build chose (by id) with their names, types and
+    descriptions now, and only the facts that still hold, as they read now. So between builds an extractive
+    report never says what its members no longer say (a description changed, a fact ended or deleted). Reads the
+    store's graph in memory: those entities and facts only (a few dozen ids), and every member only when some
+    left (deleted or merged away) or a central one was renamed, to count its types and recurring words again;
+    else those stay the build's, as do which entities are central and which facts key (the next build's to
+    choose). The copy is written for the members its community has now: not stale, nor withheld (it names
+    nothing deleted)."""
+    import dataclasses
+
+    details = {key: value for key, value in community.details.items() if key != FACTS_DELETED}
+    named = details.get("entities", [])
+    cited = details.get(FACT_IDS, [])
+    edges = [e for e in store.get_edges(cited) if _holds(e, moment)] if cited else []
+    order = {edge: position for position, edge in enumerate(cited)}
+    edges.sort(key=lambda e: order[e.id])
+    wanted = {e["id"] for e in named if "id" in e} | {end for e in edges for end in (e.source_id, e.target_id)}
+    nodes = {n.id: n for n in store.get_nodes(wanted)} if wanted else {}
+    members = set(community.members)
+    top = [nodes[e["id"]] for e in named if e.get("id") in nodes and e["id"] in members]
+    left = len(community.members) < community.written_for
+    renamed = any(nodes[e["id"]].name != e["name"] for e in named if e.get("id") in nodes)
+    if left or renamed or len(top) < sum("id" in e for e in named) or any("id" not in e for e in named):
+        everyone = store.get_nodes(community.members)
+        by_name = {n.name: n for n in everyone}  # a report built before ids were kept names its entities by name
+        top = [node for e in named if (node := nodes.get(e["id"]) if "id" in e else by_name.get(e["name"]))
+               is not None and node.id in members] or _most_linked(store, community.namespace, everyone)
+        types = Counter(n.type for n in everyone)
+        details["types"] = [{"type": t, "count": count} for t, count in types.most_common(5)]
+        details["terms"] = _still_recurring(details.get("terms", []), everyone)
+    else:
+        types = Counter({t["type"]: t["count"] for t in details.get("types", [])})
+    details["entities"] = [{"name": n.name, "type": n.type, "description": n.description[:DESCRIPTION_CHARS],
+                            "id": n.id} for n in top]
+    # A build before fact ids were kept: which of its facts still hold cannot be told, so none is shown.
+    details["facts"] = [fact_sentence(_name(nodes, e.source_id), e.type, _name(nodes, e.target_id), e.description)
+                        for e in edges]
+    details[FACT_IDS] = [e.id for e in edges]
+    return dataclasses.replace(
+        community, title=title_of([n.name for n in top]), summary=_summary(len(community.members), types, details),
+        details=details, stale=False, written_for=len(community.members))
+
+
+def _most_linked(store: GraphStore, namespace: str, members: Sequence[NodeRecord]) -> list[NodeRecord]:
+    """The `KEY_ENTITIES` members of largest weighted degree among them now, then lowest id, as a build chooses
+    them: for a report none of whose central entities is left (deleted or merged away), rather than none."""
+    degree: Counter[int] = Counter()
+    for edge in store.edges_among([n.id for n in members], namespace):
+        degree[edge.source_id] += edge.weight
+        degree[edge.target_id] += edge.weight
+    return sorted(members, key=lambda n: (-degree[n.id], n.id))[:KEY_ENTITIES]
+
+
+def _still_recurring(terms: Sequence[str], members: Sequence[NodeRecord]) -> list[str]:
+    """Those of `terms` still in the names of two members at least, as `distinctive_terms` chose them: a word of a
+    name deleted or changed since goes (weighing them again would need every community of the level)."""
+    counts: Counter[str] = Counter()
+    wanted = set(terms)
+    for node in members:
+        if all(counts[term] >= 2 for term in wanted):
+            break  # each recurs already: the other names cannot take that back
+        counts.update(wanted.intersection(tokens(node.name)))
+    return [term for term in terms if counts[term] >= 2]
+
+
+def _holds(edge: EdgeRecord, moment: datetime) -> bool:
+    """Whether the edge holds at `moment`, by the rule a build reads the relations with (sql.holds_at)."""
+    return ((edge.valid_from is None or edge.valid_from <= moment)
+            and (edge.valid_until is None or edge.valid_until > moment))
+
+
+def _name(nodes: dict[int, NodeRecord], node: int) -> str:
+    return nodes[node].name if node in nodes else "?"
 
 
 def _facts(store: GraphStore, parts: dict[int, tuple[list[int], list[int]]], names: dict[int, str]

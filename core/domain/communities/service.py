@@ -4,16 +4,17 @@ configured model or by the host, and what `search` says about its anchors' commu
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain.communities import global_search as ranking
 from duckgraph.core.domain.communities.build import BuildOutcome, build
 from duckgraph.core.domain.communities.freshness import Freshness, Keeper, drop_deleted_facts, touches
 from duckgraph.core.domain.communities.hierarchy import level_view, reuse_reports
-from duckgraph.core.domain.communities.reports import FACTS_DELETED, material, report_text
+from duckgraph.core.domain.communities.reports import FACTS_DELETED, as_now, material, report_text
 from duckgraph.core.domain.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.core.domain.moments import iso_utc
+from duckgraph.core.domain.moments import now as now_utc
 from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE
 from duckgraph.ports import ExtractionError, InvalidInputError, NotFoundError, StoreError
 from duckgraph.ports.communities import CommunityBuild, CommunityDetector, CommunityRecord
@@ -53,6 +54,9 @@ class CommunityService:
         self.keeper = Keeper(kb.store, self._rebuild_quietly, shrunk=self._shrunk)
         #: namespace -> (key, its communities, the keeper's count of writes when their facts were last checked)
         self._catalog: dict[str, tuple[Any, list[CommunityRecord], int]] = {}
+        #: namespace -> (key, the entities changed since the build, its communities (by id) as global_search shows
+        #: them: see `_as_now`)
+        self._current: dict[str, tuple[Any, dict[int, str] | None, dict[int, CommunityRecord]]] = {}
         self._version = 0  # bumped by every change of communities or reports made here
         self._build_lock = threading.Lock()
 
@@ -83,6 +87,7 @@ class CommunityService:
     def _changed(self) -> None:
         self._version += 1
         self._catalog.clear()
+        self._current.clear()
 
     def _communities(self, namespace: str) -> list[CommunityRecord]:
         """The namespace's communities with their members, cached until this service changes them or a build of
@@ -139,23 +144,47 @@ class CommunityService:
                    else NO_RELATIONS if not build_mark.nodes else NONE_LEFT)
             return GlobalSearchResult(query=query, level=None, levels=0, reports=[], text=why, truncated=False,
                                       hint=why, freshness=self.freshness(namespace, build_mark))
+        current = self._as_now(namespace, build_mark)
         levels = sorted({c.level for c in found})
         if level is not None and level not in levels:
             raise InvalidInputError(f"level {level} does not exist: this namespace has levels 0 to {levels[-1]}")
         vector = self.kb.embedder.embed_query(query)
         similarity, keyword = self.kb.store.search_reports(namespace, vector, query, [c.id for c in found])
         keyword = self._naming_members(query, namespace, found, keyword)
-        level = ranking.choose_level(found, token_budget, set(keyword)) if level is None else level
+        level = ranking.choose_level(found, token_budget, set(keyword), current) if level is None else level
         specific = ranking.is_specific(query, keyword)
         ranked = ranking.rank(level_view(found, level), similarity, keyword, specific)
         freshness = self.freshness(namespace, build_mark)
-        changed = self._changed_entities(build_mark, [c for c, _ in ranked])
+        # An extractive report is shown as the graph is now (`_as_now`): only written ones may be behind it.
+        changed = self._changed_entities(build_mark, [c for c, _ in ranked if c.author != "extractive"])
         kept, text, truncated = ranking.within_budget(
             ranked, token_budget, changed=changed, closing=_freshness_note(freshness, changed, ranked),
-            order="most relevant" if specific else "largest")
+            order="most relevant" if specific else "largest", current=current)
         return GlobalSearchResult(
             query=query, level=level, levels=len(levels), text=text, truncated=truncated,
             reports=[ranking.as_report(c, score, changed.get(c.id, ())) for c, score in kept], freshness=freshness)
+
+    def _as_now(self, namespace: str, build_mark: CommunityBuild) -> Callable[[CommunityRecord], CommunityRecord]:
+        """What global_search shows of a community: a written report as stored; an extractive one whose members
+        changed since the build (a description, a fact ended or deleted, a member deleted; every one when too
+        much changed to tell which) written again as the graph is now (`reports.as_now`): it costs no model call,
+        so it never says what no longer holds. Only for the reports a search renders (a few dozen, whatever the
+        graph's size), each once until the next write, build or report."""
+        key = (build_mark.built_at, self._version, self.keeper.removals, self.keeper.writes)
+        held = self._current.get(namespace)
+        if held is None or held[0] != key:
+            held = self._current[namespace] = (key, self.keeper.touched(namespace, build_mark), {})
+        _, touched, shown = held
+
+        def current(community: CommunityRecord) -> CommunityRecord:
+            found = shown.get(community.id)
+            if found is None:
+                due = community.author == "extractive" and (
+                    touched is None or ranking.withheld(community) or not touched.keys().isdisjoint(community.members))
+                found = shown[community.id] = as_now(self.kb.store, community, now_utc()) if due else community
+            return found
+
+        return current
 
     def _naming_members(self, query: str, namespace: str, found: Sequence[CommunityRecord],
                         keyword: dict[int, float]) -> dict[int, float]:
@@ -248,7 +277,10 @@ class CommunityService:
         extractor = self.kb.extractor
         if extractor is None:
             raise InvalidInputError("no extractor model is configured ([extractor] in the config, e.g. use = "
-                                    "\"ollama\"): write the reports yourself with communities_to_summarize")
+                                    "\"ollama\"): configure one, or have an MCP host write the reports with "
+                                    "communities_to_summarize and save_community_report, tools a server lists only "
+                                    "with DUCKGRAPH_TOOLS=all (tools = \"all\" in the config file; "
+                                    "docs/communities.md)")
         return self.write_reports(namespace, extractor, author="model", limit=limit, progress=progress)
 
     def write_reports(self, namespace: str, writer: Extractor, *, author: str, limit: int = 20,

@@ -7,7 +7,9 @@ import functools
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Annotated, Any, TypeVar
 
 import anyio
@@ -17,11 +19,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AfterValidator, BaseModel, Field
 
-from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.knowledge_base import Cancellation, KnowledgeBase
 from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.core.domain.search_options import TOOL_LIMITS
 from duckgraph.core.web.add_urls import UrlFetching
 from duckgraph.ports import DuckgraphError
+from duckgraph.ports.errors import CallCancelled
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -37,9 +40,27 @@ def fetcher_of(ctx: Context) -> UrlFetching:
     return ctx.mcp_server.url_fetching
 
 
+#: The client's call that the tool runs for, as the log names it ("call 7 (add_documents)"), and whether its tool
+#: only reads: set for each tool call by the server (core/mcp/server.py, `naming_call`).
+_CALL: ContextVar[tuple[str, bool] | None] = ContextVar("duckgraph_mcp_call", default=None)
+
+
+@contextmanager
+def naming_call(label: str, read_only: bool) -> Iterator[None]:
+    """Name the tool call that runs in the block, for what the log says of it once cancelled."""
+    token = _CALL.set((label, read_only))
+    try:
+        yield
+    finally:
+        _CALL.reset(token)
+
+
 async def call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a knowledge-base call on a worker thread; domain errors become tool errors."""
-    run = _Run(getattr(function, "__name__", str(function)), functools.partial(function, *args, **kwargs))
+    """Run a knowledge-base call on a worker thread; domain errors become tool errors. Cancelled (the client's
+    notifications/cancelled, or the client gone), it gets no answer, and none of its commits starts from then on."""
+    name = getattr(function, "__name__", str(function))
+    label, read_only = _CALL.get() or (name, False)
+    run = _Run(label, read_only, functools.partial(function, *args, **kwargs))
     try:
         # abandon_on_cancel: a client that goes away cancels its calls, and the server must not wait for one
         # (it may be loading the model) before it closes the file (core/mcp/server.py's lifespan).
@@ -50,46 +71,58 @@ async def call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     except DuckgraphError as exc:
         raise ToolError(str(exc)) from exc
     except Exception as exc:
-        log.exception("unexpected failure in %s", getattr(function, "__name__", function))
+        log.exception("unexpected failure in %s", name)
         raise ToolError(f"internal error ({type(exc).__name__}): {exc}. The server log has the details.") from exc
 
 
 class _Run:
-    """A call on a worker thread that says, once cancelled (notifications/cancelled, or the client gone), how it
-    ended: a thread cannot be stopped midway, so a cancelled write still runs to its end and is stored, which the
-    client, who gets no answer, would otherwise never learn (docs/clients.md)."""
+    """A call on a worker thread, and what its cancellation did, which the client (who gets no answer) would
+    otherwise never learn (docs/clients.md). A thread cannot be stopped midway: the call runs on, under a
+    `Cancellation` that refuses its commits once it is cancelled, so a write cancelled before it committed stores
+    nothing, and one that had committed stays stored. The log says which it was."""
 
-    def __init__(self, name: str, work: Callable[[], T]) -> None:
-        self.name, self._work = name, work
+    def __init__(self, label: str, read_only: bool, work: Callable[[], T]) -> None:
+        self.label, self.read_only, self._work = label, read_only, work
+        self.cancellation = Cancellation()
         self._lock = threading.Lock()
         self._abandoned = False
-        self._ended: str | None = None  # how it ended, once it has
+        self._ended = False
 
     def __call__(self) -> Any:
         try:
-            result = self._work()
-        except BaseException as exc:
-            self._end(f"failed after its cancellation ({type(exc).__name__}: {exc})")
+            with self.cancellation.applied():
+                result = self._work()
+        except CallCancelled:
+            self._end(logging.INFO, "stopped before its next commit: nothing more was stored"
+                      if self.cancellation.committed else "stopped before it committed: nothing was stored")
             raise
-        self._end("finished after its cancellation: any change it made is stored")
+        except BaseException as exc:
+            self._end(logging.WARNING, f"failed after its cancellation ({type(exc).__name__}: {exc})")
+            raise
+        self._end(logging.INFO, "finished after its cancellation: " + (
+            "what it committed is stored" if self.cancellation.committed else "it stored nothing"))
         return result
 
     def abandon(self) -> None:
+        committed, committing = self.cancellation.cancel()
         with self._lock:
             self._abandoned, ended = True, self._ended
-        if ended is None:
-            log.warning("%s was cancelled while it runs: it cannot be stopped midway and runs to its end", self.name)
+        if self.read_only:
+            log.info("%s was cancelled: it only reads, and changes nothing", self.label)
+        elif committing:  # only its end tells whether that commit is stored
+            log.warning("%s was cancelled while it commits: what it commits is stored, unless it fails (the log "
+                        "says so); it commits nothing after that", self.label)
+        elif committed:
+            log.warning("%s was cancelled after it committed: it is stored%s", self.label,
+                        "" if ended else "; it commits nothing more")
         else:
-            self._say(ended)
+            log.warning("%s was cancelled before it committed: nothing was stored", self.label)
 
-    def _end(self, how: str) -> None:
+    def _end(self, level: int, how: str) -> None:
         with self._lock:
-            self._ended, abandoned = how, self._abandoned
-        if abandoned:
-            self._say(how)
-
-    def _say(self, how: str) -> None:
-        log.warning("the cancelled call %s %s", self.name, how)
+            self._ended, abandoned = True, self._abandoned
+        if abandoned and not self.read_only:
+            log.log(level, "the cancelled %s %s", self.label, how)
 
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)

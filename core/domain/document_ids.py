@@ -1,0 +1,59 @@
+"""Document ids as the host cites them. A file's name from macOS comes decomposed (NFD: "e" then a combining
+accent), and the document is stored under it as it came; a model retyping the id writes it composed (NFC). The
+two look the same but are different strings, so a citation is matched to the stored id it equals once both are
+normalised, and refused when two stored ids differ from it only that way. Stored ids are never changed."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from duckgraph.ports import GraphStore, InvalidInputError
+
+if TYPE_CHECKING:
+    from duckgraph.core.domain.model import EdgeInput, NodeInput
+
+
+def as_stored(store: GraphStore, ids: Iterable[str], namespace: str, field: str = "source_ids") -> dict[str, str]:
+    """The stored id that each id of `ids` not stored as written names: its composed (NFC) or decomposed (NFD)
+    form, where that one is stored. Ids stored as written, and those naming nothing stored in any form, are left
+    out (the write refuses the latter, as it always did). An id whose two forms are both stored, though it is
+    neither, is an InvalidInputError naming both (`field`: the argument it came in, for the message)."""
+    wanted = set(ids)
+    if all(i.isascii() for i in wanted):  # an ASCII id has one form only: nothing to look up
+        return {}
+    # Titles, not documents: which ids are stored, without reading texts (the DuckDB store answers from memory).
+    stored = store.document_titles(wanted, namespace).keys()
+    forms = {i: {unicodedata.normalize(form, i) for form in ("NFC", "NFD")} - {i}
+             for i in wanted - stored if not i.isascii()}
+    if not any(forms.values()):
+        return {}
+    found = store.document_titles(set().union(*forms.values()), namespace).keys()
+    matched: dict[str, str] = {}
+    for given, variants in sorted(forms.items()):
+        hits = sorted(variants & found)
+        if len(hits) > 1:
+            raise InvalidInputError(
+                f"{field}: {given!r} is not stored as written, and {len(hits)} stored document ids differ from it only "
+                f"in Unicode normalisation (accents composed or decomposed): {', '.join(ascii(h) for h in hits)}; "
+                f"cite one of them exactly as search shows it (you wrote {ascii(given)})")
+        if hits:
+            matched[given] = hits[0]
+    return matched
+
+
+def cited_as_stored(store: GraphStore, nodes: Sequence[NodeInput], edges: Sequence[EdgeInput], namespace: str
+                    ) -> tuple[list[NodeInput], list[EdgeInput]]:
+    """`nodes` and `edges` with each of their `source_ids` written as the document is stored (see `as_stored`):
+    provenance names the stored document, under the id it was stored with."""
+    matched = as_stored(store, (i for item in [*nodes, *edges] for i in item.source_ids), namespace)
+    if not matched:
+        return list(nodes), list(edges)
+
+    def cited(item: Any) -> Any:
+        if not any(i in matched for i in item.source_ids):
+            return item
+        return item.model_copy(update={"source_ids": [matched.get(i, i) for i in item.source_ids]})
+
+    return [cited(n) for n in nodes], [cited(e) for e in edges]

@@ -1,0 +1,77 @@
+"""A file whose stored loose forms of names (table node_names) follow the rule before schema 7, which dropped
+every combining mark (the kana voicing marks too) and left ł, ø, æ... as they are: opening it upgrades it and
+recomputes them, so that lookups and resolution follow the new rule on it as on a new file. Real DuckDB files."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+
+import duckdb
+
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.model import NodeInput
+from duckgraph.plugins.duckdb import DuckDBStore
+from duckgraph.plugins.duckdb.schema import SCHEMA_VERSION
+from tests.fakes import HashingEmbedder
+
+
+def old_loose_key(name: str) -> str:
+    """The loose form as schema 6's duckgraph wrote it."""
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", name))
+    bare = "".join(char for char in decomposed if not unicodedata.combining(char)).casefold()
+    return " ".join(re.findall(r"[^\W_]+", bare))
+
+
+def as_schema_6_with_old_loose_forms(path: Path) -> None:
+    """The file as schema 6 wrote it: no record of deletions, loose forms by the old rule."""
+    con = duckdb.connect(str(path))
+    try:
+        con.execute("DROP TABLE deletions")
+        names = con.execute("SELECT DISTINCT n.namespace, n.node_id, d.key FROM node_names n "
+                            "JOIN nodes d ON d.id = n.node_id").fetchall()
+        con.execute("DELETE FROM node_names")
+        for namespace, node_id, key in names:
+            for form in dict.fromkeys([key, old_loose_key(key)]):
+                con.execute("INSERT INTO node_names VALUES (?, ?, ?)", [namespace, form, node_id])
+        con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+        con.execute("UPDATE meta SET value = '2' WHERE key = 'name_keys'")
+    finally:
+        con.close()
+
+
+def stored_forms(path: Path) -> dict[str, set[str]]:
+    """Each node's name -> the keys node_names holds for it."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        rows = con.execute("SELECT d.name, n.key FROM node_names n JOIN nodes d ON d.id = n.node_id").fetchall()
+    finally:
+        con.close()
+    forms: dict[str, set[str]] = {}
+    for name, key in rows:
+        forms.setdefault(name, set()).add(key)
+    return forms
+
+
+def test_opening_a_file_of_schema_6_recomputes_the_loose_forms_of_its_names(db_path: Path) -> None:
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        kb.add_knowledge_graph([NodeInput(name="バス", type="Product"), NodeInput(name="Łukasz Nowak", type="Person")],
+                               [])
+    as_schema_6_with_old_loose_forms(db_path)
+    assert stored_forms(db_path) == {"バス": {"バス", "ハス"}, "Łukasz Nowak": {"łukasz nowak"}}  # the old rule's
+    assert SCHEMA_VERSION == 7
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        # The stored forms are the new rule's: "Lukasz Nowak" is the stored person; "ハス" (a lotus) is no bus.
+        result = kb.add_knowledge_graph([NodeInput(name="Lukasz Nowak", type="Person"),
+                                         NodeInput(name="ハス", type="Product")], [])
+        assert [(r.name, r.into) for r in result.resolved] == [("Lukasz Nowak", "Łukasz Nowak")]
+        assert result.nodes_created == 1
+    assert stored_forms(db_path) == {"バス": {"バス"}, "Łukasz Nowak": {"łukasz nowak", "lukasz nowak"},
+                                     "ハス": {"ハス"}}
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    finally:
+        con.close()
+    assert meta["schema_version"] == "7" and meta["name_keys"] == "3"
