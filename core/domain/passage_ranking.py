@@ -78,15 +78,39 @@ def rank_passages(
     restart = (1 - options.walk_damping) * options.passage_seed_weight / top_direct
     scores[others] += restart * np.maximum(similarity, 0.0)
     shown = in_window(store, chunk_ids, namespace, options)
-    chunk_ids, scores = _with_replies(store, chunk_ids[shown], scores[shown], namespace, options)
+    chunk_ids, (scores, lead) = chunk_ids[shown], _led_by_best_match(chunk_ids[shown], scores[shown], direct)
+    chunk_ids, scores = _with_replies(store, chunk_ids, scores, namespace, options)
     # 4 candidates per passage wanted leave room for passages of the same document; ties: lower ids first.
     best = np.argsort(-scores, kind="stable")[: 4 * (options.max_passages + options.more_passages_wanted)]
     ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())), namespace, options)
-    scale = _absolute_scale(ranked, top_similarity)
     shown = ranked[: options.max_passages] + [
         (chunk, score) for chunk, score in ranked[options.max_passages:]
         if score >= options.more_passages_share * ranked[0][1]]
-    return [(chunk, score * scale) for chunk, score in shown]
+    lifted = bool(shown) and shown[0][0].id == lead
+    return list(zip([chunk for chunk, _ in shown], _absolute_scores(store, shown, top_similarity, lifted, query)))
+
+
+def _led_by_best_match(
+    chunk_ids: np.ndarray, scores: np.ndarray, direct: dict[int, float]
+) -> tuple[np.ndarray, int | None]:
+    """The walk's scores with the passage that matches the query best by itself (`direct`: its similarity, and
+    its words where it mentions no entity) scored just above the walk's best, so it is shown, first. The walk
+    ranks passages by how much of it reaches them, which favours those about many of the query's entities and
+    their neighbours; the passage that states the asked detail in the query's own words ("max_client_conn" of
+    pgbouncer) may mention the named entity only, or none, and would come after all of them. Also returns the
+    lifted passage's id (None when the walk ranked it first already)."""
+    import numpy as np  # see _walk
+
+    present = [(score, chunk_id) for chunk_id in chunk_ids.tolist() if (score := direct.get(chunk_id)) is not None]
+    if not present:
+        return scores, None
+    lead_id = max(present, key=lambda pair: (pair[0], -pair[1]))[1]
+    lead, top = int(np.searchsorted(chunk_ids, lead_id)), float(scores.max())
+    if scores[lead] >= top:
+        return scores, None
+    scores = scores.copy()  # the caller's stay as they were
+    scores[lead] = np.nextafter(top, np.inf)
+    return scores, lead_id
 
 
 def _with_replies(
@@ -183,12 +207,24 @@ def _with_feedback(
     return {**fused, **{i: c + lift * words[i] for i, c in zip(ids.tolist(), cosine.tolist())}}
 
 
-def _absolute_scale(ranked: list[tuple[ChunkRecord, float]], top_similarity: float) -> float:
-    """What turns walk scores into scores comparable across queries: the best passage scores the best
-    similarity of any passage to the query (a cosine), the others in proportion, so the ranking stays the
-    walk's while an off-topic query, whose nearest passage is far, gets low scores."""
-    top = ranked[0][1] if ranked else 0.0
-    return max(top_similarity, 0.0) / top if top > 0 else 0.0
+def _absolute_scores(
+    store: GraphStore, ranked: list[tuple[ChunkRecord, float]], top_similarity: float, lifted: bool,
+    query: np.ndarray,
+) -> list[float]:
+    """Walk scores made comparable across queries: the best passage scores the best similarity of any passage to
+    the query (a cosine), the others in proportion, so the ranking stays the walk's while an off-topic query, whose
+    nearest passage is far, gets low scores. When the first passage is there only as the best match
+    (`_led_by_best_match`, `lifted`), the walk's own best comes next scoring its own similarity, the rest in
+    proportion: it is not scored as the best match's equal."""
+    if not ranked:
+        return []
+    scores = [score for _, score in ranked]
+    if lifted and len(ranked) > 1 and scores[1] > 0:
+        own = store.similarity_array("chunk", [ranked[1][0].id], query)
+        follow = max(min(float(own[0]) if own[0] == own[0] else 0.0, top_similarity), 0.0) / scores[1]
+        return [max(top_similarity, 0.0)] + [score * follow for score in scores[1:]]
+    scale = max(top_similarity, 0.0) / scores[0] if scores[0] > 0 else 0.0
+    return [score * scale for score in scores]
 
 
 def _one_per_document(
