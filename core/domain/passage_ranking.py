@@ -101,11 +101,17 @@ def _led_by_best_match(
     lifted passage's id (None when the walk ranked it first already)."""
     import numpy as np  # see _walk
 
-    present = [(score, chunk_id) for chunk_id in chunk_ids.tolist() if (score := direct.get(chunk_id)) is not None]
-    if not present:
+    if not len(chunk_ids) or not direct:
         return scores, None
-    lead_id = max(present, key=lambda pair: (pair[0], -pair[1]))[1]
-    lead, top = int(np.searchsorted(chunk_ids, lead_id)), float(scores.max())
+    # The direct candidates (a few dozen) looked up among the walk's passages (sorted ids, often thousands).
+    ids = np.fromiter(direct, np.int64, len(direct))
+    at = np.minimum(np.searchsorted(chunk_ids, ids), len(chunk_ids) - 1)
+    hit = chunk_ids[at] == ids
+    found = [(direct[i], -i, p) for i, p in zip(ids[hit].tolist(), at[hit].tolist())]
+    if not found:
+        return scores, None
+    _, negated_id, lead = max(found)  # ties: the lower id
+    lead_id, top = -negated_id, float(scores.max())
     if scores[lead] >= top:
         return scores, None
     scores = scores.copy()  # the caller's stay as they were
@@ -220,8 +226,8 @@ def _absolute_scores(
         return []
     scores = [score for _, score in ranked]
     if lifted and len(ranked) > 1 and scores[1] > 0:
-        own = store.similarity_array("chunk", [ranked[1][0].id], query)
-        follow = max(min(float(own[0]) if own[0] == own[0] else 0.0, top_similarity), 0.0) / scores[1]
+        own = float(store.similarity_array("chunk", [ranked[1][0].id], query)[0])
+        follow = max(min(0.0 if math.isnan(own) else own, top_similarity), 0.0) / scores[1]
         return [max(top_similarity, 0.0)] + [score * follow for score in scores[1:]]
     scale = max(top_similarity, 0.0) / scores[0] if scores[0] > 0 else 0.0
     return [score * scale for score in scores]
