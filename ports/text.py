@@ -8,11 +8,30 @@ import functools
 import re
 from typing import Any
 
-from duckgraph.ports.names import unaccented
+from duckgraph.ports.names import MARKS, unaccented
 
-#: A run of letters and digits, possibly joined to more by '-', '.', '_' or '/': "INC-142", "orders-db", "v2.3".
-WORD_RUN = re.compile(r"[^\W_]+(?:[-._/][^\W_]+)*")
+#: The letters of the scripts written without spaces between words, or with particles attached to them: Han
+#: ideographs (with the iteration marks 々 and 〻, and 〆 〇), kana (hiragana, katakana with the long vowel mark ー,
+#: not the middle dot ・, their phonetic extensions and supplements, half-width katakana) and Hangul (jamo and
+#: syllables). A run of them is no word but a stretch of text: `tokens` splits it into bigrams (`_cjk_terms`).
+_CJK = (
+    "\u1100-\u11ff\u3005-\u3007\u3021-\u3029\u3031-\u3035\u3038-\u303c\u3041-\u3096\u3099\u309a\u309d-\u309f"
+    "\u30a1-\u30fa\u30fc-\u30ff\u3131-\u318e\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97c\uac00-\ud7a3"
+    "\ud7b0-\ud7c6\ud7cb-\ud7fb\uf900-\ufaff\uff66-\uff9f\uffa0-\uffbe\uffc2-\uffc7\uffca-\uffcf\uffd2-\uffd7"
+    "\uffda-\uffdc\U0001aff0-\U0001b2ff\U00020000-\U0003ffff"
+)
+#: A combining mark (`ports.names.MARKS`: vowel signs, viramas...) after a letter continues its word: "हिन्दी" is
+#: one word, not "ह", "न", "द". The lookahead first: marks start at U+0300, and checking the big class after every
+#: ASCII word would make the bulk split of ASCII texts (plugins/duckdb/keyword_texts.py) twice as slow.
+_MARKED = rf"(?:(?=[^\x00-\u02ff])[{MARKS}]+[^\W_]*)*"
+#: A run of letters and digits (with their marks), possibly joined to more by '-', '.', '_' or '/': "INC-142",
+#: "orders-db", "v2.3". It may hold CJK letters ("iPhone手机"): `tokens` splits them off (`_split_runs`).
+WORD_RUN = re.compile(rf"[^\W_]+{_MARKED}(?:[-._/][^\W_]+{_MARKED})*")
 _JOINER = re.compile(r"[-._/]")
+#: Variation selectors pick a glyph of the letter before them (the Han ideograph variants of IVS, emoji or text
+#: style): a reader sees the same letter, so words do not keep them.
+_VARIATION = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+
 
 #: English function words, left out of the index and of queries (they match everything and mean little).
 STOP_WORDS = frozenset("""
@@ -26,25 +45,59 @@ yourselves s t d ll m o re ve y
 """.split())
 
 
+@functools.cache
+def _split_runs() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """What `tokens` finds in a text that is not ASCII (a CJK run, group 1, or a word run of the other scripts), and
+    a CJK letter with its marks. Compiled on first use: the big CJK classes take ~25 ms to compile, and most texts
+    are ASCII."""
+    letter = rf"[^\W_{_CJK}]+(?:(?=[^\x00-\u02ff])[{MARKS}]+[^\W_{_CJK}]*)*"
+    cjk_letter = rf"[{_CJK}][{MARKS}]*"
+    return re.compile(rf"((?:{cjk_letter})+)|{letter}(?:[-._/]{letter})*"), re.compile(cjk_letter)
+
+
 def tokens(text: str) -> list[str]:
     """The words of `text` as keyword search indexes and matches them, in order, repeats kept.
 
     Lower-cased (Unicode case folding, accents dropped as names' loose forms drop them, `ports.names.unaccented`:
     "Brödel" gives "brodel", "Łukasz" "lukasz", while the kana voicing marks stay: "パス" is not "ハス"), letters and
-    digits of any script; English stop words left out. A run joined by '-', '.', '_' or '/' gives its parts and also
-    the whole run, so that an exact id matches strongly: "INC-142 hit orders-db" gives inc, 142, inc-142, hit,
-    orders, db, orders-db.
+    digits of any script with their combining marks ("हिन्दी" is one word); English stop words left out. A run joined
+    by '-', '.', '_' or '/' gives its parts and also the whole run, so that an exact id matches strongly: "INC-142
+    hit orders-db" gives inc, 142, inc-142, hit, orders, db, orders-db. A run of Han, kana or Hangul letters gives
+    its overlapping pairs of letters (`_cjk_terms`): "在北京参加" gives 在北, 北京, 京参, 参加.
     """
-    text = text.casefold() if text.isascii() else unaccented(text)
     found: list[str] = []
-    for run in WORD_RUN.findall(text):
-        if _JOINER.search(run) is None:
-            if run not in STOP_WORDS:
-                found.append(run)
-            continue
-        found.extend(part for part in _JOINER.split(run) if part not in STOP_WORDS)
-        found.append(run)
+    if text.isascii():  # no CJK letter, no mark: one pass of WORD_RUN finds the runs (most texts)
+        for run in WORD_RUN.findall(text.casefold()):
+            _add_run(run, found)
+        return found
+    runs, _ = _split_runs()
+    for match in runs.finditer(_VARIATION.sub("", unaccented(text))):
+        if match[1]:
+            found.extend(_cjk_terms(match[1]))
+        else:
+            _add_run(match[0], found)
     return found
+
+
+def _add_run(run: str, found: list[str]) -> None:
+    """Adds the words of a WORD_RUN match to `found`: itself, or its parts and itself when joined; no stop word."""
+    if _JOINER.search(run) is None:
+        if run not in STOP_WORDS:
+            found.append(run)
+        return
+    found.extend(part for part in _JOINER.split(run) if part not in STOP_WORDS)
+    found.append(run)
+
+
+def _cjk_terms(run: str) -> list[str]:
+    """A run of CJK letters as its overlapping pairs of letters ("北京参加" gives 北京, 京参, 参加), a single letter as
+    itself. Chinese and Japanese put no spaces between words, and Korean attaches particles to them ("서울에서"), so
+    a run is a phrase or a sentence: split into pairs, a word of two letters or more ("北京") is found inside it, and a
+    longer one by its pairs (the bigrams of search engines' CJK analyzers; no dictionary of words needed)."""
+    letters = _split_runs()[1].findall(run)
+    if len(letters) == 1:
+        return letters
+    return [first + second for first, second in zip(letters, letters[1:])]
 
 
 def terms(text: str) -> list[str]:

@@ -155,10 +155,10 @@ def test_proper_only_candidates_need_a_capital_or_digit_beyond_the_first_letter(
 def _runs_by_definition(text: str, max_words: int = 6) -> set[str]:
     """name_candidates spelled out: entity_key of every run of words, as written and with bare words (invisible
     characters ignored, as entity_key ignores them)."""
-    from duckgraph.ports.names import INVISIBLE
+    from duckgraph.ports.names import INVISIBLE, MARKS
 
     words = []
-    for match in re.finditer(r"[\w][\w'’.&+-]*", unicodedata.normalize("NFKC", INVISIBLE.sub("", text))):
+    for match in re.finditer(rf"[\w][\w'’.&+\-{MARKS}]*", unicodedata.normalize("NFKC", INVISIBLE.sub("", text))):
         word = re.sub(r"['’]s$", "", match.group(), flags=re.IGNORECASE).rstrip("'’")
         if bare := word.strip(".'’"):
             words.append((word, bare))
@@ -182,9 +182,10 @@ def test_name_candidates_match_the_definition_on_awkward_text(text: str) -> None
 
 
 def _loose_by_definition(name: str) -> str:
-    from duckgraph.ports.names import unaccented
+    from duckgraph.ports.names import MARKS, unaccented
 
-    return " ".join(re.findall(r"[^\W_]+", unaccented(name)))
+    # a word: a letter or digit, then letters, digits and the combining marks on them
+    return " ".join(re.findall(rf"[^\W_](?:[^\W_]|[{MARKS}])*", unaccented(name)))
 
 
 @settings(max_examples=300, deadline=None)
