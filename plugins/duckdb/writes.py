@@ -635,7 +635,9 @@ class Writer:
         read: set[int] = set()
         if wanted:
             chunks = self._chunks_of_documents({(node.namespace, doc) for node, doc in wanted})
-            names_of = {node.id: name_keys(node) for node in batch.nodes}
+            # The keys as written, not their loose forms (`name_keys`), which are matched against the text as it is:
+            # the loose "c" of "C++" would link every passage saying "written in C".
+            names_of = {node.id: [node.key, *map(entity_key, node.aliases)] for node in batch.nodes}
             for node, doc_id in wanted:
                 linked = _mentioning(chunks[(node.namespace, doc_id)], names_of[node.id])
                 pairs.update((chunk_id, node.id) for chunk_id in linked)

@@ -272,3 +272,17 @@ def test_a_long_note_replaced_daily_does_not_grow_the_file(db_path):
         kb.close()
         sizes.append(db_path.stat().st_size)
     assert max(sizes[3:]) <= max(sizes[:3]) + 600_000, sizes
+
+
+def test_a_name_s_loose_form_that_is_another_word_does_not_link_a_passage(db_path):
+    """An entity cited by `source_ids` is linked to the passages of the document that name it: "C++" to the one
+    saying "uses C++", not to the one saying "written in C" ("c", its loose form, is another word)."""
+    from tests.fakes import HashingEmbedder
+
+    kb = open_kb(db_path, HashingEmbedder())
+    [stored] = kb.add_documents([DocumentInput(id=SOURCE[0], text=sections(
+        "The first tool is written in C, for the old boards.", "The second tool uses C++ for its speed."))]).documents
+    assert len(stored.chunk_ids) == 2
+    kb.add_knowledge_graph([NodeInput(name="C++", type="Language", source_ids=SOURCE)], [])
+    assert mentioning(kb, "C++") == {stored.chunk_ids[1]}
+    kb.close()
