@@ -143,7 +143,8 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--max-nodes", type=int, metavar="N", help="the most entities to return (default 30)")
     search.add_argument("--max-passages", type=int, metavar="N", help="the most document passages to return (default 5)")
     search.add_argument("--token-budget", type=int, metavar="N",
-                        help="the length of the text answer in tokens, about 4 characters each (default 2000)")
+                        help="the length of the text answer in tokens: about 4 characters of English each, "
+                             "1 to 2 in most other scripts (default 2000)")
     search.add_argument("--as-of", type=_moment, metavar="WHEN",
                         help="the facts valid then and no later passages (ISO date or date-time, UTC; default now)")
     search.add_argument("--include-history", action="store_true", help="add the facts that had ended by then")
@@ -183,7 +184,8 @@ def _parser() -> argparse.ArgumentParser:
     communities.add_argument("query", nargs="?", help="the question, for search")
     communities.add_argument("--level", type=int, help="search: the level (0 = broadest; default: fits the budget)")
     communities.add_argument("--token-budget", type=int, default=2_000, metavar="N",
-                             help="search: the length of the answer in tokens, about 4 characters each (default 2000)")
+                             help="search: the length of the answer in tokens: about 4 characters of English "
+                                  "each, 1 to 2 in most other scripts (default 2000)")
     communities.add_argument("--limit", type=int, default=20, help="write: reports to write at most")
     communities.add_argument("--json", action="store_true", help="print the structured result")
     communities.set_defaults(run=_communities)
