@@ -10,8 +10,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from contextvars import ContextVar
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +24,7 @@ from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE, check_namespace, empty_namespace_hint
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
+from duckgraph.core.domain.cancellation import commit_of_call, unless_cancelled
 from duckgraph.core.domain.document_ids import cited_as_stored
 from duckgraph.core.domain.render import estimate_tokens, render_search
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
@@ -49,7 +49,6 @@ from duckgraph.ports import (
     entity_key,
     relation_type,
 )
-from duckgraph.ports.errors import CallCancelled
 from duckgraph.ports.text import terms
 
 # The pydantic models are imported by the methods that build them, when first called: a server answers tools/list
@@ -81,90 +80,6 @@ ENDED_NOT_SHOWN = ("({count} ended fact(s) of these entities not shown: include_
                    "shows what held then)")
 
 
-class Cancellation:
-    """Whether the call a use case runs for was cancelled (an MCP client's notifications/cancelled, or the client
-    gone), shared by whoever runs the call and its commits. A thread cannot be stopped midway, so a cancelled call
-    runs on, but none of its commits starts once it is cancelled (`CallCancelled`): a write cancelled before it
-    committed stores nothing, one that committed before stays stored."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._cancelled = False
-        self._committed = 0  # commits done
-        self._committing = False  # a commit under way
-
-    def cancel(self) -> tuple[int, bool]:
-        """Cancel the call: none of its commits starts from now on. Returns how many it had done, and whether one
-        is under way (it goes on: whether it is stored is known when it ends)."""
-        with self._lock:
-            self._cancelled = True
-            return self._committed, self._committing
-
-    @property
-    def committed(self) -> int:
-        """How many commits of the call were done."""
-        with self._lock:
-            return self._committed
-
-    @contextmanager
-    def applied(self) -> Iterator[None]:
-        """Run the block (on this thread) as the cancellable call: its commits and long steps check first."""
-        token = _CANCELLATION.set(self)
-        try:
-            yield
-        finally:
-            _CANCELLATION.reset(token)
-
-    def check(self) -> None:
-        """Raise CallCancelled once the call is cancelled (where a long step of it ends)."""
-        with self._lock:
-            self._refuse_if_cancelled()
-
-    @contextmanager
-    def committing(self) -> Iterator[None]:
-        """Around one commit of the call: refused once the call is cancelled, counted once done."""
-        with self._lock:  # checked and marked as one step: `cancel` then tells exactly what was stored
-            self._refuse_if_cancelled()
-            self._committing = True
-        done = False
-        try:
-            yield
-            done = True
-        finally:
-            with self._lock:
-                self._committing = False
-                self._committed += done
-
-    def _refuse_if_cancelled(self) -> None:
-        if self._cancelled:
-            raise CallCancelled("the call was cancelled before this write committed: nothing of it was stored")
-
-
-#: The cancellation of the call running on this thread (set by whoever runs it, the MCP server: see
-#: core/mcp/tools/common.py); None where nothing can cancel it (the command line).
-_CANCELLATION: ContextVar[Cancellation | None] = ContextVar("duckgraph_cancellation", default=None)
-
-
-def _commit_of_call() -> AbstractContextManager[None]:
-    cancellation = _CANCELLATION.get()
-    return nullcontext() if cancellation is None else cancellation.committing()
-
-
-def _unless_cancelled(progress: Progress | None) -> Progress:
-    """`progress`, after a check that the call was not cancelled: an ingest reports it after each long step (an
-    embedding batch, an extracted passage), where a cancelled call stops rather than compute what it will not
-    store."""
-
-    def report(done: int, total: int, message: str) -> None:
-        cancellation = _CANCELLATION.get()
-        if cancellation is not None:
-            cancellation.check()
-        if progress is not None:
-            progress(done, total, message)
-
-    return report
-
-
 class Writer:
     """What `KnowledgeBase.writing()` hands out: while a use case holds it, no other write runs, so what it
     reads through the store stays true until it commits. A call cancelled before a commit starts has it refused
@@ -176,7 +91,7 @@ class Writer:
 
     def commit(self, batch: WriteBatch) -> WriteSummary:
         """Write the batch in one transaction; returns what changed."""
-        with _commit_of_call():
+        with commit_of_call():
             try:
                 return self._store.write(batch)
             finally:
@@ -187,7 +102,7 @@ class Writer:
 
     def restore(self, snapshot: Snapshot) -> WriteSummary:
         """Write an import's rows, matched on their natural keys, in one transaction; returns what changed."""
-        with _commit_of_call():
+        with commit_of_call():
             try:
                 return self._store.restore(snapshot)
             finally:
@@ -195,24 +110,24 @@ class Writer:
 
     def replace_communities(self, namespace: str, communities: Sequence[Any], build: Any) -> None:
         """Replace a namespace's communities (derived data: not counted as a write of the graph)."""
-        with _commit_of_call():
+        with commit_of_call():
             self._store.replace_communities(namespace, communities, build)
 
     def save_reports(self, communities: Sequence[Any]) -> None:
         """Store community reports (derived data: not counted as a write of the graph)."""
-        with _commit_of_call():
+        with commit_of_call():
             self._store.save_reports(communities)
 
     def mark_extracted(self, chunk_ids: Sequence[int], extractor_id: str) -> None:
         """Record that an extractor read these passages (not counted as a write of the graph)."""
-        with _commit_of_call():
+        with commit_of_call():
             self._store.mark_extracted(chunk_ids, extractor_id)
 
     @contextmanager
     def restoring(self) -> Iterator[Callable[[Snapshot], WriteSummary]]:
         """Write an import's rows in several snapshots and one transaction (see `GraphStore.restore_stream`)."""
         try:
-            with _commit_of_call(), self._store.restore_stream() as restore:
+            with commit_of_call(), self._store.restore_stream() as restore:
                 yield restore
         finally:
             self._counted(False)
@@ -603,7 +518,7 @@ class KnowledgeBase:
         and its error is reported (see `duckgraph.core.domain.ingest`).
         """
         return ingest.add_documents(self, documents, self.resolve_namespace(namespace), extract,
-                                    _unless_cancelled(progress))
+                                    unless_cancelled(progress))
 
     def search(self, query: str, *, namespace: str | None = None, token_budget: int = 2_000, **options: Any) -> SearchResult:
         """Anchor & expand: the subgraph around the entities the query is about, and supporting passages."""

@@ -1,5 +1,5 @@
 """A tool call's cancellation reaches the knowledge base's commits (core/mcp/tools/common.py `call`,
-core/domain/knowledge_base.py `Cancellation`): what committed before it stays stored, and the log says so; no
+core/domain/cancellation.py `Cancellation`): what committed before it stays stored, and the log says so; no
 commit starts after it. Run here on a real DuckDB file without the MCP session around the call (the cases where
 the client cancels before the commit: tests/e2e/test_cancelled_writes.py)."""
 

@@ -19,7 +19,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AfterValidator, BaseModel, Field
 
-from duckgraph.core.domain.knowledge_base import Cancellation, KnowledgeBase
+from duckgraph.core.domain.cancellation import Cancellation
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.core.domain.search_options import TOOL_LIMITS
 from duckgraph.core.web.add_urls import UrlFetching
