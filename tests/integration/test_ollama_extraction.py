@@ -535,7 +535,7 @@ def notes(tmp_path: Path, monkeypatch) -> Path:
     (folder / "ada.md").write_text(f"# Ada\n\n{ADA_TEXT}\n", encoding="utf-8")
     (folder / "babbage.txt").write_text("Charles Babbage designed the Analytical Engine.\n", encoding="utf-8")
     (folder / "sub" / "turing.md").write_text("Alan Turing worked at Bletchley Park.\n", encoding="utf-8")
-    (folder / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    (folder / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))  # skipped: no converter reads it
     monkeypatch.chdir(tmp_path)
     return folder
 
@@ -573,11 +573,12 @@ def test_ingest_a_folder_with_extraction(notes, ingest_env, ollama, capsys):
     code = main(["ingest", "notes", "--db", str(ingest_env)])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert out.strip() == "3 documents stored, 0 unchanged, 0 skipped, 3 passages, 3 passages extracted, 0 failed"
+    assert out.strip() == "3 documents stored, 0 unchanged, 1 skipped, 3 passages, 3 passages extracted, 0 failed"
     assert "\r" not in err  # stderr is not a terminal: plain lines
     progress = err.splitlines()
-    assert "files 1-3 of 3: embedding passages [" + "#" * 30 + "] 3/3" in progress
-    assert "files 1-3 of 3: extracting entities and relationships [" + "#" * 30 + "] 3/3" in progress
+    # The batch counts the folder's four files, diagram.png (skipped, listed) among them.
+    assert "files 1-4 of 4: embedding passages [" + "#" * 30 + "] 3/3" in progress
+    assert "files 1-4 of 4: extracting entities and relationships [" + "#" * 30 + "] 3/3" in progress
     assert any(line.endswith("1/3") and "extracting" in line for line in progress)
     assert all("png" not in str(r["body"]) for r in ollama.requests)
     assert [passage_of(b).strip() for b in chats(ollama)] == [
@@ -605,7 +606,7 @@ def test_ingest_a_folder_with_extraction(notes, ingest_env, ollama, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     assert out.strip() == (
-        "0 documents stored, 3 unchanged, 0 skipped, 0 passages, 0 passages extracted (3 had been already), 0 failed"
+        "0 documents stored, 3 unchanged, 1 skipped, 0 passages, 0 passages extracted (3 had been already), 0 failed"
     )
     assert len(chats(ollama)) == chats_before
     kb = open_file(ingest_env)
@@ -619,7 +620,7 @@ def test_ingest_without_extraction_sends_no_chat(notes, ingest_env, ollama, caps
     code = main(["ingest", "notes", "--no-extract", "--db", str(ingest_env)])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert out.strip() == "3 documents stored, 0 unchanged, 0 skipped, 3 passages"
+    assert out.strip() == "3 documents stored, 0 unchanged, 1 skipped, 3 passages"
     assert "extracting" not in err and "embedding passages" in err
     assert chats(ollama) == []
     kb = open_file(ingest_env)
@@ -634,7 +635,7 @@ def test_ingest_exits_1_when_an_extraction_failed(notes, ingest_env, ollama, cap
     code = main(["ingest", "notes", "--db", str(ingest_env)])
     out, err = capsys.readouterr()
     assert code == 1
-    summary = "4 documents stored, 0 unchanged, 0 skipped, 4 passages, 3 passages extracted, 1 failed"
+    summary = "4 documents stored, 0 unchanged, 1 skipped, 4 passages, 3 passages extracted, 1 failed"
     assert out.strip() == summary
     [failure] = [line for line in err.splitlines() if "extraction failed" in line]
     assert re.fullmatch(rf"duckgraph: extraction failed for {re.escape(note_id(notes, 'broken.txt'))}#\d+: {MODEL} gave no valid "
@@ -665,7 +666,7 @@ def test_ingest_reports_a_broken_ollama_reply_and_goes_on(notes, ingest_env, oll
     code = main(["ingest", "notes", "--db", str(ingest_env)])
     out, err = capsys.readouterr()
     assert code == 1 and "Traceback" not in err
-    assert out.strip() == "3 documents stored, 0 unchanged, 0 skipped, 3 passages, 2 passages extracted, 1 failed"
+    assert out.strip() == "3 documents stored, 0 unchanged, 1 skipped, 3 passages, 2 passages extracted, 1 failed"
     [failure] = [line for line in err.splitlines() if "extraction failed" in line]
     assert failure.endswith(f"Ollama at {ollama.base_url} answered /api/chat without a message's text "
                             "(message: null, content: null)")

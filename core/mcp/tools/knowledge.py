@@ -204,8 +204,7 @@ def register_graphrag_tools(server: MCPServer) -> None:
         offset: Annotated[int, Field(ge=0, le=MAX_CHANGES_OFFSET, description=(
             "Skip this many changes (newest first): next_offset of a truncated answer."))] = 0,
     ) -> Annotated[CallToolResult, ChangesResult]:
-        """What was written, newest first: entities, facts added, updated or ended, documents, and what was
-        deleted or replaced."""
+        """Changes, newest first: entities, facts, documents added, updated, ended, replaced or deleted."""
         result = await call(kb_of(ctx).recent_changes, namespace=await call_namespace(ctx, namespace), since=since,
                             until=until, limit=limit, offset=offset)
         return with_text(result, result.text)
