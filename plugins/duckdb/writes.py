@@ -8,17 +8,16 @@ store applies once the transaction has committed.
 from __future__ import annotations
 
 import json
-import re
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from duckgraph.plugins.duckdb import communities, sql, vector_tables
+from duckgraph.plugins.duckdb import communities, deletions, sql, vector_tables
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
-from duckgraph.plugins.duckdb.schema import HOST_MARK, LABEL_CHARS, NAMED_PER_WRITE, name_keys
+from duckgraph.plugins.duckdb.name_matching import loose_text, mentioning, naming_loosely
+from duckgraph.plugins.duckdb.schema import HOST_MARK, name_keys
 from duckgraph.plugins.duckdb.vector_tables import VECTOR_TABLES
 from duckgraph.ports import (
     ChunkRecord,
@@ -30,31 +29,7 @@ from duckgraph.ports import (
     WriteBatch,
     WriteSummary,
     entity_key,
-    loose_key,
 )
-from duckgraph.ports.names import INVISIBLE, unaccented
-
-
-def _fact_label(edge: str, source: str, target: str) -> str:
-    """SQL for the label of a fact (the tables' aliases `edge`, `source`, `target`), as recent_changes words a fact
-    (core/domain/texts.py `fact_sentence`, moments.py `period`, without its description): "Ada works at Acme
-    (since 2024-06)"."""
-    def short(moment: str) -> str:  # `moments.short`: the date, or to the minute, or to the second
-        return (f"CASE WHEN {moment} = date_trunc('day', {moment}) THEN strftime({moment}, '%Y-%m-%d') "
-                f"WHEN {moment} = date_trunc('minute', {moment}) THEN strftime({moment}, '%Y-%m-%d %H:%M') "
-                f"ELSE strftime({moment}, '%Y-%m-%d %H:%M:%S') END")
-
-    start, end = f"{edge}.valid_from", f"{edge}.valid_until"
-    return (f"{source}.name || ' ' || lower(replace({edge}.type, '_', ' ')) || ' ' || {target}.name || CASE "
-            f"WHEN {start} IS NULL AND {end} IS NULL THEN '' "
-            f"WHEN {end} IS NULL THEN ' (since ' || {short(start)} || ')' "
-            f"WHEN {start} IS NULL THEN ' (until ' || {short(end)} || ')' "
-            f"ELSE ' (' || {short(start)} || ' to ' || {short(end)} || ')' END")
-
-
-def _node_label(node: str) -> str:
-    """SQL for the label of an entity (the table's alias `node`), as recent_changes shows one: "Ada [Person]"."""
-    return f"{node}.name || ' [' || {node}.type || ']'"
 
 
 @dataclass
@@ -173,20 +148,6 @@ class Writer:
                 f"source_chunk_ids name passages that are not stored ({', '.join(missing[:10])}): their document "
                 "was replaced or deleted since; nothing was written")
 
-    def _record_deleted(self, kind: str, rows: str, params: list[Any], now: datetime) -> None:
-        """Record in `deletions` what this write deletes (or replaces): `rows`, a query of (namespace, label,
-        position) whose parameters (`params`) are $3 on, each thing once. Run before its rows go, in the write's
-        transaction. Per namespace the first `NAMED_PER_WRITE` (by position) are named, the others counted in one
-        row; labels are cut to `LABEL_CHARS` (a document's id, at most as long, stays whole: recent_changes matches
-        a replaced document by it). One statement, whatever the count."""
-        self.con.execute(
-            f"INSERT INTO deletions SELECT namespace, $1, $2, CASE WHEN n <= {NAMED_PER_WRITE} "
-            f"OR total = {NAMED_PER_WRITE + 1} THEN left(label, {LABEL_CHARS}) "
-            f"ELSE format('… and {{:,}} more, not named one by one', total - {NAMED_PER_WRITE}) END FROM "
-            "(SELECT namespace, label, row_number() OVER (PARTITION BY namespace ORDER BY position) AS n, "
-            f"count(*) OVER (PARTITION BY namespace) AS total FROM ({rows})) WHERE n <= {NAMED_PER_WRITE + 1}",
-            [now, kind, *params])
-
     def _note(self, change: Callable[..., None], *args: Any) -> None:
         """Note a change to the graph mirror, made once the write in progress commits."""
         self.changes.graph.append((change, args))
@@ -208,10 +169,10 @@ class Writer:
         for target, sources in batch.merges:
             if not sources:
                 continue
-            self._record_deleted(
-                "entity merged", f"SELECT s.namespace, {_node_label('s')} || ' into ' || t.name AS label, s.id AS "
-                f"position FROM nodes s JOIN nodes t ON t.id = $3 WHERE s.id IN (SELECT unnest({sql.JSON_IDS % 4})) "
-                "AND s.id <> t.id", [target, sql.json_list(sources)], now)
+            deletions.record(
+                self.con, "entity merged", f"SELECT s.namespace, {deletions.node_label('s')} || ' into ' || t.name "
+                f"AS label, s.id AS position FROM nodes s JOIN nodes t ON t.id = $3 WHERE s.id IN (SELECT unnest("
+                f"{sql.JSON_IDS % 4})) AND s.id <> t.id", [target, sql.json_list(sources)], now)
             self._renamed.add(target)
             for column in ("source_id", "target_id"):
                 self.con.execute(f"UPDATE edges SET {column} = $1 WHERE {column} IN "
@@ -273,9 +234,9 @@ class Writer:
             f"SELECT id FROM edges WHERE target_id IN (SELECT unnest({sql.JSON_IDS % 1}))", listed
         ).fetchall()]
         if deleted := sorted(set(existing) - set(merged)):
-            self._record_deleted("entity deleted", f"SELECT namespace, {_node_label('n')} AS label, id AS position "
-                                 f"FROM nodes n WHERE id IN (SELECT unnest({sql.JSON_IDS % 3}))",
-                                 [sql.json_list(deleted)], now)
+            deletions.record(
+                self.con, "entity deleted", f"SELECT namespace, {deletions.node_label('n')} AS label, id AS position "
+                f"FROM nodes n WHERE id IN (SELECT unnest({sql.JSON_IDS % 3}))", [sql.json_list(deleted)], now)
         self._record_facts_deleted(edges, now)
         for table, column in (("mentions", "node_id"), ("node_names", "node_id"), ("observations", "node_id"),
                               ("community_members", "node_id"), ("nodes_by_hand", "node_id"),
@@ -292,9 +253,9 @@ class Writer:
         """Record the edges `ids` as deleted, those whose ends are still stored (the edges of a node deleted
         earlier in the write were recorded with it)."""
         if ids:
-            self._record_deleted(
-                "fact deleted", f"SELECT e.namespace, {_fact_label('e', 's', 't')} AS label, e.id AS position "
-                "FROM edges e JOIN nodes s ON s.id = e.source_id JOIN nodes t ON t.id = e.target_id "
+            deletions.record(
+                self.con, "fact deleted", f"SELECT e.namespace, {deletions.fact_label('e', 's', 't')} AS label, e.id "
+                "AS position FROM edges e JOIN nodes s ON s.id = e.source_id JOIN nodes t ON t.id = e.target_id "
                 f"WHERE e.id IN (SELECT unnest({sql.JSON_IDS % 3}))", [sql.json_list(sorted(set(ids)))], now)
 
     def _delete_edges(self, ids: list[int], now: datetime, recorded: list[int]) -> list[int]:
@@ -333,9 +294,9 @@ class Writer:
         # metadata alone changes what it is, not what it says).
         texts, text_params = sql.rows(3, ns=("VARCHAR", namespaces), id=("VARCHAR", ids),
                                       text=("VARCHAR", [d.text for d in documents]))
-        self._record_deleted("document replaced", f"SELECT d.namespace, d.id AS label, d.id AS position FROM documents "
-                             f"d JOIN {texts} ON d.namespace = w.ns AND d.id = w.id WHERE d.text <> w.text",
-                             text_params, now)
+        deletions.record(self.con, "document replaced", "SELECT d.namespace, d.id AS label, d.id AS position FROM "
+                         f"documents d JOIN {texts} ON d.namespace = w.ns AND d.id = w.id WHERE d.text <> w.text",
+                         text_params, now)
         removed = self._drop_chunks(self._replaced_chunks(batch) if dropped is None else dropped)
         self._move_kept_chunks(batch, keys, key_params, {(d.namespace, d.id): d.title for d in documents})
         rows, params = sql.rows(
@@ -421,8 +382,8 @@ class Writer:
             return 0, [], [], []
         gone, gone_params = sql.rows(3, ns=("VARCHAR", [ns for ns, _ in documents]),
                                      id=("VARCHAR", [i for _, i in documents]))
-        self._record_deleted("document deleted", f"SELECT d.namespace, d.id AS label, d.id AS position FROM documents "
-                             f"d JOIN {gone} ON d.namespace = w.ns AND d.id = w.id", gone_params, now)
+        deletions.record(self.con, "document deleted", "SELECT d.namespace, d.id AS label, d.id AS position FROM "
+                         f"documents d JOIN {gone} ON d.namespace = w.ns AND d.id = w.id", gone_params, now)
         keys, key_params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in documents]), id=("VARCHAR", [i for _, i in documents]))
         nodes, edges = self._supported_only_by(
             f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params)
@@ -502,27 +463,27 @@ class Writer:
                     edges: list[tuple[str, str, int]]) -> tuple[set[int], set[int]]:
         """`WriteBatch.keep_named`: give the `nodes` and `edges` (`_provenance_in` the dropped chunks) the `inserted`
         chunks of the same document that name them (a node: its name or an alias, as its key or in its loose form,
-        `_naming_loosely`; an edge: both its ends) as mentions and evidence. Return the nodes and the edges that
-        got some."""
+        `name_matching.naming_loosely`; an edge: both its ends) as mentions and evidence. Return the nodes and the
+        edges that got some."""
         if not inserted or not (nodes or edges):
             return set(), set()
         texts: dict[tuple[str | None, str], list[tuple[int, str, str]]] = {}
         for chunk in inserted:  # `insert_chunks` set their ids and namespaces
             texts.setdefault((chunk.namespace, chunk.document_id), []).append(
-                (chunk.id, entity_key(chunk.text), _loose_text(chunk.text)))
+                (chunk.id, entity_key(chunk.text), loose_text(chunk.text)))
         ends = {edge_id: (source, target) for edge_id, source, target in self.con.execute(
             f"SELECT id, source_id, target_id FROM edges WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))",
             [sql.json_list(e for _, _, e in edges)]).fetchall()} if edges else {}
         # The keys as written, not `node_names`, which holds their loose forms too: those are matched against the
-        # text's loose form, and only where they keep the name apart from other words (`_loose_name`: the "c" of
+        # text's loose form, and only where they keep the name apart from other words (`name_matching`: the "c" of
         # "C++" is not to match "written in C").
         keys = {node_id: [key, *map(entity_key, aliases)] for node_id, key, aliases in self.con.execute(
                 f"SELECT id, key, aliases FROM nodes WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))",
                 [sql.json_list({n for _, _, n in nodes} | {n for pair in ends.values() for n in pair})]).fetchall()}
         mentions = {(chunk_id, node_id) for namespace, doc, node_id in nodes
-                    for chunk_id in _naming_loosely(texts.get((namespace, doc), []), keys.get(node_id, []))}
+                    for chunk_id in naming_loosely(texts.get((namespace, doc), []), keys.get(node_id, []))}
         evidence = {(edge_id, chunk_id) for namespace, doc, edge_id in edges if edge_id in ends
-                    for chunk_id in set.intersection(*(set(_naming_loosely(texts.get((namespace, doc), []),
+                    for chunk_id in set.intersection(*(set(naming_loosely(texts.get((namespace, doc), []),
                                                                            keys.get(end, [])))
                                                        for end in ends[edge_id]))}
         sql.insert_pairs(self.con, "mentions", mentions)
@@ -639,7 +600,7 @@ class Writer:
             # the loose "c" of "C++" would link every passage saying "written in C".
             names_of = {node.id: [node.key, *map(entity_key, node.aliases)] for node in batch.nodes}
             for node, doc_id in wanted:
-                linked = _mentioning(chunks[(node.namespace, doc_id)], names_of[node.id])
+                linked = mentioning(chunks[(node.namespace, doc_id)], names_of[node.id])
                 pairs.update((chunk_id, node.id) for chunk_id in linked)
                 if not node.source_chunk_ids:  # the host's write (an extractor's names its passage)
                     read.update(linked)
@@ -657,7 +618,7 @@ class Writer:
     def _chunks_of_documents(
         self, documents: set[tuple[str, str]]
     ) -> dict[tuple[str, str], list[tuple[int, str]]]:
-        """(namespace, document id) -> (chunk id, text as `_naming` reads it) of each chunk, in order."""
+        """(namespace, document id) -> (chunk id, text as `name_matching.naming` reads it) of each chunk, in order."""
         found: dict[tuple[str, str], list[tuple[int, str]]] = {doc: [] for doc in documents}
         rows = self.con.execute(
             "SELECT d.namespace, d.id, c.id, c.text FROM documents d "
@@ -854,7 +815,7 @@ class Writer:
         if wanted:
             chunks = self._chunks_of_documents({(e.namespace, doc) for _, e, doc in wanted})
             for edge_id, edge, doc in wanted:
-                linked = _mentioning(chunks[(edge.namespace, doc)], [edge.source_key, edge.target_key])
+                linked = mentioning(chunks[(edge.namespace, doc)], [edge.source_key, edge.target_key])
                 pairs.update((edge_id, chunk_id) for chunk_id in linked)
                 if not edge.source_chunk_ids:  # the host's write (an extractor's names its passage)
                     read.update(linked)
@@ -873,9 +834,10 @@ class Writer:
         # The observations that go, one row per entity: "Ada [Person]: text; text".
         ids, id_params = sql.rows(3, id=("BIGINT", [n.id for n in nodes]))
         rows, params = sql.rows(4, **columns)
-        self._record_deleted(
-            "observations deleted", f"SELECT n.namespace, {_node_label('n')} || ': ' || string_agg(o.text, '; ' "
-            "ORDER BY o.created_at) AS label, n.id AS position FROM observations o JOIN nodes n ON n.id = o.node_id "
+        deletions.record(
+            self.con, "observations deleted", f"SELECT n.namespace, {deletions.node_label('n')} || ': ' || "
+            "string_agg(o.text, '; ' ORDER BY o.created_at) AS label, n.id AS position FROM observations o "
+            "JOIN nodes n ON n.id = o.node_id "
             f"WHERE o.node_id IN (SELECT id FROM {ids}) AND (o.node_id, o.text) NOT IN (SELECT node_id, text "
             f"FROM {rows}) GROUP BY n.namespace, n.id, n.name, n.type", [*id_params, *params], now)
         ids, id_params = sql.rows(1, id=("BIGINT", [n.id for n in nodes]))
@@ -1011,80 +973,3 @@ def _moment(moment: datetime) -> str:
 def _span(valid_from: datetime | None, valid_until: datetime | None) -> str:
     return f"from {_moment(valid_from) if valid_from else 'no known start'} to " \
            f"{_moment(valid_until) if valid_until else 'no end'}"
-
-
-def _mentioning(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
-    """Chunks whose text names one of `names`; all of them when none does (the fact came from the document)."""
-    return _naming(chunks, names) or [chunk_id for chunk_id, _ in chunks]
-
-
-def _naming(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
-    """Chunks whose text (as `entity_key` makes it: NFKC, case folded, spaces collapsed, as the names' keys are)
-    names one of `names` (name keys: `name_keys`) as a whole word: `_names`."""
-    return [chunk_id for chunk_id, text in chunks if any(_names(text, name) for name in names)]
-
-
-def _naming_loosely(chunks: list[tuple[int, str, str]], names: list[str]) -> list[int]:
-    """`_naming` of chunks given as (id, text as `entity_key` makes it, text as `_loose_text` makes it), where a
-    name's loose form (`_loose_name`) found as a whole word in the loose text names it too: an edited text may
-    write "Sean O’Brien" for "Sean O'Brien", "Zoe Muller" for "Zoë Müller", "Jean Luc" for "Jean-Luc"."""
-    loose = [form for form in map(_loose_name, names) if form]
-    return [chunk_id for chunk_id, text, bare in chunks
-            if any(_names(text, name) for name in names) or any(_names(bare, form) for form in loose)]
-
-
-#: What a name may lose in its loose form and still be found by it: besides accents, the punctuation written in
-#: more than one way within a name (apostrophes, hyphens and dashes, periods).
-_SEPARATOR_MARKS = "'`\u2018\u2019.-\u2010\u2011\u2012\u2013\u2014\u2015"
-_LOOSE_SEPARATORS = re.compile(f"[\\s{re.escape(_SEPARATOR_MARKS)}]+")
-
-
-def _loose_name(key: str) -> str | None:
-    """The loose form (`loose_key`) of the name key `key` to find it by in a text's `_loose_text`, or None where
-    that form would find other words: where it drops more than accents and `_SEPARATOR_MARKS` between words (the
-    symbols of "C++", "C#", "AT&T", "orders_db", the leading period of ".NET" are the name: "c" or "net" is
-    another word), or holds no word of two characters (a lone letter, or "a i" of "A.I.", is found everywhere)."""
-    loose = loose_key(key)
-    words = loose.split()
-    if not any(len(word) > 1 for word in words):
-        return None
-    spaced = _LOOSE_SEPARATORS.sub(" ", unaccented(key))
-    return loose if not spaced.startswith(" ") and spaced.split() == words else None
-
-
-def _loose_text(text: str) -> str:
-    """`loose_key` of `text`, its parts kept apart (by line breaks) where other punctuation or a symbol stands
-    between them: `loose_key` drops all of it, and "Paris, Hilton" or "(Maya) Chen" does not name "Paris Hilton"
-    or "Maya Chen"."""
-    text = unicodedata.normalize("NFKC", INVISIBLE.sub("", text))  # as `entity_key` reads it
-    cut = "".join("\0" if unicodedata.category(c)[0] in "PS" and c not in _SEPARATOR_MARKS else c for c in text)
-    return "\n".join(loose_key(part) for part in cut.split("\0"))
-
-
-#: Letters of the scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, Han) and of
-#: Hangul, whose particles are written onto the noun before them ("서울에서": in Seoul): there a name is found
-#: inside a run of letters, as no word boundary can be seen.
-_UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f"
-                       "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
-                       "\U00020000-\U0003134f]")
-
-
-def _names(text: str, name: str) -> bool:
-    """Whether `text` holds `name` bounded by the text's ends or by characters that cannot continue a word:
-    "ed" is not in "acme edited the plan", nor "ai" in "the ceo said". Only the characters around it are
-    tested, not the name's own first and last (as `\\b` would), so "c++", "orders-db" and ".net" are found as
-    written; a word's characters are letters, digits, "_" and combining marks (a Devanagari vowel sign continues
-    its word; Python's `\\w` has no marks)."""
-    start = text.find(name)
-    while start >= 0:
-        end = start + len(name)
-        if not (start and _in_word(text[start - 1])) and not (end < len(text) and _in_word(text[end])):
-            return True
-        start = text.find(name, start + 1)
-    return False
-
-
-def _in_word(char: str) -> bool:
-    """Whether `char` beside a name makes it part of a longer word (`_names`)."""
-    return ((char.isalnum() or char == "_" or unicodedata.category(char).startswith("M"))
-            and not _UNSPACED.match(char))

@@ -5,14 +5,15 @@ written onto a fact that holds now is refused instead of silently replacing it."
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
 from duckgraph.core.mcp.server import build_server
-from tests.e2e.test_mcp_inmemory import call_ok, error_text, make_services
+from tests.e2e.test_mcp_inmemory import call_ok, error_text
+from tests.e2e.test_time import services  # noqa: F401 (a fixture)
+from tests.e2e.test_time_periods import periods
 
 pytestmark = pytest.mark.model
 
@@ -22,16 +23,6 @@ NODES = [{"name": "Ivy", "type": "Person"}, {"name": "I. Lee", "type": "Person"}
 
 def works(source: str = "Ivy", **more: Any) -> dict[str, Any]:
     return {"source": source, "target": "Acme", "type": "WORKS_AT", **more}
-
-
-@pytest.fixture
-def services(tmp_path: Path, db_path: Path, plugin_manager, minilm):
-    return make_services(tmp_path, db_path, minilm, plugin_manager)
-
-
-async def periods(client: Client) -> list[tuple[str | None, str | None, str]]:
-    entity = (await call_ok(client, "get_entities", {"names": ["Ivy"]}))["entities"][0]
-    return sorted((r["valid_from"], r["valid_until"], r["description"]) for r in entity["relations"])
 
 
 @pytest.mark.anyio
@@ -44,7 +35,7 @@ async def test_a_mistaken_past_period_is_deleted_by_its_start(services):
         assert "2015-01-01 to 2018-01-01" in missed["hints"][0] and "valid_from" in missed["hints"][0]
         deleted = await call_ok(client, "delete_relations", {"relations": [works(valid_from="2015-01-01")]})
         assert [r["type"] for r in deleted["deleted"]] == ["WORKS_AT"] and deleted["not_found"] == []
-        assert await periods(client) == []
+        assert await periods(client, "Ivy") == []
 
 
 @pytest.mark.anyio
@@ -56,7 +47,7 @@ async def test_a_merge_joins_overlapping_periods_and_search_lists_the_fact_once(
             works("I. Lee", valid_from="2010-01-01", valid_until="2021-01-01", description="old stint")]})
         merged = await call_ok(client, "merge_entities", {"sources": ["I. Lee"], "target": "Ivy"})
         assert merged["edges_collapsed"] == 2
-        assert await periods(client) == [("2010-01-01T00:00:00Z", None, "from HR")]
+        assert await periods(client, "Ivy") == [("2010-01-01T00:00:00Z", None, "from HR")]
         found = await call_ok(client, "search", {"query": "Where does Ivy work?"})
         assert len([e for e in found["edges"] if e["type"] == "WORKS_AT"]) == 1
 
@@ -68,4 +59,4 @@ async def test_a_past_period_written_onto_the_current_fact_is_refused(services):
         result = await client.call_tool("add_knowledge_graph", {"edges": [
             works(valid_from="2015-01-01", valid_until="2018-01-01", description="first stint")]})
         assert "overlaps its stored period from no known start to no end" in error_text(result)
-        assert await periods(client) == [(None, None, "current job")]
+        assert await periods(client, "Ivy") == [(None, None, "current job")]

@@ -6,14 +6,14 @@ refused per field."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
 from duckgraph.core.mcp.server import build_server
-from tests.e2e.test_mcp_inmemory import call_ok, error_text, make_services
+from tests.e2e.test_mcp_inmemory import call_ok, error_text
+from tests.e2e.test_time import services  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.model
 
@@ -22,11 +22,6 @@ NODES = [{"name": "Dana", "type": "Person"}, {"name": "Acme", "type": "Organizat
 
 def works(**more: Any) -> dict[str, Any]:
     return {"source": "Dana", "target": "Acme", "type": "WORKS_AT", **more}
-
-
-@pytest.fixture
-def services(tmp_path: Path, db_path: Path, plugin_manager, minilm):
-    return make_services(tmp_path, db_path, minilm, plugin_manager)
 
 
 async def periods(client: Client, name: str = "Dana") -> list[tuple[str | None, str | None, str]]:

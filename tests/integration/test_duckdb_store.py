@@ -40,6 +40,7 @@ from duckgraph.ports import (
     normalize,
 )
 from tests.fakes import HashingEmbedder
+from tests.stored import file_meta
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DIMS = 8
@@ -81,11 +82,7 @@ def test_fresh_file_gets_meta_with_schema_version(db_path: Path):
     store.close()
     store.close()  # safe twice
 
-    con = duckdb.connect(str(db_path), read_only=True)
-    try:
-        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-    finally:
-        con.close()
+    meta = file_meta(db_path)
     assert meta["schema_version"] == str(SCHEMA_VERSION)
     assert "created_at" in meta
 

@@ -15,6 +15,7 @@ from duckgraph.core.domain.model import NodeInput
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.plugins.duckdb.schema import SCHEMA_VERSION
 from tests.fakes import HashingEmbedder
+from tests.stored import file_meta
 
 
 def old_loose_key(name: str) -> str:
@@ -69,9 +70,5 @@ def test_opening_a_file_of_schema_6_recomputes_the_loose_forms_of_its_names(db_p
         assert result.nodes_created == 1
     assert stored_forms(db_path) == {"バス": {"バス"}, "Łukasz Nowak": {"łukasz nowak", "lukasz nowak"},
                                      "ハス": {"ハス"}}
-    con = duckdb.connect(str(db_path), read_only=True)
-    try:
-        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-    finally:
-        con.close()
+    meta = file_meta(db_path)
     assert meta["schema_version"] == "7" and meta["name_keys"] == "3"

@@ -18,7 +18,6 @@ import time
 import tomllib
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pytest
 
@@ -31,6 +30,7 @@ from duckgraph.ports import EmbedderError, EmbedderMismatchError
 from tests.e2e.scenario import DOCUMENTS, EDGES, NODES
 from tests.fakes import HashingEmbedder
 from tests.ollama_server import FakeOllama, minilm_embed_fn
+from tests.stored import file_meta
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = [f"Sentence number {i} about the Analytical Engine." for i in range(10)]
@@ -491,9 +491,5 @@ def test_the_core_dependencies_do_not_pull_pytorch_in_transitively():
 def test_the_file_records_the_ollama_embedder(ollama, db_path):
     with KnowledgeBase(DuckDBStore(db_path), OllamaEmbedder(base_url=ollama.base_url)) as kb:
         seed(kb)
-    con = duckdb.connect(str(db_path), read_only=True)
-    try:
-        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-    finally:
-        con.close()
+    meta = file_meta(db_path)
     assert meta["embedder_id"] == "ollama:all-minilm:latest" and meta["dimensions"] == "384"

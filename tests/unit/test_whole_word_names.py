@@ -1,13 +1,13 @@
-"""Whether a passage names an entity (plugins/duckdb/writes.py `_names`): as a whole word, bounded by the text's
-ends or by characters that cannot continue a word; texts and names as `entity_key` makes them (it was a substring
-test: "ed" was named by "edited", "ai" by "said"). And (`_naming_loosely`, what a replaced document's new
+"""Whether a passage names an entity (plugins/duckdb/name_matching.py `holds_name`): as a whole word, bounded by
+the text's ends or by characters that cannot continue a word; texts and names as `entity_key` makes them (it was a substring
+test: "ed" was named by "edited", "ai" by "said"). And (`naming_loosely`, what a replaced document's new
 passage keeps) a name written with other accents or punctuation, unless that looser form is another word."""
 
 from __future__ import annotations
 
 import pytest
 
-from duckgraph.plugins.duckdb.writes import _loose_text, _names, _naming_loosely
+from duckgraph.plugins.duckdb.name_matching import holds_name, loose_text, naming_loosely
 from duckgraph.ports import entity_key
 
 
@@ -35,12 +35,12 @@ from duckgraph.ports import entity_key
     ("Bob\nJones joined", "Bob Jones", True),  # a line break between the words is a space
 ])
 def test_a_name_is_found_as_a_whole_word(text, name, named):
-    assert _names(entity_key(text), entity_key(name)) is named
+    assert holds_name(entity_key(text), entity_key(name)) is named
 
 
 def named_loosely(text: str, name: str) -> bool:
     """Whether `_keep_named` finds `name` in `text` (its key as written, or its loose form in the text's)."""
-    return _naming_loosely([(1, entity_key(text), _loose_text(text))], [entity_key(name)]) == [1]
+    return naming_loosely([(1, entity_key(text), loose_text(text))], [entity_key(name)]) == [1]
 
 
 @pytest.mark.parametrize(("text", "name", "named"), [

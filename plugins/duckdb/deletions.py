@@ -1,0 +1,46 @@
+"""The log of what writes delete (table `deletions`, schema.py), for recent_changes: the rows themselves are gone, so
+each deletion is recorded as words (a label), in the write's transaction, before its rows go."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from duckgraph.plugins.duckdb.schema import LABEL_CHARS, NAMED_PER_WRITE
+
+
+def record(con: Any, kind: str, rows: str, params: list[Any], now: datetime) -> None:
+    """Record in `deletions` what this write deletes (or replaces): `rows`, a query of (namespace, label,
+    position) whose parameters (`params`) are $3 on, each thing once. Run before its rows go, in the write's
+    transaction. Per namespace the first `NAMED_PER_WRITE` (by position) are named, the others counted in one
+    row; labels are cut to `LABEL_CHARS` (a document's id, at most as long, stays whole: recent_changes matches
+    a replaced document by it). One statement, whatever the count."""
+    con.execute(
+        f"INSERT INTO deletions SELECT namespace, $1, $2, CASE WHEN n <= {NAMED_PER_WRITE} "
+        f"OR total = {NAMED_PER_WRITE + 1} THEN left(label, {LABEL_CHARS}) "
+        f"ELSE format('… and {{:,}} more, not named one by one', total - {NAMED_PER_WRITE}) END FROM "
+        "(SELECT namespace, label, row_number() OVER (PARTITION BY namespace ORDER BY position) AS n, "
+        f"count(*) OVER (PARTITION BY namespace) AS total FROM ({rows})) WHERE n <= {NAMED_PER_WRITE + 1}",
+        [now, kind, *params])
+
+
+def fact_label(edge: str, source: str, target: str) -> str:
+    """SQL for the label of a fact (the tables' aliases `edge`, `source`, `target`), as recent_changes words a fact
+    (core/domain/texts.py `fact_sentence`, moments.py `period`, without its description): "Ada works at Acme
+    (since 2024-06)"."""
+    def short(moment: str) -> str:  # `moments.short`: the date, or to the minute, or to the second
+        return (f"CASE WHEN {moment} = date_trunc('day', {moment}) THEN strftime({moment}, '%Y-%m-%d') "
+                f"WHEN {moment} = date_trunc('minute', {moment}) THEN strftime({moment}, '%Y-%m-%d %H:%M') "
+                f"ELSE strftime({moment}, '%Y-%m-%d %H:%M:%S') END")
+
+    start, end = f"{edge}.valid_from", f"{edge}.valid_until"
+    return (f"{source}.name || ' ' || lower(replace({edge}.type, '_', ' ')) || ' ' || {target}.name || CASE "
+            f"WHEN {start} IS NULL AND {end} IS NULL THEN '' "
+            f"WHEN {end} IS NULL THEN ' (since ' || {short(start)} || ')' "
+            f"WHEN {start} IS NULL THEN ' (until ' || {short(end)} || ')' "
+            f"ELSE ' (' || {short(start)} || ' to ' || {short(end)} || ')' END")
+
+
+def node_label(node: str) -> str:
+    """SQL for the label of an entity (the table's alias `node`), as recent_changes shows one: "Ada [Person]"."""
+    return f"{node}.name || ' [' || {node}.type || ']'"
