@@ -29,8 +29,11 @@ _MARKED = rf"(?:(?=[^\x00-\u02ff])[{MARKS}]+[^\W_]*)*"
 WORD_RUN = re.compile(rf"[^\W_]+{_MARKED}(?:[-._/][^\W_]+{_MARKED})*")
 _JOINER = re.compile(r"[-._/]")
 #: Variation selectors pick a glyph of the letter before them (the Han ideograph variants of IVS, emoji or text
-#: style): a reader sees the same letter, so words do not keep them.
-_VARIATION = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+#: style): a reader sees the same letter, so words do not keep them. The zero width non-joiner and joiner (U+200C,
+#: U+200D) say whether two letters join inside a word (Persian "کتاب<ZWNJ>ها", books; Indic and Sinhala conjuncts):
+#: no word ends there (nor does one in Unicode's word boundaries, UAX #29), and writers often leave them out, so
+#: they go too: "می<ZWNJ>خواهم" is the word "میخواهم", not "می" (a prefix of most verbs) and "خواهم".
+_GLYPH_CONTROLS = re.compile("[\u200c\u200d\ufe00-\ufe0f\U000e0100-\U000e01ef]")
 
 
 #: English function words, left out of the index and of queries (they match everything and mean little).
@@ -60,7 +63,8 @@ def tokens(text: str) -> list[str]:
 
     Lower-cased (Unicode case folding, accents dropped as names' loose forms drop them, `ports.names.unaccented`:
     "Brödel" gives "brodel", "Łukasz" "lukasz", while the kana voicing marks stay: "パス" is not "ハス"), letters and
-    digits of any script with their combining marks ("हिन्दी" is one word); English stop words left out. A run joined
+    digits of any script with their combining marks ("हिन्दी" is one word) and without the zero width (non-)joiners
+    inside them (`_GLYPH_CONTROLS`: Persian "کتاب<ZWNJ>ها" is "کتابها"); English stop words left out. A run joined
     by '-', '.', '_' or '/' gives its parts and also the whole run, so that an exact id matches strongly: "INC-142
     hit orders-db" gives inc, 142, inc-142, hit, orders, db, orders-db. A run of Han, kana or Hangul letters gives
     its overlapping pairs of letters (`_cjk_terms`): "在北京参加" gives 在北, 北京, 京参, 参加.
@@ -71,7 +75,7 @@ def tokens(text: str) -> list[str]:
             _add_run(run, found)
         return found
     runs, _ = _split_runs()
-    for match in runs.finditer(_VARIATION.sub("", unaccented(text))):
+    for match in runs.finditer(_GLYPH_CONTROLS.sub("", unaccented(text))):
         if match[1]:
             found.extend(_cjk_terms(match[1]))
         else:

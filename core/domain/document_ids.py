@@ -1,7 +1,10 @@
-"""Document ids as the host cites them. A file's name from macOS comes decomposed (NFD: "e" then a combining
+"""Document ids as the host gives them. A file's name from macOS comes decomposed (NFD: "e" then a combining
 accent), and the document is stored under it as it came; a model retyping the id writes it composed (NFC). The
-two look the same but are different strings, so a citation is matched to the stored id it equals once both are
-normalised, and refused when two stored ids differ from it only that way. Stored ids are never changed."""
+two look the same but are different strings, so an id is matched to the stored id it equals once both are
+normalised, and refused when two stored ids differ from it only that way: a citation in `source_ids` names that
+document, and `add_documents` (so also `duckgraph ingest`) replaces it rather than storing a second one that looks
+the same. Stored ids are never changed (a file's id is its path, which must still name the file), and a new id is
+stored as it came."""
 
 from __future__ import annotations
 
@@ -15,11 +18,9 @@ if TYPE_CHECKING:
     from duckgraph.core.domain.model import EdgeInput, NodeInput
 
 
-def as_stored(store: GraphStore, ids: Iterable[str], namespace: str, field: str = "source_ids") -> dict[str, str]:
-    """The stored id that each id of `ids` not stored as written names: its composed (NFC) or decomposed (NFD)
-    form, where that one is stored. Ids stored as written, and those naming nothing stored in any form, are left
-    out (the write refuses the latter, as it always did). An id whose two forms are both stored, though it is
-    neither, is an InvalidInputError naming both (`field`: the argument it came in, for the message)."""
+def stored_forms(store: GraphStore, ids: Iterable[str], namespace: str) -> dict[str, list[str]]:
+    """The stored ids, sorted, that each id of `ids` not stored as written names: its composed (NFC) or decomposed
+    (NFD) form (an id mixing both has two). Ids stored as written, and those of no stored form, are left out."""
     wanted = set(ids)
     if all(i.isascii() for i in wanted):  # an ASCII id has one form only: nothing to look up
         return {}
@@ -30,16 +31,28 @@ def as_stored(store: GraphStore, ids: Iterable[str], namespace: str, field: str 
     if not any(forms.values()):
         return {}
     found = store.document_titles(set().union(*forms.values()), namespace).keys()
+    return {given: hits for given, variants in sorted(forms.items()) if (hits := sorted(variants & found))}
+
+
+def unambiguous_forms(store: GraphStore, ids: Iterable[str], namespace: str) -> dict[str, str]:
+    """As `as_stored`, refusing nothing: an id that two stored ids could be is left out, as if none were stored
+    (for reads that must not fail: the write of such an id is refused, with both named)."""
+    return {given: hits[0] for given, hits in stored_forms(store, ids, namespace).items() if len(hits) == 1}
+
+
+def as_stored(store: GraphStore, ids: Iterable[str], namespace: str, field: str = "source_ids") -> dict[str, str]:
+    """The stored id that each id of `ids` not stored as written names (see `stored_forms`). Ids stored as written,
+    and those naming nothing stored in any form, are left out (a citation of the latter is refused by the write, as
+    it always was; a document of such an id is a new one). An id whose two forms are both stored, though it is
+    neither, is an InvalidInputError naming both (`field`: the argument it came in, for the message)."""
     matched: dict[str, str] = {}
-    for given, variants in sorted(forms.items()):
-        hits = sorted(variants & found)
+    for given, hits in stored_forms(store, ids, namespace).items():
         if len(hits) > 1:
             raise InvalidInputError(
                 f"{field}: {given!r} is not stored as written, and {len(hits)} stored document ids differ from it only "
                 f"in Unicode normalisation (accents composed or decomposed): {', '.join(ascii(h) for h in hits)}; "
-                f"cite one of them exactly as search shows it (you wrote {ascii(given)})")
-        if hits:
-            matched[given] = hits[0]
+                f"write one of them exactly as search shows it (you wrote {ascii(given)})")
+        matched[given] = hits[0]
     return matched
 
 

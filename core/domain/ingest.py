@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import unicodedata
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from duckgraph.core.domain.chunking import chunk_sections
+from duckgraph.core.domain.document_ids import as_stored
 from duckgraph.core.domain.texts import fact_sentence, passage_text
 from duckgraph.ports import (
     ChunkRecord,
@@ -54,17 +57,17 @@ def add_documents(
     from duckgraph.core.domain.model import AddDocumentsResult
 
     _check(documents, extract and kb.extractor is None)
-    ids = [doc.id or _content_id(doc.text) for doc in documents]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
-    if duplicates:
-        raise InvalidInputError(f"the same document id appears twice in one call: {', '.join(duplicates)}")
+    given = [doc.id or _content_id(doc.text) for doc in documents]
+    _refuse_duplicates(given)
     # Passages are chunked and embedded before other writes are held back (a long document takes minutes); under
     # the lock the plan is made again only if another write committed meanwhile, with the vectors computed.
     vectors: dict[str, Any] = {}
     mark = kb.prepare_write()
+    ids = _as_stored(kb, given, namespace)
     batch, results = _plan_documents(kb, ids, documents, namespace, vectors, progress)
     with kb.writing() as writer:
-        if kb.changed_since(mark):
+        if kb.changed_since(mark):  # the other write may have stored one of the ids in its other form
+            ids = _as_stored(kb, given, namespace)
             batch, results = _plan_documents(kb, ids, documents, namespace, vectors, progress)
         # Without extraction nobody reads the new passages again: what the old ones supported stays while the new
         # ones name it (the host model extracted it from the document). With it, the extractor reads them.
@@ -98,6 +101,28 @@ def _to_review(kb: KnowledgeBase, node_ids: list[int], edge_ids: list[int]) -> l
     kept = [f"entity: {names[i].name} [{names[i].type}]" for i in node_ids if i in names]
     return kept + [f"relation: {fact_sentence(names[e.source_id].name, e.type, names[e.target_id].name)}"
                    for e in edges if e.source_id in names and e.target_id in names]
+
+
+def _refuse_duplicates(ids: Sequence[str]) -> None:
+    """Refuse a call giving one id twice, also once written with accents composed and once decomposed (NFC, NFD):
+    both name one document (`_as_stored`), so which text it should hold is not said."""
+    keys = Counter(unicodedata.normalize("NFC", i) for i in ids)
+    duplicates = sorted({i for i in ids if keys[unicodedata.normalize("NFC", i)] > 1})
+    if not duplicates:
+        return
+    if len(duplicates) == len({unicodedata.normalize("NFC", i) for i in duplicates}):
+        raise InvalidInputError(f"the same document id appears twice in one call: {', '.join(duplicates)}")
+    raise InvalidInputError(
+        f"the same document id appears twice in one call: {', '.join(ascii(i) for i in duplicates)} (ids that differ "
+        "only in Unicode normalisation, accents composed or decomposed, name one document): give each document once")
+
+
+def _as_stored(kb: KnowledgeBase, ids: list[str], namespace: str) -> list[str]:
+    """`ids` each as the document it names is stored: one stored in its other Unicode form (a file name from macOS
+    decomposed, the id retyped composed) is replaced, not stored a second time (see
+    `core.domain.document_ids`); an id stored in neither form is a new document, stored as given."""
+    matched = as_stored(kb.store, ids, namespace, field="documents: id")
+    return [matched.get(i, i) for i in ids]
 
 
 def _plan_documents(

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import ValidationError
 
 from duckgraph.core.domain.argument_errors import readable
+from duckgraph.core.domain.document_ids import unambiguous_forms
 from duckgraph.ports import DuckgraphError, InvalidInputError, WriteBatch, part_title
 from duckgraph.ports.names import INVISIBLE
 
@@ -465,10 +466,13 @@ def _keep_stored_times(kb: KnowledgeBase, batch: Sequence[tuple[Source, Document
     """The batch, where a document whose time is a fallback (see the module) and whose text, title and metadata are
     those stored takes the stored time, so that it is left as it is."""
     ids = [d.id for _, d in batch if d.id in fallback_times]
-    stored = {d.id: d for d in kb.open().store.get_documents(ids, namespace)} if ids else {}
+    store = kb.open().store
+    # The id as stored: a file stored under its name's other Unicode form is the document add_documents replaces.
+    named = unambiguous_forms(store, ids, namespace) if ids else {}
+    stored = {d.id: d for d in store.get_documents([named.get(i, i) for i in ids], namespace)} if ids else {}
     kept = []
     for source, doc in batch:
-        old = stored.get(doc.id)
+        old = stored.get(named.get(doc.id, doc.id))
         if old is not None and (old.text, old.title, old.metadata) == (doc.text, doc.title or "", doc.metadata):
             doc = doc.model_copy(update={"time": old.time})
         kept.append((source, doc))
@@ -506,10 +510,15 @@ def _delete_emptied(kb: KnowledgeBase, emptied: Sequence[Source], report: Ingest
     """Delete the documents of the sources that hold no text now (all their parts), with what they alone supported,
     as a changed file's old text is replaced: each one's skipped line in `report` says what was deleted."""
     with kb.writing(vectors=False) as writer:  # read and delete as one step: no write slips in between
-        stored = {d.id for d in kb.store.get_documents([f.id for f in emptied], namespace)} if emptied else set()
+        # Each file's id as stored (in its name's other Unicode form, see core/domain/document_ids.py)
+        named = unambiguous_forms(kb.store, [f.id for f in emptied], namespace) if emptied else {}
+        stored = {d.id for d in kb.store.get_documents([named.get(f.id, f.id) for f in emptied], namespace)
+                  } if emptied else set()
         ids = _document_ids(kb, namespace) if stored else []  # a file's parts exist only beside its first document
-        for file in (f for f in emptied if f.id in stored):
-            gone = [d for d in ids if d == file.id or d.startswith(f"{file.id}{PART}")]
+        for file in emptied:
+            if (file_id := named.get(file.id, file.id)) not in stored:
+                continue
+            gone = [d for d in ids if d == file_id or d.startswith(f"{file_id}{PART}")]
             summary = writer.commit(WriteBatch(delete_documents=[(namespace, d) for d in gone]))
             report.emptied += gone
             report.skipped[report.skipped.index((str(file.path), "no text"))] = (str(file.path), (
@@ -524,12 +533,16 @@ def _prune(kb: KnowledgeBase, prefix: str, present: set[str], kept: set[str], re
     and, under a folder, a document whose file is on disk: what the walk returns is no list of the files there (a
     suffix no converter reads now, a file once given by name), so only the file's absence says it is gone."""
     on_disk = _URL.match(prefix) is None
+    # A document read (or kept) this time under its id's other Unicode form is that one (add_documents replaced it,
+    # see core/domain/document_ids.py): compared composed, so that pruning never deletes it.
+    read_now = {unicodedata.normalize("NFC", i) for i in present}
+    kept = {unicodedata.normalize("NFC", i) for i in kept}
     with kb.writing(vectors=False) as writer:  # read and delete as one step: no write slips in between
         gone = []
         for d in _document_ids(kb, namespace):
-            if not d.startswith(prefix) or d in present:
+            if not d.startswith(prefix) or unicodedata.normalize("NFC", d) in read_now:
                 continue
-            if _kept_source(d, kept) or (on_disk and _file_there(d, present)):
+            if _kept_source(unicodedata.normalize("NFC", d), kept) or (on_disk and _file_there(d, present)):
                 report.prune_kept.append(d)
             else:
                 gone.append(d)

@@ -12,10 +12,12 @@ import anyio
 from mcp import Client
 
 from duckgraph.core.domain.browse import entity_passages
+from duckgraph.core.domain.model import DocumentInput
 from duckgraph.core.files.folder import find_files, ingest
 from duckgraph.core.mcp.server import build_server
 from tests.e2e.test_mcp_inmemory import make_services
 from tests.fakes import HashingEmbedder
+from tests.integration.test_document_ids_one_document import store_as_before
 
 NAME = "réunion-françois.md"
 NFC, NFD = unicodedata.normalize("NFC", NAME), unicodedata.normalize("NFD", NAME)
@@ -60,11 +62,14 @@ def test_a_citation_that_two_stored_ids_could_be_is_refused_and_nothing_is_writt
     mixed = "réunion-franc\u0327ois.md"  # é composed, ç decomposed: neither form stored below
     assert mixed not in (NFC, NFD) and unicodedata.normalize("NFC", mixed) == NFC
 
+    # Both forms stored, as a file written before add_documents matched ids across forms may hold (it now replaces
+    # the stored document instead: tests/integration/test_document_ids_one_document.py).
+    services.knowledge_base.add_documents([DocumentInput(id=NFC, text=TEXT)])
+    store_as_before(services.knowledge_base, NFD, TEXT.replace("Lyon", "Nantes"))
+    assert document_ids(services.knowledge_base) == sorted([NFC, NFD])
+
     async def session() -> None:
         async with Client(build_server(services)) as client:
-            added = await client.call_tool("add_documents", {"documents": [
-                {"id": NFC, "text": TEXT}, {"id": NFD, "text": TEXT.replace("Lyon", "Nantes")}]})
-            assert not added.is_error and document_ids(services.knowledge_base) == sorted([NFC, NFD])
             refused = await client.call_tool("add_knowledge_graph", {"nodes": [
                 {"name": "François Dupont", "type": "Person", "source_ids": [mixed]}], "edges": []})
             assert refused.is_error
