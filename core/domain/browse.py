@@ -71,8 +71,8 @@ def namespaces(kb: KnowledgeBase, namespace: str) -> dict[str, Any]:
 
 def communities(kb: KnowledgeBase, namespace: str, level: int = 0, limit: int = 100) -> dict[str, Any]:
     """The communities of one level (0: the coarsest; a coarser one split no finer counts at finer levels too),
-    largest first, with their reports, the levels there are and how fresh the last build is."""
-    from duckgraph.core.domain.communities.global_search import as_report
+    largest first, with their reports as global_search shows them, the levels there are and how fresh the last
+    build is."""
     from duckgraph.core.domain.communities.hierarchy import level_view
 
     kb.open()
@@ -83,29 +83,31 @@ def communities(kb: KnowledgeBase, namespace: str, level: int = 0, limit: int = 
     view = sorted(level_view(found, level), key=lambda c: (-len(c.members), c.id))
     freshness = kb.communities.freshness(namespace, build_mark)
     return {"levels": levels, "level": level if found else None, "total": len(view),
-            "communities": [as_report(c).model_dump(mode="json") for c in view[: max(1, min(limit, MAX_COMMUNITIES))]],
+            "communities": [r.model_dump(mode="json") for r in
+                            kb.communities.reports(build_mark, view[: max(1, min(limit, MAX_COMMUNITIES))])],
             "freshness": freshness.model_dump(mode="json") if freshness else None}
 
 
 def community(kb: KnowledgeBase, namespace: str, id: int, limit: int = 60) -> dict[str, Any]:
     """One community's report and its entities drawn with the relations among them: its key entities (the
-    anchors of the drawing) first, then other members up to `limit`."""
-    from duckgraph.core.domain.communities.global_search import as_report
-
+    anchors of the drawing) first, then other members up to `limit`. The report as global_search shows it."""
     kb.open()
-    chosen = next((c for c in kb.communities.listing(namespace)[1] if c.id == id), None)
+    build_mark, found = kb.communities.listing(namespace)
+    chosen = next((c for c in found if c.id == id), None)
     if chosen is None:
         raise NotFoundError(f"no community {id} in namespace {namespace!r}: it may have been rebuilt")
+    (report,) = kb.communities.reports(build_mark, [chosen])
     limit = max(1, min(limit, MAX_NEIGHBOURS))
     members = set(chosen.members)
-    keys = {r.id: r for r in kb.curation.resolve([e["name"] for e in chosen.details.get("entities", [])],
-                                                  namespace)[0].values() if r.id in members}
+    # The key entities as shown: an extractive report's by their names now (one renamed since the build too).
+    keys = {r.id: r for r in kb.curation.resolve([e.name for e in report.key_entities], namespace)[0].values()
+            if r.id in members}
     nodes = {**keys, **{n.id: n for n in kb.store.get_nodes(chosen.members[:limit]) if n.id not in keys}}
     nodes = dict(list(nodes.items())[:limit])
     edges = list({e.id: e for e in kb.store.neighbors(list(nodes), namespace, limit=20 * len(nodes))
                   if e.source_id in nodes and e.target_id in nodes}.values())
     return {
-        "report": as_report(chosen).model_dump(mode="json"),
+        "report": report.model_dump(mode="json"),
         "nodes": [{"name": n.name, "type": n.type, "anchor": i in keys} for i, n in nodes.items()],
         "edges": [{"source": nodes[e.source_id].name, "target": nodes[e.target_id].name, "type": e.type,
                    "description": e.description} for e in edges],

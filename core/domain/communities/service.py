@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from duckgraph.core.domain.ingest import Progress
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
     from duckgraph.core.domain.model import (
-        BuildCommunitiesResult, CommunityFreshness, GlobalSearchResult, ReportsToWrite, ReportsWritten, ScoredNode)
+        BuildCommunitiesResult, CommunityFreshness, CommunityReport, GlobalSearchResult, ReportsToWrite,
+        ReportsWritten, ScoredNode)
     from duckgraph.ports.extractor import Extractor
 
 NO_COMMUNITIES = ("No communities are built for this namespace yet: call build_communities (or run `duckgraph "
@@ -113,8 +114,20 @@ class CommunityService:
         return build_mark, held[1]
 
     def listing(self, namespace: str) -> tuple[CommunityBuild | None, list[CommunityRecord]]:
-        """The namespace's last build and its communities with their reports, coarse to fine (the web UI's list)."""
+        """The namespace's last build and its communities, coarse to fine (the web UI's list), their reports as
+        stored: `reports` gives them as they are shown."""
         return self._catalog_of(namespace)
+
+    def reports(self, build_mark: CommunityBuild | None, communities: Sequence[CommunityRecord]
+                ) -> list[CommunityReport]:
+        """The reports of `communities` (of `build_mark`, as `listing` gives them) as global_search shows them: an
+        extractive one as the graph is now (`_as_now`), a written one as written, stale when an entity it names
+        changed since the build. The web UI's, so that its pages never say what global_search no longer says."""
+        if build_mark is None or not communities:
+            return []
+        current = self._as_now(build_mark.namespace, build_mark)
+        changed = self._changed_entities(build_mark, [c for c in communities if c.author != "extractive"])
+        return [ranking.as_report(current(c), changed=changed.get(c.id, ())) for c in communities]
 
     def freshness(self, namespace: str, build: CommunityBuild | None = None) -> CommunityFreshness | None:
         from duckgraph.core.domain.model import CommunityFreshness
@@ -168,8 +181,9 @@ class CommunityService:
         """What global_search shows of a community: a written report as stored; an extractive one whose members
         changed since the build (a description, a fact ended or deleted, a member deleted; every one when too
         much changed to tell which) written again as the graph is now (`reports.as_now`): it costs no model call,
-        so it never says what no longer holds. Only for the reports a search renders (a few dozen, whatever the
-        graph's size), each once until the next write, build or report."""
+        so it never says what no longer holds (the web UI and the material of communities_to_summarize too: see
+        `reports`, `_next_waiting`). Only for the reports a search renders, a page or a listing shows (a few dozen
+        or a hundred, whatever the graph's size), each once until the next write, build or report."""
         key = (build_mark.built_at, self._version, self.keeper.removals, self.keeper.writes)
         held = self._current.get(namespace)
         if held is None or held[0] != key:
@@ -212,14 +226,25 @@ class CommunityService:
         """Communities whose report is extractive or stale, coarsest and largest first, with their material."""
         from duckgraph.core.domain.model import ReportsToWrite, ReportToWrite
 
-        waiting = self._waiting(namespace, level)
-        return ReportsToWrite(namespace=namespace, remaining=max(0, len(waiting) - limit), communities=[
+        waiting, count = self._next_waiting(namespace, level, limit)
+        return ReportsToWrite(namespace=namespace, remaining=max(0, count - limit), communities=[
             ReportToWrite(id=c.id, level=c.level, size=len(c.members), stale=c.stale, current_title=c.title,
-                          material=material(c)) for c in waiting[:limit]])
+                          material=material(c)) for c in waiting])
 
     def _waiting(self, namespace: str, level: int | None) -> list[CommunityRecord]:
         return [c for c in self._communities(namespace)
                 if (c.author == "extractive" or c.stale) and (level is None or c.level == level)]
+
+    def _next_waiting(self, namespace: str, level: int | None, limit: int) -> tuple[list[CommunityRecord], int]:
+        """The first `limit` of `_waiting`, an extractive report as global_search shows it (its title and material
+        as the graph is now, `_as_now`: its author writes from what holds now), and how many wait in all. Only
+        those are written again: past 5,000 changes every extractive report would be."""
+        build_mark = self._catalog_of(namespace)[0]
+        waiting = self._waiting(namespace, level)
+        if not waiting:
+            return [], 0
+        current = self._as_now(namespace, build_mark)
+        return [current(c) for c in waiting[:limit]], len(waiting)
 
     def save_host_report(self, namespace: str, community_id: int, title: str, summary: str) -> ReportsWritten:
         """save_community_report: store the host's report, and say how many communities still wait for one."""
@@ -289,7 +314,7 @@ class CommunityService:
         stored with `author`; a community whose report fails is named in `failed`."""
         from duckgraph.core.domain.model import ReportsWritten
 
-        waiting = self._waiting(namespace, None)[:limit]
+        waiting = self._next_waiting(namespace, None, limit)[0]
         written, failed = 0, []
         for done, community in enumerate(waiting):
             try:
