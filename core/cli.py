@@ -228,6 +228,15 @@ def _parser() -> argparse.ArgumentParser:
     restore.add_argument("--json", action="store_true", help="print the result as JSON")
     restore.set_defaults(run=_restore_command)
 
+    compact = sub.add_parser("compact", parents=[common],
+                             help="rewrite the database file without the free blocks that deleted and replaced rows "
+                                  "left (stop its servers first); the counts are checked before it replaces the file")
+    compact.add_argument("--keep-old", action="store_true",
+                         help="keep the file as it was, as PATH.before-compact-TIME (default: removed, in the same "
+                              "step that puts the checked compact file in its place)")
+    compact.add_argument("--json", action="store_true", help="print the result as JSON")
+    compact.set_defaults(run=_compact_command)
+
     ui = sub.add_parser("ui", parents=[common], help="a local web page to explore, check and curate the memory "
                                                      "(also while a server uses the file)")
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other than "
@@ -786,6 +795,25 @@ def _restore_command(args: argparse.Namespace) -> int:
           f"entities, {result['edges']} relations, {result['documents']} documents, {result['chunks']} passages")
     if result["kept"]:
         print("the file it replaced is kept as " + " and ".join(result["kept"]) + " (open it with --db to read it)")
+    return 0
+
+
+def _compact_command(args: argparse.Namespace) -> int:
+    from duckgraph.core.files.backup import compact
+
+    db = Path(_setup(args, existing=True).settings.db).expanduser()  # a missing file is said as other commands say it
+    # The file and its copy are each opened as the knowledge file is: a copy that does not open is refused.
+    result = compact(db, lambda path: _setup(args, db=str(path)).knowledge_base, keep_old=args.keep_old)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    before, after = result["bytes_before"], result["bytes"]
+    print(f"compacted {result['path']} from {before:,} to {after:,} bytes ({before / 2**20:.1f} MiB to "
+          f"{after / 2**20:.1f} MiB): {result['nodes']} entities, {result['edges']} relations, {result['documents']} "
+          f"documents, {result['chunks']} passages, {result['namespaces']} namespaces, as before")
+    if result["kept"]:
+        print("the file as it was is kept as " + " and ".join(result["kept"]) + " (open it with --db to read it; "
+              "delete it once the compacted file works)")
     return 0
 
 

@@ -306,9 +306,7 @@ def _check_space(diagnosis: Diagnosis, path: Path, space: dict[str, Any]) -> Non
     diagnosis.warnings.append(
         f"{path} is {space['bytes'] / 2**20:.0f} MiB, {free / 2**20:.0f} MiB of it free blocks left by deleted or "
         "replaced rows (DuckDB reuses them for later writes, but the file never shrinks). To compact it, stop the "
-        f"servers that use it, then: duckgraph backup COMPACT.duckdb --db {path}; duckgraph restore COMPACT.duckdb "
-        f"--db {path}. Then delete COMPACT.duckdb, and the old file restore keeps aside ({path.name}.before-restore-"
-        "TIME) once the restored one works")
+        f"servers that use it, then: duckgraph compact --db {path}")
 
 
 def _store_health(diagnosis: Diagnosis, path: Path) -> dict[str, Any] | None:

@@ -1,5 +1,6 @@
-"""A backup: a consistent copy of the knowledge file, taken while it stays in use; and a restore, which puts one
-back in place of the knowledge file."""
+"""A backup: a consistent copy of the knowledge file, taken while it stays in use; a restore, which puts one back
+in place of the knowledge file; and a compact, which puts a copy of the file in its own place, without the free
+blocks that deleted and replaced rows leave (DuckDB reuses them, but a file never shrinks)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,14 +71,8 @@ def restore(source: str | Path, db: str | Path, check: Callable[[Path], dict[str
     """
     backup, target = Path(source).expanduser().absolute(), Path(db).expanduser().absolute()
     _check_restore(backup, target)
-    lock = LockFile(lock_path(target)) if supported() else None
-    if lock is not None and not lock.acquire(blocking=False):
-        info = holder(target) or {}
-        command = f"`duckgraph {info['command']}`" if info.get("command") else "a duckgraph server"
-        raise StoreError(f"{target} is in use by {command} (pid {info.get('pid', '?')}): stop it (and the MCP "
-                         "clients that start it), then restore; nothing was changed")
-    try:
-        with _held(target):
+    with _owned(target, "restore"):
+        with _held(target, "restore"):
             remove_leftovers(target.parent, target.name)  # the file's lock is ours: none is being written
             partial = _partial_of(target)
             try:
@@ -98,9 +94,6 @@ def restore(source: str | Path, db: str | Path, check: Callable[[Path], dict[str
                 for leftover in (partial, _wal_of(partial)):
                     leftover.unlink(missing_ok=True)
             _sync_folder(target.parent)
-    finally:
-        if lock is not None:
-            lock.release()
     return {"path": str(target), "backup": str(backup), "bytes": target.stat().st_size,
             "kept": [str(path) for path in kept], **held}
 
@@ -124,12 +117,145 @@ def _check_restore(backup: Path, target: Path) -> None:
         raise InvalidInputError(f"the folder {target.parent} does not exist; create it first")
 
 
+def compact(db: str | Path, open_kb: Callable[[Path], AbstractContextManager[KnowledgeBase]], *,
+            keep_old: bool = False) -> dict[str, Any]:
+    """Put a compact copy of the knowledge file `db` in its place: the same rows, without the free blocks that
+    deleted and replaced rows left (DuckDB reuses them for later writes, but never gives them back).
+
+    The file is opened with `open_kb` (which replays a write-ahead log left by a crash, and folds it into the
+    file when it closes), copied as `backup` copies it (COPY FROM DATABASE writes no free block) under a temporary
+    name beside it, and the copy, given the file's permissions and owner, is opened with `open_kb` and refused
+    unless it holds the same counts. Then it is renamed over the file, which removes the old one in the same
+    step; with `keep_old` the old file is first renamed to `db`.before-compact-TIME (`_move_aside`: between the
+    two renames it is whole under that name). Otherwise `db` is the old file or the whole new one at every
+    moment: a compact killed midway leaves the old file, and a temporary copy that the next backup, restore or
+    compact of the file removes. Refused while any process has `db` open (a duckgraph
+    server or command, another program), and, until it is done, so is every process that opens `db`. Returns the
+    path, its size before and after, what was kept, and the counts.
+    """
+    target = Path(db).expanduser().resolve()  # through a symbolic link: the file is replaced, not the link
+    _check_compact(target)
+    with _owned(target, "compact"):
+        with _held(target, "compact"):  # refused here, naming the holder, before the file is opened
+            remove_leftovers(target.parent, target.name)
+        before = target.stat().st_size
+        partial = _partial_of(target)
+        try:
+            try:
+                with open_kb(target) as kb:  # DuckDB's own lock keeps every other process out until it closes
+                    with kb.writes_paused():
+                        kb.store.backup(partial)
+                        held = _compact_counts(kb)
+            except StoreError as exc:
+                raise _not_compacted(target, str(exc)) from exc
+            # Closing the file dropped this process's POSIX locks on it (any close of a file drops them all), so
+            # the lock is taken again at once: a process that opened the file in between is refused here.
+            with _held(target, "compact"):
+                if _wal_of(target).exists():
+                    raise _not_compacted(target, f"its write-ahead log {_wal_of(target)} could not be folded into "
+                                                 "it (see the warnings above)")
+                _keep_owner(target, partial)
+                _sync_file(partial)
+                try:
+                    with open_kb(partial) as copy:
+                        copied = _compact_counts(copy)
+                except DuckgraphError as exc:
+                    raise _not_compacted(target, f"the compact copy does not open ({exc})") from exc
+                if copied != held:
+                    raise _not_compacted(target, f"the compact copy holds {_listed(copied)}, the file "
+                                                 f"{_listed(held)}")
+                if _wal_of(partial).exists():
+                    raise _not_compacted(target, f"the copy {partial} was left with a write-ahead log")
+                kept = _move_aside(target, "before-compact") if keep_old else []
+                try:
+                    os.replace(partial, target)
+                except OSError:
+                    if kept:
+                        os.rename(kept[0], target)  # the file back under its name: unchanged after all
+                    raise
+        except OSError as exc:
+            raise _not_compacted(target, str(exc)) from exc
+        finally:
+            for leftover in (partial, _wal_of(partial)):
+                leftover.unlink(missing_ok=True)
+        _sync_folder(target.parent)
+    return {"path": str(target), "bytes_before": before, "bytes": target.stat().st_size,
+            "kept": [str(path) for path in kept], **held}
+
+
+def _compact_counts(kb: KnowledgeBase) -> dict[str, int]:
+    """What a compact checks its copy against: the counts of a backup, and the namespaces."""
+    return {**counts(kb), "namespaces": len(kb.store.namespaces())}
+
+
+def _not_compacted(target: Path, why: str) -> StoreError:
+    return StoreError(f"could not compact {target}: {why}; {target} is unchanged")
+
+
+def _listed(held: dict[str, int]) -> str:
+    return ", ".join(f"{value} {key}" for key, value in held.items())
+
+
+def _check_compact(target: Path) -> None:
+    """Refuse, before anything is changed, a file that cannot be compacted in place."""
+    if not target.exists():
+        raise InvalidInputError(f"there is no file at {target}: give --db the memory's file; nothing was changed")
+    if target.is_dir():
+        raise InvalidInputError(f"{target} is a folder: give --db the memory's file; nothing was changed")
+    if not target.is_file():
+        raise InvalidInputError(f"{target} is not a regular file: give --db the memory's file; nothing was changed")
+    if not is_duckdb_file(target):
+        raise InvalidInputError(f"{target} is not a DuckDB file (or not readable): give --db the memory's file; "
+                                "nothing was changed")
+    if not os.access(target, os.W_OK):
+        raise StoreError(f"{target} is not writable by this user, and a compact replaces it; nothing was changed")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise StoreError(f"cannot write the compact copy beside {target}: the folder {target.parent} is not "
+                         "writable by this user; nothing was changed")
+    if (links := target.stat().st_nlink) > 1:
+        # The new file would take this name only: the other names would keep the old file, and writes to it.
+        raise InvalidInputError(f"{target} has {links} names (hard links), and a compact would replace the file "
+                                "under this one only: remove the other links first; nothing was changed")
+
+
+def _keep_owner(target: Path, copy: Path) -> None:
+    """Give the copy the file's permissions (a private file stays private) and owner (as root, a user's file stays
+    theirs)."""
+    shutil.copymode(target, copy)
+    info = target.stat()
+    mine = copy.stat()
+    if (info.st_uid, info.st_gid) != (mine.st_uid, mine.st_gid):
+        try:
+            os.chown(copy, info.st_uid, info.st_gid)
+        except OSError as exc:
+            raise _not_compacted(target, f"its copy cannot be given the file's owner (uid {info.st_uid}, gid "
+                                         f"{info.st_gid}): {exc.strerror}; run compact as that user") from exc
+
+
+@contextmanager
+def _owned(target: Path, action: str) -> Iterator[None]:
+    """Hold the file's duckgraph lock for `action` (as a server or the web UI holds it while they run): refused,
+    naming the holder, while one of them runs; one that starts meanwhile waits."""
+    lock = LockFile(lock_path(target)) if supported() else None
+    if lock is not None and not lock.acquire(blocking=False):
+        info = holder(target) or {}
+        command = f"`duckgraph {info['command']}`" if info.get("command") else "a duckgraph server"
+        raise StoreError(f"{target} is in use by {command} (pid {info.get('pid', '?')}): stop it (and the MCP "
+                         f"clients that start it), then {action}; nothing was changed")
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
+
+
 class _held:
     """Hold a POSIX lock on `path` as DuckDB does on a file it opens: refused while a process has it open, and
-    until released no process can open it (not even between the check and the rename)."""
+    until released no process can open it (not even between the check and the rename). This process's own
+    DuckDB connection to `path` drops the lock when it closes (POSIX locks belong to the process)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path, self.fd = path, None
+    def __init__(self, path: Path, action: str) -> None:
+        self.path, self.action, self.fd = path, action, None
 
     def __enter__(self) -> None:
         if fcntl is None or not self.path.exists():
@@ -142,22 +268,22 @@ class _held:
             os.close(self.fd)
             raise StoreError(
                 f"{self.path} is open in another process (a duckgraph command such as ingest or import, or a program "
-                "using DuckDB): let it finish or close it, then restore; nothing was changed") from exc
+                f"using DuckDB): let it finish or close it, then {self.action}; nothing was changed") from exc
 
     def __exit__(self, *exc: object) -> None:
         if self.fd is not None:
             os.close(self.fd)  # closing drops the lock
 
 
-def _move_aside(target: Path) -> list[Path]:
-    """Rename the knowledge file and its write-ahead log to one new name (the log first: if this stops midway the
-    file is whole without it, and the log is kept); returns the new paths."""
+def _move_aside(target: Path, label: str = "before-restore") -> list[Path]:
+    """Rename the knowledge file and its write-ahead log to one new name, `target`.LABEL-TIME (the log first: if
+    this stops midway the file is whole without it, and the log is kept); returns the new paths."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = target.with_name(f"{target.name}.before-restore-{stamp}")
+    aside = target.with_name(f"{target.name}.{label}-{stamp}")
     n = 1
     while aside.exists() or _wal_of(aside).exists():
         n += 1
-        aside = target.with_name(f"{target.name}.before-restore-{stamp}-{n}")
+        aside = target.with_name(f"{target.name}.{label}-{stamp}-{n}")
     kept = []
     for current, new in ((_wal_of(target), _wal_of(aside)), (target, aside)):
         if current.exists():
@@ -193,7 +319,7 @@ def _wal_of(path: Path) -> Path:
 
 def _partial_of(target: Path) -> Path:
     """The temporary name a copy is written under, beside `target`: it carries this process's id, so that a later
-    backup or restore can tell the copy of a process that was killed from one being written (`leftovers`)."""
+    backup, restore or compact can tell the copy of a process that was killed from one being written (`leftovers`)."""
     return target.with_name(f".{target.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.partial")
 
 
@@ -201,8 +327,8 @@ _PARTIAL = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{12}\.partial(\.wal
 
 
 def leftovers(folder: Path, name: str | None = None) -> list[Path]:
-    """The temporary copies (and their logs) that a backup or restore killed midway left in `folder` (of the file
-    `name`, or of any): those whose process no longer runs."""
+    """The temporary copies (and their logs) that a backup, restore or compact killed midway left in `folder` (of
+    the file `name`, or of any): those whose process no longer runs."""
     try:
         entries = sorted(folder.iterdir())
     except OSError:
@@ -216,9 +342,9 @@ def remove_leftovers(folder: Path, name: str) -> None:
     for leftover in leftovers(folder, name):
         try:
             leftover.unlink()
-            log.warning("removed %s, left by a backup or restore that was interrupted", leftover)
+            log.warning("removed %s, left by a backup, restore or compact that was interrupted", leftover)
         except OSError as exc:
-            log.warning("could not remove %s, left by an interrupted backup or restore: %s", leftover, exc)
+            log.warning("could not remove %s, left by an interrupted backup, restore or compact: %s", leftover, exc)
 
 
 def _running(pid: int) -> bool:
