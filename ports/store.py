@@ -95,7 +95,8 @@ class GraphStore(ABC):
     @abstractmethod
     def nodes_containing(self, namespace: str, text: str, *, limit: int = 1_000) -> list[int]:
         """Ids, in id order, of the nodes whose name, type or one of whose observations contains `text`, ignoring
-        case (the reference memory server's search_nodes match); at most `limit`. An empty `text` matches all."""
+        case and accents (both sides read through `ports.names.unaccented`: the reference memory server's search_nodes
+        match, made to find "Łukasz" by "Lukasz" as names are found); at most `limit`. An empty `text` matches all."""
 
     @abstractmethod
     def edges_among(

@@ -29,17 +29,6 @@ def list_nodes(con: Any, namespace: str, offset: int, limit: int) -> list[NodeRe
     return [_node(row) for row in rows]
 
 
-def nodes_containing(con: Any, namespace: str, text: str, limit: int) -> list[int]:
-    # contains() rather than ILIKE: the text is matched as given, with no pattern characters to escape.
-    rows = con.execute(
-        "SELECT id FROM nodes WHERE namespace = $1 AND (contains(lower(name), $2) OR contains(lower(type), $2)) "
-        "UNION SELECT o.node_id FROM observations o JOIN nodes n ON n.id = o.node_id "
-        "WHERE n.namespace = $1 AND contains(lower(o.text), $2) ORDER BY 1 LIMIT $3",
-        [namespace, text.lower(), limit],
-    ).fetchall()
-    return [node_id for (node_id,) in rows]
-
-
 def list_edges(con: Any, namespace: str, offset: int, limit: int, include_expired: bool) -> list[EdgeRecord]:
     holding = "" if include_expired else f"AND {sql.holds_at('$4')} "
     rows = con.execute(

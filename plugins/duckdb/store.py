@@ -392,6 +392,11 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return self._mirror().observations(node_ids)
 
+    def nodes_containing(self, namespace: str, text: str, *, limit: int = 1_000) -> list[int]:
+        # From the mirror's folded texts: ignoring accents as names do, without folding every text per query.
+        with self._lock:
+            return self._mirror().nodes_containing(namespace, text, limit)
+
     def adjacent_chunks(self, ids: Iterable[int], namespace: str) -> dict[int, tuple[int | None, int | None]]:
         with self._lock:
             return self._mirror().adjacent_chunks(list(ids), namespace)
@@ -479,11 +484,6 @@ class DuckDBStore(GraphStore):
     def list_nodes(self, namespace: str, *, offset: int = 0, limit: int = 100) -> list[NodeRecord]:
         with self._lock:
             return reads.list_nodes(self._db, namespace, offset, limit)
-
-
-    def nodes_containing(self, namespace: str, text: str, *, limit: int = 1_000) -> list[int]:
-        with self._lock:
-            return reads.nodes_containing(self._db, namespace, text, limit)
 
     def list_edges(
         self, namespace: str, *, offset: int = 0, limit: int = 100, include_expired: bool = False

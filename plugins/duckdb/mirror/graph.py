@@ -15,6 +15,7 @@ from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
 from duckgraph.plugins.duckdb.mirror.columns import grow, nat, time_value
 from duckgraph.plugins.duckdb.mirror.links import LinkTable
 from duckgraph.plugins.duckdb.mirror.passages import PassageMirror
+from duckgraph.plugins.duckdb.mirror.substrings import SubstringIndex
 from duckgraph.plugins.duckdb.sql import now as sql_now
 from duckgraph.ports import Links, TimeFilter, isin_ids, link_counts
 
@@ -100,6 +101,8 @@ class GraphMirror(PassageMirror):
         #: namespace code -> name key -> node id, or a tuple of ids when several nodes answer to it
         self.names: dict[int, dict[str, Any]] = {}
         self.node_count = 0
+        #: the folded texts `nodes_containing` searches, built for a namespace by its first query
+        self.substrings = SubstringIndex(self._substring_texts, self._namespace_members)
         # edges, by id (e_src -1: no such edge)
         self.e_src = np.full(0, -1, dtype=np.int64)
         self.e_dst = np.full(0, -1, dtype=np.int64)
@@ -393,16 +396,21 @@ class GraphMirror(PassageMirror):
         empty: tuple[str, ...] = ()
         import json
 
+        searched: list[int] = []  # nodes whose texts `nodes_containing` reads changed
         for node in nodes:
             node_id = node.id
+            code = self.namespace_code(node.namespace)
             if self.n_ns[node_id] >= 0:
                 old_code = int(self.n_ns[node_id])
                 for key in self._name_keys(node_id):
                     self._drop_name(old_code, key, node_id)
+                if (old_code != code or self.n_name[node_id] != node.name
+                        or self.type_names[self.n_type[node_id]] != node.type):
+                    searched.append(node_id)
             else:
                 self.n_created[node_id] = stamp
                 self.node_count += 1
-            code = self.namespace_code(node.namespace)
+                searched.append(node_id)
             self.n_ns[node_id] = code
             self.n_type[node_id] = self.type_code(node.type)
             self.n_key[node_id] = node.key
@@ -413,6 +421,7 @@ class GraphMirror(PassageMirror):
             self.n_updated[node_id] = stamp
             for key in keys_of[node_id] if keys_of and node_id in keys_of else self._name_keys(node_id):
                 self._add_name(code, key, node_id)
+        self.substrings.changed(searched)
 
     def replace_observations(self, node_ids: Sequence[int], wanted: Sequence[Sequence[str]]) -> None:
         """Each node's observations made its `wanted` ones as the file does (writes.replace_observations): those it
@@ -425,6 +434,8 @@ class GraphMirror(PassageMirror):
             known = set(held)
             observations = (*kept, *(text for text in texts if text not in known))
             self.n_obs[node_id] = observations or None
+            if observations != held:
+                self.substrings.changed([node_id])
 
     def delete_nodes(self, ids: Iterable[int]) -> None:
         for node_id in ids:
@@ -437,6 +448,7 @@ class GraphMirror(PassageMirror):
             for column in (self.n_key, self.n_name, self.n_desc, self.n_aliases, self.n_props, self.n_obs):
                 column[node_id] = None
             self.node_count -= 1
+            self.substrings.changed([node_id])
 
     def put_edges(self, ids: Sequence[int], namespaces: Sequence[str], sources: Sequence[int],
                   targets: Sequence[int], types: Sequence[str], descriptions: Sequence[str], weights: Sequence[float],
@@ -616,6 +628,23 @@ class GraphMirror(PassageMirror):
             hit = names.get(key)
             if hit is not None:
                 yield key, hit if isinstance(hit, tuple) else (hit,)
+
+    def nodes_containing(self, namespace: str, text: str, limit: int) -> list[int]:
+        """`GraphStore.nodes_containing`: see `SubstringIndex`."""
+        code = self.namespace_codes.get(namespace)
+        return [] if code is None else self.substrings.search(code, text, limit)
+
+    def _substring_texts(self, ids: Iterable[int]) -> Iterator[tuple[int, int, str, str, tuple[str, ...] | None]]:
+        """(id, namespace code, name, type, observations or None) of each stored one of `ids`, in their order."""
+        ids = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids), dtype=np.int64)
+        ids = ids[self._node_live(ids)]
+        types = self.type_names
+        for node_id, code, name, type_code, observations in zip(
+                ids.tolist(), self.n_ns[ids].tolist(), self.n_name[ids], self.n_type[ids].tolist(), self.n_obs[ids]):
+            yield node_id, code, name, types[type_code], observations
+
+    def _namespace_members(self, code: int) -> Any:
+        return np.flatnonzero(self.n_ns == code)
 
     def find(self, namespace: str, keys: Iterable[str]) -> list[int]:
         return sorted({node_id for _, nodes in self._answering(namespace, keys) for node_id in nodes})
