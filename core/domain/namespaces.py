@@ -43,7 +43,7 @@ def check_namespace(name: object) -> str:
     if isinstance(name, str) and _VALID.fullmatch(name):
         return name
     raise InvalidInputError(
-        f"invalid namespace {name!r}: use 1 to {MAX_NAMESPACE_CHARS} letters, digits, '-', '_', '.' or '/'"
+        f"invalid namespace {name!r}: use 1 to {MAX_NAMESPACE_CHARS} ASCII letters (a-z, A-Z), digits (0-9), '-', '_', '.' or '/'"
     )
 
 

@@ -3,8 +3,9 @@ name through core/mcp/direct.py, so the page validates, fails and forwards to th
 model's calls do) and the reads of core/domain/browse.py.
 
     GET  /api/overview?namespace=        counts, types, most connected entities, namespaces, what is available
-    GET  /api/search?q=&namespace=       the search tool's result, and the query's words to mark in passages
-    GET  /api/entity?name=&namespace=    get_entities, the passages that mention it, its neighbours
+    GET  /api/search?q=&namespace=       the search tool's result, each passage with the ranges to mark (marks.py)
+    GET  /api/entity?name=&namespace=    get_entities, the passages that mention it (with their marks), its
+                                         neighbours; 404 with the names it likely meant (did_you_mean)
     GET  /api/communities?level=         the communities of a level with their reports
     GET  /api/community?id=              one community's report and its entities to draw
     POST /api/tool/{name}                one of TOOLS with {"arguments": {...}, "namespace": ...}
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
@@ -27,14 +29,18 @@ from starlette.staticfiles import StaticFiles
 
 from duckgraph.core.domain.argument_errors import readable, validation_cause
 from duckgraph.core.mcp.direct import DirectCalls
-from duckgraph.ports import DuckgraphError, InvalidInputError, NotFoundError, tokens
+from duckgraph.core.ui.marks import MarkingError, marks
+from duckgraph.ports import DuckgraphError, InvalidInputError, NotFoundError, terms, tokens
+from duckgraph.ports.text import stemmed
+
+log = logging.getLogger(__name__)
 
 #: The tools the page may call through /api/tool: curation, and the reads of its optional views and of an
 #: entity's relations past the first 50. Those that this version's server lacks are reported as not available
 #: (another version may have them).
 TOOLS = frozenset({
     "get_entities", "update_entity", "merge_entities", "delete_entities", "delete_relations", "end_relations",
-    "find_paths", "recent_changes", "list_namespaces", "global_search", "build_communities",
+    "find_paths", "recent_changes", "list_namespaces", "global_search", "build_communities", "delete_documents",
 })
 #: Search limits the page may ask for (the tool's own bounds apply too).
 SEARCH_OPTIONS = ("max_nodes", "hops", "k_anchors", "max_passages")
@@ -111,6 +117,7 @@ class _Api:
             if given.get("include_history") == "true":
                 options["include_history"] = True
             result = await self._tool("search", {"query": query, **options}, namespace)
+            result["passages"] = await _marked(result["passages"], set(terms(query)))
             return {**result, "words": sorted(set(tokens(query)))}
 
         return await self._answer(request, answer)
@@ -120,12 +127,15 @@ class _Api:
             name = request.query_params.get("name", "")
             found = await self._tool("get_entities", {"names": [name]}, namespace)
             if not found["entities"]:
-                raise NotFoundError(f"no entity named {name!r} in the namespace {namespace!r}")
+                # What get_entities says to help (the names it likely meant, an empty namespace) goes to the page.
+                raise _NotFound(f"no entity named {name!r} in the namespace {namespace!r}",
+                                did_you_mean=found.get("did_you_mean", {}).get(name, []), hint=found.get("hint"))
             stored = found["entities"][0]["name"]
             passages, neighbours = await asyncio.gather(
                 self.calls.browse("entity_passages", namespace, {"name": stored}),
                 self.calls.browse("neighbourhood", namespace, {"name": stored}),
             )
+            passages["passages"] = await _marked(passages["passages"], set(stemmed(passages["words"])))
             return {"entity": found["entities"][0], "passages": passages, "graph": neighbours}
 
         return await self._answer(request, answer)
@@ -168,7 +178,7 @@ class _Api:
                 raise InvalidInputError("namespace must be a string")
             return JSONResponse(await view(namespace), headers=_NO_CACHE)
         except NotFoundError as exc:
-            return _error(404, str(exc))
+            return _error(404, str(exc), **getattr(exc, "details", {}))
         except DuckgraphError as exc:
             return _error(400, _refusal(exc))
 
@@ -180,6 +190,33 @@ class _Api:
             raise InvalidInputError(f"this duckgraph's {name} tool cannot use another namespace than "
                                     f"{self.default_namespace!r}")
         return await self.calls.call(name, arguments)
+
+
+class _NotFound(NotFoundError):
+    """A NotFoundError with more to say to the page, as fields of the error's JSON."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def _marks_of(text: str, wanted: set[str]) -> list[list[int]]:
+    """`marks`, or none when they cannot be placed (a bug of marks.py): the passage is still shown, and the log
+    says so, rather than the whole page failing for its highlighting."""
+    try:
+        return marks(text, wanted)
+    except MarkingError as exc:
+        log.warning("%s: the passage is shown without marks", exc)
+        return []
+
+
+async def _marked(passages: list[dict[str, Any]], wanted: set[str]) -> list[dict[str, Any]]:
+    """The passages, each with `marks`: the [start, end) ranges (in code points) of its text's words that keyword
+    search matches to `wanted` (terms), computed off the event loop (long texts take milliseconds)."""
+    def mark() -> list[dict[str, Any]]:
+        return [{**p, "marks": _marks_of(p["text"], wanted)} for p in passages]
+
+    return await anyio.to_thread.run_sync(mark)
 
 
 def _whole(request: Request, key: str) -> int:
@@ -195,5 +232,5 @@ def _refusal(exc: DuckgraphError) -> str:
     return str(exc) if cause is None else readable(cause)
 
 
-def _error(status: int, message: str) -> Response:
-    return JSONResponse({"error": message}, status_code=status, headers=_NO_CACHE)
+def _error(status: int, message: str, **details: Any) -> Response:
+    return JSONResponse({"error": message, **details}, status_code=status, headers=_NO_CACHE)

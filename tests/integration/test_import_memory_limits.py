@@ -170,7 +170,7 @@ def test_a_line_in_a_namespace_no_tool_can_name_is_refused(tmp_path, namespace):
     kb = open_kb(tmp_path / "kb.duckdb")
     bad = lines({"kind": "node", "namespace": "default", "name": "A", "type": "T"},
                 {"kind": "node", "namespace": namespace, "name": "X", "type": "T"})
-    with pytest.raises(InvalidInputError, match=r"^file\.jsonl:2: invalid namespace .*: use 1 to 100 letters"):
+    with pytest.raises(InvalidInputError, match=r"^file\.jsonl:2: invalid namespace .*: use 1 to 100 ASCII letters"):
         import_lines(kb, bad, source="file.jsonl")
     assert kb.store.namespaces() == [] and kb.stats()["nodes"] == 0  # nothing written
     # Into a namespace of the import's choosing, the file's own is replaced: its data can still be brought in.

@@ -1,4 +1,5 @@
-// Small DOM helpers. Stored texts reach the page only as text nodes, never as HTML.
+// Small DOM helpers. Stored texts reach the page only as text nodes, never as HTML, with their bidirectional
+// controls shown as escapes (`shown`).
 
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
@@ -15,8 +16,41 @@ export function h(tag, attrs = {}, ...children) {
 export function append(el, children) {
   for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
-    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    // A textarea's text is the value edited and saved: it keeps the stored characters.
+    if (child instanceof Node || el.tagName === "TEXTAREA") el.append(child);
+    else el.append(...shown(String(child)));
   }
+}
+
+// Bidirectional controls (embeddings, overrides, isolates, marks) reorder what is shown around them: a stored
+// "payment to \u202e0001$ 9\u202c" would read "payment to 9 $1000" ("Trojan Source"). The page shows each as its
+// escape, as the terminal does (core/terminal.py), so what a person reads is what a model reads.
+const BIDI_CONTROLS = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+function escaped(control) {
+  return `\\u${control.codePointAt(0).toString(16).padStart(4, "0")}`;
+}
+
+// `text` as text nodes, each bidirectional control as its escape in a <span class="control">.
+function shown(text) {
+  const nodes = [];
+  let last = 0;
+  for (const match of text.matchAll(BIDI_CONTROLS)) {
+    if (match.index > last) nodes.push(document.createTextNode(text.slice(last, match.index)));
+    const control = document.createElement("span");
+    control.className = "control";
+    control.title = "a hidden direction control, shown as its code";
+    control.textContent = escaped(match[0]);
+    nodes.push(control);
+    last = match.index + match[0].length;
+  }
+  if (last < text.length || !nodes.length) nodes.push(document.createTextNode(text.slice(last)));
+  return nodes;
+}
+
+// `text` with its bidirectional controls as escapes, for plain text (the window's title, SVG labels).
+export function visible(text) {
+  return String(text).replace(BIDI_CONTROLS, escaped);
 }
 
 export function clear(el, ...children) {
@@ -25,28 +59,19 @@ export function clear(el, ...children) {
   return el;
 }
 
-// A word as the server's keyword index folds it: lower case, accents dropped.
-export function fold(word) {
-  return word.normalize("NFKD").replace(/\p{M}/gu, "").toLowerCase();
-}
-
-const WORD_RUN = /[\p{L}\p{N}]+(?:[-._/][\p{L}\p{N}]+)*/gu;
-
-// `text` as nodes, with the words of `words` (folded, as the server lists them) in <mark>.
-export function marked(text, words) {
-  const wanted = new Set(words || []);
-  if (!wanted.size) return [text];
+// `text` as nodes with the ranges `marks` in <mark>: [start, end) in code points, as the server computes them
+// with its own tokenizer (core/ui/marks.py), so the page marks exactly the words keyword search matched.
+export function marked(text, marks) {
+  if (!marks || !marks.length) return [text];
+  const chars = Array.from(text);  // by code point, as the server counts
   const parts = [];
   let last = 0;
-  for (const match of text.matchAll(WORD_RUN)) {
-    const run = fold(match[0]);
-    const hit = wanted.has(run) || run.split(/[-._/]/).some((part) => wanted.has(part));
-    if (!hit) continue;
-    if (match.index > last) parts.push(text.slice(last, match.index));
-    parts.push(h("mark", {}, match[0]));
-    last = match.index + match[0].length;
+  for (const [start, end] of marks) {
+    if (start > last) parts.push(chars.slice(last, start).join(""));
+    parts.push(h("mark", {}, chars.slice(start, end).join("")));
+    last = end;
   }
-  if (last < text.length) parts.push(text.slice(last));
+  if (last < chars.length) parts.push(chars.slice(last).join(""));
   return parts;
 }
 
@@ -60,6 +85,8 @@ export function typeColour(type) {
   return PALETTE[(hash >>> 0) % PALETTE.length];
 }
 
+// dir="auto" on an element of stored text: its own direction, isolated from what is around it (ui.css), so a
+// right-to-left name does not reorder the line it is in.
 export function typeBadge(type) {
-  return h("span", { class: "type", style: `background:${typeColour(type)}` }, type);
+  return h("span", { class: "type", dir: "auto", style: `background:${typeColour(type)}` }, type);
 }

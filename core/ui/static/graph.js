@@ -3,7 +3,7 @@
 // be dragged, and a click that opens an entity. Meant for what a search returns (up to 200 nodes): the
 // all-pairs repulsion is 40,000 pairs a step there, a few milliseconds.
 
-import { h, typeColour } from "./dom.js";
+import { h, typeColour, visible } from "./dom.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const SPRING = 120;         // rest length of a relation, in layout units (longer in a small graph: room for labels)
@@ -14,7 +14,7 @@ const STEPS_PER_FRAME = 4;
 function s(tag, attrs = {}, text) {
   const el = document.createElementNS(SVG, tag);
   for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, String(value));
-  if (text !== undefined) el.textContent = text;
+  if (text !== undefined) el.textContent = visible(text);  // a label shows its direction controls as escapes
   return el;
 }
 

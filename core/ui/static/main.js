@@ -2,7 +2,7 @@
 // #/entity?name=, #/community?id=; each with ns= for a namespace other than the default), each drawn from the JSON
 // API of core/ui/app.py, and the curation actions of an entity's page.
 
-import { append, clear, h, marked, typeBadge } from "./dom.js";
+import { append, clear, h, marked, typeBadge, visible } from "./dom.js";
 import { drawGraph } from "./graph.js";
 import { ask, confirmAction, editEntity } from "./curate.js";
 
@@ -18,16 +18,24 @@ async function api(path, params = {}) {
   return answer(await fetch(`/api/${path}?${query}`, { headers: { accept: "application/json" } }));
 }
 
+// Tools about the whole file rather than one namespace: they take no namespace, and the API refuses a namespace
+// other than the default for a tool that takes none (it would act on the default one).
+const FILE_TOOLS = new Set(["list_namespaces"]);
+
 export async function callTool(name, args) {
   return answer(await fetch(`/api/tool/${encodeURIComponent(name)}`, {
     method: "POST", headers: { "content-type": "application/json" },
-    body: JSON.stringify({ arguments: args, namespace: state.namespace }),
+    body: JSON.stringify({ arguments: args, namespace: FILE_TOOLS.has(name) ? null : state.namespace }),
   }));
 }
 
 async function answer(response) {
   const body = await response.json().catch(() => ({ error: `${response.status} ${response.statusText}` }));
-  if (!response.ok) throw new Error(body.error || body.error_description || `${response.status}`);
+  if (!response.ok) {
+    const error = new Error(body.error || body.error_description || `${response.status}`);
+    error.body = body;  // what else the API says (did_you_mean, hint): shown with the error
+    throw error;
+  }
   return body;
 }
 
@@ -59,6 +67,7 @@ async function render() {
   const { path, params } = route();
   // The address alone decides the namespace (none: the default), so Back after a switch returns to the one left.
   state.namespace = params.get("ns") || state.defaultNamespace;
+  selectNamespace(state.namespace);
   state.drawing?.stop();
   state.drawing = null;
   try {
@@ -72,8 +81,27 @@ async function render() {
     else if (path === "/community") await showCommunity(params.get("id") || "", live);
     else showBrowse();
   } catch (error) {
-    if (live()) clear(view, h("p", { class: "error" }, error.message));
+    if (live()) clear(view, h("p", { class: "error" }, error.message), helpOf(error.body));
   }
+}
+
+// What an error's answer adds to help: the names a missing one likely meant (as links), a hint.
+function helpOf(body) {
+  const meant = body?.did_you_mean || [];
+  return [meant.length ? h("p", { id: "did-you-mean" }, "Did you mean ",
+    meant.map((name, i) => [i ? (i === meant.length - 1 ? " or " : ", ") : "", entityLink(name)]), "?") : null,
+  body?.hint ? h("p", { class: "muted", id: "error-hint" }, body.hint) : null];
+}
+
+// The select shows the address's namespace, also while the page says why it cannot show it (an invalid name):
+// the select and the page never disagree. useOverview lists the namespaces again once one is shown.
+function selectNamespace(name) {
+  if (!name) return;
+  for (const option of [...nsSelect.options]) if (option.dataset.unlisted && option.value !== name) option.remove();
+  if (![...nsSelect.options].some((o) => o.value === name)) {
+    nsSelect.append(h("option", { value: name, "data-unlisted": "1" }, name));
+  }
+  nsSelect.value = name;
 }
 
 function useOverview(overview) {
@@ -99,7 +127,7 @@ function showBrowse() {
   const types = (title, entries, link) => h("section", { class: "card" }, h("h2", {}, title),
     entries.length ? h("ul", { class: "counted" }, entries.map(([type, count]) => h("li", {},
       link ? h("a", { href: "#", onclick: (e) => { e.preventDefault(); go("/search", { q: type }); } }, typeBadge(type))
-        : h("code", {}, type), h("span", { class: "count" }, count.toLocaleString()))))
+        : h("code", { dir: "auto" }, type), h("span", { class: "count" }, count.toLocaleString()))))
       : h("p", { class: "muted" }, "none yet"));
   const connected = h("section", { class: "card", id: "most-connected" }, h("h2", {}, "Most connected"),
     o.most_connected.length ? h("ol", {}, o.most_connected.map((e) => h("li", {}, entityLink(e.name), " ",
@@ -210,9 +238,9 @@ function reports(result) {
   const hint = result.hint ? h("p", { class: "muted" }, result.hint) : null;
   if (!result.reports.length) return [hint || h("p", { class: "muted" }, "No community reports yet.")];
   return [hint, result.reports.map((r) => h("article", { class: "report", "data-community": r.id },
-    h("h3", {}, h("a", { href: "#", class: "community-link", onclick: (e) => { e.preventDefault(); go("/community", { id: r.id }); } }, r.title),
+    h("h3", {}, h("a", { href: "#", class: "community-link", dir: "auto", onclick: (e) => { e.preventDefault(); go("/community", { id: r.id }); } }, r.title),
       h("span", { class: "count" }, `level ${r.level} · ${r.size} entities · ${r.author}${r.stale ? " · stale" : ""}`)),
-    h("p", {}, r.summary),
+    h("p", { dir: "auto" }, r.summary),
     h("p", {}, r.key_entities.map((e, i) => [i ? ", " : "", entityLink(e.name)]))))];
 }
 
@@ -221,14 +249,14 @@ function reports(result) {
 async function showCommunity(id, live) {
   const { report, nodes, edges, truncated } = await api("community", { id });
   if (!live()) return;
-  document.title = `${report.title} — duckgraph`;
+  document.title = `${visible(report.title)} — duckgraph`;
   const canvas = h("div", { class: "graph small", id: "community-graph" });
   clear(view, h("div", { class: "community", "data-community": report.id },
     h("p", {}, h("a", { href: "#/" }, "← communities")),
-    h("h1", {}, report.title),
+    h("h1", { dir: "auto" }, report.title),
     h("p", { class: "muted" }, `level ${report.level} · ${report.size} entities · report by ${report.author}` +
       (report.stale ? " · stale: written before its community last changed" : "")),
-    h("p", { class: "description" }, report.summary),
+    h("p", { class: "description", dir: "auto" }, report.summary),
     h("div", { class: "columns" },
       h("section", { id: "key-entities" }, h("h2", {}, `Key entities (${report.key_entities.length})`),
         h("ul", {}, report.key_entities.map((e) => h("li", {}, entityLink(e.name), " ", typeBadge(e.type))))),
@@ -243,7 +271,7 @@ function switchNamespace(name) {
 }
 
 function entityLink(name) {
-  return h("a", { href: `#/entity?${new URLSearchParams(nsParams({ name }))}`, class: "entity-link" }, name);
+  return h("a", { href: `#/entity?${new URLSearchParams(nsParams({ name }))}`, class: "entity-link", dir: "auto" }, name);
 }
 
 function nsParams(params) {
@@ -270,7 +298,7 @@ async function showSearch(params, live) {
   document.getElementById("q").value = query;
   for (const [key, id] of Object.entries(TIME_FIELDS)) document.getElementById(id).value = params.get(key) || "";
   document.getElementById("history").checked = params.get("history") === "1";
-  document.title = `${query} — duckgraph`;
+  document.title = `${visible(query)} — duckgraph`;
   if (!query.trim()) { showBrowse(); return; }
   clear(view, h("p", { class: "muted" }, "Searching…"));
   const asked = { q: query, max_nodes: document.getElementById("max-nodes").value };
@@ -290,14 +318,17 @@ async function showSearch(params, live) {
   const facts = h("section", { class: "facts", id: "facts" },
     h("h2", {}, `Facts (${edges.length}${endedCount ? `, ${endedCount} ended` : ""})`),
     h("ol", {}, edges.map((e) => h("li", { class: e.ended ? "fact ended" : "fact" }, entityLink(e.source),
-      ` —${e.type}→ `, entityLink(e.target), e.description ? h("span", { class: "muted" }, ` ${e.description}`) : null,
+      " —", h("bdi", {}, e.type), "→ ", entityLink(e.target),
+      e.description ? [" ", h("span", { class: "muted description", dir: "auto" }, e.description)] : null,
       period(e), e.ended ? h("span", { class: "ended-tag" }, "ended") : null))));
   const passages = h("section", { class: "passages", id: "passages" }, h("h2", {}, `Passages (${result.passages.length})`),
-    result.passages.length ? result.passages.map((p) => passage(p, result.words))
+    result.passages.length ? result.passages.map((p) => passage(p))
       : h("p", { class: "muted" }, "No passage."));
   const when = [asked.as_of ? `as of ${asked.as_of}` : null, asked.after ? `after ${asked.after}` : null,
     asked.before ? `before ${asked.before}` : null, asked.include_history ? "including those that ended" : null].filter(Boolean);
   clear(view, when.length ? h("p", { class: "muted", id: "search-time" }, `Facts ${when.join(", ")}.`) : null,
+    // What the tool says to help (a namespace that holds nothing: likely a misspelt one).
+    result.hint ? h("p", { class: "notice-inline", id: "search-hint" }, result.hint) : null,
     result.nothing_relevant ? h("p", { class: "notice-inline" }, "Nothing stored is relevant enough to this query.") : null,
     h("div", { class: "search" }, h("div", { class: "left" }, canvas, facts), passages));
   state.drawing = drawGraph(canvas, graph, { onOpen: (name) => go("/entity", { name }) });
@@ -315,10 +346,10 @@ function ended(edge, moment) {
   return instant(edge.valid_until) <= (moment ? instant(moment) : Date.now());
 }
 
-function passage(p, words) {
-  return h("article", { class: "passage" }, h("header", {}, h("strong", {}, p.title || p.document_id),
+function passage(p) {
+  return h("article", { class: "passage" }, h("header", {}, h("strong", { dir: "auto" }, p.title || p.document_id),
     p.score !== undefined ? h("span", { class: "count" }, `score ${p.score}`) : null),
-    h("p", {}, marked(p.text, words)));
+    h("p", { dir: "auto" }, marked(p.text, p.marks)));
 }
 
 function periodText(edge) {
@@ -338,7 +369,7 @@ function period(edge) {
 async function showEntity(name, live) {
   const { entity, passages, graph } = await api("entity", { name });
   if (!live()) return;
-  document.title = `${entity.name} — duckgraph`;
+  document.title = `${visible(entity.name)} — duckgraph`;
   const canvas = h("div", { class: "graph small", id: "entity-graph" });
   const actions = h("div", { class: "actions" },
     h("button", { type: "button", id: "rename", onclick: () => rename(entity) }, "Rename"),
@@ -347,20 +378,20 @@ async function showEntity(name, live) {
     h("button", { type: "button", id: "delete", class: "danger", onclick: () => remove(entity) }, "Delete"));
   const properties = Object.entries(entity.properties || {});
   clear(view, h("div", { class: "entity", "data-entity": entity.name },
-    h("div", { class: "entity-head" }, h("h1", {}, entity.name), typeBadge(entity.type), actions),
-    entity.description ? h("p", { class: "description" }, entity.description) : null,
+    h("div", { class: "entity-head" }, h("h1", { dir: "auto" }, entity.name), typeBadge(entity.type), actions),
+    entity.description ? h("p", { class: "description", dir: "auto" }, entity.description) : null,
     entity.aliases.length ? h("p", { class: "aliases" }, h("span", { class: "muted" }, "also known as "),
-      entity.aliases.map((a, i) => [i ? ", " : "", h("span", { class: "alias" }, a)])) : null,
+      entity.aliases.map((a, i) => [i ? ", " : "", h("span", { class: "alias", dir: "auto" }, a)])) : null,
     properties.length ? h("table", { class: "properties" }, properties.map(([k, v]) =>
-      h("tr", {}, h("th", {}, k), h("td", {}, typeof v === "string" ? v : JSON.stringify(v))))) : null,
+      h("tr", {}, h("th", { dir: "auto" }, k), h("td", { dir: "auto" }, typeof v === "string" ? v : JSON.stringify(v))))) : null,
     h("div", { class: "columns" },
       h("div", {},
         h("section", {}, h("h2", {}, `Observations (${entity.observations.length})`),
-          entity.observations.length ? h("ul", { class: "observations" }, entity.observations.map((o) => h("li", {}, o)))
+          entity.observations.length ? h("ul", { class: "observations" }, entity.observations.map((o) => h("li", { dir: "auto" }, o)))
             : h("p", { class: "muted" }, "none")),
         relationsSection(entity),
         h("section", { id: "entity-passages" }, h("h2", {}, `Passages that mention it (${passages.passages.length}${passages.truncated ? "+" : ""})`),
-          passages.passages.length ? passages.passages.map((p) => passage(p, passages.words)) : h("p", { class: "muted" }, "none"))),
+          passages.passages.length ? passages.passages.map((p) => passage(p)) : h("p", { class: "muted" }, "none"))),
       h("div", {}, h("h2", {}, "Neighbours"), canvas))));
   state.drawing = drawGraph(canvas, graph, { center: graph.center, onOpen: (n) => n !== entity.name && go("/entity", { name: n }) });
 }
@@ -394,10 +425,10 @@ function relationsSection(entity) {
 function relationRow(entity, r, listed) {
   const canEnd = available("end_relations"), acts = actsOnRow(r, listed);
   return h("tr", { class: ended(r) ? "relation ended" : "relation" },
-    h("td", {}, r.source === entity.name ? h("strong", {}, r.source) : entityLink(r.source)),
-    h("td", {}, h("code", {}, r.type)),
-    h("td", {}, r.target === entity.name ? h("strong", {}, r.target) : entityLink(r.target)),
-    h("td", { class: "muted" }, r.description || "", period(r)),
+    h("td", {}, r.source === entity.name ? h("strong", { dir: "auto" }, r.source) : entityLink(r.source)),
+    h("td", {}, h("code", { dir: "auto" }, r.type)),
+    h("td", {}, r.target === entity.name ? h("strong", { dir: "auto" }, r.target) : entityLink(r.target)),
+    h("td", { class: "muted" }, r.description ? h("bdi", {}, r.description) : null, period(r)),
     h("td", { class: "row-actions" },
       canEnd && acts ? h("button", { type: "button", class: "end-relation", onclick: () => endRelation(entity, r) }, "End") : null,
       acts ? h("button", { type: "button", class: "danger delete-relation", onclick: () => deleteRelation(entity, r) }, "Delete")
@@ -494,7 +525,7 @@ async function endRelation(entity, r) {
 
 export function notify(message, error = false) {
   const box = document.getElementById("notice");
-  box.textContent = message;
+  clear(box, message);  // through append: bidirectional controls in a name shown as escapes
   box.className = error ? "error" : "";
   box.hidden = false;
   clearTimeout(notify.timer);
