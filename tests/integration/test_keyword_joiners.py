@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from duckgraph.plugins.duckdb import DuckDBStore
-from duckgraph.ports import ChunkRecord, DocumentRecord, WriteBatch
+from tests.integration.test_keyword_scripts import check_written_and_reopened, found
 
 ZWNJ = "\u200c"
 PASSAGES = [
@@ -19,32 +19,12 @@ PASSAGES = [
 ]
 
 
-def _found(store: DuckDBStore, query: str) -> list[str]:
-    hits = store.keyword_search("chunk", query, 5, "default")
-    texts = {c.id: c.text for c in store.get_chunks([i for i, _ in hits])} if hits else {}
-    return [texts[i] for i, _ in hits]
-
-
 def _check(store: DuckDBStore) -> None:
-    assert _found(store, f"می{ZWNJ}خواهم") == [PASSAGES[0]]  # not the passage of "می‌رود"
-    assert _found(store, "میخواهم") == [PASSAGES[0]]  # typed without the non-joiner
-    assert _found(store, f"کتاب{ZWNJ}ها") == [PASSAGES[2]]  # not "کتاب" alone, nor the other plural
-    assert _found(store, "کتاب") == [PASSAGES[3]]  # the singular is a word of its own
+    assert found(store, f"می{ZWNJ}خواهم") == [PASSAGES[0]]  # not the passage of "می‌رود"
+    assert found(store, "میخواهم") == [PASSAGES[0]]  # typed without the non-joiner
+    assert found(store, f"کتاب{ZWNJ}ها") == [PASSAGES[2]]  # not "کتاب" alone, nor the other plural
+    assert found(store, "کتاب") == [PASSAGES[3]]  # the singular is a word of its own
 
 
 def test_persian_words_with_a_non_joiner_are_matched_whole(db_path: Path):
-    store = DuckDBStore(db_path)
-    store.open()
-    try:
-        store.write(WriteBatch(
-            documents=[DocumentRecord(id="notes", namespace="default", text="...", title="")],
-            chunks=[ChunkRecord("notes", i, text) for i, text in enumerate(PASSAGES)]))
-        _check(store)
-    finally:
-        store.close()
-    store = DuckDBStore(db_path)  # the index built at open from the tables splits the same way
-    store.open()
-    try:
-        _check(store)
-    finally:
-        store.close()
+    check_written_and_reopened(db_path, PASSAGES, _check)
