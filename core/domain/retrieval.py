@@ -63,6 +63,9 @@ _ID = re.compile(r"(?=.*[^\W\d_])(?=.*\d)[^\W_]+(?:[-._/][^\W_]+)+")
 _HELD_CHECKED = 20
 #: Where a passage's sentences end: also at a semicolon, whose clause often answers alone.
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+#: How many of the entities the keyword channel ranks best for a word are asked whether their name holds it (see
+#: `_names_held`): as many as a search takes as anchor candidates by default (`_anchor_candidates`).
+_NAMES_CHECKED = 20
 
 
 @dataclass
@@ -229,7 +232,10 @@ def _relevant(
         best = max(best, max((s for _, s in nearest_chunks[:1]), default=-1.0))
     if best >= highest:
         return Relevance(True, {})
-    names, asked = _names_stored(store, query_text, namespace), _words_stored(store, query_text, namespace)
+    # The query's names, those its case marks and those it writes otherwise that name stored entities ("nowak").
+    named = _name_words(query_text, store, namespace)
+    names, asked = (_names_stored(store, query_text, namespace, named),
+                    _words_stored(store, query_text, namespace, named))
     if names < 0 and asked is None:  # it asks for whatever is stored of things the memory holds: they anchor it
         return Relevance(False, {})
     # The query's words move the floor (the parts below are held to it too): `name_margin` of it down when every
@@ -250,7 +256,8 @@ def _relevant(
         return Relevance(False, dict.fromkeys(typed, closest), typed)
     if embedder is None or options.parts_compared <= 0:
         return None
-    observed, sentence = _parts_near(store, query_text, query, namespace, words, embedder, options.parts_compared)
+    observed, sentence = _parts_near(store, query_text, query, namespace, words, embedder, options.parts_compared,
+                                     named)
     observed = {i: s for i, s in observed.items() if s >= floor}
     return Relevance(False, observed) if observed or sentence >= floor else None
 
@@ -273,7 +280,7 @@ def _closest_without_when(store: GraphStore, query_text: str, namespace: str, em
 
 def _parts_near(
     store: GraphStore, query_text: str, query: np.ndarray, namespace: str, words: WordMatches, embedder: Embedder,
-    limit: int,
+    limit: int, names: set[str] | None = None,
 ) -> tuple[dict[int, float], float]:
     """The similarity to the query of the `limit` parts of what the keyword channel found that share most of its
     words (at least one besides the names it gives, which `_names_stored` weighs: "Sam's partner" says nothing of
@@ -283,8 +290,9 @@ def _parts_near(
     that answers; a part alone reads like the short passages the floor was calibrated on. A fact the keyword
     channel found whose own words (`_fact_terms`) share such a word is a part too, embedded alone already: it
     counts for both its ends.
+    `names`: the query's `_name_words`, when found already.
     Returns each entity's best observation's or fact's similarity, and the best sentence's (-1 when none)."""
-    wanted = set(terms(query_text)) - _name_terms(query_text)
+    wanted = set(terms(query_text)) - _name_terms(query_text, store, namespace, names)
     ids = [node_id for node_id, _ in words.nodes]
     stored = store.get_observations(ids)
     labels = {n.id: n.name for n in store.get_nodes([i for i in ids if stored.get(i)])}
@@ -317,14 +325,17 @@ def _parts_near(
     return observed, sentence
 
 
-def _names_stored(store: GraphStore, query_text: str, namespace: str) -> int:
-    """-1 when the query names things (words written like proper names, numbers aside) and every one is a word of
-    something stored, +1 when one is not, 0 when it names nothing. A name is the surest sign of what a question
-    is about: one the memory holds makes a middling match likely relevant, one it never saw ("Kubernetes" in a
-    memory of other things) makes it likely that nothing stored answers."""
+def _names_stored(store: GraphStore, query_text: str, namespace: str, names: set[str] | None = None) -> int:
+    """-1 when the query names things (words written like proper names, or that name a stored entity: `_name_words`,
+    numbers aside) and every one is a word of something stored, +1 when one is not, 0 when it names nothing. A name
+    is the surest sign of what a question is about: one the memory holds makes a middling match likely relevant,
+    one it never saw ("Kubernetes" in a memory of other things) makes it likely that nothing stored answers.
+    `names`: the query's `_name_words`, when found already."""
     # Words, not their terms, go to the keyword search, which stems them: a stem stemmed again may differ ("Ilse"
     # gives "ils", and "ils" gives "il").
-    words = {word for word in _name_words(query_text) if not word.isdigit()}
+    if names is None:
+        names = _name_words(query_text, store, namespace)
+    words = {word for word in names if not word.isdigit()}
     stored = {word for word in words if _stored(store, word, namespace)}
     # One that says when ("March", "2026-03") and is not stored counts for nothing: the time window handles it.
     unstored = {word for word in words - stored if not _says_when(word)}
@@ -333,16 +344,16 @@ def _names_stored(store: GraphStore, query_text: str, namespace: str) -> int:
     return 1 if unstored else -1
 
 
-def _words_stored(store: GraphStore, query_text: str, namespace: str) -> int | None:
+def _words_stored(store: GraphStore, query_text: str, namespace: str, names: set[str] | None = None) -> int | None:
     """+1 when none of the words the query asks with (besides its names and `_ASKING_WORDS`) is a word of something
     stored in any of its forms ("write" is stored as "wrote"), 0 when one is, None when it asks with no other word
     ("Who is Kirsty?", "What happened on 11 October?"). A question none of whose words the memory holds asks about
     what it never stored ("Sam's blood type" in a memory without blood or type); one that shares a word may still
     not, so the floor comes down for names only. A word that says when (`_says_when`) and is not stored counts as
-    no word: "in march" says nothing of what is asked."""
-    names = _name_terms(query_text) | _asking_terms()
+    no word: "in march" says nothing of what is asked. `names`: the query's `_name_words`, when found already."""
+    skipped = _name_terms(query_text, store, namespace, names) | _asking_terms()
     written = tokens(query_text)
-    words = {word for word, term in zip(written, stemmed(written)) if term not in names}
+    words = {word for word, term in zip(written, stemmed(written)) if term not in skipped}
     if any(_stored(store, " ".join(inflections(word)), namespace) for word in words):
         return 0
     return 1 if any(not _says_when(word) for word in words) else None
@@ -407,16 +418,61 @@ def _stored(store: GraphStore, word: str, namespace: str) -> bool:
     return any(store.keyword_search(kind, word, 1, namespace) for kind in ("node", "chunk", "edge"))
 
 
-def _name_words(query_text: str) -> set[str]:
-    """The words (as `tokens` gives them) the query writes like proper names (a capital past its first letter)."""
+def _name_words(query_text: str, store: GraphStore | None = None, namespace: str = "") -> set[str]:
+    """The words (as `tokens` gives them) the query writes like proper names (a capital past its first letter) and,
+    given the store, those it writes otherwise that name a stored entity (`_names_held`: "nowak", "Nowak" alone)."""
     # Not a caseless script's words: without case, nothing there says a word is a name, and these are not matched
     # against stored names (every word of a Chinese question would count as a name the memory must hold).
-    return {word for name in name_candidates(query_text, 1, proper_only=True, caseless=False) for word in tokens(name)}
+    marked = {word for name in name_candidates(query_text, 1, proper_only=True, caseless=False)
+              for word in tokens(name)}
+    if store is None:
+        return marked
+    return marked | _names_held(store, [w for w in tokens(query_text) if w not in marked], namespace)
 
 
-def _name_terms(query_text: str) -> set[str]:
-    """The terms of `_name_words`."""
-    return set(terms(" ".join(_name_words(query_text))))
+def _name_terms(query_text: str, store: GraphStore | None = None, namespace: str = "",
+                names: set[str] | None = None) -> set[str]:
+    """The terms of `_name_words` (`names`, when found already)."""
+    if names is None:
+        names = _name_words(query_text, store, namespace)
+    return set(terms(" ".join(names)))
+
+
+def _names_held(store: GraphStore, words: list[str], namespace: str) -> set[str]:
+    """Of `words` (as `tokens` gives them), those that a stored entity's name or alias writes like a proper name
+    (`_proper_words`) and that are no common English word (`_common_word`): "nowak" of Łukasz Nowak, "strasse" of
+    Straße, "soren" of Søren Kierkegaard, whatever their case in the query, but not "team" of Payments Team.
+    A query's case says little of a name: a one-word query's capital is the one any text starts with, and a search
+    box is often typed in lower case; the stored name's writing and the lexicon say it instead. Words holding a
+    digit are left out (numbers and ids are names by their digits already)."""
+    # The lexicon first: most words of a question are common ones, and it spares their keyword searches.
+    wanted = {w for w in words if not any(char.isdigit() for char in w) and not _common_word(w)}
+    if not wanted:
+        return set()
+    found = {word: [i for i, _ in store.keyword_search("node", word, _NAMES_CHECKED, namespace)] for word in wanted}
+    records = {n.id: n for n in store.get_nodes({i for ids in found.values() for i in ids})}
+    return {word for word, ids in found.items()
+            if any(word in _proper_words(name) for i in ids if i in records
+                   for name in (records[i].name, *records[i].aliases))}
+
+
+@functools.lru_cache(maxsize=4096)
+def _proper_words(name: str) -> frozenset[str]:
+    """The words (as `tokens` gives them) a stored name writes like a proper name: those of each run holding a
+    capital, the first included (a name is no sentence: "Straße", "Łukasz Nowak"; not "checkout" of the
+    "checkout-service" a writer kept in lower case)."""
+    return frozenset(word for run in WORD_RUN.findall(name) if any(char.isupper() for char in run)
+                     for word in tokens(run))
+
+
+def _common_word(word: str) -> bool:
+    """Whether `word` (lower case) is a common English word in one of its forms: lemminflect's lexicon knows a
+    lemma for it ("team", "payments", "services"). Its lexicon keeps proper nouns apart, capitalised, so "nowak",
+    "paris" or "priya" have none: a common word that title case capitalised in a stored name ("Team" of Payments
+    Team) is told from a word that is a name in its own right."""
+    from lemminflect import getAllLemmas  # as `ports.text.inflections`: its tables load on first use
+
+    return bool(getAllLemmas(word))
 
 
 def _anchors(
