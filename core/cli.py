@@ -176,6 +176,15 @@ def _parser() -> argparse.ArgumentParser:
     namespaces.add_argument("--json", action="store_true")
     namespaces.set_defaults(run=_namespaces)
 
+    documents = sub.add_parser("documents", parents=[common], help="delete documents stored by mistake, by id")
+    documents.add_argument("action", choices=["delete"],
+                           help="delete: the documents, their passages, and the entities and relations only they "
+                                "supported, for good")
+    documents.add_argument("ids", nargs="+", metavar="ID",
+                           help="document ids, as search shows them (a passage's document_id)")
+    documents.add_argument("--json", action="store_true", help="print the result as JSON")
+    documents.set_defaults(run=_documents)
+
     communities = sub.add_parser("communities", parents=[common],
                                  help="communities of the graph and their reports (see docs/communities.md)")
     communities.add_argument("action", choices=["build", "search", "write"],
@@ -662,6 +671,23 @@ def _delete_namespace(args: argparse.Namespace) -> int:
         print(f"{result.message}: {result.entities} entities, {result.relations} relations, "
               f"{result.documents} documents")
     return 0
+
+
+def _documents(args: argparse.Namespace) -> int:
+    from duckgraph.core.domain.documents import delete_documents
+
+    with _setup(args, existing=True).knowledge_base as kb:
+        result = delete_documents(kb, args.ids, kb.namespace)
+    if args.json:
+        print(json.dumps(result.model_dump(mode="json"), indent=2))
+    else:
+        print(f"deleted {len(result.deleted)} documents, with {result.entities_removed} entities and "
+              f"{result.relations_removed} relations only they supported" + "".join(
+                  f"\n  {i}" for i in result.deleted))
+    for hint in result.hints:
+        print(f"duckgraph: {hint}", file=sys.stderr)
+    # An id that named nothing is a mistake to see in scripts too (the others were deleted).
+    return 1 if result.not_found else 0
 
 
 def _doctor(args: argparse.Namespace) -> int:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
-from duckgraph.core.domain.moments import now, period
+from duckgraph.core.domain.limits import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_OBSERVATION_CHARS,
+    MAX_OBSERVATIONS,
+    over_limits,
+)
+from duckgraph.core.domain.moments import iso_utc, now, period, short
 from duckgraph.core.domain.model import (
     DeletedSummary,
     EntitiesResult,
@@ -22,6 +28,7 @@ from duckgraph.core.domain.model import (
     RelationsDeleted,
     RelationToDelete,
     ResultEdge,
+    edge_properties,
 )
 from duckgraph.core.domain.namespaces import check_namespace, empty_namespace_hint
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys
@@ -49,6 +56,10 @@ PATH_FANOUT = 200
 RELATIONS_READ = 100_000
 #: Stored names suggested at most for a name get_entities found no entity for (see `GraphCuration.did_you_mean`).
 SUGGESTIONS = 3
+#: Names not found that an error or hint names, and looks for suggestions for (`GraphCuration.not_found_message`).
+SUGGESTED_NAMES = 10
+#: Stored periods, or relations between two entities, that a hint of delete_relations or end_relations lists.
+LISTED_IN_HINT = 5
 #: Entities keyword search reads per name not found, among which suggestions are looked for.
 SUGGESTION_CANDIDATES = 20
 #: How alike (difflib's ratio, 0 to 1) a stored name must be to one not found to be suggested: "postgres 17
@@ -146,19 +157,46 @@ class GraphCuration:
         (`did_you_mean`)."""
         found, missing = self.resolve(names, namespace, loose=loose)
         if missing:
-            # In a namespace that holds nothing (a misspelt one), searching there would not help: say so.
-            hint = "" if found else empty_namespace_hint(self.kb, namespace)
-            meant = {} if hint else self.did_you_mean(missing, namespace)
-            said = "; ".join(" or ".join(map(repr, meant[m])) + (f" for {m!r}" if len(missing) > 1 else "")
-                             for m in dict.fromkeys(missing) if m in meant)
-            if hint:
-                advice = f". {hint}"
-            elif said:
-                advice = f"; did you mean {said}? Otherwise search first to find the exact name"
-            else:
-                advice = "; search first to find the exact name"
-            raise NotFoundError(f"no entity named {', '.join(repr(m) for m in missing)}{advice}")
+            raise NotFoundError(self.not_found_message(missing, namespace, any_found=bool(found)))
         return found
+
+    def not_found_message(self, missing: Sequence[str], namespace: str, *, any_found: bool = False) -> str:
+        """"no entity named ..." for `missing` (names `resolve` found nothing for), and what to give instead: the
+        exact name of one of the entities a name is an alias of, or the names it likely meant (`did_you_mean`), or
+        that the namespace holds nothing. What update_entity and merge_entities refuse with, and the delete and
+        end tools' hints say (`any_found`: some other name of the call was found, so the namespace holds some)."""
+        missing = list(dict.fromkeys(missing))
+        # Suggestions cost a keyword search each: a call naming hundreds of absent names gets them for the first.
+        shown = missing[:SUGGESTED_NAMES]
+        more = f" and {len(missing) - len(shown)} more" if len(missing) > len(shown) else ""
+        named = f"no entity named {', '.join(repr(m) for m in shown)}{more}"
+        # In a namespace that holds nothing (a misspelt one), searching there would not help: say so.
+        if not any_found and (empty := empty_namespace_hint(self.kb, namespace)):
+            return f"{named}. {empty}"
+        owners = self._alias_owners(shown, namespace)
+        advice = [f"{'it' if len(missing) == 1 else repr(m)} is an alias of several entities "
+                  f"({', '.join(map(repr, owners[m]))}): use the exact name of one" for m in shown if m in owners]
+        rest = [m for m in shown if m not in owners]
+        meant = self.did_you_mean(rest, namespace) if rest else {}
+        said = "; ".join(" or ".join(map(repr, meant[m])) + (f" for {m!r}" if len(missing) > 1 else "")
+                         for m in rest if m in meant)
+        if said:
+            advice.append(f"did you mean {said}? Otherwise search first to find the exact name")
+        elif rest or more:
+            advice.append("search first to find the exact name")
+        return "; ".join([named, *advice])
+
+    def _alias_owners(self, names: Sequence[str], namespace: str) -> dict[str, list[str]]:
+        """Of `names`, those that are an alias of several entities (so none is meant), with those entities' names."""
+        keys = NameKeys()
+        records = self.store.find_nodes(namespace, {keys.key(n) for n in names})
+        owners: dict[str, list[str]] = {}
+        for name in names:
+            key = keys.key(name)
+            having = sorted({r.name for r in records if key in {entity_key(a) for a in r.aliases}})
+            if len(having) > 1:
+                owners[name] = having
+        return owners
 
     def get_entities(
         self, names: Sequence[str], namespace: str, *, max_edges: int = 50, relations_offset: int = 0
@@ -308,75 +346,149 @@ class GraphCuration:
             description = into.description
             for other in merged_from:
                 if other.description and other.description.casefold() not in description.casefold():
-                    description = f"{description} {other.description}".strip()
+                    description = _joined_sentences(description, other.description)
             result.description = description
             result.aliases = _unique(
                 [*into.aliases, *(n for other in merged_from for n in (other.name, *other.aliases))], exclude=into.name
             )
             result.properties = {**{k: v for o in merged_from for k, v in o.properties.items()}, **into.properties}
+            # A source's value that the merged entity does not keep is kept as an observation of it, and said in
+            # the result: a merge must not lose what a duplicate held without a word.
+            differing = [(o, k, v) for o in merged_from for k, v in o.properties.items()
+                         if not _same_value(v, result.properties[k])]
             result.observations = tuple(_unique(
-                [*observations.get(into.id, []), *(t for o in merged_from for t in observations.get(o.id, []))]
+                [*observations.get(into.id, []), *(t for o in merged_from for t in observations.get(o.id, [])),
+                 *(_property_observation(o.name, k, v) for o, k, v in differing)]
             ))
             if over := over_limits(result.description, result.properties, len(result.observations)):
                 raise InvalidInputError(
                     f"merged, {into.name!r} would have {over}: shorten what the entities hold with update_entity "
                     "first (description, properties, remove_observations); nothing was merged")
+            for o, k, v in differing:
+                if len(kept := _property_observation(o.name, k, v)) > MAX_OBSERVATION_CHARS:
+                    raise InvalidInputError(
+                        f"{o.name!r}'s {k} differs from {into.name!r}'s and would be kept as an observation of "
+                        f"{len(kept)} characters (the limit is {MAX_OBSERVATION_CHARS}): shorten or remove it with "
+                        "update_entity first; nothing was merged")
             batch = WriteBatch(nodes=[result], merges=[(into.id, [n.id for n in merged_from])])
             # The edges that move to the target name a source: only they need new vectors (the target's own
             # edges name the same ends as before; rewriting them would list each as updated in recent_changes).
             moved = {e.id for e in self.store.neighbors([n.id for n in merged_from], namespace, as_of=not_ended(),
                                                          limit=RELATIONS_READ)}
+            # Relations between the entities merged (any period) become self-loops: the store deletes them (and
+            # records them as deleted facts); the rest of what it deletes are duplicates joined into one.
+            ids = {into.id, *(n.id for n in merged_from)}
+            loops = [e for e in self.store.neighbors([n.id for n in merged_from], namespace, as_of=EVERY_PERIOD,
+                                                     limit=RELATIONS_READ)
+                     if e.source_id in ids and e.target_id in ids]
+            names = {into.id: into.name, **{n.id: n.name for n in merged_from}}
             summary = self._commit_with_vectors(writer, batch, namespace, renamed=[into.id], only=moved)
+        hints = [f"{o.name}'s {k}: {_value(v)} was not kept as a property ({into.name!r} keeps "
+                 f"{_value(result.properties[k])}); it is an observation of {into.name!r} now: "
+                 "update_entity changes either" for o, k, v in differing]
+        if loops:
+            listed = [f"{names[e.source_id]} -{e.type}-> {names[e.target_id]}" for e in loops[:LISTED_IN_HINT]]
+            hints.append(
+                f"{len(loops)} relation{'s' if len(loops) > 1 else ''} between the merged entities "
+                f"({', '.join(listed)}{', ...' if len(loops) > LISTED_IN_HINT else ''}) would join {into.name!r} "
+                "to itself: deleted "
+                f"(recent_changes lists {'them' if len(loops) > 1 else 'it'})")
         return MergeResult(
             target=into.name, merged=[n.name for n in merged_from], aliases=list(result.aliases),
-            edges_collapsed=summary.edges_deleted,
+            edges_collapsed=summary.edges_deleted - len(loops), edges_deleted=len(loops), hints=hints,
         )
 
     def delete_entities(self, names: Sequence[str], namespace: str) -> DeletedSummary:
-        """Delete exactly the named entities (by exact name or unique alias) with their edges."""
+        """Delete exactly the named entities (by name: case, spacing and the Turkish i's aside) with their edges.
+        A name that is only an alias of an entity (a merged duplicate's old name, say) is refused, the whole call
+        with it: deleting the entity it now names would destroy what the merge kept."""
         with self.kb.writing(vectors=False) as writer:
             found, missing = self.resolve(names, namespace)
+            _refuse_aliases(found)
             ids = sorted({r.id for r in found.values()})
             summary = writer.commit(WriteBatch(delete_nodes=ids)) if ids else None
         return DeletedSummary(
             deleted=sorted({r.name for r in found.values()}), not_found=missing,
             edges_deleted=summary.edges_deleted if summary else 0,
+            hints=[self.not_found_message(missing, namespace, any_found=bool(found))] if missing else [],
         )
 
     def delete_relations(self, relations: Sequence[RelationRef], namespace: str) -> RelationsDeleted:
         """Delete the named relations that hold now or have not begun (as stored: names and type), or, given its
         `valid_from`, exactly the stored period that starts then (an ended one too: a mistaken past period);
-        report the ones that match nothing (as given), with a hint where some period of theirs is stored. A plain
-        RelationRef names no period."""
+        `valid_from` given as null names the period with no known start. Report the ones that match nothing (as
+        given), with hints (`relation_hints`). A plain RelationRef names no period."""
         with self.kb.writing(vectors=False) as writer:
             found, _ = self.resolve([n for r in relations for n in (r.source, r.target)], namespace)
             doomed: dict[int, RelationRef] = {}
             missing: list[RelationRef] = []
-            hints: list[str] = []
             for relation in relations:
                 source, target = found.get(relation.source), found.get(relation.target)
                 if source is None or target is None:
                     missing += [] if relation in missing else [relation]
                     continue
-                start = relation.valid_from if isinstance(relation, RelationToDelete) else None
-                every = (self._relations(source, target, relation.type, namespace, EVERY_PERIOD)
-                         if start is not None else [])
-                matches = ([e for e in every if e.valid_from == start] if start is not None
+                named, start = _named_start(relation)
+                matches = ([e for e in self._relations(source, target, relation.type, namespace, EVERY_PERIOD)
+                            if e.valid_from == start] if named
                            else self.relations_not_ended(source, target, relation.type, namespace))
                 for edge in matches:
                     doomed[edge.id] = RelationRef(source=source.name, target=target.name, type=edge.type)
                 if not matches and relation not in missing:
                     missing.append(relation)
-                    every = every or self._relations(source, target, relation.type, namespace, EVERY_PERIOD)
-                    if every:
-                        periods = ", ".join(period(e.valid_from, e.valid_until) or "with no dates" for e in every)
-                        hints.append(
-                            f"{relation.label()}: no stored period "
-                            f"{'starts then' if start else 'holds now or later'} (its periods: "
-                            f"{periods}); to delete one, name it with its valid_from")
             if doomed:
                 writer.commit(WriteBatch(delete_edges=sorted(doomed)))
-        return RelationsDeleted(deleted=list(doomed.values()), not_found=missing, hints=hints)
+        return RelationsDeleted(deleted=list(doomed.values()), not_found=missing,
+                                hints=self.relation_hints(missing, namespace))
+
+    def relation_hints(self, relations: Sequence[RelationRef], namespace: str, *, ending: bool = False) -> list[str]:
+        """Why each of `relations` (as delete_relations, or with `ending` end_relations, was given them) matched
+        nothing, and what to send instead: an end no entity is named (`not_found_message`); the relation's stored
+        periods when none holds now or later (or none starts at the `valid_from` named), each with the valid_from
+        that names it; the relations stored between its two ends when none has its type (a misspelt type)."""
+        if not relations:
+            return []
+        found, absent = self.resolve([n for r in relations for n in (r.source, r.target)], namespace)
+        hints = [self.not_found_message(absent, namespace, any_found=bool(found))] if absent else []
+        seen: set[tuple[str, bool, datetime | None]] = set()
+        for relation in relations:
+            source, target = found.get(relation.source), found.get(relation.target)
+            named, start = _named_start(relation)
+            label = relation.label()
+            if source is None or target is None or (label, named, start) in seen:
+                continue
+            seen.add((label, named, start))
+            every = sorted(self._relations(source, target, relation.type, namespace, EVERY_PERIOD),
+                           key=lambda e: (e.valid_from is not None, e.valid_from or datetime.min))
+            if every:
+                periods = ", ".join(period(e.valid_from, e.valid_until) or "with no dates"
+                                    for e in every[:LISTED_IN_HINT]) + (", ..." if len(every) > LISTED_IN_HINT else "")
+                options = " or ".join(f"{_sent(e.valid_from)} (the period "
+                                      f"{period(e.valid_from, e.valid_until) or 'with no dates'})"
+                                      for e in every[:LISTED_IN_HINT])
+                if ending:
+                    hints.append(
+                        f"{label}: no stored period holds now or later (its periods: {periods}): it has ended. To "
+                        f"change when it ended, delete that period with delete_relations, giving this relation "
+                        f"with valid_from {options}, then add it again with add_knowledge_graph with that "
+                        "valid_from (none for null) and the valid_until you mean")
+                else:
+                    hints.append(
+                        f"{label}: no stored period {'starts then' if named else 'holds now or later'} (its "
+                        f"periods: {periods}); to delete one, give this relation with valid_from {options}")
+                continue
+            between = [e for e in self.store.neighbors([source.id], namespace, as_of=EVERY_PERIOD,
+                                                       limit=RELATIONS_READ)
+                       if {e.source_id, e.target_id} == {source.id, target.id}]
+            names = {source.id: source.name, target.id: target.name}
+            stored = list(dict.fromkeys(f"{names[e.source_id]} -{e.type}-> {names[e.target_id]}" for e in between))
+            if stored:
+                more = ", ..." if len(stored) > LISTED_IN_HINT else ""
+                hints.append(f"{label}: no relation of type {relation_type(relation.type)} joins them; stored between "
+                             f"them: {', '.join(stored[:LISTED_IN_HINT])}{more}")
+            else:
+                hints.append(f"{label}: no relation joins {source.name} and {target.name}; get_entities lists "
+                             "each one's relations")
+        return hints
 
     def add_observations(self, name: str, texts: Sequence[str], namespace: str) -> ObservationResult:
         return self._change_observations(name, namespace, add=texts)
@@ -466,6 +578,38 @@ class GraphCuration:
         )
 
 
+def _named_start(relation: RelationRef) -> tuple[bool, datetime | None]:
+    """Whether a relation to delete names one period by its start, and that start: a `valid_from` given, null
+    included (the period with no known start; left out, it names the periods that have not ended)."""
+    named = isinstance(relation, RelationToDelete) and "valid_from" in relation.model_fields_set
+    return named, relation.valid_from if named else None  # type: ignore[union-attr]
+
+
+def _sent(moment: datetime | None) -> str:
+    """A stored start as valid_from takes it back, exactly (it must equal the stored one): null, a date, or a
+    date-time to the microsecond."""
+    if moment is None:
+        return "null"
+    return f'"{short(moment)}"' if moment == datetime(moment.year, moment.month, moment.day) else f'"{iso_utc(moment)}"'
+
+
+def _refuse_aliases(found: dict[str, NodeRecord]) -> None:
+    """Refuse names that matched an entity only by an alias (resolution's rules 2 and 3), unless the call also names
+    that entity by its name: "Maya Chenn", merged into "Maya Chen", is her alias, and deleting by it deletes her."""
+    by_name = {r.id for name, r in found.items() if dotless_i_key(entity_key(name)) == dotless_i_key(r.key)}
+    aliased = {name: r for name, r in found.items() if r.id not in by_name}
+    if not aliased:
+        return
+    said = []
+    for name, record in aliased.items():
+        left = [a for a in record.aliases if entity_key(a) != entity_key(name)]
+        drop = (f"update_entity(name={record.name!r}, aliases={left!r})" if len(left) <= LISTED_IN_HINT
+                else f"update_entity(name={record.name!r}) with its aliases but {name!r}")
+        said.append(f"{name!r} is an alias of {record.name!r}, not its name: to delete that entity (with its "
+                    f"relations) give its name, {record.name!r}; to drop the alias use {drop}")
+    raise InvalidInputError("; ".join(said) + "; nothing was deleted")
+
+
 def _no_path(source: str, target: str, max_hops: int, *, connected: bool) -> str:
     """Why find_paths found nothing: the limit it searched within, and whether a larger one could help."""
     if not connected:
@@ -502,8 +646,8 @@ def _render_chain(chain: list[EdgeRecord], start: int, names: dict[int, str]) ->
 
 def _result_edge(edge: EdgeRecord, names: dict[int, str]) -> ResultEdge:
     return ResultEdge(id=edge.id, source=names[edge.source_id], target=names[edge.target_id], type=edge.type,
-                      description=edge.description, weight=edge.weight, valid_from=edge.valid_from,
-                      valid_until=edge.valid_until)
+                      description=edge.description, weight=edge.weight, properties=edge_properties(edge.properties),
+                      valid_from=edge.valid_from, valid_until=edge.valid_until)
 
 
 def _observations_after(
@@ -520,6 +664,33 @@ def _observations_after(
             "remove some or fold older ones into its description with update_entity"
         )
     return final, added, [t for t in current if t in doomed]
+
+
+def _joined_sentences(first: str, second: str) -> str:
+    """Two descriptions as one text that still reads as two statements ("Engineering lead; Payments engineer"),
+    not as one phrase run together."""
+    first, second = first.strip(), second.strip()
+    if not first or not second:
+        return first or second
+    return f"{first} {second}" if first.endswith((".", "!", "?", ";")) else f"{first}; {second}"
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two property values say the same: equal, or texts equal but for case and surrounding spaces."""
+    if isinstance(a, str) and isinstance(b, str):
+        return a.strip().casefold() == b.strip().casefold()
+    return a == b
+
+
+def _value(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _property_observation(name: str, key: str, value: Any) -> str:
+    """How a merged source's property value that the target does not keep is kept: "role: manager (from Maya
+    Chenn)"."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return f"{key}: {text} (from {name})"
 
 
 def _unique(values: Sequence[str], exclude: str | None = None) -> tuple[str, ...]:

@@ -17,6 +17,24 @@ from duckgraph.ports import GraphStore, InvalidInputError
 if TYPE_CHECKING:
     from duckgraph.core.domain.model import EdgeInput, NodeInput
 
+#: Between a long file's id and the number of each of its parts after the first (`<id>#part-2`): ingest stores a
+#: file too long for one document as several, and deleting the file deletes them all.
+PART = "#part-"
+
+
+def is_part_of(document_id: str, file_id: str) -> bool:
+    """Whether `document_id` is one of the later parts of the file stored as `file_id` (`<file_id>#part-2`)."""
+    file, mark, number = document_id.rpartition(PART)
+    return bool(mark) and number.isdigit() and file == file_id
+
+
+def all_ids(store: GraphStore, namespace: str, page: int = 1_000) -> list[str]:
+    """Every document id of the namespace, in the store's order."""
+    ids: list[str] = []
+    while batch := store.list_documents(namespace, offset=len(ids), limit=page):
+        ids += [d.id for d in batch]
+    return ids
+
 
 def stored_forms(store: GraphStore, ids: Iterable[str], namespace: str) -> dict[str, list[str]]:
     """The stored ids, sorted, that each id of `ids` not stored as written names: its composed (NFC) or decomposed

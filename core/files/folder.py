@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import ValidationError
 
 from duckgraph.core.domain.argument_errors import readable
-from duckgraph.core.domain.document_ids import unambiguous_forms
+from duckgraph.core.domain.document_ids import PART, all_ids, is_part_of, unambiguous_forms
 from duckgraph.ports import DuckgraphError, InvalidInputError, WriteBatch, part_title
 from duckgraph.ports.names import INVISIBLE
 
@@ -63,8 +63,6 @@ SUFFIXES = {".txt", ".md", ".markdown"}
 NO_SUFFIX = "(no suffix)"
 #: Documents per `add_documents` call: a failed batch costs no more than this many files' work.
 BATCH = 20
-#: Between a long file's id and the number of each of its parts after the first (`<id>#part-2`).
-PART = "#part-"
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _FIELD = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:[ \t]*(.*?)[ \t]*$")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # a crawled site's prefix, not a folder's
@@ -514,11 +512,11 @@ def _delete_emptied(kb: KnowledgeBase, emptied: Sequence[Source], report: Ingest
         named = unambiguous_forms(kb.store, [f.id for f in emptied], namespace) if emptied else {}
         stored = {d.id for d in kb.store.get_documents([named.get(f.id, f.id) for f in emptied], namespace)
                   } if emptied else set()
-        ids = _document_ids(kb, namespace) if stored else []  # a file's parts exist only beside its first document
+        ids = all_ids(kb.store, namespace) if stored else []  # a file's parts exist only beside its first document
         for file in emptied:
             if (file_id := named.get(file.id, file.id)) not in stored:
                 continue
-            gone = [d for d in ids if d == file_id or d.startswith(f"{file_id}{PART}")]
+            gone = [d for d in ids if d == file_id or is_part_of(d, file_id)]
             summary = writer.commit(WriteBatch(delete_documents=[(namespace, d) for d in gone]))
             report.emptied += gone
             report.skipped[report.skipped.index((str(file.path), "no text"))] = (str(file.path), (
@@ -539,7 +537,7 @@ def _prune(kb: KnowledgeBase, prefix: str, present: set[str], kept: set[str], re
     kept = {unicodedata.normalize("NFC", i) for i in kept}
     with kb.writing(vectors=False) as writer:  # read and delete as one step: no write slips in between
         gone = []
-        for d in _document_ids(kb, namespace):
+        for d in all_ids(kb.store, namespace):
             if not d.startswith(prefix) or unicodedata.normalize("NFC", d) in read_now:
                 continue
             if _kept_source(unicodedata.normalize("NFC", d), kept) or (on_disk and _file_there(d, present)):
@@ -586,14 +584,6 @@ def _exists(path: str) -> bool:
         return False
     except OSError:
         return True
-
-
-def _document_ids(kb: KnowledgeBase, namespace: str, page: int = 1_000) -> list[str]:
-    ids, offset = [], 0
-    while batch := kb.store.list_documents(namespace, offset=offset, limit=page):
-        ids += [d.id for d in batch]
-        offset += len(batch)
-    return ids
 
 
 def folders(paths: Sequence[str]) -> list[Path]:

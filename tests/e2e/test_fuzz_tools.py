@@ -86,6 +86,7 @@ SHAPED: dict[str, st.SearchStrategy] = {
     "build_communities": st.just({}),
     "communities_to_summarize": st.fixed_dictionaries({}, optional={"limit": NUMBER}),
     "save_community_report": st.fixed_dictionaries({"id": NUMBER, "title": HOSTILE_TEXT, "summary": HOSTILE_TEXT}),
+    "delete_documents": st.fixed_dictionaries({"ids": st.lists(HOSTILE_TEXT, max_size=3)}),
 }
 CALLS = st.one_of(
     *(st.tuples(st.just(name), shaped) for name, shaped in SHAPED.items()),

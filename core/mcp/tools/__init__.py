@@ -10,7 +10,8 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 
 from duckgraph.core.mcp.tools.communities import register_community_tools, register_report_tools
-from duckgraph.core.mcp.tools.deletes import register_either_deletes, register_graphrag_deletes, register_memory_deletes
+from duckgraph.core.mcp.tools.deletes import (
+    register_document_deletes, register_either_deletes, register_graphrag_deletes, register_memory_deletes)
 from duckgraph.core.mcp.tools.knowledge import register_graphrag_tools
 from duckgraph.core.mcp.tools.memory import register_memory_tools
 from duckgraph.core.mcp.tools.namespaces import register_namespace_tools
@@ -31,6 +32,7 @@ def register_tools(server: MCPServer, tool_set: str) -> None:
         register_memory_tools(server)
     if tool_set == "all":
         register_report_tools(server)
+        register_document_deletes(server)
     {"graphrag": register_graphrag_deletes, "memory": register_memory_deletes,
      "all": register_either_deletes}[tool_set](server)
     for tool in server._tool_manager.list_tools():  # noqa: SLF001 (see core/mcp/server.py)

@@ -9,13 +9,17 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from duckgraph.core.domain.documents import delete_documents as _delete_documents_by_id
 from duckgraph.core.domain.model import (
+    MAX_DOCUMENTS_PER_CALL,
     DeletedSummary,
+    DocumentsDeleted,
     LookupName,
     MemoryDeleteResult,
     RelationInput,
     RelationsDeleted,
     RelationToDelete,
+    SourceId,
 )
 from duckgraph.core.mcp.tools.common import (
     DESTRUCTIVE,
@@ -29,7 +33,7 @@ from duckgraph.core.mcp.tools.common import (
     with_text,
 )
 
-_DELETE_ENTITIES = "Delete entities (by name, any case or spacing, or alias) and their relations."
+_DELETE_ENTITIES = "Delete entities (by name, any case or spacing) and their relations."
 _DELETE_RELATIONS = "Delete wrong or outdated relations; the entities stay."
 
 
@@ -63,8 +67,8 @@ def register_memory_deletes(server: MCPServer) -> None:
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, MemoryDeleteResult]:
         """Delete multiple entities and their associated relations from the knowledge graph. A name matches the
-        entity of that name ignoring case and spacing ("alice smith" deletes "Alice Smith"), or the one entity
-        with that alias; names that match nothing are reported in not_found."""
+        entity of that name ignoring case and spacing ("alice smith" deletes "Alice Smith"); names that match
+        nothing are reported in not_found, and a name that is only an alias fails the call."""
         return await _delete_entities_memory(ctx, entityNames, namespace)
 
     @server.tool(title="Delete Relations", annotations=titled(DESTRUCTIVE, "Delete Relations"))
@@ -91,7 +95,7 @@ def register_either_deletes(server: MCPServer) -> None:
         namespace: NamespaceArg = None,
     ) -> CallToolResult:
         """Delete entities with their relations: names (or entityNames, the memory tools' spelling), each matching
-        the entity of that name ignoring case and spacing, or the one entity with that alias."""
+        the entity of that name ignoring case and spacing (not an alias)."""
         if (names is None) == (entityNames is None):
             raise ToolError("give the entities to delete as names (or as entityNames), once")
         if names is not None:
@@ -110,6 +114,21 @@ def register_either_deletes(server: MCPServer) -> None:
         if kinds == {RelationToDelete}:
             return model_result(await _delete_relations(ctx, relations, namespace))
         return await _delete_relations_memory(ctx, relations, namespace)
+
+
+def register_document_deletes(server: MCPServer) -> None:
+    """delete_documents: in the `all` set (so also on the web page, which serves it), not the default one, whose
+    listing is at its token budget (tests/integration/test_tool_cost.py)."""
+
+    @server.tool(title="Delete documents", annotations=titled(DESTRUCTIVE, "Delete documents"))
+    async def delete_documents(
+        ctx: Context,
+        ids: Annotated[list[SourceId], Field(min_length=1, max_length=MAX_DOCUMENTS_PER_CALL)],
+        namespace: NamespaceArg = None,
+    ) -> DocumentsDeleted:
+        """Delete documents stored by mistake, by id (a passage's document_id in search), with their passages and
+        the entities and relations only they supported. Ids that name no document are listed in not_found."""
+        return await call(_delete_documents_by_id, kb_of(ctx), ids, await call_namespace(ctx, namespace))
 
 
 async def _delete_entities(ctx: Context, names: list[str], namespace: str | None) -> DeletedSummary:
