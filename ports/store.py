@@ -158,9 +158,10 @@ class GraphStore(ABC):
     @abstractmethod
     def changes(self, namespace: str, since: datetime | None, until: datetime | None, limit: int) -> list[ChangeRecord]:
         """What writes did in [since, until) (naive UTC; None: unbounded), newest first, at most `limit`: entities
-        created, entities updated (last update), edges added, edges ended (when the end was written), documents
-        stored; and what they deleted (entities, facts, observations, documents, a merge's sources) or replaced (a
-        document's text), recorded when it was written: see `ChangeRecord`."""
+        created, entities updated (last update), observations added to stored entities, edges added, edges ended
+        (when the end was written), documents stored; and what they deleted (entities, facts, observations,
+        documents, a merge's sources) or replaced (a document's text, properties' values), recorded when it was
+        written: see `ChangeRecord`."""
 
     def document_titles(self, ids: Iterable[str], namespace: str) -> dict[str, str]:
         """The title of each known document of `ids` ("" for none), for a search's passages."""

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from duckgraph.core.domain.moments import now, period, short
+from duckgraph.core.domain.moments import iso_utc, now, period, short
 from duckgraph.core.domain.namespaces import empty_namespace_hint
 from duckgraph.core.domain.render import estimate_tokens
 from duckgraph.core.domain.texts import fact_sentence
@@ -42,9 +42,9 @@ def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], name
             # later (over the period after it). Alone, it is refused below.
             due = [e for e in matches if e.valid_until is not None and e.valid_until <= ended_at]
             matches = [e for e in matches if e not in due]
-            # A planned period that starts after ended_at stays, beside one that has begun by then; alone, it is
-            # refused below (ended before it started).
-            matches = [e for e in matches if e.valid_from is None or e.valid_from <= ended_at] or matches
+            # A planned period that starts at ended_at or after stays, beside one that has begun before then;
+            # alone, it is refused below (ended before it started, or as it started).
+            matches = [e for e in matches if e.valid_from is None or e.valid_from < ended_at] or matches
             if due and not matches:
                 last = max(e.valid_until for e in due if e.valid_until is not None)
                 raise InvalidInputError(
@@ -60,13 +60,21 @@ def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], name
                     raise InvalidInputError(
                         f"relations[{i}] ({relation.label()}): ended_at {short(ended_at)} is before the relation "
                         f"started ({short(edge.valid_from)}); nothing was ended")
+                if ended_at == edge.valid_from:  # the end is exclusive: the period would hold at no moment
+                    # As the argument takes it: a date alone, else the exact moment ("... UTC" is not taken).
+                    start = short(ended_at) if ended_at.time() == datetime.min.time() else iso_utc(ended_at)
+                    raise InvalidInputError(
+                        f"relations[{i}] ({relation.label()}): ended_at {short(ended_at)} is when the relation "
+                        "started: ended then, it would never have held (the end is exclusive). If it never held, "
+                        f"delete it: delete_relations with valid_from {start}; nothing was ended")
                 ending[edge.id] = (ended_at, EndedRelation(source=source.name, target=target.name, type=edge.type,
                                                            valid_from=edge.valid_from, valid_until=ended_at))
             if not matches:
                 missing.append(RelationRef(source=relation.source, target=relation.target, type=relation.type))
         if ending:
             writer.commit(WriteBatch(end_edges=[(edge_id, at) for edge_id, (at, _) in ending.items()]))
-    return RelationsEnded(ended=[ended for _, ended in ending.values()], not_found=missing)
+    return RelationsEnded(ended=[ended for _, ended in ending.values()], not_found=missing,
+                          hints=kb.curation.relation_hints(missing, namespace, ending=True))
 
 
 def recent_changes(
@@ -94,7 +102,8 @@ def recent_changes(
                for r, subject in zip(records, _subjects(kb, records, namespace))]
     lines, used = [], 0
     for change in changes:
-        line = f"- {change.at.strftime('%Y-%m-%d %H:%M:%S')} {change.change}: {change.subject}"
+        # Marked UTC, as every time of day the text shows: read bare, it passes for the reader's local time.
+        line = f"- {change.at.strftime('%Y-%m-%d %H:%M:%S')} UTC {change.change}: {change.subject}"
         used += estimate_tokens(line) + 1
         if used > token_budget:
             break

@@ -21,22 +21,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.limits import MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
+from duckgraph.core.domain.moments import short
+from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys
 from duckgraph.core.domain.model import (
+    ORIGINAL_TYPE,
     AddedObservations,
     CreatedEntity,
     CreatedRelation,
+    GraphRelation,
     MemoryEntity,
     MemoryEntityInput,
     MemoryGraph,
-    MemoryRelation,
     ObservationAddition,
     ObservationDeletion,
     ObservationsDeleted,
     RelationInput,
     RemovedObservations,
+    edge_properties,
 )
 from duckgraph.ports import (
     EdgeRecord,
@@ -52,8 +57,6 @@ from duckgraph.ports import (
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase, Writer
 
-#: Edge property holding the relation type as the caller spelt it ("works at"; the edge type is WORKS_AT).
-ORIGINAL_TYPE = "relationType"
 #: The type of an entity create_relations made for an end that did not exist (see create_relations and
 #: `_is_placeholder`: a user's own entity may have this type too).
 PLACEHOLDER_TYPE = "unknown"
@@ -72,15 +75,34 @@ def create_entities(
     """Create the entities whose names are new, in one transaction, and return them as the reference does.
 
     An entity named exactly as a stored one is skipped, as in the reference. One named as a stored (or earlier
-    in the call) entity but for case or spacing is one entity in duckgraph, where the reference keeps two: its
-    observations are added to the existing entity and it is returned with `merged_into`, so nothing the caller
-    sent is lost. A placeholder (made by create_relations for a missing end, see `_is_placeholder`) is filled in:
-    it takes the given type and observations, and counts as created.
+    in the call) entity but for case or spacing, or named as add_knowledge_graph resolves a new name onto a stored
+    entity of its type (an alias of it, or its name up to accents and punctuation), is one entity in duckgraph,
+    where the reference keeps two: its observations are added to the existing entity and it is returned with
+    `merged_into`, so nothing the caller sent is lost. A placeholder (made by create_relations for a missing end,
+    see `_is_placeholder`) is filled in: it takes the given type and observations, and counts as created.
     """
     namespace = kb.resolve_namespace(namespace)
     with kb.writing() as writer:
-        keys = [entity_key(e.name) for e in entities]
-        stored = {n.key: n for n in kb.store.find_nodes(namespace, keys) if n.key in keys}
+        names = NameKeys()
+        keys = [names.key(e.name) for e in entities]
+        found = kb.store.find_nodes(namespace, lookup_keys([e.name for e in entities], names))
+        by_key = {n.key: n for n in found}
+        # A new name that is the alias of one stored entity of its type (a merged duplicate's old name), or its
+        # name up to accents and punctuation, is that entity, as add_knowledge_graph resolves it (resolution.py's
+        # rule 2): never one that another name of the call names, nor one another name was resolved to.
+        resolver = NameResolver(keys=names)
+        resolver.add(found)
+        claimed = set(keys)
+        into: dict[str, str] = {}
+        for entity, key in zip(entities, keys):
+            if key in by_key or key in into:
+                continue
+            match = resolver.match(entity.name, entity.entityType)
+            if match is not None and match.key not in claimed:
+                into[key] = match.key
+                claimed.add(match.key)
+        keys = [into.get(k, k) for k in keys]
+        stored = {k: by_key[k] for k in keys if k in by_key}
         texts = {r.id: list(t) for r, t in zip(stored.values(), _stored_observations(kb, stored.values()))}
         by_hand = kb.store.written_by_hand("node", [r.id for r in stored.values()])
         changed: dict[str, NodeRecord] = {}
@@ -145,6 +167,12 @@ def create_relations(
         key_of = {n.id: n.key for n in ends.values() if n.id is not None}
         existing = {(key_of[e.source_id], key_of[e.target_id], e.type)
                     for e in kb.store.edges_among(sorted(key_of), namespace)}
+        # A relation that had ended (end_relations) is stored again from now: its note says so.
+        ended: dict[tuple[str, str, str], datetime] = {}
+        for e in kb.store.edges_among(sorted(key_of), namespace, include_expired=True):
+            identity = (key_of[e.source_id], key_of[e.target_id], e.type)
+            if identity not in existing and e.valid_until is not None:
+                ended[identity] = max(e.valid_until, ended.get(identity, e.valid_until))
         results: list[CreatedRelation] = []
         writes: list[EdgeWrite] = []
         for relation in relations:
@@ -158,7 +186,7 @@ def create_relations(
                 continue
             existing.add(identity)
             new = [n.name for n in (source, target) if n.id is None]
-            results.append(_created(relation, _placeholder_note(new)))
+            results.append(_created(relation, _placeholder_note(new) or _reopened_note(ended.get(identity))))
             writes.append(EdgeWrite(namespace=namespace, source_key=source.key, target_key=target.key,
                                     type=identity[2], properties={ORIGINAL_TYPE: relation.relationType},
                                     by_hand=True))
@@ -198,6 +226,13 @@ def _placeholder_note(names: Sequence[str]) -> str | None:
     listed = " and ".join(repr(n) for n in names)
     return (f"{listed} did not exist: created with entityType {PLACEHOLDER_TYPE!r} to keep the relation "
             "(create_entities with the same name gives it a type and observations)")
+
+
+def _reopened_note(ended_on: datetime | None) -> str | None:
+    if ended_on is None:
+        return None
+    return (f"it had ended on {short(ended_on)}: stored again, it holds again from now (delete_relations removes "
+            "this new period; the ended one stays as history)")
 
 
 def _created(relation: RelationInput, note: str | None) -> CreatedRelation:
@@ -368,8 +403,9 @@ def _graph(kb: KnowledgeBase, records: Sequence[NodeRecord], edges: Sequence[Edg
     )
 
 
-def memory_relation(edge: EdgeRecord, names: dict[int, str]) -> MemoryRelation:
+def memory_relation(edge: EdgeRecord, names: dict[int, str]) -> GraphRelation:
     """An edge as {from, to, relationType}, with the type as the caller spelt it when it was recorded."""
     original = edge.properties.get(ORIGINAL_TYPE)
     spelled = original if isinstance(original, str) and relation_type(original) == edge.type else edge.type
-    return MemoryRelation(from_=names[edge.source_id], to=names[edge.target_id], relationType=spelled)
+    return GraphRelation(from_=names[edge.source_id], to=names[edge.target_id], relationType=spelled,
+                         properties=edge_properties(edge.properties) or None)

@@ -79,6 +79,16 @@ def _with_zone(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+#: Edge property holding the relation type as the caller spelt it ("works at"; the edge type is WORKS_AT), kept
+#: by the reference memory server's tools (memory_server.py): duckgraph's own, not the caller's.
+ORIGINAL_TYPE = "relationType"
+
+
+def edge_properties(properties: dict[str, Any]) -> dict[str, Any]:
+    """A relation's properties as results show them: the caller's, without duckgraph's own (`ORIGINAL_TYPE`)."""
+    return {key: value for key, value in properties.items() if key != ORIGINAL_TYPE}
+
+
 # Validators run last first: a name is cleaned, then trimmed and measured.
 Name = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300), BeforeValidator(_clean_name)
@@ -192,14 +202,18 @@ class RelationsEnded(_Model):
 
     ended: list[EndedRelation] = Field(default_factory=list)
     not_found: list[RelationRef] = Field(default_factory=list)
+    hints: list[str] = Field(default_factory=list, description=(
+        "Why a relation not found matched nothing (a name no entity has, a type none of its relations has, a "
+        "relation that ended already) and what to send instead."))
 
 
 class Change(_Model):
     at: UtcTime = Field(description="When it was written (UTC).")
     change: str = Field(description=(
         "entity created, entity updated, entity deleted, entity merged (into the entity the subject names), fact "
-        "added, fact updated, fact ended, fact deleted, observations deleted, document added, document deleted or "
-        "document replaced (re-added with another text)."))
+        "added, fact updated, fact ended, fact deleted, observations added, observations deleted, properties "
+        "changed (each key: old -> new value), document added, document deleted or document replaced (re-added "
+        "with another text)."))
     subject: str
 
 
@@ -372,6 +386,7 @@ class ResultEdge(_Model):
     type: str
     description: str = ""
     weight: float
+    properties: dict[str, Any] = Field(default_factory=dict)
     valid_from: UtcTime | None = Field(None, description="When it became true, if known.")
     valid_until: UtcTime | None = Field(None, description="When it stopped being true; null while it holds.")
 
@@ -417,6 +432,9 @@ class SearchResult(_Model):
     ended_not_shown: int = Field(
         default=0, description="Facts of the anchors that ended, left out because the search asked for what holds "
         "now: include_history adds them, as_of shows what held then.")
+    planned_not_shown: int = Field(
+        default=0, description="Facts of the anchors that start after now, left out as ended ones are: "
+        "include_history adds them, as_of shows what holds then.")
 
 
 class EntityDetail(_Model):
@@ -458,6 +476,8 @@ class DeletedSummary(_Model):
     deleted: list[str] = Field(default_factory=list)
     not_found: list[str] = Field(default_factory=list)
     edges_deleted: int = 0
+    hints: list[str] = Field(default_factory=list, description=(
+        "For names not found: the names they likely meant, or that the namespace holds nothing."))
 
 
 class RelationsDeleted(_Model):
@@ -472,7 +492,12 @@ class MergeResult(_Model):
     target: str
     merged: list[str]
     aliases: list[str]
-    edges_collapsed: int = Field(description="Self-loops and duplicate relations removed by the merge.")
+    edges_collapsed: int = Field(description="Duplicate relations joined into one by the merge.")
+    edges_deleted: int = Field(0, description=(
+        "Relations between the merged entities, deleted since they would join the target to itself."))
+    hints: list[str] = Field(default_factory=list, description=(
+        "What the merge did not keep as it was: a source's property value the target's replaced (kept as an "
+        "observation), the relations deleted."))
 
 
 class ObservationResult(_Model):
@@ -558,6 +583,13 @@ class MemoryRelation(_Model):
     relationType: str  # noqa: N815
 
 
+class GraphRelation(MemoryRelation):
+    """A relation as read_graph, search_nodes and open_nodes return it: the reference's shape, plus `properties`."""
+
+    properties: dict[str, Any] | None = Field(
+        None, description="Present only when the relation has properties (add_knowledge_graph stores them).")
+
+
 class CreatedEntity(MemoryEntity):
     """create_entities' answer for one entity: the reference's shape, plus `merged_into` when it was merged."""
 
@@ -571,8 +603,9 @@ class CreatedRelation(MemoryRelation):
     """create_relations' answer for one relation: the reference's shape, plus `note` when more was done."""
 
     note: str | None = Field(
-        None, description="Present when an end did not exist and was created with entityType 'unknown', or when "
-                          "the relation was not stored because both ends are one entity.",
+        None, description="Present when an end did not exist and was created with entityType 'unknown', when "
+                          "the relation was not stored because both ends are one entity, or when it had ended and "
+                          "holds again from now.",
     )
 
 
@@ -597,7 +630,7 @@ class MemoryGraph(_Model):
     """Entities and relations, as read_graph, search_nodes and open_nodes return them."""
 
     entities: list[MemoryEntity]
-    relations: list[MemoryRelation]
+    relations: list[GraphRelation]
     next_offset: int | None = Field(
         None, description="read_graph only, and only when more entities remain: pass it as offset to read on."
     )
@@ -652,6 +685,16 @@ class NamespaceDeleted(_Model):
     relations: int
     documents: int
     message: str
+
+
+class DocumentsDeleted(_Model):
+    """What `delete_documents` did (core/domain/documents.py)."""
+
+    deleted: list[str] = Field(default_factory=list, description="The documents deleted, by their stored ids.")
+    not_found: list[str] = Field(default_factory=list, description="Ids (as given) that name no document.")
+    entities_removed: int = Field(0, description="Entities only these documents supported, deleted with them.")
+    relations_removed: int = Field(0, description="Relations only these documents supported, deleted with them.")
+    hints: list[str] = Field(default_factory=list, description="Why an id not found named nothing.")
 
 
 # -- communities (core/domain/communities/) ------------------------------------------------------------------

@@ -65,8 +65,11 @@ EARLY_PASSAGES = 3
 #: Detail lines of an entity (its properties, then its most relevant observations) shown with it; the rest last.
 FIRST_DETAILS = 3
 EMPTY = "No matching entities or passages."
+#: A question about what changed ("What changed last week?") is about writes, not about what they hold: its words
+#: are close to nothing stored, and recent_changes answers it (search and recent_changes are served together).
 NOTHING_RELEVANT = ("Nothing relevant to this query is stored in memory: no entity, fact or passage is close "
-                    "enough to it. Say that you do not know, or store what you learn about it.")
+                    "enough to it. For what changed recently, call recent_changes; else say that you do not know, "
+                    "or store what you learn about it.")
 
 
 def estimate_tokens(text: str) -> int:
@@ -282,8 +285,12 @@ def _clip(text: str, limit: int = LINE_CHARS) -> str:
 
 
 def _fact(edge: ScoredEdge) -> str:
+    """A fact's line: its sentence, its period and its properties, shown as an entity's are ("version: v2.4"):
+    what a fact holds besides its ends is often the answer ("which version runs in production?")."""
     when = period(edge.valid_from, edge.valid_until)  # "since 2024-06-01", "2024-01-01 to 2024-06-01"
-    return _clip(fact_sentence(edge.source, edge.type, edge.target, edge.description)) + (f" ({when})" if when else "")
+    sentence = _clip(fact_sentence(edge.source, edge.type, edge.target, edge.description))
+    return (sentence + (f" ({when})" if when else "")
+            + (f"; properties: {_clip(_properties(edge.properties))}" if edge.properties else ""))
 
 
 def _entity(node: ScoredNode) -> tuple[str, str]:
@@ -296,11 +303,15 @@ def _details(node: ScoredNode) -> list[tuple[str, str]]:
     """An entity's detail lines (properties, then observations, most relevant first) and what each counts as."""
     lines = []
     if node.properties:
-        shown = "; ".join(f"{key}: {value if isinstance(value, str) else json.dumps(value)}"
-                          for key, value in node.properties.items())
-        lines.append(("  properties: " + _clip(shown), "properties"))
+        lines.append(("  properties: " + _clip(_properties(node.properties)), "properties"))
     lines += [("  - " + _clip(text), "observations") for text in node.observations]
     return lines
+
+
+def _properties(properties: dict) -> str:
+    """Properties as "key: value; key: value" (strings bare, other values as JSON)."""
+    return "; ".join(f"{key}: {value if isinstance(value, str) else json.dumps(value)}"
+                     for key, value in properties.items())
 
 
 def _passage_line(heading: str, i: int, passage: Passage) -> _Line:

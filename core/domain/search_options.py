@@ -101,8 +101,8 @@ class SearchOptions:
     #: for short observations, ~50 ms for encyclopedic sentences, paid only by a search that would come back empty.
     parts_compared: int = 8
     #: Time (naive UTC): facts valid at `as_of` (None: now) are followed and shown; `include_history` adds those
-    #: that ended before it; `after` / `before` keep facts valid, and passages whose document's time falls,
-    #: within [after, before). A given `as_of` also leaves out passages of documents timed after it (they told of
+    #: that ended before it (asked of now, those that start later too); `after` / `before` keep facts valid, and
+    #: passages whose document's time falls, within [after, before). A given `as_of` also leaves out passages of documents timed after it (they told of
     #: a later world). Unused, they cost nothing: the store's plain path is taken.
     as_of: datetime | None = None
     include_history: bool = False
@@ -119,6 +119,9 @@ def edge_filter(options: SearchOptions) -> TimeFilter | datetime | None:
     """What the store's graph reads take as `as_of`: the plain moment (None: now) unless more is asked."""
     if not options.include_history and options.after is None and options.before is None:
         return options.as_of
+    if options.include_history and options.as_of is None and options.after is None and options.before is None:
+        # History asked of now: every period, those that start later (planned) too, as the ended ones.
+        return TimeFilter(as_of=datetime.max, history=True)
     return TimeFilter(as_of=options.as_of, history=options.include_history, after=options.after,
                       before=options.before)
 

@@ -144,8 +144,9 @@ class EdgeLine(Line):
     @model_validator(mode="after")
     def _period(self) -> EdgeLine:
         # As add_knowledge_graph refuses it: a period that ends before it starts would be stored and never shown.
+        # An empty one (older versions stored them) is restored as exported: an import loses nothing it was given.
         check_period(self.valid_from, self.valid_until,
-                     f"{self.source or self.source_id} -{self.type}-> {self.target or self.target_id}")
+                     f"{self.source or self.source_id} -{self.type}-> {self.target or self.target_id}", empty_ok=True)
         return self
 
 

@@ -28,10 +28,10 @@ def fact_label(edge: str, source: str, target: str) -> str:
     """SQL for the label of a fact (the tables' aliases `edge`, `source`, `target`), as recent_changes words a fact
     (core/domain/texts.py `fact_sentence`, moments.py `period`, without its description): "Ada works at Acme
     (since 2024-06)"."""
-    def short(moment: str) -> str:  # `moments.short`: the date, or to the minute, or to the second
+    def short(moment: str) -> str:  # `moments.short`: the date, or to the minute, or to the second (marked UTC)
         return (f"CASE WHEN {moment} = date_trunc('day', {moment}) THEN strftime({moment}, '%Y-%m-%d') "
-                f"WHEN {moment} = date_trunc('minute', {moment}) THEN strftime({moment}, '%Y-%m-%d %H:%M') "
-                f"ELSE strftime({moment}, '%Y-%m-%d %H:%M:%S') END")
+                f"WHEN {moment} = date_trunc('minute', {moment}) THEN strftime({moment}, '%Y-%m-%d %H:%M UTC') "
+                f"ELSE strftime({moment}, '%Y-%m-%d %H:%M:%S UTC') END")
 
     start, end = f"{edge}.valid_from", f"{edge}.valid_until"
     return (f"{source}.name || ' ' || lower(replace({edge}.type, '_', ' ')) || ' ' || {target}.name || CASE "

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from duckgraph.plugins.duckdb import sql
+from duckgraph.plugins.duckdb.schema import LABEL_CHARS
 from duckgraph.ports import ChangeRecord, ChunkRecord, DocumentRecord, EdgeRecord, NodeRecord
 
 _NODE_COLUMNS = "id, namespace, key, name, type, description, aliases, properties, created_at, updated_at"
@@ -205,6 +206,14 @@ def changes(con: Any, namespace: str, since: Any, until: Any, limit: int) -> lis
         f"NULL::VARCHAR AS doc, NULL::VARCHAR AS label FROM nodes WHERE namespace = $1 AND {span('created_at')} "
         "UNION ALL SELECT updated_at, 'entity updated', id, NULL, NULL, NULL FROM nodes WHERE namespace = $1 "
         f"AND updated_at > created_at AND {span('updated_at')} "
+        # Observations a later write added to a stored entity, one line per entity and write ("Ada [Person]: text;
+        # text"), as deleted ones are listed: "entity updated" alone leaves the reader with the old text. Those
+        # written with the entity come with "entity created"; an import (newer rows than its entities' last
+        # update) adds none.
+        "UNION ALL SELECT o.created_at, 'observations added', n.id, NULL, NULL, left(n.name || ' [' || n.type || "
+        f"']: ' || string_agg(o.text, '; ' ORDER BY o.rowid), {LABEL_CHARS}) FROM observations o JOIN nodes n "
+        f"ON n.id = o.node_id WHERE n.namespace = $1 AND o.created_at > n.created_at AND o.created_at <= "
+        f"n.updated_at AND {span('o.created_at')} GROUP BY n.id, n.name, n.type, o.created_at "
         "UNION ALL SELECT created_at, 'fact added', NULL, id, NULL, NULL FROM edges WHERE namespace = $1 "
         f"AND {span('created_at')} "
         # A fact's last write after its creation: it ended it when the fact had ended by then (end_relations, or

@@ -30,6 +30,7 @@ from duckgraph.ports import (
     WriteSummary,
     entity_key,
 )
+from duckgraph.ports.text import shortened
 
 
 @dataclass
@@ -103,14 +104,17 @@ class Writer:
         node_ids, created, updated, nodes_unchanged = self._upsert_nodes(batch, now, dimensions)
         self._write_observations(batch, now)
         self._link_node_sources(batch, node_ids)
-        edge_ids, edges_created, edges_updated, edges_unchanged = self._upsert_edges(batch, now, dimensions)
+        try:
+            edge_ids, edges_created, edges_updated, edges_unchanged = self._upsert_edges(batch, now, dimensions)
+        except PeriodOverlap as overlap:  # worded with the ends' names as stored, not their keys
+            raise overlap.named(*(self._stored_name(overlap.edge.namespace, k)
+                                  for k in (overlap.edge.source_key, overlap.edge.target_key))) from None
         self.mark_by_hand([n.id for n in batch.nodes if n.by_hand and n.id is not None],
                           [i for i, e in zip(edge_ids, batch.edges) if e.by_hand])
         # An unsupported edge this batch writes again (with its new provenance) stays.
         rewritten = set(edge_ids)
-        # The edges a merge collapsed are not recorded as deleted: they were joined into the target's (the
-        # merge is recorded), and their sentences name the target twice now. Those of deleted nodes were
-        # recorded with their nodes.
+        # The edges a merge joined into the target's are not recorded as deleted (the merge is recorded); its
+        # self-loops were, by `_apply_merges`. Those of deleted nodes were recorded with their nodes.
         deleted_edges = [*batch.delete_edges, *(e for e in unsupported_edges if e not in rewritten)]
         dropped_edges = self._delete_edges([*collapsed, *deleted_edges, *deleted_nodes[1]], now, deleted_edges)
         for namespace in batch.drop_communities:
@@ -131,6 +135,11 @@ class Writer:
             node_ids=node_ids,
             chunk_ids=chunk_ids,
         )
+
+    def _stored_name(self, namespace: str, key: str) -> str:
+        """The name of the node `key`, as stored (this write's new nodes included), or the key when there is none."""
+        row = self.con.execute("SELECT name FROM nodes WHERE namespace = ? AND key = ?", [namespace, key]).fetchone()
+        return row[0] if row else key
 
     def _require_source_chunks(self, batch: WriteBatch) -> None:
         """Refuse provenance that names passages not stored (as this transaction sees them): a graph extracted from
@@ -174,6 +183,11 @@ class Writer:
                 f"AS label, s.id AS position FROM nodes s JOIN nodes t ON t.id = $3 WHERE s.id IN (SELECT unnest("
                 f"{sql.JSON_IDS % 4})) AND s.id <> t.id", [target, sql.json_list(sources)], now)
             self._renamed.add(target)
+            # Relations between the merged entities become self-loops, deleted below (not joined into anything):
+            # recorded as deleted facts now, while they still name their ends as they were.
+            self._record_facts_deleted([r[0] for r in self.con.execute(
+                f"SELECT id FROM edges WHERE source_id IN (SELECT unnest({sql.JSON_IDS % 1})) AND target_id IN "
+                f"(SELECT unnest({sql.JSON_IDS % 1}))", [sql.json_list([target, *sources])]).fetchall()], now)
             for column in ("source_id", "target_id"):
                 self.con.execute(f"UPDATE edges SET {column} = $1 WHERE {column} IN "
                                  f"(SELECT unnest({sql.JSON_IDS % 2}))",
@@ -502,6 +516,7 @@ class Writer:
         old = [n for n in batch.nodes if n.id is not None]
         self._note_renamed_edges(old)
         changed = self._changed_nodes(old, batch)
+        self._record_properties_changed(changed, now)
         if new:
             ids = [r[0] for r in self.con.execute("SELECT nextval('node_ids') FROM range(?)", [len(new)]).fetchall()]
             for node, node_id in zip(new, ids):
@@ -573,6 +588,26 @@ class Writer:
                      or set(node.observations) == set(observations.get(node.id, ()))))
 
         return [n for n in nodes if not same(n, stored.get(n.id))]
+
+    def _record_properties_changed(self, nodes: list[NodeRecord], now: datetime) -> None:
+        """Record in the log (as what a write takes away: the values it replaced) the properties this write
+        changes, one row per entity: "Ada [Person]: role: SRE -> lead". recent_changes lists them, so that a
+        reader of "entity updated" learns what changed (the mirror still holds the nodes as before the write)."""
+        stored = {record.id: record.properties for record in self._graph.node_records([n.id for n in nodes])}
+        labels: list[tuple[str, str, int]] = []
+        for node in nodes:
+            before, after = stored.get(node.id, {}), node.properties
+            keys = [k for k in dict.fromkeys([*before, *after]) if before.get(k, _NONE) != after.get(k, _NONE)]
+            if keys:
+                changes = "; ".join(f"{key}: {_value(before.get(key, _NONE))} -> {_value(after.get(key, _NONE))}"
+                                    for key in keys)
+                labels.append((node.namespace, f"{node.name} [{node.type}]: {changes}", node.id))
+        if labels:
+            rows, params = sql.rows(3, namespace=("VARCHAR", [a for a, _, _ in labels]),
+                                    label=("VARCHAR", [b for _, b, _ in labels]),
+                                    position=("BIGINT", [c for _, _, c in labels]))
+            deletions.record(self.con, "properties changed", f"SELECT namespace, label, position FROM {rows}",
+                             params, now)
 
     def _note_renamed_edges(self, nodes: list[NodeRecord]) -> None:
         """The edges of the nodes whose name the batch changes: their sentences name the node (the mirror still
@@ -856,6 +891,17 @@ class Writer:
             )
 
 
+#: A property a node does not have, before or after a write (`_record_properties_changed`).
+_NONE = object()
+
+
+def _value(value: Any) -> str:
+    """A property's value as the change log names it: a string bare, other values as JSON, cut short."""
+    if value is _NONE:
+        return "(none)"
+    return shortened(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), 60)
+
+
 def mark_extracted(con: Any, ids: list[int], extractor_id: str, *, unmarked_only: bool = False) -> None:
     """`DuckDBStore.mark_extracted`: a chunk no longer stored has no row to mark, so it is passed over.
     `unmarked_only`: leave a chunk already marked as it is."""
@@ -949,13 +995,32 @@ def _check_period(edge: EdgeWrite, edge_id: int, valid_from: datetime | None, va
     """Refuse the period a write leaves a relation with when it overlaps another stored period of the same relation
     (search at a moment of both would list the fact twice). Checked here, where the write's stored row is chosen
     (`_matching_edge`, on the rows this transaction sees, earlier edges of the batch included)."""
-    label = f"the relation {edge.source_key} -{edge.type}-> {edge.target_key}"
     for other in rows:
         if other[0] != edge_id and _overlap((valid_from, valid_until), (other[4], other[5])):
-            raise InvalidInputError(
-                f"{label} would hold {_span(valid_from, valid_until)}, which overlaps its stored period "
-                f"{_span(other[4], other[5])}: give a period that starts when that one ends (or ends before it "
-                "starts), or change that period with its own dates; nothing was written")
+            raise PeriodOverlap(edge, (valid_from, valid_until), (other[4], other[5]))
+
+
+class PeriodOverlap(InvalidInputError):
+    """`_check_period`'s refusal; `Writer.write` words it with the ends' names as stored (`named`)."""
+
+    def __init__(self, edge: EdgeWrite, given: tuple[datetime | None, datetime | None],
+                 stored: tuple[datetime | None, datetime | None]) -> None:
+        self.edge, self.given, self.stored = edge, given, stored
+        super().__init__(self.text(edge.source_key, edge.target_key))
+
+    def text(self, source: str, target: str) -> str:
+        start = self.stored[0]
+        # A stored period is changed by deleting it (named by its start) and writing it again: a write with its
+        # own dates only names it again, and one with other dates is refused as overlapping it.
+        sent = "null" if start is None else '"%s"' % (start.date().isoformat() if start == datetime(
+            start.year, start.month, start.day) else start.isoformat() + "Z")
+        return (f"the relation {source} -{self.edge.type}-> {target} would hold {_span(*self.given)}, which "
+                f"overlaps its stored period {_span(*self.stored)}: give a period that starts when that one ends (or "
+                "ends before it starts); to change that period instead, delete it (delete_relations with this "
+                f"relation and valid_from {sent}) and write it again with the dates you mean; nothing was written")
+
+    def named(self, source: str, target: str) -> InvalidInputError:
+        return InvalidInputError(self.text(source, target))
 
 
 def _overlap(a: tuple[datetime | None, datetime | None], b: tuple[datetime | None, datetime | None]) -> bool:

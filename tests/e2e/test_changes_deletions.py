@@ -51,7 +51,7 @@ async def test_deleted_and_replaced_things_are_listed_newest_first(services):
         times = [c["at"] for c in result.structured_content["changes"]]
         assert times == sorted(times, reverse=True)
         text = result.content[0].text.splitlines()
-        assert [line.split(" ", 3)[3] for line in text[:4]] == [f"{kind}: {subject}" for kind, subject in changes[:4]]
+        assert [line.split(" ", 4)[4] for line in text[:4]] == [f"{kind}: {subject}" for kind, subject in changes[:4]]
 
         since = await call_ok(client, "recent_changes", {"since": after, "limit": 10})
         assert [c["change"] for c in since["changes"]] == [

@@ -280,7 +280,7 @@ def schema_shape(schema: dict[str, Any], root: dict[str, Any] | None = None) -> 
 
 #: The optional fields duckgraph's results add to the reference's (left out when they say nothing).
 OPTIONAL_EXTRAS = {"merged_into", "note", "next_offset", "relations_truncated", "entities_truncated", "removed",
-                   "not_found", "deleted", "edges_deleted"}
+                   "not_found", "deleted", "edges_deleted", "hints", "properties"}
 
 
 def assert_extends(mine: Any, ref: Any, where: str) -> None:
@@ -302,7 +302,8 @@ def assert_extends(mine: Any, ref: Any, where: str) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(("tool_set", "expected"), [
-    ("memory", MEMORY_TOOLS), ("graphrag", GRAPHRAG_TOOLS), ("all", MEMORY_TOOLS | GRAPHRAG_TOOLS | REPORT_TOOLS),
+    ("memory", MEMORY_TOOLS), ("graphrag", GRAPHRAG_TOOLS),
+    ("all", MEMORY_TOOLS | GRAPHRAG_TOOLS | REPORT_TOOLS | {"delete_documents"}),
 ])
 async def test_each_tool_set_lists_its_tools_once(tmp_path, minilm, tool_set, expected):
     async with Client(build_server(make_services(tmp_path, tool_set, minilm))) as client:

@@ -22,7 +22,7 @@ EDGES = [EdgeInput(source="Payments Team", target="checkout-service", type="OWNS
 
 def lines(kb: KnowledgeBase) -> list[str]:
     """recent_changes' lines without their moments."""
-    return [line.split(" ", 3)[3] for line in kb.recent_changes().text.splitlines()]
+    return [line.split(" ", 4)[4] for line in kb.recent_changes().text.splitlines()]  # "- DAY TIME UTC what"
 
 
 def edge_vectors(kb: KnowledgeBase) -> dict[int, np.ndarray]:

@@ -28,7 +28,7 @@ EDGES = [EdgeInput(source="Ada Lovelace", target="Analytical Engine", type="WROT
 
 def lines(kb: KnowledgeBase, **options) -> list[str]:
     """recent_changes' lines without their moments."""
-    return [line.split(" ", 3)[3] for line in kb.recent_changes(**options).text.splitlines() if line.startswith("- ")]
+    return [line.split(" ", 4)[4] for line in kb.recent_changes(**options).text.splitlines() if line.startswith("- ")]
 
 
 def later() -> None:

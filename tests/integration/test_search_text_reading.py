@@ -179,7 +179,7 @@ def test_a_passage_header_says_each_thing_once_and_never_stands_alone(real_kb: K
     decisions = next(line for line in full.text.splitlines() if line.startswith("[mtg-2026-09-14#")
                      and "§ Decisions" in line)
     # The id, the time of day (the title gives the date), the title and the section, each once.
-    assert decisions.startswith("[mtg-2026-09-14#") and "] (10:00) Architecture sync 2026-09-14 § Decisions: " in decisions
+    assert decisions.startswith("[mtg-2026-09-14#") and "] (10:00 UTC) Architecture sync 2026-09-14 § Decisions: " in decisions
     assert decisions.count("2026-09-14") == 2 and "14 September" not in decisions  # the id's and the title's
     cuts = 0
     for budget in range(60, 400, 7):

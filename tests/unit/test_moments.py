@@ -32,13 +32,13 @@ def test_anything_else_is_refused_with_the_format_expected(given):
 def test_a_period_that_ends_before_it_starts_is_refused():
     with pytest.raises(ValueError, match="valid_until .2024-01-01. is before valid_from .2024-06-01."):
         EdgeInput(source="a", target="b", type="X", valid_from="2024-06-01", valid_until="2024-01-01")
-    assert EdgeInput(source="a", target="b", type="X", valid_from="2024-06-01", valid_until="2024-06-01")
+    assert EdgeInput(source="a", target="b", type="X", valid_from="2024-06-01", valid_until="2024-06-02")
 
 
 def test_periods_in_words():
     assert period(None, None) == ""
     assert period(datetime(2024, 6, 1), None) == "since 2024-06-01"
-    assert period(None, datetime(2024, 6, 1, 14, 5)) == "until 2024-06-01 14:05"
+    assert period(None, datetime(2024, 6, 1, 14, 5)) == "until 2024-06-01 14:05 UTC"
     assert period(datetime(2024, 1, 1), datetime(2024, 6, 1)) == "2024-01-01 to 2024-06-01"
 
 
@@ -78,7 +78,7 @@ def test_a_moment_outside_the_years_1_to_9999_in_utc_is_refused_as_a_field_is(gi
 
 def test_a_moment_shows_its_seconds_when_it_has_them_and_a_four_digit_year():
     assert period(datetime(2024, 6, 1, 10, 0), datetime(2024, 6, 1, 10, 0, 30)) == \
-        "2024-06-01 10:00 to 2024-06-01 10:00:30"
-    assert short(datetime(2024, 6, 1, 10, 0, 0, 500)) == "2024-06-01 10:00:00"
-    assert short(datetime(1, 1, 1, 10, 0)) == "0001-01-01 10:00"
+        "2024-06-01 10:00 UTC to 2024-06-01 10:00:30 UTC"
+    assert short(datetime(2024, 6, 1, 10, 0, 0, 500)) == "2024-06-01 10:00:00 UTC"
+    assert short(datetime(1, 1, 1, 10, 0)) == "0001-01-01 10:00 UTC"
     assert short(datetime(999, 1, 1)) == "0999-01-01"

@@ -177,7 +177,7 @@ def test_a_passage_header_says_its_date_and_title_once() -> None:
                 section="Journal", text="Rain all day.", score=0.3)]
     lines = render_search(full, 10**9)[0].splitlines()
     assert lines[-3:] == [
-        "[mtg-09#2] (10:00) Architecture sync 2026-09-14 § Decisions: Budget: EUR 40,000.",
+        "[mtg-09#2] (10:00 UTC) Architecture sync 2026-09-14 § Decisions: Budget: EUR 40,000.",
         "[guide#3] (2026-09-14) Install and configure § Configure > Proxy: Set HTTPS_PROXY.",  # a section of its own
         "[journal#4] (2026-09-14) Journal: Rain all day."]
 
