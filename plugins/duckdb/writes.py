@@ -1032,7 +1032,7 @@ def _overlap(a: tuple[datetime | None, datetime | None], b: tuple[datetime | Non
 
 
 def _moment(moment: datetime) -> str:
-    return moment.isoformat(sep=" ")
+    return moment.isoformat(sep=" ") + " UTC"  # stored naive in UTC; a reader takes a bare time for local
 
 
 def _span(valid_from: datetime | None, valid_until: datetime | None) -> str:

@@ -32,7 +32,7 @@ def d(text: str) -> datetime:
 @pytest.mark.parametrize(("current", "other", "stored"), [
     ({}, ("2015-01-01", "2018-01-01"), "from no known start to no end"),
     ({}, ("2090-01-01", "2091-01-01"), "from no known start to no end"),
-    ({"valid_from": "2024-01-01"}, ("2090-01-01", "2091-01-01"), "from 2024-01-01 00:00:00 to no end")])
+    ({"valid_from": "2024-01-01"}, ("2090-01-01", "2091-01-01"), "from 2024-01-01 00:00:00 UTC to no end")])
 def test_a_period_apart_from_now_never_rewrites_the_fact_that_holds_now(fake_kb, current, other, stored):
     """It used to take the current row's place (updated=1, no word said): the fact that held now was lost."""
     fake_kb.add_knowledge_graph(NODES, [edge(description="current job", **current)])

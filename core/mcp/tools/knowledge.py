@@ -106,7 +106,7 @@ def register_graphrag_tools(server: MCPServer) -> None:
         token_budget: Annotated[int, within("search", "token_budget")] = 2_000,
         namespace: NamespaceArg = None,
         as_of: Annotated[Moment | None, Field(description="Facts valid then, no later passages (default now).")] = None,
-        include_history: Annotated[bool, Field(description="Add ended facts.")] = False,
+        include_history: Annotated[bool, Field(description="Add ended and planned facts.")] = False,
         after: Annotated[Moment | None, Field(description="Window start: facts, passages by document time.")] = None,
         before: Moment | None = None,
     ) -> Annotated[CallToolResult, SearchResult]:

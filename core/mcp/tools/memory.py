@@ -118,7 +118,7 @@ def register_memory_tools(server: MCPServer) -> None:
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, MemoryGraph]:
         """Search for nodes in the knowledge graph based on a query: every entity whose name, type or an
-        observation contains it (ignoring case) first, then the entities it is about by meaning, with the
+        observation contains it (ignoring case and accents) first, then the entities it is about by meaning, with the
         relations that touch them. Nothing relevant: an empty result."""
         graph = await call(memory_compat.search_nodes, kb_of(ctx), query, namespace=await call_namespace(ctx, namespace))
         return json_result(graph)
