@@ -23,7 +23,9 @@ from duckgraph.core.domain.history import check_window
 from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE, check_namespace, empty_namespace_hint
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
-from duckgraph.core.domain.moments import now, parse_moment, period, short
+from duckgraph.core.domain.fact_order import in_time_order
+from duckgraph.core.domain.moments import now, parse_moment
+from duckgraph.core.domain.restated_facts import restate_ended
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.cancellation import commit_of_call, unless_cancelled
 from duckgraph.core.domain.document_ids import cited_as_stored
@@ -88,9 +90,6 @@ NOT_SHOWN = ("({ended} ended and {planned} planned fact(s) of these entities not
              "them, as_of=DATE shows what holds then)")
 #: Every period of a relation, the planned ones (starting after now) included.
 EVERY_PERIOD = TimeFilter(as_of=datetime.max, history=True)
-#: A fact that does not hold at the moment searched (ended, or planned) ranks after one that does and is at most
-#: this much more relevant ("equally relevant": the names alone move a fact's score by a few percent).
-NOT_HOLDING_WEIGHT = 0.98
 
 
 class Writer:
@@ -316,7 +315,7 @@ class KnowledgeBase:
         with self.writing() as writer:
             if self.changed_since(mark):  # names resolved before may have been stored, merged or deleted since
                 plan = self._plan_graph(nodes, edges, namespace, tuple(source_chunk_ids), vectors)
-            restated = _restate_ended(self.store, plan, namespace)  # under the lock: the periods as committed
+            restated = restate_ended(self.store, plan.edges, plan.records, namespace)  # under the lock: the periods as committed
             summary = writer.commit(WriteBatch(nodes=plan.records, edges=plan.edges.writes))
         edges_found = plan.edges
         return AddGraphResult(
@@ -581,7 +580,7 @@ class KnowledgeBase:
             edges=[ScoredEdge(id=e.id, source=names[e.source_id], target=names[e.target_id], type=e.type,
                               description=e.description, weight=e.weight, properties=edge_properties(e.properties),
                               valid_from=e.valid_from, valid_until=e.valid_until, score=round(score, 4))
-                   for e, score in _in_time_order(found.edges, now() if settings.as_of is None
+                   for e, score in in_time_order(found.edges, now() if settings.as_of is None
                                                   else parse_moment(settings.as_of))],
             passages=passages[: len(found.passages)],
             text="",
@@ -696,51 +695,6 @@ def _not_shown_note(ended: int, planned: int) -> str:
     return ENDED_NOT_SHOWN.format(count=ended) if ended else ""
 
 
-def _in_time_order(edges: list[tuple[Any, float]], moment: datetime) -> list[tuple[Any, float]]:
-    """The facts (edge records and scores, best first) with those that hold at `moment` before the others: first
-    before the equally relevant (`NOT_HOLDING_WEIGHT`), then, within each family of facts of one type that share
-    an end (who is on call for Payments, over the weeks), on the family's places in the ranking, those that hold,
-    then the planned ones (soonest first), then the ended ones newest first. Read with history, the fact that
-    holds now would otherwise sit anywhere among its ended periods, and a small budget (which cuts from the end)
-    could keep those and cut it. When every fact holds (a search of one moment), the order is unchanged."""
-    def rank(edge: Any) -> int:  # 0: holds at `moment`, 1: starts later, 2: ended
-        if edge.valid_from is not None and edge.valid_from > moment:
-            return 1
-        return 2 if edge.valid_until is not None and edge.valid_until <= moment else 0
-
-    ranks = {edge.id: rank(edge) for edge, _ in edges}
-    if not any(ranks.values()):
-        return edges
-    order = sorted(edges, key=lambda item: -item[1] * (NOT_HOLDING_WEIGHT if ranks[item[0].id] else 1.0))
-    # Families: facts of one type sharing a source or a target, joined transitively (union-find over positions).
-    parent = list(range(len(order)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first: dict[tuple[str, str, int], int] = {}
-    for i, (edge, _) in enumerate(order):
-        for key in ((edge.type, "source", edge.source_id), (edge.type, "target", edge.target_id)):
-            parent[root(i)] = root(first.setdefault(key, i))
-    families: dict[int, list[int]] = {}
-    for i in range(len(order)):
-        families.setdefault(root(i), []).append(i)
-
-    placed: list[Any] = [None] * len(order)
-    for places in families.values():
-        edge = {i: order[i][0] for i in places}
-        holding = [i for i in places if ranks[edge[i].id] == 0]
-        planned = sorted((i for i in places if ranks[edge[i].id] == 1), key=lambda i: edge[i].valid_from)
-        ended = sorted((i for i in places if ranks[edge[i].id] == 2), reverse=True,  # stable: ties keep their rank
-                       key=lambda i: (edge[i].valid_until, edge[i].valid_from or datetime.min))
-        for place, i in zip(places, [*holding, *planned, *ended]):
-            placed[place] = order[i]
-    return placed
-
-
 @functools.cache
 def _query_threads() -> ThreadPoolExecutor:
     """Threads that look up queries' words while they are embedded (a few: concurrent searches each need one)."""
@@ -821,56 +775,6 @@ def _refuse_edge(
     if not relation_type(edge.type):
         raise InvalidInputError(f"{label}: the type must contain letters or digits, e.g. FOUNDED")
     raise InvalidInputError(f"{label}: source and target are the same entity; a relation joins two entities")
-
-
-def _restate_ended(store: GraphStore, plan: _GraphPlan, namespace: str) -> list[str]:
-    """Settle the call's undated edges that state a relation again after it ended (none of its periods holds now
-    or is to come), and say what became of each. Re-read from a source that dates from the fact's time (every cited
-    document dated at or before its last end), the statement supports the period that ended: the write is pinned
-    to that period (the store updates the period a write names exactly), so the fact stays ended and gains the
-    provenance. Otherwise the store opens a new period from now, as for any fact stated again after it ended, and
-    a hint says so: an agent re-reading an old note must not make an ended fact current without a word."""
-    undated = [w for w in plan.edges.writes if w.valid_from is None and w.valid_until is None]
-    if not undated:
-        return []
-    ids = {n.key: n.id for n in plan.records if n.id is not None}
-    others = {k for w in undated for k in (w.source_key, w.target_key)} - {n.key for n in plan.records}
-    ids.update({n.key: n.id for n in store.find_nodes(namespace, others) if n.key in others})
-    moment = now()
-    periods: dict[tuple[int, int, str], list[Any]] = {}
-    for edge in store.edges_among(sorted(set(ids.values())), namespace, include_expired=True):
-        periods.setdefault((edge.source_id, edge.target_id, edge.type), []).append(edge)
-    ended = []  # (write, its relation's periods), for relations none of whose periods holds now or is to come
-    for write in undated:
-        rows = periods.get((ids.get(write.source_key), ids.get(write.target_key), write.type), [])
-        if rows and all(r.valid_until is not None and r.valid_until <= moment for r in rows):
-            ended.append((write, rows))
-    if not ended:
-        return []
-    doc_times = {d.id: d.time for d in store.get_documents({i for w, _ in ended for i in w.source_ids}, namespace)}
-    chunk_times = store.chunk_times({i for w, _ in ended for i in w.source_chunk_ids}, namespace)
-    hints: dict[str, str] = {}  # by relation: a relation written twice in the call is said once, reopened first
-    for write, rows in ended:
-        label = f"{plan.edges.names.get(write.source_key, write.source_key)} -{write.type}-> " \
-                f"{plan.edges.names.get(write.target_key, write.target_key)}"
-        last = max(r.valid_until for r in rows)
-        dates = [doc_times.get(i) for i in write.source_ids] + [chunk_times.get(i) for i in write.source_chunk_ids]
-        if dates and None not in dates and max(dates) <= last:
-            # The period the sources' latest date falls in, else the first to end after it (the last one when
-            # that date is its end): what they can have told of.
-            told = max(dates)
-            kept = min((r for r in rows if r.valid_until > told), key=lambda r: r.valid_until,
-                       default=max(rows, key=lambda r: r.valid_until))
-            write.valid_from, write.valid_until = kept.valid_from, kept.valid_until
-            hints.setdefault(label, f"{label} ended on {short(last)}; the sources given are dated by then, so it stays "
-                                    f"ended and they support its period ({period(kept.valid_from, kept.valid_until)}): "
-                                    "give valid_from to say it holds again")
-        else:
-            hints[label] = (f"{label} had ended on {short(last)}; stated again without valid_from (and without "
-                            "sources all dated by then), it holds again from now: if it still has ended, "
-                            "delete_relations removes the new period (the ended one stays)")
-    listed = list(hints.values())
-    return listed[:10] + ([f"... and {len(listed) - 10} more relations that had ended"] if len(listed) > 10 else [])
 
 
 def _full_hint(names: Sequence[str]) -> list[str]:

@@ -1,10 +1,10 @@
-"""The order a search shows facts in when some do not hold at the moment searched (knowledge_base._in_time_order)."""
+"""The order a search shows facts in when some do not hold at the moment searched (fact_order.in_time_order)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from duckgraph.core.domain.knowledge_base import _in_time_order
+from duckgraph.core.domain.fact_order import in_time_order as _in_time_order
 from duckgraph.ports import EdgeRecord
 
 NOW = datetime(2026, 6, 1)
