@@ -1,12 +1,15 @@
 """The log of what writes delete (table `deletions`, schema.py), for recent_changes: the rows themselves are gone, so
-each deletion is recorded as words (a label), in the write's transaction, before its rows go."""
+each deletion is recorded as words (a label), in the write's transaction, before its rows go; so are the
+property values a write replaces (`property_changes`)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
 from duckgraph.plugins.duckdb.schema import LABEL_CHARS, NAMED_PER_WRITE
+from duckgraph.ports.text import shortened
 
 
 def record(con: Any, kind: str, rows: str, params: list[Any], now: datetime) -> None:
@@ -44,3 +47,21 @@ def fact_label(edge: str, source: str, target: str) -> str:
 def node_label(node: str) -> str:
     """SQL for the label of an entity (the table's alias `node`), as recent_changes shows one: "Ada [Person]"."""
     return f"{node}.name || ' [' || {node}.type || ']'"
+
+
+#: A property an entity does not have, before or after a write (`property_changes`).
+_NONE = object()
+
+
+def property_changes(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """The properties a write changes, as the log names them ("role: SRE -> lead; tier: (none) -> gold"); "" when
+    none changed."""
+    keys = [k for k in dict.fromkeys([*before, *after]) if before.get(k, _NONE) != after.get(k, _NONE)]
+    return "; ".join(f"{key}: {_value(before.get(key, _NONE))} -> {_value(after.get(key, _NONE))}" for key in keys)
+
+
+def _value(value: Any) -> str:
+    """A property's value as the log names it: a string bare, other values as JSON, cut short."""
+    if value is _NONE:
+        return "(none)"
+    return shortened(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), 60)

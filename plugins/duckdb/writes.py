@@ -14,14 +14,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from duckgraph.plugins.duckdb import communities, deletions, sql, vector_tables
+from duckgraph.plugins.duckdb import communities, deletions, periods, sql, vector_tables
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
 from duckgraph.plugins.duckdb.name_matching import loose_text, mentioning, naming_loosely
 from duckgraph.plugins.duckdb.schema import HOST_MARK, name_keys
 from duckgraph.plugins.duckdb.vector_tables import VECTOR_TABLES
 from duckgraph.ports import (
     ChunkRecord,
-    EdgeWrite,
     EmbedderMismatchError,
     InvalidInputError,
     NodeRecord,
@@ -30,7 +29,6 @@ from duckgraph.ports import (
     WriteSummary,
     entity_key,
 )
-from duckgraph.ports.text import shortened
 
 
 @dataclass
@@ -106,7 +104,7 @@ class Writer:
         self._link_node_sources(batch, node_ids)
         try:
             edge_ids, edges_created, edges_updated, edges_unchanged = self._upsert_edges(batch, now, dimensions)
-        except PeriodOverlap as overlap:  # worded with the ends' names as stored, not their keys
+        except periods.PeriodOverlap as overlap:  # worded with the ends' names as stored, not their keys
             raise overlap.named(*(self._stored_name(overlap.edge.namespace, k)
                                   for k in (overlap.edge.source_key, overlap.edge.target_key))) from None
         self.mark_by_hand([n.id for n in batch.nodes if n.by_hand and n.id is not None],
@@ -212,7 +210,7 @@ class Writer:
             # would lose it.
             loops = [r[0] for r in self.con.execute(
                 "SELECT id FROM edges WHERE source_id = $1 AND target_id = $1", [target]).fetchall()]
-            joined, periods = _joined_periods(self.con.execute(
+            joined, spans_of = periods.joined_periods(self.con.execute(
                 "SELECT id, namespace, source_id, target_id, type, valid_from, valid_until FROM edges "
                 "WHERE (source_id = $1 OR target_id = $1) AND source_id <> target_id ORDER BY id",
                 [target]).fetchall(), now)
@@ -222,14 +220,14 @@ class Writer:
                                  "JOIN edge_evidence e ON e.edge_id = w.id", params)
                 self.con.execute(f"INSERT OR IGNORE INTO edges_by_hand SELECT DISTINCT w.keep FROM {pairs} "
                                  "WHERE w.id IN (SELECT edge_id FROM edges_by_hand)", params)
-            if periods:
-                ids = list(periods)
-                spans, params = sql.rows(2, id=("BIGINT", ids), vf=("TIMESTAMP", [periods[i][0] for i in ids]),
-                                         vu=("TIMESTAMP", [periods[i][1] for i in ids]))
+            if spans_of:
+                ids = list(spans_of)
+                spans, params = sql.rows(2, id=("BIGINT", ids), vf=("TIMESTAMP", [spans_of[i][0] for i in ids]),
+                                         vu=("TIMESTAMP", [spans_of[i][1] for i in ids]))
                 self.con.execute(f"UPDATE edges SET valid_from = w.vf, valid_until = w.vu, updated_at = $1 "
                                  f"FROM {spans} WHERE edges.id = w.id", [now, *params])
-                self._note(self._graph.set_validity, ids, [periods[i][0] for i in ids],
-                           [periods[i][1] for i in ids], now)
+                self._note(self._graph.set_validity, ids, [spans_of[i][0] for i in ids],
+                           [spans_of[i][1] for i in ids], now)
             collapsed += [*loops, *joined]
         return collapsed
 
@@ -596,11 +594,7 @@ class Writer:
         stored = {record.id: record.properties for record in self._graph.node_records([n.id for n in nodes])}
         labels: list[tuple[str, str, int]] = []
         for node in nodes:
-            before, after = stored.get(node.id, {}), node.properties
-            keys = [k for k in dict.fromkeys([*before, *after]) if before.get(k, _NONE) != after.get(k, _NONE)]
-            if keys:
-                changes = "; ".join(f"{key}: {_value(before.get(key, _NONE))} -> {_value(after.get(key, _NONE))}"
-                                    for key in keys)
+            if changes := deletions.property_changes(stored.get(node.id, {}), node.properties):
                 labels.append((node.namespace, f"{node.name} [{node.type}]: {changes}", node.id))
         if labels:
             rows, params = sql.rows(3, namespace=("VARCHAR", [a for a, _, _ in labels]),
@@ -701,11 +695,11 @@ class Writer:
         as_stored: dict[int, tuple[Any, ...]] = {}
         # Periods apart from now first: in one call, a past period and the fact written undated are then two
         # periods whatever their order (the undated one holds from now, as written after an ended period).
-        apart = [_apart_from_now(e.valid_from, e.valid_until, now) for e in batch.edges]
+        apart = [periods.apart_from_now(e.valid_from, e.valid_until, now) for e in batch.edges]
         for index in sorted(range(len(resolved)), key=lambda i: not apart[i]):
             edge, source_id, target_id = resolved[index]
             rows = stored.setdefault((edge.namespace, source_id, target_id, edge.type), [])
-            found = _matching_edge(rows, edge.valid_from, edge.valid_until, now)
+            found = periods.matching_edge(rows, edge.valid_from, edge.valid_until, now)
             if found is not None:
                 edge_id, description, weight, props, valid_from, valid_until = found
                 if edge_id >= 0 and self._renamed.isdisjoint((source_id, target_id)):  # stored before this batch
@@ -715,7 +709,7 @@ class Writer:
                 weight = edge.weight if edge.weight is not None else weight
                 if (edge.valid_from or valid_from, edge.valid_until or valid_until) != (valid_from, valid_until):
                     valid_from, valid_until = edge.valid_from or valid_from, edge.valid_until or valid_until
-                    _check_period(edge, edge_id, valid_from, valid_until, rows)
+                    periods.check_period(edge, edge_id, valid_from, valid_until, rows)
                 is_new = state[edge_id][7] if edge_id in state else False
                 if edge_id >= 0:
                     matched.add(edge_id)
@@ -728,7 +722,7 @@ class Writer:
                 # A relation added again after it ended holds from now on, unless told since when.
                 valid_from = edge.valid_from or (now if rows and edge.valid_until is None else None)
                 valid_until = edge.valid_until
-                _check_period(edge, edge_id, valid_from, valid_until, rows)
+                periods.check_period(edge, edge_id, valid_from, valid_until, rows)
                 created += 1
             row = [edge_id, description, weight, props, valid_from, valid_until]
             rows[:] = [r for r in rows if r[0] != edge_id] + [row]
@@ -891,17 +885,6 @@ class Writer:
             )
 
 
-#: A property a node does not have, before or after a write (`_record_properties_changed`).
-_NONE = object()
-
-
-def _value(value: Any) -> str:
-    """A property's value as the change log names it: a string bare, other values as JSON, cut short."""
-    if value is _NONE:
-        return "(none)"
-    return shortened(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), 60)
-
-
 def mark_extracted(con: Any, ids: list[int], extractor_id: str, *, unmarked_only: bool = False) -> None:
     """`DuckDBStore.mark_extracted`: a chunk no longer stored has no row to mark, so it is passed over.
     `unmarked_only`: leave a chunk already marked as it is."""
@@ -931,110 +914,3 @@ def _chunk_namespaces(batch: WriteBatch) -> list[str]:
                 "give each of its chunks its namespace; nothing was written")
         namespaces.append(chunk.namespace if chunk.namespace is not None else next(iter(among)))
     return namespaces
-
-
-def _matching_edge(rows: list[list[Any]], valid_from: datetime | None, valid_until: datetime | None,
-                   now: datetime) -> list[Any] | None:
-    """Which stored edge of one (namespace, source, target, type) a write updates (rows as `_edges_between` gives
-    them): the one with exactly the given period (an exported row written again, or a rewrite that names its row by
-    its period); else the one that has not ended by `now` (as search sees it: an end still to come is current; one
-    that holds now before one that has not begun), unless the write's period shares no moment with it: one that
-    ends by its start or starts at its end is another period of the relation (a past one before it, a later one
-    after it), never a rewrite that would lose it. Nor is a write that gives both dates of a period apart from now
-    (`_apart_from_now`) a rewrite of the one that holds now: it is another period, refused by `_check_period` where
-    it overlaps that one, so that the fact that holds now is never lost without a word. None: the write adds an
-    edge (a new period)."""
-    for row in rows:
-        if (row[4], row[5]) == (valid_from, valid_until):
-            return row
-    apart = _apart_from_now(valid_from, valid_until, now)
-    current = [row for row in rows if (row[5] is None or row[5] > now)
-               and not (apart and (row[4] is None or row[4] <= now))
-               and (valid_until is None or row[4] is None or row[4] < valid_until)
-               and (valid_from is None or row[5] is None or valid_from < row[5])]
-    return min(current, key=lambda row: row[4] is not None and row[4] > now, default=None)
-
-
-def _joined_periods(rows: list[tuple], now: datetime) -> tuple[dict[int, int], dict[int, tuple]]:
-    """Of edges (id, namespace, source, target, type, valid_from, valid_until), oldest first: which go into which
-    kept one (id -> kept id) because their periods overlap, transitively, and the kept ones' joined periods
-    (kept id -> (valid_from, valid_until); None extends the union: no known start, or no end). Periods that have
-    begun by `now` and those that have not are joined apart (see `_apply_merges`)."""
-    groups: dict[tuple, list[tuple]] = {}
-    for row in rows:
-        begun = row[5] is None or row[5] <= now
-        groups.setdefault((*row[1:5], begun), []).append(row)
-    joined: dict[int, int] = {}
-    periods: dict[int, tuple] = {}
-    for group in groups.values():
-        group.sort(key=lambda r: (r[5] is not None, r[5] or now))
-        clusters: list[list[Any]] = []  # [ids, start, end]
-        for row in group:
-            if clusters and _overlap((clusters[-1][1], clusters[-1][2]), (row[5], row[6])):
-                last = clusters[-1]
-                last[0].append(row[0])
-                last[2] = None if last[2] is None or row[6] is None else max(last[2], row[6])
-            else:
-                clusters.append([[row[0]], row[5], row[6]])
-        own = {row[0]: (row[5], row[6]) for row in group}
-        for ids, start, end in clusters:
-            keep = min(ids)
-            joined.update((i, keep) for i in ids if i != keep)
-            if own[keep] != (start, end):
-                periods[keep] = (start, end)
-    return joined, periods
-
-
-def _apart_from_now(valid_from: datetime | None, valid_until: datetime | None, now: datetime) -> bool:
-    """Whether a write gives both dates of a period that does not hold at `now` (a past or a later one)."""
-    return valid_from is not None and valid_until is not None and not valid_from <= now < valid_until
-
-
-def _check_period(edge: EdgeWrite, edge_id: int, valid_from: datetime | None, valid_until: datetime | None,
-                  rows: list[list[Any]]) -> None:
-    """Refuse the period a write leaves a relation with when it overlaps another stored period of the same relation
-    (search at a moment of both would list the fact twice). Checked here, where the write's stored row is chosen
-    (`_matching_edge`, on the rows this transaction sees, earlier edges of the batch included)."""
-    for other in rows:
-        if other[0] != edge_id and _overlap((valid_from, valid_until), (other[4], other[5])):
-            raise PeriodOverlap(edge, (valid_from, valid_until), (other[4], other[5]))
-
-
-class PeriodOverlap(InvalidInputError):
-    """`_check_period`'s refusal; `Writer.write` words it with the ends' names as stored (`named`)."""
-
-    def __init__(self, edge: EdgeWrite, given: tuple[datetime | None, datetime | None],
-                 stored: tuple[datetime | None, datetime | None]) -> None:
-        self.edge, self.given, self.stored = edge, given, stored
-        super().__init__(self.text(edge.source_key, edge.target_key))
-
-    def text(self, source: str, target: str) -> str:
-        start = self.stored[0]
-        # A stored period is changed by deleting it (named by its start) and writing it again: a write with its
-        # own dates only names it again, and one with other dates is refused as overlapping it.
-        sent = "null" if start is None else '"%s"' % (start.date().isoformat() if start == datetime(
-            start.year, start.month, start.day) else start.isoformat() + "Z")
-        return (f"the relation {source} -{self.edge.type}-> {target} would hold {_span(*self.given)}, which "
-                f"overlaps its stored period {_span(*self.stored)}: give a period that starts when that one ends (or "
-                "ends before it starts); to change that period instead, delete it (delete_relations with this "
-                f"relation and valid_from {sent}) and write it again with the dates you mean; nothing was written")
-
-    def named(self, source: str, target: str) -> InvalidInputError:
-        return InvalidInputError(self.text(source, target))
-
-
-def _overlap(a: tuple[datetime | None, datetime | None], b: tuple[datetime | None, datetime | None]) -> bool:
-    """Whether two periods [from, until) share a moment (None: no known start, or no end)."""
-    def before(start: datetime | None, end: datetime | None) -> bool:
-        return start is None or end is None or start < end
-
-    return before(a[0], b[1]) and before(b[0], a[1]) and before(*a) and before(*b)
-
-
-def _moment(moment: datetime) -> str:
-    return moment.isoformat(sep=" ") + " UTC"  # stored naive in UTC; a reader takes a bare time for local
-
-
-def _span(valid_from: datetime | None, valid_until: datetime | None) -> str:
-    return f"from {_moment(valid_from) if valid_from else 'no known start'} to " \
-           f"{_moment(valid_until) if valid_until else 'no end'}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,19 +14,10 @@ from mcp import Client
 
 from duckgraph.core.domain.knowledge_base import NOT_SHOWN, PLANNED_NOT_SHOWN
 from duckgraph.core.mcp.server import build_server
-from tests.e2e.test_mcp_inmemory import call_ok, make_services
+from tests.e2e.test_mcp_inmemory import call_ok
+from tests.e2e.test_time import anyio_backend, services  # noqa: F401 (fixtures: asyncio, the real model)
 
 pytestmark = pytest.mark.model
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def services(tmp_path: Path, db_path: Path, plugin_manager, minilm):
-    return make_services(tmp_path, db_path, minilm, plugin_manager)
 
 
 async def text_of(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:

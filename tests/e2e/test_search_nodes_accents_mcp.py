@@ -7,14 +7,9 @@ import pytest
 from mcp import Client
 
 from duckgraph.core.mcp.server import build_server
-from tests.e2e.test_memory_compat import call_ok, make_services
+from tests.e2e.test_memory_compat import anyio_backend, call_ok, make_services  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.model
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.mark.anyio
