@@ -156,9 +156,9 @@ def dotless_i_key(key: str) -> str:
 
 
 def relation_type(label: str) -> str:
-    """Edge types are UPPER_SNAKE_CASE so 'works at' and 'WORKS_AT' are one type."""
-    words = re.findall(r"[^\W_]+", unicodedata.normalize("NFKC", label), re.UNICODE)
-    return "_".join(words).upper()
+    """Edge types are UPPER_SNAKE_CASE so 'works at' and 'WORKS_AT' are one type (a word keeps its combining
+    marks: "काम करता है" is काम_करता_है)."""
+    return "_".join(_LOOSE_WORD.findall(unicodedata.normalize("NFKC", label))).upper()
 
 
 def name_candidates(

@@ -39,6 +39,11 @@ class NodeRecord:
     updated_at: datetime | None = None
 
 
+#: Edge property holding the relation type as the caller spelt it ("works at"; the edge type is WORKS_AT), kept
+#: by the reference memory server's tools (core/domain/memory_server.py): duckgraph's own, not the caller's.
+ORIGINAL_TYPE = "relationType"
+
+
 @dataclass(slots=True)
 class EdgeWrite:
     """A relationship to upsert; endpoints are node keys because new nodes have no id yet."""

@@ -14,6 +14,7 @@ from duckgraph.core.domain.limits import (
 from duckgraph.core.domain.moments import check_period, parse_moment
 from duckgraph.ports import clean_name, no_control_characters
 from duckgraph.ports.names import INVISIBLE
+from duckgraph.ports.records import ORIGINAL_TYPE
 
 MAX_NODES_PER_CALL = 5_000
 MAX_EDGES_PER_CALL = 10_000
@@ -79,9 +80,6 @@ def _with_zone(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-#: Edge property holding the relation type as the caller spelt it ("works at"; the edge type is WORKS_AT), kept
-#: by the reference memory server's tools (memory_server.py): duckgraph's own, not the caller's.
-ORIGINAL_TYPE = "relationType"
 
 
 def edge_properties(properties: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,8 @@ file to an embedder (recorded in `meta`; the vector tables are then created at i
 from __future__ import annotations
 
 import logging
+import re
+import unicodedata
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -11,7 +13,8 @@ from typing import Any
 
 from duckgraph.plugins.duckdb import communities, connection, sql, vector_tables
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
-from duckgraph.ports import EmbedderMismatchError, NodeRecord, StoreError, entity_key, loose_key
+from duckgraph.ports import EmbedderMismatchError, NodeRecord, StoreError, entity_key, loose_key, relation_type
+from duckgraph.ports.records import ORIGINAL_TYPE
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +25,10 @@ SCHEMA_VERSION = 7
 #: upgrade of the schema, in its own transaction). 3: loose forms keep the kana voicing marks and fold ł, ø, æ...
 #: (ports/names.py `unaccented`); it comes with schema 7, so opening a file of schema 6 rebuilds them.
 NAME_KEYS_VERSION = "3"
+#: Version of the rule that spells relation types (`ports.relation_type`); files written under an older one get the
+#: types of the relations whose caller's spelling is kept (`ORIGINAL_TYPE`) spelt again at open. 2: a word keeps
+#: its combining marks (1 split "काम करता है" into क_म_करत_ह).
+RELATION_TYPES_VERSION = "2"
 
 SCHEMA = """
 CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
@@ -187,7 +194,7 @@ def ensure(con: Any, path: Path, read_only: bool, transaction: Callable[[], Abst
             con.executemany(
                 "INSERT INTO meta VALUES (?, ?)",
                 [["schema_version", str(SCHEMA_VERSION)], ["created_at", now], ["updated_at", now],
-                 ["name_keys", NAME_KEYS_VERSION]],
+                 ["name_keys", NAME_KEYS_VERSION], ["relation_types", RELATION_TYPES_VERSION]],
             )
         return
     if "meta" not in tables or not EXPECTED_TABLES <= tables:
@@ -207,6 +214,8 @@ def ensure(con: Any, path: Path, read_only: bool, transaction: Callable[[], Abst
         _migrate(con, path, int(version), read_only, transaction, keep_copy)
     if meta(con, "name_keys") != NAME_KEYS_VERSION and not read_only:
         _rebuild_name_keys(con, path, transaction)
+    if meta(con, "relation_types") != RELATION_TYPES_VERSION and not read_only:
+        _respell_relation_types(con, path, transaction)
 
 
 def _migrate(con: Any, path: Path, version: int, read_only: bool,
@@ -291,6 +300,27 @@ def _rebuild_name_keys(con: Any, path: Path, transaction: Callable[[], AbstractC
         con.execute("DELETE FROM meta WHERE key = 'name_keys'")
         con.execute("INSERT INTO meta VALUES ('name_keys', ?)", [NAME_KEYS_VERSION])
     log.info("%s: rebuilt the name index of %d nodes (their loose forms)", path, len(nodes))
+
+
+def _respell_relation_types(con: Any, path: Path, transaction: Callable[[], AbstractContextManager[Any]]) -> None:
+    """Relation types stored under rule 1 lost the combining marks of their words (Indic scripts, Thai...), so a
+    new write of the same label would make a second relation. Where the caller's spelling is kept (the memory
+    tools' relations) the type is spelt again; other types were stored without it and stay as they are."""
+    rows = con.execute(f"SELECT id, type, json_extract_string(properties, '$.{ORIGINAL_TYPE}') FROM edges "
+                       f"WHERE json_extract_string(properties, '$.{ORIGINAL_TYPE}') IS NOT NULL").fetchall()
+    changed = [(relation_type(original), edge_id) for edge_id, stored, original in rows
+               if relation_type(original) != stored and _rule_1_type(original) == stored]
+    with transaction():
+        if changed:
+            con.executemany("UPDATE edges SET type = ? WHERE id = ?", [list(row) for row in changed])
+        con.execute("DELETE FROM meta WHERE key = 'relation_types'")
+        con.execute("INSERT INTO meta VALUES ('relation_types', ?)", [RELATION_TYPES_VERSION])
+    if changed:
+        log.info("%s: spelt the types of %d relations again (their words' combining marks kept)", path, len(changed))
+
+
+def _rule_1_type(label: str) -> str:
+    return "_".join(re.findall(r"[^\W_]+", unicodedata.normalize("NFKC", label))).upper()
 
 
 def embedder_info(con: Any) -> tuple[str, int] | None:

@@ -11,7 +11,8 @@ from pathlib import Path
 import duckdb
 
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.core.domain.model import NodeInput
+from duckgraph.core.domain import memory_server
+from duckgraph.core.domain.model import MemoryEntityInput, NodeInput, RelationInput
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.plugins.duckdb.schema import SCHEMA_VERSION
 from tests.fakes import HashingEmbedder
@@ -72,3 +73,34 @@ def test_opening_a_file_of_schema_6_recomputes_the_loose_forms_of_its_names(db_p
                                      "ハス": {"ハス"}}
     meta = file_meta(db_path)
     assert meta["schema_version"] == "7" and meta["name_keys"] == "3"
+
+
+def stored_types(path: Path) -> list[str]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return [row[0] for row in con.execute("SELECT type FROM edges ORDER BY id").fetchall()]
+    finally:
+        con.close()
+
+
+def test_relation_types_stored_without_their_marks_are_spelt_again_at_open(db_path: Path) -> None:
+    """Rule 1 of relation types dropped combining marks ("काम करता है" -> क_म_करत_ह): a file it wrote gets the types
+    of the memory tools' relations (whose spelling is kept) spelt again, so the same label names the same relation."""
+    works = RelationInput.model_validate({"from": "राहुल", "to": "इन्फोसिस", "relationType": "काम करता है"})
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        memory_server.create_entities(kb, [MemoryEntityInput(name=name, entityType="x", observations=[])
+                                           for name in ("राहुल", "इन्फोसिस")])
+        memory_server.create_relations(kb, [works])
+    assert stored_types(db_path) == ["काम_करता_है"]
+    con = duckdb.connect(str(db_path))
+    try:  # as rule 1 wrote it
+        con.execute("UPDATE edges SET type = 'क_म_करत_ह'")
+        con.execute("DELETE FROM meta WHERE key = 'relation_types'")
+    finally:
+        con.close()
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        assert memory_server.create_relations(kb, [works]) == []  # exists: not a second relation
+        graph = memory_server.read_graph(kb)
+        assert [(r.from_, r.relationType, r.to) for r in graph.relations] == [("राहुल", "काम करता है", "इन्फोसिस")]
+    assert stored_types(db_path) == ["काम_करता_है"]
+    assert file_meta(db_path)["relation_types"] == "2"

@@ -64,6 +64,14 @@ def test_relation_type_keeps_digits_and_non_ascii_letters() -> None:
     assert relation_type("ＦＯＵＮＤＥＤ") == "FOUNDED"  # full width
 
 
+def test_relation_type_keeps_the_combining_marks_of_its_words() -> None:
+    # Vowel signs and viramas are marks, not letters: without them two labels would be one type.
+    assert relation_type("काम करता है") == "काम_करता_है"
+    assert relation_type("करते हैं") != relation_type("करता है")
+    assert relation_type("ทำงานที่") == "ทํางานที่"  # NFKC, one word
+    assert relation_type("e\u0301crit par") == "ÉCRIT_PAR"
+
+
 def test_relation_type_of_punctuation_only_is_empty() -> None:
     # The service rejects an empty type; it must not turn "--" into a type.
     assert relation_type("--") == ""
