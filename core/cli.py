@@ -16,6 +16,13 @@ from duckgraph.core import __version__
 from duckgraph.ports import ConfigError, DuckgraphError
 
 
+#: The action of `communities` each of its options belongs to, and the default of those that have one.
+COMMUNITY_OPTIONS = {"level": "search", "token_budget": "search", "limit": "write"}
+COMMUNITY_DEFAULTS = {"token_budget": 2_000, "limit": 20}
+#: `ingest --crawl`'s defaults for --depth and --max-pages.
+CRAWL_DEPTH, CRAWL_PAGES = 2, 50
+
+
 class UsageError(Exception):
     """A command's arguments do not go together: reported like argparse's own errors (usage, exit status 2)."""
 
@@ -31,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        _refuse_ignored_options(args)
         code = args.run(args) or 0
         sys.stdout.flush()  # here rather than at exit, so that a reader gone early is handled below
         return code
@@ -85,7 +93,10 @@ def _held_by_duckgraph(args: argparse.Namespace, exc: DuckgraphError) -> str | N
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="duckgraph", description="Local GraphRAG memory for AI agents, over MCP.")
     parser.add_argument("--version", action="version", version=f"duckgraph {__version__}")
-    common = _common_options("database file (default: DUCKGRAPH_DB, the config file, or the user data dir)")
+    db_help = "database file (default: DUCKGRAPH_DB, the config file, or the user data dir)"
+    common = _common_options(db_help)
+    # backup, restore and compact act on the whole file: their --namespace is not shown, and refused when given.
+    whole_file = _common_options(db_help, namespace=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", parents=[common], help="run the MCP server (stdio, or streamable HTTP)")
@@ -124,10 +135,12 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--crawl", action="store_true",
                         help="also follow the links of the URLs given within their site (robots.txt and the sitemap "
                              "honoured)")
-    ingest.add_argument("--depth", type=int, default=2, metavar="N",
-                        help="with --crawl: how many links away from a URL given to go (default 2)")
-    ingest.add_argument("--max-pages", type=int, default=50, metavar="M",
-                        help="the most pages fetched for each URL given (default 50)")
+    # No defaults here (CRAWL_DEPTH, CRAWL_PAGES apply): a --depth or --max-pages given without --crawl would be
+    # ignored, and is refused instead.
+    ingest.add_argument("--depth", type=int, metavar="N",
+                        help=f"with --crawl: how many links away from a URL given to go (default {CRAWL_DEPTH})")
+    ingest.add_argument("--max-pages", type=int, metavar="M",
+                        help=f"with --crawl: the most pages fetched for each URL given (default {CRAWL_PAGES})")
     ingest.add_argument("--json", action="store_true",
                         help="print the result of every batch as JSON, then the summary as one JSON object "
                              "({\"summary\": ...}; the summary line goes to stderr)")
@@ -192,10 +205,11 @@ def _parser() -> argparse.ArgumentParser:
                                   "have the configured extractor model write the reports still extractive or stale")
     communities.add_argument("query", nargs="?", help="the question, for search")
     communities.add_argument("--level", type=int, help="search: the level (0 = broadest; default: fits the budget)")
-    communities.add_argument("--token-budget", type=int, default=2_000, metavar="N",
+    # No defaults here (COMMUNITY_DEFAULTS apply): each option belongs to one action, and is refused with another.
+    communities.add_argument("--token-budget", type=int, metavar="N",
                              help="search: the length of the answer in tokens: about 4 characters of English "
                                   "each, 1 to 2 in most other scripts (default 2000)")
-    communities.add_argument("--limit", type=int, default=20, help="write: reports to write at most")
+    communities.add_argument("--limit", type=int, help="write: reports to write at most (default 20)")
     communities.add_argument("--json", action="store_true", help="print the structured result")
     communities.set_defaults(run=_communities)
 
@@ -223,21 +237,21 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--json", action="store_true", help="print the summary as JSON")
     imp.set_defaults(run=_import)
 
-    backup = sub.add_parser("backup", parents=[common],
+    backup = sub.add_parser("backup", parents=[whole_file],
                             help="write a consistent copy of the database file (also while a server uses it)")
     backup.add_argument("path", metavar="PATH", help="the file to write; the copy opens directly with --db PATH")
     backup.add_argument("--force", action="store_true", help="replace PATH if it exists")
     backup.add_argument("--json", action="store_true", help="print the result as JSON")
     backup.set_defaults(run=_backup_command)
 
-    restore = sub.add_parser("restore", parents=[common],
+    restore = sub.add_parser("restore", parents=[whole_file],
                              help="put a backup in place of the database file (stop its servers first); the file it "
                                   "replaces and its write-ahead log are kept aside")
     restore.add_argument("backup", metavar="BACKUP", help="the backup to restore (a file `duckgraph backup` wrote)")
     restore.add_argument("--json", action="store_true", help="print the result as JSON")
     restore.set_defaults(run=_restore_command)
 
-    compact = sub.add_parser("compact", parents=[common],
+    compact = sub.add_parser("compact", parents=[whole_file],
                              help="rewrite the database file without the free blocks that deleted and replaced rows "
                                   "left (stop its servers first); the counts are checked before it replaces the file")
     compact.add_argument("--keep-old", action="store_true",
@@ -261,16 +275,40 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _common_options(db_help: str) -> argparse.ArgumentParser:
-    """The options every command takes; `db_help` says where its --db goes by default."""
+def _common_options(db_help: str, *, namespace: bool = True) -> argparse.ArgumentParser:
+    """The options every command takes; `db_help` says where its --db goes by default. Without `namespace`, the
+    --namespace option is still parsed (so that it is refused with the reason, WHOLE_FILE) but not shown."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", help=db_help)
     common.add_argument("--config", help="TOML config file (default: DUCKGRAPH_CONFIG or the user config dir)")
     common.add_argument("--log-level", help="DEBUG, INFO, WARNING (default) or ERROR; logs go to stderr")
     common.add_argument("--namespace", metavar="NAME",
                         help="the memory (namespace) to use (default: DUCKGRAPH_NAMESPACE, the config file, or "
-                             "'default'); serve also takes @roots (see docs/namespaces.md)")
+                             "'default'); serve also takes @roots (see docs/namespaces.md)" if namespace
+                        else argparse.SUPPRESS)
     return common
+
+
+#: The commands that act on the whole file, every namespace, and why an explicit --namespace is refused there: a
+#: user who typed `backup --namespace work` would believe only `work` was copied (or, for restore, replaced).
+#: DUCKGRAPH_NAMESPACE and the config file's namespace are the default of every command, so they are not refused.
+WHOLE_FILE = {
+    "backup": "it copies the whole file, every namespace. To save one namespace, export it: duckgraph export "
+              "--namespace NAME -o FILE (read back with duckgraph import FILE). Nothing was written",
+    "restore": "it puts the backup in place of the whole file, every namespace. To bring back one namespace, "
+               "restore the backup into another file (duckgraph restore BACKUP --db OTHER.duckdb), export the "
+               "namespace from it (duckgraph export --db OTHER.duckdb --namespace NAME -o FILE), then here empty it "
+               "(duckgraph namespaces delete NAME --confirm NAME) and import the export (duckgraph import FILE). "
+               "Nothing was changed",
+    "compact": "it rewrites the whole file, every namespace at once (there is no compacting one namespace): "
+               "run it without --namespace. Nothing was changed",
+}
+
+
+def _refuse_ignored_options(args: argparse.Namespace) -> None:
+    """Refuse, before anything is opened, an option given on the command line that this command would ignore."""
+    if args.command in WHOLE_FILE and args.namespace is not None:
+        raise UsageError(f"{args.command} takes no --namespace (given: {args.namespace!r}): {WHOLE_FILE[args.command]}")
 
 
 def _setup(args: argparse.Namespace, *, existing: bool = False, **overrides: Any):
@@ -360,13 +398,16 @@ def _ingest(args: argparse.Namespace) -> int:
     from duckgraph.core.domain.model import MAX_DOCUMENT_CHARS
     from duckgraph.core.terminal import for_stream
 
-    if args.depth < 0 or args.max_pages < 1:
+    if (args.depth is not None and args.depth < 0) or (args.max_pages is not None and args.max_pages < 1):
         print("duckgraph: --depth must be 0 or more and --max-pages 1 or more", file=sys.stderr)
         return 2
     if args.prune_empty and not args.prune:
         print("duckgraph: --prune-empty goes with --prune", file=sys.stderr)
         return 2
     urls = [p for p in args.paths if "://" in p]
+    if refused := _ignored_ingest_options(args, urls):
+        print(f"duckgraph: {refused}; nothing was read", file=sys.stderr)
+        return 2
     services = _setup(args)
     if args.extract and services.knowledge_base.extractor is None:
         raise ConfigError("--extract needs an extractor and none is configured: configure one (DUCKGRAPH_EXTRACTOR="
@@ -391,8 +432,8 @@ def _ingest(args: argparse.Namespace) -> int:
     bar = ProgressBar()
     if urls:
         bar.label = "web"
-        crawl = fetching.fetch(urls, depth=args.depth if args.crawl else 0, max_pages=args.max_pages,
-                               progress=bar.update)
+        crawl = fetching.fetch(urls, depth=_given(args.depth, CRAWL_DEPTH) if args.crawl else 0,
+                               max_pages=_given(args.max_pages, CRAWL_PAGES), progress=bar.update)
         files = [*files, *crawl.pages]
         if args.prune:  # a site is pruned only after a whole crawl (core/web/crawl.py)
             prune += crawl.whole
@@ -473,6 +514,32 @@ def _ingest(args: argparse.Namespace) -> int:
     return summarize(report, stopped=False)
 
 
+def _ignored_ingest_options(args: argparse.Namespace, urls: list[str]) -> str | None:
+    """Why an option given to `ingest` would change nothing with the paths given (so it is refused), or None."""
+    given = [flag for flag, value in (("--depth", args.depth), ("--max-pages", args.max_pages)) if value is not None]
+    if given and not args.crawl:
+        return (f"{' and '.join(given)} {'go' if len(given) > 1 else 'goes'} with --crawl (without it only the "
+                "pages given are fetched)")
+    if args.crawl and not urls:
+        return "--crawl follows the links of the http(s) URLs given, and none was given"
+    # Only existing files given (no folder, nor a path that is missing, which ingest reports itself): nothing to
+    # prune and no folder to follow links out of.
+    local = [Path(p).expanduser() for p in args.paths if p not in urls]
+    files_only = all(path.exists() and not path.is_dir() for path in local)
+    if args.prune and files_only and not (args.crawl and urls):
+        return ("--prune deletes the documents of files gone from the folders given (with --crawl, of pages gone "
+                "from a crawled site), and no folder was given" + ("" if local else " (pages given without --crawl "
+                                                                             "are never pruned)"))
+    if args.follow_symlinks and files_only:
+        return ("--follow-symlinks follows the symbolic links inside the folders given, and no folder was given (a "
+                "file given by name is read wherever it is)")
+    return None
+
+
+def _given(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
 def _say_unsupported(unsupported: list[tuple[str, str]]) -> None:
     """The files in the folders given that no converter reads, on one line per suffix (a folder of photos beside
     the notes would otherwise bury the other lines), each named at INFO."""
@@ -547,6 +614,13 @@ def _communities(args: argparse.Namespace) -> int:
         raise UsageError(f"communities {args.action} takes no query ({args.query!r}): only search does")
     # `write --limit` is the number of reports to write, which communities_to_summarize bounds for the host.
     _numbers(args, {"level": "global_search", "token_budget": "global_search", "limit": "communities_to_summarize"})
+    ignored = [f"--{name.replace('_', '-')}" for name, action in COMMUNITY_OPTIONS.items()
+               if getattr(args, name) is not None and action != args.action]
+    if ignored:
+        raise UsageError(f"communities {args.action} takes no {' or '.join(ignored)}: --level and --token-budget go "
+                         "with search, --limit with write; nothing was done")
+    for name, default in COMMUNITY_DEFAULTS.items():
+        setattr(args, name, _given(getattr(args, name), default))
     bar = ProgressBar()
     bar.label = f"communities {args.action}"
     with _setup(args, existing=True).knowledge_base as kb:

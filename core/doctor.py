@@ -273,8 +273,10 @@ def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
 
 def _check_leftovers(diagnosis: Diagnosis, path: Path) -> None:
     """Files beside the knowledge file that an interruption left: a write-ahead log without its file (DuckDB
-    discards it when it creates the next file there), and temporary copies of a backup or restore that was killed."""
-    from duckgraph.core.files.backup import leftovers
+    discards it when it creates the next file there), and temporary copies of a backup, restore or compact that was
+    killed; and the files a restore or `compact --keep-old` kept aside, which stay until the user deletes them.
+    Each warning says what left the file and what to do with it."""
+    from duckgraph.core.files.backup import kept_aside, leftover_of, leftovers
 
     wal = path.with_name(path.name + ".wal")
     if not path.exists() and wal.exists():
@@ -282,12 +284,40 @@ def _check_leftovers(diagnosis: Diagnosis, path: Path) -> None:
             f"{wal} is a write-ahead log without its file: the next open creates a new file at {path} and DuckDB "
             "discards that log. If the file was moved, put the log beside it (as its name + .wal) first: it holds "
             "the file's last changes; else move it aside")
-    found = leftovers(path.parent)
-    if found:
-        size = sum(p.stat().st_size for p in found if p.exists()) / 2**20
+    by_target: dict[str, list[Path]] = {}
+    for leftover in leftovers(path.parent):  # every file's in the folder: a backup's destination may be there too
+        by_target.setdefault(leftover_of(leftover), []).append(leftover)
+    for name, found in by_target.items():
+        target = path.parent / name
+        # Only a restore or a compact writes its copy beside the knowledge file under its name; a backup writes
+        # beside its destination (a backup onto the knowledge file itself is refused).
+        what = (f"a restore or compact of {target} that was interrupted" if name == path.name
+                else f"a backup to {target} that was interrupted (or a restore or compact of that file)")
         diagnosis.warnings.append(
-            f"{len(found)} temporary files of a backup or restore that was interrupted ({size:.1f} MB): "
-            f"{', '.join(str(p) for p in found)}; delete them (the next backup or restore of that file does)")
+            f"{len(found)} temporary files left by {what} ({_megabytes(found)}): {', '.join(map(str, found))}. They "
+            f"are unfinished copies, not a memory: delete them (the next backup, restore or compact of {target} "
+            "does too)")
+    kept: dict[Path, list[Path]] = {}
+    labels: dict[Path, str] = {}
+    for aside, label in kept_aside(path.parent, path.name):
+        base = aside.with_name(aside.name.removesuffix(".wal"))  # a file and its log were kept aside as a pair
+        kept.setdefault(base, []).append(aside)
+        labels[base] = label
+    for base, files in kept.items():
+        named = " and ".join(map(str, files))
+        if labels[base] == "before-compact":
+            diagnosis.warnings.append(
+                f"{named} ({_megabytes(files)}) is {path} as it was before a compact, kept by `duckgraph compact "
+                f"--keep-old`: open it with --db to read it; delete it once the compacted file works")
+        else:
+            diagnosis.warnings.append(
+                f"{named} ({_megabytes(files)}) is the file that `duckgraph restore` replaced at {path}, kept aside "
+                f"with its write-ahead log (if it had one): `--db {base}` opens it with its last writes; delete it "
+                "(and its .wal) once the restored file is what you want")
+
+
+def _megabytes(files: list[Path]) -> str:
+    return f"{sum(p.stat().st_size for p in files if p.exists()) / 2**20:.1f} MB"
 
 
 def _space_text(space: dict[str, Any]) -> str:

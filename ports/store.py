@@ -32,6 +32,17 @@ from duckgraph.ports.records import (
 )
 
 
+#: Bytes 8-11 of every DuckDB database file, the default store's. Defined in the contract, which both may import,
+#: so that the store (plugins/duckdb/connection.py) and the commands' path checks (core/files/paths.py), which
+#: must not import each other, recognise a database file alike.
+DUCKDB_MAGIC = b"DUCK"
+
+
+def is_duckdb_header(head: bytes) -> bool:
+    """Whether `head`, the first bytes of a file (12 at least), are those of a DuckDB database file."""
+    return head[8:12] == DUCKDB_MAGIC
+
+
 class GraphStore(ABC):
     """A knowledge graph with vectors. Implementations must be safe to call from several threads.
 

@@ -338,6 +338,30 @@ def leftovers(folder: Path, name: str | None = None) -> list[Path]:
             and not _running(int(found["pid"]))]
 
 
+def leftover_of(leftover: Path) -> str:
+    """The name of the file whose temporary copy `leftover` (one of `leftovers`) is: the knowledge file's for a
+    restore or compact of it, a backup's destination's for a backup."""
+    found = _PARTIAL.fullmatch(leftover.name)
+    if found is None:
+        raise ValueError(f"{leftover} is not a temporary copy of a backup, restore or compact")
+    return found["name"]
+
+
+#: What `_move_aside` names a file it keeps: NAME.LABEL-YYYYMMDD-HHMMSS[-N], and its write-ahead log (.wal).
+_ASIDE = re.compile(r"(?P<name>.+)\.(?P<label>before-restore|before-compact)-\d{8}-\d{6}(-\d+)?(\.wal)?")
+
+
+def kept_aside(folder: Path, name: str) -> list[tuple[Path, str]]:
+    """The files a restore (before-restore) or a `compact --keep-old` (before-compact) of the file `name` in
+    `folder` kept, as they were before it, with that label: they stay until the user deletes them."""
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return []
+    return [(entry, found["label"]) for entry in entries
+            if (found := _ASIDE.fullmatch(entry.name)) and found["name"] == name and entry.is_file()]
+
+
 def remove_leftovers(folder: Path, name: str) -> None:
     for leftover in leftovers(folder, name):
         try:

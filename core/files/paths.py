@@ -16,6 +16,7 @@ from pathlib import Path
 
 from duckgraph.core.sharing.lock import holder, lock_path, socket_path
 from duckgraph.ports import DuckgraphError, InvalidInputError
+from duckgraph.ports.store import is_duckdb_header
 
 try:
     import fcntl
@@ -24,8 +25,6 @@ except ImportError:  # Windows
 
 #: The files a DuckDB database has beside itself while duckgraph uses it, and what each is.
 COMPANIONS = {".wal": "write-ahead log", ".lock": "lock file", ".sock": "socket"}
-#: Bytes 8-11 of every DuckDB database file.
-DUCKDB_MAGIC = b"DUCK"
 
 
 def resolved(path: str | Path) -> Path:
@@ -152,7 +151,7 @@ def _refuse_folder_or_blank(path: str | Path, advice: str, example: str) -> None
 def is_duckdb_file(path: Path) -> bool:
     try:
         with path.open("rb") as file:
-            return file.read(12)[8:12] == DUCKDB_MAGIC
+            return is_duckdb_header(file.read(12))
     except OSError:
         return False
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from duckgraph.ports import StoreError
+from duckgraph.ports.store import is_duckdb_header
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,6 @@ _STORAGE_PROBLEMS = (
 #: DuckDB's words for a file it cannot read as a database: cut short, blocks overwritten, or not a database at all.
 _DAMAGE = ("could not read enough bytes", "not a valid duckdb database file", "corrupt database file",
            "does not match stored checksum")
-#: Bytes 8-11 of every DuckDB database file (core/files/paths.py has the same for the commands' path checks).
-DUCKDB_MAGIC = b"DUCK"
 #: The first bytes of other programs' files DuckDB would open as databases of its own kind.
 _FOREIGN = ((b"SQLite format 3\0", "a SQLite database"),)
 
@@ -120,7 +119,7 @@ def refuse_foreign(path: Path) -> None:
             f"{path} is empty (0 bytes): it holds no memory, and DuckDB cannot open an empty file. Delete it and "
             f"duckgraph creates a new memory there; if it was a memory, it is damaged (cut to nothing): restore it "
             f"from a backup with `duckgraph restore BACKUP --db {path}`. `duckgraph doctor` checks a file.")
-    if head[8:12] == DUCKDB_MAGIC:
+    if is_duckdb_header(head):
         return
     kind = next((what for magic, what in _FOREIGN if head.startswith(magic)), None)
     if kind is None and b"\0" not in head:

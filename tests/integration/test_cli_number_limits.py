@@ -63,9 +63,15 @@ def test_numbers_at_the_limits_are_taken(no_settings, capsys) -> None:
 
     with KnowledgeBase(DuckDBStore(Path("fresh.duckdb")), HashingEmbedder()):
         pass  # an empty memory: communities refuses a file that is not there
-    assert main(["communities", "build", "--db", "fresh.duckdb", "--level", "20", "--token-budget", "50000",
-                 "--limit", "50"]) == 0
+    # Each option with the action it belongs to (another action refuses it: test_cli_ignored_options.py).
+    assert main(["communities", "build", "--db", "fresh.duckdb"]) == 0
     assert "communities: 0" in capsys.readouterr().out
+    assert main(["communities", "search", "themes", "--db", "fresh.duckdb", "--level", "20", "--token-budget",
+                 "50000"]) == 0
+    capsys.readouterr()
+    # Taken, then refused for what it needs: write has no extractor model here.
+    assert main(["communities", "write", "--db", "fresh.duckdb", "--limit", "50"]) == 1
+    assert "no extractor model is configured" in capsys.readouterr().err
 
 
 def _bounds(schema: dict[str, Any]) -> tuple[int, int]:

@@ -183,7 +183,7 @@ def test_a_killed_backup_leaves_a_copy_the_next_backup_removes(tmp_path: Path, d
     try:
         assert main(["doctor", "--db", str(db_path), "--json"]) in (0, 1)
         warnings = json.loads(capsys.readouterr().out)["warnings"]
-        assert any("temporary files of a backup or restore that was interrupted" in w and str(left[0]) in w
+        assert any(f"temporary files left by a backup to {target} that was interrupted" in w and str(left[0]) in w
                    and str(live_partial) not in w for w in warnings), warnings
 
         assert main(["backup", "--db", str(db_path), str(target)]) == 0
