@@ -6,6 +6,7 @@ must split text the same way, or an indexed word would never be found.
 
 import functools
 import re
+import unicodedata
 from typing import Any
 
 from duckgraph.ports.names import MARKS, unaccented
@@ -75,12 +76,116 @@ def tokens(text: str) -> list[str]:
             _add_run(run, found)
         return found
     runs, _ = _split_runs()
-    for match in runs.finditer(_GLYPH_CONTROLS.sub("", unaccented(text))):
+    for match in runs.finditer(_fold_text(text)):
         if match[1]:
             found.extend(_cjk_terms(match[1]))
         else:
             _add_run(match[0], found)
     return found
+
+
+class UnplacedWords(RuntimeError):
+    """`word_places` cannot say where in a text its folded characters came from: a bug of this module, never of
+    the text."""
+
+
+def word_places(text: str) -> list[tuple[str, int, int]]:
+    """The words of `text` exactly as `tokens` gives them (same words, same order), each with the [start, end)
+    offsets (code points, as Python indexes `text`) of the characters of `text` it was read from: a folded word's
+    letters as written, with the marks, joiners and variation selectors on them ("Straße" for "strasse",
+    "کتاب<ZWNJ>ها" for "کتابها"), a CJK pair's two letters, a joined run's parts and then its whole.
+
+    For placing words in a stored text (the web page marks the words keyword search matched, core/ui/marks.py).
+    It keeps where each folded character came from, so it is slower than `tokens`: for the words alone, use that.
+    """
+    found: list[tuple[str, int, int]] = []
+    if text.isascii():  # lower case is all folding does to ASCII: offsets in the folded text are the text's
+        for match in WORD_RUN.finditer(text.casefold()):
+            _place_run(match[0], match.start(), found)
+        return found
+    folded, origin = _folded_places(text)
+    runs, cjk_letter = _split_runs()
+    for match in runs.finditer(folded):
+        if match[1]:  # as `_cjk_terms`: overlapping pairs of letters, a lone letter as itself
+            letters = list(cjk_letter.finditer(folded, match.start(), match.end()))
+            pairs = [(letters[0], letters[0])] if len(letters) == 1 else zip(letters, letters[1:])
+            found.extend((folded[first.start():second.end()], first.start(), second.end()) for first, second in pairs)
+        else:
+            _place_run(match[0], match.start(), found)
+    return [(word, origin[start][0], origin[end - 1][1]) for word, start, end in found]
+
+
+def _place_run(run: str, start: int, found: list[tuple[str, int, int]]) -> None:
+    """`_add_run` with places: the words of a run found at `start`, each with its [start, end) there."""
+    if _JOINER.search(run) is None:
+        if run not in STOP_WORDS:
+            found.append((run, start, start + len(run)))
+        return
+    at = start
+    for part in _JOINER.split(run):  # the parts, then the whole run
+        if part not in STOP_WORDS:
+            found.append((part, at, at + len(part)))
+        at += len(part) + 1  # a joiner is one character
+    found.append((run, start, start + len(run)))
+
+
+def _folded_places(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """`text` folded as `tokens` folds it, and for each folded character the [start, end) of the characters of
+    `text` it comes from (a letter with the marks on it). Folding one letter with its marks at a time gives the
+    same characters as folding the whole text, except where it joins letters of two clusters (Hangul jamo compose
+    into a syllable): those are folded together."""
+    clusters = [match.span() for match in _cluster().finditer(text)]
+    folds = [_fold(text[start:end]) for start, end in clusters]
+    whole = _fold_text(text)
+    if "".join(folds) != whole:
+        clusters, folds = _joined(text, clusters, folds)
+        if "".join(folds) != whole:
+            raise UnplacedWords(f"cannot place the folded characters of {text[:80]!r}")
+    origin: list[tuple[int, int]] = []
+    for cluster, fold in zip(clusters, folds):
+        origin.extend([cluster] * len(fold))
+    return whole, origin
+
+
+def _fold_text(text: str) -> str:
+    """What `tokens` splits a text that is not ASCII into words from."""
+    return _GLYPH_CONTROLS.sub("", unaccented(text))
+
+
+@functools.lru_cache(maxsize=65536)
+def _fold(cluster: str) -> str:
+    """`_fold_text` of one cluster (cached: texts repeat letters)."""
+    return _fold_text(cluster)
+
+
+@functools.cache
+def _cluster() -> re.Pattern[str]:
+    """A character and the combining marks (any of Unicode's, not only `MARKS`), zero width (non-)joiners and
+    variation selectors after it: folding may change or drop those only in their letter's company. Built on first
+    use (a pass over Unicode, ~0.3 s)."""
+    ranges: list[list[int]] = []
+    for code in range(0x300, 0x110000):
+        if unicodedata.category(chr(code)) in ("Mn", "Mc", "Me"):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    marks = "".join(f"{re.escape(chr(first))}-{re.escape(chr(last))}" for first, last in ranges)
+    return re.compile(f"(?s).[{marks}{_GLYPH_CONTROLS.pattern[1:-1]}]*")
+
+
+def _joined(text: str, clusters: list[tuple[int, int]],
+            folds: list[str]) -> tuple[list[tuple[int, int]], list[str]]:
+    """The clusters with each one whose folding depends on the one before merged into it."""
+    merged, merged_folds = [clusters[0]], [folds[0]]
+    for cluster, fold in zip(clusters[1:], folds[1:]):
+        together = _fold(text[merged[-1][0]:cluster[1]])
+        if together != merged_folds[-1] + fold:
+            merged[-1], merged_folds[-1] = (merged[-1][0], cluster[1]), together
+        else:
+            merged.append(cluster)
+            merged_folds.append(fold)
+    return merged, merged_folds
 
 
 def _add_run(run: str, found: list[str]) -> None:

@@ -1,6 +1,6 @@
 // The dialogs of curation: a question with one answer, a confirmation, the edit form of an entity.
 
-import { clear, h } from "./dom.js";
+import { clear, h, isolated } from "./dom.js";
 
 const dialog = document.getElementById("dialog");
 
@@ -81,7 +81,7 @@ export async function editEntity(entity) {
     if (removed.length) changes.remove_observations = removed;
     return changes;
   };
-  const changes = await open(`Edit ${entity.name}`, body, "Save", read);
+  const changes = await open(["Edit ", isolated(entity.name)], body, "Save", read);
   return changes && Object.keys(changes).length ? changes : null;
 }
 

@@ -85,6 +85,17 @@ export function typeColour(type) {
   return PALETTE[(hash >>> 0) % PALETTE.length];
 }
 
+// A name (or any stored text) inside a sentence of the page's own (a notice, a question): in a <bdi>, so a
+// right-to-left name keeps its place, and a list of them its order ("Merged דוד, שרה into ...").
+export function isolated(name) {
+  return h("bdi", {}, name);
+}
+
+// Names as "a, b, c", each isolated.
+export function isolatedList(names) {
+  return names.map((name, i) => [i ? ", " : "", isolated(name)]);
+}
+
 // dir="auto" on an element of stored text: its own direction, isolated from what is around it (ui.css), so a
 // right-to-left name does not reorder the line it is in.
 export function typeBadge(type) {

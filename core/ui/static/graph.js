@@ -18,8 +18,8 @@ function s(tag, attrs = {}, text) {
   return el;
 }
 
-// Draw {nodes: [{name, type, anchor?}], edges: [{source, target, type, ended?, period?}]} into `container`
-// (an ended fact dashed); `onOpen(name)` is called when a node is clicked. Returns {stop()} to end the animation.
+// Draw {nodes: [{name, type, anchor?}], edges: [{source, target, type, ended?, planned?, period?}]} into
+// `container` (an ended fact dashed, a planned one dotted); `onOpen(name)` is called when a node is clicked. Returns {stop()} to end the animation.
 export function drawGraph(container, graph, { onOpen, center } = {}) {
   const width = Math.max(container.clientWidth, 300);
   const height = Math.max(container.clientHeight, 300);
@@ -44,7 +44,7 @@ export function drawGraph(container, graph, { onOpen, center } = {}) {
   view.append(edgeLayer, nodeLayer);
 
   for (const edge of edges) {
-    edge.g = s("g", { class: edge.ended ? "edge ended" : "edge" });
+    edge.g = s("g", { class: edge.ended ? "edge ended" : edge.planned ? "edge planned" : "edge" });
     edge.line = s("line", { "marker-end": "url(#arrow)" });
     edge.label = s("text", { class: "edge-label" }, edge.type);
     const title = s("title", {}, `${edge.source} -${edge.type}-> ${edge.target}${edge.description ? ": " + edge.description : ""}` +

@@ -1,8 +1,8 @@
 // The page: four views chosen by the address (#/ browse, #/search?q=&as_of=&history=&after=&before=,
 // #/entity?name=, #/community?id=; each with ns= for a namespace other than the default), each drawn from the JSON
-// API of core/ui/app.py, and the curation actions of an entity's page.
+// API of core/ui/app.py, and the curation actions of an entity's page and of a passage's document.
 
-import { append, clear, h, marked, typeBadge, visible } from "./dom.js";
+import { append, clear, h, isolated, isolatedList, marked, typeBadge, visible } from "./dom.js";
 import { drawGraph } from "./graph.js";
 import { ask, confirmAction, editEntity } from "./curate.js";
 
@@ -310,17 +310,22 @@ async function showSearch(params, live) {
   const anchors = new Set(result.anchors.map((a) => a.name));
   const byName = new Map();
   for (const n of [...result.anchors, ...result.nodes]) if (!byName.has(n.name)) byName.set(n.name, n);
-  const edges = result.edges.map((e) => ({ ...e, ended: ended(e, moment), period: periodText(e) }));
+  const edges = result.edges.map((e) => {
+    const future = planned(e, moment);
+    return { ...e, ended: ended(e, moment), planned: future, period: periodText(e, future) };
+  });
   const graph = { nodes: [...byName.values()].map((n) => ({ name: n.name, type: n.type, anchor: anchors.has(n.name) })),
     edges };
   const canvas = h("div", { class: "graph", id: "search-graph" });
   const endedCount = edges.filter((e) => e.ended).length;
+  const plannedCount = edges.filter((e) => e.planned).length;
   const facts = h("section", { class: "facts", id: "facts" },
-    h("h2", {}, `Facts (${edges.length}${endedCount ? `, ${endedCount} ended` : ""})`),
-    h("ol", {}, edges.map((e) => h("li", { class: e.ended ? "fact ended" : "fact" }, entityLink(e.source),
-      " —", h("bdi", {}, e.type), "→ ", entityLink(e.target),
+    h("h2", {}, `Facts (${edges.length}${endedCount ? `, ${endedCount} ended` : ""}` +
+      `${plannedCount ? `, ${plannedCount} planned` : ""})`),
+    h("ol", {}, edges.map((e) => h("li", { class: e.ended ? "fact ended" : e.planned ? "fact planned" : "fact" },
+      entityLink(e.source), " —", h("bdi", {}, e.type), "→ ", entityLink(e.target),
       e.description ? [" ", h("span", { class: "muted description", dir: "auto" }, e.description)] : null,
-      period(e), e.ended ? h("span", { class: "ended-tag" }, "ended") : null))));
+      period(e, e.planned), timeTag(e.ended, e.planned)))));
   const passages = h("section", { class: "passages", id: "passages" }, h("h2", {}, `Passages (${result.passages.length})`),
     result.passages.length ? result.passages.map((p) => passage(p))
       : h("p", { class: "muted" }, "No passage."));
@@ -346,22 +351,40 @@ function ended(edge, moment) {
   return instant(edge.valid_until) <= (moment ? instant(moment) : Date.now());
 }
 
+// A fact that has not begun by `moment` (null: now): planned, "Carol leads Payments from 2030-03-01". A fact
+// holds from its valid_from on, so one that starts exactly then has begun.
+function planned(edge, moment) {
+  if (!edge.valid_from) return false;
+  return instant(edge.valid_from) > (moment ? instant(moment) : Date.now());
+}
+
 function passage(p) {
-  return h("article", { class: "passage" }, h("header", {}, h("strong", { dir: "auto" }, p.title || p.document_id),
-    p.score !== undefined ? h("span", { class: "count" }, `score ${p.score}`) : null),
+  return h("article", { class: "passage", "data-document": p.document_id },
+    h("header", {}, h("strong", { dir: "auto" }, p.title || p.document_id),
+      p.score !== undefined ? h("span", { class: "count" }, `score ${p.score}`) : null,
+      available("delete_documents") ? h("button", { type: "button", class: "danger delete-document",
+        title: "Delete the document this passage comes from, with all its passages", onclick: () => deleteDocument(p) },
+      "Delete document") : null),
     h("p", { dir: "auto" }, marked(p.text, p.marks)));
 }
 
-function periodText(edge) {
+// "since" says a fact holds already: one that has not begun holds "from" its start.
+function periodText(edge, future = false) {
   const from = edge.valid_from, until = edge.valid_until;
   if (!from && !until) return "";
   const day = (t) => String(t).slice(0, 10);
-  return until ? `${from ? day(from) : "…"} to ${day(until)}` : `since ${day(from)}`;
+  return until ? `${from ? day(from) : "…"} to ${day(until)}` : `${future ? "from" : "since"} ${day(from)}`;
 }
 
-function period(edge) {
-  const text = periodText(edge);
+function period(edge, future = false) {
+  const text = periodText(edge, future);
   return text ? h("span", { class: "period" }, ` ${text}`) : null;
+}
+
+// The mark of a fact that does not hold at the moment shown: it ended, or it has not begun (planned).
+function timeTag(isEnded, isPlanned) {
+  if (isEnded) return h("span", { class: "ended-tag" }, "ended");
+  return isPlanned ? h("span", { class: "planned-tag", title: "this fact has not begun yet" }, "planned") : null;
 }
 
 // -- an entity's page ------------------------------------------------------------------------------------
@@ -423,12 +446,13 @@ function relationsSection(entity) {
 }
 
 function relationRow(entity, r, listed) {
-  const canEnd = available("end_relations"), acts = actsOnRow(r, listed);
-  return h("tr", { class: ended(r) ? "relation ended" : "relation" },
+  const canEnd = available("end_relations"), acts = actsOnRow(r, listed), future = planned(r);
+  return h("tr", { class: ended(r) ? "relation ended" : future ? "relation planned" : "relation" },
     h("td", {}, r.source === entity.name ? h("strong", { dir: "auto" }, r.source) : entityLink(r.source)),
     h("td", {}, h("code", { dir: "auto" }, r.type)),
     h("td", {}, r.target === entity.name ? h("strong", { dir: "auto" }, r.target) : entityLink(r.target)),
-    h("td", { class: "muted" }, r.description ? h("bdi", {}, r.description) : null, period(r)),
+    h("td", { class: "muted" }, r.description ? h("bdi", {}, r.description) : null, period(r, future),
+      timeTag(false, future)),
     h("td", { class: "row-actions" },
       canEnd && acts ? h("button", { type: "button", class: "end-relation", onclick: () => endRelation(entity, r) }, "End") : null,
       acts ? h("button", { type: "button", class: "danger delete-relation", onclick: () => deleteRelation(entity, r) }, "Delete")
@@ -449,10 +473,10 @@ async function act(work, done) {
 }
 
 async function rename(entity) {
-  const newName = await ask("Rename", `New name for ${entity.name} (the old one stays an alias):`, entity.name);
+  const newName = await ask("Rename", ["New name for ", isolated(entity.name), " (the old one stays an alias):"], entity.name);
   if (!newName || newName === entity.name) return;
   act(() => callTool("update_entity", { name: entity.name, new_name: newName }), (r) => {
-    notify(`Renamed ${entity.name} to ${r.name}.`);
+    notify(["Renamed ", isolated(entity.name), " to ", isolated(r.name), "."]);
     state.overview = null;
     go("/entity", { name: r.name });
   });
@@ -468,61 +492,99 @@ async function edit(entity) {
   }
   if (!changes) return;
   act(() => callTool("update_entity", { name: entity.name, ...changes }), (r) => {
-    notify(`Saved ${r.name}.`);
+    notify(["Saved ", isolated(r.name), "."]);
     state.overview = null;
     go("/entity", { name: r.name });
   });
 }
 
 async function merge(entity) {
-  const text = await ask("Merge duplicates", `Names of the entities to merge into ${entity.name}, one per line. ` +
-    "Their relations, observations and properties move to it and their names become its aliases.", "", true);
+  const text = await ask("Merge duplicates", ["Names of the entities to merge into ", isolated(entity.name),
+    ", one per line. Their relations, observations and properties move to it and their names become its aliases."],
+  "", true);
   const sources = (text || "").split("\n").map((s) => s.trim()).filter(Boolean);
   if (!sources.length) return;
-  if (!await confirmAction("Merge", `Merge ${sources.join(", ")} into ${entity.name}? This cannot be undone.`)) return;
+  if (!await confirmAction("Merge", ["Merge ", isolatedList(sources), " into ", isolated(entity.name),
+    "? This cannot be undone."])) return;
   act(() => callTool("merge_entities", { sources, target: entity.name }), (r) => {
-    notify(`Merged ${r.merged.join(", ")} into ${r.target}.`);
+    notify(["Merged ", isolatedList(r.merged), " into ", isolated(r.target), "."]);
     state.overview = null;
     go("/entity", { name: r.target });
   });
 }
 
 async function remove(entity) {
-  if (!await confirmAction("Delete", `Delete ${entity.name} and its ${entity.relations.length} relations? This cannot be undone.`)) return;
+  if (!await confirmAction("Delete", ["Delete ", isolated(entity.name),
+    ` and its ${plural(entity.relations.length, "relation")}? This cannot be undone.`])) return;
   act(() => callTool("delete_entities", { names: [entity.name] }), (r) => {
     // What the tool did, not what was asked: another client may have deleted or renamed it meanwhile.
-    if (r.deleted.length) notify(`Deleted ${r.deleted.join(", ")} and ${r.edges_deleted} relation${r.edges_deleted === 1 ? "" : "s"}.`);
-    else notify(`Nothing was deleted: there is no entity ${entity.name} any more (deleted or renamed meanwhile).`, true);
+    if (r.deleted.length) notify(["Deleted ", isolatedList(r.deleted), ` and ${plural(r.edges_deleted, "relation")}.`]);
+    else notify(["Nothing was deleted: there is no entity ", isolated(entity.name),
+      " any more (deleted or renamed meanwhile)."], true);
     state.overview = null;
     go("/", {});
   });
 }
 
+// A relation in a sentence: its ends and type each isolated, so "דוד —עובד_עם→ שרה" keeps its order.
+function relationLabel(r) {
+  return [isolated(r.source), " —", isolated(r.type), "→ ", isolated(r.target)];
+}
+
 async function deleteRelation(entity, r) {
-  const label = `${r.source} —${r.type}→ ${r.target}`;
-  if (!await confirmAction("Delete relation", `Delete ${label}? This cannot be undone.` +
-    (available("end_relations") ? " If it was true and stopped being so, End it instead: it stays as history." : ""))) return;
+  if (!await confirmAction("Delete relation", ["Delete ", relationLabel(r), "? This cannot be undone.",
+    available("end_relations") ? " If it was true and stopped being so, End it instead: it stays as history." : ""])) return;
   act(() => callTool("delete_relations", { relations: [{ source: r.source, target: r.target, type: r.type }] }), (result) => {
-    if (result.deleted.length) notify(`Deleted ${label}.`);
-    else notify(`Nothing was deleted: ${label} does not hold now (ended, changed or deleted meanwhile).`, true);
+    if (result.deleted.length) notify(["Deleted ", relationLabel(r), "."]);
+    else notify(["Nothing was deleted: ", relationLabel(r), " does not hold now (ended, changed or deleted meanwhile)."], true);
     state.overview = null;
     go("/entity", { name: entity.name });
   });
 }
 
 async function endRelation(entity, r) {
-  const when = await ask("End relation", `${r.source} —${r.type}→ ${r.target} stops holding at (ISO date, empty: now):`, "");
+  const when = await ask("End relation", [relationLabel(r), " stops holding at (ISO date, empty: now):"], "");
   if (when === null) return;
   act(() => callTool("end_relations", { relations: [{ source: r.source, target: r.target, type: r.type,
     ...(when.trim() ? { ended_at: when.trim() } : {}) }] }), (result) => {
-    if (result.ended.length) notify(`Ended ${r.source} —${r.type}→ ${r.target}.`);
-    else notify(`Nothing was ended: ${r.source} —${r.type}→ ${r.target} does not hold now (ended or deleted meanwhile).`, true);
+    if (result.ended.length) notify(["Ended ", relationLabel(r), "."]);
+    else notify(["Nothing was ended: ", relationLabel(r), " does not hold now (ended or deleted meanwhile)."], true);
     go("/entity", { name: entity.name });
+  });
+}
+
+// A passage's document in a sentence: its title (isolated) and its id, or its id alone.
+function documentLabel(p) {
+  return p.title && p.title !== p.document_id ? [isolated(p.title), " (", isolated(p.document_id), ")"]
+    : isolated(p.document_id);
+}
+
+// delete_documents on the passage's document: all its passages go, and the entities and relations that only it
+// supported; the page then shows the same address again, without them.
+async function deleteDocument(p) {
+  if (!await confirmAction("Delete document", ["Delete the document ", documentLabel(p), " with all its passages, " +
+    "and the entities and relations that only it supports? This cannot be undone."])) return;
+  act(() => callTool("delete_documents", { ids: [p.document_id] }), (r) => {
+    // What the tool did, not what was asked: another client may have deleted it meanwhile. Its hints, for a
+    // model that typed an id, are left out: the page sent the id exactly as stored.
+    const parts = r.deleted.length - 1;  // a long file's later parts go with it
+    if (r.deleted.length) {
+      notify(["Deleted the document ", documentLabel(p), parts ? ` and its ${plural(parts, "later part")}` : "",
+        `, with ${plural(r.entities_removed, "entity", "entities")} and ${plural(r.relations_removed, "relation")} ` +
+        "that only it supported."]);
+    } else notify(["Nothing was deleted: there is no document ", documentLabel(p), " any more (deleted meanwhile)."], true);
+    state.overview = null;  // the counts changed
+    render();
   });
 }
 
 // -- the rest --------------------------------------------------------------------------------------------
 
+function plural(count, one, many = `${one}s`) {
+  return `${count.toLocaleString()} ${count === 1 ? one : many}`;
+}
+
+// `message`: a text, or parts (texts and nodes: the names in it isolated by `isolated`).
 export function notify(message, error = false) {
   const box = document.getElementById("notice");
   clear(box, message);  // through append: bidirectional controls in a name shown as escapes

@@ -1,0 +1,182 @@
+"""The web page in a real browser (`duckgraph ui` as a child process on a real DuckDB file, driven in headless
+Chromium as tests/e2e/test_ui_browser.py drives it): deleting a passage's document (asked first, cancelled or
+done, and a document another client deleted meanwhile), planned facts marked as ended ones are, and names in the
+page's own notices and questions isolated, so a right-to-left name keeps its place in the sentence.
+
+The embedder is the hashing fake of tests/fakes.py: what is checked here is the page, the tools and the file."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.plugins.duckdb import DuckDBStore
+from tests.e2e.test_ui_browser import (  # noqa: F401 (browser: a fixture)
+    answer_dialog,
+    browser,
+    notice,
+    open_entity_page,
+    post_tool,
+    shown,
+    wait_for,
+)
+from tests.e2e.test_ui_scripts_browser import PLACE, visit
+from tests.e2e.ui_server import child_env, get_json, running_ui
+from tests.fakes import HashingEmbedder
+
+SALARY = "Priya Raman's salary is 184,000 dollars a year."
+QUERY = "salary 184,000 dollars"
+DAVID = "דוד כהן"  # Hebrew
+SARAH = "שרה לוי"
+WORKS_WITH = "עובד עם"  # Hebrew: works with
+
+
+@pytest.fixture
+def ui(tmp_path: Path) -> Iterator[str]:
+    path = tmp_path / "documents.duckdb"
+    with KnowledgeBase(DuckDBStore(path), HashingEmbedder()) as kb:
+        kb.add_documents([DocumentInput(id="hr-note-17", title="HR note", text=SALARY),
+                          DocumentInput(id="roadmap", title="Roadmap",
+                                        text="Billing moves to Kafka in May, salary reviews in June.")])
+        kb.add_knowledge_graph(
+            [NodeInput(name="Priya Raman", type="Person", source_ids=["hr-note-17"]),
+             NodeInput(name="Kafka", type="Technology", source_ids=["roadmap"]),
+             NodeInput(name="Dana", type="Person"), NodeInput(name=DAVID, type="Person"),
+             NodeInput(name=SARAH, type="Person"), NodeInput(name="Alice", type="Person")]
+            + [NodeInput(name=n, type="Organization") for n in ("Acme", "Globex", "Umbrella")],
+            [EdgeInput(source="Dana", target="Acme", type="WORKS_AT", valid_from="2099-01-01"),  # planned
+             EdgeInput(source="Dana", target="Globex", type="ADVISES", valid_from="2001-01-01"),  # holds now
+             EdgeInput(source="Dana", target="Umbrella", type="FOUNDED", valid_from="2001-01-01",
+                       valid_until="2002-01-01"),  # ended
+             EdgeInput(source=DAVID, target=SARAH, type=WORKS_WITH)])
+    with running_ui(path, tmp_path / "ui.log", child_env(tmp_path / "home", fake_embedder=True)) as url:
+        yield url
+
+
+def searched_documents(url: str) -> list[str]:
+    return [p["document_id"] for p in get_json(f"{url}api/search?{urllib.parse.urlencode({'q': QUERY})}")["passages"]]
+
+
+def passage_of(driver, document: str):
+    return driver.find_elements(By.CSS_SELECTOR, f'#passages article.passage[data-document="{document}"]')
+
+
+def test_a_passages_document_is_deleted_after_a_confirmation(ui: str, browser) -> None:  # noqa: F811
+    assert "hr-note-17" in searched_documents(ui)
+    visit(browser, ui, f"#/search?{urllib.parse.urlencode({'q': QUERY})}")
+    article = wait_for(browser, lambda d: passage_of(d, "hr-note-17"), "the HR note's passage")[0]
+
+    # Cancelled (Cancel focused, as for every destructive action): nothing changes.
+    article.find_element(By.CSS_SELECTOR, ".delete-document").click()
+    question = shown(browser, "#dialog-body").text
+    assert "HR note (hr-note-17)" in question and "cannot be undone" in question
+    assert browser.switch_to.active_element.get_attribute("id") == "dialog-cancel"
+    answer_dialog(browser, ok=False)
+    assert passage_of(browser, "hr-note-17") and "hr-note-17" in searched_documents(ui)
+    assert get_json(f"{ui}api/overview")["stats"]["documents"] == 2
+
+    # Confirmed: the tool's counts are said, and the same search, drawn again, no longer has it.
+    passage_of(browser, "hr-note-17")[0].find_element(By.CSS_SELECTOR, ".delete-document").click()
+    answer_dialog(browser)
+    assert notice(browser, "Deleted the document") == ("Deleted the document HR note (hr-note-17), with 1 entity and "
+                                                       "0 relations that only it supported.")
+    assert "error" not in browser.find_element(By.ID, "notice").get_attribute("class")
+    wait_for(browser, lambda d: not passage_of(d, "hr-note-17") and passage_of(d, "roadmap"),
+             "the search again, without the deleted document")
+    assert searched_documents(ui) == ["roadmap"]
+    assert get_json(f"{ui}api/overview")["stats"]["documents"] == 1
+    with pytest.raises(urllib.error.HTTPError) as gone:  # the entity only that document supported went with it
+        get_json(f"{ui}api/entity?{urllib.parse.urlencode({'name': 'Priya Raman'})}")
+    assert gone.value.code == 404
+
+
+def test_a_document_deleted_meanwhile_is_refused_as_such(ui: str, browser) -> None:  # noqa: F811
+    visit(browser, ui, "#/entity?name=Kafka")
+    open_entity_page(browser, "Kafka")
+    button = shown(browser, '#entity-passages article[data-document="roadmap"] .delete-document')
+    post_tool(ui, "delete_documents", {"ids": ["roadmap"]})  # another client
+    button.click()
+    answer_dialog(browser)
+    assert notice(browser, "Nothing was deleted") == ("Nothing was deleted: there is no document Roadmap (roadmap) "
+                                                      "any more (deleted meanwhile).")
+    assert "error" in browser.find_element(By.ID, "notice").get_attribute("class")
+    assert get_json(f"{ui}api/overview")["stats"]["documents"] == 1
+
+
+def test_planned_facts_are_marked_in_the_search_and_on_the_entitys_page(ui: str, browser) -> None:  # noqa: F811
+    visit(browser, ui, f"#/search?{urllib.parse.urlencode({'q': 'Dana Acme Globex Umbrella', 'history': '1'})}")
+
+    def fact(target: str):
+        return wait_for(browser, lambda d: [li for li in d.find_elements(By.CSS_SELECTOR, "#facts li")
+                                            if target in li.text], f"the fact of {target}")[0]
+
+    def tags(element) -> list[str]:
+        return [t.text for t in element.find_elements(By.CSS_SELECTOR, ".ended-tag, .planned-tag")]
+
+    acme, globex, umbrella = fact("Acme"), fact("Globex"), fact("Umbrella")
+    assert acme.get_attribute("class") == "fact planned" and tags(acme) == ["planned"]
+    assert acme.find_element(By.CSS_SELECTOR, ".period").text == "from 2099-01-01"
+    assert globex.get_attribute("class") == "fact" and tags(globex) == []
+    assert globex.find_element(By.CSS_SELECTOR, ".period").text == "since 2001-01-01"
+    assert umbrella.get_attribute("class") == "fact ended" and tags(umbrella) == ["ended"]
+    assert ", 1 ended, 1 planned)" in browser.find_element(By.CSS_SELECTOR, "#facts h2").text
+    drawn = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#search-graph g.edge.planned"),
+                     "the planned fact drawn")
+    assert len(drawn) == 1 and "WORKS_AT" in drawn[0].get_attribute("textContent")
+
+    # As of a day after it began, it is no longer planned.
+    visit(browser, ui, f"#/search?{urllib.parse.urlencode({'q': 'Dana Acme', 'as_of': '2099-06-01'})}")
+    acme = fact("Acme")
+    assert acme.get_attribute("class") == "fact" and tags(acme) == []
+
+    visit(browser, ui, "#/entity?name=Dana")
+    open_entity_page(browser, "Dana")
+    rows = {r.find_elements(By.CSS_SELECTOR, "td")[2].text: r
+            for r in browser.find_elements(By.CSS_SELECTOR, "#relations tr.relation")}
+    assert rows["Acme"].get_attribute("class") == "relation planned" and tags(rows["Acme"]) == ["planned"]
+    assert rows["Acme"].find_element(By.CSS_SELECTOR, ".period").text == "from 2099-01-01"
+    assert rows["Globex"].get_attribute("class") == "relation" and tags(rows["Globex"]) == []
+
+
+def in_line(driver, element, pieces: list[str]) -> None:
+    """`pieces` are drawn left to right in the order written (none swapped by a right-to-left neighbour)."""
+    places = [driver.execute_script(PLACE, element, piece) for piece in pieces]
+    assert None not in places, places
+    for (_, right), (left, _), names in zip(places, places[1:], zip(pieces, pieces[1:])):
+        assert right <= left + 0.5, (names, places)
+
+
+def test_names_in_notices_and_questions_keep_their_place(ui: str, browser) -> None:  # noqa: F811
+    david = get_json(f"{ui}api/entity?{urllib.parse.urlencode({'name': DAVID})}")["entity"]
+    stored_type = david["relations"][0]["type"]
+    visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': DAVID})}")
+    open_entity_page(browser, DAVID)
+
+    # The question: "Delete דוד כהן —עובד_עם→ שרה לוי?", source, type and target in that order.
+    shown(browser, "#relations .delete-relation").click()
+    body = shown(browser, "#dialog-body p")
+    in_line(browser, body, ["Delete", DAVID, stored_type, SARAH, "cannot be undone"])
+    answer_dialog(browser)
+    box = wait_for(browser, lambda d: "Deleted" in d.find_element(By.ID, "notice").text
+                   and d.find_element(By.ID, "notice"), "the notice of the deleted relation")
+    assert [b.text for b in box.find_elements(By.TAG_NAME, "bdi")] == [DAVID, stored_type, SARAH]
+    in_line(browser, box, ["Deleted", DAVID, stored_type, SARAH])
+
+    # A list of names: "Merged דוד כהן, שרה לוי into Alice." keeps the list's order.
+    visit(browser, ui, "#/entity?name=Alice")
+    open_entity_page(browser, "Alice")
+    browser.find_element(By.ID, "merge").click()
+    answer_dialog(browser, f"{DAVID}\n{SARAH}")
+    in_line(browser, shown(browser, "#dialog-body p"), ["Merge", DAVID, SARAH, "Alice"])
+    answer_dialog(browser)
+    box = wait_for(browser, lambda d: "Merged" in d.find_element(By.ID, "notice").text
+                   and d.find_element(By.ID, "notice"), "the notice of the merge")
+    assert [b.text for b in box.find_elements(By.TAG_NAME, "bdi")] == [DAVID, SARAH, "Alice"]
+    in_line(browser, box, ["Merged", DAVID, SARAH, "Alice"])
