@@ -89,9 +89,11 @@ def short(moment: datetime) -> str:
 
 def period(valid_from: datetime | None, valid_until: datetime | None) -> str:
     """A fact's validity in words: "since 2024-06-01", "2024-01-01 to 2024-06-01", "until 2024-06-01 10:00 UTC",
-    or ""."""
+    "planned, from 2090-03-01" (one that starts after now: "since" would say it holds), or ""."""
     if valid_from is None and valid_until is None:
         return ""
+    if valid_from is not None and valid_from > now():
+        return f"planned, from {short(valid_from)}" + (f" to {short(valid_until)}" if valid_until else "")
     if valid_until is None:
         return f"since {short(valid_from)}"  # type: ignore[arg-type]
     if valid_from is None:

@@ -88,7 +88,7 @@ async def test_planned_facts_are_counted_like_ended_ones_and_shown_with_history(
         # What holds now, then what comes next, then what ended.
         assert relation_lines(text) == [
             "- Bob leads Payments Team (2024-06-01 to 2090-03-01)",
-            "- Carol leads Payments Team (since 2090-03-01)",
+            "- Carol leads Payments Team (planned, from 2090-03-01)",
             "- Alice leads Payments Team (2024-01-01 to 2024-06-01)"]
         assert "not shown" not in text
 

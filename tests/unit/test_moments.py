@@ -40,6 +40,9 @@ def test_periods_in_words():
     assert period(datetime(2024, 6, 1), None) == "since 2024-06-01"
     assert period(None, datetime(2024, 6, 1, 14, 5)) == "until 2024-06-01 14:05 UTC"
     assert period(datetime(2024, 1, 1), datetime(2024, 6, 1)) == "2024-01-01 to 2024-06-01"
+    # One that starts after now has not begun: "since" would tell the model it holds.
+    assert period(datetime(2090, 3, 1), None) == "planned, from 2090-03-01"
+    assert period(datetime(2090, 3, 1), datetime(2091, 3, 1)) == "planned, from 2090-03-01 to 2091-03-01"
 
 
 def test_the_text_shows_a_fact_s_period_and_a_passage_s_time():
