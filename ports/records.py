@@ -270,6 +270,9 @@ class WriteSummary:
     edges_deleted: int = 0
     documents_deleted: int = 0
     edges_ended: int = 0
+    #: Edge writes that began a new version of a fact (`plugins/duckdb/periods.starts_new_version`): (index in
+    #: `WriteBatch.edges`, start of the period before, which the write ended at its `valid_from`; None: no known start).
+    edges_versioned: list[tuple[int, datetime | None]] = field(default_factory=list)
     #: Nodes and edges that only dropped chunks supported, kept by `WriteBatch.keep_named` (their ids).
     nodes_kept: list[int] = field(default_factory=list)
     edges_kept: list[int] = field(default_factory=list)

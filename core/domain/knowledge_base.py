@@ -24,7 +24,7 @@ from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE, check_namespace, empty_namespace_hint
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.fact_order import in_time_order
-from duckgraph.core.domain.moments import now, parse_moment
+from duckgraph.core.domain.moments import now, parse_moment, period, short
 from duckgraph.core.domain.restated_facts import restate_ended
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.cancellation import commit_of_call, unless_cancelled
@@ -332,7 +332,8 @@ class KnowledgeBase:
             possible_duplicates=plan.duplicates,
             skipped_edges=edges_found.skipped,
             vague_edges=edges_found.vague,
-            hints=[*edges_found.hints(), *_full_hint(plan.full), *restated],
+            hints=[*edges_found.hints(), *_full_hint(plan.full), *restated,
+                   *_versioned_hints(summary, edges_found)],
         )
 
     def _plan_graph(
@@ -785,6 +786,26 @@ def _full_hint(names: Sequence[str]) -> list[str]:
     return [(f"The description of {named} is full: with the new text it would pass {MAX_DESCRIPTION_CHARS:,} "
              "characters, so that was not appended. Rewrite it shorter with update_entity(description=...), or "
              "store the fact as an observation.")]
+
+
+def _versioned_hints(summary: WriteSummary, edges: _ResolvedEdges) -> list[str]:
+    """Say of each relation the store kept a version of as history (`WriteSummary.edges_versioned`: written from a
+    later valid_from with other words than the period that held) where the old words went, and how to drop that
+    period if it was a mistake rather than an older truth: nothing changed in place without a word."""
+    hints: dict[str, str] = {}  # by relation: said once
+    for index, start in summary.edges_versioned:
+        write = edges.writes[index]
+        label = (f"{edges.names.get(write.source_key, write.source_key)} -{write.type}-> "
+                 f"{edges.names.get(write.target_key, write.target_key)}")
+        sent = "null" if start is None else f'"{short(start)}"'
+        hints.setdefault(label, (
+            f"{label} says something else from {short(write.valid_from)}: its previous version is kept as history "
+            f"({period(start, write.valid_from)}, with its own properties and sources) and the new one holds from "
+            f"{short(write.valid_from)}; if the previous version was wrong rather than outdated, delete it "
+            f"(delete_relations with this relation and valid_from {sent})"))
+    listed = list(hints.values())
+    return listed[:10] + ([f"... and {len(listed) - 10} more relations kept their previous version as history"]
+                          if len(listed) > 10 else [])
 
 
 def _appended(stored: str, new: str) -> str | None:

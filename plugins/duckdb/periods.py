@@ -4,6 +4,7 @@ periods of one relation never share a moment, so a search at any moment lists a 
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +31,19 @@ def matching_edge(rows: list[list[Any]], valid_from: datetime | None, valid_unti
                and (valid_until is None or row[4] is None or row[4] < valid_until)
                and (valid_from is None or row[5] is None or valid_from < row[5])]
     return min(current, key=lambda row: row[4] is not None and row[4] > now, default=None)
+
+
+def starts_new_version(row: list[Any], valid_from: datetime | None, properties: str, description: str) -> bool:
+    """Whether a write that `matching_edge` sent to the stored period `row` tells the fact changed from
+    `valid_from` on: it starts later than the row (a row with no known start counts as holding before any date;
+    a row named by its exact period never starts earlier) and says something else (`properties`: the row's
+    properties merged with the write's, as JSON; `description`: the write's, "" when it gives none). Such a write
+    ends the row at `valid_from`, kept as history with its own provenance, and adds a period of its own: moving
+    the row's start in place would lose what held before (a search as of then would find nothing). The same words
+    with a later start only restate the fact, and update the row as before."""
+    if valid_from is None or (row[4] is not None and valid_from <= row[4]):
+        return False
+    return json.loads(properties) != json.loads(row[3]) or bool(description and description != row[1])
 
 
 def joined_periods(rows: list[tuple], now: datetime) -> tuple[dict[int, int], dict[int, tuple]]:

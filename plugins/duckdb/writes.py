@@ -103,7 +103,8 @@ class Writer:
         self._write_observations(batch, now)
         self._link_node_sources(batch, node_ids)
         try:
-            edge_ids, edges_created, edges_updated, edges_unchanged = self._upsert_edges(batch, now, dimensions)
+            edge_ids, edges_created, edges_updated, edges_unchanged, versions = self._upsert_edges(
+                batch, now, dimensions)
         except periods.PeriodOverlap as overlap:  # worded with the ends' names as stored, not their keys
             raise overlap.named(*(self._stored_name(overlap.edge.namespace, k)
                                   for k in (overlap.edge.source_key, overlap.edge.target_key))) from None
@@ -127,7 +128,7 @@ class Writer:
             documents_written=len(batch.documents), chunks_written=len(inserted),
             chunks_kept=len(batch.chunks) - len(inserted),
             nodes_deleted=len(deleted_nodes[0]), edges_deleted=len(dropped_edges), documents_deleted=gone_documents,
-            edges_ended=len(batch.end_edges),
+            edges_ended=len(batch.end_edges), edges_versioned=versions,
             nodes_kept=sorted(set(replaced_nodes) & named_nodes - set(deleted_nodes[0])),
             edges_kept=sorted(set(replaced_edges) & named_edges - set(dropped_edges)),
             node_ids=node_ids,
@@ -671,12 +672,13 @@ class Writer:
 
     def _upsert_edges(
         self, batch: WriteBatch, now: datetime, dimensions: int | None
-    ) -> tuple[list[int], int, int, int]:
+    ) -> tuple[list[int], int, int, int, list[tuple[int, datetime | None]]]:
         """Insert or update the batch's edges; return each one's id, and how many edges were created, how many
-        stored ones changed and how many were written again as stored. An edge named twice in the batch counts
-        once: the second names the one the first created or matched."""
+        stored ones changed and how many were written again as stored, and the writes that began a new version of
+        a fact (`WriteSummary.edges_versioned`). An edge named twice in the batch counts once: the second names the
+        one the first created or matched."""
         if not batch.edges:
-            return [], 0, 0, 0
+            return [], 0, 0, 0, []
         id_of = self._node_ids(batch, {(e.namespace, k) for e in batch.edges for k in (e.source_key, e.target_key)})
         for i, edge in enumerate(batch.edges):
             for key in (edge.source_key, edge.target_key):
@@ -693,6 +695,7 @@ class Writer:
         edge_id_of: list[int] = [0] * len(resolved)
         #: edge id -> (description, weight, properties, valid_from, valid_until) as stored before this write
         as_stored: dict[int, tuple[Any, ...]] = {}
+        versions: list[tuple[int, datetime | None]] = []
         # Periods apart from now first: in one call, a past period and the fact written undated are then two
         # periods whatever their order (the undated one holds from now, as written after an ended period).
         apart = [periods.apart_from_now(e.valid_from, e.valid_until, now) for e in batch.edges]
@@ -700,6 +703,17 @@ class Writer:
             edge, source_id, target_id = resolved[index]
             rows = stored.setdefault((edge.namespace, source_id, target_id, edge.type), [])
             found = periods.matching_edge(rows, edge.valid_from, edge.valid_until, now)
+            follows: list[Any] | None = None  # the period a new version of the fact ends (`starts_new_version`)
+            if found is not None and periods.starts_new_version(found, edge.valid_from, json.dumps(
+                    {**json.loads(found[3]), **edge.properties}), edge.description):
+                follows, found = found, None
+                ended = [*follows[:5], edge.valid_from]
+                rows[:] = [r for r in rows if r[0] != ended[0]] + [ended]
+                if ended[0] in state:  # written or matched earlier in this batch: only its end changes
+                    state[ended[0]][9] = edge.valid_from
+                else:
+                    state[ended[0]] = [edge.namespace, source_id, target_id, edge.type, *ended[1:4], False, *ended[4:]]
+                versions.append((index, ended[4]))
             if found is not None:
                 edge_id, description, weight, props, valid_from, valid_until = found
                 if edge_id >= 0 and self._renamed.isdisjoint((source_id, target_id)):  # stored before this batch
@@ -713,6 +727,16 @@ class Writer:
                 is_new = state[edge_id][7] if edge_id in state else False
                 if edge_id >= 0:
                     matched.add(edge_id)
+            elif follows is not None:
+                # The new version carries on from the period it ends: what the write does not say (the other
+                # properties, the description, the weight, the end) stays as that period had it.
+                edge_id, is_new = -1 - created, True
+                description = edge.description or follows[1]
+                weight = follows[2] if edge.weight is None else edge.weight
+                props = json.dumps({**json.loads(follows[3]), **edge.properties})
+                valid_from, valid_until = edge.valid_from, edge.valid_until or follows[5]
+                periods.check_period(edge, edge_id, valid_from, valid_until, rows)
+                created += 1
             else:
                 edge_id = -1 - created  # numbered once the count of new edges is known
                 description, is_new = edge.description, True
@@ -750,7 +774,7 @@ class Writer:
                 self.write_vectors("edge", ids, [with_vectors[i] for i in ids], dimensions, replace=not is_new)
         self._link_edge_sources(batch, resolved, edge_id_of)
         self.changes.keywords["edge"].update(edge_id_of)
-        return edge_id_of, created, len(matched - unchanged), len(matched & unchanged)
+        return edge_id_of, created, len(matched - unchanged), len(matched & unchanged), versions
 
     def _store_edges(self, ids: list[int], state: dict[int, list[Any]], is_new: bool, now: datetime) -> None:
         """Insert (`is_new`) or update the edges `ids` as `state` holds them (see `_upsert_edges`)."""
