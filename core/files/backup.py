@@ -69,7 +69,9 @@ def restore(source: str | Path, db: str | Path, check: Callable[[Path], dict[str
     or command, another program), and, until it is done, so is every process that opens `db`. Returns the paths
     and the counts of the restored file.
     """
-    backup, target = Path(source).expanduser().absolute(), Path(db).expanduser().absolute()
+    # Through a symbolic link the file is replaced, not the link (as compact does): a host that opens the file by
+    # its own path must see the restored memory, not keep the old one under a second name.
+    backup, target = Path(source).expanduser().absolute(), Path(db).expanduser().resolve()
     _check_restore(backup, target)
     with _owned(target, "restore"):
         with _held(target, "restore"):

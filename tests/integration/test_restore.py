@@ -110,6 +110,24 @@ def test_restore_over_a_crashed_file_gives_exactly_the_backup(tmp_path: Path, cl
         assert sorted(n.name for n in kb.store.list_nodes("default")) == ["Xavier", "Yolanda", "Zed"]
 
 
+def test_restore_through_a_symbolic_link_replaces_the_file_it_points_to(tmp_path: Path, cli_env, capsys):
+    # Two hosts, one configured with the link and one with the file's own path, must go on sharing one file.
+    real, backup = tmp_path / "sync" / "memory.duckdb", tmp_path / "backup.duckdb"
+    real.parent.mkdir()
+    make_file(real, ["Alice"])
+    make_file(backup, ["Xavier"])
+    link = tmp_path / "link.duckdb"
+    link.symlink_to(real)
+
+    assert main(["restore", str(backup), "--db", str(link)]) == 0
+    assert f"restored {real} from {backup}" in capsys.readouterr().out
+    assert link.is_symlink() and link.resolve() == real
+    with KnowledgeBase(DuckDBStore(real), HashingEmbedder()) as kb:
+        assert [n.name for n in kb.store.list_nodes("default")] == ["Xavier"]
+    kept = [p for p in real.parent.iterdir() if ".before-restore-" in p.name]
+    assert len(kept) == 1 and not kept[0].is_symlink()  # the old file itself, beside it
+
+
 def test_restore_refuses_what_it_cannot_do_safely_and_changes_nothing(tmp_path: Path, cli_env, capsys):
     live, backup = tmp_path / "live.duckdb", tmp_path / "backup.duckdb"
     make_file(live, ["Alice"])
