@@ -87,25 +87,66 @@ class ChatModel:
     def _model_hint(self) -> str:
         raise NotImplementedError
 
+    #: how the hint on a reply of the wrong shape names the server and the --api that expects it
+    server_kind = ""
+
+    def _object(self, text: str) -> dict[str, Any]:
+        """One streamed line (or event) as the JSON object it must be."""
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            raise ModelError(f"the model server sent something that is not JSON: {_shown(text)}") from None
+        return self._checked(value, dict, "a line", text)
+
+    def _field(self, container: dict[str, Any], key: str, kind: type, sent: str) -> Any:
+        """`container[key]`, None when it is missing or null; ModelError when it is not a `kind`."""
+        return self._checked(container.get(key), kind, f'"{key}"', sent)
+
+    def _checked(self, value: Any, kind: type, what: str, sent: str) -> Any:
+        # A reply of another shape is the server's (or a wrong --api): said with what came, never half-read.
+        if value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
+            return value
+        raise ModelError(f"{self.base_url} sent {what} as {_kind(value)} where {_KINDS[kind]} was expected, in "
+                         f"{_shown(sent)}: is it {self.server_kind}?")
+
+    def _answered(self, reply: Reply, reason: Any) -> Reply:
+        """The reply, unless it holds nothing: an empty assistant turn would only confuse the next request."""
+        if reply.content.strip() or reply.tool_calls:
+            return reply
+        if reason == "length":
+            hint = "it reached its context or output limit: raise the limit on the server, or ask something shorter"
+        else:
+            # "stop" is the usual end and says nothing; another reason (a content filter) may say why
+            hint = "ask again, or try another model" + (f" (the server's reason: {reason})"
+                                                          if reason and reason != "stop" else "")
+        raise ModelError(f"{self.model} answered nothing (no text, no tool call): {hint}")
+
 
 class OllamaChat(ChatModel):
+    server_kind = "an Ollama server (--api ollama)"
+
     async def complete(self, messages, tools, on_text):
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
         if tools:
             body["tools"] = tools
-        reply = Reply()
+        reply, reason = Reply(), None
         async for line in self._lines("/api/chat", body):
-            chunk = _json_line(line)
+            chunk = self._object(line)
             if chunk.get("error"):
                 raise ModelError(f"Ollama stopped: {chunk['error']}")
-            message = chunk.get("message") or {}
-            if text := message.get("content"):
+            message = self._field(chunk, "message", dict, line) or {}
+            if text := self._field(message, "content", str, line):
                 reply.content += text
                 on_text(text)
-            for call in message.get("tool_calls") or []:
-                function = call.get("function") or {}
-                reply.tool_calls.append(ToolCall(str(function.get("name", "")), function.get("arguments")))
-        return reply
+            for call in self._field(message, "tool_calls", list, line) or []:
+                call = self._checked(call, dict, "an entry of message.tool_calls", line)
+                function = self._field(call, "function", dict, line) or {}
+                name = self._field(function, "name", str, line) or ""
+                # the arguments are the model's, of any shape: the toolbox answers it when they are not an object
+                reply.tool_calls.append(ToolCall(name, function.get("arguments")))
+            if chunk.get("done"):
+                reason = chunk.get("done_reason")
+        return self._answered(reply, reason)
 
     def assistant_message(self, reply):
         # Ollama takes arguments only as an object: a text it could not have produced is sent back as {}.
@@ -124,6 +165,8 @@ class OllamaChat(ChatModel):
 
 
 class OpenAIChat(ChatModel):
+    server_kind = "an OpenAI-compatible server (--api openai)"
+
     def __init__(self, model: str, base_url: str, timeout: float, api_key_env: str) -> None:
         super().__init__(model, base_url, timeout)
         self.api_key_env = api_key_env
@@ -136,29 +179,60 @@ class OpenAIChat(ChatModel):
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
         if tools:
             body["tools"] = tools
-        reply, pieces = Reply(), {}
+        reply, calls, reason = Reply(), _StreamedCalls(self), None
+        events, other = 0, []
         async for line in self._lines("/chat/completions", body):
             if not line.startswith("data:"):
-                continue  # SSE comments and event names
+                if not line.startswith((":", "event:", "id:", "retry:")):  # SSE comments and fields are skipped
+                    other.append(line)  # not SSE: kept to tell (or read) what the server sent instead
+                continue
+            events += 1
             data = line[5:].strip()
             if data == "[DONE]":
                 break
-            chunk = _json_line(data)
+            chunk = self._object(data)
             if chunk.get("error"):
                 raise ModelError(f"the model server stopped: {_message(chunk['error'])}")
-            delta = ((chunk.get("choices") or [{}])[0]).get("delta") or {}
-            if text := delta.get("content"):
+            choices = self._field(chunk, "choices", list, data)
+            if not choices:
+                continue  # a chunk with no choice (the usage one at the end)
+            choice = self._checked(choices[0], dict, "choices[0]", data)
+            reason = choice.get("finish_reason") or reason
+            delta = self._field(choice, "delta", dict, data) or {}
+            if text := self._field(delta, "content", str, data):
                 reply.content += text
                 on_text(text)
-            for part in delta.get("tool_calls") or []:  # pieces of each call, keyed by its index
-                call = pieces.setdefault(part.get("index", 0), {"id": "", "name": "", "arguments": ""})
-                function = part.get("function") or {}
-                call["id"] = part.get("id") or call["id"]
-                call["name"] += function.get("name") or ""
-                call["arguments"] += function.get("arguments") or ""
-        reply.tool_calls = [ToolCall(c["name"], c["arguments"], c["id"] or f"call_{i}")
-                            for i, c in sorted(pieces.items())]
-        return reply
+            for part in self._field(delta, "tool_calls", list, data) or []:
+                calls.add(part, data)
+        if not events and other:
+            return self._unstreamed("\n".join(other), on_text)
+        reply.tool_calls = calls.tool_calls()
+        return self._answered(reply, reason)
+
+    def _unstreamed(self, text: str, on_text: Callable[[str], None]) -> Reply:
+        """A server that ignores `stream: true` answers one chat completion: it is a whole answer, so it is used
+        (there is no option to stop asking for a stream); anything else is said, with what the server sent."""
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, dict) and value.get("error"):
+            raise ModelError(f"the model server stopped: {_message(value['error'])}")
+        choices = value.get("choices") if isinstance(value, dict) else None
+        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)
+                and isinstance(choices[0].get("message"), dict)):
+            raise ModelError(f"{self.base_url} answered a streamed request with neither server-sent events "
+                             f"(`data: {{...}}` lines) nor a chat completion; it sent {_shown(text)}: is it an "
+                             "OpenAI-compatible server (--api openai)?")
+        message = choices[0]["message"]
+        reply = Reply(self._field(message, "content", str, text) or "")
+        if reply.content:
+            on_text(reply.content)
+        calls = _StreamedCalls(self)
+        for part in self._field(message, "tool_calls", list, text) or []:
+            calls.add(part, text, whole=True)
+        reply.tool_calls = calls.tool_calls()
+        return self._answered(reply, choices[0].get("finish_reason"))
 
     def assistant_message(self, reply):
         message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
@@ -184,12 +258,65 @@ class OpenAIChat(ChatModel):
         return f"choose one it serves with --model ({self.base_url}/models lists them)"
 
 
-def _json_line(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        raise ModelError(f"the model server sent something that is not JSON: {text[:200]!r}") from None
-    return value if isinstance(value, dict) else {}
+class _StreamedCalls:
+    """The tool calls of an OpenAI answer, from their pieces. A piece names its call by `index`, but Ollama's /v1
+    gives every call index 0 (ollama/ollama#15457) and some servers send no index: so a piece with an id other than
+    its call's starts a new call, and a piece without an id continues the call before it at that index."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self._model = model
+        self._calls: list[dict[str, Any]] = []
+        self._current: dict[int | None, dict[str, Any]] = {}  # index (None: not sent) -> the call pieces continue
+
+    def add(self, part: Any, sent: str, whole: bool = False) -> None:
+        """One piece (`whole`: one complete call, from an answer that was not streamed)."""
+        model = self._model
+        part = model._checked(part, dict, "an entry of tool_calls", sent)
+        index = model._field(part, "index", int, sent)
+        call_id = model._field(part, "id", str, sent) or ""
+        function = model._field(part, "function", dict, sent) or {}
+        name = model._field(function, "name", str, sent) or ""
+        call = None if whole else self._current.get(index)
+        if call is None or (call_id and call["id"] and call_id != call["id"]):
+            call = {"id": "", "name": "", "arguments": None}
+            self._calls.append(call)
+            self._current[index] = call
+        call["id"] = call["id"] or call_id
+        call["name"] += name
+        arguments = function.get("arguments")
+        if arguments is None or arguments == "":
+            return
+        so_far = call["arguments"]
+        if so_far is None or so_far == "":
+            # A text, or the arguments as a JSON object, as some servers send them (and Ollama's own API does):
+            # then they are the call's whole arguments, and the toolbox checks them as it checks a parsed text.
+            call["arguments"] = arguments
+        elif isinstance(so_far, str) and isinstance(arguments, str):
+            call["arguments"] = so_far + arguments
+        else:
+            raise ModelError(f"{model.base_url} sent the arguments of the tool call {call['name'] or call_id!r} in "
+                             f"pieces that are not all texts ({_kind(so_far)}, then {_kind(arguments)}), in "
+                             f"{_shown(sent)}")
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [ToolCall(c["name"], "" if c["arguments"] is None else c["arguments"], c["id"] or f"call_{i}")
+                for i, c in enumerate(self._calls)]
+
+
+_KINDS = {dict: "an object", list: "an array", str: "a string", int: "an integer"}
+
+
+def _kind(value: Any) -> str:
+    """The JSON kind of a parsed value, as a message names it."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return next((name for kind, name in _KINDS.items() if isinstance(value, kind)), "null")
+
+
+def _shown(text: str) -> str:
+    return repr(text[:200]) + (f" (and {len(text) - 200} more characters)" if len(text) > 200 else "")
 
 
 def _message(error: Any) -> str:
