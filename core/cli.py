@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -307,8 +309,62 @@ WHOLE_FILE = {
 
 def _refuse_ignored_options(args: argparse.Namespace) -> None:
     """Refuse, before anything is opened, an option given on the command line that this command would ignore."""
+    from duckgraph.core.config import ROOTS_NAMESPACE
+
     if args.command in WHOLE_FILE and args.namespace is not None:
         raise UsageError(f"{args.command} takes no --namespace (given: {args.namespace!r}): {WHOLE_FILE[args.command]}")
+    if args.namespace == ROOTS_NAMESPACE and args.command != "serve":
+        raise UsageError(f"{args.command} takes no --namespace {ROOTS_NAMESPACE}: {ROOTS_REFUSED}; nothing was done")
+
+
+#: Why every command but serve refuses --namespace @roots: only a server has a client, whose roots name it; on
+#: the command line, stats took the fallback namespace quietly and export refused the name as invalid.
+ROOTS_REFUSED = ("@roots is for `duckgraph serve`: the client's roots name the namespace; on the command line give "
+                 "the namespace's name (`duckgraph namespaces` lists them)")
+#: The most namespaces a hint names (a file of one namespace per project may hold hundreds).
+HINT_NAMESPACES = 10
+
+
+def _namespace_hint(name: str, names: Iterable[str]) -> str:
+    """What to say of a namespace `name` that is not among `names` (the file's): the one it likely meant (the same
+    but for case, else a near spelling), then those there are. The one text of export, stats and namespaces delete,
+    so that a namespace missed by a letter's case ("Work" for "work") is caught before it is emptied or exported."""
+    names = sorted(set(names) - {name})
+    if not names:
+        return "the file holds no namespace yet"
+    by_folded: dict[str, list[str]] = {}
+    for other in names:
+        by_folded.setdefault(other.casefold(), []).append(other)
+    meant = by_folded.get(name.casefold(), [])
+    near = [] if meant else difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.7)
+    meant = meant or (by_folded[near[0]] if near else [])
+    shown = ", ".join(map(repr, names[:HINT_NAMESPACES]))
+    if len(names) > HINT_NAMESPACES:
+        shown += f" and {len(names) - HINT_NAMESPACES} more (`duckgraph namespaces` lists them all)"
+    case = " (names are case-sensitive)" if meant and meant[0].casefold() == name.casefold() else ""
+    said = f"did you mean {' or '.join(map(repr, meant))}{case}? The" if meant else "the"
+    return f"{said} file's namespaces are {shown}"
+
+
+def _say_roots_fallback(args: argparse.Namespace, settings: Any) -> None:
+    """With the namespace setting @roots (DUCKGRAPH_NAMESPACE or the config file, shared with `serve`), a command
+    that works in the default namespace uses namespace_fallback, as a client without roots does: said, not silent,
+    since a user in a project's folder may expect that project's memory."""
+    if not settings.from_roots or args.command in ("serve", "demo", *WHOLE_FILE) or (
+            args.command == "export" and args.format != "memory-jsonl"):  # a whole-file export names none
+        return
+    from duckgraph.core.domain.namespaces import namespace_from_folder
+
+    try:
+        here = namespace_from_folder(Path.cwd().name)
+    except OSError:  # the current folder was deleted: there is no folder to name
+        here = None
+    fallback = settings.namespace_fallback
+    folder = f" (a client whose root is this folder uses {here!r})" if here and here != fallback else ""
+    print(f"duckgraph: the namespace setting is {settings.namespace}, which only `duckgraph serve` follows (each "
+          f"client's roots name its namespace): {args.command} uses the fallback namespace {fallback!r} "
+          f"(namespace_fallback, DUCKGRAPH_NAMESPACE_FALLBACK); give --namespace NAME for another{folder}",
+          file=sys.stderr)
 
 
 def _setup(args: argparse.Namespace, *, existing: bool = False, **overrides: Any):
@@ -318,6 +374,7 @@ def _setup(args: argparse.Namespace, *, existing: bool = False, **overrides: Any
     from duckgraph.core.bootstrap import bootstrap
 
     services = bootstrap(_settings(args, **overrides))  # opens nothing; says first what is wrong in the settings
+    _say_roots_fallback(args, services.settings)
     if existing:
         from duckgraph.core.files.paths import refuse_dangling_link
 
@@ -699,6 +756,11 @@ def _changes(args: argparse.Namespace) -> int:
 def _stats(args: argparse.Namespace) -> int:
     with _setup(args, existing=True).knowledge_base as kb:
         stats = {"namespace": kb.namespace, **kb.stats(kb.namespace)}
+        if "hint" in stats:  # zeros alone read like a memory that forgot everything, not a mistyped namespace
+            stats["hint"] = (f"the namespace {kb.namespace!r} holds nothing yet: "
+                             f"{_namespace_hint(kb.namespace, kb.store.namespaces())}")
+    if "hint" in stats and not args.json:
+        print(f"duckgraph: {stats['hint']}", file=sys.stderr)
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
@@ -731,13 +793,21 @@ def _namespaces(args: argparse.Namespace) -> int:
 
 
 def _delete_namespace(args: argparse.Namespace) -> int:
-    from duckgraph.core.domain.namespaces import delete_namespace
-    from duckgraph.ports import InvalidInputError
+    from duckgraph.core.config import ROOTS_NAMESPACE
+    from duckgraph.core.domain.namespaces import check_namespace, delete_namespace
+    from duckgraph.ports import InvalidInputError, NotFoundError
 
     if not args.name or args.confirm is None:
         raise InvalidInputError("usage: duckgraph namespaces delete NAME --confirm NAME (the name twice: it deletes "
                                 "everything in that namespace for good); nothing was deleted")
+    if args.name == ROOTS_NAMESPACE:
+        raise InvalidInputError(f"{ROOTS_REFUSED}; nothing was deleted")
     with _setup(args, existing=True).knowledge_base as kb:
+        listed = [s["namespace"] for s in kb.store.namespace_summaries()]
+        # Checked here too (delete_namespace refuses it again under the write lock) to say which one was meant.
+        if args.name == args.confirm and check_namespace(args.name) not in listed and args.name != kb.namespace:
+            raise NotFoundError(f"there is no namespace {args.name!r}: {_namespace_hint(args.name, listed)}; "
+                                "nothing was deleted")
         result = delete_namespace(kb, args.name, args.confirm, kb.namespace)
     if args.json:
         print(json.dumps(result.model_dump(mode="json"), indent=2))
@@ -795,6 +865,7 @@ def _export(args: argparse.Namespace) -> int:
 
         refuse_to_write(args.output, services.settings.db, "an export")
     with services.knowledge_base as kb:
+        _refuse_empty_namespace(args, kb)
         if not args.output or args.output == "-":
             summary = write(kb, sys.stdout)
             target = "standard output"
@@ -821,6 +892,25 @@ def _export(args: argparse.Namespace) -> int:
               f"{summary.edges} relations{' with embeddings' if summary.embeddings else ''} to {target}",
               file=sys.stderr)
     return 0
+
+
+def _refuse_empty_namespace(args: argparse.Namespace, kb: Any) -> None:
+    """Before anything is written: refuse to export a namespace named with --namespace that holds nothing (a
+    mistyped or miscased name exported "successfully", then the real one deleted, loses the memory); say so, and
+    export, when it is the configured default, which a new file may hold nothing in yet."""
+    if args.namespace is None and args.format != "memory-jsonl":
+        return  # every namespace of the file
+    namespace = kb.resolve_namespace(args.namespace)
+    held = kb.store.namespaces()
+    if namespace in held:
+        return
+    hint = _namespace_hint(namespace, held)
+    if args.namespace is None:
+        print(f"duckgraph: the namespace {namespace!r} (the configured one) holds nothing yet: {hint}; its export "
+              "holds nothing", file=sys.stderr)
+        return
+    raise DuckgraphError(f"the namespace {namespace!r} holds nothing: {hint}. Nothing was exported"
+                         + ("" if not args.output or args.output == "-" else f" ({args.output} was not written)"))
 
 
 def _import(args: argparse.Namespace) -> int:
