@@ -164,10 +164,18 @@ class _Api:
         if name not in TOOLS or name not in await self.calls.tools():
             return _error(404, f"{name} is not available on this duckgraph server")
 
-        async def answer(namespace: str) -> dict[str, Any]:
-            return await self._tool(name, body.get("arguments", {}), namespace)
+        # The MCP tools take `namespace` among their arguments, so a script written for them sends it there: it
+        # names the namespace as the body's key does, never overwritten by the page's default.
+        arguments = dict(body.get("arguments", {}))
+        inner, outer = arguments.pop("namespace", None), body.get("namespace") or request.query_params.get("namespace")
+        if inner is not None and outer is not None and inner != outer:
+            return _error(400, f"the namespace is given twice, {outer!r} and {inner!r} in the arguments: give it "
+                               "once; nothing was done")
 
-        return await self._answer(request, answer, body.get("namespace"))
+        async def answer(namespace: str) -> dict[str, Any]:
+            return await self._tool(name, arguments, namespace)
+
+        return await self._answer(request, answer, inner if inner is not None else outer)
 
     # -- helpers ---------------------------------------------------------------------------------------
 

@@ -35,3 +35,23 @@ def test_the_page_deletes_a_document_and_search_no_longer_finds_it(tmp_path: Pat
         status, _, body = request(url, "/api/tool/delete_documents", method="POST", body={"arguments": {"ids": []}})
         assert status == 400 and json.loads(body)["error"] == "ids: needs at least 1 item"
         assert get_json(f"{url}api/overview")["stats"]["documents"] == 1
+
+
+def test_a_namespace_among_the_tool_s_arguments_is_the_one_used(tmp_path: Path) -> None:
+    # A script written for the MCP tools sends `namespace` inside `arguments`: it was replaced by the page's
+    # default namespace, so the delete hit the same id in the other namespace.
+    db = tmp_path / "kb.duckdb"
+    with KnowledgeBase(DuckDBStore(db), HashingEmbedder()) as kb:
+        for namespace in ("work", "personal"):
+            kb.add_documents([DocumentInput(id="notes", text=f"Alex's {namespace} notes.")], namespace=namespace)
+    env = child_env(tmp_path / "home", fake_embedder=True, DUCKGRAPH_WARM_UP="0", DUCKGRAPH_NAMESPACE="work")
+    with running_ui(db, tmp_path / "ui.log", env) as url:
+        status, _, body = request(url, "/api/tool/delete_documents", method="POST",
+                                  body={"arguments": {"ids": ["notes"], "namespace": "personal"},
+                                        "namespace": "work"})
+        assert status == 400 and "given twice" in json.loads(body)["error"], body
+        status, _, body = request(url, "/api/tool/delete_documents", method="POST",
+                                  body={"arguments": {"ids": ["notes"], "namespace": "personal"}})
+        assert status == 200 and json.loads(body)["deleted"] == ["notes"], body
+        assert get_json(f"{url}api/overview?namespace=work")["stats"]["documents"] == 1
+        assert get_json(f"{url}api/overview?namespace=personal")["stats"]["documents"] == 0
