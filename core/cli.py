@@ -821,7 +821,7 @@ def _documents(args: argparse.Namespace) -> int:
     from duckgraph.core.domain.documents import delete_documents
 
     with _setup(args, existing=True).knowledge_base as kb:
-        result = delete_documents(kb, args.ids, kb.namespace)
+        result = delete_documents(kb, args.ids, kb.namespace, name_other_namespaces=True)
     if args.json:
         print(json.dumps(result.model_dump(mode="json"), indent=2))
     else:

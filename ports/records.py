@@ -209,6 +209,9 @@ class WriteBatch:
     delete_documents: list[tuple[str, str]] = field(default_factory=list)
     #: Namespaces whose communities and reports go too (derived data): those deleted whole.
     drop_communities: list[str] = field(default_factory=list)
+    #: Namespaces deleted whole whose log of what writes deleted or replaced (recent_changes' "... deleted" lines,
+    #: with the texts that went) goes too, this batch's own lines included: else the texts outlive the namespace.
+    forget_deletions: list[str] = field(default_factory=list)
     #: For the documents above that replace stored ones: a node that a dropped chunk mentioned gets, as mentions,
     #: the document's inserted chunks whose text names it (its name or an alias), and an edge that a dropped chunk
     #: supported those naming both its ends, so that neither goes while the new text names it. False: what only

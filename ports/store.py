@@ -339,7 +339,8 @@ class GraphStore(ABC):
 
     def namespace_summaries(self) -> list[dict[str, Any]]:
         """Per namespace (sorted): ``{"namespace", "nodes", "edges" (that still hold), "documents", "last_write"}``,
-        the last a naive UTC datetime of its newest row (None when unknown)."""
+        the last a naive UTC datetime of its newest row or deletion (None when unknown). A store that keeps a log
+        of deletions lists a namespace that holds only that log too, with zero counts."""
         summaries = []
         for namespace in self.namespaces():
             stats = self.stats(namespace)

@@ -21,11 +21,15 @@ if TYPE_CHECKING:
 HINTED_IDS = 10
 
 
-def delete_documents(kb: KnowledgeBase, ids: Sequence[str], namespace: str | None = None) -> DocumentsDeleted:
+def delete_documents(kb: KnowledgeBase, ids: Sequence[str], namespace: str | None = None, *,
+                     name_other_namespaces: bool = False) -> DocumentsDeleted:
     """Delete the documents of `ids` in `namespace` (default: the knowledge base's) in one transaction. An id names
     the document stored under it, else the one stored under its other Unicode form (core/domain/document_ids.py);
     ids that name none are returned in `not_found`, with hints. Ids are checked as add_documents checks them: one
-    refused (or naming two stored documents) fails the call and nothing is deleted."""
+    refused (or naming two stored documents) fails the call and nothing is deleted.
+
+    `name_other_namespaces`: a hint may say which other namespaces hold an id not found. Only for the file's owner
+    (the command line): a model working in one namespace must learn nothing of the others (namespaces.md)."""
     from typing_extensions import TypedDict
 
     from pydantic import TypeAdapter, ValidationError
@@ -64,19 +68,20 @@ def delete_documents(kb: KnowledgeBase, ids: Sequence[str], namespace: str | Non
         deleted=deleted, not_found=missing,
         entities_removed=summary.nodes_deleted if summary else 0,
         relations_removed=summary.edges_deleted if summary else 0,
-        hints=_hints(kb, missing, namespace, any_found=bool(deleted)),
+        hints=_hints(kb, missing, namespace, any_found=bool(deleted), name_other_namespaces=name_other_namespaces),
     )
 
 
-def _hints(kb: KnowledgeBase, missing: Sequence[str], namespace: str, *, any_found: bool) -> list[str]:
-    """Why each id of `missing` named nothing: the document is in another namespace (named), the namespace holds
-    nothing (a misspelt one), or no document has that id there."""
+def _hints(kb: KnowledgeBase, missing: Sequence[str], namespace: str, *, any_found: bool,
+           name_other_namespaces: bool) -> list[str]:
+    """Why each id of `missing` named nothing: the document is in another namespace (named, only with
+    `name_other_namespaces`), the namespace holds nothing (a misspelt one), or no document has that id there."""
     if not missing:
         return []
     shown = list(missing[:HINTED_IDS])
     more = f" and {len(missing) - len(shown)} more" if len(missing) > len(shown) else ""
     elsewhere: dict[str, list[str]] = {}
-    for other in kb.store.namespaces():  # a few namespaces, each answered from memory
+    for other in kb.store.namespaces() if name_other_namespaces else ():  # a few, each answered from memory
         if other == namespace:
             continue
         forms = unambiguous_forms(kb.store, shown, other)

@@ -26,7 +26,7 @@ _INVALID_CHARS = re.compile(r"[^A-Za-z0-9_./-]+")
 #: Said by a search, global search or other read (see `empty_namespace_hint`) in a namespace that holds nothing: a misspelt namespace reads like a memory
 #: that never heard of it.
 EMPTY_NAMESPACE = ("The namespace {namespace!r} holds nothing yet. If the memory is in another one, "
-                   "list_namespaces (`duckgraph namespaces`) shows those that hold something.")
+                   "list_namespaces (`duckgraph namespaces`) shows those there are.")
 
 
 def empty_namespace_hint(kb: KnowledgeBase, namespace: str) -> str | None:
@@ -62,8 +62,9 @@ def namespace_from_folder(folder: str) -> str | None:
 
 
 def list_namespaces(kb: KnowledgeBase, default: str | None = None) -> NamespacesResult:
-    """Every namespace of the file with its counts and last write, and the caller's default one (`default`, else
-    the knowledge base's), listed even while it is empty."""
+    """Every namespace of the file with its counts and last write (a deletion is a write), and the caller's default
+    one (`default`, else the knowledge base's), listed even while it is empty. One whose only rows are its log of
+    deletions is listed with zero counts: its texts are still in the file until delete_namespace."""
     from duckgraph.core.domain.model import NamespaceInfo, NamespacesResult
 
     default = kb.resolve_namespace(default)
@@ -80,9 +81,9 @@ def list_namespaces(kb: KnowledgeBase, default: str | None = None) -> Namespaces
 def delete_namespace(
     kb: KnowledgeBase, namespace: str, confirm: str, default: str | None = None
 ) -> NamespaceDeleted:
-    """Delete everything of `namespace` (entities, relations, documents, their vectors and index entries) in one
-    transaction. `confirm` must repeat the name. The caller's default namespace (`default`, else the knowledge
-    base's) is emptied: it stays the default."""
+    """Delete everything of `namespace` (entities, relations, documents, their vectors and index entries, and its
+    log of what writes deleted, which recent_changes reads) in one transaction. `confirm` must repeat the name. The
+    caller's default namespace (`default`, else the knowledge base's) is emptied: it stays the default."""
     from duckgraph.core.domain.model import NamespaceDeleted
 
     namespace = check_namespace(namespace)
@@ -97,12 +98,14 @@ def delete_namespace(
         nodes = read_all(lambda offset: store.list_nodes(namespace, offset=offset, limit=PAGE))
         edges = read_all(lambda offset: store.list_edges(namespace, offset=offset, limit=PAGE, include_expired=True))
         documents = read_all(lambda offset: store.list_documents(namespace, offset=offset, limit=PAGE))
-        if not (nodes or edges or documents) and namespace != default:
+        # One that holds only log lines (everything deleted by hand) is listed, and its log is deleted here.
+        listed = {s["namespace"] for s in store.namespace_summaries()}
+        if namespace not in listed and namespace != default:
             raise NotFoundError(f"there is no namespace {namespace!r}; list_namespaces (`duckgraph namespaces`) shows those there are")
         holding = store.stats(namespace)["edges"]  # those that hold now, as list_namespaces counted them
         writer.commit(WriteBatch(delete_nodes=[n.id for n in nodes], delete_edges=[e.id for e in edges],
                                  delete_documents=[(namespace, d.id) for d in documents],
-                                 drop_communities=[namespace]))
+                                 drop_communities=[namespace], forget_deletions=[namespace]))
     left = "emptied; it stays the default namespace" if namespace == default else "deleted"
     return NamespaceDeleted(namespace=namespace, entities=len(nodes), relations=holding, documents=len(documents),
                             message=f"namespace {namespace!r} {left}")

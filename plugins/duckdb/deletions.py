@@ -27,6 +27,13 @@ def record(con: Any, kind: str, rows: str, params: list[Any], now: datetime) -> 
         [now, kind, *params])
 
 
+def forget(con: Any, namespaces: list[str]) -> None:
+    """Delete the log of `namespaces` (deleted whole, `WriteBatch.forget_deletions`), inside the caller's
+    transaction and after its last `record`: the labels hold the texts that went (observations, property values)."""
+    if namespaces:
+        con.execute("DELETE FROM deletions WHERE namespace IN (SELECT unnest($1::VARCHAR[]))", [namespaces])
+
+
 def fact_label(edge: str, source: str, target: str) -> str:
     """SQL for the label of a fact (the tables' aliases `edge`, `source`, `target`), as recent_changes words a fact
     (core/domain/texts.py `fact_sentence`, moments.py `period`, without its description): "Ada works at Acme

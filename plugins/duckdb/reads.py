@@ -151,15 +151,20 @@ def namespaces(con: Any) -> list[str]:
 
 
 def namespace_summaries(con: Any) -> list[dict[str, Any]]:
+    """Each namespace's counts and last write. Deletions are writes: the log's latest line counts for the last
+    write, and a namespace whose only rows are log lines (all of it deleted by hand) is listed with zero counts, so
+    that the texts the log keeps can be seen, and deleted with the namespace."""
     rows = con.execute(
         "WITH n AS (SELECT namespace, count(*) AS c, max(updated_at) AS t FROM nodes GROUP BY 1), "
         f"e AS (SELECT namespace, count(*) FILTER (WHERE {sql.holds_at('$1')}) AS c, max(updated_at) AS t "
         "FROM edges GROUP BY 1), "
         "d AS (SELECT namespace, count(*) AS c, max(created_at) AS t FROM documents GROUP BY 1), "
-        "names AS (SELECT namespace FROM n UNION SELECT namespace FROM e UNION SELECT namespace FROM d) "
-        "SELECT names.namespace, coalesce(n.c, 0), coalesce(e.c, 0), coalesce(d.c, 0), greatest(n.t, e.t, d.t) "
-        "FROM names LEFT JOIN n USING (namespace) LEFT JOIN e USING (namespace) LEFT JOIN d USING (namespace) "
-        "ORDER BY 1",
+        "x AS (SELECT namespace, max(deleted_at) AS t FROM deletions GROUP BY 1), "
+        "names AS (SELECT namespace FROM n UNION SELECT namespace FROM e UNION SELECT namespace FROM d "
+        "UNION SELECT namespace FROM x) "
+        "SELECT names.namespace, coalesce(n.c, 0), coalesce(e.c, 0), coalesce(d.c, 0), "
+        "greatest(n.t, e.t, d.t, x.t) FROM names LEFT JOIN n USING (namespace) LEFT JOIN e USING (namespace) "
+        "LEFT JOIN d USING (namespace) LEFT JOIN x USING (namespace) ORDER BY 1",
         [sql.now()],
     ).fetchall()
     return [{"namespace": ns, "nodes": nodes, "edges": edges, "documents": documents, "last_write": last}

@@ -118,6 +118,7 @@ class Writer:
         dropped_edges = self._delete_edges([*collapsed, *deleted_edges, *deleted_nodes[1]], now, deleted_edges)
         for namespace in batch.drop_communities:
             communities.drop(self.con, namespace)
+        deletions.forget(self.con, batch.forget_deletions)  # last: after every line this write recorded
         if batch.end_edges:
             self.end_edges([i for i, _ in batch.end_edges], [sql.naive_utc(t) for _, t in batch.end_edges], now)
         self.con.execute("INSERT OR REPLACE INTO meta VALUES ('updated_at', ?)", [now.isoformat()])

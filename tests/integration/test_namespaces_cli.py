@@ -91,9 +91,8 @@ def test_namespaces_list_refuses_a_name_or_confirm_rather_than_ignoring_them(tmp
 
 
 def test_a_deleted_namespace_leaves_a_smaller_backup(fake_kb, tmp_path: Path) -> None:
-    """Deleting a namespace frees its rows; `backup` then writes a copy without them (DuckDB does not shrink a
-    file in place). What was deleted is listed by recent_changes (at most 1,001 rows of a kind and write, the
-    `deletions` table): a block of the copy."""
+    """Deleting a namespace frees its rows, its log of deletions (the `deletions` table) included; `backup` then
+    writes a copy without them (DuckDB does not shrink a file in place)."""
     from duckgraph.core.domain import namespaces
     from duckgraph.core.domain.model import NodeInput
 
@@ -107,7 +106,7 @@ def test_a_deleted_namespace_leaves_a_smaller_backup(fake_kb, tmp_path: Path) ->
     fake_kb.backup(tmp_path / "after.duckdb")
     small, before, after = ((tmp_path / f"{name}.duckdb").stat().st_size for name in ("small", "before", "after"))
     assert small < before and after < before, (small, before, after)
-    assert after - small <= 2 * 256 * 1024, (small, before, after)  # the deletion log (a 256 KiB block or two)
+    assert after - small <= 2 * 256 * 1024, (small, before, after)  # a 256 KiB block or two of tables' layout
     assert fake_kb.stats("small")["nodes"] == 1 and fake_kb.stats() == {**fake_kb.stats(), "nodes": 1}
 
 
