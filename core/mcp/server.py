@@ -4,6 +4,7 @@ handing over the file). Transports: core/mcp/transports.py; tools: core/mcp/tool
 
 from __future__ import annotations
 
+import difflib
 import functools
 import logging
 import threading
@@ -67,6 +68,7 @@ class DuckgraphServer(MCPServer):
         self.reports_by_sampling = reports_by_sampling  # build_communities then asks the host's model for reports
         self.share = share
         self._read_only: dict[str, bool] | None = None
+        self._argument_names: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None
         #: Run once after the first call that runs here (set by the lifespan when the warm-up is off).
         self.after_first_call: Callable[[], None] | None = None
         self.namespace_from_roots = namespace_from_roots
@@ -165,6 +167,8 @@ class DuckgraphServer(MCPServer):
         return share if share is not None and not share.is_owner else None
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        # Before forwarding too: a client server checks against its own tool set, not the owner's `all`.
+        await self._refuse_unknown_arguments(name, arguments)
         share = self._forwarding()
         if share is not None:
             if self._read_only is None:
@@ -190,6 +194,24 @@ class DuckgraphServer(MCPServer):
             if self.after_first_call is not None and self._forwarding() is None:  # a client never opens the file
                 first, self.after_first_call = self.after_first_call, None
                 first()  # starts a thread: the answer waits for nothing
+
+    async def _refuse_unknown_arguments(self, name: str, arguments: dict[str, Any]) -> None:
+        """A ToolError naming each top-level argument `name` does not take. The SDK's argument models ignore
+        unknown keys, so a misspelt `namespace` would run the call in the default namespace: a delete or a write
+        in the wrong place. Checked against the advertised schemas' properties (the shipped listing answers
+        without building the tools), which keep `additionalProperties: false` out of every listing's tokens."""
+        if self._argument_names is None:
+            self._argument_names = {
+                tool.name: (tuple((tool.input_schema or {}).get("properties", {})),
+                            tuple((tool.input_schema or {}).get("required", ())))
+                for tool in await self.list_tools()}
+        if name not in self._argument_names:  # an unknown tool: the SDK's own error says so
+            return
+        accepted, required = self._argument_names[name]
+        unknown = [key for key in arguments or {} if key not in accepted]
+        if unknown:
+            missing = [key for key in required if key not in (arguments or {})]
+            raise ToolError(unknown_arguments_error(name, unknown, accepted, missing))
 
     @staticmethod
     def _call_label(name: str, context: Context | None) -> str:
@@ -233,6 +255,41 @@ class DuckgraphServer(MCPServer):
             if error is None:
                 raise
             raise error from None  # the caller's mistake: an answer, not a traceback in the log
+
+
+def unknown_arguments_error(tool: str, unknown: list[str], accepted: tuple[str, ...],
+                            missing: list[str] | None = None) -> str:
+    """The refusal of arguments `tool` does not take, in the form of the other refused arguments (`readable`):
+    each key with the accepted one it most likely meant, the required ones missing (a misspelt required argument
+    is both), then what the tool takes, so the model can fix the call at once."""
+    lines = []
+    for key in unknown:
+        closest = _closest_argument(key, accepted)
+        lines.append(f"{_shown(key)}: is not an argument of {tool}"
+                     + (f" (did you mean '{closest}'?)" if closest else ""))
+    lines += [f"{key}: is required" for key in missing or ()]
+    takes = f"it takes {', '.join(accepted)}" if accepted else "it takes no arguments"
+    return f"{tool} refused its arguments: {'; '.join(lines)}; {takes}. Nothing was done."
+
+
+def _closest_argument(key: str, accepted: tuple[str, ...]) -> str | None:
+    """The accepted argument `key` most likely misspells: the same but for case and separators ("Namespace",
+    "entity_names"), else the nearest spelling ("namespaces")."""
+    folded = {_folded(name): name for name in accepted}
+    if _folded(key) in folded:
+        return folded[_folded(key)]
+    near = difflib.get_close_matches(_folded(key), list(folded), n=1, cutoff=0.75)
+    return folded[near[0]] if near else None
+
+
+def _folded(name: str) -> str:
+    return "".join(c for c in name.casefold() if c not in "_- ")
+
+
+def _shown(key: str) -> str:
+    """A key as the error quotes it: the caller's text, so nothing unprintable, and not all of a long one."""
+    printable = "".join(c if c.isprintable() else "?" for c in key)
+    return repr(printable if len(printable) <= 60 else printable[:60] + "…")
 
 
 #: Key of the namespace taken from the client's roots in the SDK's per-connection state.
