@@ -20,7 +20,7 @@ import pluggy
 from duckgraph.core import __version__
 from duckgraph.core.config import Settings, unknown_variables
 from duckgraph.core.files.folder import SUFFIXES as TEXT_SUFFIXES
-from duckgraph.core.plugin_manager import PluginKind, create, plugin_problems, registered_ids, reselect_embedder
+from duckgraph.core.plugin_manager import PluginKind, create, embedder_mismatch, plugin_problems, registered_ids
 from duckgraph.ports import DuckgraphError, Embedder
 from duckgraph.ports.http import redact_urls
 
@@ -205,13 +205,16 @@ def _check_extractor(diagnosis: Diagnosis) -> None:
         return
     diagnosis.report["extractor"] = {"id": extractor.id}
     try:
-        extractor.check()
+        warning = extractor.check()
     except Exception as exc:
         problem = f"the extractor {extractor.id} cannot extract: {_said(exc)}"
         diagnosis.problems.append(problem)
         diagnosis.check("extractor", False, problem)
     else:
-        diagnosis.check("extractor", True, f"{extractor.id} is reachable")
+        if warning:  # it works, but may not as configured
+            diagnosis.warnings.append(f"the extractor {extractor.id}: {warning}")
+        diagnosis.check("extractor", True, f"{extractor.id} is reachable" + ("; see the warning below" if warning
+                                                                              else ""))
 
 
 def _check_community_detector(diagnosis: Diagnosis) -> None:
@@ -267,8 +270,11 @@ def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
         if space:
             _check_space(diagnosis, path, space)
     recorded = store.get("embedder")
-    if recorded and embedder is not None:
-        _check_binding(diagnosis, path, recorded, embedder)
+    if recorded and embedder is not None and _check_binding(diagnosis, path, recorded, embedder, store):
+        # The check line says so too: "ok" above a problem about the file's vectors reads as a contradiction.
+        line = next(check for check in reversed(diagnosis.report["checks"]) if check["check"] == "database")
+        line.update(ok=False, detail=f"{line['detail']}; its vectors do not fit the configured embedder: see the "
+                                     "problem below")
 
 
 def _check_leftovers(diagnosis: Diagnosis, path: Path) -> None:
@@ -376,24 +382,27 @@ def _store_warnings(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
         diagnosis.warnings.append(f"the file is read-only ({store['read_only']}): searches work, writes are refused")
 
 
-def _check_binding(diagnosis: Diagnosis, path: Path, recorded: dict[str, Any], embedder: Embedder) -> None:
-    """The file's vectors are comparable only with those of the embedder that wrote them."""
-    configured = embedder.id
-    if recorded["id"] == configured:
+def _check_binding(diagnosis: Diagnosis, path: Path, recorded: dict[str, Any], embedder: Embedder,
+                   store: dict[str, Any]) -> bool:
+    """The file's vectors are comparable only with those of the embedder that wrote them: whether they are not."""
+    dimensions = None
+    if recorded["id"] == embedder.id:
         try:
             dimensions = embedder.dimensions
         except Exception:  # the probe above has already reported why the embedder does not work
-            return
+            return False
         if dimensions == recorded["dimensions"]:
-            return
-        fix = f"set its options or server back to give {recorded['dimensions']}"
-        configured = f"{configured} ({dimensions} dimensions, the file has {recorded['dimensions']})"
-    else:
-        fix = reselect_embedder(recorded["id"], diagnosis.report["plugin_ids"]["embedder"])
-    diagnosis.problems.append(
-        f"the file was built with {recorded['id']!r} but {configured!r} is configured: {fix}, or move the "
-        f"knowledge to a new file with the new embedder: duckgraph export -o kb.jsonl --db {path}, then "
-        "duckgraph import --re-embed kb.jsonl --db NEW.duckdb")
+            return False
+    if "vectors" in store and not any(store["vectors"].values()):  # as the store binds such a file again
+        diagnosis.warnings.append(
+            f"the file records the embedder {recorded['id']!r} ({recorded['dimensions']} dimensions) but holds no "
+            f"vectors (a first write that failed after recording it, or everything deleted): the next write records "
+            f"the configured {embedder.id!r} instead")
+        return False
+    diagnosis.problems.append(embedder_mismatch(
+        path, (recorded["id"], recorded["dimensions"]), embedder.id, dimensions=dimensions,
+        registered=diagnosis.report["plugin_ids"]["embedder"], file="the file"))
+    return True
 
 
 def _why_not_creatable(path: Path) -> str | None:

@@ -289,3 +289,27 @@ def reselect_embedder(embedder_id: str, registered: Iterable[str] = ()) -> str:
     return (f"select the plugin that gives {embedder_id!r} again: DUCKGRAPH_EMBEDDER (use in [embedder]) takes the "
             f"id that plugin registers (one of the embedder ids duckgraph doctor lists), not {embedder_id!r}, with "
             "the options that gave it")
+
+
+def embedder_mismatch(path: object, bound: tuple[str, int], configured: str, *, registered: Iterable[str] = (),
+                      dimensions: int | None = None, file: str | None = None) -> str:
+    """Why a file's vectors (`bound`: the id and width it records) do not fit the configured embedder, and the two
+    ways on: configure what gave them again, or move the knowledge to a new file. The one wording of the knowledge
+    base's refusal and of `duckgraph doctor`. `dimensions`: what the configured embedder gives, when known;
+    `registered`: the plugin ids, when known; `file`: how the head names the file (default: its path)."""
+    bound_id, bound_dimensions = bound
+    file = file or str(path)
+    if configured == bound_id:  # one name, another width: its options or the model behind the name changed
+        head = (f"{file} was built with {bound_id!r} but '{configured} ({dimensions} dimensions, the file has "
+                f"{bound_dimensions})' is configured")
+        fix = f"set its options or server back to give {bound_dimensions}"
+    elif configured.split(":")[0] == bound_id.split(":")[0]:  # the plugin is selected: its model or options differ
+        head = (f"the configured embedder gives {configured!r} while {file} holds vectors of {bound_id!r} "
+                f"({bound_dimensions} dimensions)")
+        fix = (f"set its model and options (DUCKGRAPH_EMBEDDER_OPTIONS, options in [embedder]) back to those that "
+               f"gave {bound_id!r}")
+    else:
+        head = f"{file} was built with {bound_id!r} but {configured!r} is configured"
+        fix = reselect_embedder(bound_id, registered)
+    return (f"{head}: {fix}, or move the knowledge to a new file with the new embedder: duckgraph export -o kb.jsonl "
+            f"--db {path}, then duckgraph import --re-embed kb.jsonl --db NEW.duckdb")

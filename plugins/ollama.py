@@ -21,14 +21,25 @@ DEFAULT_CHAT_MODEL = "qwen3:8b"
 
 
 def resolve_base_url(base_url: str | None) -> str:
-    """The explicit option, else OLLAMA_HOST (which Ollama accepts without a scheme), else the default."""
-    url = base_url or os.environ.get("OLLAMA_HOST") or DEFAULT_BASE_URL
+    """The explicit option, else OLLAMA_HOST, else the default, read by Ollama's own rule (envconfig.Host): a bare
+    host (no scheme) is http on port 11434 unless it names one ("host", "host:port", "[::1]", "::1"); a URL with
+    a scheme keeps its own default port (http 80, https 443: an Ollama behind a proxy at https://ollama.example.com
+    works). 0.0.0.0, what a server listens on, means this host."""
+    url = (base_url or os.environ.get("OLLAMA_HOST") or "").strip() or DEFAULT_BASE_URL
     if "://" not in url:
-        url = f"http://{url}"
-    host = url.split("://", 1)[1]
-    if ":" not in host.split("/", 1)[0]:
-        url = url.rstrip("/") + ":11434"
+        hostport, slash, path = url.partition("/")
+        url = f"http://{_with_ollama_port(hostport)}{slash}{path}"
     return url.rstrip("/").replace("://0.0.0.0", "://127.0.0.1")
+
+
+def _with_ollama_port(hostport: str) -> str:
+    """A bare host with Ollama's port, 11434, unless it gives one; an IPv6 address in brackets."""
+    if hostport.startswith("["):  # [::1] or [::1]:port
+        return hostport if "]:" in hostport else f"{hostport}:11434"
+    if hostport.count(":") > 1:  # an IPv6 address without brackets, which cannot carry a port
+        return f"[{hostport}]:11434"
+    host, colon, port = hostport.partition(":")
+    return f"{host or '127.0.0.1'}:{port or '11434'}"
 
 
 _ALL_MINILM_L6_V2_TAGS = {"all-minilm:latest", "all-minilm:22m", "all-minilm:l6-v2"}

@@ -38,9 +38,11 @@ class Extractor(ABC):
         Raises ExtractionError when no valid graph can be produced.
         """
 
-    def check(self) -> None:
+    def check(self) -> str | None:
         """Reach the model without a full extraction (for `duckgraph doctor`); raise ExtractionError saying what
-        to fix. By default there is nothing to reach."""
+        to fix, or return a warning when it works but may not as configured (doctor lists it, exit status 0). By
+        default there is nothing to reach."""
+        return None
 
     def write_report(self, material: str) -> dict[str, str]:
         """A community report, {"title", "summary"}, written from `material` (its entities, facts and passages).

@@ -69,7 +69,9 @@ class GraphStore(ABC):
 
     @abstractmethod
     def bind_embedder(self, embedder_id: str, dimensions: int) -> None:
-        """Record the embedder of a fresh file; raise EmbedderMismatchError if the file has another."""
+        """Record the embedder of a fresh file, or of one that holds no vectors yet (a first write that failed after
+        binding it must not tie it to an embedder that never worked); raise EmbedderMismatchError if the file holds
+        vectors of another."""
 
     # -- writes ----------------------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from duckgraph.core.domain.retrieval import anchor_and_expand, match_words
 from duckgraph.core.domain.search_options import SearchOptions
 from duckgraph.core.domain.texts import edge_text, node_text
 from duckgraph.core.files import backup as file_backup
-from duckgraph.core.plugin_manager import reselect_embedder
+from duckgraph.core.plugin_manager import embedder_mismatch
 from duckgraph.ports import (
     EdgeWrite,
     Embedder,
@@ -196,7 +196,7 @@ class KnowledgeBase:
                 self.store.open()
                 self._opened = True
                 info = self.store.embedder_info()
-                if info is not None and info[0] != self.embedder.id:
+                if info is not None and info[0] != self.embedder.id and not _holds_nothing(self.store):
                     log.warning("embedder mismatch: file has %s, configured %s", info[0], self.embedder.id)
         return self
 
@@ -222,18 +222,22 @@ class KnowledgeBase:
     def _vectors_ready(self, *, bind: bool = True) -> None:
         """Bind the embedder to the file once; refuse a different one before any model is loaded. A read
         (`bind=False`) of a file no embedder is bound to yet (it holds no vectors) leaves it unbound, so that the
-        first write may still choose another embedder."""
+        first write may still choose another embedder.
+
+        A file that holds no entity nor passage holds no vectors, whatever embedder it records (a first write that
+        failed after binding, such as a mistyped model with its `dimensions` given): a write binds it to the
+        configured embedder instead (the store logs it), and a read has nothing to refuse."""
         self.open()
         if self._bound:
             return
         info = self.store.embedder_info()
-        if info is None and not bind:
+        other = info is not None and info[0] != self.embedder.id
+        empty = info is not None and (other or not bind) and _holds_nothing(self.store)
+        if not bind and (info is None or empty):
             return
-        if info is not None and info[0] != self.embedder.id:
+        if info is not None and other and not empty:
             raise EmbedderMismatchError(
-                f"{getattr(self.store, 'path', 'this knowledge base')} was built with embedder {info[0]!r}, but "
-                f"{self.embedder.id!r} is configured: {reselect_embedder(info[0])}; or use another database file."
-            )
+                embedder_mismatch(getattr(self.store, "path", "this knowledge base"), info, self.embedder.id))
         self.store.bind_embedder(self.embedder.id, self.embedder.dimensions)
         self._bound = True
 
@@ -776,6 +780,12 @@ def _refuse_edge(
     if not relation_type(edge.type):
         raise InvalidInputError(f"{label}: the type must contain letters or digits, e.g. FOUNDED")
     raise InvalidInputError(f"{label}: source and target are the same entity; a relation joins two entities")
+
+
+def _holds_nothing(store: GraphStore) -> bool:
+    """Whether the file holds no vector: none without an entity or a passage (a relation needs its entities)."""
+    counts = store.stats()
+    return not (counts["nodes"] or counts["chunks"])
 
 
 def _full_hint(names: Sequence[str]) -> list[str]:

@@ -332,13 +332,21 @@ def embedder_info(con: Any) -> tuple[str, int] | None:
 
 
 def check_embedder(path: Path, bound: tuple[str, int], embedder_id: str, dimensions: int) -> None:
-    """Refuse an embedder other than the one the file is bound to."""
+    """Refuse an embedder other than the one the file is bound to (which holds vectors, see `holds_vectors`)."""
     if bound[0] == embedder_id and bound[1] != dimensions:  # one name, another width: its options or server changed
         raise EmbedderMismatchError(
             f"{path} holds vectors of {embedder_id!r} with {bound[1]} dimensions, but it now gives {dimensions} "
             f"dimensions (its options, such as dimensions, or the model its server runs have changed): set it "
             f"back to give {bound[1]}, or move the knowledge to a new file (duckgraph export, then duckgraph import "
             "--re-embed into another --db)."
+        )
+    if bound != (embedder_id, dimensions) and bound[0].split(":")[0] == embedder_id.split(":")[0]:
+        # Its plugin is selected (ids are "plugin:model"): the model or options differ, not the plugin.
+        raise EmbedderMismatchError(
+            f"{path} holds vectors of {bound[0]!r} ({bound[1]} dimensions), but the configured embedder gives "
+            f"{embedder_id!r} ({dimensions} dimensions): set its model and options back to those that gave "
+            f"{bound[0]!r}, or move the knowledge to a new file (duckgraph export, then duckgraph import --re-embed "
+            "into another --db)."
         )
     if bound != (embedder_id, dimensions):
         raise EmbedderMismatchError(
@@ -349,8 +357,27 @@ def check_embedder(path: Path, bound: tuple[str, int], embedder_id: str, dimensi
         )
 
 
-def bind_embedder(con: Any, embedder_id: str, dimensions: int) -> None:
-    """Record the embedder in `meta` and create the vector tables at its width (inside a transaction)."""
+def holds_vectors(con: Any) -> bool:
+    """Whether the file holds any vector: in the vector tables, of a community report, or owed by an entity, a
+    relation or a passage (each is stored with its vector)."""
+    tables = {row[0] for row in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'"
+    ).fetchall()}
+    vector_rows = [table for table, _, _ in vector_tables.VECTOR_TABLES.values() if table in tables]
+    queries = [f"SELECT 1 FROM {table} LIMIT 1" for table in [*vector_rows, "nodes", "edges", "chunks"]]
+    queries.append("SELECT 1 FROM communities WHERE embedding IS NOT NULL LIMIT 1")
+    return any(con.execute(query).fetchone() is not None for query in queries)
+
+
+def bind_embedder(con: Any, embedder_id: str, dimensions: int, *, replacing: bool = False) -> None:
+    """Record the embedder in `meta` and create the vector tables at its width (inside a transaction). `replacing`:
+    the file records another embedder but holds no vectors (`holds_vectors`): its empty vector tables, of the old
+    width, and any saved index layout go first."""
+    if replacing:
+        for table, _, _ in vector_tables.VECTOR_TABLES.values():
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+        con.execute("DROP TABLE IF EXISTS vector_layouts")  # derived; created again on the next save
+        con.execute("DELETE FROM meta WHERE key IN ('embedder_id', 'dimensions')")
     vector_tables.create(con, dimensions)
     con.executemany(
         "INSERT INTO meta VALUES (?, ?)", [["embedder_id", embedder_id], ["dimensions", str(dimensions)]]

@@ -239,15 +239,24 @@ class DuckDBStore(GraphStore):
             return schema.embedder_info(self._db)
 
     def bind_embedder(self, embedder_id: str, dimensions: int) -> None:
+        """Record the embedder of a file that holds no vectors: a fresh one, or one bound to another embedder by a
+        write that stored nothing (a mistyped model, a width the server ignores). Such a binding would otherwise
+        refuse the corrected embedder for good; the new one is logged. A file with vectors refuses another."""
         with self._lock:
             info = self.embedder_info()
-            if info is not None:
+            if info == (embedder_id, dimensions):
+                return
+            if info is not None and (self.read_only or schema.holds_vectors(self._db)):
                 schema.check_embedder(self.path, info, embedder_id, dimensions)
                 return
             if self.read_only:
                 raise StoreError(self.read_only_message() + " It has no embedder recorded yet: it holds no vectors.")
-            with self._transaction() as con:
-                schema.bind_embedder(con, embedder_id, dimensions)
+            with self._transaction() as con:  # the lock keeps every write out until the file is bound
+                schema.bind_embedder(con, embedder_id, dimensions, replacing=info is not None)
+            if info is not None:
+                log.warning("%s held no vectors: bound to %r (%d dimensions) instead of %r (%d dimensions), which it "
+                            "recorded (a first write that failed after recording it, or everything deleted)",
+                            self.path, embedder_id, dimensions, info[0], info[1])
             self._vectors.new_indexes(self._con, dimensions)
 
     # -- writes: the one place the mirror changes --------------------------------------------------------

@@ -49,7 +49,7 @@ def test_other_embedder_is_refused_before_anything_is_written(db_path: Path):
         message = str(err.value)
         assert str(db_path) in message
         assert "'test:fake-hashing'" in message and "'test:other'" in message
-        assert "DUCKGRAPH_EMBEDDER" in message and "another database file" in message
+        assert "DUCKGRAPH_EMBEDDER" in message and "duckgraph import --re-embed" in message
         with pytest.raises(EmbedderMismatchError):
             kb.add_documents([DocumentInput(id="d", text="Babbage designed the Analytical Engine.")])
         with pytest.raises(EmbedderMismatchError):

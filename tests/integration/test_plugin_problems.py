@@ -363,10 +363,16 @@ def test_doctor_names_the_plugin_id_that_selects_the_files_embedder(site, env, t
             "with the options that gave 'ollama:all-minilm:latest', or move the knowledge") in problem
 
 
+class _OtherPluginsEmbedder(HashingEmbedder):
+    @property
+    def id(self) -> str:  # another plugin's id: "test:..." ones share theirs, which tells to set the model back
+        return "other-plugin:fake-hashing"
+
+
 def test_the_mismatch_error_says_the_setting_takes_the_plugins_id(db_path: Path) -> None:
     with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
         kb.add_knowledge_graph([NodeInput(name="Ada Lovelace", type="Person")], [])
-    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder(name="other")) as kb:
+    with KnowledgeBase(DuckDBStore(db_path), _OtherPluginsEmbedder()) as kb:
         with pytest.raises(EmbedderMismatchError) as info:
             kb.add_knowledge_graph([NodeInput(name="Charles Babbage", type="Person")], [])
     message = str(info.value)

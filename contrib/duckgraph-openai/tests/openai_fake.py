@@ -8,7 +8,8 @@
 With `api_key` set, every request must carry `Authorization: Bearer <api_key>`; a wrong key is answered 401 with
 the key echoed back in full (the worst a server can do, to test that the plugin never repeats it). Faults:
 `fail_next(status, count, retry_after=None)`, `delay_seconds`, and `edit_vectors(vectors) -> vectors` to send
-malformed embeddings. Every request is kept in `requests`.
+malformed embeddings. `lists_only`: as llama-server, list only these names (its .gguf path) and answer any model
+name. Every request is kept in `requests`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class FakeOpenAI:
     def __init__(self, *, models: tuple[str, ...] = ("text-embedding-3-small", "gpt-4o-mini"), dimensions: int = 64,
                  api_key: str | None = None, chat_reply: Callable[[dict[str, Any]], str] | None = None) -> None:
         self.models = set(models)
+        #: As llama-server: /v1/models lists these (the .gguf path it loaded) and every model name is answered.
+        self.lists_only: list[str] | None = None
         self.dimensions = dimensions
         self.api_key = api_key
         self.chat_reply = chat_reply or (lambda body: '{"nodes": [], "edges": []}')
@@ -124,15 +127,17 @@ class _Handler(BaseHTTPRequestHandler):
         route = routes.get((self.command, self.path))
         if route is None:
             return self._send(404, _error(f"Invalid URL ({self.command} {self.path})", "invalid_request_error"))
-        if self.command == "POST" and (not isinstance(body, dict) or body.get("model") not in fake.models):
+        answered = fake.models if fake.lists_only is None else {body.get("model")} if isinstance(body, dict) else set()
+        if self.command == "POST" and (not isinstance(body, dict) or body.get("model") not in answered):
             model = body.get("model") if isinstance(body, dict) else None
             return self._send(404, _error(f"The model `{model}` does not exist or you do not have access to it.",
                                           "invalid_request_error", "model_not_found"))
         route(fake, body)
 
     def _models(self, fake: FakeOpenAI, body: Any) -> None:
+        listed = sorted(fake.models) if fake.lists_only is None else fake.lists_only
         self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "tests"}
-                                                    for m in sorted(fake.models)]})
+                                                    for m in listed]})
 
     def _embeddings(self, fake: FakeOpenAI, body: dict[str, Any]) -> None:
         texts = body.get("input")

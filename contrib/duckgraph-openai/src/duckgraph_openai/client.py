@@ -103,7 +103,9 @@ class OpenAIClient:
                      attempt + 1, self.max_retries, pause)
             time.sleep(pause)
         if response.status_code >= 400:
-            raise self._error(self._redact(self._explain(response, path, body)))
+            error = self._error(self._redact(self._explain(response, path, body)))
+            error.status = response.status_code  # type: ignore[attr-defined]  # what a caller may tell apart
+            raise error
         try:
             reply = response.json()
         except ValueError:

@@ -40,14 +40,29 @@ class OpenAIExtractor(ChatExtractor):
     def id(self) -> str:
         return f"openai:{self.model}"
 
-    def check(self) -> None:
+    def check(self) -> str | None:
         listed = self._client.get("/models").get("data")
         served = [str(m.get("id")) for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
         # Ollama lists a model by its full name and answers to it without the default tag too: qwen3 is qwen3:latest.
         untagged = ":" not in self.model.rsplit("/", 1)[-1]
-        if self.model not in served and not (untagged and f"{self.model}:latest" in served):
-            raise ExtractionError(f"{self._client.shown_url} does not serve the model {self.model!r}: set the model "
-                                  f"option to one it serves ({', '.join(served[:10]) or 'it lists none'})")
+        if self.model in served or (untagged and f"{self.model}:latest" in served):
+            return None
+        names = ", ".join(served[:10]) or "none"
+        # Not listed is not proof: llama-server lists the .gguf path it loaded and answers any model name. A chat
+        # call of one token tells: a model error (HTTP 404) is a failure, an answer only a warning.
+        try:
+            self._client.post("/chat/completions", {
+                "model": self.model, "messages": [{"role": "user", "content": "Reply with OK."}], "max_tokens": 1,
+                "temperature": 0, "stream": False})
+        except ExtractionError as exc:
+            if getattr(exc, "status", None) == 404:  # the server's "no such model"
+                raise ExtractionError(f"{self._client.shown_url} does not serve the model {self.model!r}: set the "
+                                      f"model option to one it serves (it lists {names}). {exc}") from None
+            raise ExtractionError(f"{self._client.shown_url}/models does not list the model {self.model!r} (it "
+                                  f"lists {names}), and a chat call with it failed: {exc}") from None
+        return (f"{self._client.shown_url}/models lists {names}, not {self.model!r}, though a chat call with "
+                f"{self.model!r} was answered: the server may answer another name (llama-server does); if extraction "
+                "fails, set the model option to one of those it lists")
 
     def complete(self, messages: list[dict[str, str]], reply: ReplyFormat) -> str:
         # Strict mode: the server's decoder keeps the model to the schema (where it supports it).
