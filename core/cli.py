@@ -949,6 +949,10 @@ def _import(args: argparse.Namespace) -> int:
               "file nor the knowledge base has such an entity", file=sys.stderr)
     for reason in summary.partly_imported:
         print(f"duckgraph: imported in part {reason}", file=sys.stderr)
+    if summary.nodes_values_replaced:  # the file's values win: say which stored ones are gone
+        count, more = summary.nodes_values_replaced, summary.nodes_values_replaced - len(summary.values_replaced)
+        print(f"duckgraph: {count} {'entity' if count == 1 else 'entities'} had stored values replaced by the "
+              f"file's: {', '.join(summary.values_replaced)}{f' and {more} more' if more else ''}", file=sys.stderr)
     for reason in summary.skipped:
         print(f"duckgraph: skipped {reason}", file=sys.stderr)
     return 0

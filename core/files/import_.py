@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import pickle
+import sqlite3
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -56,6 +59,9 @@ from duckgraph.ports import (
     relation_type,
 )
 
+#: Entities named in `ImportSummary.values_replaced`: enough to see what happened, however long the file.
+MAX_REPLACED_LISTED = 20
+
 #: Lines of a duckgraph export checked, embedded and written at a time: what an import holds in memory (about
 #: 8 KB a line with vectors), however long the file.
 BATCH_LINES = 2_000
@@ -88,6 +94,14 @@ class ImportSummary(BaseModel):
         default_factory=list,
         description="Lines of a memory server file imported in part: what was left out (observations over a limit, "
                     "a type the tools refuse), by line and position, and why.",
+    )
+    nodes_values_replaced: int = Field(
+        0, description="Stored entities whose type, description, aliases or properties the file's replaced (the "
+                       "file's values win): a stored value they held is gone.")
+    values_replaced: list[str] = Field(
+        default_factory=list,
+        description=f"The first {MAX_REPLACED_LISTED} of those entities, with the fields replaced: "
+                    "\"Maya Chen (description, aliases, properties)\".",
     )
     placeholders: list[str] = Field(
         default_factory=list,
@@ -149,6 +163,46 @@ def _objects(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[str,
         if not isinstance(obj, dict):
             raise InvalidInputError(f"{source}:{number}: a line must be a JSON object")
         yield number, obj
+
+
+def _in_creation_order(lines: Iterable[tuple[int, Line]]) -> Iterator[tuple[int, Line]]:
+    """The lines, each run of node lines and each run of edge lines in the order of their created_at (those without
+    one last: they are created now), then file order. New rows get their ids in the order they are written, and ids
+    are creation order (read_graph, `export --format memory-jsonl`), while an export sorts these lines by name. A
+    run waits in a temporary file, not in memory."""
+    with closing(sqlite3.connect("")) as db:  # "": a temporary file, removed when closed
+        db.execute("CREATE TABLE run (late INTEGER, at TEXT, number INTEGER, line BLOB)")
+        for kind, run in itertools.groupby(lines, key=lambda item: type(item[1])):
+            if kind not in (NodeLine, EdgeLine):
+                yield from run
+                continue
+            db.execute("DELETE FROM run")
+            db.executemany("INSERT INTO run VALUES (?, ?, ?, ?)", (
+                (line.created_at is None, line.created_at.isoformat(timespec="microseconds") if line.created_at
+                 else "", number, pickle.dumps(line, protocol=pickle.HIGHEST_PROTOCOL))
+                for number, line in run))
+            for number, blob in db.execute("SELECT number, line FROM run ORDER BY late, at, number"):
+                yield number, pickle.loads(blob)
+
+
+def _note_replaced(summary: ImportSummary, old: NodeRecord, new: NodeRecord) -> None:
+    """Count (and list the first few of) the stored entities whose stored values the file's replace: the file's
+    values win, but a stored value lost that way (another description, an alias or property the file lacks) is
+    said, not dropped silently. Filling in a blank field or a placeholder's type loses nothing."""
+    fields = [name for name, lost in (
+        ("type", old.type != new.type and old.type != PLACEHOLDER_TYPE),
+        ("description", bool(old.description) and old.description != new.description),
+        ("aliases", bool(set(old.aliases) - set(new.aliases))),
+        ("properties", any(new.properties.get(key, _MISSING) != value for key, value in old.properties.items())),
+    ) if lost]
+    if not fields:
+        return
+    summary.nodes_values_replaced += 1
+    if len(summary.values_replaced) < MAX_REPLACED_LISTED:
+        summary.values_replaced.append(f"{old.name} ({', '.join(fields)})")
+
+
+_MISSING = object()
 
 
 def _compact(line: Line) -> Line:
@@ -228,7 +282,13 @@ class _NativeImport(_Import):
         self.nodes = SpilledMap()  # file id -> (namespace, key)
         self.names = SpilledMap()  # (namespace, key) -> name, of the file's nodes
         self.edges = SpilledMap()  # file id -> (namespace, source, target, type, valid_from, valid_until)
-        self.seen_edges = SpilledMap()  # as a set: each relation's identity
+        #: (namespace, source, target, type) -> [(valid_from, valid_until, line number)]: the file's periods of
+        #: each relation, none of which may overlap another.
+        self.periods = SpilledMap()
+        self.rewritten = SpilledMap()  # as a set: ids of stored edges a line of the file writes over
+        #: A line's period that overlaps a stored period it does not write over: refused at the end unless
+        #: another line writes over that stored period (moves it); see `_check_stored_overlaps`.
+        self.overlaps: list[_StoredOverlap] = []
         #: The line numbers of the current batch's nodes, chunks and edges: a line names only lines before it
         #: (those of earlier batches are), whatever the batch size.
         self.batch_lines: dict[tuple[str, Any], int] = {}
@@ -238,7 +298,8 @@ class _NativeImport(_Import):
         try:
             return self._run(objects)
         finally:
-            for spilled in (self.documents, self.chunks, self.nodes, self.names, self.edges, self.seen_edges):
+            for spilled in (self.documents, self.chunks, self.nodes, self.names, self.edges, self.periods,
+                            self.rewritten):
                 spilled.close()
 
     def _run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
@@ -256,13 +317,14 @@ class _NativeImport(_Import):
         summary = ImportSummary(format="duckgraph")
         with self.kb.writing() as writer, writer.restoring() as restore:
             batch: list[tuple[int, Line]] = []
-            for number, line in itertools.chain([first], lines):
+            for number, line in _in_creation_order(itertools.chain([first], lines)):
                 # A document and the chunks after it go in one batch: it is compared with the stored one whole.
                 if len(batch) >= BATCH_LINES and not isinstance(line, ChunkLine):
                     self._write(restore, batch, summary)
                     batch = []
                 batch.append((number, line))
             self._write(restore, batch, summary)
+            self._check_stored_overlaps()  # before the commit: a refusal leaves nothing written
         if self.reports:  # derived data on the graph just committed: after the import's transaction
             summary.community_reports_restored, problems = restore_reports(self.kb, self.reports)
             summary.skipped += problems
@@ -513,6 +575,7 @@ class _NativeImport(_Import):
                 if unchanged:
                     summary.nodes_unchanged += 1
                     continue
+                _note_replaced(summary, old, record)
                 if node_text(record, merged) == node_text(old, stored_observations):
                     snapshot.nodes.append(record)  # same text: the stored vector stays
                     continue
@@ -528,7 +591,7 @@ class _NativeImport(_Import):
     ) -> None:
         # Edges: matched on their ends and type (and validity, for edges that no longer hold).
         stored_edges = self._stored_edges(existing)
-        by_hand = self.store.written_by_hand("edge", [e.id for e in stored_edges.values()])
+        by_hand = self.store.written_by_hand("edge", [e.id for rows in stored_edges.values() for e in rows])
         old_names = {k: n.name for k, n in existing.items()}
 
         def name(namespace: str, key: str) -> str:
@@ -538,23 +601,22 @@ class _NativeImport(_Import):
             kind = relation_type(line.type)
             if not kind:
                 raise self._fail(number, "the type must contain letters or digits, e.g. FOUNDED")
-            identity = (namespace, source, target, kind, line.valid_until,
-                        line.valid_from if line.valid_until is not None else None)
             if line.id is not None:
                 if line.id in self.edges:
                     raise self._fail(number, f"edge id {line.id} appears twice")
                 self.edges[line.id] = (namespace, source, target, kind, line.valid_from, line.valid_until)
                 self.batch_lines[("edge", line.id)] = number
-            if identity in self.seen_edges:
-                raise self._fail(number, f"the relation {source} -{kind}-> {target} appears twice")
-            self.seen_edges.add(identity)
+            relation = (namespace, source, target, kind)
+            period = (line.valid_from, line.valid_until)
+            label = f"{name(namespace, source)} -{kind}-> {name(namespace, target)}"
+            self._check_file_overlap(number, relation, period, label)
+            old = self._stored_period(relation, period, stored_edges.get(relation, []), number, label)
             write = EdgeWrite(
                 namespace=namespace, source_key=source, target_key=target, type=kind,
                 description=line.description, weight=line.weight, properties=line.properties,
                 valid_from=line.valid_from, valid_until=line.valid_until, created_at=line.created_at,
                 updated_at=line.updated_at, by_hand=line.by_hand,
             )
-            old = stored_edges.get(identity)
             new_text = edge_text(write, {source: name(namespace, source), target: name(namespace, target)})
             if old is not None:
                 write.created_at = write.created_at or old.created_at
@@ -563,8 +625,9 @@ class _NativeImport(_Import):
                     {source: old_names[(namespace, source)], target: old_names[(namespace, target)]},
                 )
                 same = (
-                    (old.description, old.weight, old.properties, old.valid_from, old.created_at)
-                    == (write.description, write.weight, write.properties, write.valid_from, write.created_at)
+                    (old.description, old.weight, old.properties, old.valid_from, old.valid_until, old.created_at)
+                    == (write.description, write.weight, write.properties, write.valid_from, write.valid_until,
+                        write.created_at)
                     and line.updated_at in (None, old.updated_at)
                     and (old.id in by_hand or not line.by_hand)
                 )
@@ -608,18 +671,108 @@ class _NativeImport(_Import):
                 plan.snapshot.evidence.append((namespace, source, target, kind, valid_from, valid_until,
                                                document_id, ordinal))
 
-    def _stored_edges(self, existing: dict[tuple[str, str], NodeRecord]) -> dict[tuple[Any, ...], EdgeRecord]:
-        """Stored edges among the stored nodes the file names, by the identity the import matches on."""
-        found: dict[tuple[Any, ...], EdgeRecord] = {}
+    def _stored_edges(self, existing: dict[tuple[str, str], NodeRecord]) -> dict[tuple[str, str, str, str],
+                                                                                list[EdgeRecord]]:
+        """Stored edges among the stored nodes the file names, by relation (namespace, source, target, type), each
+        relation's periods oldest row first (the row `restore` matches first)."""
+        found: dict[tuple[str, str, str, str], list[EdgeRecord]] = {}
         by_namespace: dict[str, dict[int, str]] = {}
         for (namespace, key), node in existing.items():
             by_namespace.setdefault(namespace, {})[node.id] = key
         for namespace, keys in by_namespace.items():
-            for edge in self.store.edges_among(sorted(keys), namespace, include_expired=True):
-                identity = (namespace, keys[edge.source_id], keys[edge.target_id], edge.type, edge.valid_until,
-                            edge.valid_from if edge.valid_until is not None else None)
-                found.setdefault(identity, edge)
+            for edge in sorted(self.store.edges_among(sorted(keys), namespace, include_expired=True),
+                               key=lambda e: e.id):
+                relation = (namespace, keys[edge.source_id], keys[edge.target_id], edge.type)
+                found.setdefault(relation, []).append(edge)
         return found
+
+    def _check_file_overlap(self, number: int, relation: tuple[str, str, str, str], period: _Period,
+                            label: str) -> None:
+        """Refuse a line whose period shares a moment with the period of an earlier line of the same relation:
+        the periods of one relation never overlap (docs/time.md), or a search would list the fact twice."""
+        earlier = self.periods.get(relation, [])
+        for valid_from, valid_until, other in earlier:
+            if (valid_from, valid_until) == period:
+                raise self._fail(number, f"the relation {label} appears twice (as on line {other}); nothing was "
+                                         "imported: remove one of the two lines")
+            if _overlap(period, (valid_from, valid_until)):
+                raise self._fail(number, f"the relation {label} would hold {_span(*period)}, which overlaps its "
+                                         f"period {_span(valid_from, valid_until)} on line {other}: the periods of "
+                                         "one relation never overlap; nothing was imported: fix the dates of one "
+                                         "of the two lines (a period that starts when the other ends)")
+        self.periods[relation] = [*earlier, (*period, number)]
+
+    def _stored_period(self, relation: tuple[str, str, str, str], period: _Period, stored: list[EdgeRecord],
+                       number: int, label: str) -> EdgeRecord | None:
+        """The stored period of `relation` the line writes over (as `restore` chooses it: the same period, or the
+        one still holding when the line still holds, else the one that starts at the same moment and overlaps
+        it: the file's values win, its end included); None: the line adds a period. Any other stored period the
+        line overlaps is noted, to be refused unless another line writes over it."""
+        valid_from, valid_until = period
+        match = next((e for e in stored if e.valid_until == valid_until
+                      and (valid_until is None or e.valid_from == valid_from)), None)
+        if match is None:
+            match = next((e for e in stored if e.valid_from == valid_from and e.id not in self.rewritten
+                          and _overlap(period, (e.valid_from, e.valid_until))), None)
+        if match is not None:
+            self.rewritten.add(match.id)
+        for edge in stored:
+            if edge is not match and _overlap(period, (edge.valid_from, edge.valid_until)):
+                self.overlaps.append(_StoredOverlap(number, label, period, edge.id,
+                                                    (edge.valid_from, edge.valid_until)))
+        return match
+
+    def _check_stored_overlaps(self) -> None:
+        """Refuse the import when a line's period overlaps a stored period of its relation that no line of the file
+        writes over (a stored period another line moves, as when both files hold the same history, is no clash)."""
+        for clash in self.overlaps:
+            if clash.edge_id in self.rewritten:
+                continue
+            start = clash.stored[0]
+            named = "null" if start is None else '"%s"' % (
+                start.date().isoformat() if start == datetime(start.year, start.month, start.day)
+                else start.isoformat() + "Z")
+            raise self._fail(
+                clash.number,
+                f"the relation {clash.label} would hold {_span(*clash.period)}, which overlaps its stored period "
+                f"{_span(*clash.stored)}: the periods of one relation never overlap, and a line writes over a stored "
+                "period only when it starts at the same moment; nothing was imported: give the line the stored "
+                "period's valid_from to replace it with the file's, or dates that start when it ends (or end before "
+                "it starts), or delete the stored period first (delete_relations with this relation and valid_from "
+                f"{named}) and import again")
+
+
+_Period = tuple[datetime | None, datetime | None]
+
+
+@dataclass(frozen=True)
+class _StoredOverlap:
+    """A line (`number`) whose period overlaps the stored period `stored` of edge `edge_id`, one it does not
+    write over."""
+
+    number: int
+    label: str
+    period: _Period
+    edge_id: int
+    stored: _Period
+
+
+def _overlap(a: _Period, b: _Period) -> bool:
+    """Whether two periods [from, until) share a moment (None: no known start, or no end); an empty period (an
+    older export's) shares none. The store's rule (its `periods` module), which core may not import."""
+    def before(start: datetime | None, end: datetime | None) -> bool:
+        return start is None or end is None or start < end
+
+    return before(a[0], b[1]) and before(b[0], a[1]) and before(*a) and before(*b)
+
+
+def _span(valid_from: datetime | None, valid_until: datetime | None) -> str:
+    """A period in the words of the tools' overlap error."""
+    def moment(value: datetime) -> str:
+        return value.isoformat(sep=" ") + " UTC"
+
+    return f"from {moment(valid_from) if valid_from else 'no known start'} to " \
+           f"{moment(valid_until) if valid_until else 'no end'}"
 
 
 #: One observation, checked as the memory tools check each one of an entity.

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from duckgraph.plugins.duckdb import sql
+from duckgraph.plugins.duckdb.periods import _overlap
 from duckgraph.plugins.duckdb.schema import BEFORE_MARKS, name_keys
 from duckgraph.plugins.duckdb.writes import Writer, mark_extracted
 from duckgraph.ports import EdgeWrite, InvalidInputError, NodeRecord, Snapshot, WriteBatch, WriteSummary
@@ -101,7 +102,8 @@ def _restore_edges(
     writer: Writer, edges: list[EdgeWrite], now: datetime, dimensions: int | None
 ) -> tuple[int, int]:
     """Insert or replace edges: one that still holds replaces the one with the same ends and type that
-    still holds; one that no longer holds, the one with the same ends, type and validity."""
+    still holds; one that no longer holds, the one with the same ends, type and validity; else one replaces the
+    stored period of its ends and type that starts at the same moment and overlaps it."""
     if not edges:
         return 0, 0
     con = writer.con
@@ -123,6 +125,7 @@ def _restore_edges(
     wanted, params = sql.rows(1, ns=("VARCHAR", [a for a, _, _, _ in ends]), s=("BIGINT", [b for _, b, _, _ in ends]),
                            t=("BIGINT", [c for _, _, c, _ in ends]), type=("VARCHAR", [d for _, _, _, d in ends]))
     stored: dict[tuple[Any, ...], int] = {}
+    starting: dict[tuple[Any, ...], list[tuple[int, Any]]] = {}  # (ns, source, target, type, valid_from) -> rows
     for edge_id, ns, source, target, type_, valid_from, valid_until in con.execute(
         "SELECT e.id, e.namespace, e.source_id, e.target_id, e.type, e.valid_from, e.valid_until FROM edges e "
         f"JOIN (SELECT DISTINCT * FROM {wanted}) d ON e.namespace = d.ns AND e.source_id = d.s "
@@ -130,11 +133,27 @@ def _restore_edges(
         params,
     ).fetchall():
         stored.setdefault((ns, source, target, type_, valid_until, valid_from if valid_until else None), edge_id)
-    is_new = [identity not in stored for identity in identities]
+        starting.setdefault((ns, source, target, type_, valid_from), []).append((edge_id, valid_until))
+    # Else the stored period that starts at the same moment and overlaps it (ended since, or reopened elsewhere):
+    # the snapshot's end replaces its end, rather than adding a second period that overlaps it (the importer
+    # refuses any other overlap). Each stored row goes to one snapshot edge.
+    claimed = {stored[identity] for identity in identities if identity in stored}
+    targets: list[int | None] = []
+    for identity, end, edge in zip(identities, ends, edges):
+        if identity in stored:
+            targets.append(stored[identity])
+            continue
+        same = next((edge_id for edge_id, until in starting.get((*end, edge.valid_from), [])
+                     if edge_id not in claimed
+                     and _overlap((edge.valid_from, edge.valid_until), (edge.valid_from, until))), None)
+        if same is not None:
+            claimed.add(same)
+        targets.append(same)
+    is_new = [target is None for target in targets]
     fresh = iter(r[0] for r in con.execute(
         "SELECT nextval('edge_ids') FROM range(?)", [is_new.count(True)]
     ).fetchall())
-    ids = [next(fresh) if new else stored[identity] for identity, new in zip(identities, is_new)]
+    ids = [next(fresh) if target is None else target for target in targets]
     rows, params = sql.rows(
         1, id=("BIGINT", ids), namespace=("VARCHAR", [e.namespace for e in edges]),
         source_id=("BIGINT", [s for _, s, _, _ in ends]), target_id=("BIGINT", [t for _, _, t, _ in ends]),

@@ -63,7 +63,11 @@ def source(tmp_path: Path) -> KnowledgeBase:
     that no longer holds, and a second namespace."""
     kb = open_kb(tmp_path / "source.duckdb")
     kb.add_documents([DocumentInput(**d) for d in DOCUMENTS])
-    kb.add_knowledge_graph([NodeInput(**n) for n in NODES], [EdgeInput(**e) for e in EDGES])
+    # The collaboration that holds starts when the earlier one below ends: one relation's periods never overlap,
+    # and an import refuses a file whose periods do.
+    kb.add_knowledge_graph([NodeInput(**n) for n in NODES],
+                           [EdgeInput(**e, **({"valid_from": datetime(1965, 6, 30)}
+                                              if e["type"] == "COLLABORATED_WITH" else {})) for e in EDGES])
     kb.curation.add_observations("Vera Rubin", ["Born in 1928.", "Died in 2016."], "default")
     kb.curation.update_entity("Kent Ford", "default", properties={"born": 1944, "field": ["optics", "astronomy"]})
     kb.add_documents([DocumentInput(id="note", title="Note", text="Ada Lovelace worked with Charles Babbage.")],
