@@ -16,16 +16,10 @@ from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import EdgeInput, NodeInput
 from duckgraph.plugins.duckdb import DuckDBStore
 from tests.fakes import HashingEmbedder
-from tests.integration.test_compact import command_env, duckgraph, files
+from tests.integration.test_cli_ignored_options import env  # noqa: F401 (a fixture: a home and config of its own)
+from tests.integration.test_compact import duckgraph, files
 
 CASE_HINT = "did you mean 'work' (names are case-sensitive)? The file's namespaces are 'personal', 'work'"
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    folder = tmp_path / "env"
-    folder.mkdir()
-    return command_env(folder)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.plugins.ollama import OllamaEmbedder
 from duckgraph.ports import EmbedderError, EmbedderMismatchError, NodeRecord, WriteBatch, entity_key
 from tests.fakes import HashingEmbedder
+from tests.integration.test_doctor import env  # noqa: F401 (a fixture: no user config, no DUCKGRAPH_*)
 from tests.ollama_server import FakeOllama
 
 NOTE = "Ada Lovelace wrote the first program for the Analytical Engine."
@@ -33,18 +33,6 @@ NOTE = "Ada Lovelace wrote the first program for the Analytical Engine."
 def ollama():
     with FakeOllama(models=("all-minilm", "nomic-embed-text")) as server:
         yield server
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    """No user config and no DUCKGRAPH_* variable but those a test sets."""
-    config = tmp_path / "empty-config.toml"
-    config.write_text("", encoding="utf-8")
-    for name in [n for n in os.environ if n.startswith("DUCKGRAPH_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.delenv("OLLAMA_HOST", raising=False)
-    monkeypatch.setenv("DUCKGRAPH_CONFIG", str(config))
-    return monkeypatch
 
 
 def use_ollama(env: pytest.MonkeyPatch, **options) -> None:
