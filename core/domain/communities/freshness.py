@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.core.domain.communities.reports import FACT_IDS, FACTS_DELETED
+from duckgraph.core.domain.communities.reports import FACT_IDS, FACTS_DELETED, WRITTEN_AT
 from duckgraph.ports import DuckgraphError
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class Keeper:
         self._writes = 0  # commits seen: the count of changes is read again only after one (or another build)
         self._removals = 0  # of those, commits that may have removed entities (see `removals`)
         self._counted: dict[str, tuple[tuple[datetime, int], int]] = {}
-        self._touched: dict[str, tuple[tuple[datetime, int], dict[int, str] | None]] = {}
+        self._touched: dict[str, tuple[tuple[datetime, int], Touched | None]] = {}
 
     def freshness(self, namespace: str, build: CommunityBuild | None = None) -> Freshness | None:
         """How fresh the namespace's build is (`build`: its record, when the caller has just read it)."""
@@ -74,7 +74,7 @@ class Keeper:
         return Freshness(built_at=build.built_at, changed=changed, changed_share=round(share, 4),
                          stale=share > self.share, rebuilding=namespace in self.rebuilding)
 
-    def touched(self, namespace: str, build: CommunityBuild) -> dict[int, str] | None:
+    def touched(self, namespace: str, build: CommunityBuild) -> Touched | None:
         """The entities changed since the build, by id with their names now: those updated (a new description,
         name or property) and both ends of each fact updated or ended; what a report naming them may have out of
         date. None when more changed than `CHANGES_READ` (then the changed share says the reports are stale)."""
@@ -82,7 +82,7 @@ class Keeper:
         held = self._touched.get(build.namespace)
         if held is None or held[0] != key:
             found = touched_since(self._store, build.namespace, build.built_at) if self.freshness(
-                build.namespace, build).changed else {}  # nothing written since: no read of the changes
+                build.namespace, build).changed else Touched()  # nothing written since: no read of the changes
             held = self._touched[build.namespace] = (key, found)
         return held[1]
 
@@ -154,25 +154,53 @@ class Keeper:
             log.exception("keeping the communities fresh failed")
 
 
-def touched_since(store: GraphStore, namespace: str, since: datetime) -> dict[int, str] | None:
+class Touched(dict[int, str]):
+    """Entity id -> its name now, of the entities changed since a moment (see `Keeper.touched`); `last`: when each
+    last changed (naive UTC), so that a report written after a change is not taken for one written before it."""
+
+    def __init__(self, names: dict[int, str] | None = None, last: dict[int, datetime] | None = None) -> None:
+        super().__init__(names or {})
+        self.last = last or {}
+
+
+def touched_since(store: GraphStore, namespace: str, since: datetime) -> Touched | None:
     """See `Keeper.touched` (a build asks too, of the build it replaces)."""
     changes = store.changes(namespace, since, None, CHANGES_READ)
     if len(changes) >= CHANGES_READ:
         return None
-    nodes = {c.node_id for c in changes if c.kind == "entity updated" and c.node_id is not None}
-    edges = {c.edge_id for c in changes if c.kind in ("fact updated", "fact ended") and c.edge_id is not None}
-    for edge in store.get_edges(edges) if edges else ():
-        nodes.update((edge.source_id, edge.target_id))
-    return {node.id: node.name for node in store.get_nodes(nodes)} if nodes else {}
+    last: dict[int, datetime] = {}
+    at_edge: dict[int, datetime] = {}
+    for change in changes:
+        if change.kind == "entity updated" and change.node_id is not None:
+            last[change.node_id] = max(change.at, last.get(change.node_id, change.at))
+        elif change.kind in ("fact updated", "fact ended") and change.edge_id is not None:
+            at_edge[change.edge_id] = max(change.at, at_edge.get(change.edge_id, change.at))
+    for edge in store.get_edges(at_edge) if at_edge else ():
+        for end in (edge.source_id, edge.target_id):
+            last[end] = max(at_edge[edge.id], last.get(end, at_edge[edge.id]))
+    if not last:
+        return Touched()
+    nodes = store.get_nodes(set(last))
+    return Touched({node.id: node.name for node in nodes}, {node.id: last[node.id] for node in nodes})
 
 
-def touches(community: CommunityRecord, touched: dict[int, str]) -> list[str]:
+def written_at(community: CommunityRecord) -> datetime | None:
+    """When a model or the host wrote the report (naive UTC; None: an extractive one, or one written before the
+    time was kept, as of its build)."""
+    stamp = community.details.get(WRITTEN_AT)
+    return datetime.fromisoformat(stamp) if stamp else None
+
+
+def touches(community: CommunityRecord, touched: Touched) -> list[str]:
     """The names (now) of the changed entities among those the community's report names (by id; by name in a
-    report built before ids were kept)."""
+    report built before ids were kept), changed after the report was written: a report written again after a
+    change (save_community_report, `communities write`) was written from what holds now."""
     named = community.details.get("entities", [])
     ids = {e["id"] for e in named if "id" in e}
     names = {e["name"] for e in named if "id" not in e}
-    return [name for node, name in touched.items() if node in ids or name in names]
+    since = written_at(community)
+    return [name for node, name in touched.items() if (node in ids or name in names)
+            and (since is None or touched.last[node] > since)]
 
 
 def drop_deleted_facts(store: GraphStore, communities: Sequence[CommunityRecord]) -> None:

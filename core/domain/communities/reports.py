@@ -31,6 +31,9 @@ EMBEDDED_TYPES = 3
 #: kept), and, set only as it is read, how many facts it cited were deleted since (see freshness.drop_deleted_facts).
 FACT_IDS = "fact_ids"
 FACTS_DELETED = "facts_deleted"
+#: Key of a written report's details: when it was written (ISO, naive UTC). Its named entities changed only if they
+#: changed after that (freshness.touches); a build's details drop it (the report is then as of the build).
+WRITTEN_AT = "written_at"
 
 
 class EdgeTable:

@@ -11,7 +11,7 @@ from duckgraph.core.domain.communities import global_search as ranking
 from duckgraph.core.domain.communities.build import BuildOutcome, build
 from duckgraph.core.domain.communities.freshness import Freshness, Keeper, drop_deleted_facts, touches
 from duckgraph.core.domain.communities.hierarchy import level_view, reuse_reports
-from duckgraph.core.domain.communities.reports import FACTS_DELETED, as_now, material, report_text
+from duckgraph.core.domain.communities.reports import FACTS_DELETED, WRITTEN_AT, as_now, material, report_text
 from duckgraph.core.domain.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.core.domain.moments import iso_utc
 from duckgraph.core.domain.moments import now as now_utc
@@ -232,19 +232,31 @@ class CommunityService:
                           material=material(c)) for c in waiting])
 
     def _waiting(self, namespace: str, level: int | None) -> list[CommunityRecord]:
-        return [c for c in self._communities(namespace)
-                if (c.author == "extractive" or c.stale) and (level is None or c.level == level)]
+        """Communities whose report is extractive or stale, coarsest and largest first: stale as global_search
+        shows it, so a written report an entity of which changed since it was written is listed (else it would
+        stay "(stale)" with nothing asking for it again)."""
+        build_mark, found = self._catalog_of(namespace)
+        found = [c for c in found if level is None or c.level == level]
+        changed = self._changed_entities(build_mark, [c for c in found if c.author != "extractive" and not c.stale])
+        return [c for c in found if c.author == "extractive" or c.stale or c.id in changed]
 
     def _next_waiting(self, namespace: str, level: int | None, limit: int) -> tuple[list[CommunityRecord], int]:
         """The first `limit` of `_waiting`, an extractive report as global_search shows it (its title and material
-        as the graph is now, `_as_now`: its author writes from what holds now), and how many wait in all. Only
-        those are written again: past 5,000 changes every extractive report would be."""
+        as the graph is now, `_as_now`: its author writes from what holds now), a stale written one marked stale,
+        its title as written, its material as the graph is now; and how many wait in all. Only those are written
+        again: past 5,000 changes every extractive report would be."""
+        import dataclasses
+
         build_mark = self._catalog_of(namespace)[0]
         waiting = self._waiting(namespace, level)
         if not waiting:
             return [], 0
         current = self._as_now(namespace, build_mark)
-        return [current(c) for c in waiting[:limit]], len(waiting)
+        moment = now_utc()
+        # A withheld title (members or facts deleted since) may name what was deleted: the title global_search shows.
+        return [current(c) if c.author == "extractive" else dataclasses.replace(
+            c, title=ranking.shown(c)[0], details=as_now(self.kb.store, c, moment).details, stale=True)
+            for c in waiting[:limit]], len(waiting)
 
     def save_host_report(self, namespace: str, community_id: int, title: str, summary: str) -> ReportsWritten:
         """save_community_report: store the host's report, and say how many communities still wait for one."""
@@ -268,10 +280,14 @@ class CommunityService:
                                 "list them again with communities_to_summarize")
         community = known[community_id]
         written = CommunityRecord(namespace=namespace, level=community.level, members=community.members,
-                                  id=community.id, title=title, summary=summary, details=_as_stored(community),
-                                  author=author, stale=False)
+                                  id=community.id, title=title, summary=summary, author=author, stale=False,
+                                  # Its key entities and facts as its material gave them: the graph as it is now.
+                                  details=as_now(self.kb.store, community, now_utc()).details)
         written.embedding = self.kb.embedder.embed_documents([report_text(written)])[0]
         with self._build_lock, self.kb.writing() as writer:  # a rebuild in flight would drop it
+            # Its entities' changes up to now are in the text (its material was as now): only later ones make it
+            # stale (freshness.touches). Taken under the write lock: no write commits between it and the report.
+            written.details = {**written.details, WRITTEN_AT: now_utc().isoformat()}
             writer.save_reports([written])
         self._changed()
         return written
