@@ -3,6 +3,7 @@ and resource reads to the owner, and the owner runs them through the same tool f
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import threading
@@ -19,7 +20,16 @@ from mcp.types import CallToolResult, TextContent
 from duckgraph.core.bootstrap import Services
 from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.core.mcp.progress import progress_reporter
-from duckgraph.core.sharing import FileShare, ForeignFileError, RunLocally, supported
+from duckgraph.core.sharing import (
+    CallCancel,
+    CancelSignal,
+    FileShare,
+    ForeignFileError,
+    RequestCancelled,
+    RunLocally,
+    current_cancel,
+    supported,
+)
 from duckgraph.ports import DuckgraphError, InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -36,17 +46,40 @@ async def forward_tool(share: FileShare, name: str, arguments: dict[str, Any], *
     # Writes take turns on the owner (as they do in its knowledge base), so one that was still waiting
     # when the owner died is sent on; an extraction runs long, so it does not hold the others up.
     exclusive = not read_only and not arguments.get("extract")
+    cancel = CallCancel()
     try:
         # Reads are sent again if the owner goes away before answering; writes that started never are.
         # Abandoned on cancel, as the calls run here are (core/mcp/tools/common.py): a stopping server waits for no owner.
         result = await anyio.to_thread.run_sync(functools.partial(
-            share.call, "tool", params, repeatable=read_only, exclusive=exclusive, progress=report),
+            share.call, "tool", params, repeatable=read_only, exclusive=exclusive, progress=report, cancel=cancel),
             abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        # The owner runs the call: tell it, so that it stops it as it stops a cancelled call of its own.
+        _log_cancel(cancel.cancel(), share, name, read_only, context)
+        raise
     except RunLocally:  # this process has taken the file over meanwhile
         return None
     except DuckgraphError as exc:
         raise ToolError(str(exc)) from exc
     return CallToolResult.model_validate(result)
+
+
+def _log_cancel(outcome: str, share: FileShare, name: str, read_only: bool, context: Context | None) -> None:
+    """Say in this server's log what the cancellation of a forwarded call did (its client gets no answer)."""
+    try:
+        label = f"call {context.request_id} ({name})" if context is not None else f"a call of {name}"
+    except ValueError:
+        label = f"a call of {name}"
+    owner = f"the server that owns the file (pid {share.owner_pid})"
+    if outcome == "unsent":
+        log.info("%s was cancelled before it was sent to %s: it did not run", label, owner)
+    elif outcome == "told":
+        log.log(logging.INFO if read_only else logging.WARNING, "%s was cancelled: %s is told to stop it%s", label,
+                owner, "" if read_only else " (none of its commits starts from then on; that server's log says "
+                "whether anything was stored)")
+    elif outcome == "unsupported" and not read_only:
+        log.warning("%s was cancelled, but %s runs an older duckgraph that cannot be told: it runs the call to its "
+                    "end, and what it writes is stored", label, owner)
 
 
 async def forward_resource(share: FileShare, uri: str, namespace: str) -> list[ReadResourceContents] | None:
@@ -107,7 +140,7 @@ class _OwnerSide:
     def __call__(self, method: str, params: dict[str, Any], progress: Callable[..., None]) -> Any:
         kb = self.services.knowledge_base
         if method == "tool":
-            return anyio.run(self._tool, params, progress)
+            return anyio.run(self._tool, params, progress, current_cancel())
         if method == "resource":
             return anyio.run(self._resource, params)
         if method == "status":
@@ -134,19 +167,27 @@ class _OwnerSide:
         namespace = params.get("namespace")
         return None if namespace is None else check_namespace(namespace)
 
-    async def _tool(self, params: dict[str, Any], progress: Callable[..., None]) -> dict[str, Any]:
+    async def _tool(self, params: dict[str, Any], progress: Callable[..., None],
+                    cancel: CancelSignal | None) -> dict[str, Any]:
         name = str(params["name"])
         server = self._executor()
-        try:
-            context = _RelayContext(mcp_server=server, relay=progress, client_namespace=self._client_namespace(params))
-            result = await server.call_tool(name, params.get("arguments") or {}, context)
-        except Exception as exc:  # answered as MCPServer answers a failed call of its own
-            if isinstance(exc, (ToolError, DuckgraphError)) and not isinstance(exc, UnexpectedToolError):
-                log.info("tool %r (for a client server) failed: %r", name, str(exc))
-            else:
-                log.exception("tool %r (for a client server) raised an unexpected exception", name)
-            result = CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
-        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        # The client server's cancel cancels this scope, as the SDK cancels a call of this server's own: the tool
+        # (core/mcp/tools/common.py) then refuses the call's commits from then on, and logs what was stored.
+        with anyio.CancelScope() as scope:
+            if cancel is not None:
+                cancel.on_cancel(functools.partial(_cancel_soon, asyncio.get_running_loop(), scope))
+            try:
+                context = _RelayContext(mcp_server=server, relay=progress,
+                                        client_namespace=self._client_namespace(params))
+                result = await server.call_tool(name, params.get("arguments") or {}, context)
+            except Exception as exc:  # answered as MCPServer answers a failed call of its own
+                if isinstance(exc, (ToolError, DuckgraphError)) and not isinstance(exc, UnexpectedToolError):
+                    log.info("tool %r (for a client server) failed: %r", name, str(exc))
+                else:
+                    log.exception("tool %r (for a client server) raised an unexpected exception", name)
+                result = CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+            return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        raise RequestCancelled(f"{name} was cancelled by the client server: none of its commits started after that")
 
     async def _resource(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         server = self._executor()
@@ -154,6 +195,14 @@ class _OwnerSide:
         contents = await server.read_resource(str(params["uri"]), context)
         return [{"text": c.content if isinstance(c.content, str) else c.content.decode("utf-8", "replace"),
                  "mime_type": c.mime_type} for c in contents]
+
+
+def _cancel_soon(loop: asyncio.AbstractEventLoop, scope: anyio.CancelScope) -> None:
+    """Cancel `scope` from the connection's thread (`anyio.run` runs the owner's side on asyncio), without waiting."""
+    try:
+        loop.call_soon_threadsafe(scope.cancel)
+    except RuntimeError:  # the loop is closed: the call has ended and was answered
+        pass
 
 
 def start_sharing(services: Services, build_executor: Callable[[], MCPServer]) -> FileShare | None:

@@ -217,9 +217,9 @@ class DuckgraphServer(MCPServer):
     def _call_label(name: str, context: Context | None) -> str:
         """The call as the log names it: by the client's request id, as the client knows it."""
         try:
-            return f"call {context.request_id} ({name})" if context is not None else f"a call of {name}"
+            return f"call {context.request_id} ({name})" if context is not None else f"call ({name})"
         except ValueError:  # no request: a call run for another server of the file (core/mcp/forwarding.py)
-            return f"a call of {name} for another server"
+            return f"call ({name}) for another server"
 
     def _reads_only(self, name: str) -> bool:
         tool = self._tool_manager.get_tool(name)

@@ -24,6 +24,8 @@ from duckgraph.core.sharing.handover import (
     set_command,
 )
 from duckgraph.core.sharing.lock import ForeignFileError, holder, lock_path, socket_path, supported
+from duckgraph.core.sharing.protocol import CallCancel, CancelSignal, RequestCancelled, current_cancel
 
-__all__ = ["FileShare", "ForeignFileError", "NoOwnerError", "OwnerLostError", "RemoteError", "RunLocally",
-           "call_owner", "holder", "lock_path", "set_command", "socket_path", "supported"]
+__all__ = ["CallCancel", "CancelSignal", "FileShare", "ForeignFileError", "NoOwnerError", "OwnerLostError",
+           "RemoteError", "RequestCancelled", "RunLocally", "call_owner", "current_cancel", "holder", "lock_path",
+           "set_command", "socket_path", "supported"]

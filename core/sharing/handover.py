@@ -38,11 +38,13 @@ from duckgraph.core.sharing.lock import LockFile, check_lock_file, holder, lock_
 from duckgraph.core.sharing.protocol import (
     DRAIN_SECONDS,
     PROTOCOL,
+    CallCancel,
     Connection,
     ConnectionLost,
     Endpoint,
     Handler,
     Progress,
+    RequestCancelled,
 )
 from duckgraph.ports import DuckgraphError, errors
 
@@ -94,8 +96,9 @@ def _remote_error(error: dict[str, Any]) -> DuckgraphError:
     cls = getattr(errors, kind, None)
     if isinstance(cls, type) and issubclass(cls, DuckgraphError):
         return cls(message)
-    if kind in ("OwnerLostError", "NoOwnerError"):
-        return {"OwnerLostError": OwnerLostError, "NoOwnerError": NoOwnerError}[kind](message)
+    if kind in ("OwnerLostError", "NoOwnerError", "RequestCancelled"):
+        return {"OwnerLostError": OwnerLostError, "NoOwnerError": NoOwnerError,
+                "RequestCancelled": RequestCancelled}[kind](message)
     return RemoteError(message, kind)
 
 
@@ -246,6 +249,7 @@ class FileShare:
         exclusive: bool | None = None,
         progress: Progress | None = None,
         wait: float = OWNER_WAIT_SECONDS,
+        cancel: CallCancel | None = None,
     ) -> Any:
         """Run `method` on the owner and return its result; raises `RunLocally` when this process owns the file.
 
@@ -253,12 +257,16 @@ class FileShare:
         away without answering; otherwise that is an `OwnerLostError`. `exclusive` (the default for calls that
         are not repeatable): the owner runs it after the other exclusive calls of its clients, and tells when
         it starts, so a call still waiting its turn when the owner dies is sent to the next owner, not failed.
+        `cancel`: once cancelled, the call is sent to no owner any more, and the owner running it is told to
+        cancel it (`RequestCancelled`).
         """
         exclusive = not repeatable if exclusive is None else exclusive
         deadline = time.monotonic() + wait
         delay = 0.01
         losses = 0
         while True:
+            if cancel is not None and cancel.cancelled:  # never sent again, to this owner or the next
+                raise RequestCancelled("the call was cancelled before it was sent to the owner: it did not run")
             if self._role == "owner":
                 raise RunLocally()
             if self._role == "closed":
@@ -277,7 +285,10 @@ class FileShare:
                 raise RunLocally()
             pid = conn.hello.get("pid")
             try:
-                reply = conn.request(next(self._ids), method, params, progress, exclusive)
+                reply = conn.request(next(self._ids), method, params, progress, exclusive, cancel)
+            except RequestCancelled:  # cancelled before it went out: the connection is as good as before
+                self._checkin(conn)
+                raise
             except ConnectionLost as lost:
                 conn.close()
                 if lost.sent and not repeatable:

@@ -7,6 +7,12 @@ A request is `{"id", "method", "params", "exclusive"?}`; the owner answers with 
 one `{"id", "result"}` or `{"id", "error": {"type", "message"}}` line, sent only once the work is done (for a
 write: committed). A connection carries one request at a time; a client keeps a pool of connections.
 
+While a request runs, the client may send `{"id", "cancel": true}` on its connection (its own MCP client cancelled
+the call): the owner then cancels the request as it cancels a call of its own (none of its commits starts from
+then on; see `current_cancel`) and answers it with a `RequestCancelled` error. An owner says in its greeting
+(`"cancel": true`) that it understands this line; a client sends it to no other owner, since an older one would
+read it as a bad request.
+
 A client sends nothing before it knows the owner is this user's own process: the socket file must be this user's
 and private to them, and the process listening on it must run as this user (its credentials, from the kernel).
 """
@@ -22,6 +28,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +45,101 @@ DRAIN_SECONDS = 60.0
 Progress = Callable[[float, "float | None", "str | None"], None]
 #: Runs one request on the owner: (method, params, progress) -> a JSON-able result; raises to answer an error.
 Handler = Callable[[str, dict[str, Any], Progress], Any]
+
+
+class RequestCancelled(DuckgraphError):
+    """The client cancelled the request: the owner stopped it before it ran, or none of its commits started after
+    the cancel (as for a call of the owner's own)."""
+
+
+class CancelSignal:
+    """On the owner: whether the client cancelled the request running on this thread (`current_cancel`), and what
+    to run when it does."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._callbacks: list[Callable[[], None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        with self._lock:
+            return self._cancelled
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the client cancels (at once if it has): on the connection's thread, so it must not
+        block."""
+        with self._lock:
+            if not self._cancelled:
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled, callbacks, self._callbacks = True, self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # one failing hook must not keep the others from stopping the request
+                log.exception("cancelling a client's request failed")
+
+
+#: The cancel signal of the client's request that the handler runs on this thread (None outside a request).
+_CANCEL: ContextVar[CancelSignal | None] = ContextVar("duckgraph_request_cancel", default=None)
+
+
+def current_cancel() -> CancelSignal | None:
+    """The cancel signal of the client's request being handled on this thread, for the handler to honour."""
+    return _CANCEL.get()
+
+
+class CallCancel:
+    """On a client: cancels one `FileShare.call`, whichever connection it is sent on (it may be sent again to a
+    next owner). Not sent yet, it never will be; sent, the owner is told over the request's connection."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._sent: tuple[Connection, int] | None = None  # the connection and id of the request out now
+
+    @property
+    def cancelled(self) -> bool:
+        with self._lock:
+            return self._cancelled
+
+    def cancel(self) -> str:
+        """Cancel; never blocks (the event loop calls it). Returns "unsent" (the owner never gets the request),
+        "told" (the owner is told, and stops it), "unsupported" (an older owner, which runs it to its end), or
+        "again" (cancelled before)."""
+        with self._lock:
+            if self._cancelled:
+                return "again"
+            self._cancelled, sent = True, self._sent
+        if sent is None:
+            return "unsent"
+        conn, request_id = sent
+        if not conn.hello.get("cancel"):
+            return "unsupported"
+        # On a thread of its own: the request's line may still be going out (a large add_documents), and the event
+        # loop that cancels must not wait for it, nor for an owner that does not read.
+        threading.Thread(target=conn.send_cancel, args=(request_id,), name="duckgraph-share-cancel",
+                         daemon=True).start()
+        return "told"
+
+    def _sending(self, conn: Connection, request_id: int) -> bool:
+        """Mark the request as out on `conn` (with the connection's send lock held); False once cancelled."""
+        with self._lock:
+            if self._cancelled:
+                return False
+            self._sent = (conn, request_id)
+            return True
+
+    def _answered(self) -> None:
+        with self._lock:
+            self._sent = None
 
 
 def _encode(message: dict[str, Any]) -> bytes:
@@ -62,6 +164,7 @@ class Connection:
 
     def __init__(self, path: Path, timeout: float = 5.0) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._send_lock = threading.Lock()  # a cancel line goes out from another thread than its request
         try:
             self.sock.settimeout(timeout)
             self.sock.connect(str(path))
@@ -93,18 +196,37 @@ class Connection:
         return not readable
 
     def request(self, request_id: int, method: str, params: dict[str, Any], progress: Progress | None,
-                exclusive: bool = False) -> dict:
+                exclusive: bool = False, cancel: CallCancel | None = None) -> dict:
         """Send one request and wait for its reply. An `exclusive` request waits on the owner for the other
-        exclusive ones, and the owner says "started" before running it: until then, it provably has not run."""
+        exclusive ones, and the owner says "started" before running it: until then, it provably has not run.
+        `cancel`, once cancelled, tells the owner to cancel the request; cancelled before, it is not sent
+        (`RequestCancelled`)."""
         message = {"id": request_id, "method": method, "params": params}
         if exclusive:
             message["exclusive"] = True
         try:
-            self.sock.sendall(_encode(message))
+            with self._send_lock:  # marked as out before a cancel can look for it, sent before its cancel line
+                if cancel is not None and not cancel._sending(self, request_id):
+                    raise RequestCancelled("the call was cancelled before it was sent to the owner: it did not run")
+                self.sock.sendall(_encode(message))
         except OSError as exc:
             # The owner only runs a request once it has read the whole line, newline included.
             raise ConnectionLost(sent=False) from exc
-        started = not exclusive
+        try:
+            return self._reply(request_id, progress, started=not exclusive)
+        finally:
+            if cancel is not None:
+                cancel._answered()  # a later cancel must not reach the next request on this connection
+
+    def send_cancel(self, request_id: int) -> None:
+        """Tell the owner that the client cancelled request `request_id` (ignored once it was answered)."""
+        try:
+            with self._send_lock:
+                self.sock.sendall(_encode({"id": request_id, "cancel": True}))
+        except OSError as exc:  # the connection broke: the request's own reader reports that
+            log.info("could not tell the owner that request %s was cancelled: %s", request_id, exc)
+
+    def _reply(self, request_id: int, progress: Progress | None, started: bool) -> dict:
         while True:
             # The owner's "started" line is in our socket before it runs anything, so it is read before the
             # end of the stream whatever happens to the owner afterwards.
@@ -174,7 +296,7 @@ class Endpoint:
     def __init__(self, path: Path, handler: Handler, hello: dict[str, Any]) -> None:
         self.path = path
         self._handler = handler
-        self._hello = _encode({"hello": hello})
+        self._hello = _encode({"hello": {**hello, "cancel": True}})  # understands a client's cancel line
         self._cond = threading.Condition()
         self._connections: dict[socket.socket, int | None] = {}  # -> the peer's pid, where the OS tells it
         self._running = 0
@@ -228,12 +350,15 @@ class Endpoint:
             threading.Thread(target=self._serve, args=(conn,), name="duckgraph-share-conn", daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        """Read the connection's lines. A request runs on a thread of its own, so that a cancel line sent while it
+        runs is read (and the request cancelled) at once; the next request waits for it to end."""
         write_lock = threading.Lock()
 
         def send(message: dict[str, Any]) -> None:
             with write_lock:
                 conn.sendall(_encode(message))
 
+        running: tuple[Any, CancelSignal, threading.Thread] | None = None
         try:
             with write_lock:
                 conn.sendall(self._hello)
@@ -244,55 +369,83 @@ class Endpoint:
                     return
                 try:
                     request = json.loads(line)
+                    if request.get("cancel"):
+                        if running is not None and running[0] == request["id"] and running[2].is_alive():
+                            running[1].cancel()
+                        continue  # a cancel for a request already answered: nothing left to stop
                     request_id, method, params = request["id"], str(request["method"]), request.get("params") or {}
                     exclusive = bool(request.get("exclusive"))
-                except (ValueError, KeyError, TypeError) as exc:
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:
                     send({"id": None, "error": {"type": "ProtocolError", "message": f"bad request: {exc}"}})
                     continue
-                if exclusive:
-                    self._gate.acquire()
-                with self._cond:
-                    refused = self._closing
-                    if not refused:
-                        self._running += 1
-                if refused:
-                    if exclusive:
-                        self._gate.release()
-                    send({"id": request_id, "error": {"type": "Closing", "message": "the owner is stopping"}})
-                    continue
-                try:
-                    if exclusive:
-                        send({"id": request_id, "started": True})
-
-                    def progress(done: float, total: float | None = None, message: str | None = None,
-                                 _id: Any = request_id) -> None:
-                        try:
-                            send({"id": _id, "progress": [done, total, message]})
-                        except OSError:
-                            pass
-
-                    try:
-                        reply = {"id": request_id, "result": self._handler(method, params, progress)}
-                    except Exception as exc:
-                        if not isinstance(exc, DuckgraphError):
-                            log.exception("request %s from a client server failed", method)
-                        reply = {"id": request_id, "error": _error_reply(exc)}
-                    send(reply)  # before it counts as done: a stopping owner waits for the answer to go out
-                finally:
-                    if exclusive:
-                        self._gate.release()
-                    with self._cond:
-                        self._running -= 1
-                        self._cond.notify_all()
+                if running is not None:
+                    running[2].join()  # one request at a time on a connection
+                signal = CancelSignal()
+                worker = threading.Thread(target=self._run, args=(send, signal, request_id, method, params, exclusive),
+                                          name="duckgraph-share-request", daemon=True)
+                running = (request_id, signal, worker)
+                worker.start()
         except OSError:
             pass
         finally:
+            if running is not None:
+                running[2].join()  # its answer goes out (or fails) before the connection is closed
             with self._cond:
                 self._connections.pop(conn, None)
             try:
                 conn.close()
             except OSError:
                 pass
+
+    def _run(self, send: Callable[[dict[str, Any]], None], signal: CancelSignal, request_id: Any, method: str,
+             params: dict[str, Any], exclusive: bool) -> None:
+        """Run one request with the handler and answer it (on the request's own thread)."""
+        try:
+            if exclusive:
+                self._gate.acquire()
+            with self._cond:
+                refused = self._closing
+                if not refused:
+                    self._running += 1
+            if refused:
+                if exclusive:
+                    self._gate.release()
+                send({"id": request_id, "error": {"type": "Closing", "message": "the owner is stopping"}})
+                return
+        except OSError:
+            return
+        try:
+            if signal.cancelled:  # while it waited for its turn: it never runs
+                send({"id": request_id, "error": _error_reply(RequestCancelled(
+                    "the call was cancelled before it started on the owner: it did not run"))})
+                return
+            if exclusive:
+                send({"id": request_id, "started": True})
+
+            def progress(done: float, total: float | None = None, message: str | None = None) -> None:
+                try:
+                    send({"id": request_id, "progress": [done, total, message]})
+                except OSError:
+                    pass
+
+            token = _CANCEL.set(signal)
+            try:
+                reply = {"id": request_id, "result": self._handler(method, params, progress)}
+            except Exception as exc:
+                if not isinstance(exc, DuckgraphError):
+                    log.exception("request %s from a client server failed", method)
+                reply = {"id": request_id, "error": _error_reply(exc)}
+            finally:
+                _CANCEL.reset(token)
+            send(reply)  # before it counts as done: a stopping owner waits for the answer to go out
+        except OSError:
+            pass
+        finally:
+            if exclusive:
+                self._gate.release()
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
 
     def close(self, drain_seconds: float = DRAIN_SECONDS) -> None:
         """Refuse new requests, let running ones finish and answer (up to `drain_seconds`), then disconnect."""
