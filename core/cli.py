@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import logging
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -321,30 +319,6 @@ def _refuse_ignored_options(args: argparse.Namespace) -> None:
 #: the command line, stats took the fallback namespace quietly and export refused the name as invalid.
 ROOTS_REFUSED = ("@roots is for `duckgraph serve`: the client's roots name the namespace; on the command line give "
                  "the namespace's name (`duckgraph namespaces` lists them)")
-#: The most namespaces a hint names (a file of one namespace per project may hold hundreds).
-HINT_NAMESPACES = 10
-
-
-def _namespace_hint(name: str, names: Iterable[str]) -> str:
-    """What to say of a namespace `name` that is not among `names` (the file's): the one it likely meant (the same
-    but for case, else a near spelling), then those there are. The one text of export, stats and namespaces delete,
-    so that a namespace missed by a letter's case ("Work" for "work") is caught before it is emptied or exported."""
-    names = sorted(set(names) - {name})
-    if not names:
-        return "the file holds no namespace yet"
-    by_folded: dict[str, list[str]] = {}
-    for other in names:
-        by_folded.setdefault(other.casefold(), []).append(other)
-    meant = by_folded.get(name.casefold(), [])
-    near = [] if meant else difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.7)
-    meant = meant or (by_folded[near[0]] if near else [])
-    shown = ", ".join(map(repr, names[:HINT_NAMESPACES]))
-    if len(names) > HINT_NAMESPACES:
-        shown += f" and {len(names) - HINT_NAMESPACES} more (`duckgraph namespaces` lists them all)"
-    case = " (names are case-sensitive)" if meant and meant[0].casefold() == name.casefold() else ""
-    said = f"did you mean {' or '.join(map(repr, meant))}{case}? The" if meant else "the"
-    return f"{said} file's namespaces are {shown}"
-
 
 def _say_roots_fallback(args: argparse.Namespace, settings: Any) -> None:
     """With the namespace setting @roots (DUCKGRAPH_NAMESPACE or the config file, shared with `serve`), a command
@@ -754,11 +728,13 @@ def _changes(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
+    from duckgraph.core.domain.namespaces import namespace_hint
+
     with _setup(args, existing=True).knowledge_base as kb:
         stats = {"namespace": kb.namespace, **kb.stats(kb.namespace)}
         if "hint" in stats:  # zeros alone read like a memory that forgot everything, not a mistyped namespace
             stats["hint"] = (f"the namespace {kb.namespace!r} holds nothing yet: "
-                             f"{_namespace_hint(kb.namespace, kb.store.namespaces())}")
+                             f"{namespace_hint(kb.namespace, kb.store.namespaces())}")
     if "hint" in stats and not args.json:
         print(f"duckgraph: {stats['hint']}", file=sys.stderr)
     if args.json:
@@ -794,8 +770,8 @@ def _namespaces(args: argparse.Namespace) -> int:
 
 def _delete_namespace(args: argparse.Namespace) -> int:
     from duckgraph.core.config import ROOTS_NAMESPACE
-    from duckgraph.core.domain.namespaces import check_namespace, delete_namespace
-    from duckgraph.ports import InvalidInputError, NotFoundError
+    from duckgraph.core.domain.namespaces import delete_namespace
+    from duckgraph.ports import InvalidInputError
 
     if not args.name or args.confirm is None:
         raise InvalidInputError("usage: duckgraph namespaces delete NAME --confirm NAME (the name twice: it deletes "
@@ -803,11 +779,6 @@ def _delete_namespace(args: argparse.Namespace) -> int:
     if args.name == ROOTS_NAMESPACE:
         raise InvalidInputError(f"{ROOTS_REFUSED}; nothing was deleted")
     with _setup(args, existing=True).knowledge_base as kb:
-        listed = [s["namespace"] for s in kb.store.namespace_summaries()]
-        # Checked here too (delete_namespace refuses it again under the write lock) to say which one was meant.
-        if args.name == args.confirm and check_namespace(args.name) not in listed and args.name != kb.namespace:
-            raise NotFoundError(f"there is no namespace {args.name!r}: {_namespace_hint(args.name, listed)}; "
-                                "nothing was deleted")
         result = delete_namespace(kb, args.name, args.confirm, kb.namespace)
     if args.json:
         print(json.dumps(result.model_dump(mode="json"), indent=2))
@@ -900,11 +871,13 @@ def _refuse_empty_namespace(args: argparse.Namespace, kb: Any) -> None:
     export, when it is the configured default, which a new file may hold nothing in yet."""
     if args.namespace is None and args.format != "memory-jsonl":
         return  # every namespace of the file
+    from duckgraph.core.domain.namespaces import namespace_hint
+
     namespace = kb.resolve_namespace(args.namespace)
     held = kb.store.namespaces()
     if namespace in held:
         return
-    hint = _namespace_hint(namespace, held)
+    hint = namespace_hint(namespace, held)
     if args.namespace is None:
         print(f"duckgraph: the namespace {namespace!r} (the configured one) holds nothing yet: {hint}; its export "
               "holds nothing", file=sys.stderr)

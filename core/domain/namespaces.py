@@ -3,9 +3,11 @@ this module says what a valid name is, lists the namespaces of a file and delete
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,8 @@ MAX_NAMESPACE_CHARS = 100
 NAMESPACE_PATTERN = r"^[A-Za-z0-9_./-]{1,100}$"
 _VALID = re.compile(NAMESPACE_PATTERN)
 _INVALID_CHARS = re.compile(r"[^A-Za-z0-9_./-]+")
+#: The most namespaces a hint names (a file of one namespace per project may hold hundreds).
+HINT_NAMESPACES = 10
 
 #: Said by a search, global search or other read (see `empty_namespace_hint`) in a namespace that holds nothing: a misspelt namespace reads like a memory
 #: that never heard of it.
@@ -101,7 +105,8 @@ def delete_namespace(
         # One that holds only log lines (everything deleted by hand) is listed, and its log is deleted here.
         listed = {s["namespace"] for s in store.namespace_summaries()}
         if namespace not in listed and namespace != default:
-            raise NotFoundError(f"there is no namespace {namespace!r}; list_namespaces (`duckgraph namespaces`) shows those there are")
+            raise NotFoundError(f"there is no namespace {namespace!r}: {namespace_hint(namespace, listed)}; nothing "
+                                "was deleted")
         holding = store.stats(namespace)["edges"]  # those that hold now, as list_namespaces counted them
         writer.commit(WriteBatch(delete_nodes=[n.id for n in nodes], delete_edges=[e.id for e in edges],
                                  delete_documents=[(namespace, d.id) for d in documents],
@@ -109,6 +114,28 @@ def delete_namespace(
     left = "emptied; it stays the default namespace" if namespace == default else "deleted"
     return NamespaceDeleted(namespace=namespace, entities=len(nodes), relations=holding, documents=len(documents),
                             message=f"namespace {namespace!r} {left}")
+
+
+def namespace_hint(name: str, names: Iterable[str]) -> str:
+    """What to say of a namespace `name` that is not among `names` (the file's): the one it likely meant (the same
+    but for case, else a near spelling), then those there are. The one text of delete_namespace and the commands
+    export and stats, so that a namespace missed by a letter's case ("Work" for "work") is caught before it is
+    emptied or exported."""
+    names = sorted(set(names) - {name})
+    if not names:
+        return "the file holds no namespace yet"
+    by_folded: dict[str, list[str]] = {}
+    for other in names:
+        by_folded.setdefault(other.casefold(), []).append(other)
+    meant = by_folded.get(name.casefold(), [])
+    near = [] if meant else difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.7)
+    meant = meant or (by_folded[near[0]] if near else [])
+    shown = ", ".join(map(repr, names[:HINT_NAMESPACES]))
+    if len(names) > HINT_NAMESPACES:
+        shown += f" and {len(names) - HINT_NAMESPACES} more (`duckgraph namespaces` lists them all)"
+    case = " (names are case-sensitive)" if meant and meant[0].casefold() == name.casefold() else ""
+    said = f"did you mean {' or '.join(map(repr, meant))}{case}? The" if meant else "the"
+    return f"{said} file's namespaces are {shown}"
 
 
 def _iso(moment: datetime | None) -> str | None:

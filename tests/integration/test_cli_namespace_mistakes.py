@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from duckgraph.core.cli import _namespace_hint
+from duckgraph.core.domain.namespaces import namespace_hint
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import EdgeInput, NodeInput
 from duckgraph.plugins.duckdb import DuckDBStore
@@ -176,8 +176,8 @@ def test_roots_from_the_environment_is_the_fallback_namespace_and_said(memory, e
 
 def test_the_hint_names_at_most_ten_namespaces_and_every_case_variant() -> None:
     names = [f"team-{i:02}" for i in range(12)]
-    assert _namespace_hint("team-07x", names) == ("did you mean 'team-07'? The file's namespaces are " + ", ".join(
+    assert namespace_hint("team-07x", names) == ("did you mean 'team-07'? The file's namespaces are " + ", ".join(
         f"'team-{i:02}'" for i in range(10)) + " and 2 more (`duckgraph namespaces` lists them all)")
-    assert _namespace_hint("work", ["WORK", "Work", "home"]).startswith(
+    assert namespace_hint("work", ["WORK", "Work", "home"]).startswith(
         "did you mean 'WORK' or 'Work' (names are case-sensitive)?")
-    assert _namespace_hint("work", []) == "the file holds no namespace yet"
+    assert namespace_hint("work", []) == "the file holds no namespace yet"
