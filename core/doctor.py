@@ -267,6 +267,7 @@ def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
         diagnosis.check("database", True, f"{path} read (schema version {store.get('schema_version', '?')}"
                                           + (f"; {_space_text(space)})" if space else ")"))
         _store_warnings(diagnosis, store)
+        _check_namespace_held(diagnosis, store)
         if space:
             _check_space(diagnosis, path, space)
     recorded = store.get("embedder")
@@ -380,6 +381,20 @@ def _store_warnings(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
                                   "search uses an exact scan")
     if store.get("read_only"):
         diagnosis.warnings.append(f"the file is read-only ({store['read_only']}): searches work, writes are refused")
+
+
+def _check_namespace_held(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
+    """A configured namespace that holds nothing while others hold the memory: a server started with these settings
+    answers every question "nothing relevant is stored", which reads like a memory that forgot everything."""
+    from duckgraph.core.domain.namespaces import namespace_hint
+
+    held, choice = store.get("namespaces"), diagnosis.report["namespace"]
+    if not held or choice["from_roots"] or choice["default"] in held:
+        return
+    diagnosis.warnings.append(
+        f"the namespace {choice['default']!r}, where calls that name no namespace read and write, holds nothing, "
+        f"while the file holds others: {namespace_hint(choice['default'], held)}. Set the one you meant "
+        "(--namespace, DUCKGRAPH_NAMESPACE or the config file)")
 
 
 def _check_binding(diagnosis: Diagnosis, path: Path, recorded: dict[str, Any], embedder: Embedder,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from duckgraph.plugins.duckdb import schema, sql
+from duckgraph.plugins.duckdb import reads, schema, sql
 from duckgraph.plugins.duckdb.connection import one_line, storage_problem
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
 from duckgraph.plugins.duckdb.mirror.keywords import KeywordIndex
@@ -41,6 +41,7 @@ def health(con: Any, path: Path, vectors: VectorSearch, graph: GraphMirror, keyw
         "vectors_in_memory": vectors.in_memory(info),
         "vectors_in_file": vectors.in_file(),
         "space": space(con, path),
+        "namespaces": reads.namespaces(con),  # those that hold something: doctor says when the configured one does not
     }
 
 

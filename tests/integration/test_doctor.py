@@ -199,6 +199,25 @@ def test_an_existing_file_is_read_and_left_as_it_was(env, tmp_path: Path, capsys
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+def test_a_configured_namespace_that_holds_nothing_beside_others_is_a_warning(env, tmp_path: Path, capsys):
+    # A memory kept in "work": a server started with the default namespace would answer "nothing relevant".
+    db = tmp_path / "kb.duckdb"
+    with FakeOllama() as ollama:
+        with KnowledgeBase(DuckDBStore(db), OllamaEmbedder(base_url=ollama.base_url)) as kb:
+            kb.add_knowledge_graph([NodeInput(name="Ada Lovelace", type="Person")], [], namespace="work")
+        use_ollama(env, ollama.base_url)
+        env.setenv("DUCKGRAPH_NAMESPACE", "Work")
+        code, report = doctor(capsys, db)
+        assert code == 0, report
+        assert [w for w in report["warnings"] if "holds nothing" in w] == [
+            "the namespace 'Work', where calls that name no namespace read and write, holds nothing, while the file "
+            "holds others: did you mean 'work' (names are case-sensitive)? The file's namespaces are 'work'. Set the "
+            "one you meant (--namespace, DUCKGRAPH_NAMESPACE or the config file)"]
+        env.setenv("DUCKGRAPH_NAMESPACE", "work")
+        code, report = doctor(capsys, db)
+    assert not [w for w in report["warnings"] if "holds nothing" in w], report["warnings"]
+
+
 def test_an_embedder_mismatch_is_a_problem_with_the_fix(env, tmp_path: Path, capsys):
     db = tmp_path / "kb.duckdb"
     with KnowledgeBase(DuckDBStore(db), HashingEmbedder()) as kb:
