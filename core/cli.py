@@ -320,6 +320,7 @@ def _refuse_ignored_options(args: argparse.Namespace) -> None:
 ROOTS_REFUSED = ("@roots is for `duckgraph serve`: the client's roots name the namespace; on the command line give "
                  "the namespace's name (`duckgraph namespaces` lists them)")
 
+
 def _say_roots_fallback(args: argparse.Namespace, settings: Any) -> None:
     """With the namespace setting @roots (DUCKGRAPH_NAMESPACE or the config file, shared with `serve`), a command
     that works in the default namespace uses namespace_fallback, as a client without roots does: said, not silent,
