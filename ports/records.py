@@ -231,8 +231,9 @@ class Snapshot:
     another. A document replaces the stored document with the same (namespace, id) together with its
     chunks; a node replaces the node with the same (namespace, key); an edge replaces the edge with the
     same (namespace, source, target, type) among edges that still hold or, for an edge that no longer holds,
-    the one that also has the same validity. Nodes and edges keep their stored vector when `embedding` is
-    None. Mentions and evidence are added to what is stored.
+    the one that also has the same validity, else the stored period of that relation that starts at the same
+    moment and overlaps it (the snapshot's end replaces its end; an import refuses any other overlap). Nodes and
+    edges keep their stored vector when `embedding` is None. Mentions and evidence are added to what is stored.
     """
 
     documents: list[DocumentRecord] = field(default_factory=list)
