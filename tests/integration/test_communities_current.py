@@ -30,13 +30,18 @@ GROUPS = {"Project Nightjar": ["Zephyr Labs", "Zephyr Cloud", "Priya Raman", "Om
 def kb(db_path: Path):
     with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder(), community_detector=LeidenDetector()) as kb:
         kb.communities.keeper.stop()  # no rebuild: what global_search shows between builds
-        kb.add_knowledge_graph(
-            [NodeInput(name=name, type="Thing", description=f"About {name}.")
-             for hub, members in GROUPS.items() for name in (hub, *members)],
-            [EdgeInput(source=name, target=hub, type="INVOLVES") for hub, members in GROUPS.items()
-             for name in members])
-        kb.communities.build("default")
+        add_groups(kb)
         yield kb
+
+
+def add_groups(kb: KnowledgeBase) -> None:
+    """GROUPS as entities joined to their hub, and their communities built."""
+    kb.add_knowledge_graph(
+        [NodeInput(name=name, type="Thing", description=f"About {name}.")
+         for hub, members in GROUPS.items() for name in (hub, *members)],
+        [EdgeInput(source=name, target=hub, type="INVOLVES") for hub, members in GROUPS.items()
+         for name in members])
+    kb.communities.build("default")
 
 
 def report(kb: KnowledgeBase, hub: str):

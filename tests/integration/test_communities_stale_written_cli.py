@@ -12,11 +12,10 @@ import pytest
 
 from duckgraph.core.cli import main
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.core.domain.model import EdgeInput, NodeInput
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.plugins.leiden import LeidenDetector
 from duckgraph.plugins.ollama import OllamaEmbedder
-from tests.integration.test_communities_current import GROUPS
+from tests.integration.test_communities_current import add_groups
 from tests.ollama_server import FakeOllama
 
 MODEL = "qwen3:8b"
@@ -70,12 +69,7 @@ def written(capsys) -> int:
 
 def test_communities_write_writes_a_stale_model_report_again(db_path, server, model, cli_env, capsys):
     with knowledge_base(db_path, server) as kb:
-        kb.add_knowledge_graph(
-            [NodeInput(name=name, type="Thing", description=f"About {name}.")
-             for hub, members in GROUPS.items() for name in (hub, *members)],
-            [EdgeInput(source=name, target=hub, type="INVOLVES") for hub, members in GROUPS.items()
-             for name in members])
-        kb.communities.build("default")
+        add_groups(kb)
         communities = len(kb.store.communities("default"))
     assert main(["communities", "write", "--db", str(db_path), "--limit", "50"]) == 0
     assert written(capsys) == communities == len(model.materials)
