@@ -842,18 +842,21 @@ def _export(args: argparse.Namespace) -> int:
             summary = write(kb, sys.stdout)
             target = "standard output"
         else:
-            # Written next to the target and renamed over it: an interrupted export leaves no half file.
+            # Written next to the target and renamed over it: an interrupted export leaves no half file. A device
+            # or a pipe (/dev/null, /dev/stdout, a shell's >(gzip > f)) is written as it is: renamed over, the
+            # device itself would be replaced by a file.
             path = Path(args.output).expanduser()
-            partial = path.with_name(path.name + ".partial")
+            partial = path if _special(path) else path.with_name(path.name + ".partial")
             try:
                 with partial.open("w", encoding="utf-8", newline="\n") as out:
                     summary = write(kb, out)
-                partial.replace(path)
-            except OSError as exc:
-                partial.unlink(missing_ok=True)
-                raise DuckgraphError(f"cannot write {path}: {exc}") from exc
-            except BaseException:
-                partial.unlink(missing_ok=True)
+                if partial != path:
+                    partial.replace(path)
+            except BaseException as exc:
+                if partial != path:
+                    partial.unlink(missing_ok=True)
+                if isinstance(exc, OSError):
+                    raise DuckgraphError(f"cannot write {path}: {exc}") from exc
                 raise
             target = str(path)
     if args.format == "memory-jsonl":
@@ -864,6 +867,16 @@ def _export(args: argparse.Namespace) -> int:
               f"{summary.edges} relations{' with embeddings' if summary.embeddings else ''} to {target}",
               file=sys.stderr)
     return 0
+
+
+def _special(path: Path) -> bool:
+    """Whether `path` is a device, a pipe or a socket (written as it is, never renamed over)."""
+    from duckgraph.ports.store import special_file
+
+    try:
+        return special_file(path.stat().st_mode) is not None
+    except OSError:
+        return False
 
 
 def _refuse_empty_namespace(args: argparse.Namespace, kb: Any) -> None:

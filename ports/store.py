@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -41,6 +42,18 @@ DUCKDB_MAGIC = b"DUCK"
 def is_duckdb_header(head: bytes) -> bool:
     """Whether `head`, the first bytes of a file (12 at least), are those of a DuckDB database file."""
     return head[8:12] == DUCKDB_MAGIC
+
+
+#: What a path that is neither a regular file nor a folder is, by its stat mode.
+_SPECIAL_FILES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def special_file(mode: int) -> str | None:
+    """What a stat mode says a path is when it is neither a regular file nor a folder ("a character device", as
+    /dev/null is), or None: such a path is never a memory, and is never renamed over (that would replace the
+    device or pipe itself)."""
+    return next((what for test, what in _SPECIAL_FILES if test(mode)), None)
 
 
 class GraphStore(ABC):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from duckgraph.core.files.paths import in_use, is_duckdb_file, own_file, refuse_to_write
 from duckgraph.core.sharing.lock import LockFile, holder, lock_path, supported
 from duckgraph.ports import DuckgraphError, InvalidInputError, StoreError
+from duckgraph.ports.store import special_file
 
 try:
     import fcntl
@@ -391,6 +392,13 @@ def _running(pid: int) -> bool:
 def _check_target(target: Path, source: Path | None, force: bool) -> None:
     """Refuse, before anything is written, a backup destination that cannot or must not be written."""
     refuse_to_write(target, source, "a backup", replace_unused=True)
+    try:
+        kind = special_file(target.stat().st_mode)
+    except OSError:
+        kind = None
+    if kind:  # a backup is renamed into place, which would replace the device or pipe itself (/dev/null)
+        raise InvalidInputError(f"{target} is {kind}, not a file: a backup is a database file; give it a file "
+                                "name, e.g. knowledge-backup.duckdb; nothing was written")
     if target.is_dir():
         raise InvalidInputError(
             f"{target} is a folder; give the backup a file name, e.g. {target / 'knowledge-backup.duckdb'}"

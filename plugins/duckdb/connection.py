@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from duckgraph.ports import StoreError
-from duckgraph.ports.store import is_duckdb_header
+from duckgraph.ports.store import is_duckdb_header, special_file
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +78,6 @@ def unusable(path: Path, exc: BaseException) -> StoreError:
                                             f"{_replay_advice(path, exc)}")
 
 
-#: What a path that is no regular file is, by its stat mode (a folder has its own message).
-_NOT_FILES = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
 def refuse_foreign(path: Path) -> None:
     """Refuse, before DuckDB opens it, a path that cannot be a memory: a folder, a pipe, device or socket (reading
     a pipe waits for a writer for ever), a symbolic link to nothing (DuckDB cannot create a file behind a link whose
@@ -104,7 +99,7 @@ def refuse_foreign(path: Path) -> None:
     if stat.S_ISDIR(mode):
         raise StoreError(f"{path} is a folder, not a file: give the store (--db, DUCKGRAPH_DB) the memory's file "
                          f"name, e.g. {path / 'knowledge.duckdb'}")
-    if kind := next((what for test, what in _NOT_FILES if test(mode)), None):
+    if kind := special_file(mode):
         raise StoreError(f"{path} is {kind}, not a file: a memory is kept in a regular file. Give --db "
                          "(DUCKGRAPH_DB) the memory's file, or a new file name to start one; nothing was read")
     try:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import anyio
@@ -111,6 +113,28 @@ def test_a_device_is_refused_not_called_an_empty_file_to_delete(cli_env, tmp_pat
     assert capsys.readouterr().err == (
         f"duckgraph: {os.devnull} is a character device, not a file: a memory is kept in a regular file. Give --db "
         "(DUCKGRAPH_DB) the memory's file, or a new file name to start one; nothing was read\n")
+
+
+def test_an_export_to_a_pipe_is_written_through_it_and_a_backup_to_one_is_refused(cli_env, tmp_path, capsys):
+    # `export -o /dev/null` (or /dev/stdout, or a shell's >(gzip > f)) renamed its finished file over the path: as
+    # root it replaced /dev/null itself by a regular file. A pipe stands in for the device here.
+    db = memory_file(tmp_path / "kb.duckdb")
+    pipe = tmp_path / "out.jsonl"
+    os.mkfifo(pipe)
+    read: list[str] = []
+    reader = threading.Thread(target=lambda: read.extend(pipe.read_text(encoding="utf-8").splitlines()), daemon=True)
+    reader.start()
+    assert main(["export", "--db", str(db), "-o", str(pipe)]) == 0
+    reader.join(timeout=60)
+    assert stat.S_ISFIFO(pipe.lstat().st_mode) and not (tmp_path / "out.jsonl.partial").exists()
+    assert sum('"kind": "node"' in line or '"kind":"node"' in line for line in read) == 5, read[:3]
+    capsys.readouterr()
+
+    assert main(["backup", "--db", str(db), "--force", str(pipe)]) == 1
+    assert capsys.readouterr().err == (
+        f"duckgraph: {pipe} is a named pipe (FIFO), not a file: a backup is a database file; give it a file name, "
+        "e.g. knowledge-backup.duckdb; nothing was written\n")
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)
 
 
 @pytest.fixture
