@@ -13,18 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from duckgraph.core import __version__
+from duckgraph.core.cli_checks import (
+    COMMUNITY_DEFAULTS,
+    COMMUNITY_OPTIONS,
+    CRAWL_DEPTH,
+    CRAWL_PAGES,
+    ROOTS_REFUSED,
+    UsageError,
+    given,
+    ignored_ingest_options,
+    refuse_empty_namespace,
+    refuse_ignored_options,
+    say_roots_fallback,
+)
 from duckgraph.ports import ConfigError, DuckgraphError
-
-
-#: The action of `communities` each of its options belongs to, and the default of those that have one.
-COMMUNITY_OPTIONS = {"level": "search", "token_budget": "search", "limit": "write"}
-COMMUNITY_DEFAULTS = {"token_budget": 2_000, "limit": 20}
-#: `ingest --crawl`'s defaults for --depth and --max-pages.
-CRAWL_DEPTH, CRAWL_PAGES = 2, 50
-
-
-class UsageError(Exception):
-    """A command's arguments do not go together: reported like argparse's own errors (usage, exit status 2)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        _refuse_ignored_options(args)
+        refuse_ignored_options(args)
         code = args.run(args) or 0
         sys.stdout.flush()  # here rather than at exit, so that a reader gone early is handled below
         return code
@@ -277,7 +279,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _common_options(db_help: str, *, namespace: bool = True) -> argparse.ArgumentParser:
     """The options every command takes; `db_help` says where its --db goes by default. Without `namespace`, the
-    --namespace option is still parsed (so that it is refused with the reason, WHOLE_FILE) but not shown."""
+    --namespace option is still parsed (so that it is refused with the reason, cli_checks.WHOLE_FILE) but not shown."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", help=db_help)
     common.add_argument("--config", help="TOML config file (default: DUCKGRAPH_CONFIG or the user config dir)")
@@ -289,59 +291,6 @@ def _common_options(db_help: str, *, namespace: bool = True) -> argparse.Argumen
     return common
 
 
-#: The commands that act on the whole file, every namespace, and why an explicit --namespace is refused there: a
-#: user who typed `backup --namespace work` would believe only `work` was copied (or, for restore, replaced).
-#: DUCKGRAPH_NAMESPACE and the config file's namespace are the default of every command, so they are not refused.
-WHOLE_FILE = {
-    "backup": "it copies the whole file, every namespace. To save one namespace, export it: duckgraph export "
-              "--namespace NAME -o FILE (read back with duckgraph import FILE). Nothing was written",
-    "restore": "it puts the backup in place of the whole file, every namespace. To bring back one namespace, "
-               "restore the backup into another file (duckgraph restore BACKUP --db OTHER.duckdb), export the "
-               "namespace from it (duckgraph export --db OTHER.duckdb --namespace NAME -o FILE), then here empty it "
-               "(duckgraph namespaces delete NAME --confirm NAME) and import the export (duckgraph import FILE). "
-               "Nothing was changed",
-    "compact": "it rewrites the whole file, every namespace at once (there is no compacting one namespace): "
-               "run it without --namespace. Nothing was changed",
-}
-
-
-def _refuse_ignored_options(args: argparse.Namespace) -> None:
-    """Refuse, before anything is opened, an option given on the command line that this command would ignore."""
-    from duckgraph.core.config import ROOTS_NAMESPACE
-
-    if args.command in WHOLE_FILE and args.namespace is not None:
-        raise UsageError(f"{args.command} takes no --namespace (given: {args.namespace!r}): {WHOLE_FILE[args.command]}")
-    if args.namespace == ROOTS_NAMESPACE and args.command != "serve":
-        raise UsageError(f"{args.command} takes no --namespace {ROOTS_NAMESPACE}: {ROOTS_REFUSED}; nothing was done")
-
-
-#: Why every command but serve refuses --namespace @roots: only a server has a client, whose roots name it; on
-#: the command line, stats took the fallback namespace quietly and export refused the name as invalid.
-ROOTS_REFUSED = ("@roots is for `duckgraph serve`: the client's roots name the namespace; on the command line give "
-                 "the namespace's name (`duckgraph namespaces` lists them)")
-
-
-def _say_roots_fallback(args: argparse.Namespace, settings: Any) -> None:
-    """With the namespace setting @roots (DUCKGRAPH_NAMESPACE or the config file, shared with `serve`), a command
-    that works in the default namespace uses namespace_fallback, as a client without roots does: said, not silent,
-    since a user in a project's folder may expect that project's memory."""
-    if not settings.from_roots or args.command in ("serve", "demo", *WHOLE_FILE) or (
-            args.command == "export" and args.format != "memory-jsonl"):  # a whole-file export names none
-        return
-    from duckgraph.core.domain.namespaces import namespace_from_folder
-
-    try:
-        here = namespace_from_folder(Path.cwd().name)
-    except OSError:  # the current folder was deleted: there is no folder to name
-        here = None
-    fallback = settings.namespace_fallback
-    folder = f" (a client whose root is this folder uses {here!r})" if here and here != fallback else ""
-    print(f"duckgraph: the namespace setting is {settings.namespace}, which only `duckgraph serve` follows (each "
-          f"client's roots name its namespace): {args.command} uses the fallback namespace {fallback!r} "
-          f"(namespace_fallback, DUCKGRAPH_NAMESPACE_FALLBACK); give --namespace NAME for another{folder}",
-          file=sys.stderr)
-
-
 def _setup(args: argparse.Namespace, *, existing: bool = False, **overrides: Any):
     """The services for this command. `existing`: the command reads (or changes) what is stored, so it refuses a
     database file that is not there rather than create an empty one (and its folders), with which a mistyped
@@ -349,7 +298,7 @@ def _setup(args: argparse.Namespace, *, existing: bool = False, **overrides: Any
     from duckgraph.core.bootstrap import bootstrap
 
     services = bootstrap(_settings(args, **overrides))  # opens nothing; says first what is wrong in the settings
-    _say_roots_fallback(args, services.settings)
+    say_roots_fallback(args, services.settings)
     if existing:
         from duckgraph.core.files.paths import refuse_dangling_link
 
@@ -437,7 +386,7 @@ def _ingest(args: argparse.Namespace) -> int:
         print("duckgraph: --prune-empty goes with --prune", file=sys.stderr)
         return 2
     urls = [p for p in args.paths if "://" in p]
-    if refused := _ignored_ingest_options(args, urls):
+    if refused := ignored_ingest_options(args, urls):
         print(f"duckgraph: {refused}; nothing was read", file=sys.stderr)
         return 2
     services = _setup(args)
@@ -464,8 +413,8 @@ def _ingest(args: argparse.Namespace) -> int:
     bar = ProgressBar()
     if urls:
         bar.label = "web"
-        crawl = fetching.fetch(urls, depth=_given(args.depth, CRAWL_DEPTH) if args.crawl else 0,
-                               max_pages=_given(args.max_pages, CRAWL_PAGES), progress=bar.update)
+        crawl = fetching.fetch(urls, depth=given(args.depth, CRAWL_DEPTH) if args.crawl else 0,
+                               max_pages=given(args.max_pages, CRAWL_PAGES), progress=bar.update)
         files = [*files, *crawl.pages]
         if args.prune:  # a site is pruned only after a whole crawl (core/web/crawl.py)
             prune += crawl.whole
@@ -544,32 +493,6 @@ def _ingest(args: argparse.Namespace) -> int:
         raise
     bar.finish()
     return summarize(report, stopped=False)
-
-
-def _ignored_ingest_options(args: argparse.Namespace, urls: list[str]) -> str | None:
-    """Why an option given to `ingest` would change nothing with the paths given (so it is refused), or None."""
-    given = [flag for flag, value in (("--depth", args.depth), ("--max-pages", args.max_pages)) if value is not None]
-    if given and not args.crawl:
-        return (f"{' and '.join(given)} {'go' if len(given) > 1 else 'goes'} with --crawl (without it only the "
-                "pages given are fetched)")
-    if args.crawl and not urls:
-        return "--crawl follows the links of the http(s) URLs given, and none was given"
-    # Only existing files given (no folder, nor a path that is missing, which ingest reports itself): nothing to
-    # prune and no folder to follow links out of.
-    local = [Path(p).expanduser() for p in args.paths if p not in urls]
-    files_only = all(path.exists() and not path.is_dir() for path in local)
-    if args.prune and files_only and not (args.crawl and urls):
-        return ("--prune deletes the documents of files gone from the folders given (with --crawl, of pages gone "
-                "from a crawled site), and no folder was given" + ("" if local else " (pages given without --crawl "
-                                                                             "are never pruned)"))
-    if args.follow_symlinks and files_only:
-        return ("--follow-symlinks follows the symbolic links inside the folders given, and no folder was given (a "
-                "file given by name is read wherever it is)")
-    return None
-
-
-def _given(value: int | None, default: int) -> int:
-    return default if value is None else value
 
 
 def _say_unsupported(unsupported: list[tuple[str, str]]) -> None:
@@ -652,7 +575,7 @@ def _communities(args: argparse.Namespace) -> int:
         raise UsageError(f"communities {args.action} takes no {' or '.join(ignored)}: --level and --token-budget go "
                          "with search, --limit with write; nothing was done")
     for name, default in COMMUNITY_DEFAULTS.items():
-        setattr(args, name, _given(getattr(args, name), default))
+        setattr(args, name, given(getattr(args, name), default))
     bar = ProgressBar()
     bar.label = f"communities {args.action}"
     with _setup(args, existing=True).knowledge_base as kb:
@@ -837,7 +760,7 @@ def _export(args: argparse.Namespace) -> int:
 
         refuse_to_write(args.output, services.settings.db, "an export")
     with services.knowledge_base as kb:
-        _refuse_empty_namespace(args, kb)
+        refuse_empty_namespace(args, kb)
         if not args.output or args.output == "-":
             summary = write(kb, sys.stdout)
             target = "standard output"
@@ -877,27 +800,6 @@ def _special(path: Path) -> bool:
         return special_file(path.stat().st_mode) is not None
     except OSError:
         return False
-
-
-def _refuse_empty_namespace(args: argparse.Namespace, kb: Any) -> None:
-    """Before anything is written: refuse to export a namespace named with --namespace that holds nothing (a
-    mistyped or miscased name exported "successfully", then the real one deleted, loses the memory); say so, and
-    export, when it is the configured default, which a new file may hold nothing in yet."""
-    if args.namespace is None and args.format != "memory-jsonl":
-        return  # every namespace of the file
-    from duckgraph.core.domain.namespaces import namespace_hint
-
-    namespace = kb.resolve_namespace(args.namespace)
-    held = kb.store.namespaces()
-    if namespace in held:
-        return
-    hint = namespace_hint(namespace, held)
-    if args.namespace is None:
-        print(f"duckgraph: the namespace {namespace!r} (the configured one) holds nothing yet: {hint}; its export "
-              "holds nothing", file=sys.stderr)
-        return
-    raise DuckgraphError(f"the namespace {namespace!r} holds nothing: {hint}. Nothing was exported"
-                         + ("" if not args.output or args.output == "-" else f" ({args.output} was not written)"))
 
 
 def _import(args: argparse.Namespace) -> int:
