@@ -20,8 +20,8 @@ from duckgraph.core.cli_checks import (
     CRAWL_PAGES,
     ROOTS_REFUSED,
     UsageError,
-    given,
     ignored_ingest_options,
+    or_default,
     refuse_empty_namespace,
     refuse_ignored_options,
     say_roots_fallback,
@@ -413,8 +413,8 @@ def _ingest(args: argparse.Namespace) -> int:
     bar = ProgressBar()
     if urls:
         bar.label = "web"
-        crawl = fetching.fetch(urls, depth=given(args.depth, CRAWL_DEPTH) if args.crawl else 0,
-                               max_pages=given(args.max_pages, CRAWL_PAGES), progress=bar.update)
+        crawl = fetching.fetch(urls, depth=or_default(args.depth, CRAWL_DEPTH) if args.crawl else 0,
+                               max_pages=or_default(args.max_pages, CRAWL_PAGES), progress=bar.update)
         files = [*files, *crawl.pages]
         if args.prune:  # a site is pruned only after a whole crawl (core/web/crawl.py)
             prune += crawl.whole
@@ -575,7 +575,7 @@ def _communities(args: argparse.Namespace) -> int:
         raise UsageError(f"communities {args.action} takes no {' or '.join(ignored)}: --level and --token-budget go "
                          "with search, --limit with write; nothing was done")
     for name, default in COMMUNITY_DEFAULTS.items():
-        setattr(args, name, given(getattr(args, name), default))
+        setattr(args, name, or_default(getattr(args, name), default))
     bar = ProgressBar()
     bar.label = f"communities {args.action}"
     with _setup(args, existing=True).knowledge_base as kb:

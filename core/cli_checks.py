@@ -98,7 +98,7 @@ def ignored_ingest_options(args: argparse.Namespace, urls: list[str]) -> str | N
     return None
 
 
-def given(value: int | None, default: int) -> int:
+def or_default(value: int | None, default: int) -> int:
     return default if value is None else value
 
 

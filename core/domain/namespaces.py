@@ -9,7 +9,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.moments import iso_utc
 from duckgraph.ports import InvalidInputError, NotFoundError, WriteBatch
