@@ -1,13 +1,15 @@
 """The model replies as servers really send them, not only as the scripted model does: tool calls that share an
-index or have none (Ollama's /v1), arguments sent as an object, a stream answered with one JSON body, replies of
-the wrong shape and empty answers. The scripted model on 127.0.0.1 sends these byte for byte (`Raw`); the parsers
-are driven directly, and the chat program end to end with the small MCP server (no embedding model)."""
+index or have none (Ollama's /v1), or have neither index nor id, arguments sent as an object, a stream answered with
+one JSON body, replies of the wrong shape, empty answers, and replies cut short. The scripted model on 127.0.0.1
+sends these byte for byte (`Raw`); the parsers are driven directly, and the chat program end to end with the small
+MCP server (no embedding model)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,19 +25,50 @@ TINY_SERVER = [sys.executable, str(Path(__file__).with_name("tiny_server.py"))]
 MODEL = "qwen3:8b"  # the one the scripted model serves
 
 
+STALL_SECONDS = 5  # how long a stalled answer stays silent: longer than the client's timeout in those tests
+
+
 @dataclass
 class Raw(Turn):
     """An answer sent as these bytes, whatever the API."""
 
     body: bytes = b""
+    #: how the HTTP response ends: "length" (a Content-Length), "close" (no length: the body ends when the server
+    #: closes the connection, a clean end over HTTP, as a proxy may send a stream cut upstream), "abort" (chunked,
+    #: dropped before the last chunk), "stall" (chunked, then silence with the connection open)
+    end: str = "length"
 
 
 class _RawHandler(_Handler):
+    raw: Raw | None = None
+
     def _ollama(self, model: str, turn: Turn) -> bytes:
-        return turn.body if isinstance(turn, Raw) else super()._ollama(model, turn)
+        if isinstance(turn, Raw):
+            self.raw = turn
+            return turn.body
+        return super()._ollama(model, turn)
 
     def _openai(self, model: str, turn: Turn) -> bytes:
-        return turn.body if isinstance(turn, Raw) else super()._openai(model, turn)
+        if isinstance(turn, Raw):
+            self.raw = turn
+            return turn.body
+        return super()._openai(model, turn)
+
+    def _send(self, status: int, data: bytes, content_type: str) -> None:
+        end = self.raw.end if self.raw else "length"
+        if end == "length":
+            return super()._send(status, data, content_type)
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Connection", "close")
+        if end != "close":
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.write(data if end == "close" else b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+        if end == "stall":
+            time.sleep(STALL_SECONDS)
+        self.close_connection = True  # the socket closes: with "abort", before the chunked body's last chunk
 
 
 def scripted(script) -> ScriptedModel:
@@ -50,19 +83,19 @@ def sse(*deltas: dict[str, Any]) -> bytes:
     return b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
 
 
-def ask(api: str, answer: Turn) -> tuple[Reply, list[str]]:
+def ask(api: str, answer: Turn, timeout: float = 10) -> tuple[Reply, list[str]]:
     """One `complete` against the scripted model answering `answer`; the reply and the text pieces streamed."""
     with scripted(lambda messages, tools: answer) as server:
-        model = (OllamaChat(MODEL, server.url, 10) if api == "ollama" else
-                 OpenAIChat(MODEL, f"{server.url}/v1", 10, "DUCKGRAPH_CHAT_TEST_NO_KEY"))
+        model = (OllamaChat(MODEL, server.url, timeout) if api == "ollama" else
+                 OpenAIChat(MODEL, f"{server.url}/v1", timeout, "DUCKGRAPH_CHAT_TEST_NO_KEY"))
         streamed: list[str] = []
         reply = anyio.run(model.complete, [{"role": "user", "content": "hi"}], None, streamed.append)
     return reply, streamed
 
 
-def refused(api: str, answer: Turn) -> str:
+def refused(api: str, answer: Turn, timeout: float = 10) -> str:
     with pytest.raises(ModelError) as caught:
-        ask(api, answer)
+        ask(api, answer, timeout)
     return str(caught.value)
 
 
@@ -85,6 +118,88 @@ def test_openai_calls_without_index_are_told_apart_by_their_ids():
         {"tool_calls": [{"function": {"arguments": ONE[5:]}}]},
         {"tool_calls": [{"id": "b", "function": {"name": "crash", "arguments": ""}}]})))
     assert reply.tool_calls == [ToolCall("echo", ONE, "a"), ToolCall("crash", "", "b")]
+
+
+def test_openai_calls_without_index_or_id_start_where_a_piece_names_a_function():
+    # As llama.cpp builds and some proxies send them: the name only in each call's first piece, then arguments.
+    reply, _ = ask("openai", Raw(body=sse(
+        {"tool_calls": [{"function": {"name": "echo", "arguments": ONE[:5]}}]},
+        {"tool_calls": [{"function": {"arguments": ONE[5:]}}]},
+        {"tool_calls": [{"type": "function", "function": {"name": "echo", "arguments": ""}}]},
+        {"tool_calls": [{"function": {"arguments": TWO[:5]}}]},
+        {"tool_calls": [{"function": {"arguments": TWO[5:]}}]})))
+    assert reply.tool_calls == [ToolCall("echo", ONE, "call_0"), ToolCall("echo", TWO, "call_1")]
+
+
+def test_openai_a_call_without_arguments_then_another_without_index_or_id_stay_apart():
+    reply, _ = ask("openai", Raw(body=sse(
+        {"tool_calls": [{"function": {"name": "crash", "arguments": ""}}]},
+        {"tool_calls": [{"function": {"name": "echo", "arguments": ONE}}]})))
+    assert reply.tool_calls == [ToolCall("crash", "", "call_0"), ToolCall("echo", ONE, "call_1")]
+
+
+def sse_ending(*deltas: dict[str, Any], finish: str | None = None, done: bool = False,
+               usage: bool = False) -> bytes:
+    """Chunks of `deltas`, the last with `finish` as its finish_reason; then a usage chunk, then [DONE], if asked."""
+    events = [{"id": "chatcmpl-1", "object": "chat.completion.chunk",
+               "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    events[-1]["choices"][0]["finish_reason"] = finish
+    if usage:
+        events.append({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [],
+                       "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}})
+    return b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + (b"data: [DONE]\n\n" if done else b"")
+
+
+CUT_SHORT = ("the connection was closed or the server stopped mid-reply; the reply was cut short, and none of it "
+             "was kept (any text shown is incomplete; no tool call was run); ask again")
+
+
+@pytest.mark.parametrize("end", ["length", "close"])
+def test_openai_stream_cut_short_is_an_error(end):
+    # Neither [DONE] nor a finish_reason: the text stops mid-sentence, the call's arguments mid-JSON.
+    said = refused("openai", Raw(end=end, body=sse_ending(
+        {"role": "assistant", "content": "Let me check"},
+        {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "echo", "arguments": ONE[:5]}}]})))
+    assert said.endswith("/v1 ended without a finish_reason or `data: [DONE]` (it had sent 12 characters of "
+                         f"text and a call to 'echo'): {CUT_SHORT}")
+    text_only = refused("openai", Raw(end=end, body=sse_ending({"content": "The answer is"})))
+    assert "(it had sent 13 characters of text)" in text_only and text_only.endswith(CUT_SHORT)
+    nothing = refused("openai", Raw(end=end, body=b": keep-alive\n\n"))
+    assert "(it had sent nothing)" in nothing
+
+
+@pytest.mark.parametrize("usage", [False, True])
+def test_openai_stream_ending_with_a_finish_reason_but_no_done_is_complete(usage):
+    # Some servers end there; a usage chunk (no choices) may follow the finish_reason.
+    reply, streamed = ask("openai", Raw(end="close", body=sse_ending(
+        {"content": "Storing it."},
+        {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "echo", "arguments": ONE}}]},
+        {}, finish="tool_calls", usage=usage)))
+    assert reply == Reply("Storing it.", [ToolCall("echo", ONE, "a")]) and streamed == ["Storing it."]
+
+
+def test_ollama_stream_cut_short_is_an_error():
+    lines = [{"model": MODEL, "message": {"role": "assistant", "content": "Half an"}, "done": False},
+             {"model": MODEL, "message": {"role": "assistant", "content": "", "tool_calls": [
+                 {"function": {"name": "echo", "arguments": {"text": "one"}}}]}, "done": False}]
+    said = refused("ollama", Raw(end="close", body=b"".join(json.dumps(line).encode() + b"\n" for line in lines)))
+    assert said.endswith('ended without the last line ("done": true) (it had sent 7 characters of text and a call '
+                         f"to 'echo'): {CUT_SHORT}")
+
+
+@pytest.mark.parametrize("api", ["ollama", "openai"])
+def test_a_connection_dropped_or_stalled_mid_reply_is_said_to_cut_it_short(api):
+    body = (b'{"message": {"role": "assistant", "content": "Half"}, "done": false}\n' if api == "ollama" else
+            sse_ending({"content": "Half"}))
+    dropped = refused(api, Raw(end="abort", body=body))
+    assert "broke in the middle of the reply (peer closed connection" in dropped
+    assert dropped.endswith("the reply was cut short, and none of it was kept (any text shown is incomplete; no "
+                            "tool call was run); ask again")
+    started = time.monotonic()
+    stalled = refused(api, Raw(end="stall", body=body), timeout=1)
+    assert time.monotonic() - started < STALL_SECONDS  # the client's timeout ended it, not the server
+    assert "stopped sending for 1 s in the middle of the reply: the reply was cut short" in stalled
+    assert stalled.endswith("ask again, or raise --timeout if the model is that slow")
 
 
 def test_openai_calls_with_their_own_index_and_the_id_on_the_first_piece_only():
@@ -219,3 +334,36 @@ def test_malformed_and_empty_answers_are_reported_and_the_chat_goes_on(api):
     kept = model.requests[-1]["body"]["messages"]
     assert [m["role"] for m in kept] == ["system", "user", "assistant", "tool", "tool", "assistant", "user"]
     assert [m["content"] for m in kept if m["role"] == "user"] == ["two calls", "after"]
+
+
+@pytest.mark.parametrize("api", ["ollama", "openai"])
+def test_a_reply_cut_short_is_reported_runs_no_tool_and_the_chat_goes_on(api):
+    def script(messages, tools) -> Turn:
+        if messages[-1]["role"] == "tool":
+            return Turn("Tool said: " + messages[-1]["content"])
+        if last_user(messages) != "cut":
+            return Turn(f"You said: {last_user(messages)}")
+        # The text, then a call whose arguments stop mid-JSON (Ollama sends a call whole), and no end mark.
+        if api == "ollama":
+            return Raw(end="close", body=json.dumps({"message": {"content": "Let me check"}, "done": False}).encode()
+                       + b"\n" + json.dumps({"message": {"content": "", "tool_calls": [
+                           {"function": {"name": "echo", "arguments": {"text": "one"}}}]}, "done": False}).encode())
+        return Raw(end="close", body=sse_ending(
+            {"content": "Let me check"},
+            {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "echo", "arguments": ONE[:5]}}]}))
+
+    with scripted(script) as model:
+        base_url = model.url if api == "ollama" else f"{model.url}/v1"
+        done = subprocess.run([sys.executable, "-m", "duckgraph_chat", "--api", api, "--base-url", base_url, "--",
+                               *TINY_SERVER], input=b"cut\nafter\n", capture_output=True, timeout=60)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr
+    assert "Traceback" not in stderr and "[tool " not in stderr  # the call was never run
+    # The partial text's line is ended, so the next answer starts on its own.
+    assert done.stdout.decode().splitlines() == ["Let me check", "You said: after"]
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].endswith(CUT_SHORT), stderr
+    assert "(it had sent 12 characters of text and a call to 'echo')" in errors[0]
+    # Only the two questions reached the model, and the cut turn left nothing in the conversation.
+    assert len(model.requests) == 2
+    assert [m["role"] for m in model.requests[-1]["body"]["messages"]] == ["system", "user"]

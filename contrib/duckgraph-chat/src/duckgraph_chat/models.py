@@ -20,6 +20,10 @@ from duckgraph_chat.tools import ToolCall
 OLLAMA_URL = "http://127.0.0.1:11434"
 OPENAI_URL = "http://127.0.0.1:1234/v1"
 
+#: what a reply cut short means to the user: it is dropped whole, so a half-written answer or a tool call with
+#: truncated arguments never reaches the conversation or the MCP server
+CUT_SHORT = "the reply was cut short, and none of it was kept (any text shown is incomplete; no tool call was run)"
+
 
 class ModelError(Exception):
     """The model could not be reached or refused the request; the text says what to do."""
@@ -55,6 +59,7 @@ class ChatModel:
 
     async def _lines(self, path: str, body: dict[str, Any]) -> AsyncIterator[str]:
         url = f"{self.base_url}{path}"
+        received = False  # once the reply has begun, a broken connection or a stall cuts it short
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
                 async with client.stream("POST", url, json=body, headers=self._headers()) as response:
@@ -63,14 +68,32 @@ class ChatModel:
                         raise ModelError(self._explain(response.status_code, _said(response)))
                     async for line in response.aiter_lines():
                         if line.strip():
+                            received = True
                             yield line
         except httpx.ConnectError:
             raise ModelError(f"cannot reach the model server at {self.base_url}: {self._start_hint()}") from None
         except httpx.TimeoutException:
+            if received:
+                raise ModelError(f"{url} stopped sending for {self.timeout:g} s in the middle of the reply: "
+                                 f"{CUT_SHORT}; ask again, or raise --timeout if the model is that slow") from None
             raise ModelError(f"{url} sent nothing for {self.timeout:g} s: the model may still be loading; raise "
                              "--timeout or try again") from None
         except httpx.HTTPError as exc:
+            if received:
+                raise ModelError(f"the connection to {url} broke in the middle of the reply ({exc}): {CUT_SHORT}; "
+                                 "ask again") from None
             raise ModelError(f"request to {url} failed: {exc}") from None
+
+    def _cut_short(self, reply: Reply, calls: list[ToolCall], missing: str) -> ModelError:
+        """The error for a stream that ended cleanly at the HTTP level but without the API's end mark (a proxy or
+        a server that closed the connection mid-reply): its text may stop mid-sentence, a tool call's arguments
+        mid-JSON, so none of it is used."""
+        got = [f"{len(reply.content)} characters of text"] if reply.content else []
+        if calls:
+            got.append(("a call to " if len(calls) == 1 else "calls to ") + ", ".join(repr(c.name) for c in calls))
+        received = " and ".join(got) or "nothing"
+        return ModelError(f"the reply from {self.base_url} ended without {missing} (it had sent {received}): the "
+                          f"connection was closed or the server stopped mid-reply; {CUT_SHORT}; ask again")
 
     def _start_hint(self) -> str:
         raise NotImplementedError
@@ -129,7 +152,7 @@ class OllamaChat(ChatModel):
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
         if tools:
             body["tools"] = tools
-        reply, reason = Reply(), None
+        reply, reason, done = Reply(), None, False
         async for line in self._lines("/api/chat", body):
             chunk = self._object(line)
             if chunk.get("error"):
@@ -145,7 +168,9 @@ class OllamaChat(ChatModel):
                 # the arguments are the model's, of any shape: the toolbox answers it when they are not an object
                 reply.tool_calls.append(ToolCall(name, function.get("arguments")))
             if chunk.get("done"):
-                reason = chunk.get("done_reason")
+                done, reason = True, chunk.get("done_reason")
+        if not done:  # Ollama always ends with a `"done": true` line: without it the reply was cut short
+            raise self._cut_short(reply, reply.tool_calls, 'the last line ("done": true)')
         return self._answered(reply, reason)
 
     def assistant_message(self, reply):
@@ -180,7 +205,7 @@ class OpenAIChat(ChatModel):
         if tools:
             body["tools"] = tools
         reply, calls, reason = Reply(), _StreamedCalls(self), None
-        events, other = 0, []
+        events, other, finished = 0, [], False
         async for line in self._lines("/chat/completions", body):
             if not line.startswith("data:"):
                 if not line.startswith((":", "event:", "id:", "retry:")):  # SSE comments and fields are skipped
@@ -189,6 +214,7 @@ class OpenAIChat(ChatModel):
             events += 1
             data = line[5:].strip()
             if data == "[DONE]":
+                finished = True
                 break
             chunk = self._object(data)
             if chunk.get("error"):
@@ -206,6 +232,9 @@ class OpenAIChat(ChatModel):
                 calls.add(part, data)
         if not events and other:
             return self._unstreamed("\n".join(other), on_text)
+        if not finished and reason is None:
+            # A finish_reason alone is a complete reply (some servers send no [DONE]); neither means it was cut.
+            raise self._cut_short(reply, calls.tool_calls(), "a finish_reason or `data: [DONE]`")
         reply.tool_calls = calls.tool_calls()
         return self._answered(reply, reason)
 
@@ -261,7 +290,9 @@ class OpenAIChat(ChatModel):
 class _StreamedCalls:
     """The tool calls of an OpenAI answer, from their pieces. A piece names its call by `index`, but Ollama's /v1
     gives every call index 0 (ollama/ollama#15457) and some servers send no index: so a piece with an id other than
-    its call's starts a new call, and a piece without an id continues the call before it at that index."""
+    its call's starts a new call, and a piece without an id continues the call before it at that index. Some
+    servers (llama.cpp builds, proxies) send neither index nor id: there a piece that names a function starts a new
+    call once the call before it has its name, as a function's name comes whole, in its call's first piece."""
 
     def __init__(self, model: ChatModel) -> None:
         self._model = model
@@ -277,7 +308,9 @@ class _StreamedCalls:
         function = model._field(part, "function", dict, sent) or {}
         name = model._field(function, "name", str, sent) or ""
         call = None if whole else self._current.get(index)
-        if call is None or (call_id and call["id"] and call_id != call["id"]):
+        # Only a piece with neither index nor id is told apart by its name: pieces that carry one keep their rule.
+        anonymous_next = index is None and not call_id and bool(name) and call is not None and bool(call["name"])
+        if call is None or (call_id and call["id"] and call_id != call["id"]) or anonymous_next:
             call = {"id": "", "name": "", "arguments": None}
             self._calls.append(call)
             self._current[index] = call

@@ -62,7 +62,19 @@ class ChatSession:
         return reply.content
 
     async def _ask(self, tools: list[dict[str, Any]] | None) -> Reply:
-        reply = await self.model.complete(self.messages, tools, self.write)
+        wrote = False
+
+        def write(text: str) -> None:
+            nonlocal wrote
+            wrote = True
+            self.write(text)
+
+        try:
+            reply = await self.model.complete(self.messages, tools, write)
+        except BaseException:
+            if wrote:  # text of a reply that failed midway: its line is ended, so the next answer has its own
+                self.write("\n")
+            raise
         if reply.content:
             self.write("\n")
         if not reply.tool_calls or tools is not None:
