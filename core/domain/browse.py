@@ -1,7 +1,7 @@
 """Reads for a person browsing the memory (the web UI, core/ui/) that no MCP tool answers: the passages that
 mention an entity, its neighbours with their types (to draw them), the most connected entities, the
-namespaces, and the communities of a level with one community's entities drawn. Everything else the UI shows
-comes from the tools themselves."""
+namespaces, the communities of a level with one community's entities drawn, and what deleting a passage's document
+deletes. Everything else the UI shows comes from the tools themselves."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from duckgraph.core.domain.document_ids import PART, all_ids, is_part_of
 from duckgraph.ports import InvalidInputError, NotFoundError, tokens
 
 if TYPE_CHECKING:
@@ -115,9 +116,24 @@ def community(kb: KnowledgeBase, namespace: str, id: int, limit: int = 60) -> di
     }
 
 
+def document(kb: KnowledgeBase, namespace: str, id: str) -> dict[str, Any]:
+    """The whole document that the stored document `id` (a passage's document_id) is part of, as delete_documents
+    deletes it: a long file's later part (`<file>#part-2`) is its file's, when the file is stored; its id and
+    title, its parts' ids (the file's first) and how many passages they hold."""
+    kb.open()
+    file = id.rpartition(PART)[0]
+    whole = file if is_part_of(id, file) and kb.store.document_titles([file], namespace) else id
+    titles = kb.store.document_titles([whole], namespace)
+    if whole not in titles:
+        raise NotFoundError(f"no document {id!r} in the namespace {namespace!r} (deleted meanwhile?)")
+    parts = [whole, *(d for d in all_ids(kb.store, namespace) if is_part_of(d, whole))]
+    return {"id": whole, "title": titles[whole], "parts": parts,
+            "passages": len(kb.store.document_chunks(namespace, parts))}
+
+
 VIEWS: dict[str, Callable[..., dict[str, Any]]] = {
     "entity_passages": entity_passages, "neighbourhood": neighbourhood, "most_connected": most_connected,
-    "namespaces": namespaces, "communities": communities, "community": community,
+    "namespaces": namespaces, "communities": communities, "community": community, "document": document,
 }
 
 

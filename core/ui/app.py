@@ -8,14 +8,21 @@ model's calls do) and the reads of core/domain/browse.py.
                                          neighbours; 404 with the names it likely meant (did_you_mean)
     GET  /api/communities?level=         the communities of a level with their reports
     GET  /api/community?id=              one community's report and its entities to draw
+    GET  /api/document?id=&namespace=    the whole document a passage's document is part of: what deleting it
+                                         deletes (a long file's parts, their passages)
     POST /api/tool/{name}                one of TOOLS with {"arguments": {...}, "namespace": ...}
+
+An error is {"error": TEXT, "quoted": [[start, end], ...]}: `quoted`, the ranges of TEXT's quoted values (names, ids,
+as the tools quote them), for the page to isolate as it isolates names in its own sentences.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import logging
+import re
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
@@ -69,6 +76,7 @@ def build_app(calls: DirectCalls) -> Starlette:
         Route("/api/entity", api.entity),
         Route("/api/communities", api.communities),
         Route("/api/community", api.community),
+        Route("/api/document", api.document),
         Route("/api/tool/{name}", api.tool, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
@@ -150,6 +158,14 @@ class _Api:
     async def community(self, request: Request) -> Response:
         async def answer(namespace: str) -> dict[str, Any]:
             return await self.calls.browse("community", namespace, {"id": _whole(request, "id")})
+
+        return await self._answer(request, answer)
+
+    async def document(self, request: Request) -> Response:
+        async def answer(namespace: str) -> dict[str, Any]:
+            if not (id := request.query_params.get("id", "")):
+                raise InvalidInputError("give the document's id: id=, a passage's document_id")
+            return await self.calls.browse("document", namespace, {"id": id})
 
         return await self._answer(request, answer)
 
@@ -241,4 +257,48 @@ def _refusal(exc: DuckgraphError) -> str:
 
 
 def _error(status: int, message: str, **details: Any) -> Response:
-    return JSONResponse({"error": message, **details}, status_code=status, headers=_NO_CACHE)
+    return JSONResponse({"error": message, "quoted": quoted(message), **details}, status_code=status,
+                        headers=_NO_CACHE)
+
+
+#: What may stand just before a quoted value in an error: "named 'X'", "sources=['X', 'Y']", "('X')". Not a
+#: letter, so an apostrophe ("the file's", "'X''s type") never opens one.
+_BEFORE_QUOTE = frozenset(" \t\n([{=,:")
+_REPR_ESCAPES = re.compile(r"(?:[^\\]|\\[\\'nrt]|\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|\\U[0-9a-f]{8})*", re.DOTALL)
+
+
+def quoted(message: str) -> list[list[int]]:
+    """The [start, end) ranges, in code points, of the values `message` quotes as Python writes a string (`repr`:
+    'Alice', "O'Brien", 'a\\'b"c'), inside their quotes. The tools' errors name entities, ids and namespaces so
+    (core/domain/curation.py, documents.py): the page isolates each, so a right-to-left name keeps its place
+    in the sentence. A span counts only when it reads back to a string whose repr it is, so an apostrophe or a
+    stray quote is never taken for one."""
+    found: list[list[int]] = []
+    at = 0
+    while at < len(message):
+        if message[at] in "'\"" and (at == 0 or message[at - 1] in _BEFORE_QUOTE):
+            end = _literal_end(message, at)
+            if end is not None:
+                found.append([at + 1, end])
+                at = end + 1
+                continue
+        at += 1
+    return found
+
+
+def _literal_end(text: str, start: int) -> int | None:
+    """Where the string literal opened at `start` closes, if it is the repr of a string; else None."""
+    quote, at = text[start], start + 1
+    while at < len(text) and text[at] != quote:
+        at += 2 if text[at] == "\\" else 1
+    if at >= len(text) or text[at + 1: at + 2].isalnum():
+        return None
+    literal = text[start: at + 1]
+    # Only the escapes repr writes: literal_eval would warn of others ("\\d"), and they are no repr anyway.
+    if not _REPR_ESCAPES.fullmatch(literal[1:-1]):
+        return None
+    try:
+        value = ast.literal_eval(literal)
+    except (ValueError, SyntaxError):
+        return None
+    return at if isinstance(value, str) and repr(value) == literal else None

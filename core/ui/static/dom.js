@@ -60,15 +60,16 @@ export function clear(el, ...children) {
 }
 
 // `text` as nodes with the ranges `marks` in <mark>: [start, end) in code points, as the server computes them
-// with its own tokenizer (core/ui/marks.py), so the page marks exactly the words keyword search matched.
-export function marked(text, marks) {
+// with its own tokenizer (core/ui/marks.py), so the page marks exactly the words keyword search matched. `wrap`
+// makes the node of a range (an error's quoted names are isolated: `quotedIsolated`).
+export function marked(text, marks, wrap = (piece) => h("mark", {}, piece)) {
   if (!marks || !marks.length) return [text];
   const chars = Array.from(text);  // by code point, as the server counts
   const parts = [];
   let last = 0;
   for (const [start, end] of marks) {
     if (start > last) parts.push(chars.slice(last, start).join(""));
-    parts.push(h("mark", {}, chars.slice(start, end).join("")));
+    parts.push(wrap(chars.slice(start, end).join("")));
     last = end;
   }
   if (last < chars.length) parts.push(chars.slice(last).join(""));
@@ -89,6 +90,12 @@ export function typeColour(type) {
 // right-to-left name keeps its place, and a list of them its order ("Merged דוד, שרה into ...").
 export function isolated(name) {
   return h("bdi", {}, name);
+}
+
+// A tool's error with the names it quotes ('דוד כהן', as the API's `quoted` ranges place them) each isolated, as
+// in the page's own sentences: "no entity named 'דוד', 'שרה'" keeps the list's order.
+export function quotedIsolated(text, ranges) {
+  return marked(text, ranges, isolated);
 }
 
 // Names as "a, b, c", each isolated.

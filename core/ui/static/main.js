@@ -2,7 +2,7 @@
 // #/entity?name=, #/community?id=; each with ns= for a namespace other than the default), each drawn from the JSON
 // API of core/ui/app.py, and the curation actions of an entity's page and of a passage's document.
 
-import { append, clear, h, isolated, isolatedList, marked, typeBadge, visible } from "./dom.js";
+import { append, clear, h, isolated, isolatedList, marked, quotedIsolated, typeBadge, visible } from "./dom.js";
 import { drawGraph } from "./graph.js";
 import { ask, confirmAction, editEntity } from "./curate.js";
 
@@ -33,10 +33,18 @@ async function answer(response) {
   const body = await response.json().catch(() => ({ error: `${response.status} ${response.statusText}` }));
   if (!response.ok) {
     const error = new Error(body.error || body.error_description || `${response.status}`);
-    error.body = body;  // what else the API says (did_you_mean, hint): shown with the error
+    error.body = body;  // what else the API says (did_you_mean, hint, quoted): shown with the error
+    error.status = response.status;
     throw error;
   }
   return body;
+}
+
+// An error as shown: a tool's text with the names it quotes isolated (the API's `quoted` ranges of it), so a
+// right-to-left name keeps its place, as in the page's own notices.
+function errorText(error) {
+  const ranges = error.body && error.body.error === error.message ? error.body.quoted : null;
+  return quotedIsolated(error.message, ranges);
 }
 
 function available(tool) {
@@ -81,7 +89,7 @@ async function render() {
     else if (path === "/community") await showCommunity(params.get("id") || "", live);
     else showBrowse();
   } catch (error) {
-    if (live()) clear(view, h("p", { class: "error" }, error.message), helpOf(error.body));
+    if (live()) clear(view, h("p", { class: "error" }, errorText(error)), helpOf(error.body));
   }
 }
 
@@ -154,7 +162,7 @@ async function optional(section, tool, args, draw) {
   try {
     clear(body, draw(await callTool(tool, args)));
   } catch (error) {
-    clear(body, h("p", { class: "error" }, error.message));
+    clear(body, h("p", { class: "error" }, errorText(error)));
   }
   return body;
 }
@@ -205,7 +213,7 @@ async function showCommunities(section, level = 0) {
     try {
       clear(results, reports(await callTool("global_search", { query: input.value, token_budget: 4000 })));
     } catch (error) {
-      clear(results, h("p", { class: "error" }, error.message));
+      clear(results, h("p", { class: "error" }, errorText(error)));
     }
   } }, input, h("button", {}, "Ask the communities")) : null;
   section.append(h("div", { class: "inline" }, question, build), results, body);
@@ -213,7 +221,7 @@ async function showCommunities(section, level = 0) {
     try {
       clear(body, communityList(await api("communities", { level: chosen }), load));
     } catch (error) {
-      clear(body, h("p", { class: "error" }, error.message));
+      clear(body, h("p", { class: "error" }, errorText(error)));
     }
   }
   await load(level);
@@ -468,7 +476,7 @@ async function act(work, done) {
     const result = await work();
     await done(result);
   } catch (error) {
-    notify(error.message, true);
+    notify(errorText(error), true);
   }
 }
 
@@ -487,7 +495,7 @@ async function edit(entity) {
   try {
     changes = await editEntity(entity);
   } catch (error) {
-    notify(error.message, true);
+    notify(errorText(error), true);
     return;
   }
   if (!changes) return;
@@ -553,29 +561,49 @@ async function endRelation(entity, r) {
   });
 }
 
-// A passage's document in a sentence: its title (isolated) and its id, or its id alone.
-function documentLabel(p) {
-  return p.title && p.title !== p.document_id ? [isolated(p.title), " (", isolated(p.document_id), ")"]
-    : isolated(p.document_id);
+// A document in a sentence: its title (isolated) and its id, or its id alone.
+function documentLabel(title, id) {
+  return title && title !== id ? [isolated(title), " (", isolated(id), ")"] : isolated(id);
 }
 
-// delete_documents on the passage's document: all its passages go, and the entities and relations that only it
-// supported; the page then shows the same address again, without them.
+// delete_documents on the whole document the passage comes from: a long file is stored in parts (`<id>`,
+// `<id>#part-2`...) and the tool deletes them all given the first's id, only one given a later part's, so the page
+// asks the API which document that is (its parts and passages, said in the question) and deletes it by that id.
+// All its passages go, and the entities and relations that only it supported; then the same address again.
 async function deleteDocument(p) {
-  if (!await confirmAction("Delete document", ["Delete the document ", documentLabel(p), " with all its passages, " +
-    "and the entities and relations that only it supports? This cannot be undone."])) return;
-  act(() => callTool("delete_documents", { ids: [p.document_id] }), (r) => {
+  let whole;
+  try {
+    whole = await api("document", { id: p.document_id });
+  } catch (error) {
+    // Deleted meanwhile (another client): nothing to ask about.
+    if (error.status === 404) gone(documentLabel(p.title, p.document_id));
+    else notify(errorText(error), true);
+    return;
+  }
+  const label = documentLabel(whole.title, whole.id);
+  const parts = whole.parts.length;
+  const what = parts > 1 ? `, a long file stored in ${parts} parts, with all their ${plural(whole.passages, "passage")}`
+    : ` with ${whole.passages === 1 ? "its passage" : `all its ${plural(whole.passages, "passage")}`}`;
+  if (!await confirmAction("Delete document", ["Delete the document ", label, what,
+    ", and the entities and relations that only it supports? This cannot be undone."])) return;
+  act(() => callTool("delete_documents", { ids: [whole.id] }), (r) => {
     // What the tool did, not what was asked: another client may have deleted it meanwhile. Its hints, for a
     // model that typed an id, are left out: the page sent the id exactly as stored.
-    const parts = r.deleted.length - 1;  // a long file's later parts go with it
+    const later = r.deleted.length - 1;  // a long file's later parts go with it
     if (r.deleted.length) {
-      notify(["Deleted the document ", documentLabel(p), parts ? ` and its ${plural(parts, "later part")}` : "",
+      notify(["Deleted the document ", label, later ? ` and its ${plural(later, "later part")}` : "",
         `, with ${plural(r.entities_removed, "entity", "entities")} and ${plural(r.relations_removed, "relation")} ` +
         "that only it supported."]);
-    } else notify(["Nothing was deleted: there is no document ", documentLabel(p), " any more (deleted meanwhile)."], true);
-    state.overview = null;  // the counts changed
-    render();
+      state.overview = null;  // the counts changed
+      render();
+    } else gone(label);
   });
+}
+
+function gone(label) {
+  notify(["Nothing was deleted: there is no document ", label, " any more (deleted meanwhile)."], true);
+  state.overview = null;
+  render();
 }
 
 // -- the rest --------------------------------------------------------------------------------------------
