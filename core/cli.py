@@ -842,6 +842,17 @@ def _import(args: argparse.Namespace) -> int:
         count, more = summary.nodes_values_replaced, summary.nodes_values_replaced - len(summary.values_replaced)
         print(f"duckgraph: {count} {'entity' if count == 1 else 'entities'} had stored values replaced by the "
               f"file's: {', '.join(summary.values_replaced)}{f' and {more} more' if more else ''}", file=sys.stderr)
+    if summary.edges_values_replaced:
+        count = summary.edges_values_replaced
+        more = count - len(summary.relation_values_replaced)
+        print(f"duckgraph: {count} {'relation' if count == 1 else 'relations'} had stored values replaced by the "
+              f"file's: {', '.join(summary.relation_values_replaced)}{f' and {more} more' if more else ''}",
+              file=sys.stderr)
+    if summary.names_resolved:  # the file's name for a stored entity: what it was imported onto
+        count, more = summary.names_resolved, summary.names_resolved - len(summary.resolved)
+        print(f"duckgraph: {count} {'name' if count == 1 else 'names'} of the file resolved to a stored entity (an "
+              f"alias of it), and imported onto it: {', '.join(summary.resolved)}{f' and {more} more' if more else ''}",
+              file=sys.stderr)
     for reason in summary.skipped:
         print(f"duckgraph: skipped {reason}", file=sys.stderr)
     return 0

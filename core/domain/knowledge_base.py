@@ -23,6 +23,7 @@ from duckgraph.core.domain.history import check_window
 from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE, check_namespace, empty_namespace_hint
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
+from duckgraph.core.domain.node_merge import appended, with_aliases
 from duckgraph.core.domain.fact_order import in_time_order
 from duckgraph.core.domain.moments import now, parse_moment, period, short
 from duckgraph.core.domain.restated_facts import restate_ended
@@ -789,7 +790,7 @@ def _holds_nothing(store: GraphStore) -> bool:
 
 
 def _full_hint(names: Sequence[str]) -> list[str]:
-    """The hint of a call whose new description texts for `names` were not appended (`_appended`)."""
+    """The hint of a call whose new description texts for `names` were not appended (`node_merge.appended`)."""
     if not names:
         return []
     named = ", ".join(repr(n) for n in names[:10]) + (" and others" if len(names) > 10 else "")
@@ -818,38 +819,22 @@ def _versioned_hints(summary: WriteSummary, edges: _ResolvedEdges) -> list[str]:
                           if len(listed) > 10 else [])
 
 
-def _appended(stored: str, new: str) -> str | None:
-    """`stored` with `new` after it (as it is when it says `new` already), or None when the two would pass the
-    limit: then the stored description stays, since refusing would lose the rest of the call (a passage's whole
-    graph, for an entity most passages name) while the stored text is still true."""
-    new = new.strip()
-    if not new or new.casefold() in stored.casefold():
-        return stored
-    description = f"{stored} {new}" if stored else new
-    return description if len(description) <= MAX_DESCRIPTION_CHARS else None
-
-
 def _merge_node(
     base: NodeRecord, node: NodeInput, key_of: Callable[[str], str] = entity_key, *, keep_curated: bool = False
 ) -> tuple[NodeRecord, bool]:
     """`node` written over `base`, and whether its description fitted. `keep_curated`: an extracted write over an
     entity written by hand, which keeps its type and its properties' values (new properties are added)."""
-    description = _appended(base.description, node.description or "")
-    appended = description is not None
+    # None: the two would pass the limit; the stored description stays, since refusing would lose the rest of the
+    # call (a passage's whole graph, for an entity most passages name) while the stored text is still true.
+    description = appended(base.description, node.description or "")
+    fitted = description is not None
     description = base.description if description is None else description
     properties = {**node.properties, **base.properties} if keep_curated else {**base.properties, **node.properties}
     if over := over_limits(description, properties):
         raise InvalidInputError(
             f"{base.name!r} would have {over}, what is stored and what is given together: write it whole with "
             "update_entity(description=..., properties=...)")
-    names = {key_of(base.name)}
-    aliases = list(base.aliases)
-    taken = {key_of(a) for a in aliases}
-    for alias in [node.name, *node.aliases]:
-        key = key_of(alias)
-        if key not in names and key not in taken:
-            aliases.append(alias)
-            taken.add(key)
+    aliases = with_aliases(base.name, base.aliases, [node.name, *node.aliases], key_of)
     return replace(
         base,
         type=base.type if keep_curated else node.type,
@@ -857,4 +842,4 @@ def _merge_node(
         aliases=tuple(aliases[:50]),
         properties=properties,
         source_ids=tuple(dict.fromkeys([*base.source_ids, *node.source_ids])),
-    ), appended
+    ), fitted

@@ -24,10 +24,12 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from duckgraph.core.domain.communities.transfer import CarriedReport
 from duckgraph.core.domain.communities.transfer import restore as restore_reports
 from duckgraph.core.domain.ingest import Progress, embed_in_batches
-from duckgraph.core.domain.limits import MAX_OBSERVATIONS
+from duckgraph.core.domain.limits import MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.model import MemoryEntityInput, RelationInput, StoredObservation
 from duckgraph.core.domain.memory_server import ORIGINAL_TYPE, PLACEHOLDER_TYPE, placeholders
 from duckgraph.core.domain.namespaces import check_namespace
+from duckgraph.core.domain.node_merge import combined, with_aliases
+from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, same_type
 from duckgraph.core.domain.texts import edge_text, node_text, passage_text
 from duckgraph.core.files.jsonl_format import (
     FORMAT_VERSION,
@@ -59,7 +61,8 @@ from duckgraph.ports import (
     relation_type,
 )
 
-#: Entities named in `ImportSummary.values_replaced`: enough to see what happened, however long the file.
+#: Entities named in `ImportSummary.values_replaced` (and relations in `relation_values_replaced`, names in
+#: `resolved`): enough to see what happened, however long the file.
 MAX_REPLACED_LISTED = 20
 
 #: Lines of a duckgraph export checked, embedded and written at a time: what an import holds in memory (about
@@ -102,6 +105,23 @@ class ImportSummary(BaseModel):
         default_factory=list,
         description=f"The first {MAX_REPLACED_LISTED} of those entities, with the fields replaced: "
                     "\"Maya Chen (description, aliases, properties)\".",
+    )
+    edges_values_replaced: int = Field(
+        0, description="Stored relations (one period of one each) whose description, weight, properties or dates "
+                       "the file's replaced (the file's values win): a stored value they held is gone.")
+    relation_values_replaced: list[str] = Field(
+        default_factory=list,
+        description=f"The first {MAX_REPLACED_LISTED} of those relations, with the fields replaced: "
+                    "\"Tom Reyes -WORKS_AT-> Acme Corp (description, weight)\".",
+    )
+    names_resolved: int = Field(
+        0, description="Names in the file that no stored entity has as its name but one stored entity has as an "
+                       "alias (or, for an entity line, as its name or an alias up to accents and punctuation, with "
+                       "the same type): imported onto that entity, as the tools resolve a name.")
+    resolved: list[str] = Field(
+        default_factory=list,
+        description=f"The first {MAX_REPLACED_LISTED} of those names, with the stored entity each went to: "
+                    "\"Bob Smith -> Robert Smith\".",
     )
     placeholders: list[str] = Field(
         default_factory=list,
@@ -185,13 +205,14 @@ def _in_creation_order(lines: Iterable[tuple[int, Line]]) -> Iterator[tuple[int,
                 yield number, pickle.loads(blob)
 
 
-def _note_replaced(summary: ImportSummary, old: NodeRecord, new: NodeRecord) -> None:
+def _note_replaced(summary: ImportSummary, old: NodeRecord, new: NodeRecord, *, appended: bool = False) -> None:
     """Count (and list the first few of) the stored entities whose stored values the file's replace: the file's
     values win, but a stored value lost that way (another description, an alias or property the file lacks) is
-    said, not dropped silently. Filling in a blank field or a placeholder's type loses nothing."""
+    said, not dropped silently. Filling in a blank field or a placeholder's type loses nothing, and neither does a
+    description `appended` to the stored one (a line resolved onto a stored entity, `_merged_into`)."""
     fields = [name for name, lost in (
         ("type", old.type != new.type and old.type != PLACEHOLDER_TYPE),
-        ("description", bool(old.description) and old.description != new.description),
+        ("description", bool(old.description) and old.description != new.description and not appended),
         ("aliases", bool(set(old.aliases) - set(new.aliases))),
         ("properties", any(new.properties.get(key, _MISSING) != value for key, value in old.properties.items())),
     ) if lost]
@@ -200,6 +221,57 @@ def _note_replaced(summary: ImportSummary, old: NodeRecord, new: NodeRecord) -> 
     summary.nodes_values_replaced += 1
     if len(summary.values_replaced) < MAX_REPLACED_LISTED:
         summary.values_replaced.append(f"{old.name} ({', '.join(fields)})")
+
+
+def _note_edge_replaced(summary: ImportSummary, label: str, old: EdgeRecord, new: EdgeWrite) -> None:
+    """As `_note_replaced`, for a stored period of a relation the file's line writes over: a start or an end the
+    stored period had and the line moves (a reopened relation loses its end) is lost too; a start or end the
+    stored period lacked is filled in."""
+    fields = [name for name, lost in (
+        ("description", bool(old.description) and old.description != new.description),
+        ("weight", old.weight != new.weight),
+        ("properties", any(new.properties.get(key, _MISSING) != value for key, value in old.properties.items())),
+        ("valid_from", old.valid_from is not None and old.valid_from != new.valid_from),
+        ("valid_until", old.valid_until is not None and old.valid_until != new.valid_until),
+    ) if lost]
+    if not fields:
+        return
+    summary.edges_values_replaced += 1
+    if len(summary.relation_values_replaced) < MAX_REPLACED_LISTED:
+        summary.relation_values_replaced.append(f"{label} ({', '.join(fields)})")
+
+
+def _note_resolved(summary: ImportSummary, name: str, into: str) -> None:
+    """Count (and list the first few of) the file's names taken as a stored entity's alias."""
+    summary.names_resolved += 1
+    if len(summary.resolved) < MAX_REPLACED_LISTED:
+        summary.resolved.append(f"{name} -> {into}")
+
+
+def _ambiguous(resolver: NameResolver, name: str, type_: str) -> list[str]:
+    """The stored entities of `type_` that `name` could each be by resolution's rule 2 (an alias, or the name or an
+    alias up to accents and punctuation), when there are several: `NameResolver.match` then finds none."""
+    owners = sorted({r.name for r in resolver.candidates(name) if same_type(r.type, type_)})
+    return owners if len(owners) > 1 else []
+
+
+def _ambiguous_message(name: str, owners: list[str]) -> str:
+    listed = ", ".join(map(repr, owners))
+    return (f"the entity {name!r} is not stored, but it is an alias of several stored entities ({listed}): which one "
+            "the file means cannot be told; nothing was imported: write the exact name of one of them in the file "
+            "(or a name of its own to keep it apart), or drop the alias from all but one of them with update_entity")
+
+
+def _merged_into(old: NodeRecord, line: NodeLine, observations: list[str]) -> NodeRecord:
+    """A node line resolved onto the stored entity `old` (its name is an alias of it), merged as add_knowledge_graph
+    merges a node it resolves so: the entity keeps its name and type; the line's description is added after the
+    stored one unless it says nothing new, its name and aliases become aliases, its properties are added (its
+    values win, said by `_note_replaced`), its observations are added. The line's vector is of another text."""
+    description = combined(old.description, line.description)  # over the limit: refused by the caller
+    aliases = with_aliases(old.name, old.aliases, [line.name, *line.aliases], entity_key)
+    return replace(old, description=description, aliases=tuple(aliases), properties={**old.properties,
+                   **line.properties}, observations=tuple(observations), embedding=None, updated_at=None,
+                   by_hand=line.by_hand)
 
 
 _MISSING = object()
@@ -286,6 +358,14 @@ class _NativeImport(_Import):
         #: each relation, none of which may overlap another.
         self.periods = SpilledMap()
         self.rewritten = SpilledMap()  # as a set: ids of stored edges a line of the file writes over
+        #: As a set: (namespace, key) of every node line parsed so far, which holds every node line of the run of
+        #: node lines being planned (see `_parse`): no line is resolved onto an entity the file names itself.
+        self.defined = SpilledMap()
+        #: (namespace, key a line names) -> key of the stored entity that name was resolved to (an alias of it).
+        self.resolved = SpilledMap()
+        #: (namespace, stored key) -> (line number, name) of the node line resolved onto that stored entity.
+        self.onto = SpilledMap()
+        self.any_resolved = False  # whether `resolved` and `onto` hold anything: most imports look them up never
         #: A line's period that overlaps a stored period it does not write over: refused at the end unless
         #: another line writes over that stored period (moves it); see `_check_stored_overlaps`.
         self.overlaps: list[_StoredOverlap] = []
@@ -299,7 +379,7 @@ class _NativeImport(_Import):
             return self._run(objects)
         finally:
             for spilled in (self.documents, self.chunks, self.nodes, self.names, self.edges, self.periods,
-                            self.rewritten):
+                            self.rewritten, self.defined, self.resolved, self.onto):
                 spilled.close()
 
     def _run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
@@ -353,6 +433,10 @@ class _NativeImport(_Import):
                 except InvalidInputError as exc:
                     raise self._fail(number, f"{exc}; nothing was imported: fix the line, or import with "
                                              "--namespace NAME to put every line into NAME") from None
+            if isinstance(line, NodeLine) and (key := entity_key(line.name)):
+                # `_in_creation_order` reads a whole run of node lines before it yields the first, so when a batch
+                # of them is planned, every line of their run has been noted here.
+                self.defined.add((line.namespace or self.kb.namespace, key))
             yield number, _compact(line)
 
     def _move(self, number: int, line: Line) -> None:
@@ -504,6 +588,13 @@ class _NativeImport(_Import):
                 if (namespace, key) in self.names:
                     raise self._fail(number, f"the entity {line.name!r} appears twice (names are compared "
                                              "ignoring case and spacing)")
+                if self.any_resolved and (namespace, key) in self.onto:
+                    first, name = self.onto[(namespace, key)]
+                    raise self._fail(number, f"the entity {line.name!r} is the stored entity that line {first}'s "
+                                             f"{name!r} (an alias of it) was imported onto, as the file named no "
+                                             f"entity {line.name!r} before it; nothing was imported: put the file's "
+                                             "node lines together, before its edge lines (as duckgraph export "
+                                             "writes them), so that the two stay apart")
                 if line.id is not None:
                     if line.id in self.nodes:
                         raise self._fail(number, f"node id {line.id} appears twice")
@@ -518,6 +609,7 @@ class _NativeImport(_Import):
 
         # Edges name their ends by node id (or by name: an entity earlier in the file or already stored).
         edge_lines: list[tuple[int, EdgeLine, str, str, str]] = []
+        by_name: dict[tuple[str, str], str] = {}  # (namespace, key) -> name, of ends given by name
         for number, line in lines:
             if isinstance(line, EdgeLine):
                 namespace = line.namespace or default
@@ -533,6 +625,7 @@ class _NativeImport(_Import):
                         ends.append(self.nodes[node_id][1])
                     elif name and entity_key(name):
                         ends.append(entity_key(name))
+                        by_name.setdefault((namespace, ends[-1]), name)
                     else:
                         raise self._fail(number, f"give the {role} as {role}_id or {role}")
                     keys.setdefault(namespace, set()).add(ends[-1])
@@ -542,22 +635,49 @@ class _NativeImport(_Import):
         # As stored before the import: each of the file's nodes is written by its own batch, so no earlier batch
         # changed these (the store's reads need not show a batch before the commit).
         existing = self._existing_nodes(keys)
+        merged_into = self._resolve_lines(wanted, existing, summary)
+        unknown: dict[str, dict[str, int]] = {}  # namespace -> {name given: line number}, of ends neither here
         for number, line, namespace, source, target in edge_lines:
             for key in (source, target):
                 in_file = (namespace, key) in self.names and not self._after(("key", (namespace, key)), number)
-                if not in_file and (namespace, key) not in existing:
+                if in_file or (namespace, key) in existing or (self.any_resolved and (namespace, key) in self.resolved):
+                    continue
+                if (namespace, key) in by_name and (namespace, key) not in self.defined:
+                    unknown.setdefault(namespace, {}).setdefault(by_name[(namespace, key)], number)
+                else:  # a node line of the file after it: never another entity the name is an alias of
                     raise self._fail(number, f"the entity {key!r} is neither in the file (before it) nor stored")
+        self._resolve_ends(unknown, existing, summary)
+        if self.any_resolved:
+            edge_lines = [(number, line, namespace, *(self.resolved.get((namespace, k), k) for k in (source, target)))
+                          for number, line, namespace, source, target in edge_lines]
+        # The entities names of an earlier batch were resolved to, which this batch's edges name by those names.
+        later: dict[str, set[str]] = {}
+        for _, _, namespace, *ends in edge_lines:
+            for key in ends:
+                if (namespace, key) not in existing and (namespace, key) not in wanted:
+                    later.setdefault(namespace, set()).add(key)
+        existing.update(self._existing_nodes(later))
+        for number, line, namespace, source, target in edge_lines:
+            if source == target:
+                one = existing[(namespace, source)].name if (namespace, source) in existing else source
+                raise self._fail(number, f"source and target are the same entity, {one!r}: the line names it by "
+                                         "its name and an alias of it, or by two of its aliases; nothing was "
+                                         "imported: remove the line")
 
         observations = self.store.get_observations([n.id for n in existing.values()])
         by_hand = self.store.written_by_hand("node", [n.id for n in existing.values() if n.id is not None])
         snapshot = plan.snapshot
         for (namespace, key), (number, line) in wanted.items():
-            old = existing.get((namespace, key))
+            resolved = merged_into.get((namespace, key))
+            old = existing.get((namespace, key)) if resolved is None else resolved
             stored_observations = observations.get(old.id, []) if old is not None else []
             merged = list(dict.fromkeys([*stored_observations, *line.observations]))
             if len(merged) > MAX_OBSERVATIONS:  # the tools' limit (add_knowledge_graph words it the same way)
                 raise self._fail(number, f"{line.name!r} would have {len(merged)} observations; the limit is "
                                          f"{MAX_OBSERVATIONS}")
+            if resolved is not None:
+                self._plan_merged(number, line, resolved, stored_observations, merged, by_hand, plan, summary)
+                continue
             record = NodeRecord(
                 namespace=namespace, key=key, name=line.name, type=line.type, description=line.description,
                 aliases=tuple(line.aliases), properties=line.properties, observations=tuple(merged),
@@ -584,6 +704,84 @@ class _NativeImport(_Import):
                 plan.to_embed.append((record, node_text(record, merged)))
             snapshot.nodes.append(record)
         return wanted, existing, edge_lines
+
+    def _resolve_lines(self, wanted: dict[tuple[str, str], tuple[int, NodeLine]],
+                       existing: dict[tuple[str, str], NodeRecord], summary: ImportSummary
+                       ) -> dict[tuple[str, str], NodeRecord]:
+        """The stored entity each node line whose name no entity has is imported onto, by the line's key: one
+        whose alias the name is (or its name or an alias up to accents and punctuation), of the line's type, as
+        add_knowledge_graph and create_entities resolve a new name (core/domain/resolution.py, rule 2). Never one
+        the file names itself or another line was imported onto: those stay apart, as the tools keep them. A name
+        that is an alias of several such entities refuses the import: which one is meant cannot be told. The
+        entity is added to `existing`, and the line's id and name map to its key."""
+        by_namespace: dict[str, list[tuple[str, int, NodeLine]]] = {}
+        for (namespace, key), (number, line) in wanted.items():
+            if (namespace, key) not in existing:
+                by_namespace.setdefault(namespace, []).append((key, number, line))
+        merged_into: dict[tuple[str, str], NodeRecord] = {}
+        for namespace, new in by_namespace.items():
+            keys = NameKeys()
+            resolver = NameResolver(keys=keys)
+            resolver.add(self.store.find_nodes(namespace, lookup_keys([line.name for _, _, line in new], keys)))
+            for key, number, line in new:
+                match = resolver.match(line.name, line.type)
+                if match is None:
+                    if owners := _ambiguous(resolver, line.name, line.type):
+                        raise self._fail(number, _ambiguous_message(line.name, owners))
+                    if self.any_resolved:  # an edge before it resolved the name: not the edges after it
+                        self.resolved.pop((namespace, key), None)
+                    continue
+                if (namespace, match.key) in self.defined or (namespace, match.key) in self.onto:
+                    self.resolved.pop((namespace, key), None)
+                    continue
+                self.any_resolved = True
+                self.onto[(namespace, match.key)] = (number, line.name)
+                self.resolved[(namespace, key)] = match.key
+                if line.id is not None:
+                    self.nodes[line.id] = (namespace, match.key)
+                existing[(namespace, match.key)] = match
+                merged_into[(namespace, key)] = match
+                _note_resolved(summary, line.name, match.name)
+        return merged_into
+
+    def _resolve_ends(self, unknown: dict[str, dict[str, int]], existing: dict[tuple[str, str], NodeRecord],
+                      summary: ImportSummary) -> None:
+        """Edge ends given by a name that is no entity of the file or the store: the stored entity it is an alias
+        of, as the relation tools resolve an end (`Curation.resolve`); refused when there is none, or several."""
+        for namespace, names in unknown.items():
+            found, missing = self.kb.curation.resolve(list(names), namespace)
+            if missing:
+                name = missing[0]
+                owners = sorted({r.name for r in self.store.find_nodes(namespace, [entity_key(name)])
+                                 if entity_key(name) in {entity_key(a) for a in r.aliases}})
+                if len(owners) > 1:
+                    raise self._fail(names[name], _ambiguous_message(name, owners))
+                raise self._fail(names[name], f"the entity {entity_key(name)!r} is neither in the file (before it) "
+                                              "nor stored")
+            for name, node in found.items():
+                existing[(namespace, node.key)] = node
+                if (namespace, entity_key(name)) not in self.resolved:
+                    self.any_resolved = True
+                    self.resolved[(namespace, entity_key(name))] = node.key
+                    _note_resolved(summary, name, node.name)
+
+    def _plan_merged(self, number: int, line: NodeLine, old: NodeRecord, stored_observations: list[str],
+                     merged: list[str], by_hand: set[int], plan: _Plan, summary: ImportSummary) -> None:
+        """Plan a node line resolved onto the stored entity `old` (see `_merged_into`)."""
+        record = _merged_into(old, line, merged)
+        if over := over_limits(record.description, record.properties):
+            raise self._fail(number, f"{line.name!r} is {old.name!r} here (an alias of it), and the two together "
+                                     f"would have {over}; nothing was imported: shorten the line's description or "
+                                     "properties, or give it a name of its own in the file to keep it apart")
+        if ((old.description, old.aliases, old.properties) == (record.description, record.aliases,
+                                                                 record.properties)
+                and merged == stored_observations and (old.id in by_hand or not line.by_hand)):
+            summary.nodes_unchanged += 1
+            return
+        _note_replaced(summary, old, record, appended=True)
+        if node_text(record, merged) != node_text(old, stored_observations):
+            plan.to_embed.append((record, node_text(record, merged)))
+        plan.snapshot.nodes.append(record)
 
     def _plan_edges(
         self, wanted: dict[tuple[str, str], tuple[int, NodeLine]], existing: dict[tuple[str, str], NodeRecord],
@@ -634,6 +832,7 @@ class _NativeImport(_Import):
                 if same and old_text == new_text:
                     summary.edges_unchanged += 1
                     continue
+                _note_edge_replaced(summary, label, old, write)
                 if old_text == new_text:
                     plan.snapshot.edges.append(write)
                     continue
@@ -781,11 +980,12 @@ _OBSERVATION: TypeAdapter[str] = TypeAdapter(StoredObservation)
 
 @dataclass
 class _FileEntity:
-    """An entity of a memory server file, as its first line names and types it, with the observations of all its
-    lines in file order, each with where it is: (line number, position in that line's list, from 1)."""
+    """An entity of a memory server file, as its first line (`number`) names and types it, with the observations of
+    all its lines in file order, each with where it is: (line number, position in that line's list, from 1)."""
 
     name: str
     type: str
+    number: int
     observations: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
@@ -870,7 +1070,7 @@ class _MemoryImport(_Import):
                 name, entity_type, texts = read
                 # "Alice" and "alice" are one entity in duckgraph: the first line's name and type are kept, as
                 # create_entities keeps them, and the observations of both gathered.
-                entity = entities.setdefault(entity_key(name), _FileEntity(name, entity_type))
+                entity = entities.setdefault(entity_key(name), _FileEntity(name, entity_type, number))
                 for text, position in texts:
                     entity.observations.setdefault(text, (number, position))
             elif kind == "relation":
@@ -889,7 +1089,8 @@ class _MemoryImport(_Import):
         with self.kb.writing() as writer, writer.restoring() as restore:
             plan = _Plan()
             existing = self._existing_nodes({namespace: set(entities)})
-            stored = {key: node for (_, key), node in existing.items()}
+            stored = {key: node for (_, key), node in existing.items()}  # by the file's key: its own or resolved
+            self._resolve_entities(entities, stored, namespace, summary)
             observations = self.store.get_observations([n.id for n in stored.values()])
             for key, entity in entities.items():
                 old = stored.get(key)
@@ -916,23 +1117,33 @@ class _MemoryImport(_Import):
                     plan.to_embed.append((record, node_text(record, merged)))
                 plan.snapshot.nodes.append(record)
 
-            names = {key: entity.name for key, entity in entities.items()}
-            names.update({key: node.name for key, node in stored.items()})
+            # A relation names an entity of the file by the file's name for it, which may be a stored entity's
+            # alias (`target_of`).
+            target_of = {key: node.key for key, node in stored.items()}
+            names = {key: entity.name for key, entity in entities.items() if key not in stored}
+            names.update({node.key: node.name for node in stored.values()})
             unresolved = {n for _, source, target, _ in relations for n in (source, target)
-                          if entity_key(n) not in names}
+                          if entity_key(n) not in target_of and entity_key(n) not in names}
             found, missing = self.kb.curation.resolve(sorted(unresolved), namespace) if unresolved else ({}, [])
             others = {name: node for name, node in found.items()}
+            said = {entity_key(e.name) for e in entities.values()}
+            for name, node in others.items():  # a stored alias (or another case of an i), said once per name
+                if node.key != entity_key(name) and entity_key(name) not in said:
+                    said.add(entity_key(name))
+                    _note_resolved(summary, name, node.name)
             names.update({node.key: node.name for node in others.values()})
             new_ends = placeholders(self.kb, missing, namespace)
             names.update({key: node.name for key, node in new_ends.items()})
 
             def key_of(name: str) -> str | None:
+                if entity_key(name) in target_of:
+                    return target_of[entity_key(name)]
                 if entity_key(name) in names:
                     return entity_key(name)
                 return others[name].key if name in others else None
 
             ends = {key_of(n) for _, s, t, _ in relations for n in (s, t)} - {None}
-            id_of = {key: node.id for key, node in stored.items()}
+            id_of = {node.key: node.id for node in stored.values()}
             id_of.update({node.key: node.id for node in others.values()})
             held = {(e.source_id, e.target_id, e.type)
                     for e in self.store.edges_among(sorted(id_of[k] for k in ends if k in id_of), namespace)}
@@ -968,6 +1179,31 @@ class _MemoryImport(_Import):
             _by_line(summary.skipped)
             _by_line(summary.partly_imported)
             return self._embed_and_restore(restore, plan, summary)
+
+    def _resolve_entities(self, entities: dict[str, _FileEntity], stored: dict[str, NodeRecord], namespace: str,
+                          summary: ImportSummary) -> None:
+        """Add to `stored` (by the file's key) the stored entity each entity of the file that no stored entity is
+        named as goes to, as create_entities resolves it: one whose alias the name is (or its name or an alias
+        up to accents and punctuation), of the same type; never one the file names itself or another of its
+        entities went to. A name that is an alias of several such entities refuses the import."""
+        new = {key: entity for key, entity in entities.items() if key not in stored}
+        if not new:
+            return
+        keys = NameKeys()
+        resolver = NameResolver(keys=keys)
+        resolver.add(self.store.find_nodes(namespace, lookup_keys([e.name for e in new.values()], keys)))
+        claimed = set(entities)
+        for key, entity in new.items():
+            match = resolver.match(entity.name, entity.type)
+            if match is None:
+                if owners := _ambiguous(resolver, entity.name, entity.type):
+                    raise self._fail(entity.number, _ambiguous_message(entity.name, owners))
+                continue
+            if match.key in claimed:
+                continue
+            claimed.add(match.key)
+            stored[key] = match
+            _note_resolved(summary, entity.name, match.name)
 
     @staticmethod
     def _left_out(entity: _FileEntity, texts: list[str], stored: int, room: int, summary: ImportSummary) -> None:
