@@ -866,13 +866,15 @@ def _backup_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
+        from duckgraph.core.files.backup import relations
+
         print(f"backed up {services.settings.db} to {result['path']} ({result['bytes']:,} bytes): {result['nodes']} "
-              f"entities, {result['edges']} relations, {result['documents']} documents, {result['chunks']} passages")
+              f"entities, {relations(result)}, {result['documents']} documents, {result['chunks']} passages")
     return 0
 
 
 def _restore_command(args: argparse.Namespace) -> int:
-    from duckgraph.core.files.backup import counts, restore
+    from duckgraph.core.files.backup import counts, relations, restore
 
     db = Path(_settings(args).db).expanduser()
 
@@ -886,14 +888,14 @@ def _restore_command(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(f"restored {result['path']} from {result['backup']} ({result['bytes']:,} bytes): {result['nodes']} "
-          f"entities, {result['edges']} relations, {result['documents']} documents, {result['chunks']} passages")
+          f"entities, {relations(result)}, {result['documents']} documents, {result['chunks']} passages")
     if result["kept"]:
         print("the file it replaced is kept as " + " and ".join(result["kept"]) + " (open it with --db to read it)")
     return 0
 
 
 def _compact_command(args: argparse.Namespace) -> int:
-    from duckgraph.core.files.backup import compact
+    from duckgraph.core.files.backup import compact, relations
 
     db = Path(_setup(args, existing=True).settings.db).expanduser()  # a missing file is said as other commands say it
     # The file and its copy are each opened as the knowledge file is: a copy that does not open is refused.
@@ -903,7 +905,7 @@ def _compact_command(args: argparse.Namespace) -> int:
         return 0
     before, after = result["bytes_before"], result["bytes"]
     print(f"compacted {result['path']} from {before:,} to {after:,} bytes ({before / 2**20:.1f} MiB to "
-          f"{after / 2**20:.1f} MiB): {result['nodes']} entities, {result['edges']} relations, {result['documents']} "
+          f"{after / 2**20:.1f} MiB): {result['nodes']} entities, {relations(result)}, {result['documents']} "
           f"documents, {result['chunks']} passages, {result['namespaces']} namespaces, as before")
     if result["kept"]:
         print("the file as it was is kept as " + " and ".join(result["kept"]) + " (open it with --db to read it; "

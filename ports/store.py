@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from duckgraph.ports.communities import CommunityBuild, CommunityRecord
 
     import numpy as np
@@ -54,6 +54,20 @@ def special_file(mode: int) -> str | None:
     /dev/null is), or None: such a path is never a memory, and is never renamed over (that would replace the
     device or pipe itself)."""
     return next((what for test, what in _SPECIAL_FILES if test(mode)), None)
+
+
+def duckgraph_command(pid: int) -> str | None:
+    """The duckgraph command process `pid` runs ("ingest", "serve"; "" for none), read from its command line, or
+    None when it is not duckgraph or its command line cannot be read (only Linux has /proc): what a refusal of a
+    file in use names."""
+    try:
+        argv = [os.fsdecode(arg) for arg in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if arg]
+    except OSError:
+        return None
+    for i, arg in enumerate(argv[:3]):  # the script, alone or after its interpreter, or python -m
+        if Path(arg).name == "duckgraph" or arg == "duckgraph.core.cli":
+            return next((later for later in argv[i + 1:] if not later.startswith("-")), "")
+    return None
 
 
 class GraphStore(ABC):
@@ -324,6 +338,12 @@ class GraphStore(ABC):
     @abstractmethod
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
         """Counts of nodes, edges, documents and chunks, and the node and edge types in use."""
+
+    @abstractmethod
+    def relation_counts(self, at: datetime) -> dict[str, int]:
+        """Every relation stored, of every namespace, ended ones included: ``{"edges", "edges_ended"}``, the second
+        those of them that had ended by `at` (their history). `stats` counts only those that hold, so a copy that
+        lost history would pass a check of its counts: a backup, restore or compact checks and reports these."""
 
     @abstractmethod
     def type_examples(self, namespace: str, *, limit: int = 50) -> dict[str, list[dict[str, Any]]]:

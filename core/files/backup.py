@@ -12,13 +12,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.files.paths import in_use, is_duckdb_file, own_file, refuse_to_write
-from duckgraph.core.sharing.lock import LockFile, holder, lock_path, supported
+from duckgraph.core.sharing.lock import LockFile, holder, lock_path, supported, waiting
 from duckgraph.ports import DuckgraphError, InvalidInputError, StoreError
-from duckgraph.ports.store import special_file
+from duckgraph.ports.store import duckgraph_command, special_file
 
 try:
     import fcntl
@@ -53,10 +54,14 @@ def backup(kb: KnowledgeBase, destination: str | Path, *, force: bool = False) -
     return {"path": str(target), "bytes": target.stat().st_size, **held}
 
 
-def counts(kb: KnowledgeBase) -> dict[str, int]:
-    """What a backup or a restore reports the copy holds (all namespaces)."""
+def counts(kb: KnowledgeBase, at: datetime | None = None) -> dict[str, int]:
+    """What a backup or a restore reports the copy holds (all namespaces). Relations are counted with the ended
+    ones (`edges_ended` of them, ended by `at`, default now): the history is part of what a copy must hold, and
+    counting only those that hold now would let a copy that lost it pass a check."""
     stats = kb.store.stats()
-    return {key: stats[key] for key in ("nodes", "edges", "documents", "chunks")}
+    relations = kb.store.relation_counts(at or datetime.now(timezone.utc))
+    return {"nodes": stats["nodes"], "edges": relations["edges"], "edges_ended": relations["edges_ended"],
+            "documents": stats["documents"], "chunks": stats["chunks"]}
 
 
 def restore(source: str | Path, db: str | Path, check: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
@@ -143,12 +148,13 @@ def compact(db: str | Path, open_kb: Callable[[Path], AbstractContextManager[Kno
             remove_leftovers(target.parent, target.name)
         before = target.stat().st_size
         partial = _partial_of(target)
+        at = datetime.now(timezone.utc)  # the file and its copy count the relations ended by the same moment
         try:
             try:
                 with open_kb(target) as kb:  # DuckDB's own lock keeps every other process out until it closes
                     with kb.writes_paused():
                         kb.store.backup(partial)
-                        held = _compact_counts(kb)
+                        held = _compact_counts(kb, at)
             except StoreError as exc:
                 raise _not_compacted(target, str(exc)) from exc
             # Closing the file dropped this process's POSIX locks on it (any close of a file drops them all), so
@@ -161,7 +167,7 @@ def compact(db: str | Path, open_kb: Callable[[Path], AbstractContextManager[Kno
                 _sync_file(partial)
                 try:
                     with open_kb(partial) as copy:
-                        copied = _compact_counts(copy)
+                        copied = _compact_counts(copy, at)
                 except DuckgraphError as exc:
                     raise _not_compacted(target, f"the compact copy does not open ({exc})") from exc
                 if copied != held:
@@ -186,9 +192,9 @@ def compact(db: str | Path, open_kb: Callable[[Path], AbstractContextManager[Kno
             "kept": [str(path) for path in kept], **held}
 
 
-def _compact_counts(kb: KnowledgeBase) -> dict[str, int]:
+def _compact_counts(kb: KnowledgeBase, at: datetime) -> dict[str, int]:
     """What a compact checks its copy against: the counts of a backup, and the namespaces."""
-    return {**counts(kb), "namespaces": len(kb.store.namespaces())}
+    return {**counts(kb, at), "namespaces": len(kb.store.namespaces())}
 
 
 def _not_compacted(target: Path, why: str) -> StoreError:
@@ -196,7 +202,14 @@ def _not_compacted(target: Path, why: str) -> StoreError:
 
 
 def _listed(held: dict[str, int]) -> str:
-    return ", ".join(f"{value} {key}" for key, value in held.items())
+    return (f"{held['nodes']} entities, {relations(held)}, {held['documents']} documents, {held['chunks']} passages, "
+            f"{held['namespaces']} namespaces")
+
+
+def relations(held: dict[str, Any]) -> str:
+    """The relations of `counts` in words: "12 relations (3 ended)", the ended ones (history) among them."""
+    ended = held.get("edges_ended")  # absent from the report of a server of an older duckgraph that made a backup
+    return f"{held['edges']} relations" + (f" ({ended} ended)" if ended else "")
 
 
 def _check_compact(target: Path) -> None:
@@ -241,15 +254,36 @@ def _owned(target: Path, action: str) -> Iterator[None]:
     naming the holder, while one of them runs; one that starts meanwhile waits."""
     lock = LockFile(lock_path(target)) if supported() else None
     if lock is not None and not lock.acquire(blocking=False):
-        info = holder(target) or {}
-        command = f"`duckgraph {info['command']}`" if info.get("command") else "a duckgraph server"
-        raise StoreError(f"{target} is in use by {command} (pid {info.get('pid', '?')}): stop it (and the MCP "
-                         f"clients that start it), then {action}; nothing was changed")
+        raise StoreError(_in_use(target, action))
     try:
         yield
     finally:
         if lock is not None:
             lock.release()
+
+
+def _in_use(target: Path, action: str) -> str:
+    """Why `action` is refused while duckgraph servers hold `target`: the owner, and every server waiting to take
+    the file over, which would hold it next once the owner stops, so that one try names all there is to stop."""
+    info = holder(target) or {}
+    owner = _server(info.get("command"), info.get("pid", "?"))
+    waiters = waiting(target)
+    if waiters is None:  # this system cannot list them: say that they may be there, and what to do
+        return (f"{target} is in use by {owner}: stop it (and the MCP clients that start it), then {action}; nothing "
+                "was changed. Any other duckgraph server started on this file waits to take it over when that one "
+                "stops (this system cannot list them): stop those too")
+    others = [_server(duckgraph_command(pid), pid) for pid in waiters if pid != info.get("pid")]
+    if not others:
+        return (f"{target} is in use by {owner}: stop it (and the MCP clients that start it), then {action}; nothing "
+                "was changed")
+    more = ("1 more duckgraph server started on it waits to take it over when that one stops" if len(others) == 1
+            else f"{len(others)} more duckgraph servers started on it wait to take it over when that one stops")
+    return (f"{target} is in use by {owner}, and {more}: {', '.join(others)}. Stop all of them (and the MCP clients "
+            f"that start them), then {action}; nothing was changed")
+
+
+def _server(command: str | None, pid: object) -> str:
+    return f"{f'`duckgraph {command}`' if command else 'a duckgraph server'} (pid {pid})"
 
 
 class _held:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import stat
 import tempfile
@@ -220,3 +221,60 @@ def holder(db: str | Path) -> dict[str, Any] | None:
         return info if isinstance(info, dict) else {}
     finally:
         os.close(fd)
+
+
+# -- who waits for the lock ----------------------------------------------------------------------------------
+
+#: Linux's list of file locks, with the requests blocked on them ("->" lines): the one place a process can learn
+#: which others wait for a flock. Other systems have none.
+PROC_LOCKS = Path("/proc/locks")
+#: A request blocked on a flock: "6: -> FLOCK  ADVISORY  WRITE 5723 fe:00:2277551 0 EOF" (pid, device, inode),
+#: indented one space more for each request it waits behind ("6:  -> FLOCK ...").
+_WAITER = re.compile(r"\d+:\s*-> FLOCK\s+\S+\s+\S+\s+(?P<pid>\d+)\s+"
+                     r"(?P<major>[0-9a-f]+):(?P<minor>[0-9a-f]+):(?P<ino>\d+)\s")
+
+
+def waiting(db: str | Path) -> list[int] | None:
+    """The pids of the processes waiting for the lock of `db`: the duckgraph servers started on it while another
+    owns it (each waits to take it over, `FileShare`), so stopping the owner hands the file to one of them. None
+    when this system cannot tell (no /proc/locks: not Linux)."""
+    if not supported():
+        return []
+    try:
+        info = os.stat(lock_path(db))
+    except OSError:
+        return []  # no lock file: nobody has ever waited for it
+    try:
+        listed = PROC_LOCKS.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    found: list[int] = []
+    for line in listed.splitlines():
+        match = _WAITER.match(line)
+        if match is None or int(match["ino"]) != info.st_ino or (pid := int(match["pid"])) <= 0 or pid in found:
+            continue
+        # The device listed is the file system's own, which an overlay (a container) does not show to stat: the
+        # inode alone could be another file's, so the process must have this lock file open as well.
+        same_device = (int(match["major"], 16), int(match["minor"], 16)) == (os.major(info.st_dev),
+                                                                               os.minor(info.st_dev))
+        if same_device or _has_open(pid, info):
+            found.append(pid)
+    return found
+
+
+def _has_open(pid: int, info: os.stat_result) -> bool:
+    """Whether process `pid` has the file of `info` open (read from /proc: False where it cannot be read)."""
+    folder = Path(f"/proc/{pid}/fd")
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return False
+    for entry in entries:
+        try:
+            opened = entry.stat()
+        except OSError:
+            continue
+        if (opened.st_dev, opened.st_ino) == (info.st_dev, info.st_ino):
+            return True
+    return False
+

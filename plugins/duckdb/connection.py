@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from duckgraph.ports import StoreError
-from duckgraph.ports.store import is_duckdb_header, special_file
+from duckgraph.ports.store import duckgraph_command, is_duckdb_header, special_file
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ def _explain_open_error(path: Path, exc: Exception) -> str:
     if "lock" in message.lower():
         # DuckDB names the holder: '... Conflicting lock is held in /usr/bin/python3.11 (PID 1081) by user ...'
         held = re.search(r"held in (?P<program>.+?) \(PID (?P<pid>\d+)\)", message)
-        command = _duckgraph_command(int(held["pid"])) if held else None
+        command = duckgraph_command(int(held["pid"])) if held else None
         if command in ("serve", "ui"):
             return (f"{path} is locked: a duckgraph server (`duckgraph {command}`, PID {held['pid']}) holds it; "
                     "use the memory through it, or stop it, or point duckgraph at another file with --db / "
@@ -208,19 +208,6 @@ def _explain_open_error(path: Path, exc: Exception) -> str:
     if "permission" in message.lower() or "read-only" in message.lower():
         return f"cannot open {path}: {message.strip()} (check the file and folder permissions)"
     return f"cannot open {path}: {message.strip()}"
-
-
-def _duckgraph_command(pid: int) -> str | None:
-    """The duckgraph command process `pid` runs ("ingest", "serve"; "" for none), read from its command line, or
-    None when it is not duckgraph or its command line cannot be read (only Linux has /proc)."""
-    try:
-        argv = [os.fsdecode(arg) for arg in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if arg]
-    except OSError:
-        return None
-    for i, arg in enumerate(argv[:3]):  # the script, alone or after its interpreter, or python -m
-        if Path(arg).name == "duckgraph" or arg == "duckgraph.core.cli":
-            return next((later for later in argv[i + 1:] if not later.startswith("-")), "")
-    return None
 
 
 def read_only_message(path: Path, reason: str) -> str:

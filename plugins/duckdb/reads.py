@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from duckgraph.plugins.duckdb import sql
@@ -111,6 +112,14 @@ def stats(con: Any, namespace: str | None) -> dict[str, Any]:
         f"SELECT type, count(*) FROM edges {holding} GROUP BY type ORDER BY count(*) DESC LIMIT 50", edge_params
     ).fetchall())
     return {**counts, "node_types": node_types, "edge_types": edge_types}
+
+
+def relation_counts(con: Any, at: datetime) -> dict[str, int]:
+    """All the edges of every namespace, and those ended by `at` (a naive UTC time): see GraphStore."""
+    stored, ended = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE valid_until IS NOT NULL AND valid_until <= $1) FROM edges", [at]
+    ).fetchone()
+    return {"edges": int(stored), "edges_ended": int(ended)}
 
 
 def type_examples(con: Any, namespace: str, limit: int) -> dict[str, list[dict[str, Any]]]:

@@ -512,6 +512,10 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return reads.stats(self._db, namespace)
 
+    def relation_counts(self, at: datetime) -> dict[str, int]:
+        with self._lock:
+            return reads.relation_counts(self._db, naive_utc(at))
+
     def type_examples(self, namespace: str, *, limit: int = 50) -> dict[str, list[dict[str, Any]]]:
         with self._lock:
             return reads.type_examples(self._db, namespace, limit)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -79,9 +80,11 @@ def grown_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def held(db: Path) -> dict[str, int]:
+    """What compact reports and checks: relations with the ended ones (none here), and the namespaces."""
     with KnowledgeBase(DuckDBStore(db), HashingEmbedder()) as kb:
-        return {**{k: v for k, v in kb.store.stats().items() if k in ("nodes", "edges", "documents", "chunks")},
-                "namespaces": len(kb.store.namespaces())}
+        stats = kb.store.stats()
+        return {"nodes": stats["nodes"], **kb.store.relation_counts(datetime.now(timezone.utc)),
+                "documents": stats["documents"], "chunks": stats["chunks"], "namespaces": len(kb.store.namespaces())}
 
 
 def search(db: Path, env: dict[str, str]) -> dict:
@@ -99,7 +102,8 @@ def test_a_file_grown_by_a_deleted_namespace_shrinks_and_keeps_everything(tmp_pa
     db = tmp_path / "kb.duckdb"
     shutil.copyfile(grown_file, db)
     before, counts, rows, found = db.stat().st_size, held(db), table_contents(db), search(db, env)
-    assert counts == {"nodes": 6, "edges": 3, "documents": 3, "chunks": counts["chunks"], "namespaces": 2}
+    assert counts == {"nodes": 6, "edges": 3, "edges_ended": 0, "documents": 3, "chunks": counts["chunks"],
+                      "namespaces": 2}
     assert found["passages"] and "Radium" in json.dumps(found)
 
     done = duckgraph("compact", "--db", str(db), "--json", env=env, cwd=tmp_path)
@@ -296,9 +300,9 @@ def test_a_copy_that_does_not_hold_the_same_counts_is_not_put_in_place(tmp_path:
         compact(db, opened)
 
     assert str(refused.value) == (
-        f"could not compact {db}: the compact copy holds 7 nodes, 3 edges, 3 documents, "
-        f"{held(db)['chunks']} chunks, 2 namespaces, the file 6 nodes, 3 edges, 3 documents, {held(db)['chunks']} "
-        f"chunks, 2 namespaces; {db} is unchanged")
+        f"could not compact {db}: the compact copy holds 7 entities, 3 relations, 3 documents, "
+        f"{held(db)['chunks']} passages, 2 namespaces, the file 6 entities, 3 relations, 3 documents, "
+        f"{held(db)['chunks']} passages, 2 namespaces; {db} is unchanged")
     assert table_contents(db) == rows
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".lock") == ["kb.duckdb"]
     lock = LockFile(lock_path(db))
