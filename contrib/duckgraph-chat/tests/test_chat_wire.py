@@ -1,8 +1,8 @@
 """The model replies as servers really send them, not only as the scripted model does: tool calls that share an
 index or have none (Ollama's /v1), or have neither index nor id, arguments sent as an object, a stream answered with
-one JSON body, replies of the wrong shape, empty answers, and replies cut short. The scripted model on 127.0.0.1
-sends these byte for byte (`Raw`); the parsers are driven directly, and the chat program end to end with the small
-MCP server (no embedding model)."""
+one JSON body, replies of the wrong shape, empty answers, replies cut short, and a turn whose reply fails after its
+tool calls ran (they stay in the conversation). The scripted model on 127.0.0.1 sends these byte for byte (`Raw`);
+the parsers are driven directly, and the chat program end to end with the small MCP server (no embedding model)."""
 
 from __future__ import annotations
 
@@ -367,3 +367,89 @@ def test_a_reply_cut_short_is_reported_runs_no_tool_and_the_chat_goes_on(api):
     # Only the two questions reached the model, and the cut turn left nothing in the conversation.
     assert len(model.requests) == 2
     assert [m["role"] for m in model.requests[-1]["body"]["messages"]] == ["system", "user"]
+
+
+def tool_results(messages) -> list[str]:
+    """The tool results of the turn the last user message began."""
+    start = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    return [m["content"] for m in messages[start:] if m["role"] == "tool"]
+
+
+@pytest.mark.parametrize("api", ["ollama", "openai"])
+@pytest.mark.parametrize(("failure", "options"), [
+    ("HTTP 500", []), ("cut short", []), ("stalled", ["--timeout", "1"]),
+    ("HTTP 500", ["--max-tool-rounds", "2"]),  # the answer asked for without tools, after the last round, fails
+])
+def test_a_turn_that_fails_after_its_tool_calls_ran_keeps_them_in_the_conversation(api, failure, options):
+    # Two rounds of calls run on the MCP server, then the turn's third reply fails: the calls ran, so the next
+    # request must show them, or the model, asked "did you save that?", cannot know it did (and may write again).
+    def script(messages, tools) -> Turn:
+        asked, results = last_user(messages), tool_results(messages)
+        if asked != "save it":
+            earlier = [m["content"] for m in messages if m["role"] == "tool"]
+            return Turn(f"You said: {asked}; the tools said: {' | '.join(earlier) or 'nothing'}")
+        if len(results) < 2:
+            if len(results) == 1 and failure == "HTTP 500":
+                model.fail_next(500)  # for the request after this one: a fault is taken before the script runs
+            return Turn("", [("echo", {"text": ["one", "two"][len(results)]})])
+        body = (json.dumps({"message": {"content": "Half"}, "done": False}).encode() + b"\n" if api == "ollama"
+                else sse_ending({"content": "Half"}))
+        return Raw(end="close" if failure == "cut short" else "stall", body=body)
+
+    with scripted(script) as model:
+        base_url = model.url if api == "ollama" else f"{model.url}/v1"
+        done = subprocess.run([sys.executable, "-m", "duckgraph_chat", "--api", api, "--base-url", base_url,
+                               *options, "--", *TINY_SERVER], input=b"save it\ndid you save that?\n",
+                              capture_output=True, timeout=60)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    # The next turn's request: the question of the failed turn, its two completed rounds with their results, a
+    # closing assistant message saying the answer was lost (so no user message follows tool results), the question.
+    kept = model.requests[-1]["body"]["messages"]
+    assert [m["role"] for m in kept] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant",
+                                         "user"], kept
+    assert kept[1]["content"] == "save it" and kept[-1]["content"] == "did you save that?"
+    assert [m["content"] for m in kept if m["role"] == "tool"] == ["echo: one", "echo: two"]
+    calls = [m["tool_calls"] for m in kept if m.get("tool_calls")]
+    assert [[c["function"]["name"] for c in cs] for cs in calls] == [["echo"], ["echo"]]
+    if api == "openai":  # each result names its call
+        assert [cs[0]["id"] for cs in calls] == [m["tool_call_id"] for m in kept if m["role"] == "tool"]
+    else:
+        assert calls[0][0]["function"]["arguments"] == {"text": "one"}
+    lost = kept[6]
+    assert "tool_calls" not in lost and "lost" in lost["content"] and "Half" not in json.dumps(kept)
+    assert all(m["role"] != "system" for m in kept[1:])  # the note that ends the rounds went with the failed ask
+    # The terminal: the error, then what had run (the memory changed), and the next answer saw the calls.
+    lines = stderr.splitlines()
+    error = next(i for i, line in enumerate(lines) if line.startswith("error: "))
+    assert lines[error + 1] == ("[the turn failed after 2 tool calls had run on the MCP server: echo (2 times); what "
+                                "they did stays, and the conversation keeps them, so the model knows]"), stderr
+    answer = done.stdout.decode().splitlines()[-1]
+    assert answer == "You said: did you save that?; the tools said: echo: one | echo: two"
+
+
+@pytest.mark.parametrize("api", ["ollama", "openai"])
+def test_a_turn_that_fails_after_refused_calls_only_keeps_them_and_says_no_more(api):
+    # A round whose call the bridge refused (an invented tool) completed, but nothing reached the MCP server: the
+    # round stays for the model to see, and the terminal has only the error (the memory did not change).
+    def script(messages, tools) -> Turn:
+        if last_user(messages) != "save it":
+            return Turn(f"You said: {last_user(messages)}")
+        if not tool_results(messages):
+            model.fail_next(500)  # for the next request, the turn's second reply
+            return Turn("", [("remember", {"text": "one"})])
+        return Turn("unused")
+
+    with scripted(script) as model:
+        base_url = model.url if api == "ollama" else f"{model.url}/v1"
+        done = subprocess.run([sys.executable, "-m", "duckgraph_chat", "--api", api, "--base-url", base_url, "--",
+                               *TINY_SERVER], input=b"save it\nnext\n", capture_output=True, timeout=60)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0 and "Traceback" not in stderr, stderr
+    kept = model.requests[-1]["body"]["messages"]
+    assert [m["role"] for m in kept] == ["system", "user", "assistant", "tool", "assistant", "user"], kept
+    assert kept[3]["content"].startswith("Error: unknown tool 'remember'")
+    assert "[refused: unknown tool 'remember'" in stderr and "HTTP 500: injected failure" in stderr
+    assert "[the turn failed after" not in stderr
+    assert done.stdout.decode().splitlines() == ["You said: next"]

@@ -20,7 +20,7 @@ import anyio.lowlevel
 
 from duckgraph_chat.models import ModelError, make_model
 from duckgraph_chat.prompt import system_prompt
-from duckgraph_chat.session import ChatSession
+from duckgraph_chat.session import ChatSession, TurnFailed
 from duckgraph_chat.tools import ToolBox
 
 DEFAULT_SERVER = ["duckgraph", "serve"]
@@ -104,6 +104,8 @@ async def _loop(session: ChatSession) -> None:
             await session.turn(line.strip())
         except ModelError as exc:
             _trace(f"error: {exc}")
+            if isinstance(exc, TurnFailed):  # said after the error: the memory changed though the answer failed
+                _trace(exc.note)
 
 
 class _Lines:

@@ -8,11 +8,36 @@ from typing import Any
 
 import anyio
 
-from duckgraph_chat.models import ChatModel, Reply
+from duckgraph_chat.models import ChatModel, ModelError, Reply
 from duckgraph_chat.tools import ToolBox, ToolCall, ToolCallError, result_text
 
 LIMIT_NOTE = ("You have used the tool calls allowed for this answer. Answer now from what the tools returned, "
               "without calling more.")
+
+#: the assistant message that closes the kept rounds of a turn whose answer failed (see ChatSession.turn)
+LOST_ANSWER = ("[My answer to this was lost: the reply after the tool calls above failed, so the user saw none. "
+               "Those tool calls did run, with the results above.]")
+
+
+class TurnFailed(ModelError):
+    """A model error after some of the turn's tool calls had reached the MCP server: the error's text, and `ran`,
+    those calls, in order (what they wrote is in memory, and the conversation keeps them)."""
+
+    def __init__(self, error: ModelError, ran: list[ToolCall]) -> None:
+        super().__init__(str(error))
+        self.ran = ran
+
+    @property
+    def note(self) -> str:
+        """The line that tells the user the memory may have changed, naming the calls briefly."""
+        counts: dict[str, int] = {}
+        for call in self.ran:
+            counts[call.name] = counts.get(call.name, 0) + 1
+        names = ", ".join(name + (f" ({n} times)" if n > 1 else "") for name, n in counts.items())
+        n = len(self.ran)
+        return (f"[the turn failed after {n} tool call{'s' if n != 1 else ''} had run on the MCP server: {names}; "
+                f"what {'they' if n != 1 else 'it'} did stays, and the conversation keeps "
+                f"{'them' if n != 1 else 'it'}, so the model knows]")
 
 
 def server_gone(exc: BaseException) -> bool:
@@ -35,13 +60,33 @@ class ChatSession:
         self.max_tool_rounds = max_tool_rounds
         self.write, self.trace = write, trace
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        self._rounds_end = 0  # the turn's: where its completed rounds of tool calls end in `messages`
+        self._ran: list[ToolCall] = []  # the turn's: the calls that reached the MCP server
 
     async def turn(self, text: str) -> str:
-        """The answer to `text`. On a ModelError the conversation is left as it was before the turn."""
+        """The answer to `text`. On a ModelError before any round of tool calls completed, the conversation is left
+        as it was before the turn; after one, it keeps the user's message and the completed rounds (TurnFailed when
+        a call of theirs reached the MCP server). On any other error the turn is dropped (the chat ends on those)."""
         before = len(self.messages)
         self.messages.append({"role": "user", "content": text})
+        self._rounds_end = before  # where the completed rounds end; `before`: none completed
+        self._ran = []
         try:
             return await self._answer()
+        except ModelError as exc:
+            if self._rounds_end == before:
+                del self.messages[before:]
+                raise
+            # The calls ran: forgetting them would leave the memory holding writes the model does not know of (it
+            # may write them again). The failed reply itself, and the round limit's note, go.
+            del self.messages[self._rounds_end:]
+            # The rounds end with tool results; an assistant message closes them, as a completed turn does: strict
+            # servers refuse a user message right after tool results (Mistral's validator: "Unexpected role 'user'
+            # after role 'tool'"), while an assistant text there is valid for OpenAI-compatible servers and Ollama.
+            self.messages.append(self.model.assistant_message(Reply(LOST_ANSWER)))
+            if self._ran:
+                raise TurnFailed(exc, list(self._ran)) from exc
+            raise  # only refused calls: nothing reached the server, the memory is as it was
         except BaseException:
             del self.messages[before:]
             raise
@@ -54,6 +99,7 @@ class ChatSession:
                 return reply.content
             for call in reply.tool_calls:  # one at a time: each may depend on what the one before wrote
                 self.messages.append(self.model.tool_message(call, await self._run(call)))
+            self._rounds_end = len(self.messages)  # every call of the round has its result: a valid conversation
         # Out of rounds: one last answer without tools, so a model that keeps calling cannot loop.
         self.messages.append({"role": "system", "content": LIMIT_NOTE})
         reply = await self._ask(None)
@@ -91,6 +137,7 @@ class ChatSession:
         except ToolCallError as exc:
             self.trace(f"[refused: {exc}]")
             return f"Error: {exc}"
+        self._ran.append(call)  # from here the server may act on it, whatever comes back
         try:
             result = await self.client.call_tool(call.name, arguments)
         except Exception as exc:  # a protocol error (invalid params, a crashed call) is the model's to handle too
