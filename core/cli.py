@@ -24,6 +24,7 @@ from duckgraph.core.cli_checks import (
     or_default,
     refuse_empty_namespace,
     refuse_ignored_options,
+    refuse_new_namespace,
     say_roots_fallback,
 )
 from duckgraph.ports import ConfigError, DuckgraphError
@@ -146,6 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--json", action="store_true",
                         help="print the result of every batch as JSON, then the summary as one JSON object "
                              "({\"summary\": ...}; the summary line goes to stderr)")
+    ingest.add_argument("--new-namespace", action="store_true", help=NEW_NAMESPACE_HELP)
     ingest.set_defaults(run=_ingest)
 
     search = sub.add_parser("search", parents=[common], help="anchor & expand search")
@@ -237,6 +239,7 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--re-embed", dest="reembed", action="store_true",
                      help="ignore the vectors in the file and compute them with the configured embedder")
     imp.add_argument("--json", action="store_true", help="print the summary as JSON")
+    imp.add_argument("--new-namespace", action="store_true", help=NEW_NAMESPACE_HELP)
     imp.set_defaults(run=_import)
 
     backup = sub.add_parser("backup", parents=[whole_file],
@@ -275,6 +278,10 @@ def _parser() -> argparse.ArgumentParser:
     for command in sub.choices.values():
         command.set_defaults(usage_error=command.error)
     return parser
+
+
+NEW_NAMESPACE_HELP = ("with --namespace NAME: start the namespace NAME even though its name is near one the file "
+                      "holds (without it, that is refused as a likely typo, and nothing is written)")
 
 
 def _common_options(db_help: str, *, namespace: bool = True) -> argparse.ArgumentParser:
@@ -411,15 +418,24 @@ def _ingest(args: argparse.Namespace) -> int:
         return 1
     extract = services.knowledge_base.extractor is not None if args.extract is None else args.extract
     bar = ProgressBar()
-    if urls:
-        bar.label = "web"
-        crawl = fetching.fetch(urls, depth=or_default(args.depth, CRAWL_DEPTH) if args.crawl else 0,
-                               max_pages=or_default(args.max_pages, CRAWL_PAGES), progress=bar.update)
-        files = [*files, *crawl.pages]
-        if args.prune:  # a site is pruned only after a whole crawl (core/web/crawl.py)
-            prune += crawl.whole
-            for start, why in crawl.partial:
-                print(f"duckgraph: not pruning {start}: the crawl was not whole ({why})", file=sys.stderr)
+    try:
+        # Opened before any page is fetched, and kept open for the ingest below, so that a namespace named by
+        # mistake is refused first. A file not there yet holds no namespace to mistake it for: it is created by
+        # the ingest's first write, as before (not here, where a failed fetch would leave it empty).
+        if Path(services.settings.db).expanduser().exists():
+            refuse_new_namespace(args, services.knowledge_base.open())
+        if urls:
+            bar.label = "web"
+            crawl = fetching.fetch(urls, depth=or_default(args.depth, CRAWL_DEPTH) if args.crawl else 0,
+                                   max_pages=or_default(args.max_pages, CRAWL_PAGES), progress=bar.update)
+            files = [*files, *crawl.pages]
+            if args.prune:  # a site is pruned only after a whole crawl (core/web/crawl.py)
+                prune += crawl.whole
+                for start, why in crawl.partial:
+                    print(f"duckgraph: not pruning {start}: the crawl was not whole ({why})", file=sys.stderr)
+    except BaseException:
+        services.knowledge_base.close()
+        raise
     bar.label = "ingest"
 
     def batch_done(result: Any) -> None:
@@ -819,6 +835,7 @@ def _import(args: argparse.Namespace) -> int:
     bar = ProgressBar()
     bar.label = "import"
     with services.knowledge_base as kb:
+        refuse_new_namespace(args, kb)  # before a line is read or written
         if args.file == "-":
             summary = import_lines(kb, sys.stdin, source="<stdin>", reembed=args.reembed, progress=bar.update,
                                    namespace=args.namespace)

@@ -1,6 +1,7 @@
 """What the command line refuses rather than ignore, before anything is opened or written: options a command
 would not use, --namespace where a command acts on the whole file, @roots outside `serve`, a namespace named by
-mistake for an export (core/cli.py calls these; they only read the parsed arguments and the file's namespaces)."""
+mistake for an export, or for ingest and import a new namespace near one the file holds (core/cli.py calls these;
+they only read the parsed arguments and the file's namespaces)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ def refuse_ignored_options(args: argparse.Namespace) -> None:
         raise UsageError(f"{args.command} takes no --namespace (given: {args.namespace!r}): {WHOLE_FILE[args.command]}")
     if args.namespace == ROOTS_NAMESPACE and args.command != "serve":
         raise UsageError(f"{args.command} takes no --namespace {ROOTS_NAMESPACE}: {ROOTS_REFUSED}; nothing was done")
+    if getattr(args, "new_namespace", False) and args.namespace is None:
+        raise UsageError("--new-namespace goes with --namespace NAME (it lets this command start the namespace NAME "
+                         "when its name is near one the file holds); nothing was done")
 
 
 #: Why every command but serve refuses --namespace @roots: only a server has a client, whose roots name it; on
@@ -121,3 +125,26 @@ def refuse_empty_namespace(args: argparse.Namespace, kb: Any) -> None:
         return
     raise DuckgraphError(f"the namespace {namespace!r} holds nothing: {hint}. Nothing was exported"
                          + ("" if not args.output or args.output == "-" else f" ({args.output} was not written)"))
+
+
+def refuse_new_namespace(args: argparse.Namespace, kb: Any) -> None:
+    """Before ingest or import writes anything into the namespace named with --namespace: when the file does not
+    hold it yet (the write would start it) and its name is near one the file holds ("wrok" for "work", "Work"),
+    refuse, since a typo would scatter the documents into a namespace of their own; --new-namespace starts it on
+    purpose. A new namespace with no near name is started, and said on stderr. The configured namespace is not
+    checked here: it is the server's too, and `duckgraph doctor` warns of one that holds nothing."""
+    if args.namespace is None:
+        return
+    from duckgraph.core.domain.namespaces import meant_namespaces, namespace_hint
+
+    namespace = kb.resolve_namespace(args.namespace)
+    # Listed as `duckgraph namespaces` lists them: one whose rows were all deleted by hand is still there.
+    held = {summary["namespace"] for summary in kb.store.namespace_summaries()}
+    if namespace in held or not held:  # a file that holds no namespace yet has none to mistake it for
+        return
+    if meant_namespaces(namespace, held) and not args.new_namespace:
+        raise UsageError(f"the file holds no namespace {namespace!r} and this {args.command} would start it: "
+                         f"{namespace_hint(namespace, held)}. Nothing was written; give the namespace meant, or "
+                         f"--new-namespace to start {namespace!r} on purpose")
+    said = "as --new-namespace asks" if args.new_namespace else namespace_hint(namespace, held)
+    print(f"duckgraph: the namespace {namespace!r} is new: this {args.command} starts it ({said})", file=sys.stderr)

@@ -10,8 +10,10 @@ are shown only.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +241,7 @@ def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
     if report["sharing"].get("problem"):
         diagnosis.problems.append(report["sharing"]["problem"])
     _check_leftovers(diagnosis, path)
+    _check_upgrade_copies(diagnosis, path)
     if not path.exists():
         note = f"no database yet at {path}: it is created when first opened"
         report["database"] = {"path": str(path), "exists": False, "note": note}
@@ -321,6 +324,35 @@ def _check_leftovers(diagnosis: Diagnosis, path: Path) -> None:
                 f"{named} ({_megabytes(files)}) is the file that `duckgraph restore` replaced at {path}, kept aside "
                 f"with its write-ahead log (if it had one): `--db {base}` opens it with its last writes; delete it "
                 "(and its .wal) once the restored file is what you want")
+
+
+def upgrade_copies(path: Path) -> list[tuple[Path, int]]:
+    """The copies the DuckDB store kept of the file `path` before upgrading its schema, beside it, with the schema
+    version of each: NAME.schemaN.duckdb (NAME.schemaN-M.duckdb when that name was taken; the file's own suffix
+    when it has one), as plugins/duckdb/schema.py's upgrade_copy names them. Matched here by name (the core does
+    not import the plugins), for this file only: another file's copies in the same folder are not its."""
+    pattern = re.compile(rf"{re.escape(path.stem)}\.schema(?P<version>\d+)(-\d+)?{re.escape(path.suffix or '.duckdb')}")
+    try:
+        entries = sorted(path.parent.iterdir())
+    except OSError:
+        return []
+    return [(entry, int(found["version"])) for entry in entries
+            if (found := pattern.fullmatch(entry.name)) and entry.is_file() and entry != path]
+
+
+def _check_upgrade_copies(diagnosis: Diagnosis, path: Path) -> None:
+    """A copy of the whole file stays beside it after each schema upgrade until the user deletes it: said, with its
+    size and date, so that the space it takes is no mystery, with what it is for (going back) and when it can go."""
+    for copy, version in upgrade_copies(path):
+        wal = copy.with_name(copy.name + ".wal")  # an older duckgraph that used the copy may have left its log
+        files = [copy, wal] if wal.exists() else [copy]
+        when = datetime.fromtimestamp(copy.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
+        diagnosis.warnings.append(
+            f"{' and '.join(map(str, files))} ({_megabytes(files)}, kept since {when}) is {path} as it was at schema "
+            f"version {version}, kept by duckgraph before it upgraded the file: to go back, a duckgraph that knows "
+            f"only version {version} (an older install, another MCP host's) opens it with --db {copy} (what was "
+            f"written to {path} since is not in it). Delete it once the upgraded file works and no older install "
+            "uses it")
 
 
 def _megabytes(files: list[Path]) -> str:

@@ -116,20 +116,28 @@ def delete_namespace(
                             message=f"namespace {namespace!r} {left}")
 
 
+def meant_namespaces(name: str, names: Iterable[str]) -> list[str]:
+    """The namespaces of `names` (the file's) that `name`, not among them, likely meant: those the same but for
+    case, else those of the nearest spelling; empty when none is near. `namespace_hint` names them, and ingest and
+    import refuse to start a new namespace so near an existing one (core/cli_checks.py)."""
+    by_folded: dict[str, list[str]] = {}
+    for other in sorted(set(names) - {name}):
+        by_folded.setdefault(other.casefold(), []).append(other)
+    if meant := by_folded.get(name.casefold(), []):
+        return meant
+    near = difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.7)
+    return by_folded[near[0]] if near else []
+
+
 def namespace_hint(name: str, names: Iterable[str]) -> str:
     """What to say of a namespace `name` that is not among `names` (the file's): the one it likely meant (the same
     but for case, else a near spelling), then those there are. The one text of delete_namespace and the commands
-    export and stats, so that a namespace missed by a letter's case ("Work" for "work") is caught before it is
-    emptied or exported."""
+    export, stats, ingest and import, so that a namespace missed by a letter's case ("Work" for "work") is caught
+    before it is emptied, exported or written into."""
     names = sorted(set(names) - {name})
     if not names:
         return "the file holds no namespace yet"
-    by_folded: dict[str, list[str]] = {}
-    for other in names:
-        by_folded.setdefault(other.casefold(), []).append(other)
-    meant = by_folded.get(name.casefold(), [])
-    near = [] if meant else difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.7)
-    meant = meant or (by_folded[near[0]] if near else [])
+    meant = meant_namespaces(name, names)
     shown = ", ".join(map(repr, names[:HINT_NAMESPACES]))
     if len(names) > HINT_NAMESPACES:
         shown += f" and {len(names) - HINT_NAMESPACES} more (`duckgraph namespaces` lists them all)"

@@ -45,7 +45,8 @@ def test_every_command_works_in_the_namespace_it_is_given(tmp_path: Path, env: d
     assert run(env, "export", "--db", db, "--namespace", "proj-b", "-o", str(out)).returncode == 0
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [(line["name"], line["type"]) for line in lines if line["kind"] == "node"] == [("Build cache", "Service")]
-    assert run(env, "import", str(out), "--db", db, "--namespace", "proj-c").returncode == 0
+    # proj-c is near proj-a: started on purpose (tests/integration/test_cli_new_namespace.py).
+    assert run(env, "import", str(out), "--db", db, "--namespace", "proj-c", "--new-namespace").returncode == 0
     stats = json.loads(run(env, "stats", "--json", "--db", db, "--namespace", "proj-c").stdout)
     assert stats["node_types"] == {"Service": 1}
 
@@ -64,7 +65,7 @@ def test_duckgraph_namespaces_delete_needs_the_name_twice(tmp_path: Path, env: d
     db = str(tmp_path / "kb.duckdb")
     for namespace in ("proj-a", "proj-b"):
         assert run(env, "import", str(memory_file(tmp_path / "m.jsonl", ("Linker", "Tool"))), "--db", db,
-                   "--namespace", namespace).returncode == 0
+                   "--namespace", namespace, "--new-namespace").returncode == 0
     for refused_args in (("proj-a",), ("proj-a", "--confirm", "proj-b"), ("--confirm", "proj-a")):
         refused = run(env, "namespaces", "delete", *refused_args, "--db", db)
         assert refused.returncode == 1 and "nothing was deleted" in refused.stderr, refused.stderr
