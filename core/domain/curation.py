@@ -9,6 +9,7 @@ from datetime import datetime
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
+from duckgraph.core.domain.ingest import Progress, embed_in_batches
 from duckgraph.core.domain.limits import (
     MAX_DESCRIPTION_CHARS,
     MAX_OBSERVATION_CHARS,
@@ -32,6 +33,7 @@ from duckgraph.core.domain.model import (
 )
 from duckgraph.core.domain.namespaces import check_namespace, empty_namespace_hint
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys
+from duckgraph.core.domain.texts import edge_text
 from duckgraph.ports import (
     EdgeRecord,
     EdgeWrite,
@@ -48,6 +50,7 @@ from duckgraph.ports.names import dotless_i_key
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase, Writer
+    from duckgraph.ports import GraphStore
 
 MAX_PATH_HOPS = 4
 #: Neighbours read per node and hop while looking for paths: hubs would otherwise make the search explode.
@@ -331,8 +334,11 @@ class GraphCuration:
             self._commit_with_vectors(writer, WriteBatch(nodes=[updated]), namespace, renamed=renamed)
         return self.get_entities([updated.name], namespace)[0][0]
 
-    def merge_entities(self, sources: Sequence[str], target: str, namespace: str) -> MergeResult:
-        """Fold `sources` into `target`: edges, provenance, observations, names (as aliases) and properties."""
+    def merge_entities(self, sources: Sequence[str], target: str, namespace: str, *,
+                       progress: Progress | None = None) -> MergeResult:
+        """Fold `sources` into `target`: edges, provenance, observations, names (as aliases) and properties.
+        `progress` hears of the vectors of the moved relations being computed again (a hub's thousands take
+        minutes with a local model)."""
         if not sources:
             raise InvalidInputError("name at least one source entity to merge into the target")
         with self.kb.writing() as writer:
@@ -378,14 +384,23 @@ class GraphCuration:
             # Relations between the entities merged (any period) become self-loops: the store deletes them (and
             # records them as deleted facts); the rest of what it deletes are duplicates joined into one.
             ids = {into.id, *(n.id for n in merged_from)}
-            loops = [e for e in self.store.neighbors([n.id for n in merged_from], namespace, as_of=EVERY_PERIOD,
-                                                     limit=RELATIONS_READ)
-                     if e.source_id in ids and e.target_id in ids]
+            every = self.store.neighbors([n.id for n in merged_from], namespace, as_of=EVERY_PERIOD,
+                                         limit=RELATIONS_READ)
+            loops = [e for e in every if e.source_id in ids and e.target_id in ids]
             names = {into.id: into.name, **{n.id: n.name for n in merged_from}}
-            summary = self._commit_with_vectors(writer, batch, namespace, renamed=[into.id], only=moved)
+            # The moved relations' new vectors are derived data: recent_changes lists the merge ("entity merged",
+            # with the count of relations that moved), not each of them as updated.
+            summary = self._commit_with_vectors(writer, batch, namespace, renamed=[into.id], only=moved,
+                                                logged=False, progress=progress,
+                                                message=f"computing the vectors of the relations moved to {into.name}")
         hints = [f"{o.name}'s {k}: {_value(v)} was not kept as a property ({into.name!r} keeps "
                  f"{_value(result.properties[k])}); it is an observation of {into.name!r} now: "
                  "update_entity changes either" for o, k, v in differing]
+        if len(every) > len(loops):
+            count = len(every) - len(loops)
+            hints.append(f"{count:,} relation{'s' if count > 1 else ''} moved to {into.name!r}, "
+                         f"{'their' if count > 1 else 'its'} vectors computed again to name it; recent_changes lists "
+                         "the merge with this count, not each relation")
         if loops:
             listed = [f"{names[e.source_id]} -{e.type}-> {names[e.target_id]}" for e in loops[:LISTED_IN_HINT]]
             hints.append(
@@ -511,20 +526,27 @@ class GraphCuration:
 
     def _commit_with_vectors(
         self, writer: Writer, batch: WriteBatch, namespace: str, renamed: Sequence[int] = (),
-        only: set[int] | None = None,
+        only: set[int] | None = None, *, logged: bool = True, progress: Progress | None = None,
+        message: str = "computing the vectors of the renamed entity's relations",
     ) -> WriteSummary:
         """Commit with fresh vectors for the batch's nodes and, for the `renamed` (or merged into) nodes, for their
-        edges (`only` those ids, when given)."""
+        edges (`only` those ids, when given; see `_refresh_edge_vectors` for `logged`, `progress`, `message`)."""
         self.kb.embed_records(namespace, batch.nodes)
         summary = writer.commit(batch)
         if renamed:
-            self._refresh_edge_vectors(writer, list(renamed), namespace, only)
+            self._refresh_edge_vectors(writer, list(renamed), namespace, only, logged=logged, progress=progress,
+                                       message=message)
         return summary
 
     def _refresh_edge_vectors(self, writer: Writer, node_ids: list[int], namespace: str,
-                              only: set[int] | None = None) -> None:
+                              only: set[int] | None = None, *, logged: bool = True,
+                              progress: Progress | None = None,
+                              message: str = "computing the vectors of the renamed entity's relations") -> None:
         """Edges are embedded as sentences naming both ends: re-embed those of renamed or merged nodes that have not
-        ended (of `only`, when given), each written with its own period so the write finds exactly its row."""
+        ended (of `only`, when given), each written with its own period so the write finds exactly its row.
+        `logged`: the edges count as changed (their updated_at moves, recent_changes lists each as updated), as a
+        rename's do; else only their vectors are written (a merge, whose own entry says what moved). `progress`
+        hears of each embedder call, with `message`."""
         edges = [e for e in self.store.neighbors(node_ids, namespace, as_of=not_ended(), limit=RELATIONS_READ)
                  if only is None or e.id in only]
         if not edges:
@@ -536,8 +558,13 @@ class GraphCuration:
                       valid_from=e.valid_from, valid_until=e.valid_until)
             for e in edges if e.source_id in nodes and e.target_id in nodes
         ]
-        self.kb.embed_records(namespace, edges=writes, names={n.key: n.name for n in nodes.values()})
-        writer.commit(WriteBatch(edges=writes, renamed=node_ids))
+        names = {n.key: n.name for n in nodes.values()}
+        # Embedded here rather than by `kb.embed_records` so that each embedder call is reported: a hub's thousands
+        # of relations take minutes, and a client that hears nothing meanwhile gives up.
+        embed_in_batches(self.kb.embedder, [(w, edge_text(w, names)) for w in writes], progress, message)
+        # Without `renamed`, a row written again with its values as stored keeps its updated_at: only its vector
+        # is replaced, so recent_changes does not list it.
+        writer.commit(WriteBatch(edges=writes, renamed=node_ids if logged else []))
 
     # -- paths -----------------------------------------------------------------------------------------
 
@@ -551,31 +578,76 @@ class GraphCuration:
         start, goal = found[source].id, found[target].id
         if start == goal:
             raise InvalidInputError(f"{source!r} and {target!r} are the same entity")
-        # Breadth-first, keeping every shortest-path parent so several equally short paths can be listed.
-        parents: dict[int, list[EdgeRecord]] = {start: []}
-        frontier = [start]
-        complete = True  # every neighbour was read: an empty frontier then means nothing more is connected
-        for _ in range(max_hops):
-            reached: dict[int, list[EdgeRecord]] = {}
-            limit = PATH_FANOUT * len(frontier)
-            edges = self.store.neighbors(frontier, namespace, limit=limit)
-            complete = complete and len(edges) < limit
-            for edge in edges:
-                for here, there in ((edge.source_id, edge.target_id), (edge.target_id, edge.source_id)):
-                    if here in frontier and there not in parents:
-                        reached.setdefault(there, []).append(edge)
-            parents.update(reached)
-            frontier = list(reached)
-            if goal in reached or not frontier:
-                break
-        chains = _unwind(goal, start, parents, max_paths) if goal in parents else []
-        names = {n.id: n.name for n in self.store.get_nodes({i for c in chains for e in c for i in (e.source_id, e.target_id)})}
-        rendered = list(dict.fromkeys(_render_chain(chain, start, names) for chain in chains))
+        # Breadth-first from both ends, one hop of the smaller frontier at a time, until they meet. A read takes at
+        # most PATH_FANOUT relations per node, strongest first, so a hub's list is cut; meeting in the middle finds a
+        # path through a hub from the two ends' own neighbours, without reading the hub's list.
+        ahead, back = _Reach(start), _Reach(goal)
+        meeting: list[int] = []
+        while not meeting and ahead.frontier and back.frontier and ahead.depth + back.depth < max_hops:
+            forward = (len(ahead.frontier), ahead.depth) <= (len(back.frontier), back.depth)
+            side, other = (ahead, back) if forward else (back, ahead)
+            side.step(self.store, namespace, other)
+            meeting = [n for n in side.frontier if n in other.parents]
+        if meeting:  # keep only the meetings of the shortest length
+            hops = min(ahead.depth_of[n] + back.depth_of[n] for n in meeting)
+            meeting = [n for n in meeting if ahead.depth_of[n] + back.depth_of[n] == hops]
+        chains = [[*there, *reversed(home)] for n in meeting
+                  for there in _unwind(n, start, ahead.parents, max_paths)
+                  for home in _unwind(n, goal, back.parents, max_paths)]
+        chains.sort(key=lambda chain: -sum(e.weight for e in chain))  # strongest first; stable, so ties as read
+        names = {n.id: n.name for n in self.store.get_nodes(
+            {i for c in chains for e in c for i in (e.source_id, e.target_id)} | set(ahead.cut) | set(back.cut))}
+        rendered = list(dict.fromkeys(_render_chain(chain, start, names) for chain in chains))[:max_paths]
         ends = found[source].name, found[target].name
+        # An end whose search ran out of nodes with nothing cut has been read whole: nothing else is connected to it.
+        exhausted = any(not s.frontier and not s.cut for s in (ahead, back))
+        cut = [names[n] for n, _ in sorted({**back.cut, **ahead.cut}.items(), key=lambda c: -c[1]) if n in names]
         return PathResult(
             source=ends[0], target=ends[1], hops=len(chains[0]) if chains else None, paths=rendered,
-            message=None if chains else _no_path(*ends, max_hops, connected=bool(frontier) or not complete),
+            message=None if chains else _no_path(*ends, max_hops, connected=not exhausted, cut=cut),
         )
+
+
+class _Reach:
+    """find_paths' breadth-first search from one end: each node reached, with every relation that reached it at
+    its depth (so several equally short paths can be listed), and the nodes whose relations a read cut."""
+
+    def __init__(self, root: int) -> None:
+        self.parents: dict[int, list[EdgeRecord]] = {root: []}
+        self.depth_of = {root: 0}
+        self.frontier = [root]
+        self.depth = 0
+        self.cut: dict[int, int] = {}  # node -> how many of its relations were read, for those a read cut
+
+    def step(self, store: GraphStore, namespace: str, other: _Reach) -> None:
+        """Read the frontier's relations and move it one hop out."""
+        limit = PATH_FANOUT * len(self.frontier)
+        edges = store.neighbors(self.frontier, namespace, limit=limit)
+        here = set(self.frontier)
+        if len(edges) >= limit:
+            # The read stopped at its limit: the nodes that filled their share of it are those with relations left.
+            read: dict[int, int] = {}
+            for edge in edges:
+                for node in {edge.source_id, edge.target_id} & here:
+                    read[node] = read.get(node, 0) + 1
+            cut = {n: c for n, c in read.items() if c >= PATH_FANOUT}
+            self.cut.update(cut)
+            if len(other.frontier) <= PATH_FANOUT:
+                # Of what the cut left out, the relations joining a cut node straight to the other end's frontier
+                # are where the searches meet: one read of the edges among those few nodes, not the hubs' lists.
+                seen, theirs = {e.id for e in edges}, set(other.frontier)
+                edges += [e for e in store.edges_among([*cut, *theirs], namespace) if e.id not in seen
+                          and ((e.source_id in cut and e.target_id in theirs)
+                               or (e.target_id in cut and e.source_id in theirs))]
+        reached: dict[int, list[EdgeRecord]] = {}
+        for edge in edges:
+            for near, far in ((edge.source_id, edge.target_id), (edge.target_id, edge.source_id)):
+                if near in here and far not in self.parents:
+                    reached.setdefault(far, []).append(edge)
+        self.depth += 1
+        self.parents.update(reached)
+        self.depth_of.update(dict.fromkeys(reached, self.depth))
+        self.frontier = list(reached)
 
 
 def _named_start(relation: RelationRef) -> tuple[bool, datetime | None]:
@@ -610,13 +682,23 @@ def _refuse_aliases(found: dict[str, NodeRecord]) -> None:
     raise InvalidInputError("; ".join(said) + "; nothing was deleted")
 
 
-def _no_path(source: str, target: str, max_hops: int, *, connected: bool) -> str:
-    """Why find_paths found nothing: the limit it searched within, and whether a larger one could help."""
+def _no_path(source: str, target: str, max_hops: int, *, connected: bool, cut: Sequence[str] = ()) -> str:
+    """Why find_paths found nothing: the limit it searched within, whether a larger one could help, and, when a
+    hub's relations were too many to read whole, that a path may still exist (a model takes "no path" as a fact)."""
     if not connected:
         return (f"no path between {source} and {target}: no chain of relations that hold now, of any length, "
                 "connects them (ended relations are not followed: get_entities lists them with their periods)")
     more = f"; try max_hops up to {MAX_PATH_HOPS}" if max_hops < MAX_PATH_HOPS else ""
-    return f"no path between {source} and {target} within {max_hops} hop{'s' if max_hops > 1 else ''}{more}"
+    within = f"within {max_hops} hop{'s' if max_hops > 1 else ''}"
+    if not cut:
+        return f"no path between {source} and {target} {within}{more}"
+    named = ", ".join(cut[:LISTED_IN_HINT]) + (f" and {len(cut) - LISTED_IN_HINT} more" if len(cut) > LISTED_IN_HINT
+                                                else "")
+    return (f"no path found between {source} and {target} {within} among the relations read, but one may exist: "
+            f"{named} {'has' if len(cut) == 1 else 'have'} more relations than find_paths follows per entity "
+            f"({PATH_FANOUT}, the strongest), and the rest were not read; page them with "
+            f"get_entities(names=[{cut[0]!r}], relations_offset=...), or call find_paths from an entity nearer "
+            f"either end{more}")
 
 
 def _unwind(node: int, start: int, parents: dict[int, list[EdgeRecord]], limit: int) -> list[list[EdgeRecord]]:

@@ -178,10 +178,19 @@ class Writer:
         for target, sources in batch.merges:
             if not sources:
                 continue
+            # With the count of relations each source passed on: their vectors are computed again afterwards
+            # without each being listed as updated (curation.py `_refresh_edge_vectors`), so this line says it.
+            sources_json = sql.JSON_IDS % 4
             deletions.record(
                 self.con, "entity merged", f"SELECT s.namespace, {deletions.node_label('s')} || ' into ' || t.name "
-                f"AS label, s.id AS position FROM nodes s JOIN nodes t ON t.id = $3 WHERE s.id IN (SELECT unnest("
-                f"{sql.JSON_IDS % 4})) AND s.id <> t.id", [target, sql.json_list(sources)], now)
+                "|| CASE WHEN coalesce(m.moved, 0) = 0 THEN '' ELSE format(' ({:,} relation{} moved)', m.moved, "
+                "CASE WHEN m.moved = 1 THEN '' ELSE 's' END) END "
+                f"AS label, s.id AS position FROM nodes s JOIN nodes t ON t.id = $3 LEFT JOIN (SELECT x.node, "
+                f"count(*) AS moved FROM (SELECT source_id AS node, target_id AS other FROM edges WHERE source_id IN "
+                f"(SELECT unnest({sources_json})) UNION ALL SELECT target_id, source_id FROM edges WHERE target_id "
+                f"IN (SELECT unnest({sources_json}))) x WHERE x.other <> $3 AND x.other NOT IN (SELECT unnest("
+                f"{sources_json})) GROUP BY x.node) m ON m.node = s.id WHERE s.id IN (SELECT unnest("
+                f"{sources_json})) AND s.id <> t.id", [target, sql.json_list(sources)], now)
             self._renamed.add(target)
             # Relations between the merged entities become self-loops, deleted below (not joined into anything):
             # recorded as deleted facts now, while they still name their ends as they were.

@@ -165,7 +165,9 @@ def register_graphrag_tools(server: MCPServer) -> None:
         """Merge duplicates (sources) into target: their relations, observations and properties move to it and
         their names become its aliases."""
         kb = kb_of(ctx)
-        return await call(kb.curation.merge_entities, sources, target, await call_namespace(ctx, namespace))
+        # Progress while the moved relations' vectors are computed again: minutes for a hub's thousands.
+        return await call(kb.curation.merge_entities, sources, target, await call_namespace(ctx, namespace),
+                          progress=progress_reporter(ctx))
 
     @server.tool(title="Find paths", annotations=titled(READ_ONLY, "Find paths"))
     async def find_paths(
