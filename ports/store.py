@@ -151,6 +151,12 @@ class GraphStore(ABC):
         """A page of edges that still hold (with `include_expired`, all edges), in id order."""
 
     @abstractmethod
+    def edges_from(self, node_ids: Iterable[int], namespace: str, *, limit: int = 1000) -> list[EdgeRecord]:
+        """Edges that hold now and start at one of `node_ids` (whatever comes in to them is left out), by source
+        id then id, at most `limit`: read_graph's relations of a page, which must not be crowded out by a hub's
+        incoming edges as `neighbors` (strongest first, either direction) would let them be."""
+
+    @abstractmethod
     def get_documents(self, ids: Iterable[str], namespace: str) -> list[DocumentRecord]:
         """Documents by id; unknown ids are skipped."""
 

@@ -330,8 +330,13 @@ def _commit_observations(
 def read_graph(
     kb: KnowledgeBase, *, offset: int = 0, limit: int = DEFAULT_PAGE_SIZE, namespace: str | None = None
 ) -> MemoryGraph:
-    """A page of entities in creation order, with the relations that start at them (so every relation is on
-    exactly one page); `next_offset` is set when more entities remain."""
+    """A page of entities in creation order, with every relation that starts at them (so every relation is on
+    exactly one page); `next_offset` is set when more entities remain.
+
+    A page holds at most MAX_RELATIONS relations: when its entities start more, it ends before the first entity
+    whose relations would not all fit (fewer entities than `limit`; `next_offset` is that entity), so no relation
+    is left behind. Only an entity that alone starts more than MAX_RELATIONS comes alone on its page with its
+    first MAX_RELATIONS (creation order) and `relations_truncated`: the rest are not on any page."""
     if offset < 0 or not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidInputError(f"offset must be 0 or more and limit between 1 and {MAX_PAGE_SIZE}")
     namespace = kb.resolve_namespace(namespace)
@@ -339,11 +344,21 @@ def read_graph(
     records = kb.store.list_nodes(namespace, offset=offset, limit=limit + 1)
     more = len(records) > limit
     records = records[:limit]
-    page = {r.id for r in records}
-    edges = kb.store.neighbors(sorted(page), namespace, limit=MAX_RELATIONS + 1)
-    truncated = len(edges) > MAX_RELATIONS
-    graph = _graph(kb, records, [e for e in edges[:MAX_RELATIONS] if e.source_id in page])
-    graph.next_offset = offset + limit if more else None
+    # Outgoing edges only, by source then id: a hub's incoming edges (on their sources' pages) cannot crowd the
+    # page's own out, and when the cap cuts, every entity before the source it cut at has all of its relations.
+    edges = kb.store.edges_from([r.id for r in records], namespace, limit=MAX_RELATIONS + 1)
+    truncated = False
+    if len(edges) > MAX_RELATIONS:
+        cut = edges[MAX_RELATIONS].source_id  # the first entity some of whose relations did not fit
+        whole = [r for r in records if r.id < cut]  # list_nodes is in id order
+        if whole:
+            more, records = True, whole
+            edges = [e for e in edges if e.source_id < cut]
+        else:  # the page's first entity alone starts more than a page holds
+            more, records, truncated = more or len(records) > 1, records[:1], True
+            edges = edges[:MAX_RELATIONS]
+    graph = _graph(kb, records, edges)
+    graph.next_offset = offset + len(records) if more else None
     graph.relations_truncated = True if truncated else None
     return graph
 

@@ -41,6 +41,18 @@ def list_edges(con: Any, namespace: str, offset: int, limit: int, include_expire
     return [_edge(row) for row in rows]
 
 
+def edges_from(con: Any, node_ids: list[int], namespace: str, limit: int) -> list[EdgeRecord]:
+    """`DuckDBStore.edges_from`: edges that hold now and start at one of `node_ids`, by source id then id."""
+    if not node_ids:
+        return []
+    rows = con.execute(
+        f"SELECT {_EDGE_COLUMNS} FROM edges WHERE namespace = $1 AND {sql.holds_at('$4')} "
+        f"AND source_id IN (SELECT unnest({sql.JSON_IDS % 2})) ORDER BY source_id, id LIMIT $3",
+        [namespace, sql.json_list(node_ids), limit, sql.now()],
+    ).fetchall()
+    return [_edge(row) for row in rows]
+
+
 def documents(con: Any, ids: Iterable[str], namespace: str) -> list[DocumentRecord]:
     ids = list(set(ids))
     if not ids:

@@ -500,6 +500,10 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return reads.list_edges(self._db, namespace, offset, limit, include_expired)
 
+    def edges_from(self, node_ids: Iterable[int], namespace: str, *, limit: int = 1000) -> list[EdgeRecord]:
+        with self._lock:
+            return reads.edges_from(self._db, sorted({int(i) for i in node_ids}), namespace, limit)
+
     def get_documents(self, ids: Iterable[str], namespace: str) -> list[DocumentRecord]:
         with self._lock:
             return reads.documents(self._db, ids, namespace)
