@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from scripted_model import ScriptedModel, Turn
 
+from duckgraph_chat.session import LIMIT_NOTE
+
 pytestmark = pytest.mark.model  # the servers embed with the real default model
 
 SERVE = [sys.executable, "-m", "duckgraph.core.cli", "serve"]
@@ -140,7 +142,9 @@ def test_every_bad_call_is_answered_to_the_model_and_the_chat_goes_on(api, tmp_p
     assert said[5:] == ["I stop here."]
     loop = [r["body"] for r in model.requests if last_user(r["body"]["messages"]) == "loop"]
     assert ["tools" in body for body in loop] == [True, True, False]  # two rounds, then an answer without tools
-    assert loop[-1]["messages"][-1]["role"] == "system"
+    # The note saying so ends the last tool result of that request: no system message after the first.
+    assert loop[-1]["messages"][-1]["role"] == "tool" and loop[-1]["messages"][-1]["content"].endswith(LIMIT_NOTE)
+    assert all(m["role"] != "system" for m in loop[-1]["messages"][1:])
     # Nothing bad reached the server: only the valid calls wrote or read.
     assert done.stderr.count("[refused: ") == 4
 

@@ -19,6 +19,7 @@ import pytest
 from scripted_model import ScriptedModel, Turn, _Handler
 
 from duckgraph_chat.models import ModelError, OllamaChat, OpenAIChat, Reply
+from duckgraph_chat.session import LIMIT_NOTE
 from duckgraph_chat.tools import ToolCall
 
 TINY_SERVER = [sys.executable, str(Path(__file__).with_name("tiny_server.py"))]
@@ -419,7 +420,10 @@ def test_a_turn_that_fails_after_its_tool_calls_ran_keeps_them_in_the_conversati
         assert calls[0][0]["function"]["arguments"] == {"text": "one"}
     lost = kept[6]
     assert "tool_calls" not in lost and "lost" in lost["content"] and "Half" not in json.dumps(kept)
-    assert all(m["role"] != "system" for m in kept[1:])  # the note that ends the rounds went with the failed ask
+    # No request had a system message after the first: the round limit's note, in the failed ask of
+    # --max-tool-rounds 2, went at the end of the last tool result, and went with that ask.
+    assert all(m["role"] != "system" for r in model.requests for m in r["body"]["messages"][1:])
+    assert not any(LIMIT_NOTE in m["content"] for m in kept if m["role"] == "tool")
     # The terminal: the error, then what had run (the memory changed), and the next answer saw the calls.
     lines = stderr.splitlines()
     error = next(i for i, line in enumerate(lines) if line.startswith("error: "))

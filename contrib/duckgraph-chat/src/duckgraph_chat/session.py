@@ -11,12 +11,22 @@ import anyio
 from duckgraph_chat.models import ChatModel, ModelError, Reply
 from duckgraph_chat.tools import ToolBox, ToolCall, ToolCallError, result_text
 
-LIMIT_NOTE = ("You have used the tool calls allowed for this answer. Answer now from what the tools returned, "
-              "without calling more.")
+#: told the model once its rounds are spent, at the end of the last tool result of the one request that offers no
+#: tools, and never stored (see ChatSession._answer)
+LIMIT_NOTE = ("[Note from the chat, not from the tool: you have used the tool calls allowed for this answer. Answer "
+              "now from what the tools returned, without calling more.]")
 
 #: the assistant message that closes the kept rounds of a turn whose answer failed (see ChatSession.turn)
 LOST_ANSWER = ("[My answer to this was lost: the reply after the tool calls above failed, so the user saw none. "
                "Those tool calls did run, with the results above.]")
+
+#: the same, for a turn whose model, asked to answer without tools, called tools again and said nothing
+NO_ANSWER = ("[I gave no answer to this: asked to answer from the tool calls above without calling more, I called "
+             "tools again, so the user saw none. Those tool calls did run, with the results above.]")
+
+
+class NoAnswer(ModelError):
+    """The model, asked to answer without tools after its last round, asked for tools again and gave no text."""
 
 
 class TurnFailed(ModelError):
@@ -78,12 +88,13 @@ class ChatSession:
                 del self.messages[before:]
                 raise
             # The calls ran: forgetting them would leave the memory holding writes the model does not know of (it
-            # may write them again). The failed reply itself, and the round limit's note, go.
+            # may write them again). The failed reply itself goes (the round limit's note was never stored).
             del self.messages[self._rounds_end:]
             # The rounds end with tool results; an assistant message closes them, as a completed turn does: strict
             # servers refuse a user message right after tool results (Mistral's validator: "Unexpected role 'user'
             # after role 'tool'"), while an assistant text there is valid for OpenAI-compatible servers and Ollama.
-            self.messages.append(self.model.assistant_message(Reply(LOST_ANSWER)))
+            closing = NO_ANSWER if isinstance(exc, NoAnswer) else LOST_ANSWER
+            self.messages.append(self.model.assistant_message(Reply(closing)))
             if self._ran:
                 raise TurnFailed(exc, list(self._ran)) from exc
             raise  # only refused calls: nothing reached the server, the memory is as it was
@@ -94,20 +105,36 @@ class ChatSession:
     async def _answer(self) -> str:
         tools = self.toolbox.for_model()
         for _ in range(self.max_tool_rounds):
-            reply = await self._ask(tools)
+            reply = await self._ask(self.messages, tools)
+            self.messages.append(self.model.assistant_message(reply))
             if not reply.tool_calls:
                 return reply.content
             for call in reply.tool_calls:  # one at a time: each may depend on what the one before wrote
                 self.messages.append(self.model.tool_message(call, await self._run(call)))
             self._rounds_end = len(self.messages)  # every call of the round has its result: a valid conversation
-        # Out of rounds: one last answer without tools, so a model that keeps calling cannot loop.
-        self.messages.append({"role": "system", "content": LIMIT_NOTE})
-        reply = await self._ask(None)
+        # Out of rounds: one last answer without tools, so a model that keeps calling cannot loop. The note saying so
+        # goes at the end of the last tool result, in this request only: the chat templates of many local models take
+        # a system message only first, and strict servers refuse a user message right after tool results.
+        last = self.messages[-1]
+        reply = await self._ask([*self.messages[:-1], {**last, "content": f"{last['content']}\n\n{LIMIT_NOTE}"}],
+                                None)
         if reply.tool_calls:
-            self.trace(f"[stopped: the model still asked for tools after {self.max_tool_rounds} rounds]")
+            names = ", ".join(dict.fromkeys(call.name for call in reply.tool_calls))
+            n = self.max_tool_rounds
+            rounds = f"{n} round{'s' if n != 1 else ''}"
+            if not reply.content.strip():
+                # Nothing to show nor to keep: an assistant message with neither text nor calls is refused by
+                # OpenAI's API on the next request; turn() closes the rounds with NO_ANSWER instead.
+                raise NoAnswer(f"{self.model.model} gave no answer within the {rounds} of tool calls allowed "
+                               f"(--max-tool-rounds): asked to answer without tools, it called {names} again (not "
+                               "run); ask again, or raise --max-tool-rounds")
+            self.trace(f"[stopped: asked to answer without tools after {rounds}, the model called {names} again "
+                       "(not run)]")
+        # Only the text is kept: the next request must not name calls without results.
+        self.messages.append(self.model.assistant_message(Reply(reply.content)))
         return reply.content
 
-    async def _ask(self, tools: list[dict[str, Any]] | None) -> Reply:
+    async def _ask(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Reply:
         wrote = False
 
         def write(text: str) -> None:
@@ -116,17 +143,13 @@ class ChatSession:
             self.write(text)
 
         try:
-            reply = await self.model.complete(self.messages, tools, write)
+            reply = await self.model.complete(messages, tools, write)
         except BaseException:
             if wrote:  # text of a reply that failed midway: its line is ended, so the next answer has its own
                 self.write("\n")
             raise
         if reply.content:
             self.write("\n")
-        if not reply.tool_calls or tools is not None:
-            self.messages.append(self.model.assistant_message(reply))
-        else:  # calls that will not run are not kept: the next request must not name calls without results
-            self.messages.append(self.model.assistant_message(Reply(reply.content)))
         return reply
 
     async def _run(self, call: ToolCall) -> str:
