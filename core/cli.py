@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     common = _common_options(db_help)
     # backup, restore and compact act on the whole file: their --namespace is not shown, and refused when given.
     whole_file = _common_options(db_help, namespace=False)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
 
     serve = sub.add_parser("serve", parents=[common], help="run the MCP server (stdio, or streamable HTTP)")
     serve.add_argument("--http", action="store_true",
@@ -278,6 +278,25 @@ def _parser() -> argparse.ArgumentParser:
     for command in sub.choices.values():
         command.set_defaults(usage_error=command.error)
     return parser
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser, where options may come anywhere among its positionals, as in `communities search --db F
+    "main themes"`. argparse's plain parsing gives an optional positional (nargs="?", the query) nothing as soon as an
+    option follows the one before it, and then refuses the text after the option as unrecognized."""
+
+    _intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        # parse_known_intermixed_args calls parse_known_args twice (options, then positionals): those calls parse.
+        # After "--" everything is positional, which its first pass forgets (Python 3.11): parsed as before.
+        if self._intermixing or (args is not None and "--" in args):
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 NEW_NAMESPACE_HELP = ("with --namespace NAME: start the namespace NAME even though its name is near one the file "
@@ -561,19 +580,46 @@ class ProgressBar:
         self.label = ""
         self._interactive = sys.stderr.isatty()
         self._last: tuple[str, int] | None = None
+        self._shown = 0  # the columns the line on the terminal takes now
 
     def update(self, done: int, total: int, message: str) -> None:
         filled = self.width * done // max(total, 1)
-        line = f"{self.label}: {message} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}"
+        bar = f" [{'#' * filled}{'.' * (self.width - filled)}] "
         if self._interactive:
-            print("\r" + line, end="", file=sys.stderr, flush=True)
+            from duckgraph.core.terminal import columns, display_width
+
+            # One column short of the width: a line that fills the last one wraps on some terminals, and each \r
+            # then rewrites a new row.
+            width = columns(sys.stderr) - 1
+            line = self._fitted(f"{done}/{total}", bar, message, width)
+            shown = display_width(line)
+            # \r only moves back: spaces blank the rest of a longer line before ("21/50" over "27/50" left
+            # "21/5027/50"). Spaces rather than an escape sequence, which not every console obeys.
+            print("\r" + line + " " * max(0, min(self._shown, width) - shown), end="", file=sys.stderr, flush=True)
+            self._shown = shown
         elif self._last != (message, 10 * done // max(total, 1)):
+            line = f"{self.label}: {message}{bar}{done}/{total}"
             print(line, file=sys.stderr, flush=True)
         self._last = (message, 10 * done // max(total, 1))
+
+    def _fitted(self, count: str, bar: str, message: str, width: int) -> str:
+        """The terminal line, at most `width` columns: the message is cut first, then the bar left out, then the
+        label cut; the count goes last."""
+        from duckgraph.core.terminal import display_width, escape_controls, fit
+
+        message = escape_controls(message)  # a file name or page title: its escape sequences would be obeyed
+        head = f"{self.label}: "
+        for middle in (bar, " "):
+            room = width - display_width(head + middle + count)
+            if room >= min(12, display_width(message)):
+                return head + fit(message, room) + middle + count
+        room = width - len(count) - 1
+        return fit(self.label, room) + " " + count if room >= 4 else fit(count, width)
 
     def finish(self) -> None:
         if self._interactive and self._last is not None:
             print(file=sys.stderr)
+        self._shown = 0
 
 
 def _communities(args: argparse.Namespace) -> int:
@@ -713,9 +759,13 @@ def _delete_namespace(args: argparse.Namespace) -> int:
     from duckgraph.core.domain.namespaces import delete_namespace
     from duckgraph.ports import InvalidInputError
 
+    # Checked before the file is opened, and reported with the usage (exit status 2) as argparse's own errors are.
     if not args.name or args.confirm is None:
-        raise InvalidInputError("usage: duckgraph namespaces delete NAME --confirm NAME (the name twice: it deletes "
-                                "everything in that namespace for good); nothing was deleted")
+        raise UsageError("namespaces delete takes NAME and --confirm NAME (the name twice: it deletes everything in "
+                         "that namespace for good); nothing was deleted")
+    if args.confirm != args.name:
+        raise UsageError(f"--confirm must repeat the name to delete: {args.name!r} (got {args.confirm!r}); nothing "
+                         "was deleted")
     if args.name == ROOTS_NAMESPACE:
         raise InvalidInputError(f"{ROOTS_REFUSED}; nothing was deleted")
     with _setup(args, existing=True).knowledge_base as kb:
@@ -758,12 +808,12 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from duckgraph.core.files.export import export_jsonl
+    from duckgraph.core.files.export import export_jsonl, write_file
     from duckgraph.core.files.memory_jsonl import export_memory_jsonl
 
     if args.format == "memory-jsonl" and args.embeddings:
-        raise DuckgraphError("--embeddings has no place in a memory-jsonl file: leave it out, or use --format "
-                             "duckgraph")
+        raise UsageError("--embeddings has no place in a memory-jsonl file: leave it out, or use --format duckgraph; "
+                         "nothing was written")
 
     def write(kb, out):
         if args.format == "memory-jsonl":
@@ -778,26 +828,13 @@ def _export(args: argparse.Namespace) -> int:
     with services.knowledge_base as kb:
         refuse_empty_namespace(args, kb)
         if not args.output or args.output == "-":
-            summary = write(kb, sys.stdout)
+            summary = write(kb, _utf8_stdout())
             target = "standard output"
         else:
-            # Written next to the target and renamed over it: an interrupted export leaves no half file. A device
-            # or a pipe (/dev/null, /dev/stdout, a shell's >(gzip > f)) is written as it is: renamed over, the
-            # device itself would be replaced by a file.
-            path = Path(args.output).expanduser()
-            partial = path if _special(path) else path.with_name(path.name + ".partial")
-            try:
-                with partial.open("w", encoding="utf-8", newline="\n") as out:
-                    summary = write(kb, out)
-                if partial != path:
-                    partial.replace(path)
-            except BaseException as exc:
-                if partial != path:
-                    partial.unlink(missing_ok=True)
-                if isinstance(exc, OSError):
-                    raise DuckgraphError(f"cannot write {path}: {exc}") from exc
-                raise
-            target = str(path)
+            # Beside the file and renamed over it, with the memory's permissions (files/export.py).
+            memory = Path(services.settings.db).expanduser()
+            summary = write_file(args.output, memory, lambda out: write(kb, out))
+            target = str(Path(args.output).expanduser())
     if args.format == "memory-jsonl":
         print(f"exported {summary.entities} entities and {summary.relations} relations of namespace "
               f"{summary.namespace!r} as a memory server memory.jsonl to {target}", file=sys.stderr)
@@ -808,14 +845,36 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _special(path: Path) -> bool:
-    """Whether `path` is a device, a pipe or a socket (written as it is, never renamed over)."""
-    from duckgraph.ports.store import special_file
+class _Utf8Writer:
+    """Text written as UTF-8 bytes to a binary stream."""
 
-    try:
-        return special_file(path.stat().st_mode) is not None
-    except OSError:
-        return False
+    def __init__(self, binary: Any) -> None:
+        self.binary = binary
+
+    def write(self, text: str) -> int:
+        self.binary.write(text.encode("utf-8"))
+        return len(text)
+
+
+def _utf8_stdout() -> Any:
+    """Standard output for JSON Lines: UTF-8 whatever the locale's encoding (PYTHONIOENCODING, cp1252 on a
+    redirected Windows console), as `-o FILE` writes them, and "\n" line ends; not a file that half fails on the
+    first character that encoding lacks, or that a reader takes for UTF-8 and gets wrong."""
+    binary = getattr(sys.stdout, "buffer", None)
+    if binary is None:  # a text stream a caller of main() put there: it takes text, there are no bytes to choose
+        return sys.stdout
+    sys.stdout.flush()  # anything printed before stays before
+    return _Utf8Writer(binary)
+
+
+def _utf8_stdin() -> Any:
+    """Standard input read as UTF-8 (universal newlines), as `import FILE` reads a file, whatever the locale's
+    encoding: a latin-1 locale would otherwise read "Müller" as "MÃ¼ller" and store it. Detach it when done, so
+    that sys.stdin's own bytes stay open."""
+    import io
+
+    binary = getattr(sys.stdin, "buffer", None)
+    return io.TextIOWrapper(binary, encoding="utf-8") if binary is not None else sys.stdin
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -837,13 +896,24 @@ def _import(args: argparse.Namespace) -> int:
     with services.knowledge_base as kb:
         refuse_new_namespace(args, kb)  # before a line is read or written
         if args.file == "-":
-            summary = import_lines(kb, sys.stdin, source="<stdin>", reembed=args.reembed, progress=bar.update,
-                                   namespace=args.namespace)
+            stdin = _utf8_stdin()
+            try:
+                summary = import_lines(kb, stdin, source="<stdin>", reembed=args.reembed, progress=bar.update,
+                                       namespace=args.namespace)
+            except UnicodeDecodeError as exc:  # raised inside the import's transaction: rolled back, nothing kept
+                raise DuckgraphError(f"standard input is not UTF-8 text ({exc}); nothing was imported: JSON Lines "
+                                     "are read as UTF-8 whatever the locale, convert it first (iconv -t UTF-8)"
+                                     ) from exc
+            finally:
+                if stdin is not sys.stdin:
+                    stdin.detach()
         else:
             summary = import_file(kb, args.file, reembed=args.reembed, progress=bar.update, namespace=args.namespace)
     bar.finish()
     if args.json:
-        print(summary.model_dump_json(indent=2))
+        # ASCII with \u escapes (json.dumps' default): the same JSON in any locale's encoding, where raw names
+        # would fail on one the encoding lacks ("Ł" in cp1252) or reach a UTF-8 reader garbled.
+        print(json.dumps(summary.model_dump(mode="json"), indent=2))
     else:
         print(f"{summary.format} file imported: {summary.documents_written} documents written "
               f"({summary.documents_unchanged} unchanged), {summary.nodes_created} entities created, "

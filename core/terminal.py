@@ -10,7 +10,10 @@ it stays JSON that reads back the same.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import unicodedata
 from typing import TextIO
 
 # Bidirectional controls reorder what is shown (a "Trojan Source" line reads differently from what it holds).
@@ -32,3 +35,35 @@ def for_stream(text: str, stream: TextIO, *, json: bool = False) -> str:
     except (AttributeError, ValueError):  # closed, or not a real file
         interactive = False
     return escape_controls(text, json=json) if interactive else text
+
+
+def columns(stream: TextIO) -> int:
+    """The width of the terminal `stream` writes to, in columns: COLUMNS when set, else the terminal's own (stderr's
+    terminal, even when stdout is redirected), else shutil's fallback (80)."""
+    if os.environ.get("COLUMNS", "").isdigit() and int(os.environ["COLUMNS"]) > 0:
+        return int(os.environ["COLUMNS"])
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or shutil.get_terminal_size().columns
+    except (AttributeError, ValueError, OSError):  # not a real file, or no terminal behind it
+        return shutil.get_terminal_size().columns
+
+
+def display_width(text: str) -> int:
+    """How many columns `text` (no control characters) takes on a terminal: wide East Asian characters take two,
+    combining marks none."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def fit(text: str, width: int) -> str:
+    """`text` cut to at most `width` columns, ending in "..." when cut (ASCII: any encoding shows it as 3 columns)."""
+    if display_width(text) <= width:
+        return text
+    if width < 4:
+        return "." * max(width, 0)
+    room, kept = width - 3, []
+    for char in text:
+        room -= display_width(char)
+        if room < 0:
+            break
+        kept.append(char)
+    return "".join(kept) + "..."

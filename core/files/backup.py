@@ -16,7 +16,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.core.files.paths import in_use, is_duckdb_file, own_file, refuse_to_write
+from duckgraph.core.files.paths import (
+    Permissions,
+    created_as,
+    give_permissions,
+    in_use,
+    is_duckdb_file,
+    own_file,
+    permissions_for,
+    refuse_to_write,
+)
 from duckgraph.core.sharing.lock import LockFile, holder, lock_path, supported, waiting
 from duckgraph.ports import DuckgraphError, InvalidInputError, StoreError
 from duckgraph.ports.store import duckgraph_command, special_file
@@ -43,15 +52,23 @@ def backup(kb: KnowledgeBase, destination: str | Path, *, force: bool = False) -
     and the counts it holds.
     """
     target = Path(destination).expanduser().absolute()
-    _check_target(target, getattr(kb.store, "path", None), force)
-    partial = _partial_of(target)
+    memory = getattr(kb.store, "path", None)
+    _check_target(target, memory, force)
+    # Through a symbolic link its target is replaced and the link stays, as restore and compact keep a --db link: a
+    # link into a synced folder must keep pointing at the latest backup, not at the one before.
+    written = target.resolve()
+    if not written.parent.is_dir():
+        raise InvalidInputError(f"{target} is a symbolic link into the folder {written.parent}, which does not "
+                                "exist; create it first or choose another destination")
+    partial = _partial_of(written)
     with kb.writes_paused():  # the counts below are those of the copy
         # Within this process backups wait for one another here, so every leftover is another process's.
-        remove_leftovers(target.parent, target.name)
-        _copy_into_place(kb, partial, target)
-        _sync_folder(target.parent)
+        remove_leftovers(written.parent, written.name)
+        logs = dict.fromkeys([_wal_of(written), _wal_of(target)])  # one log, or the target's and the link's
+        _copy_into_place(kb, partial, written, permissions_for(written, memory), list(logs))
+        _sync_folder(written.parent)
         held = counts(kb)
-    return {"path": str(target), "bytes": target.stat().st_size, **held}
+    return {"path": str(target), "bytes": written.stat().st_size, **held}
 
 
 def counts(kb: KnowledgeBase, at: datetime | None = None) -> dict[str, int]:
@@ -329,17 +346,27 @@ def _move_aside(target: Path, label: str = "before-restore") -> list[Path]:
     return kept[::-1]
 
 
-def _copy_into_place(kb: KnowledgeBase, partial: Path, target: Path) -> None:
-    """Copy the file to `partial`, then rename it to `target`; whatever happens, no partial file is left."""
+def _copy_into_place(kb: KnowledgeBase, partial: Path, target: Path, permissions: Permissions,
+                     logs: list[Path]) -> None:
+    """Copy the file to `partial`, private from its first byte when the memory is (`permissions`: the file replaced
+    keeps its mode and owner, a new one gets the memory's), then rename it to `target`; whatever happens, no
+    partial file is left. `logs`: the write-ahead logs to remove first (a log of the file being replaced, beside
+    it or beside a link to it, would be replayed onto the copy)."""
     try:
-        kb.store.backup(partial)
+        with created_as(permissions):  # DuckDB creates the copy: only the umask keeps it closed from the start
+            kb.store.backup(partial)
         if _wal_of(partial).exists():
             raise StoreError(f"the copy {partial} was left with a write-ahead log; nothing was kept")
-        # A write-ahead log of the file being replaced would be replayed onto the copy: remove it first.
-        _wal_of(target).unlink(missing_ok=True)
+        try:
+            give_permissions(partial, permissions)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"could not write the backup {target}: {exc}; nothing was written there") from exc
+        for log_file in logs:
+            log_file.unlink(missing_ok=True)
         os.replace(partial, target)
     except OSError as exc:
-        raise StoreError(f"could not write the backup {target}: {exc}") from exc
+        why = exc.strerror or str(exc)  # the cause, not the temporary file's name
+        raise StoreError(f"could not write the backup {target}: {why}; nothing was written there") from exc
     except StoreError as exc:
         raise StoreError(f"backup to {target} failed, nothing was written there: {exc}") from exc
     finally:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from pydantic import BaseModel
 
 from duckgraph.core.domain.moments import iso_utc
 from duckgraph.core.files.jsonl_format import FORMAT, FORMAT_VERSION
-from duckgraph.ports import ChunkRecord, EdgeRecord
+from duckgraph.core.files.paths import Permissions, give_permissions, permissions_for
+from duckgraph.ports import ChunkRecord, DuckgraphError, EdgeRecord, InvalidInputError
+from duckgraph.ports.store import special_file
 
 if TYPE_CHECKING:
     import numpy as np
@@ -20,6 +24,8 @@ if TYPE_CHECKING:
 
 #: Rows read from the store at a time while exporting.
 PAGE = 1_000
+
+T = TypeVar("T")
 
 
 class ExportSummary(BaseModel):
@@ -142,6 +148,83 @@ def export_jsonl(
     summary.edge_evidence = len(evidence)
     summary.community_reports = _write_reports(out, kb, namespaces, node_ids)
     return summary
+
+
+def write_file(output: str | Path, memory: Path | None, write: Callable[[TextIO], T]) -> T:
+    """Call `write` with the file `output` open for UTF-8 text, and return what it returns.
+
+    The text goes to `output`.partial beside the file and is renamed over it once whole, so an interrupted export
+    leaves no half file. Through a symbolic link the link's target is written and the link stays (as restore and
+    compact keep a --db link): a link to a synced folder keeps being updated. The partial has its final
+    permissions from the start (`permissions_for`: a file written over keeps its mode and owner, a new one gets
+    the memory file's). A device or a pipe (/dev/null, /dev/stdout, a shell's >(gzip > f)) is written as it is:
+    renamed over, the device itself would be replaced by a file. Errors name `output` as the user gave it.
+    """
+    path = Path(output).expanduser().resolve()
+    try:
+        kind = special_file(path.stat().st_mode)
+    except OSError:
+        kind = None
+    if kind:
+        try:
+            with path.open("w", encoding="utf-8", newline="\n") as out:
+                return write(out)
+        except OSError as exc:
+            raise DuckgraphError(f"cannot write {output} ({kind}): {exc.strerror or exc}") from exc
+    _check_folder(output, path)
+    permissions = permissions_for(path, memory)
+    partial = path.with_name(path.name + ".partial")
+    try:
+        out = _create(partial, permissions)
+    except OSError as exc:
+        raise _not_written(output, path, exc) from exc
+    try:
+        with out:
+            try:
+                give_permissions(partial, permissions, fd=out.fileno())
+            except InvalidInputError as exc:  # an owner this user cannot give: before a line is written
+                raise InvalidInputError(f"cannot write {output}: {exc}; nothing was written") from exc
+            result = write(out)
+        os.replace(partial, path)
+    except BaseException as exc:
+        partial.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _not_written(output, path, exc) from exc
+        raise
+    return result
+
+
+def _check_folder(output: str | Path, path: Path) -> None:
+    """Refuse a file whose folder is missing, in the user's words: the folder, not the partial file's name."""
+    folder = path.parent
+    if folder.is_dir():
+        return
+    given = Path(output).expanduser().parent
+    shown = given if given.resolve() == folder else folder  # the folder as the user wrote it, unless a link moved it
+    what = f"{shown} is not a folder" if folder.exists() else f"the folder {shown} does not exist"
+    raise InvalidInputError(f"cannot write {output}: {what}; create it first or choose another file; nothing was "
+                            "written")
+
+
+def _create(partial: Path, permissions: Permissions) -> TextIO:
+    """Create `partial` with `permissions.mode` (narrowed by the umask) from the first moment it exists."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(partial, flags, permissions.mode)
+    except FileExistsError:
+        # Left by an export that was killed: opened as it is, it would keep its own permissions (or be a link).
+        partial.unlink()
+        fd = os.open(partial, flags, permissions.mode)
+    return os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+
+
+def _not_written(output: str | Path, path: Path, exc: OSError) -> DuckgraphError:
+    if isinstance(exc, PermissionError) and not os.access(path.parent, os.W_OK | os.X_OK):
+        why = f"the folder {path.parent} is not writable by this user"
+    else:
+        why = exc.strerror or str(exc)
+    kept = f"{output} is unchanged" if path.exists() else "nothing was written"
+    return DuckgraphError(f"cannot write {output}: {why}; {kept}")
 
 
 def _write_reports(out: TextIO, kb: KnowledgeBase, namespaces: Sequence[str], node_ids: dict[int, int]) -> int:

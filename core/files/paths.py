@@ -4,6 +4,9 @@ log, its lock or its socket, whether a server has it open or not.
 
 Paths are compared as the operating system will open them: relative ones from the working directory, through
 symbolic links, and a hard link to the knowledge file is the knowledge file.
+
+It also says what permissions and owner a file that a command writes (a backup, an export) gets
+(`Permissions`): the memory's copies are as private as the memory.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ import os
 import stat
 import struct
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from duckgraph.core.sharing.lock import holder, lock_path, socket_path
@@ -174,3 +180,76 @@ def _posix_locked(path: Path) -> bool:
     finally:
         os.close(fd)
     return struct.unpack(layout, answer[: struct.calcsize(layout)])[0] != fcntl.F_UNLCK
+
+
+@dataclass(frozen=True)
+class Permissions:
+    """What a file written in place of `target` gets (see `permissions_for`)."""
+
+    mode: int  #: permission bits
+    exact: bool  #: an existing file's own bits, set as they are; else the umask narrows them
+    owner: tuple[int, int] | None  #: the uid and gid of the file replaced; None for a new file
+
+
+def permissions_for(target: Path, memory: Path | None) -> Permissions:
+    """The permissions of a file about to be written at `target` (a path already through its links) with the
+    memory file `memory`'s content: a file written over keeps its mode and owner (a chmod or chown the user made
+    must not be undone by the next nightly run), a new one gets the memory's mode, without execute bits (a copy is
+    no program), narrowed by the umask as any new file is. So a private memory never gives a world-readable copy,
+    as a restore keeps a private file private (core/files/backup.py)."""
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        info = None
+    if info is not None and stat.S_ISREG(info.st_mode):
+        return Permissions(stat.S_IMODE(info.st_mode), exact=True, owner=(info.st_uid, info.st_gid))
+    try:
+        mode = stat.S_IMODE(memory.stat().st_mode) & 0o666 if memory is not None else 0o666
+    except OSError:  # no memory file to follow (a store without one): a new file's usual mode
+        mode = 0o666
+    return Permissions(mode, exact=False, owner=None)
+
+
+@contextmanager
+def created_as(permissions: Permissions) -> Iterator[None]:
+    """Files this process creates meanwhile get at most `permissions.mode` from the start: for a file another
+    library creates (DuckDB writes a backup's copy), there is no other way to have it private before it holds
+    anything. The umask belongs to the whole process, so this only ever narrows it, and briefly: a file another
+    thread creates meanwhile is at worst more private than it would be."""
+    if os.name != "posix":  # Windows has no such bits
+        yield
+        return
+    old = os.umask(0o077)
+    os.umask(old | (0o777 & ~permissions.mode))
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def give_permissions(path: Path, permissions: Permissions, *, fd: int | None = None) -> None:
+    """Give the new file (open as `fd`, else at `path`) the owner and then the exact mode of `permissions` (a chown
+    clears the set-id bits, so the mode comes last). An owner this user cannot give raises InvalidInputError: the
+    file replaced would otherwise change hands silently, and with its mode kept its owner could lose access."""
+    if os.name != "posix":
+        return
+    if permissions.owner is not None:
+        info = os.stat(path) if fd is None else os.fstat(fd)
+        uid, gid = permissions.owner
+        change = (uid if uid != info.st_uid else -1, gid if gid != info.st_gid else -1)
+        if change != (-1, -1):
+            try:
+                if fd is None:
+                    os.chown(path, *change)
+                else:
+                    os.fchown(fd, *change)
+            except PermissionError as exc:
+                raise InvalidInputError(
+                    f"the file it would replace belongs to uid {uid}, gid {gid}, and a file written by this user "
+                    f"cannot be given that owner ({exc.strerror}): run the command as that user, or remove the "
+                    "file or choose another name") from exc
+    if permissions.exact:
+        if fd is None:
+            os.chmod(path, permissions.mode)
+        else:
+            os.fchmod(fd, permissions.mode)

@@ -68,7 +68,7 @@ def test_duckgraph_namespaces_delete_needs_the_name_twice(tmp_path: Path, env: d
                    "--namespace", namespace, "--new-namespace").returncode == 0
     for refused_args in (("proj-a",), ("proj-a", "--confirm", "proj-b"), ("--confirm", "proj-a")):
         refused = run(env, "namespaces", "delete", *refused_args, "--db", db)
-        assert refused.returncode == 1 and "nothing was deleted" in refused.stderr, refused.stderr
+        assert refused.returncode == 2 and "nothing was deleted" in refused.stderr, refused.stderr
     missing = run(env, "namespaces", "delete", "nowhere", "--confirm", "nowhere", "--db", db)
     assert missing.returncode == 1 and "no namespace 'nowhere'" in missing.stderr
 
