@@ -1,4 +1,5 @@
-"""Text for a terminal: what the knowledge base holds is printed with its control characters made visible.
+"""The command line's standard streams: text for a terminal (what the knowledge base holds is printed with its
+control characters made visible), the progress bar, and JSON Lines on stdin/stdout in UTF-8 whatever the locale.
 
 Stored texts come from anywhere (documents, imports, models), and a terminal obeys the escape sequences in what it
 prints: a stored OSC 52 writes the clipboard, others clear the screen or retitle the window. So text bound for a
@@ -10,11 +11,13 @@ it stays JSON that reads back the same.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
+import sys
 import unicodedata
-from typing import TextIO
+from typing import Any, TextIO
 
 # Bidirectional controls reorder what is shown (a "Trojan Source" line reads differently from what it holds).
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -67,3 +70,79 @@ def fit(text: str, width: int) -> str:
             break
         kept.append(char)
     return "".join(kept) + "..."
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, width: int = 30) -> None:
+        self.width = width
+        self.label = ""
+        self._interactive = sys.stderr.isatty()
+        self._last: tuple[str, int] | None = None
+        self._shown = 0  # the columns the line on the terminal takes now
+
+    def update(self, done: int, total: int, message: str) -> None:
+        filled = self.width * done // max(total, 1)
+        bar = f" [{'#' * filled}{'.' * (self.width - filled)}] "
+        if self._interactive:
+            # One column short of the width: a line that fills the last one wraps on some terminals, and each \r
+            # then rewrites a new row.
+            width = columns(sys.stderr) - 1
+            line = self._fitted(f"{done}/{total}", bar, message, width)
+            shown = display_width(line)
+            # \r only moves back: spaces blank the rest of a longer line before ("21/50" over "27/50" left
+            # "21/5027/50"). Spaces rather than an escape sequence, which not every console obeys.
+            print("\r" + line + " " * max(0, min(self._shown, width) - shown), end="", file=sys.stderr, flush=True)
+            self._shown = shown
+        elif self._last != (message, 10 * done // max(total, 1)):
+            line = f"{self.label}: {message}{bar}{done}/{total}"
+            print(line, file=sys.stderr, flush=True)
+        self._last = (message, 10 * done // max(total, 1))
+
+    def _fitted(self, count: str, bar: str, message: str, width: int) -> str:
+        """The terminal line, at most `width` columns: the message is cut first, then the bar left out, then the
+        label cut; the count goes last."""
+        message = escape_controls(message)  # a file name or page title: its escape sequences would be obeyed
+        head = f"{self.label}: "
+        for middle in (bar, " "):
+            room = width - display_width(head + middle + count)
+            if room >= min(12, display_width(message)):
+                return head + fit(message, room) + middle + count
+        room = width - len(count) - 1
+        return fit(self.label, room) + " " + count if room >= 4 else fit(count, width)
+
+    def finish(self) -> None:
+        if self._interactive and self._last is not None:
+            print(file=sys.stderr)
+        self._shown = 0
+
+
+class _Utf8Writer:
+    """Text written as UTF-8 bytes to a binary stream."""
+
+    def __init__(self, binary: Any) -> None:
+        self.binary = binary
+
+    def write(self, text: str) -> int:
+        self.binary.write(text.encode("utf-8"))
+        return len(text)
+
+
+def utf8_stdout() -> Any:
+    """Standard output for JSON Lines: UTF-8 whatever the locale's encoding (PYTHONIOENCODING, cp1252 on a
+    redirected Windows console), as `-o FILE` writes them, and "\n" line ends; not a file that half fails on the
+    first character that encoding lacks, or that a reader takes for UTF-8 and gets wrong."""
+    binary = getattr(sys.stdout, "buffer", None)
+    if binary is None:  # a text stream a caller of main() put there: it takes text, there are no bytes to choose
+        return sys.stdout
+    sys.stdout.flush()  # anything printed before stays before
+    return _Utf8Writer(binary)
+
+
+def utf8_stdin() -> Any:
+    """Standard input read as UTF-8 (universal newlines), as `import FILE` reads a file, whatever the locale's
+    encoding: a latin-1 locale would otherwise read "Müller" as "MÃ¼ller" and store it. Detach it when done, so
+    that sys.stdin's own bytes stay open."""
+    binary = getattr(sys.stdin, "buffer", None)
+    return io.TextIOWrapper(binary, encoding="utf-8") if binary is not None else sys.stdin

@@ -17,9 +17,9 @@ from contextlib import closing
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from duckgraph.core.domain.communities.transfer import CarriedReport
 from duckgraph.core.domain.communities.transfer import restore as restore_reports
@@ -31,6 +31,13 @@ from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.core.domain.node_merge import combined, with_aliases
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, same_type
 from duckgraph.core.domain.texts import edge_text, node_text, passage_text
+from duckgraph.core.files.import_summary import (
+    ImportSummary,
+    add_written,
+    note_edge_replaced,
+    note_replaced,
+    note_resolved,
+)
 from duckgraph.core.files.jsonl_format import (
     FORMAT_VERSION,
     LINE_MODELS,
@@ -61,10 +68,6 @@ from duckgraph.ports import (
     relation_type,
 )
 
-#: Entities named in `ImportSummary.values_replaced` (and relations in `relation_values_replaced`, names in
-#: `resolved`): enough to see what happened, however long the file.
-MAX_REPLACED_LISTED = 20
-
 #: Lines of a duckgraph export checked, embedded and written at a time: what an import holds in memory (about
 #: 8 KB a line with vectors), however long the file.
 BATCH_LINES = 2_000
@@ -73,61 +76,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
-
-
-class ImportSummary(BaseModel):
-    """What an import changed. Rows already stored as the file has them count as unchanged."""
-
-    format: Literal["duckgraph", "memory"]
-    documents_written: int = 0
-    documents_unchanged: int = 0
-    chunks_written: int = 0
-    nodes_created: int = 0
-    nodes_updated: int = 0
-    nodes_unchanged: int = 0
-    edges_created: int = 0
-    edges_updated: int = 0
-    edges_unchanged: int = 0
-    mentions_added: int = 0
-    evidence_added: int = 0
-    community_reports_restored: int = 0
-    texts_embedded: int = 0
-    skipped: list[str] = Field(default_factory=list, description="Lines left out, and why.")
-    partly_imported: list[str] = Field(
-        default_factory=list,
-        description="Lines of a memory server file imported in part: what was left out (observations over a limit, "
-                    "a type the tools refuse), by line and position, and why.",
-    )
-    nodes_values_replaced: int = Field(
-        0, description="Stored entities whose type, description, aliases or properties the file's replaced (the "
-                       "file's values win): a stored value they held is gone.")
-    values_replaced: list[str] = Field(
-        default_factory=list,
-        description=f"The first {MAX_REPLACED_LISTED} of those entities, with the fields replaced: "
-                    "\"Maya Chen (description, aliases, properties)\".",
-    )
-    edges_values_replaced: int = Field(
-        0, description="Stored relations (one period of one each) whose description, weight, properties or dates "
-                       "the file's replaced (the file's values win): a stored value they held is gone.")
-    relation_values_replaced: list[str] = Field(
-        default_factory=list,
-        description=f"The first {MAX_REPLACED_LISTED} of those relations, with the fields replaced: "
-                    "\"Tom Reyes -WORKS_AT-> Acme Corp (description, weight)\".",
-    )
-    names_resolved: int = Field(
-        0, description="Names in the file that no stored entity has as its name but one stored entity has as an "
-                       "alias (or, for an entity line, as its name or an alias up to accents and punctuation, with "
-                       "the same type): imported onto that entity, as the tools resolve a name.")
-    resolved: list[str] = Field(
-        default_factory=list,
-        description=f"The first {MAX_REPLACED_LISTED} of those names, with the stored entity each went to: "
-                    "\"Bob Smith -> Robert Smith\".",
-    )
-    placeholders: list[str] = Field(
-        default_factory=list,
-        description=f"Entities created with type {PLACEHOLDER_TYPE!r} for the missing end of a relation of a memory "
-                    "server file, as create_relations creates them.",
-    )
 
 
 def import_file(
@@ -205,49 +153,6 @@ def _in_creation_order(lines: Iterable[tuple[int, Line]]) -> Iterator[tuple[int,
                 yield number, pickle.loads(blob)
 
 
-def _note_replaced(summary: ImportSummary, old: NodeRecord, new: NodeRecord, *, appended: bool = False) -> None:
-    """Count (and list the first few of) the stored entities whose stored values the file's replace: the file's
-    values win, but a stored value lost that way (another description, an alias or property the file lacks) is
-    said, not dropped silently. Filling in a blank field or a placeholder's type loses nothing, and neither does a
-    description `appended` to the stored one (a line resolved onto a stored entity, `_merged_into`)."""
-    fields = [name for name, lost in (
-        ("type", old.type != new.type and old.type != PLACEHOLDER_TYPE),
-        ("description", bool(old.description) and old.description != new.description and not appended),
-        ("aliases", bool(set(old.aliases) - set(new.aliases))),
-        ("properties", any(new.properties.get(key, _MISSING) != value for key, value in old.properties.items())),
-    ) if lost]
-    if not fields:
-        return
-    summary.nodes_values_replaced += 1
-    if len(summary.values_replaced) < MAX_REPLACED_LISTED:
-        summary.values_replaced.append(f"{old.name} ({', '.join(fields)})")
-
-
-def _note_edge_replaced(summary: ImportSummary, label: str, old: EdgeRecord, new: EdgeWrite) -> None:
-    """As `_note_replaced`, for a stored period of a relation the file's line writes over: a start or an end the
-    stored period had and the line moves (a reopened relation loses its end) is lost too; a start or end the
-    stored period lacked is filled in."""
-    fields = [name for name, lost in (
-        ("description", bool(old.description) and old.description != new.description),
-        ("weight", old.weight != new.weight),
-        ("properties", any(new.properties.get(key, _MISSING) != value for key, value in old.properties.items())),
-        ("valid_from", old.valid_from is not None and old.valid_from != new.valid_from),
-        ("valid_until", old.valid_until is not None and old.valid_until != new.valid_until),
-    ) if lost]
-    if not fields:
-        return
-    summary.edges_values_replaced += 1
-    if len(summary.relation_values_replaced) < MAX_REPLACED_LISTED:
-        summary.relation_values_replaced.append(f"{label} ({', '.join(fields)})")
-
-
-def _note_resolved(summary: ImportSummary, name: str, into: str) -> None:
-    """Count (and list the first few of) the file's names taken as a stored entity's alias."""
-    summary.names_resolved += 1
-    if len(summary.resolved) < MAX_REPLACED_LISTED:
-        summary.resolved.append(f"{name} -> {into}")
-
-
 def _ambiguous(resolver: NameResolver, name: str, type_: str) -> list[str]:
     """The stored entities of `type_` that `name` could each be by resolution's rule 2 (an alias, or the name or an
     alias up to accents and punctuation), when there are several: `NameResolver.match` then finds none."""
@@ -266,15 +171,12 @@ def _merged_into(old: NodeRecord, line: NodeLine, observations: list[str]) -> No
     """A node line resolved onto the stored entity `old` (its name is an alias of it), merged as add_knowledge_graph
     merges a node it resolves so: the entity keeps its name and type; the line's description is added after the
     stored one unless it says nothing new, its name and aliases become aliases, its properties are added (its
-    values win, said by `_note_replaced`), its observations are added. The line's vector is of another text."""
+    values win, said by `note_replaced`), its observations are added. The line's vector is of another text."""
     description = combined(old.description, line.description)  # over the limit: refused by the caller
     aliases = with_aliases(old.name, old.aliases, [line.name, *line.aliases], entity_key)
     return replace(old, description=description, aliases=tuple(aliases), properties={**old.properties,
                    **line.properties}, observations=tuple(observations), embedding=None, updated_at=None,
                    by_hand=line.by_hand)
-
-
-_MISSING = object()
 
 
 def _compact(line: Line) -> Line:
@@ -286,17 +188,6 @@ def _compact(line: Line) -> Line:
 
         line.embedding = np.asarray(values, dtype=np.float32)  # type: ignore[attr-defined]
     return line
-
-
-def _add_written(summary: ImportSummary, written: WriteSummary) -> None:
-    summary.documents_written += written.documents_written
-    summary.chunks_written += written.chunks_written
-    summary.nodes_created += written.nodes_created
-    summary.nodes_updated += written.nodes_updated
-    summary.edges_created += written.edges_created
-    summary.edges_updated += written.edges_updated
-    summary.mentions_added += written.mentions_added
-    summary.evidence_added += written.evidence_added
 
 
 @dataclass
@@ -324,7 +215,7 @@ class _Import:
                            summary: ImportSummary) -> ImportSummary:
         embed_in_batches(self.kb.embedder, plan.to_embed, self.progress, "embedding")
         summary.texts_embedded += len(plan.to_embed)
-        _add_written(summary, restore(plan.snapshot))
+        add_written(summary, restore(plan.snapshot))
         return summary
 
     def _existing_nodes(self, keys: dict[str, set[str]]) -> dict[tuple[str, str], NodeRecord]:
@@ -695,7 +586,7 @@ class _NativeImport(_Import):
                 if unchanged:
                     summary.nodes_unchanged += 1
                     continue
-                _note_replaced(summary, old, record)
+                note_replaced(summary, old, record)
                 if node_text(record, merged) == node_text(old, stored_observations):
                     snapshot.nodes.append(record)  # same text: the stored vector stays
                     continue
@@ -741,7 +632,7 @@ class _NativeImport(_Import):
                     self.nodes[line.id] = (namespace, match.key)
                 existing[(namespace, match.key)] = match
                 merged_into[(namespace, key)] = match
-                _note_resolved(summary, line.name, match.name)
+                note_resolved(summary, line.name, match.name)
         return merged_into
 
     def _resolve_ends(self, unknown: dict[str, dict[str, int]], existing: dict[tuple[str, str], NodeRecord],
@@ -763,7 +654,7 @@ class _NativeImport(_Import):
                 if (namespace, entity_key(name)) not in self.resolved:
                     self.any_resolved = True
                     self.resolved[(namespace, entity_key(name))] = node.key
-                    _note_resolved(summary, name, node.name)
+                    note_resolved(summary, name, node.name)
 
     def _plan_merged(self, number: int, line: NodeLine, old: NodeRecord, stored_observations: list[str],
                      merged: list[str], by_hand: set[int], plan: _Plan, summary: ImportSummary) -> None:
@@ -778,7 +669,7 @@ class _NativeImport(_Import):
                 and merged == stored_observations and (old.id in by_hand or not line.by_hand)):
             summary.nodes_unchanged += 1
             return
-        _note_replaced(summary, old, record, appended=True)
+        note_replaced(summary, old, record, appended=True)
         if node_text(record, merged) != node_text(old, stored_observations):
             plan.to_embed.append((record, node_text(record, merged)))
         plan.snapshot.nodes.append(record)
@@ -832,7 +723,7 @@ class _NativeImport(_Import):
                 if same and old_text == new_text:
                     summary.edges_unchanged += 1
                     continue
-                _note_edge_replaced(summary, label, old, write)
+                note_edge_replaced(summary, label, old, write)
                 if old_text == new_text:
                     plan.snapshot.edges.append(write)
                     continue
@@ -1130,7 +1021,7 @@ class _MemoryImport(_Import):
             for name, node in others.items():  # a stored alias (or another case of an i), said once per name
                 if node.key != entity_key(name) and entity_key(name) not in said:
                     said.add(entity_key(name))
-                    _note_resolved(summary, name, node.name)
+                    note_resolved(summary, name, node.name)
             names.update({node.key: node.name for node in others.values()})
             new_ends = placeholders(self.kb, missing, namespace)
             names.update({key: node.name for key, node in new_ends.items()})
@@ -1203,7 +1094,7 @@ class _MemoryImport(_Import):
                 continue
             claimed.add(match.key)
             stored[key] = match
-            _note_resolved(summary, entity.name, match.name)
+            note_resolved(summary, entity.name, match.name)
 
     @staticmethod
     def _left_out(entity: _FileEntity, texts: list[str], stored: int, room: int, summary: ImportSummary) -> None:

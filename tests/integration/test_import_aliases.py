@@ -18,7 +18,8 @@ from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import EdgeInput, MemoryEntityInput, NodeInput
 from duckgraph.core.files import import_ as import_module
 from duckgraph.core.files.export import export_jsonl
-from duckgraph.core.files.import_ import MAX_REPLACED_LISTED, import_lines
+from duckgraph.core.files.import_ import import_lines
+from duckgraph.core.files.import_summary import MAX_REPLACED_LISTED
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import InvalidInputError
 from tests.fakes import HashingEmbedder

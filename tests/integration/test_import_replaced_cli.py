@@ -13,7 +13,8 @@ import pytest
 
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import EdgeInput, NodeInput
-from duckgraph.core.files.import_ import MAX_REPLACED_LISTED, import_lines
+from duckgraph.core.files.import_ import import_lines
+from duckgraph.core.files.import_summary import MAX_REPLACED_LISTED
 from duckgraph.plugins.duckdb import DuckDBStore
 from tests.fakes import HashingEmbedder
 from tests.integration.test_compact import command_env, duckgraph

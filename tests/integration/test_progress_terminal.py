@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from duckgraph.core.cli import ProgressBar
+from duckgraph.core.terminal import ProgressBar
 from tests.e2e.test_shared_file import console_script, env  # noqa: F401 (the fixture)
 
 
