@@ -93,9 +93,19 @@ def test_the_owner_learns_that_a_running_request_was_cancelled(pair):
     assert not handler.cancelled_seen.is_set()
 
 
-def test_a_request_cancelled_while_it_waits_for_its_turn_never_runs(pair):
+def test_a_request_cancelled_while_it_waits_for_its_turn_never_runs(pair, monkeypatch):
     handler = Owner()
     _owner, client = pair(handler)
+    # "told" means the cancel line is on its way; the turn is released only once the owner has read it (released
+    # before, the write may start first and then only its commits are refused: that race is the handler's to honour).
+    owner_read_cancel = threading.Event()
+    real_cancel = sharing.protocol.CancelSignal.cancel
+
+    def cancel_read(self: Any) -> None:
+        real_cancel(self)
+        owner_read_cancel.set()
+
+    monkeypatch.setattr(sharing.protocol.CancelSignal, "cancel", cancel_read)
     first, first_outcome = calling(client, "hold", 1, CallCancel())  # holds the owner's turn for writes
     assert handler.running.wait(WAIT)
     cancel = CallCancel()
@@ -103,6 +113,7 @@ def test_a_request_cancelled_while_it_waits_for_its_turn_never_runs(pair):
     # The second request is out (on a connection of its own) and waits for its turn on the owner.
     wait_for(lambda: cancel._sent is not None)
     assert cancel.cancel() == "told"
+    assert owner_read_cancel.wait(WAIT), "the owner never read the cancel line"
     handler.release.set()
     first.join(WAIT)
     second.join(WAIT)
