@@ -28,7 +28,7 @@ from duckgraph.core.cli_checks import (
     say_roots_fallback,
 )
 from duckgraph.core.terminal import ProgressBar, utf8_stdin, utf8_stdout
-from duckgraph.ports import ConfigError, DuckgraphError
+from duckgraph.ports import ConfigError, DuckgraphError, interruption
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    put_back = _sigterm_as_interrupt(args.command)
     try:
         refuse_ignored_options(args)
         code = args.run(args) or 0
@@ -51,11 +52,115 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         args.usage_error(str(exc))  # exits 2
         raise
-    except DuckgraphError as exc:
-        print(f"duckgraph: {_held_by_duckgraph(args, exc) or exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    except (Exception, KeyboardInterrupt) as exc:
+        # Ctrl-C that lands during a DuckDB query is DuckDB's RuntimeError "Query interrupted" (the
+        # KeyboardInterrupt its cause), which a caller may wrap in an error of its own: an interruption all the same.
+        if (stop := interruption(exc)) is not None:
+            return _interrupted(args, stop)
+        if isinstance(exc, DuckgraphError):
+            print(f"duckgraph: {_held_by_duckgraph(args, exc) or exc}", file=sys.stderr)
+            return 1
+        raise
+    finally:
+        put_back()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (timeout(1), systemd, kill), raised where Ctrl-C raises KeyboardInterrupt, so that the same clean-up
+    runs (a partial export removed, the demo's temporary folder deleted, DuckDB's query stopped) and the command
+    says what it did and did not do."""
+
+
+def _sigterm_as_interrupt(command: str) -> Any:
+    """Have SIGTERM stop this command as Ctrl-C does (see `Terminated`); returns what puts the previous handler
+    back. serve and ui stop gracefully on SIGTERM themselves (core/mcp, core/ui)."""
+    import signal
+    import threading
+
+    if command in _SERVERS or threading.current_thread() is not threading.main_thread():
+        return lambda: None  # a handler can be set from the main thread only (main() called from a thread)
+
+    def terminated(_signal: int, _frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up short
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    return lambda: signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+_SERVERS = ("serve", "ui")
+
+
+def _interrupted(args: argparse.Namespace, stop: KeyboardInterrupt) -> int:
+    """Say in one line that the command was interrupted and what that leaves; the exit status is 128 + the signal,
+    as a shell gives for a command the signal ended: 130 after Ctrl-C (SIGINT), 143 after SIGTERM."""
+    if args.command not in _SERVERS:  # they say themselves that they stop
+        ProgressBar.end_line()
+        try:
+            print(f"duckgraph: {_command_name(args)} {_how(stop)}: {_left_by_interruption(args)}", file=sys.stderr,
+                  flush=True)
+        except (OSError, ValueError):  # stderr gone too: the status says it
+            pass
+    return _status(stop)
+
+
+def _status(stop: KeyboardInterrupt) -> int:
+    return 143 if isinstance(stop, Terminated) else 130
+
+
+def _how(stop: KeyboardInterrupt) -> str:
+    return "stopped by SIGTERM" if isinstance(stop, Terminated) else "interrupted"
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    action = getattr(args, "action", None)
+    named = args.command in ("communities", "documents", "namespaces")  # the action says what was interrupted
+    return f"{args.command} {action}" if named and action else args.command
+
+
+def _left_by_interruption(args: argparse.Namespace) -> str:
+    """What an interrupted command leaves, in words. Each writes in one transaction, or beside its target renamed
+    into place at the end, so that does not depend on where it stopped; communities write keeps each report it
+    wrote, and ingest says its own (`_ingest`)."""
+    command, action = args.command, getattr(args, "action", None)
+    if command == "import":
+        return "nothing was imported (an import is one transaction): run it again"
+    if command == "export":
+        from duckgraph.ports.store import special_file
+
+        output = args.output
+        if not output or output == "-":
+            return "what it wrote to standard output is incomplete"
+        try:  # a device or a pipe is written as it is, not beside it and renamed (files/export.py)
+            special = special_file(Path(output).expanduser().stat().st_mode) is not None
+        except OSError:
+            special = False
+        return (f"what it wrote to {output} is incomplete" if special
+                else f"{output} was not written (a file there before is left as it was)")
+    if command == "backup":
+        return (f"no copy was made at {args.path} (a file there before is left as it was); the memory's file is "
+                "unchanged")
+    if command == "restore":
+        return "the memory's file is unchanged: the backup was not put in its place"
+    if command == "compact":
+        return "the memory's file is unchanged (not compacted), and no temporary copy is left"
+    if command == "ingest":  # before a file was stored (fetching pages)
+        return "nothing was stored"
+    if command == "demo":
+        if not args.db:
+            return "its temporary file was removed"
+        kept = Path(args.db).expanduser()
+        return (f"{kept} holds what was loaded until then: delete it to run the demo into it again" if kept.exists()
+                else "nothing was kept")
+    if command == "documents":
+        return "nothing was deleted (the documents are deleted in one transaction)"
+    if command == "namespaces" and action == "delete":
+        return "nothing was deleted (a namespace is deleted in one transaction)"
+    if command == "communities" and action == "build":
+        return "nothing was stored: the communities of the last build stay"
+    if command == "communities" and action == "write":
+        return "the reports written before it are stored: run it again to write the rest"
+    return "it only reads: nothing was changed"
 
 
 def _stdout_closed() -> int:
@@ -516,16 +621,32 @@ def _ingest(args: argparse.Namespace) -> int:
         return 1 if failed or report.partly else 0
 
     report = folder.IngestReport()
+    ingested = False  # every file stored: what stops it then stops only the file's closing
     try:
         with services.knowledge_base as kb:
             folder.ingest(kb, files, extract=extract, prune=prune, progress=bar.update,
                           label=lambda text: setattr(bar, "label", text), on_batch=batch_done, report=report)
-    except (Exception, KeyboardInterrupt):
+            ingested = True
+    except (Exception, KeyboardInterrupt) as exc:
         bar.finish()
-        if report.results or report.partly:  # what was stored before the error stays: say what it is
-            summarize(report, stopped=True)
-            print(f"duckgraph: ingest stopped at {report.stopped_at} by the error below; what is counted above is "
-                  "stored: run it again to store the rest (stored files are left as they are)", file=sys.stderr)
+        stored = bool(report.results or report.partly)
+        if stored:  # what was stored before the error stays: say what it is
+            try:
+                summarize(report, stopped=not ingested)
+            except BrokenPipeError:  # its JSON for a reader gone (ingest --json | head): the lines for stderr matter
+                pass
+        rest = ("what is counted above is stored: run it again to store the rest (stored files are left as they "
+                "are)")
+        if (stop := interruption(exc)) is not None:  # Ctrl-C or SIGTERM: said here, in full, not by main
+            at = f" at {report.stopped_at}" if report.stopped_at and not ingested else ""
+            print(f"duckgraph: ingest {_how(stop)}{at}: " + (
+                "all of it is stored (it was closing the file)" if ingested
+                else rest if stored else "nothing was stored"), file=sys.stderr)
+            return _status(stop)
+        if stored:
+            why = ("because its standard output was closed (the reader stopped early)"
+                   if isinstance(exc, BrokenPipeError) else "by the error below")
+            print(f"duckgraph: ingest stopped at {report.stopped_at} {why}; {rest}", file=sys.stderr)
         raise
     bar.finish()
     return summarize(report, stopped=False)

@@ -95,6 +95,7 @@ class ProgressBar:
             # "21/5027/50"). Spaces rather than an escape sequence, which not every console obeys.
             print("\r" + line + " " * max(0, min(self._shown, width) - shown), end="", file=sys.stderr, flush=True)
             self._shown = shown
+            ProgressBar._unfinished = self
         elif self._last != (message, 10 * done // max(total, 1)):
             line = f"{self.label}: {message}{bar}{done}/{total}"
             print(line, file=sys.stderr, flush=True)
@@ -116,6 +117,18 @@ class ProgressBar:
         if self._interactive and self._last is not None:
             print(file=sys.stderr)
         self._shown = 0
+        if ProgressBar._unfinished is self:
+            ProgressBar._unfinished = None
+
+    #: The bar whose line the terminal shows without its line feed yet (see `end_line`).
+    _unfinished: ProgressBar | None = None
+
+    @classmethod
+    def end_line(cls) -> None:
+        """End the line of a bar left unfinished (the command was interrupted), so that what follows is not
+        written after its count."""
+        if cls._unfinished is not None:
+            cls._unfinished.finish()
 
 
 class _Utf8Writer:

@@ -10,6 +10,7 @@ from duckgraph.ports.errors import (
     InvalidInputError,
     NotFoundError,
     StoreError,
+    interruption,
 )
 from duckgraph.ports.extractor import ChatExtractor, Extractor, ReplyFormat
 from duckgraph.ports.hookspecs import hookimpl
@@ -38,7 +39,7 @@ __all__ = [
     "ALL_MINILM_L6_V2_FLOOR",
     "ChangeRecord", "ChatExtractor", "ChunkRecord", "ConfigError", "DocumentRecord", "DuckgraphError", "EdgeRecord", "EdgeWrite", "Embedder",
     "EmbedderError", "EmbedderMismatchError", "ExtractionError", "Extractor", "GraphFragment", "GraphStore",
-    "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "ReplyFormat", "Snapshot", "StoreError", "TimeFilter", "VectorKind", "WriteBatch",
+    "InvalidInputError", "Links", "NodeRecord", "NotFoundError", "ReplyFormat", "Snapshot", "StoreError", "TimeFilter", "interruption", "VectorKind", "WriteBatch",
     "WriteSummary",
     "clean_name", "entity_key", "hookimpl", "inflections", "isin_ids", "link_counts", "loose_key", "name_candidates",
     "no_control_characters",

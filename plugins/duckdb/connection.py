@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from duckgraph.ports import StoreError
+from duckgraph.ports import StoreError, interruption
 from duckgraph.ports.store import duckgraph_command, is_duckdb_header, special_file
 
 log = logging.getLogger(__name__)
@@ -265,3 +265,16 @@ def storage_problem(message: str) -> str | None:
 
 def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:400]
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether `exc` is Ctrl-C or SIGTERM rather than a failure (see `interruption`)."""
+    return interruption(exc) is not None
+
+
+def cancel_if_interrupted(con: Any, exc: BaseException) -> None:
+    """Stop the query that `exc` interrupted, when it is an interruption: DuckDB stops waiting for it, but lets it
+    run on, and the next statement on `con` (a rollback, a checkpoint, a close) would wait until it ends (a whole
+    backup's copy, a whole scan) before the command could stop."""
+    if interrupted(exc):
+        con.interrupt()

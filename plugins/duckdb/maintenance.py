@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from duckgraph.plugins.duckdb import reads, schema, sql
+from duckgraph.plugins.duckdb import connection, reads, schema, sql
 from duckgraph.plugins.duckdb.connection import one_line, storage_problem
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
 from duckgraph.plugins.duckdb.mirror.keywords import KeywordIndex
@@ -78,7 +78,8 @@ def backup(con: Any, path: Path, destination: Path, reopen: Callable[[], str]) -
                 con.execute(f"COPY FROM DATABASE {sql.quoted(source)} TO {alias}")
                 con.execute(f"CHECKPOINT {alias}")
                 _compare_copy(con, source, alias, path, destination)
-            except BaseException:
+            except BaseException as exc:
+                connection.cancel_if_interrupted(con, exc)  # else the ROLLBACK waits for the whole copy
                 for statement in ("ROLLBACK", f"DETACH {alias}"):  # a failed COPY leaves a transaction open
                     try:
                         con.execute(statement)

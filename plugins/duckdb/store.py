@@ -138,6 +138,7 @@ class DuckDBStore(GraphStore):
                 self._load_keywords()
                 settings.drop_cache(self._con, self.memory_limit, self.path)
             except BaseException as exc:
+                connection.cancel_if_interrupted(self._con, exc)
                 self._con.close()
                 self._con = None
                 if damage := connection.damaged(self.path, exc):  # DuckDB reads most blocks only now
@@ -146,17 +147,23 @@ class DuckDBStore(GraphStore):
 
     def close(self) -> None:
         with self._lock:
-            self._save_layouts()
-            self._vectors.close()
-            self._reports.forget()
             if self._con is not None:
-                if not self.read_only:
-                    try:
-                        self._con.execute("CHECKPOINT")
-                    except Exception as exc:  # closing must not fail; the WAL still holds the data
-                        log.warning("checkpoint on close failed: %s", exc)
-                self._con.close()
-                self._con = None
+                # A query that Ctrl-C interrupted may still run (DuckDB only stops waiting for it), and the
+                # statements below would wait for its end. None other runs: every query holds the lock.
+                self._con.interrupt()
+            try:
+                self._save_layouts()
+            finally:  # also after Ctrl-C in it: the file is still closed
+                self._vectors.close()
+                self._reports.forget()
+                if self._con is not None:
+                    if not self.read_only:
+                        try:
+                            self._con.execute("CHECKPOINT")
+                        except Exception as exc:  # closing must not fail; the WAL still holds the data
+                            log.warning("checkpoint on close failed: %s", exc)
+                    self._con.close()
+                    self._con = None
 
     def _load_vectors(self) -> None:
         info = self.embedder_info()
@@ -219,6 +226,7 @@ class DuckDBStore(GraphStore):
             try:
                 yield self._con
             except BaseException as exc:
+                connection.cancel_if_interrupted(self._con, exc)  # else the ROLLBACK waits for the query's end
                 try:
                     self._con.execute("ROLLBACK")
                 except Exception as failure:  # the failed statement may have ended the transaction already
@@ -353,7 +361,9 @@ class DuckDBStore(GraphStore):
             for kind, ids in changes.keywords.items():
                 if ids:
                     self._keywords.replace(kind, ids, keyword_texts.rows_of(self._db, self._graph, kind, sorted(ids)))
-        except Exception:  # as for the graph: rebuild from the file rather than miss or invent matches
+        except Exception as exc:  # as for the graph: rebuild from the file rather than miss or invent matches
+            if connection.interrupted(exc):  # Ctrl-C during its read: stop, not rebuild the whole index
+                raise
             log.exception("updating the keyword index failed; building it again from %s", self.path)
             self._load_keywords()
 

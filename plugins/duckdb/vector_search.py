@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from duckgraph.plugins.duckdb import sql, vector_tables
+from duckgraph.plugins.duckdb.connection import interrupted
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
 from duckgraph.plugins.duckdb.mirror.hnsw import HnswMirror, vss_extension_path
 from duckgraph.plugins.duckdb.mirror.vectors import SavedLayout, VectorIndex
@@ -81,6 +82,8 @@ class VectorSearch:
         try:
             con.execute(f"LOAD '{path}'")
         except Exception as exc:
+            if interrupted(exc):  # Ctrl-C while loading: the command stops, it does not go on without vss
+                raise
             self._vss_problem = f"loading {path} failed: {exc}"
             log.warning("vss could not be loaded, vector search uses an exact scan: %s", exc)
             return
@@ -140,6 +143,8 @@ class VectorSearch:
                     con.execute("INSERT OR REPLACE INTO vector_layouts VALUES (?, ?, ?, ?)",
                                 [kind, sql.now(), json.dumps(layout.info), layout.to_bytes()])
             except Exception as exc:  # derived data: the next open builds the index again
+                if interrupted(exc):  # Ctrl-C is no failure to log and go on from
+                    raise
                 log.warning("saving the IVF layout of the %s vectors in %s failed: %s", kind, self.path, exc)
 
     def close(self) -> None:
@@ -187,6 +192,8 @@ class VectorSearch:
         try:
             mirror = HnswMirror(kind, index.dimensions, self._vss)
         except Exception as exc:
+            if interrupted(exc):  # Ctrl-C during its LOAD: the command stops, search does not degrade
+                raise
             self._hnsw_problem = f"could not start the HNSW index: {exc}"
             log.warning("%s; vector search uses an exact scan", self._hnsw_problem)
             return
