@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from duckgraph.plugins.duckdb import (
-    communities, connection, keyword_texts, maintenance, reads, schema, settings, vector_tables, writes,
+    communities, connection, keyword_texts, maintenance, reads, saved_keywords, schema, settings, vector_tables,
+    writes,
 )
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
 from duckgraph.plugins.duckdb.mirror.keywords import KINDS, KeywordIndex
@@ -153,6 +154,7 @@ class DuckDBStore(GraphStore):
                 self._con.interrupt()
             try:
                 self._save_layouts()
+                self._save_keywords()
             finally:  # also after Ctrl-C in it: the file is still closed
                 self._vectors.close()
                 self._reports.forget()
@@ -176,8 +178,19 @@ class DuckDBStore(GraphStore):
             self._vectors.load(self._con)
 
     def _load_keywords(self) -> None:
-        """Build the keyword index from the tables (at open, after a restore)."""
+        """Read the keyword index saved in the file, or build it from the tables (at open, after a restore)."""
+        saved = saved_keywords.read(self._con, self.path)
+        if saved is not None:
+            self._keywords = saved
+            return
+        self._keywords = KeywordIndex()
         self._keywords.build({kind: keyword_texts.all_rows(self._con, self._graph, kind) for kind in KINDS})
+
+    def _save_keywords(self) -> None:
+        """Save the keyword index when it changed (derived data: a reopen need not build it again)."""
+        if self.read_only or self._con is None or self._stale:
+            return
+        saved_keywords.save(self._keywords, self._transaction, self.path)
 
     def _save_layouts(self) -> None:
         """Save the IVF layouts built since the last save (derived data: a reopen need not build them again)."""

@@ -1,7 +1,8 @@
 """The keyword index: Okapi BM25 over the words of nodes, edges and chunks (`duckgraph.ports.tokens`), in memory.
 
-Derived data like the rest of the mirror: built from the tables at open (and after a restore), and changed by the
-store only after a write has committed, for the rows the write touched (`KeywordIndex.replace`). The texts come
+Derived data like the rest of the mirror: built from the tables at open (and after a restore), unless the file
+holds it as saved from the tables as they are (`to_bytes`, saved_keywords.py), and changed by the store only after
+a write has committed, for the rows the write touched (`KeywordIndex.replace`). The texts come
 from `keyword_texts.py`; this module only holds and searches the words.
 
 Each kind is an inverted index: a CSR of postings (term -> the rows holding it, with the term's count in each) built
@@ -12,6 +13,8 @@ the rows: then the CSR is built again from what it holds (no text is read or spl
 
 from __future__ import annotations
 
+import io
+import json
 import math
 import time
 from collections import Counter
@@ -158,6 +161,22 @@ class KindIndex:
             counts = np.concatenate([counts, more[:, 2].astype(np.float32)])
         self._install(terms, rows, counts)
 
+    # -- saved in the file ------------------------------------------------------------------------------
+
+    _SAVED = ("namespace", "length", "built_row", "ptr", "rows", "counts")
+
+    def saved_arrays(self, kind: str) -> dict[str, Any]:
+        """The arrays that make this index, compacted (no rows written since the build), keyed for `restore`."""
+        if self.delta or self.dropped:
+            self.compact()
+        return {f"{kind}.{name}": getattr(self, name) for name in self._SAVED}
+
+    def restore(self, kind: str, arrays: Any, totals: dict[str, list[int]]) -> None:
+        for name in self._SAVED:
+            setattr(self, name, arrays[f"{kind}.{name}"])
+        self.totals = {int(code): total for code, total in totals.items()}
+        self._scratch = np.zeros(len(self.namespace), dtype=np.float32)
+
     # -- search ------------------------------------------------------------------------------------------
 
     def indexed(self) -> int:
@@ -246,8 +265,11 @@ class KeywordIndex:
         self.vocabulary = Vocabulary()
         self.namespace_codes = Codes()
         self.kinds = {kind: KindIndex(self.vocabulary) for kind in KINDS}
-        #: Seconds the last full build took (health).
+        #: Seconds the last full build (or read of the saved index) took, and which it was (health).
         self.build_seconds = 0.0
+        self.read_from_file = False
+        #: Whether it changed since it was built or read: what the store saves at close (`to_bytes`).
+        self.changed = False
 
     def namespace_code(self, namespace: str) -> int:
         return self.namespace_codes[namespace]
@@ -259,6 +281,7 @@ class KeywordIndex:
         for kind, blocks in rows.items():
             self.kinds[kind].build(self._block_arrays(block) for block in blocks)
         self.build_seconds = time.perf_counter() - start
+        self.changed = True
 
     def _block_arrays(self, block: Rows) -> tuple[Any, Any, Any, Any, Any]:
         """A block's ids, namespace codes, lengths, and each word's row id and term id, as arrays (lists of words
@@ -271,6 +294,7 @@ class KeywordIndex:
         """Drop the rows `dropped` of `kind`, then index `rows` (which are among them when they replace a row)."""
         index = self.kinds[kind]
         ids = rows.ids.tolist()
+        self.changed = True
         index.remove(dropped)
         index.remove(ids)
         if ids:
@@ -290,6 +314,40 @@ class KeywordIndex:
             return {}
         return self.kinds[kind].scores(self.vocabulary.known(words), rows, code)
 
+    def to_bytes(self) -> bytes:
+        """The index as the store saves it in the file. Terms are runs of word characters, so a line feed joins
+        them; namespace names go as JSON."""
+        arrays: dict[str, Any] = {}
+        for kind, index in self.kinds.items():
+            arrays.update(index.saved_arrays(kind))
+        terms = "\n".join(self.vocabulary.ids)
+        if terms.count("\n") != max(len(self.vocabulary.ids) - 1, 0):
+            raise ValueError("a term holds a line feed")
+        head = {"namespaces": self.namespace_codes.listed(), "terms": len(self.vocabulary.ids),
+                "totals": {kind: index.totals for kind, index in self.kinds.items()}}
+        arrays["terms"] = np.frombuffer(terms.encode(), dtype=np.uint8)
+        arrays["head"] = np.frombuffer(json.dumps(head).encode(), dtype=np.uint8)
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> KeywordIndex:
+        """The index `to_bytes` saved."""
+        start = time.perf_counter()
+        index = cls()
+        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+            terms = arrays["terms"].tobytes().decode()
+            head = json.loads(arrays["head"].tobytes())
+            index.vocabulary.ids.update((term, code) for code, term in enumerate(terms.split("\n") if terms else []))
+            if len(index.vocabulary.ids) != head["terms"]:
+                raise ValueError(f"{len(index.vocabulary.ids)} terms where {head['terms']} were saved")
+            index.namespace_codes.update((name, code) for code, name in enumerate(head["namespaces"]))
+            for kind, kind_index in index.kinds.items():
+                kind_index.restore(kind, arrays, head["totals"][kind])
+        index.build_seconds, index.read_from_file = time.perf_counter() - start, True
+        return index
+
     def sizes(self) -> dict[str, Any]:
         """What the index holds, for health() and the benchmarks."""
         kinds = {kind: index.sizes() for kind, index in self.kinds.items()}
@@ -302,5 +360,6 @@ class KeywordIndex:
         """The index in words (what `duckgraph doctor` shows)."""
         sizes = self.sizes()
         rows = ", ".join(f"{kind} {sizes[kind]['rows']:,}" for kind in KINDS)
-        return (f"BM25 in memory, {sizes['megabytes']:,.1f} MB, built from the tables in {sizes['build_seconds']:.2f} s "
-                f"at open; rows {rows}; {sizes['terms']:,} terms")
+        how = "read from the file" if self.read_from_file else "built from the tables"
+        return (f"BM25 in memory, {sizes['megabytes']:,.1f} MB, {how} in {sizes['build_seconds']:.2f} s at open; "
+                f"rows {rows}; {sizes['terms']:,} terms")
