@@ -131,8 +131,9 @@ def refuse_new_namespace(args: argparse.Namespace, kb: Any) -> None:
     """Before ingest or import writes anything into the namespace named with --namespace: when the file does not
     hold it yet (the write would start it) and its name is near one the file holds ("wrok" for "work", "Work"),
     refuse, since a typo would scatter the documents into a namespace of their own; --new-namespace starts it on
-    purpose. A new namespace with no near name is started, and said on stderr. The configured namespace is not
-    checked here: it is the server's too, and `duckgraph doctor` warns of one that holds nothing."""
+    purpose. The next of a series (proj-b beside proj-a: `same_series`) is no typo, and is started. A new namespace
+    with no near name is started, and said on stderr. The configured namespace is not checked here: it is the
+    server's too, and `duckgraph doctor` warns of one that holds nothing."""
     if args.namespace is None:
         return
     from duckgraph.core.domain.namespaces import meant_namespaces, namespace_hint
@@ -142,9 +143,11 @@ def refuse_new_namespace(args: argparse.Namespace, kb: Any) -> None:
     held = {summary["namespace"] for summary in kb.store.namespace_summaries()}
     if namespace in held or not held:  # a file that holds no namespace yet has none to mistake it for
         return
-    if meant_namespaces(namespace, held) and not args.new_namespace:
+    # series=False: the next of a series (proj-b beside proj-a, team-2026 beside team-2025) is started on purpose,
+    # and refusing each one cost a retry with --new-namespace; a typo of a name (wrok, Work, proj_a) is still refused.
+    if meant_namespaces(namespace, held, series=False) and not args.new_namespace:
         raise UsageError(f"the file holds no namespace {namespace!r} and this {args.command} would start it: "
-                         f"{namespace_hint(namespace, held)}. Nothing was written; give the namespace meant, or "
-                         f"--new-namespace to start {namespace!r} on purpose")
-    said = "as --new-namespace asks" if args.new_namespace else namespace_hint(namespace, held)
+                         f"{namespace_hint(namespace, held, series=False)}. Nothing was written; give the namespace "
+                         f"meant, or --new-namespace to start {namespace!r} on purpose")
+    said = "as --new-namespace asks" if args.new_namespace else namespace_hint(namespace, held, series=False)
     print(f"duckgraph: the namespace {namespace!r} is new: this {args.command} starts it ({said})", file=sys.stderr)

@@ -116,28 +116,52 @@ def delete_namespace(
                             message=f"namespace {namespace!r} {left}")
 
 
-def meant_namespaces(name: str, names: Iterable[str]) -> list[str]:
+#: A name's last member of a series: its final run of digits ("team-2025", "v2", "client1"), or one letter after
+#: a separator ("proj-b", "team/a"); what comes before it is the series' stem.
+_SERIES_NUMBER = re.compile(r"(.*?)([0-9]+)")
+_SERIES_LETTER = re.compile(r"(.*[-_./])([A-Za-z])")
+
+
+def same_series(name: str, other: str) -> bool:
+    """Whether `name` and `other` are two members of one series (proj-a and proj-b, client1 and client2, team-2025
+    and team-2026, v1 and v2): the same stem, to the letter's case, and each ending in a member of the same kind
+    (a number, or one letter after a separator) that is another number or letter. Such names are as near as a
+    typo's, but one is started after the other on purpose. A slip in the stem ("proj_a", "projet-a" for "proj-a"),
+    in the member's case ("proj-A"), a number written otherwise ("team-07" for "team-7") or a member added to a
+    name that has none ("work2" for "work") is no series."""
+    for pattern, same in ((_SERIES_NUMBER, lambda a, b: int(a) == int(b)),
+                          (_SERIES_LETTER, lambda a, b: a.casefold() == b.casefold())):
+        mine, theirs = pattern.fullmatch(name), pattern.fullmatch(other)
+        if mine and theirs:
+            return mine[1] == theirs[1] and not same(mine[2], theirs[2])
+    return False
+
+
+def meant_namespaces(name: str, names: Iterable[str], *, series: bool = True) -> list[str]:
     """The namespaces of `names` (the file's) that `name`, not among them, likely meant: those the same but for
     case, else those of the nearest spelling; empty when none is near. `namespace_hint` names them, and ingest and
-    import refuse to start a new namespace so near an existing one (core/cli_checks.py)."""
+    import refuse to start a new namespace so near an existing one (core/cli_checks.py). With `series=False`, those
+    of a series with `name` (`same_series`: proj-a for proj-b) are not meant: a suggestion for a name not found may
+    name them (the user may have meant proj-a), a refusal to start one may not (proj-b is started on purpose)."""
     by_folded: dict[str, list[str]] = {}
     for other in sorted(set(names) - {name}):
-        by_folded.setdefault(other.casefold(), []).append(other)
+        if series or not same_series(name, other):
+            by_folded.setdefault(other.casefold(), []).append(other)
     if meant := by_folded.get(name.casefold(), []):
         return meant
     near = difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.7)
     return by_folded[near[0]] if near else []
 
 
-def namespace_hint(name: str, names: Iterable[str]) -> str:
+def namespace_hint(name: str, names: Iterable[str], *, series: bool = True) -> str:
     """What to say of a namespace `name` that is not among `names` (the file's): the one it likely meant (the same
-    but for case, else a near spelling), then those there are. The one text of delete_namespace and the commands
-    export, stats, ingest and import, so that a namespace missed by a letter's case ("Work" for "work") is caught
-    before it is emptied, exported or written into."""
+    but for case, else a near spelling; `series` as for `meant_namespaces`), then those there are. The one text of
+    delete_namespace and the commands export, stats, ingest and import, so that a namespace missed by a letter's
+    case ("Work" for "work") is caught before it is emptied, exported or written into."""
     names = sorted(set(names) - {name})
     if not names:
         return "the file holds no namespace yet"
-    meant = meant_namespaces(name, names)
+    meant = meant_namespaces(name, names, series=series)
     shown = ", ".join(map(repr, names[:HINT_NAMESPACES]))
     if len(names) > HINT_NAMESPACES:
         shown += f" and {len(names) - HINT_NAMESPACES} more (`duckgraph namespaces` lists them all)"

@@ -144,3 +144,32 @@ def test_new_namespace_without_namespace_is_refused_before_anything_is_done(memo
         "error: --new-namespace goes with --namespace NAME (it lets this command start the namespace NAME when its "
         "name is near one the file holds); nothing was done\n"), done.stderr
     assert files(sources) == before and counts(memory, env) == HELD
+
+
+def test_the_next_of_a_series_is_started_and_a_typo_of_it_still_refused(memory, env, sources):  # noqa: F811
+    # proj-b beside proj-a is as near as a typo, but a series is started one after another: each was refused and
+    # had to be run again with --new-namespace. A typo of a member (proj_a) is still refused.
+    def run(*argv: str):
+        return duckgraph(*argv, "--db", str(memory), env=env, cwd=sources)
+
+    done = run("ingest", "notes.txt", "--namespace", "proj-a")
+    assert done.returncode == 0, done.stderr
+
+    done = run("ingest", "notes.txt", "--namespace", "proj-b")
+    assert done.returncode == 0, done.stderr
+    assert ("duckgraph: the namespace 'proj-b' is new: this ingest starts it (the file's namespaces are 'personal', "
+            "'proj-a', 'work')\n") in done.stderr
+    done = run("import", "memory.jsonl", "--namespace", "proj-c")
+    assert done.returncode == 0, done.stderr
+    assert "the namespace 'proj-c' is new: this import starts it (the file's namespaces are 'personal'" in done.stderr
+
+    listed = json.loads(run("namespaces", "--json").stdout)
+    assert [(n["name"], n["entities"], n["documents"]) for n in listed] == [
+        ("default", 0, 0), ("personal", 1, 0), ("proj-a", 0, 1), ("proj-b", 0, 1), ("proj-c", 1, 0), ("work", 2, 0)]
+
+    before = files(sources)  # after a read: the first open after the import rewrites the file, refused or not
+    done = run("ingest", "notes.txt", "--namespace", "proj_a")
+    assert done.returncode == 2 and done.stderr.endswith(refused("ingest", "proj_a", (
+        "did you mean 'proj-a'? The file's namespaces are 'personal', 'proj-a', 'proj-b', 'proj-c', 'work'"))), \
+        done.stderr
+    assert files(sources) == before

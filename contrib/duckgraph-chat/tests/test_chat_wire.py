@@ -338,6 +338,38 @@ def test_malformed_and_empty_answers_are_reported_and_the_chat_goes_on(api):
 
 
 @pytest.mark.parametrize("api", ["ollama", "openai"])
+def test_an_answer_of_whitespace_alone_prints_no_blank_line_and_is_said_as_none(api):
+    # " \n" streamed in two pieces: it printed a blank line as the answer, then the error that none came.
+    def script(messages, tools) -> Turn:
+        if messages[-1]["role"] == "tool":
+            return Turn("Tool said: " + messages[-1]["content"])
+        asked = last_user(messages)
+        if asked == "blank":
+            return Turn(" \n")
+        if asked == "blank then call":
+            return Turn(" \n", [("echo", {"text": "one"})])
+        return Turn(f"You said: {asked}")
+
+    with scripted(script) as model:
+        base_url = model.url if api == "ollama" else f"{model.url}/v1"
+        done = subprocess.run([sys.executable, "-m", "duckgraph_chat", "--api", api, "--base-url", base_url, "--",
+                               *TINY_SERVER], input=b"blank\nblank then call\nafter\n", capture_output=True,
+                              timeout=60)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0 and "Traceback" not in stderr, stderr
+    # Only the real answers reach the terminal: no blank line for the answer that was whitespace alone, nor before
+    # the tool call that came with whitespace.
+    assert done.stdout.decode() == "Tool said: echo: one\nYou said: after\n"
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [f"error: {MODEL} answered nothing (no text, no tool call): ask again, or try another model"]
+    # The blank turn left nothing in the conversation: no blank assistant turn, no unanswered question.
+    kept = model.requests[-1]["body"]["messages"]
+    assert [m["role"] for m in kept] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert [m["content"] for m in kept if m["role"] == "user"] == ["blank then call", "after"]
+    assert [m["content"] for m in kept if m["role"] == "assistant"][-1] == "Tool said: echo: one"
+
+
+@pytest.mark.parametrize("api", ["ollama", "openai"])
 def test_a_reply_cut_short_is_reported_runs_no_tool_and_the_chat_goes_on(api):
     def script(messages, tools) -> Turn:
         if messages[-1]["role"] == "tool":

@@ -136,11 +136,18 @@ class ChatSession:
 
     async def _ask(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Reply:
         wrote = False
+        held = ""  # leading whitespace, shown only once text follows it
 
         def write(text: str) -> None:
-            nonlocal wrote
+            # A reply of whitespace alone (" \n") is no answer (the model raises ModelError, or NoAnswer follows):
+            # shown as it came, it printed a blank line where the answer should be, before the error said none came.
+            nonlocal wrote, held
+            if not wrote and not text.strip():
+                held += text
+                return
             wrote = True
-            self.write(text)
+            self.write(held + text)
+            held = ""
 
         try:
             reply = await self.model.complete(messages, tools, write)
@@ -148,7 +155,7 @@ class ChatSession:
             if wrote:  # text of a reply that failed midway: its line is ended, so the next answer has its own
                 self.write("\n")
             raise
-        if reply.content:
+        if wrote:  # not for whitespace alone, which was never shown
             self.write("\n")
         return reply
 
