@@ -27,7 +27,8 @@ from duckgraph.core.cli_checks import (
     refuse_new_namespace,
     say_roots_fallback,
 )
-from duckgraph.core.terminal import ProgressBar, utf8_stdin, utf8_stdout
+from duckgraph.core.files.new_file import NewFile, holds_nothing
+from duckgraph.core.terminal import ProgressBar, for_stream, utf8_stdin, utf8_stdout
 from duckgraph.ports import ConfigError, DuckgraphError, interruption
 
 
@@ -124,7 +125,9 @@ def _left_by_interruption(args: argparse.Namespace) -> str:
     wrote, and ingest says its own (`_ingest`)."""
     command, action = args.command, getattr(args, "action", None)
     if command == "import":
-        return "nothing was imported (an import is one transaction): run it again"
+        removed = getattr(args, "new_file_said", None)  # a new file removed: `_import`
+        also = f" and {removed}" if removed else ""
+        return f"nothing was imported (an import is one transaction){also}: run it again"
     if command == "export":
         from duckgraph.ports.store import special_file
 
@@ -509,8 +512,6 @@ def _ingest(args: argparse.Namespace) -> int:
     from duckgraph.core.files import folder
 
     from duckgraph.core.domain.model import MAX_DOCUMENT_CHARS
-    from duckgraph.core.terminal import for_stream
-
     if (args.depth is not None and args.depth < 0) or (args.max_pages is not None and args.max_pages < 1):
         print("duckgraph: --depth must be 0 or more and --max-pages 1 or more", file=sys.stderr)
         return 2
@@ -568,8 +569,8 @@ def _ingest(args: argparse.Namespace) -> int:
             if entry.error:
                 print(f"\nduckgraph: extraction failed for {entry.document_id}#{entry.chunk_id}: {entry.error}",
                       file=sys.stderr)
-        if args.json:
-            print(result.model_dump_json())
+        if args.json:  # a file name or title may hold anything: escape sequences, characters stdout lacks
+            print(for_stream(result.model_dump_json(), sys.stdout, json=True))
 
     def summarize(report: folder.IngestReport, stopped: bool) -> int:
         unsupported = {path for path, _ in report.unsupported}  # said by suffix, below
@@ -617,18 +618,30 @@ def _ingest(args: argparse.Namespace) -> int:
             summary += (f" ({already} had been already)" if already else "") + f", {failed} failed"
         print(summary, file=sys.stderr if args.json else sys.stdout)
         if args.json:
-            print(json.dumps({"summary": _ingest_summary(report, pruned=pruned, extract=extract)}))
+            print(for_stream(json.dumps({"summary": _ingest_summary(report, pruned=pruned, extract=extract)}),
+                             sys.stdout, json=True))
         return 1 if failed or report.partly else 0
 
     report = folder.IngestReport()
     ingested = False  # every file stored: what stops it then stops only the file's closing
+    created = NewFile(Path(services.settings.db).expanduser())  # not opened yet when new (above)
+    opened = empty = False
     try:
         with services.knowledge_base as kb:
-            folder.ingest(kb, files, extract=extract, prune=prune, progress=bar.update,
-                          label=lambda text: setattr(bar, "label", text), on_batch=batch_done, report=report)
+            opened = True
+            try:
+                folder.ingest(kb, files, extract=extract, prune=prune, progress=bar.update,
+                              label=lambda text: setattr(bar, "label", text), on_batch=batch_done, report=report)
+            except BaseException:
+                # Asked of the file, not of the report: a batch's documents are stored before its extraction,
+                # which may be what failed.
+                empty = created.new and holds_nothing(kb)
+                raise
             ingested = True
     except (Exception, KeyboardInterrupt) as exc:
         bar.finish()
+        # A file this command created and left empty is removed, as a failed import's is (`_import`).
+        said = created.remove() if empty or (created.new and not opened and interruption(exc) is not None) else None
         stored = bool(report.results or report.partly)
         if stored:  # what was stored before the error stays: say what it is
             try:
@@ -641,12 +654,14 @@ def _ingest(args: argparse.Namespace) -> int:
             at = f" at {report.stopped_at}" if report.stopped_at and not ingested else ""
             print(f"duckgraph: ingest {_how(stop)}{at}: " + (
                 "all of it is stored (it was closing the file)" if ingested
-                else rest if stored else "nothing was stored"), file=sys.stderr)
+                else rest if stored else "nothing was stored" + (f" and {said}" if said else "")), file=sys.stderr)
             return _status(stop)
         if stored:
             why = ("because its standard output was closed (the reader stopped early)"
                    if isinstance(exc, BrokenPipeError) else "by the error below")
             print(f"duckgraph: ingest stopped at {report.stopped_at} {why}; {rest}", file=sys.stderr)
+        if said and isinstance(exc, DuckgraphError):
+            raise DuckgraphError(f"{str(exc).rstrip('.')}; {said}") from exc
         raise
     bar.finish()
     return summarize(report, stopped=False)
@@ -656,8 +671,6 @@ def _say_unsupported(unsupported: list[tuple[str, str]]) -> None:
     """The files in the folders given that no converter reads, on one line per suffix (a folder of photos beside
     the notes would otherwise bury the other lines), each named at INFO."""
     from duckgraph.core.files.folder import NO_SUFFIX
-    from duckgraph.core.terminal import for_stream
-
     by_suffix: dict[str, list[str]] = {}
     for path, suffix in unsupported:
         by_suffix.setdefault(suffix, []).append(path)
@@ -721,8 +734,6 @@ def _communities(args: argparse.Namespace) -> int:
         else:
             result = service.global_search(args.query, kb.namespace, level=args.level, token_budget=args.token_budget)
     bar.finish()
-    from duckgraph.core.terminal import for_stream
-
     text = result.text if args.action == "search" else "\n".join(
         f"{key}: {value}" for key, value in result.model_dump().items() if value is not None)
     print(for_stream(result.model_dump_json(indent=2), sys.stdout, json=True) if args.json
@@ -735,8 +746,6 @@ def _search(args: argparse.Namespace) -> int:
     with _setup(args, existing=True).knowledge_base as kb:
         result = kb.search(args.query, **numbers, as_of=args.as_of, include_history=args.include_history or None,
                            after=args.after, before=args.before)
-    from duckgraph.core.terminal import for_stream
-
     # Stored texts may hold terminal escape sequences: shown escaped on a terminal (JSON escapes them itself).
     print(for_stream(result.model_dump_json(indent=2), sys.stdout, json=True) if args.json
           else for_stream(result.text, sys.stdout))
@@ -778,8 +787,6 @@ def _changes(args: argparse.Namespace) -> int:
     with _setup(args, existing=True).knowledge_base as kb:
         result = kb.recent_changes(since=args.since, until=args.until, limit=args.limit, offset=args.offset,
                                    token_budget=10**9)
-    from duckgraph.core.terminal import for_stream
-
     print(for_stream(result.model_dump_json(indent=2), sys.stdout, json=True) if args.json
           else for_stream(result.text, sys.stdout))
     return 0
@@ -800,9 +807,10 @@ def _stats(args: argparse.Namespace) -> int:
     else:
         print(f"{stats['nodes']} nodes, {stats['edges']} edges, {stats['documents']} documents, "
               f"{stats['chunks']} passages (namespace {stats['namespace']})")
-        for label in ("node_types", "edge_types"):
+        for label in ("node_types", "edge_types"):  # stored names: escaped as search's texts are
             if stats[label]:
-                print(f"{label.replace('_', ' ')}: " + ", ".join(f"{k} ({v})" for k, v in stats[label].items()))
+                print(for_stream(f"{label.replace('_', ' ')}: " + ", ".join(f"{k} ({v})" for k, v in
+                                                                           stats[label].items()), sys.stdout))
     return 0
 
 
@@ -858,9 +866,9 @@ def _documents(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.model_dump(mode="json"), indent=2))
     else:
-        print(f"deleted {len(result.deleted)} documents, with {result.entities_removed} entities and "
-              f"{result.relations_removed} relations only they supported" + "".join(
-                  f"\n  {i}" for i in result.deleted))
+        print(for_stream(f"deleted {len(result.deleted)} documents, with {result.entities_removed} entities and "
+                         f"{result.relations_removed} relations only they supported" + "".join(
+                             f"\n  {i}" for i in result.deleted), sys.stdout))  # stored ids: escaped as search's
     for hint in result.hints:
         print(f"duckgraph: {hint}", file=sys.stderr)
     # An id that named nothing is a mistake to see in scripts too (the others were deleted).
@@ -918,8 +926,6 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from duckgraph.core.files.import_ import import_file, import_lines
-
     services = _setup(args)
     if args.file != "-":
         from duckgraph.core.files.paths import refuse_to_read
@@ -933,22 +939,24 @@ def _import(args: argparse.Namespace) -> int:
             raise DuckgraphError(f"cannot read {args.file}: it {problem}; nothing was imported")
     bar = ProgressBar()
     bar.label = "import"
-    with services.knowledge_base as kb:
-        refuse_new_namespace(args, kb)  # before a line is read or written
-        if args.file == "-":
-            stdin = utf8_stdin()
-            try:
-                summary = import_lines(kb, stdin, source="<stdin>", reembed=args.reembed, progress=bar.update,
-                                       namespace=args.namespace)
-            except UnicodeDecodeError as exc:  # raised inside the import's transaction: rolled back, nothing kept
-                raise DuckgraphError(f"standard input is not UTF-8 text ({exc}); nothing was imported: JSON Lines "
-                                     "are read as UTF-8 whatever the locale, convert it first (iconv -t UTF-8)"
-                                     ) from exc
-            finally:
-                if stdin is not sys.stdin:
-                    stdin.detach()
-        else:
-            summary = import_file(kb, args.file, reembed=args.reembed, progress=bar.update, namespace=args.namespace)
+    created = NewFile(Path(services.settings.db).expanduser())  # before the open below creates the file
+    opened = imported = False
+    try:
+        with services.knowledge_base as kb:
+            opened = True
+            summary = _import_into(kb, args, bar)
+            imported = True  # committed: what fails from here on (closing the file) leaves it
+    except BaseException as exc:
+        stop = interruption(exc)
+        # An import is one transaction: one that failed into a file this command created left it empty, and doctor
+        # and the next commands would take that file, which nobody asked for, for a memory. A failed open keeps it
+        # (but for Ctrl-C, which lands only once this process has it): DuckDB refuses a file that another process
+        # created meanwhile and holds, which is not this command's to delete.
+        if created.new and not imported and (opened or stop is not None):
+            args.new_file_said = said = created.remove()  # said by main (`_left_by_interruption`) after Ctrl-C
+            if stop is None and isinstance(exc, DuckgraphError):
+                raise DuckgraphError(f"{str(exc).rstrip('.')}; {said}") from exc
+        raise
     bar.finish()
     if args.json:
         # ASCII with \u escapes (json.dumps' default): the same JSON in any locale's encoding, where raw names
@@ -983,6 +991,28 @@ def _import(args: argparse.Namespace) -> int:
     for reason in summary.skipped:
         print(f"duckgraph: skipped {reason}", file=sys.stderr)
     return 0
+
+
+def _import_into(kb: Any, args: argparse.Namespace, bar: ProgressBar) -> Any:
+    """Import the file (or standard input) that `args` names into the open knowledge base."""
+    from duckgraph.core.files.import_ import import_file, import_lines
+
+    refuse_new_namespace(args, kb)  # before a line is read or written
+    if args.file == "-":
+        stdin = utf8_stdin()
+        try:
+            summary = import_lines(kb, stdin, source="<stdin>", reembed=args.reembed, progress=bar.update,
+                                   namespace=args.namespace)
+        except UnicodeDecodeError as exc:  # raised inside the import's transaction: rolled back, nothing kept
+            raise DuckgraphError(f"standard input is not UTF-8 text ({exc}); nothing was imported: JSON Lines "
+                                 "are read as UTF-8 whatever the locale, convert it first (iconv -t UTF-8)"
+                                 ) from exc
+        finally:
+            if stdin is not sys.stdin:
+                stdin.detach()
+    else:
+        summary = import_file(kb, args.file, reembed=args.reembed, progress=bar.update, namespace=args.namespace)
+    return summary
 
 
 def _backup_command(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ it stays JSON that reads back the same.
 
 from __future__ import annotations
 
+import codecs
 import io
 import os
 import re
@@ -32,12 +33,48 @@ def escape_controls(text: str, *, json: bool = False) -> str:
 
 
 def for_stream(text: str, stream: TextIO, *, json: bool = False) -> str:
-    """`text` as it should be written to `stream`: escaped when `stream` is a terminal."""
+    """`text` as it should be written to `stream`: escaped when `stream` is a terminal, and such that the stream's
+    encoding can write it (see `encodable`)."""
     try:
         interactive = stream.isatty()
     except (AttributeError, ValueError):  # closed, or not a real file
         interactive = False
-    return escape_controls(text, json=json) if interactive else text
+    return encodable(escape_controls(text, json=json) if interactive else text, stream, json=json)
+
+
+_NON_ASCII = re.compile("[^\x00-\x7f]")
+
+
+def encodable(text: str, stream: TextIO, *, json: bool = False) -> str:
+    """`text` as `stream`'s encoding can write it, where a character it lacks would raise UnicodeEncodeError half
+    way through the output (a stored "日本" on cp1252: PYTHONIOENCODING, a redirected Windows console). JSON on a
+    stream that is not UTF-8 becomes ASCII, its other characters \\u escapes, as `json.dumps` writes it: the same
+    JSON whatever the encoding, where raw "é" would reach a UTF-8 reader as a cp1252 byte. Other text keeps what
+    the encoding has and shows the rest as Python's escapes (\\u65e5), as Python's stderr does."""
+    encoding = getattr(stream, "encoding", None)
+    if not isinstance(encoding, str):  # not a real file (a StringIO): it takes any str
+        return text
+    try:
+        if codecs.lookup(encoding).name == "utf-8":
+            return text
+    except LookupError:
+        return text  # the stream could not have been opened with it: nothing to match
+    if json:
+        return _NON_ASCII.sub(lambda m: _json_escape(m.group()), text)
+    try:
+        text.encode(encoding)
+        return text
+    except UnicodeEncodeError:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+
+
+def _json_escape(char: str) -> str:
+    """A character as JSON's \\u escape: two, a surrogate pair, past U+FFFF."""
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def columns(stream: TextIO) -> int:

@@ -1,0 +1,220 @@
+"""A failed `duckgraph import` (or `ingest`) into a database file the command itself created leaves no file behind:
+an import is one transaction, so the file would be empty, and doctor and the next commands would take it, which
+nobody asked for, for a memory. The command says the file was not created. A failure into a file that was there
+changes nothing, as before. Run as the command a user runs (a subprocess), on real DuckDB files.
+
+Also: `ingest --json` (and the other commands' output) on a standard output whose encoding lacks a character of a
+stored file name or title (cp1252: PYTHONIOENCODING, a redirected Windows console) is written, not a crash."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.plugins.duckdb import DuckDBStore
+from tests.fakes import HashingEmbedder
+from tests.integration.test_backup import fill
+from tests.integration.test_cli_interrupts import WAIT, counts, exported, import_stalls, signal_at, start
+from tests.integration.test_compact import command_env
+
+CLI = [sys.executable, "-m", "duckgraph.core.cli"]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    folder = tmp_path / "env"
+    folder.mkdir()
+    return command_env(folder)
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Path:
+    db = tmp_path / "memory" / "kb.duckdb"
+    db.parent.mkdir()
+    with KnowledgeBase(DuckDBStore(db), HashingEmbedder()) as kb:
+        fill(kb)
+    return db
+
+
+@pytest.fixture
+def broken(memory: Path, env: dict[str, str], tmp_path: Path) -> Path:
+    """`duckgraph export` of the memory, its line 3 cut short: the import reads and writes lines 1 and 2 first."""
+    lines = exported(memory, env, tmp_path).read_text(encoding="utf-8").splitlines()
+    assert len(lines) > 3
+    lines[2] = lines[2][: len(lines[2]) // 2]
+    path = tmp_path / "broken.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def duckgraph(*args: str, env: dict[str, str], cwd: Path, **options) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=WAIT,
+                          check=False, **options)
+
+
+def left_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_a_failed_import_into_a_new_file_removes_it_and_the_folders_made_for_it(broken, env, tmp_path):
+    target = tmp_path / "new" / "deeper" / "kb.duckdb"  # folders not there either
+    before = left_in(tmp_path)
+
+    done = duckgraph("import", str(broken), "--db", str(target), env=env, cwd=tmp_path)
+
+    assert done.returncode == 1, done.stderr
+    said = done.stderr.strip().splitlines()[-1]
+    assert said.startswith(f"duckgraph: {broken}:3: not JSON (") and said.endswith(f"; {target} was not created")
+    assert left_in(tmp_path) == before  # no kb.duckdb, kb.duckdb.wal, new/ nor new/deeper/
+    # And the file is really not there for the next command, which says so.
+    stats = duckgraph("stats", "--db", str(target), env=env, cwd=tmp_path)
+    assert stats.returncode == 1 and "no memory at" in stats.stderr
+
+
+def test_a_failed_import_from_standard_input_into_a_new_file_removes_it(broken, env, tmp_path):
+    target = tmp_path / "piped.duckdb"
+
+    done = duckgraph("import", "-", "--db", str(target), env=env, cwd=tmp_path,
+                     input=broken.read_text(encoding="utf-8"))
+
+    assert done.returncode == 1
+    assert "<stdin>:3: not JSON" in done.stderr and done.stderr.rstrip().endswith(f"; {target} was not created")
+    assert not target.exists() and not target.with_name("piped.duckdb.wal").exists()
+
+
+def test_a_failed_import_into_an_existing_file_changes_nothing_and_keeps_it(broken, memory, env, tmp_path):
+    before = counts(memory)
+
+    done = duckgraph("import", str(broken), "--db", str(memory), env=env, cwd=tmp_path)
+
+    assert done.returncode == 1 and f"{broken}:3: not JSON" in done.stderr
+    assert "was not created" not in done.stderr
+    assert memory.exists() and counts(memory) == before
+
+
+def test_an_import_whose_embedder_fails_into_a_new_file_removes_it(memory, env, tmp_path):
+    """The real default embedder, with a model that is not there (offline): it fails on the first passage."""
+    source = exported(memory, env, tmp_path)  # no vectors: the import embeds
+    target = tmp_path / "embedded.duckdb"
+    failing = {**env, "DUCKGRAPH_EMBEDDER": "sentence-transformers",
+               "DUCKGRAPH_EMBEDDER_OPTIONS": json.dumps({"model": "duckgraph-tests/no-such-model"})}
+
+    done = duckgraph("import", str(source), "--db", str(target), env=failing, cwd=tmp_path)
+
+    assert done.returncode == 1, done.stderr
+    assert "no-such-model" in done.stderr and done.stderr.rstrip().endswith(f"; {target} was not created")
+    assert "Traceback" not in done.stderr
+    assert not target.exists() and not target.with_name("embedded.duckdb.wal").exists()
+
+
+def test_a_refused_namespace_into_a_new_file_leaves_no_file(broken, memory, env, tmp_path):
+    """--namespace of a name the file cannot hold is refused before the file is opened: nothing made either."""
+    target = tmp_path / "ns.duckdb"
+    done = duckgraph("import", str(broken), "--db", str(target), "--namespace", "no such/ns!", env=env, cwd=tmp_path)
+    assert done.returncode == 1 and "invalid namespace" in done.stderr
+    assert not target.exists()
+
+
+def test_ctrl_c_during_an_import_into_a_new_file_removes_it_and_says_so(memory, env, tmp_path):
+    source = exported(memory, env, tmp_path)
+    target = tmp_path / "fresh.duckdb"
+    process = start("import", str(source), "--db", str(target), env=env, cwd=tmp_path, patch=import_stalls())
+
+    code, out, err = signal_at(process, "STALLED", signal.SIGINT)
+
+    assert code == 130, err
+    assert err.splitlines()[-1] == (f"duckgraph: import interrupted: nothing was imported (an import is one "
+                                    f"transaction) and {target} was not created: run it again")
+    assert "Traceback" not in err and out == ""
+    assert not target.exists() and not target.with_name("fresh.duckdb.wal").exists()
+
+
+def test_a_successful_import_into_a_new_file_keeps_it(memory, env, tmp_path):
+    source = exported(memory, env, tmp_path)
+    target = tmp_path / "kept.duckdb"
+    done = duckgraph("import", str(source), "--db", str(target), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert counts(target)["nodes"] == sum(json.loads(line)["kind"] == "node"
+                                          for line in source.read_text(encoding="utf-8").splitlines()) > 0
+
+
+def test_an_ingest_whose_embedder_fails_into_a_new_file_removes_it(env, tmp_path):
+    """ingest is no one transaction, but one that stored nothing into the file it created leaves it empty too."""
+    note = tmp_path / "note.md"
+    note.write_text("Marie Curie discovered radium.\n", encoding="utf-8")
+    target = tmp_path / "ingested" / "kb.duckdb"
+    failing = {**env, "DUCKGRAPH_EMBEDDER": "sentence-transformers",
+               "DUCKGRAPH_EMBEDDER_OPTIONS": json.dumps({"model": "duckgraph-tests/no-such-model"})}
+
+    done = duckgraph("ingest", str(note), "--db", str(target), env=failing, cwd=tmp_path)
+
+    assert done.returncode == 1, done.stderr
+    assert "no-such-model" in done.stderr and done.stderr.rstrip().endswith(f"; {target} was not created")
+    assert not target.parent.exists()
+
+
+def test_an_ingest_that_fails_into_an_existing_file_keeps_it(memory, env, tmp_path):
+    note = tmp_path / "note.md"
+    note.write_text("Marie Curie discovered radium.\n", encoding="utf-8")
+    before = counts(memory)
+    failing = {**env, "DUCKGRAPH_EMBEDDER": "sentence-transformers",
+               "DUCKGRAPH_EMBEDDER_OPTIONS": json.dumps({"model": "duckgraph-tests/no-such-model"})}
+
+    done = duckgraph("ingest", str(note), "--db", str(memory), env=failing, cwd=tmp_path)
+
+    assert done.returncode == 1
+    assert "was not created" not in done.stderr
+    assert memory.exists() and counts(memory) == before
+
+
+# -- output in an encoding that lacks characters of what is stored ------------------------------------------------
+
+TITLE = "日本のメモ"  # cp1252 has none of these
+
+
+@pytest.fixture
+def odd_names(tmp_path: Path) -> Path:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "café-ü.md").write_text(f"---\ntitle: {TITLE}\n---\nTokyo is the capital of Japan.\n",
+                                      encoding="utf-8")
+    return folder
+
+
+def test_ingest_json_on_a_cp1252_stdout_writes_every_line_as_ascii_json(odd_names, env, tmp_path):
+    """It raised UnicodeEncodeError on the title (print(result.model_dump_json()), past for_stream)."""
+    db = tmp_path / "kb.duckdb"
+    done = subprocess.run([*CLI, "ingest", str(odd_names), "--db", str(db), "--json"],
+                          env={**env, "PYTHONIOENCODING": "cp1252"}, cwd=tmp_path, capture_output=True,
+                          timeout=WAIT, check=False)
+
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    out = done.stdout.decode("ascii")  # the same JSON in any encoding
+    batch, summary = [json.loads(line) for line in out.splitlines()]
+    assert batch["documents"][0]["id"] == str(odd_names / "café-ü.md")
+    assert batch["documents"][0]["title"] == TITLE
+    assert summary["summary"]["stored"] == 1
+
+
+def test_search_on_a_cp1252_stdout_shows_what_it_cannot_write_as_escapes(odd_names, env, tmp_path):
+    db = tmp_path / "kb.duckdb"
+    assert duckgraph("ingest", str(odd_names), "--db", str(db), env=env, cwd=tmp_path).returncode == 0
+    cp1252 = {**env, "PYTHONIOENCODING": "cp1252"}
+
+    as_json = subprocess.run([*CLI, "search", "capital of Japan", "--db", str(db), "--json"], env=cp1252,
+                             cwd=tmp_path, capture_output=True, timeout=WAIT, check=False)
+    text = subprocess.run([*CLI, "search", "capital of Japan", "--db", str(db)], env=cp1252, cwd=tmp_path,
+                          capture_output=True, timeout=WAIT, check=False)
+
+    assert as_json.returncode == 0, as_json.stderr.decode("utf-8", "replace")
+    assert json.loads(as_json.stdout.decode("ascii"))["passages"][0]["title"] == TITLE
+    assert text.returncode == 0, text.stderr.decode("utf-8", "replace")
+    shown = text.stdout.decode("cp1252")
+    assert "caf\xe9-\xfc.md" in shown  # what cp1252 has stays as it is
+    assert "\\u65e5\\u672c" in shown  # the rest as escapes
