@@ -17,6 +17,7 @@ import textwrap
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,9 +55,9 @@ def env(tmp_path: Path) -> dict[str, str]:
     return command_env(tmp_path)
 
 
-def duckgraph(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+def duckgraph(*args: str, env: dict[str, str], cwd: Path, **options: Any) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300,
-                          check=False)
+                          check=False, **options)
 
 
 @pytest.fixture(scope="module")

@@ -11,35 +11,14 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from duckgraph.core.domain.knowledge_base import KnowledgeBase
-from duckgraph.plugins.duckdb import DuckDBStore
-from tests.fakes import HashingEmbedder
-from tests.integration.test_backup import fill
-from tests.integration.test_cli_interrupts import WAIT, counts, exported, import_stalls, signal_at, start
-from tests.integration.test_compact import command_env
-
-CLI = [sys.executable, "-m", "duckgraph.core.cli"]
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    folder = tmp_path / "env"
-    folder.mkdir()
-    return command_env(folder)
-
-
-@pytest.fixture
-def memory(tmp_path: Path) -> Path:
-    db = tmp_path / "memory" / "kb.duckdb"
-    db.parent.mkdir()
-    with KnowledgeBase(DuckDBStore(db), HashingEmbedder()) as kb:
-        fill(kb)
-    return db
+from tests.integration.test_cli_interrupts import (  # noqa: F401 (env, memory: fixtures)
+    WAIT, counts, env, exported, import_stalls, memory, signal_at, start,
+)
+from tests.integration.test_compact import CLI, duckgraph
 
 
 @pytest.fixture
@@ -51,11 +30,6 @@ def broken(memory: Path, env: dict[str, str], tmp_path: Path) -> Path:
     path = tmp_path / "broken.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
-
-
-def duckgraph(*args: str, env: dict[str, str], cwd: Path, **options) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=WAIT,
-                          check=False, **options)
 
 
 def left_in(folder: Path) -> list[str]:
