@@ -188,8 +188,21 @@ class DuckDBStore(GraphStore):
 
     def _save_keywords(self) -> None:
         """Save the keyword index when it changed (derived data: a reopen need not build it again)."""
-        if self.read_only or self._con is None or self._stale:
+        if self.read_only or self._con is None:
             return
+        if "graph" in self._stale:
+            # An import left it stale: built now, at the end of the import, rather than by the next open (a command
+            # that only reads would otherwise build it and write it to the file).
+            try:
+                self._graph.load(self._db)
+                self._load_keywords()
+            except Exception as exc:  # derived data: closing must not fail for it
+                if connection.interrupted(exc):
+                    raise
+                log.warning("building the keyword index of %s after the import failed (%s); the next open builds "
+                            "it", self.path, exc)
+                return
+            self._stale.discard("graph")
         saved_keywords.save(self._keywords, self._transaction, self.path)
 
     def _save_layouts(self) -> None:

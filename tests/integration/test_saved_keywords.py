@@ -189,3 +189,43 @@ def test_the_fingerprint_changes_with_every_column_a_text_is_made_of(db_path: Pa
         seen.add(saved_keywords.fingerprint(con))
         assert len(seen) == len(changes[: changes.index(change) + 1]) + 1, f"{change} left the fingerprint as it was"
     con.close()
+
+
+def test_an_import_saves_the_index_it_leaves_so_the_next_open_reads_it(db_path: Path, tmp_path: Path):
+    """An import replaces the mirror wholesale (it is reloaded on the next read); its close builds and saves the
+    keyword index, so that the next open, perhaps of a command that only reads, neither builds nor writes it."""
+    import io
+
+    from duckgraph.core.domain.knowledge_base import KnowledgeBase
+    from duckgraph.core.files.export import export_jsonl
+    from duckgraph.core.files.import_ import import_lines
+    from tests.fakes import HashingEmbedder
+
+    store = reopened(db_path)
+    fill(store)
+    before = found(store)
+    store.close()
+    exported = io.StringIO()
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        export_jsonl(kb, exported, embeddings=True)
+    target = tmp_path / "imported.duckdb"
+    with KnowledgeBase(DuckDBStore(target), HashingEmbedder()) as kb:
+        import_lines(kb, exported.getvalue().splitlines())
+    saved_at = duckdb_value(target, "SELECT saved_at FROM keyword_index")
+
+    store = reopened(target)
+    try:
+        assert store._keywords.read_from_file, "the import's close did not save the index it left"
+        assert [[hit[1] for hit in hits] for hits in found(store)] == [[hit[1] for hit in hits] for hits in before]
+        assert found(store) == built_from_tables(store)
+    finally:
+        store.close()
+    assert duckdb_value(target, "SELECT saved_at FROM keyword_index") == saved_at  # the reading open wrote nothing
+
+
+def duckdb_value(path: Path, query: str):
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute(query).fetchone()[0]
+    finally:
+        con.close()
