@@ -9,9 +9,11 @@ be read, the index is built from the tables as before; a failed save costs the n
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
+from importlib import metadata
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import Any
 from duckgraph.plugins.duckdb import keyword_texts, sql
 from duckgraph.plugins.duckdb.connection import interrupted
 from duckgraph.plugins.duckdb.mirror import graph, keywords
-from duckgraph.ports import text
+from duckgraph.ports import names, text
 
 log = logging.getLogger(__name__)
 
@@ -40,23 +42,36 @@ _COLUMNS = {
 
 
 def fingerprint(con: Any) -> str:
-    """The rows' count and an order-free digest of the columns above, per table (one scan of each)."""
+    """The rows' count and an order-free digest of the columns above, per table (one scan of each): the sum of the
+    rows' hashes, where two equal rows add up (an xor would cancel them, and a pair of duplicates replaced by
+    another pair would go unseen)."""
     parts = []
     for table, columns in _COLUMNS.items():
-        parts.append(f"(SELECT count(*) || ':' || coalesce(bit_xor(hash({columns})), 0) FROM {table})")
+        parts.append(f"(SELECT count(*) || ':' || coalesce(sum(hash({columns})::HUGEINT), 0) FROM {table})")
     return "/".join(con.execute("SELECT " + ", ".join(parts)).fetchone())
 
 
+@functools.cache  # the code does not change while a process runs
 def code_digest() -> str | None:
-    """A digest of the modules whose code decides what the index holds: an index saved by other code (another
-    version, or a change in development) is built again. None when a module's source cannot be read."""
+    """A digest of the code that decides what the index holds (the modules that make and split the texts, and the
+    versions of the stemmer and inflection tables they use): an index saved by other code (another version, or a
+    change in development) is built again. None when a module's source cannot be read."""
     digest = hashlib.sha256()
-    for module in (text, keyword_texts, keywords, graph):
+    for module in (names, text, keyword_texts, keywords, graph):
         try:
             digest.update(Path(module.__file__ or "").read_bytes())
         except OSError:
             return None
+    for package in _WORD_PACKAGES:
+        try:
+            digest.update(f"{package} {metadata.version(package)}".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(f"{package} absent".encode())
     return digest.hexdigest()
+
+
+#: The packages whose data shape the index's words (ports/text.py): PyStemmer's stems, lemminflect's inflections.
+_WORD_PACKAGES = ("PyStemmer", "lemminflect")
 
 
 def read(con: Any, path: Path) -> keywords.KeywordIndex | None:
