@@ -28,6 +28,7 @@ from duckgraph.core.cli_checks import (
     say_roots_fallback,
 )
 from duckgraph.core.files.new_file import NewFile, holds_nothing
+from duckgraph.core.interrupts import exit_status, how, say_interrupted, sigterm_as_interrupt
 from duckgraph.core.terminal import ProgressBar, for_stream, utf8_stdin, utf8_stdout
 from duckgraph.ports import ConfigError, DuckgraphError, interruption
 
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
-    put_back = _sigterm_as_interrupt(args.command)
+    put_back = sigterm_as_interrupt(args.command)
     try:
         refuse_ignored_options(args)
         code = args.run(args) or 0
@@ -57,113 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         # Ctrl-C that lands during a DuckDB query is DuckDB's RuntimeError "Query interrupted" (the
         # KeyboardInterrupt its cause), which a caller may wrap in an error of its own: an interruption all the same.
         if (stop := interruption(exc)) is not None:
-            return _interrupted(args, stop)
+            return say_interrupted(args, stop)
         if isinstance(exc, DuckgraphError):
             print(f"duckgraph: {_held_by_duckgraph(args, exc) or exc}", file=sys.stderr)
             return 1
         raise
     finally:
         put_back()
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (timeout(1), systemd, kill), raised where Ctrl-C raises KeyboardInterrupt, so that the same clean-up
-    runs (a partial export removed, the demo's temporary folder deleted, DuckDB's query stopped) and the command
-    says what it did and did not do."""
-
-
-def _sigterm_as_interrupt(command: str) -> Any:
-    """Have SIGTERM stop this command as Ctrl-C does (see `Terminated`); returns what puts the previous handler
-    back. serve and ui stop gracefully on SIGTERM themselves (core/mcp, core/ui)."""
-    import signal
-    import threading
-
-    if command in _SERVERS or threading.current_thread() is not threading.main_thread():
-        return lambda: None  # a handler can be set from the main thread only (main() called from a thread)
-
-    def terminated(_signal: int, _frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up short
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, terminated)
-    return lambda: signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-
-
-_SERVERS = ("serve", "ui")
-
-
-def _interrupted(args: argparse.Namespace, stop: KeyboardInterrupt) -> int:
-    """Say in one line that the command was interrupted and what that leaves; the exit status is 128 + the signal,
-    as a shell gives for a command the signal ended: 130 after Ctrl-C (SIGINT), 143 after SIGTERM."""
-    if args.command not in _SERVERS:  # they say themselves that they stop
-        ProgressBar.end_line()
-        try:
-            print(f"duckgraph: {_command_name(args)} {_how(stop)}: {_left_by_interruption(args)}", file=sys.stderr,
-                  flush=True)
-        except (OSError, ValueError):  # stderr gone too: the status says it
-            pass
-    return _status(stop)
-
-
-def _status(stop: KeyboardInterrupt) -> int:
-    return 143 if isinstance(stop, Terminated) else 130
-
-
-def _how(stop: KeyboardInterrupt) -> str:
-    return "stopped by SIGTERM" if isinstance(stop, Terminated) else "interrupted"
-
-
-def _command_name(args: argparse.Namespace) -> str:
-    action = getattr(args, "action", None)
-    named = args.command in ("communities", "documents", "namespaces")  # the action says what was interrupted
-    return f"{args.command} {action}" if named and action else args.command
-
-
-def _left_by_interruption(args: argparse.Namespace) -> str:
-    """What an interrupted command leaves, in words. Each writes in one transaction, or beside its target renamed
-    into place at the end, so that does not depend on where it stopped; communities write keeps each report it
-    wrote, and ingest says its own (`_ingest`)."""
-    command, action = args.command, getattr(args, "action", None)
-    if command == "import":
-        removed = getattr(args, "new_file_said", None)  # a new file removed: `_import`
-        also = f" and {removed}" if removed else ""
-        return f"nothing was imported (an import is one transaction){also}: run it again"
-    if command == "export":
-        from duckgraph.ports.store import special_file
-
-        output = args.output
-        if not output or output == "-":
-            return "what it wrote to standard output is incomplete"
-        try:  # a device or a pipe is written as it is, not beside it and renamed (files/export.py)
-            special = special_file(Path(output).expanduser().stat().st_mode) is not None
-        except OSError:
-            special = False
-        return (f"what it wrote to {output} is incomplete" if special
-                else f"{output} was not written (a file there before is left as it was)")
-    if command == "backup":
-        return (f"no copy was made at {args.path} (a file there before is left as it was); the memory's file is "
-                "unchanged")
-    if command == "restore":
-        return "the memory's file is unchanged: the backup was not put in its place"
-    if command == "compact":
-        return "the memory's file is unchanged (not compacted), and no temporary copy is left"
-    if command == "ingest":  # before a file was stored (fetching pages)
-        return "nothing was stored"
-    if command == "demo":
-        if not args.db:
-            return "its temporary file was removed"
-        kept = Path(args.db).expanduser()
-        return (f"{kept} holds what was loaded until then: delete it to run the demo into it again" if kept.exists()
-                else "nothing was kept")
-    if command == "documents":
-        return "nothing was deleted (the documents are deleted in one transaction)"
-    if command == "namespaces" and action == "delete":
-        return "nothing was deleted (a namespace is deleted in one transaction)"
-    if command == "communities" and action == "build":
-        return "nothing was stored: the communities of the last build stay"
-    if command == "communities" and action == "write":
-        return "the reports written before it are stored: run it again to write the rest"
-    return "it only reads: nothing was changed"
 
 
 def _stdout_closed() -> int:
@@ -652,10 +553,10 @@ def _ingest(args: argparse.Namespace) -> int:
                 "are)")
         if (stop := interruption(exc)) is not None:  # Ctrl-C or SIGTERM: said here, in full, not by main
             at = f" at {report.stopped_at}" if report.stopped_at and not ingested else ""
-            print(f"duckgraph: ingest {_how(stop)}{at}: " + (
+            print(f"duckgraph: ingest {how(stop)}{at}: " + (
                 "all of it is stored (it was closing the file)" if ingested
                 else rest if stored else "nothing was stored" + (f" and {said}" if said else "")), file=sys.stderr)
-            return _status(stop)
+            return exit_status(stop)
         if stored:
             why = ("because its standard output was closed (the reader stopped early)"
                    if isinstance(exc, BrokenPipeError) else "by the error below")
@@ -953,7 +854,7 @@ def _import(args: argparse.Namespace) -> int:
         # (but for Ctrl-C, which lands only once this process has it): DuckDB refuses a file that another process
         # created meanwhile and holds, which is not this command's to delete.
         if created.new and not imported and (opened or stop is not None):
-            args.new_file_said = said = created.remove()  # said by main (`_left_by_interruption`) after Ctrl-C
+            args.new_file_said = said = created.remove()  # said after Ctrl-C (core/interrupts.py)
             if stop is None and isinstance(exc, DuckgraphError):
                 raise DuckgraphError(f"{str(exc).rstrip('.')}; {said}") from exc
         raise

@@ -1,0 +1,111 @@
+"""Ctrl-C (SIGINT) and SIGTERM in the command line: every command but serve and ui stops the same way, cleans up,
+says in one line what the interruption leaves, and exits 128 + the signal (core/cli.py's main)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from duckgraph.core.terminal import ProgressBar
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (timeout(1), systemd, kill), raised where Ctrl-C raises KeyboardInterrupt, so that the same clean-up
+    runs (a partial export removed, the demo's temporary folder deleted, DuckDB's query stopped) and the command
+    says what it did and did not do."""
+
+
+def sigterm_as_interrupt(command: str) -> Any:
+    """Have SIGTERM stop this command as Ctrl-C does (see `Terminated`); returns what puts the previous handler
+    back. serve and ui stop gracefully on SIGTERM themselves (core/mcp, core/ui)."""
+    import signal
+    import threading
+
+    if command in _SERVERS or threading.current_thread() is not threading.main_thread():
+        return lambda: None  # a handler can be set from the main thread only (main() called from a thread)
+
+    def terminated(_signal: int, _frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up short
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    return lambda: signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+_SERVERS = ("serve", "ui")
+
+
+def say_interrupted(args: argparse.Namespace, stop: KeyboardInterrupt) -> int:
+    """Say in one line that the command was interrupted and what that leaves; the exit status is 128 + the signal,
+    as a shell gives for a command the signal ended: 130 after Ctrl-C (SIGINT), 143 after SIGTERM."""
+    if args.command not in _SERVERS:  # they say themselves that they stop
+        ProgressBar.end_line()
+        try:
+            print(f"duckgraph: {_command_name(args)} {how(stop)}: {_left_by_interruption(args)}", file=sys.stderr,
+                  flush=True)
+        except (OSError, ValueError):  # stderr gone too: the status says it
+            pass
+    return exit_status(stop)
+
+
+def exit_status(stop: KeyboardInterrupt) -> int:
+    return 143 if isinstance(stop, Terminated) else 130
+
+
+def how(stop: KeyboardInterrupt) -> str:
+    return "stopped by SIGTERM" if isinstance(stop, Terminated) else "interrupted"
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    action = getattr(args, "action", None)
+    named = args.command in ("communities", "documents", "namespaces")  # the action says what was interrupted
+    return f"{args.command} {action}" if named and action else args.command
+
+
+def _left_by_interruption(args: argparse.Namespace) -> str:
+    """What an interrupted command leaves, in words. Each writes in one transaction, or beside its target renamed
+    into place at the end, so that does not depend on where it stopped; communities write keeps each report it
+    wrote, and ingest says its own (core/cli.py `_ingest`)."""
+    command, action = args.command, getattr(args, "action", None)
+    if command == "import":
+        removed = getattr(args, "new_file_said", None)  # a new file removed: `_import`
+        also = f" and {removed}" if removed else ""
+        return f"nothing was imported (an import is one transaction){also}: run it again"
+    if command == "export":
+        from duckgraph.ports.store import special_file
+
+        output = args.output
+        if not output or output == "-":
+            return "what it wrote to standard output is incomplete"
+        try:  # a device or a pipe is written as it is, not beside it and renamed (files/export.py)
+            special = special_file(Path(output).expanduser().stat().st_mode) is not None
+        except OSError:
+            special = False
+        return (f"what it wrote to {output} is incomplete" if special
+                else f"{output} was not written (a file there before is left as it was)")
+    if command == "backup":
+        return (f"no copy was made at {args.path} (a file there before is left as it was); the memory's file is "
+                "unchanged")
+    if command == "restore":
+        return "the memory's file is unchanged: the backup was not put in its place"
+    if command == "compact":
+        return "the memory's file is unchanged (not compacted), and no temporary copy is left"
+    if command == "ingest":  # before a file was stored (fetching pages)
+        return "nothing was stored"
+    if command == "demo":
+        if not args.db:
+            return "its temporary file was removed"
+        kept = Path(args.db).expanduser()
+        return (f"{kept} holds what was loaded until then: delete it to run the demo into it again" if kept.exists()
+                else "nothing was kept")
+    if command == "documents":
+        return "nothing was deleted (the documents are deleted in one transaction)"
+    if command == "namespaces" and action == "delete":
+        return "nothing was deleted (a namespace is deleted in one transaction)"
+    if command == "communities" and action == "build":
+        return "nothing was stored: the communities of the last build stay"
+    if command == "communities" and action == "write":
+        return "the reports written before it are stored: run it again to write the rest"
+    return "it only reads: nothing was changed"
