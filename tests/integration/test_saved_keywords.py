@@ -236,3 +236,25 @@ def duckdb_value(path: Path, query: str):
         return con.execute(query).fetchone()[0]
     finally:
         con.close()
+
+
+def test_the_saved_index_holds_no_word_of_a_deleted_row_nor_a_deleted_namespace_name(db_path: Path):
+    """The in-memory vocabulary keeps every word it met; what is saved keeps only those some row holds, and the
+    namespaces some row is in, so that deleting a thing also deletes its words from the file."""
+    store = reopened(db_path)
+    fill(store)
+    store.write(WriteBatch(nodes=[node("Zanzibarian Ledger", description="quixotically private", namespace="gone")]))
+    doomed = [n.id for n in store.get_nodes([i for i, _ in store.keyword_search("node", "zanzibarian", 5, "gone")])]
+    assert doomed
+    store.write(WriteBatch(delete_nodes=doomed))
+    store.close()
+
+    blob = duckdb_value(db_path, "SELECT data FROM keyword_index")
+    assert b"zanzibar" not in blob and b"quixot" not in blob and b'"gone"' not in blob
+    store = reopened(db_path)
+    try:
+        assert store._keywords.read_from_file
+        assert found(store) == built_from_tables(store)
+        assert not store.keyword_search("node", "zanzibarian", 5, "gone")
+    finally:
+        store.close()

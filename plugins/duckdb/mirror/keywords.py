@@ -165,11 +165,11 @@ class KindIndex:
 
     _SAVED = ("namespace", "length", "built_row", "ptr", "rows", "counts")
 
-    def saved_arrays(self, kind: str) -> dict[str, Any]:
-        """The arrays that make this index, compacted (no rows written since the build), keyed for `restore`."""
+    def saved_arrays(self) -> dict[str, Any]:
+        """The arrays that make this index, compacted (no rows written since the build; see `restore`)."""
         if self.delta or self.dropped:
             self.compact()
-        return {f"{kind}.{name}": getattr(self, name) for name in self._SAVED}
+        return {name: getattr(self, name) for name in self._SAVED}
 
     def restore(self, kind: str, arrays: Any, totals: dict[str, list[int]]) -> None:
         for name in self._SAVED:
@@ -315,17 +315,37 @@ class KeywordIndex:
         return self.kinds[kind].scores(self.vocabulary.known(words), rows, code)
 
     def to_bytes(self) -> bytes:
-        """The index as the store saves it in the file. Terms are runs of word characters, so a line feed joins
-        them; namespace names go as JSON."""
+        """The index as the store saves it in the file: only the terms some row holds and the namespaces some row
+        is in, renumbered (a deleted row's words, a deleted namespace's name, must not outlive them in the file).
+        Terms are runs of word characters, so a line feed joins them; namespace names go as JSON."""
+        parts = {kind: index.saved_arrays() for kind, index in self.kinds.items()}
+        width = len(self.vocabulary.ids)
+        lengths = {}  # each kind's postings per term id, over the whole vocabulary
+        for kind, part in parts.items():
+            lengths[kind] = np.zeros(width, dtype=np.int64)
+            counted = np.diff(part["ptr"])[:width]  # a built CSR may have a slot past the vocabulary: empty
+            lengths[kind][: len(counted)] = counted
+        held_terms = np.logical_or.reduce([per_term > 0 for per_term in lengths.values()])
+        held_spaces = np.zeros(len(self.namespace_codes), dtype=bool)
+        for part in parts.values():
+            held_spaces[part["namespace"][part["namespace"] >= 0]] = True
+        renumbered = np.cumsum(held_spaces) - 1
         arrays: dict[str, Any] = {}
-        for kind, index in self.kinds.items():
-            arrays.update(index.saved_arrays(kind))
-        terms = "\n".join(self.vocabulary.ids)
-        if terms.count("\n") != max(len(self.vocabulary.ids) - 1, 0):
+        for kind, part in parts.items():
+            ptr = np.zeros(int(held_terms.sum()) + 1, dtype=np.int64)
+            np.cumsum(lengths[kind][held_terms], out=ptr[1:])  # the postings keep their order: ids only shrink
+            codes = part["namespace"]
+            codes = np.where(codes >= 0, renumbered[np.maximum(codes, 0)], -1).astype(codes.dtype)
+            arrays.update({f"{kind}.{name}": value for name, value in {**part, "ptr": ptr, "namespace": codes}.items()})
+        terms = [term for term, held in zip(self.vocabulary.ids, held_terms.tolist()) if held]
+        joined = "\n".join(terms)
+        if joined.count("\n") != max(len(terms) - 1, 0):
             raise ValueError("a term holds a line feed")
-        head = {"namespaces": self.namespace_codes.listed(), "terms": len(self.vocabulary.ids),
-                "totals": {kind: index.totals for kind, index in self.kinds.items()}}
-        arrays["terms"] = np.frombuffer(terms.encode(), dtype=np.uint8)
+        head = {"namespaces": [name for name, held in zip(self.namespace_codes, held_spaces.tolist()) if held],
+                "terms": len(terms),
+                "totals": {kind: {int(renumbered[code]): total for code, total in index.totals.items()
+                                  if held_spaces[code]} for kind, index in self.kinds.items()}}
+        arrays["terms"] = np.frombuffer(joined.encode(), dtype=np.uint8)
         arrays["head"] = np.frombuffer(json.dumps(head).encode(), dtype=np.uint8)
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
