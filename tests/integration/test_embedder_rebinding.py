@@ -46,6 +46,9 @@ def test_a_mistyped_model_does_not_bind_an_empty_file_for_good(ollama, env, tmp_
     db, note = tmp_path / "kb.duckdb", tmp_path / "note.txt"
     note.write_text(NOTE, encoding="utf-8")
     use_ollama(env, model="embb", base_url=ollama.base_url, dimensions=384)
+    store = DuckDBStore(db)  # a file there before (an earlier command's): the failed ingest keeps it, bound
+    store.open()
+    store.close()
     assert main(["ingest", str(note), "--db", str(db)]) != 0
     assert "does not have the model 'embb'" in capsys.readouterr().err
     with KnowledgeBase(DuckDBStore(db), HashingEmbedder(dimensions=384)) as kb:

@@ -112,7 +112,10 @@ def test_an_error_before_anything_is_stored_is_said_alone(notes, db_path, monkey
     _failing_on(monkeypatch, "Lovelace")
     assert ingest(db_path, "notes") == (1, "")
     err = capsys.readouterr().err
-    assert err.endswith("ingest: reading files [####################..........] 2/3\nduckgraph: the embedder is gone\n")
+    # the file this ingest created holds nothing: it is removed, and that is said on the same line
+    assert err.endswith("ingest: reading files [####################..........] 2/3\nduckgraph: the embedder is gone; "
+                        f"{db_path} was not created\n")
+    assert not db_path.exists()
 
 
 def test_a_file_whose_parts_no_call_takes_is_skipped_not_split(notes, db_path, monkeypatch, capsys):

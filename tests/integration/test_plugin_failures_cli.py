@@ -138,6 +138,9 @@ def test_an_embedder_s_bug_is_one_line_naming_it_not_a_traceback(env, monkeypatc
     (env / "a.md").write_text("Ada Lovelace wrote the first program.\n", encoding="utf-8")
     said = ("duckgraph: embedder 'exploding:v1' failed: RuntimeError: model server exploded; check the embedder "
             "plugin and its settings\n")
+    store = DuckDBStore(env / "kb.duckdb")  # a memory there before: search needs one, and ingest keeps it
+    store.open()
+    store.close()
     for command in (["ingest", str(env / "a.md")], ["search", "who wrote the first program?"]):
         code, _, err = run(env / "kb.duckdb", *command)  # before the fix: RuntimeError out of main
         assert code == 1 and err.endswith(said) and "Traceback" not in err, command
