@@ -18,6 +18,7 @@ import re
 import shutil
 import sys
 import unicodedata
+from json import dumps as json_string  # `json` is a parameter name here
 from typing import Any, TextIO
 
 # Bidirectional controls reorder what is shown (a "Trojan Source" line reads differently from what it holds).
@@ -60,21 +61,12 @@ def encodable(text: str, stream: TextIO, *, json: bool = False) -> str:
     except LookupError:
         return text  # the stream could not have been opened with it: nothing to match
     if json:
-        return _NON_ASCII.sub(lambda m: _json_escape(m.group()), text)
+        return _NON_ASCII.sub(lambda m: json_string(m.group())[1:-1], text)  # json.dumps' own \u escapes
     try:
         text.encode(encoding)
         return text
     except UnicodeEncodeError:
         return text.encode(encoding, "backslashreplace").decode(encoding)
-
-
-def _json_escape(char: str) -> str:
-    """A character as JSON's \\u escape: two, a surrogate pair, past U+FFFF."""
-    code = ord(char)
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    code -= 0x10000
-    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def columns(stream: TextIO) -> int:

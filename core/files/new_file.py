@@ -25,7 +25,7 @@ def holds_nothing(kb: Any) -> bool:
 
 class NewFile:
     """The database file a command is about to create (it is not there yet), with what opening it makes beside it:
-    its write-ahead log and the missing folders above it. `undo` removes them again."""
+    its write-ahead log and the missing folders above it. `remove` removes them again."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
