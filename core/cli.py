@@ -28,7 +28,7 @@ from duckgraph.core.cli_checks import (
     say_roots_fallback,
 )
 from duckgraph.core.files.new_file import NewFile, holds_nothing
-from duckgraph.core.interrupts import exit_status, how, say_interrupted, sigterm_as_interrupt
+from duckgraph.core.interrupts import exit_status, how, say_interrupted, sigterm_as_interrupt, stopped_by
 from duckgraph.core.terminal import ProgressBar, for_stream, utf8_stdin, utf8_stdout
 from duckgraph.ports import ConfigError, DuckgraphError, interruption
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     except (Exception, KeyboardInterrupt) as exc:
         # Ctrl-C that lands during a DuckDB query is DuckDB's RuntimeError "Query interrupted" (the
         # KeyboardInterrupt its cause), which a caller may wrap in an error of its own: an interruption all the same.
-        if (stop := interruption(exc)) is not None:
+        if (stop := stopped_by(exc)) is not None:
             return say_interrupted(args, stop)
         if isinstance(exc, DuckgraphError):
             print(f"duckgraph: {_held_by_duckgraph(args, exc) or exc}", file=sys.stderr)
@@ -551,7 +551,7 @@ def _ingest(args: argparse.Namespace) -> int:
                 pass
         rest = ("what is counted above is stored: run it again to store the rest (stored files are left as they "
                 "are)")
-        if (stop := interruption(exc)) is not None:  # Ctrl-C or SIGTERM: said here, in full, not by main
+        if (stop := stopped_by(exc)) is not None:  # Ctrl-C or SIGTERM: said here, in full, not by main
             at = f" at {report.stopped_at}" if report.stopped_at and not ingested else ""
             print(f"duckgraph: ingest {how(stop)}{at}: " + (
                 "all of it is stored (it was closing the file)" if ingested

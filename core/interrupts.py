@@ -4,11 +4,16 @@ says in one line what the interruption leaves, and exits 128 + the signal (core/
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from duckgraph.core.terminal import ProgressBar
+from duckgraph.ports import interruption
 
 
 class Terminated(KeyboardInterrupt):
@@ -16,23 +21,93 @@ class Terminated(KeyboardInterrupt):
     runs (a partial export removed, the demo's temporary folder deleted, DuckDB's query stopped) and the command
     says what it did and did not do."""
 
+    def __init__(self, on_answer: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self._on_answer = on_answer
 
-def sigterm_as_interrupt(command: str) -> Any:
+    def answer(self) -> None:
+        """The command answers it (says so and exits): see `_SigtermHandler`."""
+        if self._on_answer is not None:
+            self._on_answer()
+
+
+def sigterm_as_interrupt(command: str) -> Callable[[], None]:
     """Have SIGTERM stop this command as Ctrl-C does (see `Terminated`); returns what puts the previous handler
     back. serve and ui stop gracefully on SIGTERM themselves (core/mcp, core/ui)."""
-    import signal
-    import threading
-
+    global _handler
     if command in _SERVERS or threading.current_thread() is not threading.main_thread():
         return lambda: None  # a handler can be set from the main thread only (main() called from a thread)
+    handler = _handler = _SigtermHandler()
+    previous, previous_hook = signal.signal(signal.SIGTERM, handler), sys.unraisablehook
+    sys.unraisablehook = handler.unraisable
 
-    def terminated(_signal: int, _frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up short
-        raise Terminated
+    def put_back() -> None:
+        global _handler
+        handler.answered, _handler = True, None
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        sys.unraisablehook = previous_hook
 
-    previous = signal.signal(signal.SIGTERM, terminated)
-    return lambda: signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+    return put_back
 
+
+def stopped_by(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM that `exc` stops the command for: its cause (`interruption`), or a SIGTERM that came
+    before it and that it hides (DuckDB turns an exception raised in Python code it called into an error of its
+    own: "Terminated: <EMPTY MESSAGE>")."""
+    stop = interruption(exc)
+    if stop is None and _handler is not None and _handler.received and not _handler.answered:
+        stop = Terminated(_handler.answer)
+    return stop
+
+
+class _SigtermHandler:
+    """Raises `Terminated`, and again should that one be lost on its way to the command.
+
+    DuckDB runs the handler when it checks for signals during a query and drops its exception when the query ends
+    anyway, and one raised in a finalizer or a weakref callback is only printed: the command would go on with
+    SIGTERM unanswered (a systemd stop would end in SIGKILL, without the clean-up). So the signal is delivered again
+    when its `Terminated` is freed before the command answered it (`exit_status`)."""
+
+    #: Seconds after the loss: from another thread, so that the handler does not run where it was lost.
+    again_after = 0.05
+
+    def __init__(self) -> None:
+        self.received = self.answered = False
+        self._raised: Any = None  # a weak reference to the Terminated raised
+        self._hook = sys.unraisablehook
+
+    def __call__(self, _signal: int, _frame: Any) -> None:
+        if self.answered or (self._raised is not None and self._raised() is not None):
+            return  # the first one is stopping the command: a second must not cut its clean-up short
+        self.received = True
+        raise self._terminated()  # not held by this frame, which its traceback holds: freed once dropped
+
+    def _terminated(self) -> Terminated:
+        stop = Terminated(self.answer)
+        self._raised = weakref.ref(stop, self._lost)
+        return stop
+
+    def answer(self) -> None:
+        self.answered = True
+
+    def unraisable(self, unraisable: Any) -> None:
+        """No traceback for a Terminated lost in a finalizer or a callback: it is delivered again."""
+        if not isinstance(unraisable.exc_value, Terminated):
+            self._hook(unraisable)
+
+    def _lost(self, _ref: Any) -> None:
+        if not self.answered:
+            timer = threading.Timer(self.again_after, self._deliver_again, (threading.main_thread().ident,))
+            timer.daemon = True
+            timer.start()
+
+    def _deliver_again(self, main_thread: int) -> None:
+        if not self.answered:
+            signal.pthread_kill(main_thread, signal.SIGTERM)  # ends a wait in the main thread, as the first did
+
+
+#: The handler of the command running in this process (`sigterm_as_interrupt`), for `stopped_by`.
+_handler: _SigtermHandler | None = None
 
 _SERVERS = ("serve", "ui")
 
@@ -51,6 +126,9 @@ def say_interrupted(args: argparse.Namespace, stop: KeyboardInterrupt) -> int:
 
 
 def exit_status(stop: KeyboardInterrupt) -> int:
+    """The exit status for an interruption the command answers (and so not to deliver again: `_SigtermHandler`)."""
+    if isinstance(stop, Terminated):
+        stop.answer()
     return 143 if isinstance(stop, Terminated) else 130
 
 

@@ -422,6 +422,36 @@ def test_sigterm_during_an_export_removes_its_partial_file_and_keeps_the_one_the
     assert not target.with_name("kb.jsonl.partial").exists()
 
 
+def test_a_sigterm_lost_in_a_finalizer_still_stops_the_command(memory: Path, env):
+    """The exception of a SIGTERM that lands in a finalizer is only printed (as one DuckDB drops, or turns into an
+    error of its own): the command went on with SIGTERM ignored (the demo hung in CI). It is delivered again."""
+    patch = textwrap.dedent('''
+        from duckgraph.core.files import export
+
+        class Finalized:
+            def __del__(self):
+                stall()  # the signal lands here, where an exception is only printed
+
+        def half_written(kb, out, **options):
+            out.write('{"kind": "meta"}\\n')
+            out.flush()
+            Finalized()  # freed at once
+            threading.Event().wait()
+
+        export.export_jsonl = half_written
+    ''')
+    target = memory.parent / "kb.jsonl"
+    process = start("export", "--db", str(memory), "-o", str(target), env=env, cwd=memory.parent, patch=patch)
+
+    code, out, err = signal_at(process, "STALLED", signal.SIGTERM)
+
+    assert code == 143, err
+    assert err.splitlines()[-1] == f"duckgraph: export stopped by SIGTERM: {target} was not written (a file there " \
+                                   "before is left as it was)"
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert not target.exists() and not target.with_name("kb.jsonl.partial").exists()
+
+
 def test_sigterm_during_the_demo_removes_its_temporary_folder(tmp_path: Path, env):
     """The demo's temporary folder (a whole knowledge file) stayed in the temp folder after SIGTERM."""
     temp = tmp_path / "temp"
