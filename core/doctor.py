@@ -23,6 +23,7 @@ from duckgraph.core import __version__
 from duckgraph.core.config import Settings, unknown_variables
 from duckgraph.core.files.folder import SUFFIXES as TEXT_SUFFIXES
 from duckgraph.core.plugin_manager import PluginKind, create, embedder_mismatch, plugin_problems, registered_ids
+from duckgraph.core.terminal import for_stream
 from duckgraph.ports import DuckgraphError, Embedder
 from duckgraph.ports.http import redact_urls
 
@@ -491,66 +492,77 @@ def sharing_state(db: Path) -> dict[str, Any]:
 
 
 def print_report(report: dict[str, Any]) -> None:
-    print(f"duckgraph {report['duckgraph']} on Python {report['python']}")
+    """The report as text on standard output, as its encoding can write it (a path or a problem may hold what
+    cp1252 lacks: `for_stream`)."""
+    sys.stdout.write(for_stream("\n".join(report_lines(report)) + "\n", sys.stdout))
+
+
+def report_lines(report: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    lines.append(f"duckgraph {report['duckgraph']} on Python {report['python']}")
     database = report.get("database", {})
     creatable = all(check["ok"] for check in report["checks"] if check["check"] == "database")
-    print(f"database:  {report['settings']['db']}" + (
+    lines.append(f"database:  {report['settings']['db']}" + (
         "" if database.get("exists", True) else " (no database yet: it is created when first opened)" if creatable
         else " (no database yet, and it cannot be created: see the problem below)"))
     shared = report.get("sharing", {})
     if shared.get("owner_pid"):
         clients = ", ".join(map(str, shared["client_pids"])) or "none"
-        print(f"sharing:   owned by the duckgraph server pid {shared['owner_pid']} (since {shared['since']}); "
-              f"servers using it through that one: {clients}; the checks below went through it")
+        lines.append(f"sharing:   owned by the duckgraph server pid {shared['owner_pid']} (since {shared['since']}); "
+                     f"servers using it through that one: {clients}; the checks below went through it")
     elif shared.get("held"):
-        print(f"sharing:   held by duckgraph pid {shared.get('recorded_pid') or '?'}, which does not answer")
+        lines.append(f"sharing:   held by duckgraph pid {shared.get('recorded_pid') or '?'}, which does not answer")
     elif shared.get("held") is False:
-        print("sharing:   no duckgraph server has the file open")
+        lines.append("sharing:   no duckgraph server has the file open")
     namespace = report["namespace"]
-    print(f"namespace: {'@roots' if namespace['from_roots'] else namespace['default']} ({namespace['why']})")
-    print(f"embedder:  {report['embedder']['id']}")
+    lines.append(f"namespace: {'@roots' if namespace['from_roots'] else namespace['default']} ({namespace['why']})")
+    lines.append(f"embedder:  {report['embedder']['id']}")
     floor = report["relevance_floor"]
-    print(f"relevance floor: {floor['value']} ({floor['from']})" if floor else "relevance floor: none")
+    lines.append(f"relevance floor: {floor['value']} ({floor['from']})" if floor else "relevance floor: none")
     for label, text in report["embedder"].items():
         if label != "id":
-            print(f"embedder {label}: {text}")
+            lines.append(f"embedder {label}: {text}")
     if report.get("extractor"):
-        print(f"extractor: {report['extractor']['id']}")
-    print(f"community detector: {report['community_detector']['id']}")
-    _print_store(report.get("store"))
-    print("plugins:   " + ", ".join(report["plugins"]))
-    print("converters: " + ", ".join(f"{suffix} ({reader})" for suffix, reader in report["converters"].items())
-          + f"; {', '.join(sorted(TEXT_SUFFIXES))} read as text")
+        lines.append(f"extractor: {report['extractor']['id']}")
+    lines.append(f"community detector: {report['community_detector']['id']}")
+    lines += _store_lines(report.get("store"))
+    lines.append("plugins:   " + ", ".join(report["plugins"]))
+    converters = ", ".join(f"{suffix} ({reader})" for suffix, reader in report["converters"].items())
+    lines.append(f"converters: {converters}; {', '.join(sorted(TEXT_SUFFIXES))} read as text")
     for kind, ids in report["plugin_ids"].items():  # what `use` takes, and which package registers each id
-        print(f"{kind} ids: " + (", ".join(f"{plugin_id} ({owner})" for plugin_id, owner in ids.items()) or "none"))
-    print(f"tools/list at start: {report['tools_list']}")
+        lines.append(f"{kind} ids: " + (", ".join(f"{plugin_id} ({owner})" for plugin_id, owner in ids.items())
+                                        or "none"))
+    lines.append(f"tools/list at start: {report['tools_list']}")
     for check in report["checks"]:
-        print(f"check {check['check']}: {'ok, ' if check['ok'] else 'FAILED: '}{check['detail']}")
+        lines.append(f"check {check['check']}: {'ok, ' if check['ok'] else 'FAILED: '}{check['detail']}")
     for problem in report["problems"]:
-        print(f"problem:   {problem}")
+        lines.append(f"problem:   {problem}")
     for warning in report["warnings"]:
-        print(f"warning:   {warning}")
+        lines.append(f"warning:   {warning}")
     if not report["problems"] and not report["warnings"]:
-        print("no problems found")
+        lines.append("no problems found")
+    return lines
 
 
-def _print_store(store: dict[str, Any] | None) -> None:
+def _store_lines(store: dict[str, Any] | None) -> list[str]:
+    lines: list[str] = []
     if not store:
-        return
+        return lines
     recorded = store["embedder"]
     due = store.get("upgrade")
-    print(f"schema:    version {store['schema_version']}"
-          + (f" (this duckgraph's is {due['to']}: see the warning below)" if due else ""))
-    print(f"built with: {recorded['id']} ({recorded['dimensions']} dimensions)" if recorded
-          else "built with: (no embedder recorded yet)")
+    lines.append(f"schema:    version {store['schema_version']}"
+                 + (f" (this duckgraph's is {due['to']}: see the warning below)" if due else ""))
+    lines.append(f"built with: {recorded['id']} ({recorded['dimensions']} dimensions)" if recorded
+                 else "built with: (no embedder recorded yet)")
     if due:  # the file was not opened: nothing more is known of it
-        return
+        return lines
     vss = store["vss"]
-    print(f"vss:       {'loaded from ' + vss['path'] if vss['loaded'] else 'NOT loaded: ' + vss['problem']}")
+    lines.append(f"vss:       {'loaded from ' + vss['path'] if vss['loaded'] else 'NOT loaded: ' + vss['problem']}")
     for kind, mode in store["vector_search"].items():
-        print(f"{kind} vector search: {mode}")
-    print(f"passage texts: {store.get('passage_texts', 'not reported')}")
-    print(f"memory limit: {store.get('memory_limit', 'not reported')}")
-    print(f"vectors in memory: {store.get('vectors_in_memory', 'not reported')}")
-    print(f"vectors in the file: {store.get('vectors_in_file', 'not reported')}")
-    print(f"keyword index: {store.get('keyword_index', 'not reported')}")
+        lines.append(f"{kind} vector search: {mode}")
+    lines.append(f"passage texts: {store.get('passage_texts', 'not reported')}")
+    lines.append(f"memory limit: {store.get('memory_limit', 'not reported')}")
+    lines.append(f"vectors in memory: {store.get('vectors_in_memory', 'not reported')}")
+    lines.append(f"vectors in the file: {store.get('vectors_in_file', 'not reported')}")
+    lines.append(f"keyword index: {store.get('keyword_index', 'not reported')}")
+    return lines

@@ -192,3 +192,20 @@ def test_search_on_a_cp1252_stdout_shows_what_it_cannot_write_as_escapes(odd_nam
     shown = text.stdout.decode("cp1252")
     assert "caf\xe9-\xfc.md" in shown  # what cp1252 has stays as it is
     assert "\\u65e5\\u672c" in shown  # the rest as escapes
+
+
+def test_doctor_on_a_cp1252_stdout_shows_the_memory_path_it_cannot_write_as_escapes(odd_names, env, tmp_path):
+    """doctor's text report raised UnicodeEncodeError on a path cp1252 lacks (its lines were print()ed as they
+    were)."""
+    folder = tmp_path / TITLE
+    folder.mkdir()
+    db = folder / "kb.duckdb"
+    assert duckgraph("ingest", str(odd_names), "--db", str(db), env=env, cwd=tmp_path).returncode == 0
+
+    done = subprocess.run([*CLI, "doctor", "--db", str(db)], env={**env, "PYTHONIOENCODING": "cp1252"},
+                          cwd=tmp_path, capture_output=True, timeout=WAIT, check=False)
+
+    assert "Traceback" not in done.stderr.decode("utf-8", "replace")
+    shown = done.stdout.decode("cp1252")
+    assert "\\u65e5\\u672c" in shown and "kb.duckdb" in shown
+    assert "no problems found" in shown or "problem:" in shown or "warning:" in shown  # the whole report
