@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import tempfile
@@ -20,17 +19,23 @@ from duckgraph.core.cli_checks import (
     CRAWL_PAGES,
     ROOTS_REFUSED,
     UsageError,
-    ignored_ingest_options,
     or_default,
-    refuse_empty_namespace,
     refuse_ignored_options,
-    refuse_new_namespace,
-    say_roots_fallback,
 )
-from duckgraph.core.files.new_file import NewFile, holds_nothing
-from duckgraph.core.interrupts import exit_status, how, say_interrupted, sigterm_as_interrupt, stopped_by
-from duckgraph.core.terminal import ProgressBar, for_stream, utf8_stdin, utf8_stdout
-from duckgraph.ports import ConfigError, DuckgraphError, interruption
+# The shared start of every command lives beside the command modules, which must not import this one.
+from duckgraph.core.commands.common import settings as _settings
+from duckgraph.core.commands.common import setup as _setup
+from duckgraph.core.commands.files import (
+    backup_command,
+    compact_command,
+    export_command,
+    import_command,
+    restore_command,
+)
+from duckgraph.core.commands.ingest import ingest_command
+from duckgraph.core.interrupts import say_interrupted, sigterm_as_interrupt, stopped_by
+from duckgraph.core.terminal import ProgressBar, for_stream
+from duckgraph.ports import DuckgraphError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,7 +163,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="print the result of every batch as JSON, then the summary as one JSON object "
                              "({\"summary\": ...}; the summary line goes to stderr)")
     ingest.add_argument("--new-namespace", action="store_true", help=NEW_NAMESPACE_HELP)
-    ingest.set_defaults(run=_ingest)
+    ingest.set_defaults(run=ingest_command)
 
     search = sub.add_parser("search", parents=[common], help="anchor & expand search")
     search.add_argument("query", help="the question or keywords, in natural language")
@@ -240,7 +245,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="duckgraph (default): everything, for `duckgraph import`; memory-jsonl: the reference "
                              "MCP memory server's memory.jsonl (entities, observations and relations of the "
                              "configured namespace)")
-    export.set_defaults(run=_export)
+    export.set_defaults(run=export_command)
 
     imp = sub.add_parser("import", parents=[common],
                          help="read a duckgraph export or a memory server memory.jsonl into the database (with "
@@ -250,21 +255,21 @@ def _parser() -> argparse.ArgumentParser:
                      help="ignore the vectors in the file and compute them with the configured embedder")
     imp.add_argument("--json", action="store_true", help="print the summary as JSON")
     imp.add_argument("--new-namespace", action="store_true", help=NEW_NAMESPACE_HELP)
-    imp.set_defaults(run=_import)
+    imp.set_defaults(run=import_command)
 
     backup = sub.add_parser("backup", parents=[whole_file],
                             help="write a consistent copy of the database file (also while a server uses it)")
     backup.add_argument("path", metavar="PATH", help="the file to write; the copy opens directly with --db PATH")
     backup.add_argument("--force", action="store_true", help="replace PATH if it exists")
     backup.add_argument("--json", action="store_true", help="print the result as JSON")
-    backup.set_defaults(run=_backup_command)
+    backup.set_defaults(run=backup_command)
 
     restore = sub.add_parser("restore", parents=[whole_file],
                              help="put a backup in place of the database file (stop its servers first); the file it "
                                   "replaces and its write-ahead log are kept aside")
     restore.add_argument("backup", metavar="BACKUP", help="the backup to restore (a file `duckgraph backup` wrote)")
     restore.add_argument("--json", action="store_true", help="print the result as JSON")
-    restore.set_defaults(run=_restore_command)
+    restore.set_defaults(run=restore_command)
 
     compact = sub.add_parser("compact", parents=[whole_file],
                              help="rewrite the database file without the free blocks that deleted and replaced rows "
@@ -273,7 +278,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="keep the file as it was, as PATH.before-compact-TIME (default: removed, in the same "
                               "step that puts the checked compact file in its place)")
     compact.add_argument("--json", action="store_true", help="print the result as JSON")
-    compact.set_defaults(run=_compact_command)
+    compact.set_defaults(run=compact_command)
 
     ui = sub.add_parser("ui", parents=[common], help="a local web page to explore, check and curate the memory "
                                                      "(also while a server uses the file)")
@@ -327,51 +332,6 @@ def _common_options(db_help: str, *, namespace: bool = True) -> argparse.Argumen
     return common
 
 
-def _setup(args: argparse.Namespace, *, existing: bool = False, **overrides: Any):
-    """The services for this command. `existing`: the command reads (or changes) what is stored, so it refuses a
-    database file that is not there rather than create an empty one (and its folders), with which a mistyped
-    --db would "succeed"."""
-    from duckgraph.core.bootstrap import bootstrap
-
-    services = bootstrap(_settings(args, **overrides))  # opens nothing; says first what is wrong in the settings
-    say_roots_fallback(args, services.settings)
-    if existing:
-        from duckgraph.core.files.paths import refuse_dangling_link
-
-        path = Path(services.settings.db).expanduser()
-        refuse_dangling_link(path)  # the memory is not missing, the link's target is: say so, as writing does
-        if not path.exists():
-            raise DuckgraphError(f"no memory at {path}: check --db / DUCKGRAPH_DB (or the config file's db); "
-                                 "`duckgraph doctor` shows which file is used. Nothing was created")
-    return services
-
-
-def _settings(args: argparse.Namespace, **overrides: Any):
-    """The layered settings for this command, with logging to stderr set up at their level."""
-    from duckgraph.core.config import ENV_PREFIX, expand_path, load_settings
-    from duckgraph.core.files.paths import refuse_as_database
-
-    config = args.config or os.environ.get(ENV_PREFIX + "CONFIG")
-    try:  # expanded as load_settings does ($HOME, ~), which would say a folder "does not exist"
-        folder = expand_path(config) if config and config.strip() else None
-    except ValueError:  # an unset variable, a blank at an end: load_settings says so
-        folder = None
-    if folder is not None and folder.is_dir():
-        raise ConfigError(f"config file {folder} is a folder: give the TOML file's path with --config "
-                          f"(DUCKGRAPH_CONFIG), e.g. {folder / 'config.toml'}")
-    db = overrides.pop("db", None)
-    settings = load_settings(args.config, db=args.db if db is None else db,
-                             log_level=args.log_level, namespace=getattr(args, "namespace", None), **overrides)
-    # A server whose database is a folder reaches the handshake: the store's open says what is wrong in every tool
-    # call's answer (plugins/duckdb/connection.py), where the host shows it, as for the file's other problems.
-    if not (args.command == "serve" and Path(settings.db).expanduser().is_dir()):
-        refuse_as_database(settings.db)
-    logging.basicConfig(
-        level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    return settings
-
-
 def _serve(args: argparse.Namespace) -> int:
     if not args.http and (args.host is not None or args.port is not None):
         print("duckgraph: --host and --port go with --http", file=sys.stderr)
@@ -407,205 +367,6 @@ def _serve(args: argparse.Namespace) -> int:
               flush=True)
     serve(services)
     return 0
-
-
-def _ingest(args: argparse.Namespace) -> int:
-    from duckgraph.core.files import folder
-
-    from duckgraph.core.domain.model import MAX_DOCUMENT_CHARS
-    if (args.depth is not None and args.depth < 0) or (args.max_pages is not None and args.max_pages < 1):
-        print("duckgraph: --depth must be 0 or more and --max-pages 1 or more", file=sys.stderr)
-        return 2
-    if args.prune_empty and not args.prune:
-        print("duckgraph: --prune-empty goes with --prune", file=sys.stderr)
-        return 2
-    urls = [p for p in args.paths if "://" in p]
-    if refused := ignored_ingest_options(args, urls):
-        print(f"duckgraph: {refused}; nothing was read", file=sys.stderr)
-        return 2
-    services = _setup(args)
-    if args.extract and services.knowledge_base.extractor is None:
-        raise ConfigError("--extract needs an extractor and none is configured: configure one (DUCKGRAPH_EXTRACTOR="
-                          "ollama, or an [extractor] section in the config file; see docs/ollama.md), or run without "
-                          "--extract to store the documents only; nothing was read")
-    fetching = services.url_fetching
-    paths = [p for p in args.paths if p not in urls]
-    files = folder.find_files(paths, follow_symlinks=args.follow_symlinks, converters=fetching.converters.by_suffix)
-    given = folder.folders(paths) if args.prune else []
-    # An empty folder is more often a drive not mounted than files all deleted: pruning it deletes everything
-    # stored under it, so only when asked.
-    empty = [] if args.prune_empty else [f for f in given if not any(f.iterdir())]
-    for found in empty:
-        print(for_stream(f"duckgraph: not pruning {found}: the folder is empty (a drive not mounted?); give "
-                         "--prune-empty to delete the documents stored under it", sys.stderr), file=sys.stderr)
-    prune = [folder.prefix(f) for f in given if f not in empty]
-    if all(isinstance(f, folder.FileDocument) and f.unsupported for f in files) and not prune and not urls:
-        print("duckgraph: no documents found in " + ", ".join(args.paths), file=sys.stderr)
-        _say_unsupported([(os.fsencode(f.path).decode("utf-8", "backslashreplace"), f.unsupported) for f in files])
-        return 1
-    extract = services.knowledge_base.extractor is not None if args.extract is None else args.extract
-    bar = ProgressBar()
-    try:
-        # Opened before any page is fetched, and kept open for the ingest below, so that a namespace named by
-        # mistake is refused first. A file not there yet holds no namespace to mistake it for: it is created by
-        # the ingest's first write, as before (not here, where a failed fetch would leave it empty).
-        if Path(services.settings.db).expanduser().exists():
-            refuse_new_namespace(args, services.knowledge_base.open())
-        if urls:
-            bar.label = "web"
-            crawl = fetching.fetch(urls, depth=or_default(args.depth, CRAWL_DEPTH) if args.crawl else 0,
-                                   max_pages=or_default(args.max_pages, CRAWL_PAGES), progress=bar.update)
-            files = [*files, *crawl.pages]
-            if args.prune:  # a site is pruned only after a whole crawl (core/web/crawl.py)
-                prune += crawl.whole
-                for start, why in crawl.partial:
-                    print(f"duckgraph: not pruning {start}: the crawl was not whole ({why})", file=sys.stderr)
-    except BaseException:
-        services.knowledge_base.close()
-        raise
-    bar.label = "ingest"
-
-    def batch_done(result: Any) -> None:
-        for entry in result.extractions:
-            if entry.error:
-                print(f"\nduckgraph: extraction failed for {entry.document_id}#{entry.chunk_id}: {entry.error}",
-                      file=sys.stderr)
-        if args.json:  # a file name or title may hold anything: escape sequences, characters stdout lacks
-            print(for_stream(result.model_dump_json(), sys.stdout, json=True))
-
-    def summarize(report: folder.IngestReport, stopped: bool) -> int:
-        unsupported = {path for path, _ in report.unsupported}  # said by suffix, below
-        for path, why in report.skipped:  # a file name may hold anything, escape sequences included
-            if path not in unsupported:
-                print(for_stream(f"duckgraph: skipped {path}: {why}", sys.stderr), file=sys.stderr)
-        _say_unsupported(report.unsupported)
-        for path, what in report.partly:
-            print(for_stream(f"duckgraph: partly stored {path}: {what}", sys.stderr), file=sys.stderr)
-        for path, parts in report.split.items():
-            print(for_stream(f"duckgraph: {path} is longer than a document may be ({MAX_DOCUMENT_CHARS:,} "
-                             f"characters): stored as {parts} documents", sys.stderr), file=sys.stderr)
-        extractions = [e for r in report.results for e in r.extractions]
-        failed = sum(r.extraction_errors for r in report.results)
-        replaced = f" ({len(report.replaced)} replaced)" if report.replaced else ""
-        removed = [sum(r.entities_removed for r in report.results), sum(r.relations_removed for r in report.results)]
-        if any(removed):
-            replaced = (f" ({len(report.replaced)} replaced, with {removed[0]} entities and {removed[1]} relations "
-                        "only their old text supported)")
-        kept = [sum(r.chunks_kept for r in report.results), sum(r.entities_kept for r in report.results),
-                sum(r.relations_kept for r in report.results)]
-        if any(kept[1:]):
-            replaced = replaced[:-1] + (f"; {kept[1]} entities and {kept[2]} relations the new text still names "
-                                        "kept)")
-        summary = (f"{len(report.stored)} documents stored{replaced}, {len(report.unchanged)} unchanged, "
-                   f"{len(report.skipped)} skipped, {sum(r.chunks_written for r in report.results)} passages")
-        if kept[0]:
-            summary += f" written ({kept[0]} unchanged passages of changed files kept)"
-        if report.partly:
-            summary += f", {len(report.partly)} long files partly stored"
-        if report.split:
-            summary += f" ({len(report.split)} long files split into {sum(report.split.values())} documents)"
-        if report.emptied:
-            summary += f"; deleted {len(report.emptied)} documents of files that hold no text now"
-        pruned = args.prune and not (stopped and not report.pruned)  # stopped before pruning: none was
-        if pruned:
-            summary += (f"; pruned {len(report.pruned)} documents of files gone, with {report.nodes_pruned} "
-                        f"entities and {report.edges_pruned} relations only they supported")
-            if report.prune_kept:
-                summary += (f"; kept {len(report.prune_kept)} documents of files that are there but were not read "
-                            "this time")
-        if extract:
-            already = sum(1 for e in extractions if e.skipped)
-            summary += f", {sum(1 for e in extractions if not e.error and not e.skipped)} passages extracted"
-            summary += (f" ({already} had been already)" if already else "") + f", {failed} failed"
-        print(summary, file=sys.stderr if args.json else sys.stdout)
-        if args.json:
-            print(for_stream(json.dumps({"summary": _ingest_summary(report, pruned=pruned, extract=extract)}),
-                             sys.stdout, json=True))
-        return 1 if failed or report.partly else 0
-
-    report = folder.IngestReport()
-    ingested = False  # every file stored: what stops it then stops only the file's closing
-    created = NewFile(Path(services.settings.db).expanduser())  # not opened yet when new (above)
-    opened = empty = False
-    try:
-        with services.knowledge_base as kb:
-            opened = True
-            try:
-                folder.ingest(kb, files, extract=extract, prune=prune, progress=bar.update,
-                              label=lambda text: setattr(bar, "label", text), on_batch=batch_done, report=report)
-            except BaseException:
-                # Asked of the file, not of the report: a batch's documents are stored before its extraction,
-                # which may be what failed.
-                empty = created.new and holds_nothing(kb)
-                raise
-            ingested = True
-    except (Exception, KeyboardInterrupt) as exc:
-        bar.finish()
-        # A file this command created and left empty is removed, as a failed import's is (`_import`).
-        said = created.remove() if empty or (created.new and not opened and interruption(exc) is not None) else None
-        stored = bool(report.results or report.partly)
-        if stored:  # what was stored before the error stays: say what it is
-            try:
-                summarize(report, stopped=not ingested)
-            except BrokenPipeError:  # its JSON for a reader gone (ingest --json | head): the lines for stderr matter
-                pass
-        rest = ("what is counted above is stored: run it again to store the rest (stored files are left as they "
-                "are)")
-        if (stop := stopped_by(exc)) is not None:  # Ctrl-C or SIGTERM: said here, in full, not by main
-            at = f" at {report.stopped_at}" if report.stopped_at and not ingested else ""
-            print(f"duckgraph: ingest {how(stop)}{at}: " + (
-                "all of it is stored (it was closing the file)" if ingested
-                else rest if stored else "nothing was stored" + (f" and {said}" if said else "")), file=sys.stderr)
-            return exit_status(stop)
-        if stored:
-            why = ("because its standard output was closed (the reader stopped early)"
-                   if isinstance(exc, BrokenPipeError) else "by the error below")
-            print(f"duckgraph: ingest stopped at {report.stopped_at} {why}; {rest}", file=sys.stderr)
-        if said and isinstance(exc, DuckgraphError):
-            raise DuckgraphError(f"{str(exc).rstrip('.')}; {said}") from exc
-        raise
-    bar.finish()
-    return summarize(report, stopped=False)
-
-
-def _say_unsupported(unsupported: list[tuple[str, str]]) -> None:
-    """The files in the folders given that no converter reads, on one line per suffix (a folder of photos beside
-    the notes would otherwise bury the other lines), each named at INFO."""
-    from duckgraph.core.files.folder import NO_SUFFIX
-    by_suffix: dict[str, list[str]] = {}
-    for path, suffix in unsupported:
-        by_suffix.setdefault(suffix, []).append(path)
-        logging.getLogger("duckgraph.ingest").info("skipped %s: no converter reads its suffix (%s)", path, suffix)
-    for suffix, paths in sorted(by_suffix.items()):
-        shown = ", ".join(paths[:3])
-        if len(paths) > 3:
-            shown += f" and {len(paths) - 3} more (--log-level INFO names them all)"
-        what = "without a suffix" if suffix == NO_SUFFIX else f"with the suffix {suffix}"
-        print(for_stream(f"duckgraph: skipped {len(paths)} {'file' if len(paths) == 1 else 'files'} {what}, "
-                         "which no converter reads (a plugin can add one: docs/plugins.md; to read a file as text, "
-                         f"give it by name: duckgraph ingest FILE): {shown}", sys.stderr), file=sys.stderr)
-
-
-def _ingest_summary(report: Any, *, pruned: bool, extract: bool) -> dict[str, Any]:
-    """`ingest --json`'s last object: the summary line's numbers, with the files skipped (and why) and the
-    documents pruned and kept by path."""
-    extractions = [e for r in report.results for e in r.extractions]
-    summary: dict[str, Any] = {
-        "stored": len(report.stored), "replaced": len(report.replaced), "unchanged": len(report.unchanged),
-        "passages": sum(r.chunks_written for r in report.results),
-        "skipped": [{"path": path, "why": why} for path, why in report.skipped],
-        "partly": [{"path": path, "what": what} for path, what in report.partly],
-        "split": dict(report.split), "emptied": list(report.emptied),
-    }
-    if pruned:
-        summary.update(pruned=list(report.pruned), entities_pruned=report.nodes_pruned,
-                       relations_pruned=report.edges_pruned, kept=list(report.prune_kept))
-    if extract:
-        summary.update(extracted=sum(1 for e in extractions if not e.error and not e.skipped),
-                       extraction_errors=sum(r.extraction_errors for r in report.results))
-    if report.stopped_at:
-        summary["stopped_at"] = report.stopped_at
-    return summary
 
 
 def _communities(args: argparse.Namespace) -> int:
@@ -786,215 +547,6 @@ def _doctor(args: argparse.Namespace) -> int:
     else:
         doctor.print_report(report)
     return 1 if report["problems"] else 0
-
-
-def _export(args: argparse.Namespace) -> int:
-    from duckgraph.core.files.export import export_jsonl, write_file
-    from duckgraph.core.files.memory_jsonl import export_memory_jsonl
-
-    if args.format == "memory-jsonl" and args.embeddings:
-        raise UsageError("--embeddings has no place in a memory-jsonl file: leave it out, or use --format duckgraph; "
-                         "nothing was written")
-
-    def write(kb, out):
-        if args.format == "memory-jsonl":
-            return export_memory_jsonl(kb, out)
-        return export_jsonl(kb, out, embeddings=args.embeddings, namespace=args.namespace)
-
-    services = _setup(args, existing=True)
-    if args.output and args.output != "-":
-        from duckgraph.core.files.paths import refuse_to_write
-
-        refuse_to_write(args.output, services.settings.db, "an export")
-    with services.knowledge_base as kb:
-        refuse_empty_namespace(args, kb)
-        if not args.output or args.output == "-":
-            summary = write(kb, utf8_stdout())
-            target = "standard output"
-        else:
-            # Beside the file and renamed over it, with the memory's permissions (files/export.py).
-            memory = Path(services.settings.db).expanduser()
-            summary = write_file(args.output, memory, lambda out: write(kb, out))
-            target = str(Path(args.output).expanduser())
-    if args.format == "memory-jsonl":
-        print(f"exported {summary.entities} entities and {summary.relations} relations of namespace "
-              f"{summary.namespace!r} as a memory server memory.jsonl to {target}", file=sys.stderr)
-    else:
-        print(f"exported {summary.documents} documents ({summary.chunks} passages), {summary.nodes} entities, "
-              f"{summary.edges} relations{' with embeddings' if summary.embeddings else ''} to {target}",
-              file=sys.stderr)
-    return 0
-
-
-def _import(args: argparse.Namespace) -> int:
-    services = _setup(args)
-    if args.file != "-":
-        from duckgraph.core.files.paths import refuse_to_read
-
-        refuse_to_read(args.file, services.settings.db, "import")
-        # Checked before the database is opened, which creates it: a wrong name must leave no new file behind.
-        source = Path(args.file).expanduser()
-        problem = ("does not exist" if not source.exists() else "is a folder" if source.is_dir()
-                   else "is not readable by this user" if not os.access(source, os.R_OK) else None)
-        if problem:
-            raise DuckgraphError(f"cannot read {args.file}: it {problem}; nothing was imported")
-    bar = ProgressBar()
-    bar.label = "import"
-    created = NewFile(Path(services.settings.db).expanduser())  # before the open below creates the file
-    opened = imported = False
-    try:
-        with services.knowledge_base as kb:
-            opened = True
-            summary = _import_into(kb, args, bar)
-            imported = True  # committed: what fails from here on (closing the file) leaves it
-    except BaseException as exc:
-        stop = interruption(exc)
-        # An import is one transaction: one that failed into a file this command created left it empty, and doctor
-        # and the next commands would take that file, which nobody asked for, for a memory. A failed open keeps it
-        # (but for Ctrl-C, which lands only once this process has it): DuckDB refuses a file that another process
-        # created meanwhile and holds, which is not this command's to delete.
-        if created.new and not imported and (opened or stop is not None):
-            args.new_file_said = said = created.remove()  # said after Ctrl-C (core/interrupts.py)
-            if stop is None and isinstance(exc, DuckgraphError):
-                raise DuckgraphError(f"{str(exc).rstrip('.')}; {said}") from exc
-        raise
-    bar.finish()
-    if args.json:
-        # ASCII with \u escapes (json.dumps' default): the same JSON in any locale's encoding, where raw names
-        # would fail on one the encoding lacks ("Ł" in cp1252) or reach a UTF-8 reader garbled.
-        print(json.dumps(summary.model_dump(mode="json"), indent=2))
-    else:
-        print(f"{summary.format} file imported: {summary.documents_written} documents written "
-              f"({summary.documents_unchanged} unchanged), {summary.nodes_created} entities created, "
-              f"{summary.nodes_updated} updated ({summary.nodes_unchanged} unchanged), {summary.edges_created} "
-              f"relations created, {summary.edges_updated} updated ({summary.edges_unchanged} unchanged), "
-              f"{summary.mentions_added + summary.evidence_added} provenance links added")
-    for name in summary.placeholders:
-        print(f"duckgraph: created {name!r} as an entity of type 'unknown': a relation names it, and neither the "
-              "file nor the knowledge base has such an entity", file=sys.stderr)
-    for reason in summary.partly_imported:
-        print(f"duckgraph: imported in part {reason}", file=sys.stderr)
-    if summary.nodes_values_replaced:  # the file's values win: say which stored ones are gone
-        count, more = summary.nodes_values_replaced, summary.nodes_values_replaced - len(summary.values_replaced)
-        print(f"duckgraph: {count} {'entity' if count == 1 else 'entities'} had stored values replaced by the "
-              f"file's: {', '.join(summary.values_replaced)}{f' and {more} more' if more else ''}", file=sys.stderr)
-    if summary.edges_values_replaced:
-        count = summary.edges_values_replaced
-        more = count - len(summary.relation_values_replaced)
-        print(f"duckgraph: {count} {'relation' if count == 1 else 'relations'} had stored values replaced by the "
-              f"file's: {', '.join(summary.relation_values_replaced)}{f' and {more} more' if more else ''}",
-              file=sys.stderr)
-    if summary.names_resolved:  # the file's name for a stored entity: what it was imported onto
-        count, more = summary.names_resolved, summary.names_resolved - len(summary.resolved)
-        print(f"duckgraph: {count} {'name' if count == 1 else 'names'} of the file resolved to a stored entity (an "
-              f"alias of it), and imported onto it: {', '.join(summary.resolved)}{f' and {more} more' if more else ''}",
-              file=sys.stderr)
-    for reason in summary.skipped:
-        print(f"duckgraph: skipped {reason}", file=sys.stderr)
-    return 0
-
-
-def _import_into(kb: Any, args: argparse.Namespace, bar: ProgressBar) -> Any:
-    """Import the file (or standard input) that `args` names into the open knowledge base."""
-    from duckgraph.core.files.import_ import import_file, import_lines
-
-    refuse_new_namespace(args, kb)  # before a line is read or written
-    if args.file == "-":
-        stdin = utf8_stdin()
-        try:
-            summary = import_lines(kb, stdin, source="<stdin>", reembed=args.reembed, progress=bar.update,
-                                   namespace=args.namespace)
-        except UnicodeDecodeError as exc:  # raised inside the import's transaction: rolled back, nothing kept
-            raise DuckgraphError(f"standard input is not UTF-8 text ({exc}); nothing was imported: JSON Lines "
-                                 "are read as UTF-8 whatever the locale, convert it first (iconv -t UTF-8)"
-                                 ) from exc
-        finally:
-            if stdin is not sys.stdin:
-                stdin.detach()
-    else:
-        summary = import_file(kb, args.file, reembed=args.reembed, progress=bar.update, namespace=args.namespace)
-    return summary
-
-
-def _backup_command(args: argparse.Namespace) -> int:
-    services = _setup(args, existing=True)
-    # Relative to where the command runs, whichever process ends up writing the copy.
-    destination = Path(args.path).expanduser().absolute()
-    result = _backup(services, destination, args.force)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        from duckgraph.core.files.backup import relations
-
-        print(f"backed up {services.settings.db} to {result['path']} ({result['bytes']:,} bytes): {result['nodes']} "
-              f"entities, {relations(result)}, {result['documents']} documents, {result['chunks']} passages")
-    return 0
-
-
-def _restore_command(args: argparse.Namespace) -> int:
-    from duckgraph.core.files.backup import counts, relations, restore
-
-    db = Path(_settings(args).db).expanduser()
-
-    def check(copy: Path) -> dict[str, int]:
-        """Open the copy as the knowledge file will be opened: a backup that does not open is refused."""
-        with _setup(args, db=str(copy)).knowledge_base as kb:
-            return counts(kb)
-
-    result = restore(args.backup, db, check)
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
-    print(f"restored {result['path']} from {result['backup']} ({result['bytes']:,} bytes): {result['nodes']} "
-          f"entities, {relations(result)}, {result['documents']} documents, {result['chunks']} passages")
-    if result["kept"]:
-        print("the file it replaced is kept as " + " and ".join(result["kept"]) + " (open it with --db to read it)")
-    return 0
-
-
-def _compact_command(args: argparse.Namespace) -> int:
-    from duckgraph.core.files.backup import compact, relations
-
-    db = Path(_setup(args, existing=True).settings.db).expanduser()  # a missing file is said as other commands say it
-    # The file and its copy are each opened as the knowledge file is: a copy that does not open is refused.
-    result = compact(db, lambda path: _setup(args, db=str(path)).knowledge_base, keep_old=args.keep_old)
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
-    before, after = result["bytes_before"], result["bytes"]
-    print(f"compacted {result['path']} from {before:,} to {after:,} bytes ({before / 2**20:.1f} MiB to "
-          f"{after / 2**20:.1f} MiB): {result['nodes']} entities, {relations(result)}, {result['documents']} "
-          f"documents, {result['chunks']} passages, {result['namespaces']} namespaces, as before")
-    if result["kept"]:
-        print("the file as it was is kept as " + " and ".join(result["kept"]) + " (open it with --db to read it; "
-              "delete it once the compacted file works)")
-    return 0
-
-
-def _backup(services: Any, destination: Path, force: bool) -> dict[str, Any]:
-    """Back the knowledge file up through the duckgraph server that holds it, else by opening it here
-    (KnowledgeBase.backup does the work and the checks)."""
-    source = Path(services.settings.db).expanduser()  # there: `_setup(..., existing=True)` checked
-    remote = _backup_through_owner(source, destination, force)
-    if remote is not None:
-        return remote
-    with services.knowledge_base as kb:
-        return kb.backup(destination, force=force)
-
-
-def _backup_through_owner(db: Path, destination: Path, force: bool) -> dict[str, Any] | None:
-    """While a duckgraph server holds the file (so this process cannot open it), that server makes the copy
-    (core/sharing/); None when no server holds it."""
-    from duckgraph.core import sharing
-
-    if sharing.holder(db) is None:
-        return None
-    try:
-        return sharing.call_owner(db, "backup", {"path": str(destination), "force": force})
-    except sharing.NoOwnerError:
-        if sharing.holder(db) is None:  # it stopped meanwhile: the file is free
-            return None
-        raise
 
 
 def _ui(args: argparse.Namespace) -> int:

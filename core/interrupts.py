@@ -145,10 +145,10 @@ def _command_name(args: argparse.Namespace) -> str:
 def _left_by_interruption(args: argparse.Namespace) -> str:
     """What an interrupted command leaves, in words. Each writes in one transaction, or beside its target renamed
     into place at the end, so that does not depend on where it stopped; communities write keeps each report it
-    wrote, and ingest says its own (core/cli.py `_ingest`)."""
+    wrote, and ingest says its own (core/commands/ingest.py)."""
     command, action = args.command, getattr(args, "action", None)
     if command == "import":
-        removed = getattr(args, "new_file_said", None)  # a new file removed: `_import`
+        removed = getattr(args, "new_file_said", None)  # a new file removed: `import_command`
         also = f" and {removed}" if removed else ""
         return f"nothing was imported (an import is one transaction){also}: run it again"
     if command == "export":
