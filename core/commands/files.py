@@ -13,7 +13,7 @@ from typing import Any
 from duckgraph.core.cli_checks import UsageError, refuse_empty_namespace, refuse_new_namespace
 from duckgraph.core.commands.common import settings, setup
 from duckgraph.core.files.new_file import NewFile
-from duckgraph.core.terminal import ProgressBar, utf8_stdin, utf8_stdout
+from duckgraph.core.terminal import ProgressBar, for_stream, utf8_stdin, utf8_stdout
 from duckgraph.ports import DuckgraphError, interruption
 
 
@@ -155,8 +155,9 @@ def backup_command(args: argparse.Namespace) -> int:
     else:
         from duckgraph.core.files.backup import relations
 
-        print(f"backed up {services.settings.db} to {result['path']} ({result['bytes']:,} bytes): {result['nodes']} "
-              f"entities, {relations(result)}, {result['documents']} documents, {result['chunks']} passages")
+        print(for_stream(f"backed up {services.settings.db} to {result['path']} ({result['bytes']:,} bytes): "
+                         f"{result['nodes']} entities, {relations(result)}, {result['documents']} documents, "
+                         f"{result['chunks']} passages", sys.stdout))
     return 0
 
 
@@ -174,10 +175,12 @@ def restore_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"restored {result['path']} from {result['backup']} ({result['bytes']:,} bytes): {result['nodes']} "
-          f"entities, {relations(result)}, {result['documents']} documents, {result['chunks']} passages")
+    print(for_stream(f"restored {result['path']} from {result['backup']} ({result['bytes']:,} bytes): "
+                     f"{result['nodes']} entities, {relations(result)}, {result['documents']} documents, "
+                     f"{result['chunks']} passages", sys.stdout))
     if result["kept"]:
-        print("the file it replaced is kept as " + " and ".join(result["kept"]) + " (open it with --db to read it)")
+        print(for_stream("the file it replaced is kept as " + " and ".join(result["kept"]) + " (open it with --db to "
+                         "read it)", sys.stdout))
     return 0
 
 
@@ -191,12 +194,13 @@ def compact_command(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     before, after = result["bytes_before"], result["bytes"]
-    print(f"compacted {result['path']} from {before:,} to {after:,} bytes ({before / 2**20:.1f} MiB to "
-          f"{after / 2**20:.1f} MiB): {result['nodes']} entities, {relations(result)}, {result['documents']} "
-          f"documents, {result['chunks']} passages, {result['namespaces']} namespaces, as before")
+    print(for_stream(f"compacted {result['path']} from {before:,} to {after:,} bytes ({before / 2**20:.1f} MiB to "
+                     f"{after / 2**20:.1f} MiB): {result['nodes']} entities, {relations(result)}, "
+                     f"{result['documents']} documents, {result['chunks']} passages, {result['namespaces']} "
+                     "namespaces, as before", sys.stdout))
     if result["kept"]:
-        print("the file as it was is kept as " + " and ".join(result["kept"]) + " (open it with --db to read it; "
-              "delete it once the compacted file works)")
+        print(for_stream("the file as it was is kept as " + " and ".join(result["kept"]) + " (open it with --db to "
+                         "read it; delete it once the compacted file works)", sys.stdout))
     return 0
 
 

@@ -209,3 +209,20 @@ def test_doctor_on_a_cp1252_stdout_shows_the_memory_path_it_cannot_write_as_esca
     shown = done.stdout.decode("cp1252")
     assert "\\u65e5\\u672c" in shown and "kb.duckdb" in shown
     assert "no problems found" in shown or "problem:" in shown or "warning:" in shown  # the whole report
+
+
+def test_backup_restore_and_compact_on_a_cp1252_stdout_show_the_paths_it_cannot_write_as_escapes(odd_names, env,
+                                                                                                 tmp_path):
+    """Their lines printed the file paths as they were: UnicodeEncodeError once the work was done."""
+    folder = tmp_path / TITLE
+    folder.mkdir()
+    db = folder / "kb.duckdb"
+    assert duckgraph("ingest", str(odd_names), "--db", str(db), env=env, cwd=tmp_path).returncode == 0
+    cp1252 = {**env, "PYTHONIOENCODING": "cp1252"}
+    copy = folder / "copy.duckdb"
+
+    for args in (["backup", str(copy)], ["compact"], ["restore", str(copy)]):
+        done = subprocess.run([*CLI, *args, "--db", str(db)], env=cp1252, cwd=tmp_path, capture_output=True,
+                              timeout=WAIT, check=False)
+        assert done.returncode == 0, (args, done.stderr.decode("utf-8", "replace"))
+        assert "\\u65e5\\u672c" in done.stdout.decode("cp1252"), args
