@@ -135,7 +135,7 @@ def ingest_command(args: argparse.Namespace) -> int:
     report = folder.IngestReport()
     ingested = False  # every file stored: what stops it then stops only the file's closing
     created = NewFile(Path(services.settings.db).expanduser())  # not opened yet when new (above)
-    opened = empty = False
+    opened = left_empty = False
     try:
         with services.knowledge_base as kb:
             opened = True
@@ -145,13 +145,15 @@ def ingest_command(args: argparse.Namespace) -> int:
             except BaseException:
                 # Asked of the file, not of the report: a batch's documents are stored before its extraction,
                 # which may be what failed.
-                empty = created.new and holds_nothing(kb)
+                left_empty = created.new and holds_nothing(kb)
                 raise
             ingested = True
+            left_empty = created.new and holds_nothing(kb)  # every file skipped: no memory to keep
     except (Exception, KeyboardInterrupt) as exc:
         bar.finish()
         # A file this command created and left empty is removed, as a failed import's is (files.py `import_command`).
-        said = created.remove() if empty or (created.new and not opened and interruption(exc) is not None) else None
+        interrupted_open = created.new and not opened and interruption(exc) is not None
+        said = created.remove() if left_empty or interrupted_open else None
         stored = bool(report.results or report.partly)
         if stored:  # what was stored before the error stays: say what it is
             try:
@@ -174,7 +176,10 @@ def ingest_command(args: argparse.Namespace) -> int:
             raise DuckgraphError(f"{str(exc).rstrip('.')}; {said}") from exc
         raise
     bar.finish()
-    return summarize(report, stopped=False)
+    code = summarize(report, stopped=False)
+    if left_empty:
+        print(for_stream(f"duckgraph: nothing was stored, so {created.remove()}", sys.stderr), file=sys.stderr)
+    return code
 
 
 def _say_unsupported(unsupported: list[tuple[str, str]]) -> None:

@@ -147,6 +147,35 @@ def test_an_ingest_that_fails_into_an_existing_file_keeps_it(memory, env, tmp_pa
     assert memory.exists() and counts(memory) == before
 
 
+
+def test_an_ingest_that_skips_every_file_into_a_new_file_removes_it(env, tmp_path):
+    """Every file skipped (no text in any), the ingest succeeded and left an empty new file behind."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "empty.md").write_text("", encoding="utf-8")
+    (notes / "blank.txt").write_text("  \n", encoding="utf-8")
+    target = tmp_path / "ingested" / "kb.duckdb"
+
+    done = duckgraph("ingest", str(notes), "--db", str(target), env=env, cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert "0 documents stored" in done.stdout and "2 skipped" in done.stdout
+    assert done.stderr.splitlines()[-1] == f"duckgraph: nothing was stored, so {target} was not created"
+    assert not target.parent.exists()
+
+
+def test_an_ingest_that_skips_every_file_into_an_existing_file_keeps_it(memory, env, tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "empty.md").write_text("", encoding="utf-8")
+    before = counts(memory)
+
+    done = duckgraph("ingest", str(notes), "--db", str(memory), env=env, cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert "was not created" not in done.stderr
+    assert memory.exists() and counts(memory) == before
+
 # -- output in an encoding that lacks characters of what is stored ------------------------------------------------
 
 TITLE = "日本のメモ"  # cp1252 has none of these
