@@ -37,17 +37,8 @@ def sigterm_as_interrupt(command: str) -> Callable[[], None]:
     global _handler
     if command in _SERVERS or threading.current_thread() is not threading.main_thread():
         return lambda: None  # a handler can be set from the main thread only (main() called from a thread)
-    handler = _handler = _SigtermHandler()
-    previous, previous_hook = signal.signal(signal.SIGTERM, handler), sys.unraisablehook
-    sys.unraisablehook = handler.unraisable
-
-    def put_back() -> None:
-        global _handler
-        handler.answered, _handler = True, None
-        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-        sys.unraisablehook = previous_hook
-
-    return put_back
+    _handler = _SigtermHandler()
+    return _handler.put_back
 
 
 def stopped_by(exc: BaseException) -> KeyboardInterrupt | None:
@@ -74,7 +65,17 @@ class _SigtermHandler:
     def __init__(self) -> None:
         self.received = self.answered = False
         self._raised: Any = None  # a weak reference to the Terminated raised
-        self._hook = sys.unraisablehook
+        self._previous = signal.signal(signal.SIGTERM, self)
+        self._hook, sys.unraisablehook = sys.unraisablehook, self.unraisable
+
+    def put_back(self) -> None:
+        """The handler and the unraisable hook as they were before (the command is over)."""
+        global _handler
+        self.answered = True
+        if _handler is self:
+            _handler = None
+        signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
+        sys.unraisablehook = self._hook
 
     def __call__(self, _signal: int, _frame: Any) -> None:
         if self.answered or (self._raised is not None and self._raised() is not None):

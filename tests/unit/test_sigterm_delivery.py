@@ -5,8 +5,8 @@ say it was stopped by SIGTERM, and exit 143. Real signals to this process, on a 
 
 from __future__ import annotations
 
-import os
 import signal
+import threading
 import time
 
 import duckdb
@@ -24,13 +24,18 @@ def sigterm():
     put_back()
 
 
+def sigterm_to_this_thread() -> None:
+    """SIGTERM to the main thread (where its handler runs), which this is: its wait ends at once."""
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+
+
 def query_that_gets_sigterm() -> Exception:
     """The error of a query whose Python function (run in this thread: one DuckDB thread) gets SIGTERM."""
     con = duckdb.connect()
     con.execute("SET threads = 1")
 
     def terminated_inside(x: int) -> int:
-        os.kill(os.getpid(), signal.SIGTERM)
+        sigterm_to_this_thread()
         time.sleep(30)  # the handler raises here
         return x
 
@@ -53,19 +58,19 @@ def test_a_sigterm_that_duckdb_turned_into_its_own_error_stops_the_command(sigte
 def test_a_sigterm_lost_on_its_way_is_delivered_again(sigterm):
     """Its Terminated freed before the command answered it, the signal comes again (a moment later): the command
     would otherwise go on, with SIGTERM ignored."""
-    query_that_gets_sigterm()  # its error not looked at: as where DuckDB drops it
     started = time.monotonic()
-    with pytest.raises(Terminated):
+    with pytest.raises(Terminated):  # not the first: DuckDB turned that one into its error
+        query_that_gets_sigterm()  # its error not looked at: as where DuckDB drops it
         time.sleep(30)
     assert time.monotonic() - started < 25
 
 
 def test_a_second_sigterm_does_not_cut_the_clean_up_short(sigterm):
     with pytest.raises(Terminated) as first:  # held, as while it goes up through the clean-up
-        os.kill(os.getpid(), signal.SIGTERM)
+        sigterm_to_this_thread()
         time.sleep(30)
     try:
-        os.kill(os.getpid(), signal.SIGTERM)
+        sigterm_to_this_thread()
         time.sleep(0.5)
     except Terminated:
         pytest.fail("a second SIGTERM interrupted the clean-up of the first")
