@@ -23,7 +23,7 @@ MAX_DOCUMENT_CHARS = 2_000_000
 MAX_WEIGHT = 1_000_000
 
 # These types are the one validation of every way in: the tools' inputs below, and `duckgraph import`'s lines
-# (core/files/jsonl_format.py) and entities (core/files/import_.py), so all accept and refuse the same things
+# (core/files/jsonl_format.py) and entities (core/files/memory_import.py), so all accept and refuse the same things
 # with the same errors.
 
 

@@ -4,6 +4,9 @@ memory.jsonl, into a knowledge base.
 Importing matches rows by natural keys (document id, entity name, the two ends and type of a relation), so
 importing the same file twice changes nothing, and an import is one transaction: all of it or nothing. An export is
 read, checked and written a batch of lines at a time (in that one transaction), so memory does not grow with it.
+
+This module tells the two apart and reads an export; `memory_import` reads the memory server's file, and
+`import_base` holds what both share.
 """
 
 from __future__ import annotations
@@ -14,26 +17,24 @@ import pickle
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from duckgraph.core.domain.communities.transfer import CarriedReport
 from duckgraph.core.domain.communities.transfer import restore as restore_reports
-from duckgraph.core.domain.ingest import Progress, embed_in_batches
+from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.limits import MAX_OBSERVATIONS, over_limits
-from duckgraph.core.domain.model import MemoryEntityInput, RelationInput, StoredObservation
-from duckgraph.core.domain.memory_server import ORIGINAL_TYPE, PLACEHOLDER_TYPE, placeholders
 from duckgraph.core.domain.namespaces import check_namespace
 from duckgraph.core.domain.node_merge import combined, with_aliases
-from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, same_type
+from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys
 from duckgraph.core.domain.texts import edge_text, node_text, passage_text
+from duckgraph.core.files.import_base import Import, Plan, ambiguous, ambiguous_message
 from duckgraph.core.files.import_summary import (
     ImportSummary,
-    add_written,
     note_edge_replaced,
     note_replaced,
     note_resolved,
@@ -52,6 +53,7 @@ from duckgraph.core.files.jsonl_format import (
     MetaLine,
     NodeLine,
 )
+from duckgraph.core.files.memory_import import MemoryImport
 from duckgraph.core.files.spill import SpilledMap
 from duckgraph.core.domain.argument_errors import readable
 from duckgraph.ports import (
@@ -109,7 +111,7 @@ def import_lines(
     if "kind" in first[1]:
         return _NativeImport(kb, source, reembed, progress, into).run(stream)
     if first[1].get("type") in ("entity", "relation"):
-        return _MemoryImport(kb, source, progress, into).run(stream)
+        return MemoryImport(kb, source, progress, into).run(stream)
     raise InvalidInputError(
         f"{source}:{first[0]}: neither a duckgraph export (lines with a \"kind\") nor a memory server file "
         "(lines with \"type\": \"entity\" or \"relation\")"
@@ -152,21 +154,6 @@ def _in_creation_order(lines: Iterable[tuple[int, Line]]) -> Iterator[tuple[int,
             for number, blob in db.execute("SELECT number, line FROM run ORDER BY late, at, number"):
                 yield number, pickle.loads(blob)
 
-
-def _ambiguous(resolver: NameResolver, name: str, type_: str) -> list[str]:
-    """The stored entities of `type_` that `name` could each be by resolution's rule 2 (an alias, or the name or an
-    alias up to accents and punctuation), when there are several: `NameResolver.match` then finds none."""
-    owners = sorted({r.name for r in resolver.candidates(name) if same_type(r.type, type_)})
-    return owners if len(owners) > 1 else []
-
-
-def _ambiguous_message(name: str, owners: list[str]) -> str:
-    listed = ", ".join(map(repr, owners))
-    return (f"the entity {name!r} is not stored, but it is an alias of several stored entities ({listed}): which one "
-            "the file means cannot be told; nothing was imported: write the exact name of one of them in the file "
-            "(or a name of its own to keep it apart), or drop the alias from all but one of them with update_entity")
-
-
 def _merged_into(old: NodeRecord, line: NodeLine, observations: list[str]) -> NodeRecord:
     """A node line resolved onto the stored entity `old` (its name is an alias of it), merged as add_knowledge_graph
     merges a node it resolves so: the entity keeps its name and type; the line's description is added after the
@@ -190,45 +177,7 @@ def _compact(line: Line) -> Line:
     return line
 
 
-@dataclass
-class _Plan:
-    """What an import will write, and what still needs a vector."""
-
-    snapshot: Snapshot = field(default_factory=Snapshot)
-    #: (item, text) pairs to embed: the item's `embedding` is set from the text's vector.
-    to_embed: list[tuple[Any, str]] = field(default_factory=list)
-
-
-class _Import:
-    def __init__(self, kb: KnowledgeBase, source: str, progress: Progress | None, into: str | None) -> None:
-        self.kb = kb
-        self.into = into  # the namespace every line goes to, if the caller chose one
-        self.from_namespace: str | None = None  # with `into`: the one namespace the file's lines name
-        self.store = kb.store
-        self.source = source
-        self.progress = progress
-
-    def _fail(self, number: int, message: str) -> InvalidInputError:
-        return InvalidInputError(f"{self.source}:{number}: {message}")
-
-    def _embed_and_restore(self, restore: Callable[[Snapshot], WriteSummary], plan: _Plan,
-                           summary: ImportSummary) -> ImportSummary:
-        embed_in_batches(self.kb.embedder, plan.to_embed, self.progress, "embedding")
-        summary.texts_embedded += len(plan.to_embed)
-        add_written(summary, restore(plan.snapshot))
-        return summary
-
-    def _existing_nodes(self, keys: dict[str, set[str]]) -> dict[tuple[str, str], NodeRecord]:
-        """Stored nodes by (namespace, key), for the keys wanted in each namespace (exact keys only)."""
-        found: dict[tuple[str, str], NodeRecord] = {}
-        for namespace, wanted in keys.items():
-            for node in self.store.find_nodes(namespace, wanted):
-                if node.key in wanted:
-                    found[(namespace, node.key)] = node
-        return found
-
-
-class _NativeImport(_Import):
+class _NativeImport(Import):
     """A duckgraph export, read BATCH_LINES lines at a time: each batch is checked, embedded where it lacks
     vectors and handed to the store, then forgotten; all batches are one transaction. What later lines may refer
     to (the file's ids and keys of earlier lines) is kept in small maps, never the lines themselves."""
@@ -378,10 +327,10 @@ class _NativeImport(_Import):
             raise self._fail(number, f"the embedding must be {self.kb.embedder.dimensions} finite numbers")
         return values
 
-    def _plan(self, lines: list[tuple[int, Line]], summary: ImportSummary) -> _Plan:
+    def _plan(self, lines: list[tuple[int, Line]], summary: ImportSummary) -> Plan:
         """What one batch writes. Its lines may refer to the lines of earlier batches (by the maps of `self`),
         not to later ones: an export writes documents, chunks, nodes, edges and then their provenance."""
-        plan = _Plan()
+        plan = Plan()
         plan.snapshot.before_marks = self.meta is None or (self.meta.schema_version or 0) < MARKED_SINCE
         self.batch_lines = {}
         self._plan_documents(lines, plan, summary)
@@ -404,7 +353,7 @@ class _NativeImport(_Import):
                     keys=tuple(key for _, key in ends), title=line.title, summary=line.summary, author=line.author,
                     stale=line.stale))
 
-    def _plan_documents(self, lines: list[tuple[int, Line]], plan: _Plan, summary: ImportSummary) -> None:
+    def _plan_documents(self, lines: list[tuple[int, Line]], plan: Plan, summary: ImportSummary) -> None:
         # Documents and their chunks: a document is written when it is new or differs in text, title,
         # metadata or passages; otherwise the stored one (and its chunk ids) stays.
         default = self.kb.namespace
@@ -464,7 +413,7 @@ class _NativeImport(_Import):
                         plan.to_embed.append((record, passage_text(line.title, chunk.text, chunk.section)))
 
     def _plan_nodes(
-        self, lines: list[tuple[int, Line]], plan: _Plan, summary: ImportSummary
+        self, lines: list[tuple[int, Line]], plan: Plan, summary: ImportSummary
     ) -> tuple[dict[tuple[str, str], tuple[int, NodeLine]], dict[tuple[str, str], NodeRecord],
                list[tuple[int, EdgeLine, str, str, str]]]:
         # Nodes: the file's fields win; observations the stored node has and the file lacks are kept.
@@ -617,8 +566,8 @@ class _NativeImport(_Import):
             for key, number, line in new:
                 match = resolver.match(line.name, line.type)
                 if match is None:
-                    if owners := _ambiguous(resolver, line.name, line.type):
-                        raise self._fail(number, _ambiguous_message(line.name, owners))
+                    if owners := ambiguous(resolver, line.name, line.type):
+                        raise self._fail(number, ambiguous_message(line.name, owners))
                     if self.any_resolved:  # an edge before it resolved the name: not the edges after it
                         self.resolved.pop((namespace, key), None)
                     continue
@@ -646,7 +595,7 @@ class _NativeImport(_Import):
                 owners = sorted({r.name for r in self.store.find_nodes(namespace, [entity_key(name)])
                                  if entity_key(name) in {entity_key(a) for a in r.aliases}})
                 if len(owners) > 1:
-                    raise self._fail(names[name], _ambiguous_message(name, owners))
+                    raise self._fail(names[name], ambiguous_message(name, owners))
                 raise self._fail(names[name], f"the entity {entity_key(name)!r} is neither in the file (before it) "
                                               "nor stored")
             for name, node in found.items():
@@ -657,7 +606,7 @@ class _NativeImport(_Import):
                     note_resolved(summary, name, node.name)
 
     def _plan_merged(self, number: int, line: NodeLine, old: NodeRecord, stored_observations: list[str],
-                     merged: list[str], by_hand: set[int], plan: _Plan, summary: ImportSummary) -> None:
+                     merged: list[str], by_hand: set[int], plan: Plan, summary: ImportSummary) -> None:
         """Plan a node line resolved onto the stored entity `old` (see `_merged_into`)."""
         record = _merged_into(old, line, merged)
         if over := over_limits(record.description, record.properties):
@@ -676,7 +625,7 @@ class _NativeImport(_Import):
 
     def _plan_edges(
         self, wanted: dict[tuple[str, str], tuple[int, NodeLine]], existing: dict[tuple[str, str], NodeRecord],
-        edge_lines: list[tuple[int, EdgeLine, str, str, str]], plan: _Plan, summary: ImportSummary,
+        edge_lines: list[tuple[int, EdgeLine, str, str, str]], plan: Plan, summary: ImportSummary,
     ) -> None:
         # Edges: matched on their ends and type (and validity, for edges that no longer hold).
         stored_edges = self._stored_edges(existing)
@@ -736,7 +685,7 @@ class _NativeImport(_Import):
         """Whether the line named (a node, chunk or edge of the current batch) comes after line `number`."""
         return self.batch_lines.get(line, 0) > number
 
-    def _plan_provenance(self, lines: list[tuple[int, Line]], plan: _Plan) -> None:
+    def _plan_provenance(self, lines: list[tuple[int, Line]], plan: Plan) -> None:
         # Provenance, by natural keys.
         for number, line in lines:
             if isinstance(line, MentionLine):
@@ -863,249 +812,3 @@ def _span(valid_from: datetime | None, valid_until: datetime | None) -> str:
 
     return f"from {moment(valid_from) if valid_from else 'no known start'} to " \
            f"{moment(valid_until) if valid_until else 'no end'}"
-
-
-#: One observation, checked as the memory tools check each one of an entity.
-_OBSERVATION: TypeAdapter[str] = TypeAdapter(StoredObservation)
-
-
-@dataclass
-class _FileEntity:
-    """An entity of a memory server file, as its first line (`number`) names and types it, with the observations of
-    all its lines in file order, each with where it is: (line number, position in that line's list, from 1)."""
-
-    name: str
-    type: str
-    number: int
-    observations: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-
-def _observations(positions: list[int]) -> str:
-    """Positions in a line's list of observations, in words: "observation 2", "observations 3, 7 and 201 to 230"."""
-    runs: list[list[int]] = []
-    for position in sorted(positions):
-        if runs and position == runs[-1][1] + 1:
-            runs[-1][1] = position
-        else:
-            runs.append([position, position])
-    parts = [str(a) if a == b else f"{a} to {b}" for a, b in runs]
-    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
-    return f"observation{'s' if len(positions) > 1 else ''} {listed}"
-
-
-def _by_line(reasons: list[str]) -> None:
-    """Sort reasons ("line 12: ...") by their line number."""
-    reasons.sort(key=lambda reason: int(reason.split(":")[0].removeprefix("line ")))
-
-
-class _MemoryImport(_Import):
-    """The reference memory server's file: entities become nodes with their observations, relations edges.
-
-    As in the reference, lines of another type are skipped, and so are relations of an entity with itself, each
-    reported in `skipped`. The end of a relation that is no entity (in the file or stored) is created as an
-    entity of type 'unknown', as create_relations does, and listed in `placeholders`.
-
-    The reference has no limits, so a long-lived file may break one of the tools' (an entity with more observations
-    than an entity holds, one observation too long). Such an entity is kept, never dropped for it: it gets every
-    observation that fits, and what is left out is listed, by line and position, in `partly_imported`.
-    """
-
-    def _entity(self, number: int, obj: dict[str, Any], summary: ImportSummary
-                ) -> tuple[str, str, list[tuple[str, int]]] | None:
-        """The line's name, type and (observation, position) pairs, checked as create_entities checks them; None
-        for a line without a valid name (a relation naming it is refused by the same check)."""
-        try:
-            entity = MemoryEntityInput.model_validate(obj)
-            return entity.name, entity.entityType, [(text, i) for i, text in enumerate(entity.observations, 1)]
-        except ValidationError:
-            pass  # keep what the tools would take, and say what is left out
-        notes: list[str] = []
-        try:
-            head = MemoryEntityInput.model_validate({**obj, "observations": []})
-        except ValidationError as exc:
-            if any(error["loc"][:1] == ("name",) for error in exc.errors()):
-                summary.skipped.append(f"line {number}: invalid entity: {readable(exc)}")
-                return None
-            # No type the tools take (blank, too long): 'unknown', the type of an entity created without one,
-            # which create_entities later fills in.
-            notes.append(f"{readable(exc)}; imported with entityType {PLACEHOLDER_TYPE!r}")
-            head = MemoryEntityInput.model_validate({**obj, "entityType": PLACEHOLDER_TYPE, "observations": []})
-        given = obj.get("observations")
-        kept: list[tuple[str, int]] = []
-        if isinstance(given, list):
-            refused: dict[str, list[int]] = {}
-            for position, text in enumerate(given, 1):
-                try:
-                    kept.append((_OBSERVATION.validate_python(text), position))
-                except ValidationError as exc:
-                    refused.setdefault(readable(exc), []).append(position)
-            notes += [f"{_observations(positions)} left out: {reason}" for reason, positions in refused.items()]
-        else:
-            try:
-                MemoryEntityInput.model_validate({**obj, "entityType": head.entityType})
-            except ValidationError as exc:
-                notes.append(f"{readable(exc)}; imported without observations")
-        summary.partly_imported += [f"line {number}: entity {head.name!r}: {note}" for note in notes]
-        return head.name, head.entityType, kept
-
-    def run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
-        summary = ImportSummary(format="memory")
-        entities: dict[str, _FileEntity] = {}  # by key
-        relations: list[tuple[int, str, str, str]] = []
-        for number, obj in objects:
-            kind = obj.get("type")
-            if kind == "entity":
-                read = self._entity(number, obj, summary)
-                if read is None:
-                    continue
-                name, entity_type, texts = read
-                # "Alice" and "alice" are one entity in duckgraph: the first line's name and type are kept, as
-                # create_entities keeps them, and the observations of both gathered.
-                entity = entities.setdefault(entity_key(name), _FileEntity(name, entity_type, number))
-                for text, position in texts:
-                    entity.observations.setdefault(text, (number, position))
-            elif kind == "relation":
-                try:
-                    relation = RelationInput.model_validate(obj)
-                except ValidationError as exc:
-                    summary.skipped.append(f"line {number}: invalid relation: {readable(exc)}")
-                    continue
-                relations.append((number, relation.from_, relation.to, relation.relationType))
-            else:
-                summary.skipped.append(f"line {number}: unknown type {kind!r}")
-
-        namespace = self.into or self.kb.namespace
-        now = datetime.now(timezone.utc).replace(tzinfo=None)
-        # The restore stream first, as for a duckgraph export: a read-only file is refused before the embedding.
-        with self.kb.writing() as writer, writer.restoring() as restore:
-            plan = _Plan()
-            existing = self._existing_nodes({namespace: set(entities)})
-            stored = {key: node for (_, key), node in existing.items()}  # by the file's key: its own or resolved
-            self._resolve_entities(entities, stored, namespace, summary)
-            observations = self.store.get_observations([n.id for n in stored.values()])
-            for key, entity in entities.items():
-                old = stored.get(key)
-                before = observations.get(old.id, []) if old else []
-                known = set(before)
-                new = [text for text in entity.observations if text not in known]
-                room = max(0, MAX_OBSERVATIONS - len(before))
-                self._left_out(entity, new[room:], len(before), room, summary)
-                merged = [*before, *new[:room]]
-                if old is None:
-                    record = NodeRecord(namespace=namespace, key=key, name=entity.name, type=entity.type,
-                                        observations=tuple(merged), created_at=now, updated_at=now)
-                    plan.to_embed.append((record, node_text(record, merged)))
-                    plan.snapshot.nodes.append(record)
-                    continue
-                # A stored entity keeps its fields and gains the file's observations; a placeholder (made for the
-                # end of a relation) takes the file's type, as create_entities fills one in.
-                kind = entity.type if old.type == PLACEHOLDER_TYPE else old.type
-                if merged == before and kind == old.type:
-                    summary.nodes_unchanged += 1
-                    continue
-                record = replace(old, type=kind, observations=tuple(merged), updated_at=now, embedding=None)
-                if node_text(record, merged) != node_text(old, before):
-                    plan.to_embed.append((record, node_text(record, merged)))
-                plan.snapshot.nodes.append(record)
-
-            # A relation names an entity of the file by the file's name for it, which may be a stored entity's
-            # alias (`target_of`).
-            target_of = {key: node.key for key, node in stored.items()}
-            names = {key: entity.name for key, entity in entities.items() if key not in stored}
-            names.update({node.key: node.name for node in stored.values()})
-            unresolved = {n for _, source, target, _ in relations for n in (source, target)
-                          if entity_key(n) not in target_of and entity_key(n) not in names}
-            found, missing = self.kb.curation.resolve(sorted(unresolved), namespace) if unresolved else ({}, [])
-            others = {name: node for name, node in found.items()}
-            said = {entity_key(e.name) for e in entities.values()}
-            for name, node in others.items():  # a stored alias (or another case of an i), said once per name
-                if node.key != entity_key(name) and entity_key(name) not in said:
-                    said.add(entity_key(name))
-                    note_resolved(summary, name, node.name)
-            names.update({node.key: node.name for node in others.values()})
-            new_ends = placeholders(self.kb, missing, namespace)
-            names.update({key: node.name for key, node in new_ends.items()})
-
-            def key_of(name: str) -> str | None:
-                if entity_key(name) in target_of:
-                    return target_of[entity_key(name)]
-                if entity_key(name) in names:
-                    return entity_key(name)
-                return others[name].key if name in others else None
-
-            ends = {key_of(n) for _, s, t, _ in relations for n in (s, t)} - {None}
-            id_of = {node.key: node.id for node in stored.values()}
-            id_of.update({node.key: node.id for node in others.values()})
-            held = {(e.source_id, e.target_id, e.type)
-                    for e in self.store.edges_among(sorted(id_of[k] for k in ends if k in id_of), namespace)}
-            seen: set[tuple[str, str, str]] = set()
-            for number, source, target, label in relations:
-                source_key, target_key, kind = key_of(source), key_of(target), relation_type(label)
-                assert source_key is not None and target_key is not None  # every end is an entity or a placeholder
-                if not kind:
-                    summary.skipped.append(f"line {number}: the relationType {label!r} has no letters or digits")
-                    continue
-                if source_key == target_key:
-                    summary.skipped.append(f"line {number}: the relation {source} -{label}-> {target} joins an "
-                                           "entity to itself")
-                    continue
-                identity = (source_key, target_key, kind)
-                if identity in seen:  # the same relation twice in the file
-                    continue
-                seen.add(identity)
-                if (id_of.get(source_key), id_of.get(target_key), kind) in held:
-                    summary.edges_unchanged += 1
-                    continue
-                write = EdgeWrite(namespace=namespace, source_key=source_key, target_key=target_key, type=kind,
-                                  properties={ORIGINAL_TYPE: label}, created_at=now, updated_at=now)
-                plan.to_embed.append((write, edge_text(write, names)))
-                plan.snapshot.edges.append(write)
-            used = {key for write in plan.snapshot.edges for key in (write.source_key, write.target_key)}
-            for key, record in new_ends.items():
-                if key in used:
-                    record.created_at = record.updated_at = now
-                    plan.to_embed.append((record, node_text(record, [])))
-                    plan.snapshot.nodes.append(record)
-                    summary.placeholders.append(record.name)
-            _by_line(summary.skipped)
-            _by_line(summary.partly_imported)
-            return self._embed_and_restore(restore, plan, summary)
-
-    def _resolve_entities(self, entities: dict[str, _FileEntity], stored: dict[str, NodeRecord], namespace: str,
-                          summary: ImportSummary) -> None:
-        """Add to `stored` (by the file's key) the stored entity each entity of the file that no stored entity is
-        named as goes to, as create_entities resolves it: one whose alias the name is (or its name or an alias
-        up to accents and punctuation), of the same type; never one the file names itself or another of its
-        entities went to. A name that is an alias of several such entities refuses the import."""
-        new = {key: entity for key, entity in entities.items() if key not in stored}
-        if not new:
-            return
-        keys = NameKeys()
-        resolver = NameResolver(keys=keys)
-        resolver.add(self.store.find_nodes(namespace, lookup_keys([e.name for e in new.values()], keys)))
-        claimed = set(entities)
-        for key, entity in new.items():
-            match = resolver.match(entity.name, entity.type)
-            if match is None:
-                if owners := _ambiguous(resolver, entity.name, entity.type):
-                    raise self._fail(entity.number, _ambiguous_message(entity.name, owners))
-                continue
-            if match.key in claimed:
-                continue
-            claimed.add(match.key)
-            stored[key] = match
-            note_resolved(summary, entity.name, match.name)
-
-    @staticmethod
-    def _left_out(entity: _FileEntity, texts: list[str], stored: int, room: int, summary: ImportSummary) -> None:
-        """Report the file's observations of `entity` over the count limit (`texts`), line by line."""
-        lines: dict[int, list[int]] = {}
-        for text in texts:
-            number, position = entity.observations[text]
-            lines.setdefault(number, []).append(position)
-        held = f"{stored:,} are stored, {room:,} of the file's new ones imported" if stored \
-            else f"the file's first {room:,} imported"
-        for number, positions in lines.items():
-            summary.partly_imported.append(
-                f"line {number}: entity {entity.name!r}: {_observations(positions)} left out: an entity may have at "
-                f"most {MAX_OBSERVATIONS:,} observations ({held})")
