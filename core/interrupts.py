@@ -63,8 +63,8 @@ class _SigtermHandler:
     again_after = 0.05
 
     def __init__(self) -> None:
-        self.received = self.answered = False
-        self._raised: Any = None  # a weak reference to the Terminated raised
+        self.answered = False
+        self._raised: Any = None  # a weak reference to the Terminated raised (None: no SIGTERM yet)
         self._previous = signal.signal(signal.SIGTERM, self)
         self._hook, sys.unraisablehook = sys.unraisablehook, self.unraisable
 
@@ -80,13 +80,16 @@ class _SigtermHandler:
     def __call__(self, _signal: int, _frame: Any) -> None:
         if self.answered or (self._raised is not None and self._raised() is not None):
             return  # the first one is stopping the command: a second must not cut its clean-up short
-        self.received = True
         raise self._terminated()  # not held by this frame, which its traceback holds: freed once dropped
 
     def _terminated(self) -> Terminated:
         stop = Terminated(self.answer)
         self._raised = weakref.ref(stop, self._lost)
         return stop
+
+    @property
+    def received(self) -> bool:
+        return self._raised is not None
 
     def answer(self) -> None:
         self.answered = True
