@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import unquote_plus
 
 from duckgraph.core.mcp.json_text import mended_body, refusal, request_id
 from duckgraph.ports import ConfigError
@@ -33,6 +34,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 MCP_PATH = "/mcp"
+#: Sent with every response `run_asgi` serves, unless the app sets these headers itself (the web UI sends a whole
+#: policy): nothing duckgraph serves belongs in another site's frame, where a decoy gets its buttons clicked
+#: (clickjacking). X-Frame-Options for browsers that predate frame-ancestors.
+FRAME_HEADERS = ((b"x-frame-options", b"DENY"), (b"content-security-policy", b"frame-ancestors 'none'"))
 
 
 def is_loopback(host: str) -> bool:
@@ -101,6 +106,48 @@ async def _unauthorized(send: Send) -> None:
         ],
     })
     await send({"type": "http.response.body", "body": body})
+
+
+class FrameDenyMiddleware:
+    """Adds FRAME_HEADERS to every HTTP response that does not set them itself."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_guarded(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {name.lower() for name, _ in message.get("headers", ())}
+                missing = [header for header in FRAME_HEADERS if header[0] not in present]
+                if missing:
+                    message = {**message, "headers": [*message.get("headers", ()), *missing]}
+            await send(message)
+
+        await self.app(scope, receive, send_guarded)
+
+
+class TokenlessAccessLog(logging.Filter):
+    """Hides the value of a `token` query parameter in uvicorn's access log lines: the web UI's printed address
+    (`/?token=...`) logs a browser in, and a log is read by more people, and kept longer, than the token should be.
+    The name is compared decoded (`to%6Ben=` is `token=` to the server, too)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(_without_token(arg) if isinstance(arg, str) else arg for arg in record.args)
+        return True
+
+
+def _without_token(text: str) -> str:
+    path, mark, query = text.partition("?")
+    if not mark:
+        return text
+    pairs = [pair if unquote_plus(pair.partition("=")[0]) != "token" else f"{pair.partition('=')[0]}=[hidden]"
+             for pair in query.split("&")]
+    return f"{path}?{'&'.join(pairs)}"
 
 
 class BodyLimitMiddleware:
@@ -283,13 +330,19 @@ def run_asgi(app: ASGIApp, host: str, port: int, log_level: str, sock: socket.so
 
     SIGINT or SIGTERM stop it gracefully: with `stop` (the StopMiddleware around `app`), new requests get a 503
     and the ones under way up to `grace` seconds to answer (a second Ctrl-C stops waiting); then the streams
-    close, and the app's lifespan ends (the database closes)."""
+    close, and the app's lifespan ends (the database closes).
+
+    Every response carries FRAME_HEADERS (FrameDenyMiddleware). The access log (at DEBUG) never shows a token
+    given in the address (TokenlessAccessLog)."""
     import uvicorn  # installed with mcp; imported here so the stdio server never pays for it
     from sse_starlette.sse import AppStatus
 
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, TokenlessAccessLog) for f in access.filters):
+        access.addFilter(TokenlessAccessLog())
     config = uvicorn.Config(
-        app, host=host.strip().strip("[]"), port=port, log_config=None, log_level=log_level.lower(),
-        access_log=log_level.upper() == "DEBUG", server_header=False, lifespan="on",
+        FrameDenyMiddleware(app), host=host.strip().strip("[]"), port=port, log_config=None,
+        log_level=log_level.lower(), access_log=log_level.upper() == "DEBUG", server_header=False, lifespan="on",
         timeout_graceful_shutdown=grace + 2,  # what still runs then is cancelled: the stop stays bounded
     )
     # sse-starlette (the SDK's SSE responses) ends every stream the moment uvicorn is told to stop, the answers

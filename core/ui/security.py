@@ -1,6 +1,6 @@
 """Who may use the web UI: the rules of `serve --http` (core/mcp/http.py: loopback unless there is a token, the
-bearer-token check) for a browser, which sends no Authorization header of its own, and the Host and Origin checks
-that keep other web sites out (DNS rebinding, cross-site requests)."""
+bearer-token check) for a browser, which sends no Authorization header of its own, and the Host, Origin and framing
+checks that keep other web sites out (DNS rebinding, cross-site requests, clickjacking)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import secrets
+import time
 from html import escape
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, urlencode
@@ -15,7 +17,23 @@ from urllib.parse import parse_qs, urlencode
 from duckgraph.core.mcp.http import BearerTokenMiddleware, Receive, Scope, Send, is_loopback
 
 COOKIE = "duckgraph_ui_token"
+#: How long a browser stays logged in: the cookie's Max-Age, and checked by the server too (a copied cookie
+#: replayed later is refused).
+COOKIE_SECONDS = 12 * 3600
+#: Where the "token needed" page's form posts the token: in a body, never in an address (history, logs).
+LOGIN_PATH = "/login"
+#: The most a login form's body may hold: a token and a field name.
+LOGIN_BODY_LIMIT = 4096
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+#: Sent with every response of the UI. frame-ancestors, and X-Frame-Options for browsers that predate it: no other
+#: page may show the UI in a frame, where a decoy gets its buttons clicked (clickjacking). The rest: the page runs
+#: only its own scripts and style sheet and talks only to this server, so injected markup could load or send
+#: nothing. Style attributes stay allowed: the page colours type badges with them (static/dom.js).
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; object-src 'none'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+PAGE_HEADERS = ((b"content-security-policy", CONTENT_SECURITY_POLICY.encode()), (b"x-frame-options", b"DENY"))
 
 
 def allowed_hosts(host: str, port: int) -> set[str] | None:
@@ -35,7 +53,8 @@ def allowed_hosts(host: str, port: int) -> set[str] | None:
 
 class HostOriginMiddleware:
     """Answers 421 to a request whose Host is not one of `hosts`, and 403 to one whose Origin (a browser's
-    request made by a page) is not this server itself."""
+    request made by a page) is not this server itself. Every response it passes on, those included, carries
+    PAGE_HEADERS."""
 
     def __init__(self, app, hosts: set[str] | None) -> None:
         self.app = app
@@ -43,6 +62,7 @@ class HostOriginMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            send = _with_page_headers(send)
             headers = _headers(scope)
             host = headers.get("host", "").lower()
             if self.hosts is not None and host not in self.hosts:
@@ -56,15 +76,27 @@ class HostOriginMiddleware:
 
 
 class BrowserTokenMiddleware(BearerTokenMiddleware):
-    """The bearer-token check, also satisfied by the cookie that opening the UI with `?token=...` sets (the
-    address `duckgraph ui` prints), so that a browser can use it. Without it, a page asks for the token."""
+    """The bearer-token check, also satisfied by a login cookie, so that a browser can use the UI. The token logs
+    a browser in when posted by the "token needed" page's form (to LOGIN_PATH) or given in the address as
+    `?token=...` (what `duckgraph ui` prints); the address is then reloaded without it.
+
+    The cookie's value is the expiry time signed with a key made at start, never derived from the token: a cookie
+    that leaked (cookies are sent to every port of the host) is worthless after COOKIE_SECONDS or once the UI
+    restarts, and restarting logs every browser out."""
+
+    def __init__(self, app, token: str) -> None:
+        super().__init__(app, token)
+        self._key = secrets.token_bytes(32)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            if scope.get("path") == LOGIN_PATH:
+                await self._login_form(scope, receive, send)
+                return
             given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
             if given and scope.get("method") == "GET":
                 if hmac.compare_digest(given[0].encode(), self._token):
-                    await _login(scope, send, self._token)
+                    await _redirect(send, _address_without_token(scope), self._new_cookie())
                 else:
                     await _token_page(send, "That token is not this server's.")
                 return
@@ -73,6 +105,20 @@ class BrowserTokenMiddleware(BearerTokenMiddleware):
                 return
         await super().__call__(scope, receive, send)
 
+    async def _login_form(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") != "POST":  # an address typed or reloaded: the page, which asks when it must
+            await _redirect(send, "/")
+            return
+        body = await _body(receive, LOGIN_BODY_LIMIT)
+        if body is None:
+            await _plain(send, 413, f"a login form's body has at most {LOGIN_BODY_LIMIT} bytes")
+            return
+        given = parse_qs(body.decode("utf-8", "replace")).get("token")
+        if given and hmac.compare_digest(given[0].encode(), self._token):
+            await _redirect(send, "/", self._new_cookie())
+        else:
+            await _token_page(send, "That token is not this server's.")
+
     def _authorized(self, scope: Scope) -> bool:
         cookie = SimpleCookie()
         try:
@@ -80,30 +126,55 @@ class BrowserTokenMiddleware(BearerTokenMiddleware):
         except Exception:  # a malformed cookie header authorizes nothing
             return super()._authorized(scope)
         morsel = cookie.get(COOKIE)
-        if morsel is not None and hmac.compare_digest(morsel.value.encode(), _cookie_value(self._token)):
+        if morsel is not None and self._valid_cookie(morsel.value):
             return True
         return super()._authorized(scope)
 
+    def _new_cookie(self) -> str:
+        expires = str(int(time.time()) + COOKIE_SECONDS)
+        return f"{expires}.{self._signature(expires)}"
 
-def _cookie_value(token: bytes) -> bytes:
-    # Derived from the token rather than the token itself: any token then makes a valid cookie value.
-    return hashlib.sha256(b"duckgraph-ui:" + token).hexdigest().encode()
+    def _valid_cookie(self, value: str) -> bool:
+        expires, _, signature = value.partition(".")
+        return (hmac.compare_digest(signature.encode(), self._signature(expires).encode())
+                and expires.isdigit() and int(expires) > time.time())
+
+    def _signature(self, expires: str) -> str:
+        return hmac.new(self._key, expires.encode(), hashlib.sha256).hexdigest()
 
 
 def _headers(scope: Scope) -> dict[str, str]:
     return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers", ())}
 
 
-async def _login(scope: Scope, send: Send, token: bytes) -> None:
-    """Keep the token in a cookie only this site's pages send (SameSite=Strict) and no script reads (HttpOnly),
-    and reload the page without it in the address."""
+def _address_without_token(scope: Scope) -> str:
     rest = {k: v for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items() if k != "token"}
     # One leading slash: "//host" would send the browser to another site.
-    location = "/" + scope.get("path", "/").lstrip("/") + (f"?{urlencode(rest, doseq=True)}" if rest else "")
-    await send({"type": "http.response.start", "status": 303, "headers": [
-        (b"location", location.encode("latin-1")), (b"content-length", b"0"), (b"cache-control", b"no-store"),
-        (b"set-cookie", f"{COOKIE}={_cookie_value(token).decode()}; Path=/; HttpOnly; SameSite=Strict".encode()),
-    ]})
+    return "/" + scope.get("path", "/").lstrip("/") + (f"?{urlencode(rest, doseq=True)}" if rest else "")
+
+
+async def _body(receive: Receive, limit: int) -> bytes | None:
+    """The request's body, or None when it is over `limit` bytes."""
+    body = b""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return body
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return None
+        if not message.get("more_body", False):
+            return body
+
+
+async def _redirect(send: Send, location: str, cookie: str | None = None) -> None:
+    """Send the browser on to `location` (303: as a GET), with `cookie` as the login: a cookie only this site's
+    pages send (SameSite=Strict), no script reads (HttpOnly) and the browser drops after COOKIE_SECONDS."""
+    headers = [(b"location", location.encode("latin-1")), (b"content-length", b"0"), (b"cache-control", b"no-store")]
+    if cookie is not None:
+        headers.append((b"set-cookie", f"{COOKIE}={cookie}; Path=/; Max-Age={COOKIE_SECONDS}; HttpOnly; "
+                                       "SameSite=Strict".encode()))
+    await send({"type": "http.response.start", "status": 303, "headers": headers})
     await send({"type": "http.response.body", "body": b""})
 
 
@@ -112,7 +183,8 @@ async def _token_page(send: Send, problem: str) -> None:
         "<!doctype html><html lang=en><meta charset=utf-8><title>duckgraph: token needed</title>"
         "<body style='font-family:sans-serif;max-width:40em;margin:4em auto'><h1>duckgraph</h1>"
         f"<p>{escape(problem)} This UI needs its token: open the address that <code>duckgraph ui</code> printed, "
-        "or enter the token (DUCKGRAPH_HTTP_TOKEN) here.</p><form method=get action=/>"
+        "or enter the token (DUCKGRAPH_HTTP_TOKEN) here.</p>"
+        f"<form method=post action={LOGIN_PATH}>"
         "<input type=password name=token autofocus aria-label=token> <button>Open</button></form></body></html>"
     ).encode()
     await send({"type": "http.response.start", "status": 401, "headers": [
@@ -120,6 +192,18 @@ async def _token_page(send: Send, problem: str) -> None:
         (b"www-authenticate", b'Bearer realm="duckgraph"'), (b"cache-control", b"no-store"),
     ]})
     await send({"type": "http.response.body", "body": body})
+
+
+def _with_page_headers(send: Send) -> Send:
+    async def sending(message) -> None:
+        if message["type"] == "http.response.start":
+            # Replaced, not added: a response carries one policy, this one.
+            names = {name for name, _ in PAGE_HEADERS}
+            kept = [(name, value) for name, value in message.get("headers", ()) if name.lower() not in names]
+            message = {**message, "headers": [*kept, *PAGE_HEADERS]}
+        await send(message)
+
+    return sending
 
 
 async def _plain(send: Send, status: int, message: str) -> None:
