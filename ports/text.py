@@ -238,12 +238,40 @@ def inflections(word: str) -> set[str]:
     return {word, *(form for forms in getAllInflections(word).values() for form in forms)}
 
 
+def one_line(text: str) -> str:
+    """`text` with each run of whitespace in it (line breaks of every kind, tabs) made one space, none at its
+    ends: how a stored text (a description, an observation, a fact) is put on a line of a text a model reads. Its
+    own line breaks would start lines of that text ("- 2026-11-28 ... entity deleted: Dave", "## A heading"),
+    which read as the listing's own."""
+    return " ".join(text.split())
+
+
 def shortened(text: str, limit: int) -> str:
     """`text` if it has at most `limit` characters, else cut at the last word boundary before them, with "…"
-    (a word cut in two reads as another word: "- Budge…"); a single word longer than that is cut where it must."""
+    (a word cut in two reads as another word: "- Budge…"). A word that takes most of the room (a URL, a hash) is
+    cut where it must: going back to the space before it would leave little or nothing (": see…"); never inside
+    what reads as one character (`joins_previous`)."""
     if len(text) <= limit:
         return text
     cut = text[: max(limit - 1, 0)]
     if not text[len(cut)].isspace() and " " in cut.strip():
-        cut = cut[: cut.rstrip().rfind(" ")]
-    return cut.rstrip() + "…"
+        space = cut.rstrip().rfind(" ")
+        if 2 * space >= len(cut):  # the boundary keeps half the room at least
+            cut = cut[:space]
+    end = len(cut)
+    while end > 0 and joins_previous(text, end):
+        end -= 1
+    return text[:end].rstrip() + "…"
+
+
+def joins_previous(text: str, i: int) -> bool:
+    """Whether `text[i]` reads as one character with the one before it, so that a text cut between them would
+    show half a letter or half an emoji: a combining mark, a variation selector, an emoji skin tone or tag, a
+    Hangul vowel or final consonant written as a jamo, or either side of a zero width joiner (an emoji sequence:
+    "👨<ZWJ>👩<ZWJ>👧" is one family)."""
+    if not 0 < i < len(text):
+        return False
+    before, ch = text[i - 1], text[i]
+    return (unicodedata.category(ch) in ("Mn", "Mc", "Me") or "\u200d" in (before, ch)
+            or "\ufe00" <= ch <= "\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef"
+            or "\U0001f3fb" <= ch <= "\U0001f3ff" or "\U000e0020" <= ch <= "\U000e007f" or "\u1160" <= ch <= "\u11ff")

@@ -11,6 +11,7 @@ from duckgraph.core.domain.namespaces import empty_namespace_hint
 from duckgraph.core.domain.render import estimate_tokens
 from duckgraph.core.domain.texts import fact_sentence
 from duckgraph.ports import ChangeRecord, InvalidInputError, WriteBatch
+from duckgraph.ports.text import one_line
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
@@ -102,8 +103,9 @@ def recent_changes(
                for r, subject in zip(records, _subjects(kb, records, namespace))]
     lines, used = [], 0
     for change in changes:
-        # Marked UTC, as every time of day the text shows: read bare, it passes for the reader's local time.
-        line = f"- {change.at.strftime('%Y-%m-%d %H:%M:%S')} UTC {change.change}: {change.subject}"
+        # Marked UTC, as every time of day the text shows: read bare, it passes for the reader's local time. The
+        # subject on one line: a description's or observation's line breaks would print changes of their own.
+        line = f"- {change.at.strftime('%Y-%m-%d %H:%M:%S')} UTC {change.change}: {one_line(change.subject)}"
         used += estimate_tokens(line) + 1
         if used > token_budget:
             break

@@ -12,7 +12,7 @@ from duckgraph.core.domain.communities.reports import title_of
 from duckgraph.core.domain.render import NOTE_TOKENS, cut_to_tokens, estimate_tokens
 from duckgraph.core.domain.search_options import TOOL_LIMITS
 from duckgraph.ports.communities import CommunityRecord
-from duckgraph.ports.text import stemmed, terms
+from duckgraph.ports.text import one_line, stemmed, terms
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.model import CommunityReport
@@ -115,12 +115,14 @@ def shown(community: CommunityRecord) -> tuple[str, str]:
 
 
 def render(community: CommunityRecord, changed: Sequence[str] = ()) -> str:
-    """A report as the text shows it; `changed`: the entities it names that changed since it was built."""
+    """A report as the text shows it; `changed`: the entities it names that changed since it was built. Its title,
+    summary and names each on their line (`one_line`): a line break in a summary the host wrote (from material a
+    stored text may have steered) would start lines that read as the text's own ("## ...", another report)."""
     names = ", ".join(f"{e['name']} ({e['type']})" for e in community.details.get("entities", [])[:ENTITIES_SHOWN])
     stale = " (stale)" if community.stale or changed else ""
     title, summary = shown(community)
-    return (f"## {title} [community {community.id}, level {community.level}, "
-            f"{len(community.members)} entities]{stale}\n{summary}\nKey entities: {names}\n")
+    return (f"## {one_line(title)} [community {community.id}, level {community.level}, "
+            f"{len(community.members)} entities]{stale}\n{one_line(summary)}\nKey entities: {one_line(names)}\n")
 
 
 def within_budget(ranked: Sequence[tuple[CommunityRecord, float]], token_budget: int, *,

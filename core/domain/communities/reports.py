@@ -12,6 +12,7 @@ from duckgraph.core.domain.communities.terms import distinctive_terms
 from duckgraph.core.domain.texts import fact_sentence
 from duckgraph.ports import tokens
 from duckgraph.ports.communities import CommunityRecord
+from duckgraph.ports.text import one_line, shortened
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -230,7 +231,7 @@ def _passages(store: GraphStore, central: dict[int, list[int]]) -> dict[int, lis
         ranked = sorted((chunk for chunk, n in counts.items() if n >= need), key=lambda c: (-counts[c], c))
         best[ref] = ranked[:KEY_PASSAGES]
     texts = {c.id: c.text for c in store.get_chunks({chunk for chunks in best.values() for chunk in chunks})}
-    return {ref: [_clip(texts[chunk], PASSAGE_CHARS) for chunk in chunks if chunk in texts]
+    return {ref: [shortened(one_line(texts[chunk]), PASSAGE_CHARS) for chunk in chunks if chunk in texts]
             for ref, chunks in best.items()}
 
 
@@ -248,20 +249,17 @@ def _summary(size: int, types: Counter[str], details: dict[str, Any]) -> str:
     text = f"{size} entities, mostly {kinds}."
     if details["terms"]:
         text += " Recurring words: " + ", ".join(details["terms"]) + "."
-    text += " " + _ended(f"Central: {central}")
+    # The descriptions and facts on one line: their line breaks would start lines of global_search's text ("## ...",
+    # a report of their own).
+    text += " " + _ended(one_line(f"Central: {central}"))
     if details["facts"]:
-        text += " " + _ended("Facts: " + "; ".join(details["facts"][:3]))
+        text += " " + _ended(one_line("Facts: " + "; ".join(details["facts"][:3])))
     return text
 
 
 def _ended(sentence: str) -> str:
     """`sentence` with a full stop, unless its last description or fact brought one ("...experiments..")."""
     return sentence if sentence.endswith((".", "!", "?", "…")) else sentence + "."
-
-
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def report_text(community: CommunityRecord) -> str:
@@ -280,17 +278,20 @@ def report_text(community: CommunityRecord) -> str:
 
 
 def material(community: CommunityRecord) -> str:
-    """What a model or the host reads to write a report: the extractive report's entities, facts, passages."""
+    """What a model or the host reads to write a report: the extractive report's entities, facts, passages. Each
+    stored text on its line (`one_line`): its line breaks would start lines the reader takes for the material's
+    own ("Entities:", "- Mallory [admin]", another community)."""
     details = community.details
     lines = [f"Community {community.id} (level {community.level}, {len(community.members)} entities)."]
-    lines += ["Entities:"] + [f"- {e['name']} ({e['type']})" + (f": {e['description']}" if e.get("description") else "")
+    lines += ["Entities:"] + [one_line(f"- {e['name']} ({e['type']})"
+                                       + (f": {e['description']}" if e.get("description") else ""))
                               for e in details.get("entities", [])]
     if details.get("types"):
-        lines.append("Types: " + ", ".join(f"{t['type']} ({t['count']})" for t in details["types"]))
+        lines.append(one_line("Types: " + ", ".join(f"{t['type']} ({t['count']})" for t in details["types"])))
     if details.get("terms"):
-        lines.append("Recurring words: " + ", ".join(details["terms"]))
+        lines.append(one_line("Recurring words: " + ", ".join(details["terms"])))
     if details.get("facts"):
-        lines += ["Facts:"] + [f"- {fact}" for fact in details["facts"]]
+        lines += ["Facts:"] + [one_line(f"- {fact}") for fact in details["facts"]]
     if details.get("passages"):
-        lines += ["Passages:"] + [f"- {passage}" for passage in details["passages"]]
+        lines += ["Passages:"] + [one_line(f"- {passage}") for passage in details["passages"]]
     return "\n".join(lines)
