@@ -5,8 +5,9 @@ Importing matches rows by natural keys (document id, entity name, the two ends a
 importing the same file twice changes nothing, and an import is one transaction: all of it or nothing. An export is
 read, checked and written a batch of lines at a time (in that one transaction), so memory does not grow with it.
 
-This module tells the two apart and reads an export; `memory_import` reads the memory server's file, and
-`import_base` holds what both share.
+This module tells the two apart and reads an export, a batch at a time; `import_plan` plans what each batch writes
+(with `import_periods`, the checks of its relations' validity periods), `memory_import` reads the memory server's
+file, and `import_base` holds what both imports share.
 """
 
 from __future__ import annotations
@@ -17,57 +18,34 @@ import pickle
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
-from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from duckgraph.core.domain.communities.transfer import CarriedReport
 from duckgraph.core.domain.communities.transfer import restore as restore_reports
 from duckgraph.core.domain.ingest import Progress
-from duckgraph.core.domain.limits import MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.namespaces import check_namespace
-from duckgraph.core.domain.node_merge import combined, with_aliases
-from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys
-from duckgraph.core.domain.texts import edge_text, node_text, passage_text
-from duckgraph.core.files.import_base import Import, Plan, ambiguous, ambiguous_message
-from duckgraph.core.files.import_summary import (
-    ImportSummary,
-    note_edge_replaced,
-    note_replaced,
-    note_resolved,
-)
+from duckgraph.core.files.import_base import Import
+from duckgraph.core.files.import_plan import BatchPlanner
+from duckgraph.core.files.import_summary import ImportSummary
 from duckgraph.core.files.jsonl_format import (
     FORMAT_VERSION,
     LINE_MODELS,
-    MARKED_SINCE,
     ChunkLine,
-    CommunityReportLine,
-    DocumentLine,
     EdgeLine,
-    EvidenceLine,
     Line,
-    MentionLine,
     MetaLine,
     NodeLine,
 )
 from duckgraph.core.files.memory_import import MemoryImport
-from duckgraph.core.files.spill import SpilledMap
 from duckgraph.core.domain.argument_errors import readable
 from duckgraph.ports import (
-    ChunkRecord,
-    DocumentRecord,
-    EdgeRecord,
-    EdgeWrite,
     EmbedderMismatchError,
     InvalidInputError,
-    NodeRecord,
     Snapshot,
     WriteSummary,
     entity_key,
-    relation_type,
 )
 
 #: Lines of a duckgraph export checked, embedded and written at a time: what an import holds in memory (about
@@ -75,8 +53,6 @@ from duckgraph.ports import (
 BATCH_LINES = 2_000
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
 
 
@@ -154,17 +130,6 @@ def _in_creation_order(lines: Iterable[tuple[int, Line]]) -> Iterator[tuple[int,
             for number, blob in db.execute("SELECT number, line FROM run ORDER BY late, at, number"):
                 yield number, pickle.loads(blob)
 
-def _merged_into(old: NodeRecord, line: NodeLine, observations: list[str]) -> NodeRecord:
-    """A node line resolved onto the stored entity `old` (its name is an alias of it), merged as add_knowledge_graph
-    merges a node it resolves so: the entity keeps its name and type; the line's description is added after the
-    stored one unless it says nothing new, its name and aliases become aliases, its properties are added (its
-    values win, said by `note_replaced`), its observations are added. The line's vector is of another text."""
-    description = combined(old.description, line.description)  # over the limit: refused by the caller
-    aliases = with_aliases(old.name, old.aliases, [line.name, *line.aliases], entity_key)
-    return replace(old, description=description, aliases=tuple(aliases), properties={**old.properties,
-                   **line.properties}, observations=tuple(observations), embedding=None, updated_at=None,
-                   by_hand=line.by_hand)
-
 
 def _compact(line: Line) -> Line:
     """The line with its embedding as float32 (1.5 KB for 384 dimensions, against ~12 KB as a list of Python
@@ -180,7 +145,8 @@ def _compact(line: Line) -> Line:
 class _NativeImport(Import):
     """A duckgraph export, read BATCH_LINES lines at a time: each batch is checked, embedded where it lacks
     vectors and handed to the store, then forgotten; all batches are one transaction. What later lines may refer
-    to (the file's ids and keys of earlier lines) is kept in small maps, never the lines themselves."""
+    to (the file's ids and keys of earlier lines) is kept in small maps (its `BatchPlanner`'s), never the lines
+    themselves."""
 
     def __init__(self, kb: KnowledgeBase, source: str, reembed: bool, progress: Progress | None,
                  into: str | None) -> None:
@@ -188,39 +154,14 @@ class _NativeImport(Import):
         self.reembed = reembed
         self.meta: MetaLine | None = None
         self.embedder_checked = False
-        # On disk (SpilledMap), so that memory does not grow with the file.
-        self.documents = SpilledMap()  # as a set: (namespace, document id)
-        self.chunks = SpilledMap()  # file id -> (namespace, document id, ordinal)
-        self.nodes = SpilledMap()  # file id -> (namespace, key)
-        self.names = SpilledMap()  # (namespace, key) -> name, of the file's nodes
-        self.edges = SpilledMap()  # file id -> (namespace, source, target, type, valid_from, valid_until)
-        #: (namespace, source, target, type) -> [(valid_from, valid_until, line number)]: the file's periods of
-        #: each relation, none of which may overlap another.
-        self.periods = SpilledMap()
-        self.rewritten = SpilledMap()  # as a set: ids of stored edges a line of the file writes over
-        #: As a set: (namespace, key) of every node line parsed so far, which holds every node line of the run of
-        #: node lines being planned (see `_parse`): no line is resolved onto an entity the file names itself.
-        self.defined = SpilledMap()
-        #: (namespace, key a line names) -> key of the stored entity that name was resolved to (an alias of it).
-        self.resolved = SpilledMap()
-        #: (namespace, stored key) -> (line number, name) of the node line resolved onto that stored entity.
-        self.onto = SpilledMap()
-        self.any_resolved = False  # whether `resolved` and `onto` hold anything: most imports look them up never
-        #: A line's period that overlaps a stored period it does not write over: refused at the end unless
-        #: another line writes over that stored period (moves it); see `_check_stored_overlaps`.
-        self.overlaps: list[_StoredOverlap] = []
-        #: The line numbers of the current batch's nodes, chunks and edges: a line names only lines before it
-        #: (those of earlier batches are), whatever the batch size.
-        self.batch_lines: dict[tuple[str, Any], int] = {}
-        self.reports: list[CarriedReport] = []  # written community reports, put back after a build
+        #: What each batch writes, and the maps of what later lines may refer to.
+        self.planner = BatchPlanner(self, reembed)
 
     def run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
         try:
             return self._run(objects)
         finally:
-            for spilled in (self.documents, self.chunks, self.nodes, self.names, self.edges, self.periods,
-                            self.rewritten, self.defined, self.resolved, self.onto):
-                spilled.close()
+            self.planner.close()
 
     def _run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
         lines = self._parse(objects)
@@ -244,9 +185,9 @@ class _NativeImport(Import):
                     batch = []
                 batch.append((number, line))
             self._write(restore, batch, summary)
-            self._check_stored_overlaps()  # before the commit: a refusal leaves nothing written
-        if self.reports:  # derived data on the graph just committed: after the import's transaction
-            summary.community_reports_restored, problems = restore_reports(self.kb, self.reports)
+            self.planner.periods.check_stored_overlaps()  # before the commit: a refusal leaves nothing written
+        if self.planner.reports:  # derived data on the graph just committed: after the import's transaction
+            summary.community_reports_restored, problems = restore_reports(self.kb, self.planner.reports)
             summary.skipped += problems
         return summary
 
@@ -276,7 +217,7 @@ class _NativeImport(Import):
             if isinstance(line, NodeLine) and (key := entity_key(line.name)):
                 # `_in_creation_order` reads a whole run of node lines before it yields the first, so when a batch
                 # of them is planned, every line of their run has been noted here.
-                self.defined.add((line.namespace or self.kb.namespace, key))
+                self.planner.defined.add((line.namespace or self.kb.namespace, key))
             yield number, _compact(line)
 
     def _move(self, number: int, line: Line) -> None:
@@ -291,7 +232,7 @@ class _NativeImport(Import):
 
     def _write(self, restore: Callable[[Snapshot], WriteSummary], batch: list[tuple[int, Line]],
                summary: ImportSummary) -> None:
-        self._embed_and_restore(restore, self._plan(batch, summary), summary)
+        self._embed_and_restore(restore, self.planner.plan(batch, summary, self.meta), summary)
 
     def _check_embedder(self) -> None:
         meta = self.meta
@@ -317,498 +258,3 @@ class _NativeImport(Import):
                 "vectors with the configured embedder"
             )
         self.embedder_checked = True
-
-    def _vector(self, number: int, values: np.ndarray | None) -> np.ndarray | None:
-        if values is None or self.reembed:
-            return None
-        import numpy as np
-
-        if len(values) != self.kb.embedder.dimensions or not np.isfinite(values).all():
-            raise self._fail(number, f"the embedding must be {self.kb.embedder.dimensions} finite numbers")
-        return values
-
-    def _plan(self, lines: list[tuple[int, Line]], summary: ImportSummary) -> Plan:
-        """What one batch writes. Its lines may refer to the lines of earlier batches (by the maps of `self`),
-        not to later ones: an export writes documents, chunks, nodes, edges and then their provenance."""
-        plan = Plan()
-        plan.snapshot.before_marks = self.meta is None or (self.meta.schema_version or 0) < MARKED_SINCE
-        self.batch_lines = {}
-        self._plan_documents(lines, plan, summary)
-        wanted, existing, edge_lines = self._plan_nodes(lines, plan, summary)
-        self._plan_edges(wanted, existing, edge_lines, plan, summary)
-        self._plan_provenance(lines, plan)
-        self._plan_reports(lines)
-        return plan
-
-    def _plan_reports(self, lines: list[tuple[int, Line]]) -> None:
-        for number, line in lines:
-            if isinstance(line, CommunityReportLine):
-                ends = [self.nodes.get(member) for member in line.members]
-                if None in ends or any(self._after(("node", m), number) for m in line.members):
-                    raise self._fail(number, "members must be ids of node lines before it")
-                if {namespace for namespace, _ in ends} != {line.namespace or self.kb.namespace}:
-                    raise self._fail(number, "the members must be nodes of the report's namespace")
-                self.reports.append(CarriedReport(
-                    namespace=line.namespace or self.kb.namespace, level=line.level,
-                    keys=tuple(key for _, key in ends), title=line.title, summary=line.summary, author=line.author,
-                    stale=line.stale))
-
-    def _plan_documents(self, lines: list[tuple[int, Line]], plan: Plan, summary: ImportSummary) -> None:
-        # Documents and their chunks: a document is written when it is new or differs in text, title,
-        # metadata or passages; otherwise the stored one (and its chunk ids) stays.
-        default = self.kb.namespace
-        documents: dict[tuple[str, str], tuple[int, DocumentLine]] = {}
-        chunk_lines: dict[int, int] = {}  # file id -> line number, of this batch's chunks
-        chunks_of: dict[tuple[str, str], list[ChunkLine]] = {}
-        for number, line in lines:
-            if isinstance(line, DocumentLine):
-                key = (line.namespace or default, line.id)
-                if key in self.documents:
-                    raise self._fail(number, f"document {line.id!r} appears twice")
-                self.documents.add(key)
-                documents[key] = (number, line)
-            elif isinstance(line, ChunkLine):
-                namespace = line.namespace or default
-                if (namespace, line.document_id) not in documents:
-                    raise self._fail(number, f"chunk of document {line.document_id!r}, which is not in the file "
-                                             "before it (a document's chunks follow its line)")
-                if line.id in self.chunks:
-                    raise self._fail(number, f"chunk id {line.id} appears twice")
-                self.chunks[line.id] = (namespace, line.document_id, line.ordinal)
-                self.batch_lines[("chunk", line.id)] = number
-                chunk_lines[line.id] = number
-                chunks_of.setdefault((namespace, line.document_id), []).append(line)
-        by_namespace: dict[str, list[str]] = {}
-        for namespace, doc_id in documents:
-            by_namespace.setdefault(namespace, []).append(doc_id)
-        snapshot = plan.snapshot
-        for namespace, ids in by_namespace.items():
-            stored = {d.id: d for d in self.store.get_documents(ids, namespace)}
-            stored_chunks: dict[str, list[tuple[int, str, str]]] = {}
-            for chunk in self.store.document_chunks(namespace, ids):
-                stored_chunks.setdefault(chunk.document_id, []).append((chunk.ordinal, chunk.text, chunk.section))
-            for doc_id in ids:
-                _, line = documents[(namespace, doc_id)]
-                mine = sorted(chunks_of.get((namespace, doc_id), []), key=lambda c: c.ordinal)
-                if len({c.ordinal for c in mine}) != len(mine):
-                    raise InvalidInputError(f"{self.source}: document {doc_id!r} has two chunks with one ordinal")
-                old = stored.get(doc_id)
-                if (old is not None and (old.title, old.text, old.metadata, old.time)
-                        == (line.title, line.text, line.metadata, line.time)
-                        and sorted(stored_chunks.get(doc_id, [])) == [(c.ordinal, c.text, c.section) for c in mine]):
-                    summary.documents_unchanged += 1
-                    continue
-                snapshot.documents.append(DocumentRecord(
-                    id=doc_id, namespace=namespace, text=line.text, title=line.title, metadata=line.metadata,
-                    created_at=line.created_at, time=line.time,
-                ))
-                for chunk in mine:
-                    # Its namespace too: a batch may hold the same document id in several namespaces.
-                    record = ChunkRecord(document_id=doc_id, ordinal=chunk.ordinal, text=chunk.text,
-                                         section=chunk.section, namespace=namespace,
-                                         embedding=self._vector(chunk_lines[chunk.id], chunk.embedding),
-                                         extracted_by=chunk.extracted_by)
-                    snapshot.chunks.append(record)
-                    if record.embedding is None:
-                        plan.to_embed.append((record, passage_text(line.title, chunk.text, chunk.section)))
-
-    def _plan_nodes(
-        self, lines: list[tuple[int, Line]], plan: Plan, summary: ImportSummary
-    ) -> tuple[dict[tuple[str, str], tuple[int, NodeLine]], dict[tuple[str, str], NodeRecord],
-               list[tuple[int, EdgeLine, str, str, str]]]:
-        # Nodes: the file's fields win; observations the stored node has and the file lacks are kept.
-        default = self.kb.namespace
-        wanted: dict[tuple[str, str], tuple[int, NodeLine]] = {}
-        for number, line in lines:
-            if isinstance(line, NodeLine):
-                key = entity_key(line.name)
-                namespace = line.namespace or default
-                if not key:
-                    raise self._fail(number, "the name is blank")
-                if (namespace, key) in self.names:
-                    raise self._fail(number, f"the entity {line.name!r} appears twice (names are compared "
-                                             "ignoring case and spacing)")
-                if self.any_resolved and (namespace, key) in self.onto:
-                    first, name = self.onto[(namespace, key)]
-                    raise self._fail(number, f"the entity {line.name!r} is the stored entity that line {first}'s "
-                                             f"{name!r} (an alias of it) was imported onto, as the file named no "
-                                             f"entity {line.name!r} before it; nothing was imported: put the file's "
-                                             "node lines together, before its edge lines (as duckgraph export "
-                                             "writes them), so that the two stay apart")
-                if line.id is not None:
-                    if line.id in self.nodes:
-                        raise self._fail(number, f"node id {line.id} appears twice")
-                    self.nodes[line.id] = (namespace, key)
-                    self.batch_lines[("node", line.id)] = number
-                wanted[(namespace, key)] = (number, line)
-                self.batch_lines[("key", (namespace, key))] = number
-                self.names[(namespace, key)] = line.name
-        keys: dict[str, set[str]] = {}
-        for namespace, key in wanted:
-            keys.setdefault(namespace, set()).add(key)
-
-        # Edges name their ends by node id (or by name: an entity earlier in the file or already stored).
-        edge_lines: list[tuple[int, EdgeLine, str, str, str]] = []
-        by_name: dict[tuple[str, str], str] = {}  # (namespace, key) -> name, of ends given by name
-        for number, line in lines:
-            if isinstance(line, EdgeLine):
-                namespace = line.namespace or default
-                ends = []
-                for role, node_id, name in (("source", line.source_id, line.source),
-                                            ("target", line.target_id, line.target)):
-                    if node_id is not None:
-                        if node_id not in self.nodes or self._after(("node", node_id), number):
-                            raise self._fail(number, f"{role}_id {node_id} is not the id of a node line before "
-                                                     "it")
-                        if self.nodes[node_id][0] != namespace:
-                            raise self._fail(number, f"the {role} is in another namespace")
-                        ends.append(self.nodes[node_id][1])
-                    elif name and entity_key(name):
-                        ends.append(entity_key(name))
-                        by_name.setdefault((namespace, ends[-1]), name)
-                    else:
-                        raise self._fail(number, f"give the {role} as {role}_id or {role}")
-                    keys.setdefault(namespace, set()).add(ends[-1])
-                if ends[0] == ends[1]:
-                    raise self._fail(number, "source and target are the same entity")
-                edge_lines.append((number, line, namespace, ends[0], ends[1]))
-        # As stored before the import: each of the file's nodes is written by its own batch, so no earlier batch
-        # changed these (the store's reads need not show a batch before the commit).
-        existing = self._existing_nodes(keys)
-        merged_into = self._resolve_lines(wanted, existing, summary)
-        unknown: dict[str, dict[str, int]] = {}  # namespace -> {name given: line number}, of ends neither here
-        for number, line, namespace, source, target in edge_lines:
-            for key in (source, target):
-                in_file = (namespace, key) in self.names and not self._after(("key", (namespace, key)), number)
-                if in_file or (namespace, key) in existing or (self.any_resolved and (namespace, key) in self.resolved):
-                    continue
-                if (namespace, key) in by_name and (namespace, key) not in self.defined:
-                    unknown.setdefault(namespace, {}).setdefault(by_name[(namespace, key)], number)
-                else:  # a node line of the file after it: never another entity the name is an alias of
-                    raise self._fail(number, f"the entity {key!r} is neither in the file (before it) nor stored")
-        self._resolve_ends(unknown, existing, summary)
-        if self.any_resolved:
-            edge_lines = [(number, line, namespace, *(self.resolved.get((namespace, k), k) for k in (source, target)))
-                          for number, line, namespace, source, target in edge_lines]
-        # The entities names of an earlier batch were resolved to, which this batch's edges name by those names.
-        later: dict[str, set[str]] = {}
-        for _, _, namespace, *ends in edge_lines:
-            for key in ends:
-                if (namespace, key) not in existing and (namespace, key) not in wanted:
-                    later.setdefault(namespace, set()).add(key)
-        existing.update(self._existing_nodes(later))
-        for number, line, namespace, source, target in edge_lines:
-            if source == target:
-                one = existing[(namespace, source)].name if (namespace, source) in existing else source
-                raise self._fail(number, f"source and target are the same entity, {one!r}: the line names it by "
-                                         "its name and an alias of it, or by two of its aliases; nothing was "
-                                         "imported: remove the line")
-
-        observations = self.store.get_observations([n.id for n in existing.values()])
-        by_hand = self.store.written_by_hand("node", [n.id for n in existing.values() if n.id is not None])
-        snapshot = plan.snapshot
-        for (namespace, key), (number, line) in wanted.items():
-            resolved = merged_into.get((namespace, key))
-            old = existing.get((namespace, key)) if resolved is None else resolved
-            stored_observations = observations.get(old.id, []) if old is not None else []
-            merged = list(dict.fromkeys([*stored_observations, *line.observations]))
-            if len(merged) > MAX_OBSERVATIONS:  # the tools' limit (add_knowledge_graph words it the same way)
-                raise self._fail(number, f"{line.name!r} would have {len(merged)} observations; the limit is "
-                                         f"{MAX_OBSERVATIONS}")
-            if resolved is not None:
-                self._plan_merged(number, line, resolved, stored_observations, merged, by_hand, plan, summary)
-                continue
-            record = NodeRecord(
-                namespace=namespace, key=key, name=line.name, type=line.type, description=line.description,
-                aliases=tuple(line.aliases), properties=line.properties, observations=tuple(merged),
-                created_at=line.created_at or (old.created_at if old else None),
-                updated_at=line.updated_at, by_hand=line.by_hand,
-            )
-            if old is not None:
-                unchanged = (
-                    (old.name, old.type, old.description, old.aliases, old.properties, old.created_at)
-                    == (record.name, record.type, record.description, record.aliases, record.properties,
-                        record.created_at)
-                    and merged == stored_observations and line.updated_at in (None, old.updated_at)
-                    and (old.id in by_hand or not line.by_hand)
-                )
-                if unchanged:
-                    summary.nodes_unchanged += 1
-                    continue
-                note_replaced(summary, old, record)
-                if node_text(record, merged) == node_text(old, stored_observations):
-                    snapshot.nodes.append(record)  # same text: the stored vector stays
-                    continue
-            record.embedding = self._vector(number, line.embedding)
-            if record.embedding is None:
-                plan.to_embed.append((record, node_text(record, merged)))
-            snapshot.nodes.append(record)
-        return wanted, existing, edge_lines
-
-    def _resolve_lines(self, wanted: dict[tuple[str, str], tuple[int, NodeLine]],
-                       existing: dict[tuple[str, str], NodeRecord], summary: ImportSummary
-                       ) -> dict[tuple[str, str], NodeRecord]:
-        """The stored entity each node line whose name no entity has is imported onto, by the line's key: one
-        whose alias the name is (or its name or an alias up to accents and punctuation), of the line's type, as
-        add_knowledge_graph and create_entities resolve a new name (core/domain/resolution.py, rule 2). Never one
-        the file names itself or another line was imported onto: those stay apart, as the tools keep them. A name
-        that is an alias of several such entities refuses the import: which one is meant cannot be told. The
-        entity is added to `existing`, and the line's id and name map to its key."""
-        by_namespace: dict[str, list[tuple[str, int, NodeLine]]] = {}
-        for (namespace, key), (number, line) in wanted.items():
-            if (namespace, key) not in existing:
-                by_namespace.setdefault(namespace, []).append((key, number, line))
-        merged_into: dict[tuple[str, str], NodeRecord] = {}
-        for namespace, new in by_namespace.items():
-            keys = NameKeys()
-            resolver = NameResolver(keys=keys)
-            resolver.add(self.store.find_nodes(namespace, lookup_keys([line.name for _, _, line in new], keys)))
-            for key, number, line in new:
-                match = resolver.match(line.name, line.type)
-                if match is None:
-                    if owners := ambiguous(resolver, line.name, line.type):
-                        raise self._fail(number, ambiguous_message(line.name, owners))
-                    if self.any_resolved:  # an edge before it resolved the name: not the edges after it
-                        self.resolved.pop((namespace, key), None)
-                    continue
-                if (namespace, match.key) in self.defined or (namespace, match.key) in self.onto:
-                    self.resolved.pop((namespace, key), None)
-                    continue
-                self.any_resolved = True
-                self.onto[(namespace, match.key)] = (number, line.name)
-                self.resolved[(namespace, key)] = match.key
-                if line.id is not None:
-                    self.nodes[line.id] = (namespace, match.key)
-                existing[(namespace, match.key)] = match
-                merged_into[(namespace, key)] = match
-                note_resolved(summary, line.name, match.name)
-        return merged_into
-
-    def _resolve_ends(self, unknown: dict[str, dict[str, int]], existing: dict[tuple[str, str], NodeRecord],
-                      summary: ImportSummary) -> None:
-        """Edge ends given by a name that is no entity of the file or the store: the stored entity it is an alias
-        of, as the relation tools resolve an end (`Curation.resolve`); refused when there is none, or several."""
-        for namespace, names in unknown.items():
-            found, missing = self.kb.curation.resolve(list(names), namespace)
-            if missing:
-                name = missing[0]
-                owners = sorted({r.name for r in self.store.find_nodes(namespace, [entity_key(name)])
-                                 if entity_key(name) in {entity_key(a) for a in r.aliases}})
-                if len(owners) > 1:
-                    raise self._fail(names[name], ambiguous_message(name, owners))
-                raise self._fail(names[name], f"the entity {entity_key(name)!r} is neither in the file (before it) "
-                                              "nor stored")
-            for name, node in found.items():
-                existing[(namespace, node.key)] = node
-                if (namespace, entity_key(name)) not in self.resolved:
-                    self.any_resolved = True
-                    self.resolved[(namespace, entity_key(name))] = node.key
-                    note_resolved(summary, name, node.name)
-
-    def _plan_merged(self, number: int, line: NodeLine, old: NodeRecord, stored_observations: list[str],
-                     merged: list[str], by_hand: set[int], plan: Plan, summary: ImportSummary) -> None:
-        """Plan a node line resolved onto the stored entity `old` (see `_merged_into`)."""
-        record = _merged_into(old, line, merged)
-        if over := over_limits(record.description, record.properties):
-            raise self._fail(number, f"{line.name!r} is {old.name!r} here (an alias of it), and the two together "
-                                     f"would have {over}; nothing was imported: shorten the line's description or "
-                                     "properties, or give it a name of its own in the file to keep it apart")
-        if ((old.description, old.aliases, old.properties) == (record.description, record.aliases,
-                                                                 record.properties)
-                and merged == stored_observations and (old.id in by_hand or not line.by_hand)):
-            summary.nodes_unchanged += 1
-            return
-        note_replaced(summary, old, record, appended=True)
-        if node_text(record, merged) != node_text(old, stored_observations):
-            plan.to_embed.append((record, node_text(record, merged)))
-        plan.snapshot.nodes.append(record)
-
-    def _plan_edges(
-        self, wanted: dict[tuple[str, str], tuple[int, NodeLine]], existing: dict[tuple[str, str], NodeRecord],
-        edge_lines: list[tuple[int, EdgeLine, str, str, str]], plan: Plan, summary: ImportSummary,
-    ) -> None:
-        # Edges: matched on their ends and type (and validity, for edges that no longer hold).
-        stored_edges = self._stored_edges(existing)
-        by_hand = self.store.written_by_hand("edge", [e.id for rows in stored_edges.values() for e in rows])
-        old_names = {k: n.name for k, n in existing.items()}
-
-        def name(namespace: str, key: str) -> str:
-            return self.names.get((namespace, key)) or old_names[(namespace, key)]
-
-        for number, line, namespace, source, target in edge_lines:
-            kind = relation_type(line.type)
-            if not kind:
-                raise self._fail(number, "the type must contain letters or digits, e.g. FOUNDED")
-            if line.id is not None:
-                if line.id in self.edges:
-                    raise self._fail(number, f"edge id {line.id} appears twice")
-                self.edges[line.id] = (namespace, source, target, kind, line.valid_from, line.valid_until)
-                self.batch_lines[("edge", line.id)] = number
-            relation = (namespace, source, target, kind)
-            period = (line.valid_from, line.valid_until)
-            label = f"{name(namespace, source)} -{kind}-> {name(namespace, target)}"
-            self._check_file_overlap(number, relation, period, label)
-            old = self._stored_period(relation, period, stored_edges.get(relation, []), number, label)
-            write = EdgeWrite(
-                namespace=namespace, source_key=source, target_key=target, type=kind,
-                description=line.description, weight=line.weight, properties=line.properties,
-                valid_from=line.valid_from, valid_until=line.valid_until, created_at=line.created_at,
-                updated_at=line.updated_at, by_hand=line.by_hand,
-            )
-            new_text = edge_text(write, {source: name(namespace, source), target: name(namespace, target)})
-            if old is not None:
-                write.created_at = write.created_at or old.created_at
-                old_text = edge_text(
-                    replace(write, description=old.description),
-                    {source: old_names[(namespace, source)], target: old_names[(namespace, target)]},
-                )
-                same = (
-                    (old.description, old.weight, old.properties, old.valid_from, old.valid_until, old.created_at)
-                    == (write.description, write.weight, write.properties, write.valid_from, write.valid_until,
-                        write.created_at)
-                    and line.updated_at in (None, old.updated_at)
-                    and (old.id in by_hand or not line.by_hand)
-                )
-                if same and old_text == new_text:
-                    summary.edges_unchanged += 1
-                    continue
-                note_edge_replaced(summary, label, old, write)
-                if old_text == new_text:
-                    plan.snapshot.edges.append(write)
-                    continue
-            write.embedding = self._vector(number, line.embedding)
-            if write.embedding is None:
-                plan.to_embed.append((write, new_text))
-            plan.snapshot.edges.append(write)
-
-    def _after(self, line: tuple[str, Any], number: int) -> bool:
-        """Whether the line named (a node, chunk or edge of the current batch) comes after line `number`."""
-        return self.batch_lines.get(line, 0) > number
-
-    def _plan_provenance(self, lines: list[tuple[int, Line]], plan: Plan) -> None:
-        # Provenance, by natural keys.
-        for number, line in lines:
-            if isinstance(line, MentionLine):
-                if (line.node_id not in self.nodes or line.chunk_id not in self.chunks
-                        or self._after(("node", line.node_id), number)
-                        or self._after(("chunk", line.chunk_id), number)):
-                    raise self._fail(number, "node_id and chunk_id must be ids of node and chunk lines before it")
-                namespace, key = self.nodes[line.node_id]
-                chunk_namespace, document_id, ordinal = self.chunks[line.chunk_id]
-                if chunk_namespace != namespace:
-                    raise self._fail(number, "the node and the chunk are in different namespaces")
-                plan.snapshot.mentions.append((namespace, key, document_id, ordinal))
-            elif isinstance(line, EvidenceLine):
-                if (line.edge_id not in self.edges or line.chunk_id not in self.chunks
-                        or self._after(("edge", line.edge_id), number)
-                        or self._after(("chunk", line.chunk_id), number)):
-                    raise self._fail(number, "edge_id and chunk_id must be ids of edge and chunk lines before it")
-                namespace, source, target, kind, valid_from, valid_until = self.edges[line.edge_id]
-                chunk_namespace, document_id, ordinal = self.chunks[line.chunk_id]
-                if chunk_namespace != namespace:
-                    raise self._fail(number, "the edge and the chunk are in different namespaces")
-                plan.snapshot.evidence.append((namespace, source, target, kind, valid_from, valid_until,
-                                               document_id, ordinal))
-
-    def _stored_edges(self, existing: dict[tuple[str, str], NodeRecord]) -> dict[tuple[str, str, str, str],
-                                                                                list[EdgeRecord]]:
-        """Stored edges among the stored nodes the file names, by relation (namespace, source, target, type), each
-        relation's periods oldest row first (the row `restore` matches first)."""
-        found: dict[tuple[str, str, str, str], list[EdgeRecord]] = {}
-        by_namespace: dict[str, dict[int, str]] = {}
-        for (namespace, key), node in existing.items():
-            by_namespace.setdefault(namespace, {})[node.id] = key
-        for namespace, keys in by_namespace.items():
-            for edge in sorted(self.store.edges_among(sorted(keys), namespace, include_expired=True),
-                               key=lambda e: e.id):
-                relation = (namespace, keys[edge.source_id], keys[edge.target_id], edge.type)
-                found.setdefault(relation, []).append(edge)
-        return found
-
-    def _check_file_overlap(self, number: int, relation: tuple[str, str, str, str], period: _Period,
-                            label: str) -> None:
-        """Refuse a line whose period shares a moment with the period of an earlier line of the same relation:
-        the periods of one relation never overlap (docs/time.md), or a search would list the fact twice."""
-        earlier = self.periods.get(relation, [])
-        for valid_from, valid_until, other in earlier:
-            if (valid_from, valid_until) == period:
-                raise self._fail(number, f"the relation {label} appears twice (as on line {other}); nothing was "
-                                         "imported: remove one of the two lines")
-            if _overlap(period, (valid_from, valid_until)):
-                raise self._fail(number, f"the relation {label} would hold {_span(*period)}, which overlaps its "
-                                         f"period {_span(valid_from, valid_until)} on line {other}: the periods of "
-                                         "one relation never overlap; nothing was imported: fix the dates of one "
-                                         "of the two lines (a period that starts when the other ends)")
-        self.periods[relation] = [*earlier, (*period, number)]
-
-    def _stored_period(self, relation: tuple[str, str, str, str], period: _Period, stored: list[EdgeRecord],
-                       number: int, label: str) -> EdgeRecord | None:
-        """The stored period of `relation` the line writes over (as `restore` chooses it: the same period, or the
-        one still holding when the line still holds, else the one that starts at the same moment and overlaps
-        it: the file's values win, its end included); None: the line adds a period. Any other stored period the
-        line overlaps is noted, to be refused unless another line writes over it."""
-        valid_from, valid_until = period
-        match = next((e for e in stored if e.valid_until == valid_until
-                      and (valid_until is None or e.valid_from == valid_from)), None)
-        if match is None:
-            match = next((e for e in stored if e.valid_from == valid_from and e.id not in self.rewritten
-                          and _overlap(period, (e.valid_from, e.valid_until))), None)
-        if match is not None:
-            self.rewritten.add(match.id)
-        for edge in stored:
-            if edge is not match and _overlap(period, (edge.valid_from, edge.valid_until)):
-                self.overlaps.append(_StoredOverlap(number, label, period, edge.id,
-                                                    (edge.valid_from, edge.valid_until)))
-        return match
-
-    def _check_stored_overlaps(self) -> None:
-        """Refuse the import when a line's period overlaps a stored period of its relation that no line of the file
-        writes over (a stored period another line moves, as when both files hold the same history, is no clash)."""
-        for clash in self.overlaps:
-            if clash.edge_id in self.rewritten:
-                continue
-            start = clash.stored[0]
-            named = "null" if start is None else '"%s"' % (
-                start.date().isoformat() if start == datetime(start.year, start.month, start.day)
-                else start.isoformat() + "Z")
-            raise self._fail(
-                clash.number,
-                f"the relation {clash.label} would hold {_span(*clash.period)}, which overlaps its stored period "
-                f"{_span(*clash.stored)}: the periods of one relation never overlap, and a line writes over a stored "
-                "period only when it starts at the same moment; nothing was imported: give the line the stored "
-                "period's valid_from to replace it with the file's, or dates that start when it ends (or end before "
-                "it starts), or delete the stored period first (delete_relations with this relation and valid_from "
-                f"{named}) and import again")
-
-
-_Period = tuple[datetime | None, datetime | None]
-
-
-@dataclass(frozen=True)
-class _StoredOverlap:
-    """A line (`number`) whose period overlaps the stored period `stored` of edge `edge_id`, one it does not
-    write over."""
-
-    number: int
-    label: str
-    period: _Period
-    edge_id: int
-    stored: _Period
-
-
-def _overlap(a: _Period, b: _Period) -> bool:
-    """Whether two periods [from, until) share a moment (None: no known start, or no end); an empty period (an
-    older export's) shares none. The store's rule (its `periods` module), which core may not import."""
-    def before(start: datetime | None, end: datetime | None) -> bool:
-        return start is None or end is None or start < end
-
-    return before(a[0], b[1]) and before(b[0], a[1]) and before(*a) and before(*b)
-
-
-def _span(valid_from: datetime | None, valid_until: datetime | None) -> str:
-    """A period in the words of the tools' overlap error."""
-    def moment(value: datetime) -> str:
-        return value.isoformat(sep=" ") + " UTC"
-
-    return f"from {moment(valid_from) if valid_from else 'no known start'} to " \
-           f"{moment(valid_until) if valid_until else 'no end'}"
