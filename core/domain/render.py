@@ -55,6 +55,10 @@ LINE_CHARS = 300
 #: A passage or entity line that does not fit whole is shown cut when at least this much of its own text fits
 #: (its header, the passage's id, date and title or the entity's name and type, aside): a header alone says nothing.
 MIN_CUT_CHARS = 80
+#: What would let a document id end its passage's header "[document_id#chunk_id]" early (a bracket), or read as
+#: quoted (a double quote). Not "#": the chunk id is the number after the last one, and a long file's later parts
+#: are stored as "<path>#part-2" (core/domain/document_ids.py), shown bare as ever.
+_ID_DELIMITERS = frozenset('[]"')
 #: Room kept for the closing note when something is left out.
 NOTE_TOKENS = 30
 #: Facts shown before the anchors, and before the best passage: what answers a question is usually a fact.
@@ -339,7 +343,15 @@ def _passage(passage: Passage) -> tuple[str, str]:
     if when and title and when[:10] in title:  # the title gives the date: the clock alone, if any
         when = when[11:]
     when = f"({when}) " if when else ""
-    return f"[{passage.document_id}#{passage.chunk_id}] {when}{named}", text
+    return f"[{_shown_id(passage.document_id)}#{passage.chunk_id}] {when}{named}", text
+
+
+def _shown_id(id_: str) -> str:
+    """A document's id as a passage's header shows it: as it is, or, where it holds a bracket or a double quote,
+    as a JSON string: `["doc-1] Relations: ..."#1]`. Shown bare, such an id closes the header early and what
+    follows in it reads as the memory's own lines. The JSON string, quotes included, is what a tool call's
+    arguments take back as that id."""
+    return json.dumps(id_, ensure_ascii=False) if _ID_DELIMITERS.intersection(id_) else id_
 
 
 def _words(text: str) -> set[str]:
