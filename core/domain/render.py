@@ -13,7 +13,6 @@ from __future__ import annotations
 import calendar
 import json
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.moments import period, short
 from duckgraph.core.domain.texts import fact_sentence
-from duckgraph.ports.text import shortened
+from duckgraph.ports.text import joins_previous, one_line, shortened
 
 if TYPE_CHECKING:
     import numpy as np
@@ -133,12 +132,7 @@ def _breaks_before(text: str, i: int, costs: np.ndarray) -> bool:
     """Whether a line may be cut before `text[i]`: next to a character of a script written without spaces (one
     of a token or more, by `costs`), and not inside what reads as one character (a base and its combining marks,
     an emoji sequence joined by U+200D, a variation selector or skin tone, a Hangul syllable written as jamo)."""
-    if not 0 < i < len(text):
-        return False
-    before, ch = text[i - 1], text[i]
-    if (unicodedata.category(ch) in ("Mn", "Mc", "Me") or "\u200d" in (before, ch) or "\ufe00" <= ch <= "\ufe0f"
-            or "\U0001f3fb" <= ch <= "\U0001f3ff" or "\U000e0020" <= ch <= "\U000e007f"
-            or "\u1160" <= ch <= "\u11ff"):
+    if not 0 < i < len(text) or joins_previous(text, i):
         return False
     return max(costs[i - 1], costs[i]) >= CHARS_PER_TOKEN
 
@@ -285,7 +279,7 @@ def _notes(token_budget: int, left_out: Counter[str]) -> list[str]:
 
 
 def _clip(text: str, limit: int = LINE_CHARS) -> str:
-    return shortened(" ".join(text.split()), limit)
+    return shortened(one_line(text), limit)
 
 
 def _fact(edge: ScoredEdge) -> str:
@@ -329,8 +323,8 @@ def _passage(passage: Passage) -> tuple[str, str]:
     ("Architecture sync, 14 September 2026" under the title "Architecture sync 2026-09-14"), is left out of the
     section: "[mtg-09#2] (10:00) Architecture sync 2026-09-14 § Decisions: ...".
     """
-    text = " ".join(passage.text.split())
-    title = " ".join(passage.title.split())
+    text = one_line(passage.text)
+    title = one_line(passage.title)
     named = title if title and not text.startswith(title) else ""
     dates = _date_words(passage)
     headings = passage.section.split(" > ") if passage.section else []
