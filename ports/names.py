@@ -75,17 +75,17 @@ INVISIBLE = re.compile(
     "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
     "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
 )
-#: Whitespace that breaks a line or is a control character: a name is one line, so these become spaces.
-_LINE_SPACE = re.compile("[\t\n\x0b\x0c\r\x1c-\x1f\x85\u2028\u2029]")
 
 
 def clean_name(name: str) -> str:
-    """`name` as stored: invisible characters (`INVISIBLE`) removed, line breaks and tabs made spaces, trimmed.
+    """`name` as stored: invisible characters (`INVISIBLE`) removed, each run of whitespace (line breaks and tabs
+    included: a name is one line) made one space, trimmed.
 
     Every way in (the tools, import, ingest) stores names through this, so 'Al<ZERO WIDTH SPACE>ice' is stored as
-    'Alice'.
+    'Alice' and '  Maya  Chen ' as 'Maya Chen': the key ignores spacing already, so a name stored with a double space
+    would show in every result of a later write spelt with one (`merged_into`). Names stored before keep theirs.
     """
-    return _LINE_SPACE.sub(" ", INVISIBLE.sub("", name)).strip()
+    return _SPACE.sub(" ", INVISIBLE.sub("", name)).strip()
 
 
 def no_control_characters(value: str) -> str:

@@ -31,7 +31,7 @@ from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.cancellation import commit_of_call, unless_cancelled
 from duckgraph.core.domain.document_ids import cited_as_stored
 from duckgraph.core.domain.render import estimate_tokens, render_search
-from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates
+from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates, same_type
 from duckgraph.core.domain.retrieval import anchor_and_expand, match_words
 from duckgraph.core.domain.search_options import SearchOptions
 from duckgraph.core.domain.texts import edge_text, node_text
@@ -297,8 +297,9 @@ class KnowledgeBase:
 
         Same name after normalisation = same entity: a new description is appended to the stored one (unless
         the two would pass the limit: the stored one stays, and a hint says so), aliases and properties merged,
-        the newest type wins; but a write with provenance (`source_ids`, `source_chunk_ids`: extracted) keeps the
-        type and property values of an entity ever written by hand. The same (source, type, target) twice is one
+        the newest type wins (one written in another case or number is the same type: the stored spelling stays);
+        but a write with provenance (`source_ids`, `source_chunk_ids`: extracted) keeps the type and property
+        values of an entity ever written by hand. The same (source, type, target) twice is one
         edge. `source_chunk_ids` links every node and edge of the call to the passages it was extracted from.
         """
         from duckgraph.core.domain.model import (
@@ -504,7 +505,8 @@ class KnowledgeBase:
             if edge_type is None:
                 edge_type = types[edge.type] = relation_type(edge.type)
             if source is None or target is None or not edge_type or ends[edge.source] == ends[edge.target]:
-                _refuse_edge(i, edge, by_key, alias_owners, key)
+                _refuse_edge(i, edge, by_key, alias_owners, key, lambda name: self.curation.did_you_mean(
+                    [name], namespace).get(name, []))
             if source == target:  # two names the caller gave as distinct, made one entity by resolution
                 found.skipped.append(SkippedEdge(
                     source=edge.source, target=edge.target, type=edge_type,
@@ -765,18 +767,23 @@ class _ResolvedEdges:
 
 
 def _refuse_edge(
-    i: int, edge: EdgeInput, by_key: dict[str, str], alias_owners: dict[str, set[str]], key: Callable[[str], str]
+    i: int, edge: EdgeInput, by_key: dict[str, str], alias_owners: dict[str, set[str]], key: Callable[[str], str],
+    meant: Callable[[str], list[str]],
 ) -> None:
-    """Raise the error `_resolve_edges` found in `edges[i]`: an unknown end (the source first), a type without
-    letters or digits, or a self-loop the caller wrote (source and target the same name)."""
+    """Raise the error `_resolve_edges` found in `edges[i]`: an unknown end (the source first, with the stored
+    names it likely meant, `meant`: get_entities' did_you_mean), a type without letters or digits, or a self-loop
+    the caller wrote (source and target the same name)."""
     label = f"edges[{i}] ({edge.source} -{edge.type}-> {edge.target})"
     for role, name in (("source", edge.source), ("target", edge.target)):
         if key(name) not in by_key:
-            hint = (
-                f"it is an alias of several entities ({', '.join(sorted(alias_owners[key(name)]))}); use the exact name"
-                if key(name) in alias_owners
-                else "add it to `nodes` in this call, or use the exact name of a stored entity"
-            )
+            if key(name) in alias_owners:
+                hint = (f"it is an alias of several entities ({', '.join(sorted(alias_owners[key(name)]))}); use the "
+                        "exact name")
+            elif suggested := meant(name):
+                hint = (f"did you mean {' or '.join(map(repr, suggested))}? Otherwise add it to `nodes` in this "
+                        "call, or use the exact name of a stored entity")
+            else:
+                hint = "add it to `nodes` in this call, or use the exact name of a stored entity"
             raise InvalidInputError(f"{label}: the {role} entity {name!r} does not exist; {hint}")
     if not relation_type(edge.type):
         raise InvalidInputError(f"{label}: the type must contain letters or digits, e.g. FOUNDED")
@@ -835,9 +842,11 @@ def _merge_node(
             f"{base.name!r} would have {over}, what is stored and what is given together: write it whole with "
             "update_entity(description=..., properties=...)")
     aliases = with_aliases(base.name, base.aliases, [node.name, *node.aliases], key_of)
+    # The newest type wins when it is another type; one written in another case or number ("people" for "Person")
+    # is the same type, and the stored spelling stays: listings and type questions keep finding it as it was.
     return replace(
         base,
-        type=base.type if keep_curated else node.type,
+        type=base.type if keep_curated or same_type(base.type, node.type) else node.type,
         description=description,
         aliases=tuple(aliases[:50]),
         properties=properties,

@@ -5,7 +5,10 @@ edges. Where duckgraph's model differs, the difference is deliberate and small:
 
 - Names are matched as everywhere in duckgraph: ignoring case and spacing, and by a unique alias. Creating
   "Alice" when "Alice" exists skips it, as the reference does; creating "alice" (which the reference would keep
-  as a second entity) adds its observations to "Alice" and says so (`merged_into`).
+  as a second entity) adds its observations to "Alice" and says so (`merged_into`). A spelling that is a stored
+  name up to accents and punctuation ("Jose" for "José", "orders_db" for "orders-db") is that entity when created
+  (same type) or named as a relation's end (the only entity so named), and becomes its alias (said in `note`), so
+  every later call by it reaches that entity.
 - Edge types are stored in UPPER_SNAKE_CASE, so "works at" and "WORKS_AT" are one relation. The spelling the
   caller used is kept in the edge's properties and is what every result shows.
 - Relations join entities: an end that does not exist is created as an entity of type 'unknown' (the reference
@@ -26,7 +29,8 @@ from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.limits import MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.moments import short
-from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys
+from duckgraph.core.domain.node_merge import with_aliases
+from duckgraph.core.domain.resolution import NameKeys, NameResolver, look_alike_note, look_alikes, lookup_keys
 from duckgraph.core.domain.model import (
     ORIGINAL_TYPE,
     AddedObservations,
@@ -78,8 +82,10 @@ def create_entities(
     in the call) entity but for case or spacing, or named as add_knowledge_graph resolves a new name onto a stored
     entity of its type (an alias of it, or its name up to accents and punctuation), is one entity in duckgraph,
     where the reference keeps two: its observations are added to the existing entity and it is returned with
-    `merged_into`, so nothing the caller sent is lost. A placeholder (made by create_relations for a missing end,
-    see `_is_placeholder`) is filled in: it takes the given type and observations, and counts as created.
+    `merged_into`, so nothing the caller sent is lost. A spelling merged other than by case or spacing becomes an
+    alias of the entity (its `note` says so), so later calls by that spelling reach it. A placeholder (made by
+    create_relations for a missing end, see `_is_placeholder`) is filled in: it takes the given type and
+    observations, and counts as created.
     """
     namespace = kb.resolve_namespace(namespace)
     with kb.writing() as writer:
@@ -124,15 +130,26 @@ def create_entities(
                 continue  # the reference's rule for a stored name
             added = [t for t in given if t not in current]
             kind = entity.entityType if placeholder else record.type
-            changed[key] = replace(record, type=kind, observations=tuple([*current, *added]), source_ids=(),
-                                   source_chunk_ids=(), by_hand=True)
+            # A spelling merged by rule 2 (accents, punctuation) becomes an alias, as add_knowledge_graph records
+            # it: every later call naming the entity that way (add_observations, create_relations, the deletes,
+            # which match by key or alias only) then reaches it rather than missing it or making a second one.
+            aliases = with_aliases(record.name, record.aliases, [entity.name], names.key)
+            changed[key] = replace(record, type=kind, aliases=tuple(aliases), observations=tuple([*current, *added]),
+                                   source_ids=(), source_chunk_ids=(), by_hand=True)
             if placeholder:
                 fresh.add(key)
             if placeholder and exact:
                 results.append(CreatedEntity(name=entity.name, entityType=kind, observations=given))
             else:
+                note = _alias_note(entity.name, record.name) if len(aliases) > len(record.aliases) else None
                 results.append(CreatedEntity(name=entity.name, entityType=kind, observations=added,
-                                             merged_into=record.name))
+                                             merged_into=record.name, note=note))
+        # A new name that looks the same as a stored one but uses other letters stays apart (it may be written so
+        # on purpose) and is said: a reader could not tell the two apart (resolution.look_alikes).
+        alike = look_alikes(kb.store, namespace, [r.name for r in results if r.merged_into is None])
+        for result in results:
+            if result.merged_into is None and result.name in alike:
+                result.note = look_alike_note(result.name, alike[result.name][0])
         records = list(changed.values())
         for record in records:
             _check_observation_count(record, len(record.observations or ()))
@@ -150,8 +167,12 @@ def create_relations(
 
     The reference stores a relation whatever its ends; duckgraph's relations join entities, so an end that does
     not exist is created as a placeholder entity of type 'unknown' (create_entities later gives it its type and
-    observations) and the relation says so in `note`. A relation whose ends are one entity ("Maya Chen" and
-    "maya chen" are one here) is not stored and is returned with a `note` saying so.
+    observations) and the relation says so in `note`. An end that is no stored name or alias but is, for exactly
+    one stored entity (any type: ends have none), its name or an alias up to accents and punctuation ("orders_db"
+    for "orders-db", as open_nodes finds it) is that entity, and becomes its alias once a relation is stored with
+    it; the `note` says which entity it was taken as. With several such entities it is a placeholder, and the
+    `note` names them. A relation whose ends are one entity ("Maya Chen" and "maya chen" are one here) is not
+    stored and is returned with a `note` saying so.
     """
     namespace = kb.resolve_namespace(namespace)
     for i, relation in enumerate(relations):
@@ -160,6 +181,11 @@ def create_relations(
                                     "the relationType must contain letters or digits, e.g. works_at")
     with kb.writing() as writer:
         found, missing = kb.curation.resolve([n for r in relations for n in (r.from_, r.to)], namespace)
+        # A placeholder for an end that names one stored entity but for accents and punctuation would split that
+        # entity in two (open_nodes, a read, already finds it by that spelling): the end is that entity.
+        near, alike = _near_ends(kb, missing, namespace)
+        found.update(near)
+        missing = [name for name in missing if name not in near]
         new_ends = placeholders(kb, missing, namespace)
         for name in missing:
             found[name] = new_ends[entity_key(name)]
@@ -175,23 +201,34 @@ def create_relations(
                 ended[identity] = max(e.valid_until, ended.get(identity, e.valid_until))
         results: list[CreatedRelation] = []
         writes: list[EdgeWrite] = []
+        spellings: dict[str, list[str]] = {}  # entity key -> the ends taken as it, to record as its aliases
         for relation in relations:
             source, target = found[relation.from_], found[relation.to]
             identity = (source.key, target.key, relation_type(relation.relationType))
+            taken = [name for name in dict.fromkeys((relation.from_, relation.to)) if name in near]
             if source.key == target.key:
+                why = _taken_note(taken, found, stored=False) if taken else "names match ignoring case"
                 results.append(_created(relation, f"not stored: {relation.from_!r} and {relation.to!r} are one "
-                                                  f"entity here ({source.name!r}; names match ignoring case)"))
+                                                  f"entity here ({source.name!r}; {why})"))
                 continue
             if identity in existing:
                 continue
             existing.add(identity)
+            for name in taken:
+                spellings.setdefault(found[name].key, []).append(name)
             new = [n.name for n in (source, target) if n.id is None]
-            results.append(_created(relation, _placeholder_note(new) or _reopened_note(ended.get(identity))))
+            notes = [_taken_note(taken, found) if taken else None, _placeholder_note(new, alike),
+                     _reopened_note(ended.get(identity))]
+            results.append(_created(relation, "; ".join(n for n in notes if n) or None))
             writes.append(EdgeWrite(namespace=namespace, source_key=source.key, target_key=target.key,
                                     type=identity[2], properties={ORIGINAL_TYPE: relation.relationType},
                                     by_hand=True))
         used = {key for w in writes for key in (w.source_key, w.target_key)}
         nodes = [n for key, n in new_ends.items() if key in used]
+        # The same store write as add_knowledge_graph's for a resolved name: the spelling joins the aliases.
+        nodes += [replace(ends[key], source_ids=(), source_chunk_ids=(),
+                          aliases=tuple(with_aliases(ends[key].name, ends[key].aliases, spelt, entity_key)))
+                  for key, spelt in spellings.items()]
         if writes:
             kb.embed_records(namespace, nodes, edges=writes, names={n.key: n.name for n in ends.values()})
             writer.commit(WriteBatch(nodes=nodes, edges=writes))
@@ -220,12 +257,45 @@ def placeholders(kb: KnowledgeBase, missing: Sequence[str], namespace: str) -> d
             for key, name in keys.items()}
 
 
-def _placeholder_note(names: Sequence[str]) -> str | None:
+def _near_ends(
+    kb: KnowledgeBase, missing: Sequence[str], namespace: str
+) -> tuple[dict[str, NodeRecord], dict[str, list[str]]]:
+    """Of the ends `missing` (no stored name or alias), those that are the name or an alias of exactly one stored
+    entity up to accents and punctuation (resolution's rule 2 without a type: ends have none), with that entity;
+    and those that are so for several, with their names (none is taken: which one was meant cannot be told)."""
+    if not missing:
+        return {}, {}
+    keys = NameKeys()
+    resolver = NameResolver(keys=keys)
+    resolver.add(kb.store.find_nodes(namespace, lookup_keys(missing, keys)))
+    near: dict[str, NodeRecord] = {}
+    alike: dict[str, list[str]] = {}
+    for name in dict.fromkeys(missing):
+        candidates = resolver.candidates(name)
+        if len(candidates) == 1:
+            near[name] = candidates[0]
+        elif candidates:
+            alike[name] = sorted(r.name for r in candidates)
+    return near, alike
+
+
+def _taken_note(taken: Sequence[str], found: dict[str, NodeRecord], *, stored: bool = True) -> str:
+    """Which entity each end in `taken` (from `_near_ends`) was taken as; `stored`: the relation was stored, so
+    the spelling was recorded as an alias."""
+    alias = " and is now its alias" if stored else ""
+    return "; ".join(f"{name!r} was taken as {found[name].name!r} (the same name but for accents and "
+                     f"punctuation){alias}" for name in taken)
+
+
+def _placeholder_note(names: Sequence[str], alike: dict[str, list[str]]) -> str | None:
     if not names:
         return None
     listed = " and ".join(repr(n) for n in names)
-    return (f"{listed} did not exist: created with entityType {PLACEHOLDER_TYPE!r} to keep the relation "
+    note = (f"{listed} did not exist: created with entityType {PLACEHOLDER_TYPE!r} to keep the relation "
             "(create_entities with the same name gives it a type and observations)")
+    several = [f"{n!r} is {' and '.join(map(repr, alike[n]))} but for accents and punctuation, so it was taken as "
+               "none of them (give the exact name of the one meant)" for n in names if n in alike]
+    return "; ".join([note, *several])
 
 
 def _reopened_note(ended_on: datetime | None) -> str | None:
@@ -233,6 +303,11 @@ def _reopened_note(ended_on: datetime | None) -> str | None:
         return None
     return (f"it had ended on {short(ended_on)}: stored again, it holds again from now (delete_relations removes "
             "this new period; the ended one stays as history)")
+
+
+def _alias_note(spelling: str, name: str) -> str:
+    return (f"{spelling!r} is now an alias of {name!r} (the same name but for accents and punctuation), so later "
+            "calls with either name reach this entity")
 
 
 def _created(relation: RelationInput, note: str | None) -> CreatedRelation:
@@ -262,7 +337,12 @@ def add_observations(
     with kb.writing() as writer:
         found, missing = kb.curation.resolve([a.entityName for a in additions], namespace)
         if missing:
-            raise NotFoundError(f"Entity with name {missing[0]} not found; create it with create_entities first")
+            # The reference's message, then what the name likely meant: create_entities with it could otherwise
+            # make a second entity beside the one meant (a spelling of another type is not merged).
+            meant = kb.curation.did_you_mean(missing[:1], namespace).get(missing[0])
+            advice = (f"did you mean {' or '.join(map(repr, meant))}? Otherwise create it with create_entities first"
+                      if meant else "create it with create_entities first")
+            raise NotFoundError(f"Entity with name {missing[0]} not found; {advice}")
         current, state = _observation_state(kb, found.values())
         results = []
         for addition in additions:

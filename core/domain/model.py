@@ -252,6 +252,8 @@ class PossibleDuplicate(_Model):
     similar_to: str
     type: str
     similarity: float
+    reason: str | None = Field(None, description="Present when the name looks the same as similar_to's but uses "
+                               "other letters (another script's look-alikes): a reader cannot tell them apart.")
 
 
 class SkippedEdge(_Model):
@@ -283,8 +285,8 @@ class AddGraphResult(_Model):
     )
     possible_duplicates: list[PossibleDuplicate] = Field(
         default_factory=list,
-        description="New entities very similar to a stored one of the same type; if they are the same, call "
-        "merge_entities.",
+        description="New entities very similar to a stored one of the same type, or whose name looks the same as a "
+        "stored one's but uses other letters (see reason); if they are the same, call merge_entities.",
     )
     skipped_edges: list[SkippedEdge] = Field(
         default_factory=list,
@@ -589,11 +591,18 @@ class GraphRelation(MemoryRelation):
 
 
 class CreatedEntity(MemoryEntity):
-    """create_entities' answer for one entity: the reference's shape, plus `merged_into` when it was merged."""
+    """create_entities' answer for one entity: the reference's shape, plus `merged_into` when it was merged and
+    `note` when its name became an alias."""
 
     merged_into: str | None = Field(
-        None, description="Present when an entity of the same name but for case or spacing existed: its name. "
-                          "The observations listed were added to it (its type is kept).",
+        None, description="Present when an entity of the same name but for case or spacing existed (or, of the "
+                          "same type, but for accents and punctuation, or an alias of it): its name. The "
+                          "observations listed were added to it (its type is kept).",
+    )
+    note: str | None = Field(
+        None, description="Present when the name was merged other than by case or spacing: it is now an alias of "
+                          "the entity, so later calls with it reach that entity; or when the name looks the same as "
+                          "a stored entity's but uses other letters: it was stored apart.",
     )
 
 
@@ -602,8 +611,9 @@ class CreatedRelation(MemoryRelation):
 
     note: str | None = Field(
         None, description="Present when an end did not exist and was created with entityType 'unknown', when "
-                          "the relation was not stored because both ends are one entity, or when it had ended and "
-                          "holds again from now.",
+                          "an end was taken as the one entity of that name but for accents and punctuation (now "
+                          "its alias), when the relation was not stored because both ends are one entity, or when "
+                          "it had ended and holds again from now.",
     )
 
 

@@ -11,6 +11,11 @@ one costs a duplicate that `merge_entities` folds in one call:
 3. A new entity whose vector is at least `NEAR_DUPLICATE_SIMILARITY` close to a stored entity of the same type is
    stored as given and reported as a possible duplicate: names like "World War I" and "World War II" sit that
    close, so similarity alone never merges.
+4. A new entity whose name looks the same as a stored one's but uses letters of another script ("Maya Chen" written
+   with the Cyrillic a, U+0430: the same `skeleton`) is stored as given and reported as a possible duplicate,
+   whatever the types.
+
+"Of the same type" is up to case, spacing and number (`same_type`): "Person", "persons" and "people" are one type.
 
 Rule 2 looks at stored entities only, and never resolves a name onto an entity that another node of the same call
 names (or that another name of the call was resolved to): nodes a caller gives as distinct stay distinct, however
@@ -20,30 +25,87 @@ still makes one entity is skipped and reported by `KnowledgeBase.add_knowledge_g
 
 from __future__ import annotations
 
+import functools
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from duckgraph.ports import GraphStore, NodeRecord, entity_key, loose_key
+from duckgraph.ports.text import stemmed
 
 #: Cosine similarity of node vectors above which a new entity is reported as a possible duplicate.
 NEAR_DUPLICATE_SIMILARITY = 0.92
 #: Calls creating more entities than this skip the similarity check (bulk loads; one vector search per entity).
 NEAR_DUPLICATE_CHECK_LIMIT = 200
+#: Plurals whose lemma lemminflect gives as a noun of its own: its lexicon knows "people" as a singular ("peoples"),
+#: so "people" is never "person" there, while a type "Person" and a question about "people" mean the same things.
+_PLURAL_OF = {"people": "person"}
+#: The last run of letters of a type's key: the word whose number a type may be written in ("purchase_orders").
+_LAST_WORD = re.compile(r"[^\W\d_]+$")
+
+
+@functools.lru_cache(maxsize=8192)
+def noun_form(word: str) -> str:
+    """A word (as `tokens` gives it) in the singular, to compare as a noun whatever its number: its noun lemma in
+    lemminflect's lexicon ("people" and "persons" give "person", "children" "child", "criteria" "criterion"), else
+    its stem ("microservices", unknown to the lexicon, gives "microservic", as "microservice" does). Cached: every
+    write compares types with it (`type_key`), and search a query's words with those of the types it finds."""
+    word = word.casefold()
+    if not word.isalpha():
+        return word
+    from lemminflect import getLemma  # as `ports.text.inflections`: its tables load on first use
+
+    # Only the lexicon: its rules for unknown words make "API" "apus" and "OS" "o"; the stem leaves them whole.
+    lemmas = getLemma(word, upos="NOUN", lemmatize_oov=False)
+    if not lemmas:
+        return stemmed([word])[0]
+    return _PLURAL_OF.get(lemmas[0], lemmas[0])
+
+
+@functools.lru_cache(maxsize=8192)
+def noun_variants(word: str) -> frozenset[str]:
+    """A word (as `tokens` gives it) in both numbers, as lemminflect's lexicon knows them ("people": people, person,
+    persons; "children": child, children); a word the lexicon does not know as a noun, alone. Cached: search asks it
+    of a query's words."""
+    word = word.casefold()
+    if not word.isalpha():
+        return frozenset((word,))
+    from lemminflect import getAllInflections, getLemma
+
+    lemmas = getLemma(word, upos="NOUN", lemmatize_oov=False)
+    if not lemmas:
+        return frozenset((word,))
+    lemma = _PLURAL_OF.get(lemmas[0], lemmas[0])
+    forms = {word, lemma, *(form for found in getAllInflections(lemma, upos="NOUN").values() for form in found)}
+    return frozenset(forms | {plural for plural, singular in _PLURAL_OF.items() if singular == lemma})
+
+
+@functools.lru_cache(maxsize=4096)
+def type_key(type_: str) -> str:
+    """`entity_key` of an entity type with its last word in the singular (`noun_form`): "Person", "PERSON",
+    "Persons" and "people" are one type, "purchase_orders" and "Purchase_Order" another, while "Organization" and
+    "Organ" stay two (a stem would join them)."""
+    key = entity_key(type_)
+    last = _LAST_WORD.search(key)
+    return key if last is None else key[:last.start()] + noun_form(last[0])
 
 
 def same_type(a: str, b: str) -> bool:
-    return entity_key(a) == entity_key(b)
+    """Whether two entity types are one, up to case, spacing and number (`type_key`)."""
+    return type_key(a) == type_key(b)
 
 
 class NameKeys:
     """`entity_key` and `loose_key` of names, each computed once: a call names the same entities many times (a
     bulk load's edges name each of its nodes about ten times, and each key costs microseconds of Unicode work)."""
 
-    __slots__ = ("_keys", "_loose")
+    __slots__ = ("_keys", "_loose", "_types")
 
     def __init__(self) -> None:
         self._keys: dict[str, str] = {}
         self._loose: dict[str, str] = {}
+        self._types: dict[str, str] = {}
 
     def key(self, name: str) -> str:
         found = self._keys.get(name)
@@ -55,6 +117,12 @@ class NameKeys:
         found = self._loose.get(name)
         if found is None:
             found = self._loose[name] = loose_key(name)
+        return found
+
+    def type(self, type_: str) -> str:
+        found = self._types.get(type_)
+        if found is None:
+            found = self._types[type_] = type_key(type_)
         return found
 
 
@@ -87,8 +155,8 @@ class NameResolver:
             found = table.get(key)
             if not found:
                 continue
-            wanted = keys.key(type_)  # same_type, with the keys computed once
-            owners = [r for r in found if keys.key(r.type) == wanted]
+            wanted = keys.type(type_)  # same_type, with the keys computed once
+            owners = [r for r in found if keys.type(r.type) == wanted]
             if len(owners) == 1:
                 return owners[0]
             if owners:
@@ -109,27 +177,109 @@ def lookup_keys(names: Sequence[str], keys: NameKeys) -> set[str]:
     return {keys.key(n) for n in names} | {k for n in names if (k := keys.loose(n))}
 
 
+def skeleton(name: str) -> str:
+    """`loose_key` of `name` with each letter of another script that looks like a Latin letter or digit written as
+    that one (`_latin_look_alikes`): two names of one skeleton look the same on screen ("Maya Chen", and "Maya Chen"
+    written with the Cyrillic a) though their keys differ."""
+    if name.isascii():  # nothing to map: the loose key, without loading the confusables' tables
+        return loose_key(name)
+    text = unicodedata.normalize("NFKC", name)  # full-width and mathematical letters are plain ones already
+    latin = _latin_look_alikes(text)
+    return loose_key("".join(latin.get(char, char) for char in text))
+
+
+def _latin_look_alikes(text: str) -> dict[str, str]:
+    """The letters of `text` from other scripts that look like a Latin letter or digit, each with that one (Unicode's
+    confusables, from confusable_homoglyphs: the Cyrillic a, U+0430, as "a", the Greek Omicron as "O")."""
+    from confusable_homoglyphs import confusables  # its tables (~1 MB of JSON) load on the first non-ASCII name
+
+    latin: dict[str, str] = {}
+    for found in confusables.is_confusable(text, greedy=True, preferred_aliases=[]) or ():
+        char = found["character"]
+        like = [g["c"] for g in found["homoglyphs"] if g["c"].isascii() and g["c"].isalnum()]
+        if not char.isascii() and like:
+            # Unicode writes the capital-I-like letters (the Greek Iota, the Cyrillic I) as "l", which case folding
+            # keeps apart from the Latin "I" they look like: the capital is that I.
+            latin[char] = "I" if like[0] == "l" and char.isupper() else like[0]
+    return latin
+
+
+def looks_the_same(name: str, other: str) -> str:
+    """Why `name` is reported as a possible duplicate of `other`, of the same `skeleton`: the letters that differ,
+    by their Unicode names, since the two read alike."""
+    text = unicodedata.normalize("NFKC", name)
+    letters = ", ".join(f"{unicodedata.name(char, 'U+%04X' % ord(char))} for {latin!r}"
+                        for char, latin in _latin_look_alikes(text).items() if char in text)
+    return f"looks the same as {other!r} but uses other letters ({letters})"
+
+
+def look_alike_note(name: str, other: str) -> str:
+    """create_entities' note for a new entity that `looks_the_same` as `other` (the memory tools have no merge)."""
+    return (f"{looks_the_same(name, other)}: stored as an entity of its own; if both are one, delete this one "
+            f"(delete_entities) and add its observations to {other!r}")
+
+
+def look_alikes(store: GraphStore, namespace: str, names: Sequence[str]) -> dict[str, tuple[str, int | None]]:
+    """Of `names` (those of entities being created), each that has the `skeleton` of a stored entity's name or alias
+    (or of another of `names`) but not its loose key: the name it looks like and that entity's id (None for one of
+    `names`). Only names holding letters of other scripts are looked at (one lookup for them all): a stored name
+    written so and a new plain one are left to `duckgraph doctor`, which compares every skeleton."""
+    mapped = {name: shape for name in dict.fromkeys(names) if not name.isascii()
+              and (shape := skeleton(name)) and shape != loose_key(name)}
+    if not mapped:
+        return {}
+    plain = {loose_key(name): name for name in names}
+    stored = store.find_nodes(namespace, set(mapped.values()))
+    found: dict[str, tuple[str, int | None]] = {}
+    for name, shape in mapped.items():
+        owner = next(((spelling, r.id) for r in stored for spelling in (r.name, *r.aliases)
+                      if loose_key(spelling) == shape), None)
+        if owner is None and shape in plain:
+            owner = (plain[shape], None)
+        if owner is not None:
+            found[name] = owner
+    return found
+
+
 def possible_duplicates(store: GraphStore, namespace: str, created: Sequence[NodeRecord]) -> list[dict]:
-    """New entities close to a stored one of the same type (rule 3), for the caller to merge if they agree."""
-    if not created or len(created) > NEAR_DUPLICATE_CHECK_LIMIT:
+    """New entities that may be stored ones written otherwise, for the caller to merge if they agree: a name that
+    looks the same as a stored one but uses other letters (`look_alikes`: whatever the types, as a reader cannot
+    tell them apart; never merged, since a name may be written so on purpose), then one close to a stored entity of
+    the same type (rule 3)."""
+    if not created:
         return []
     import numpy as np  # loaded by then (the records carry vectors); not at import, to keep start-up light
 
-    embedded = [record for record in created if record.embedding is not None]
+    found = []
+    alike = look_alikes(store, namespace, [r.name for r in created])
+    if alike:
+        vectors = {r.name: r.embedding for r in created if r.embedding is not None}
+        stored = store.get_vectors("node", [i for _, i in alike.values() if i is not None])
+        for record in created:
+            if record.name in alike:
+                other, other_id = alike[record.name]
+                theirs = vectors.get(other) if other_id is None else stored.get(other_id)
+                similarity = (float(np.dot(record.embedding, theirs)) / float(
+                    np.linalg.norm(record.embedding) * np.linalg.norm(theirs) or 1.0)
+                    if record.embedding is not None and theirs is not None else 0.0)
+                found.append({"name": record.name, "similar_to": other, "type": record.type,
+                              "similarity": round(similarity, 3), "reason": looks_the_same(record.name, other)})
+    if len(created) > NEAR_DUPLICATE_CHECK_LIMIT:
+        return found
+    embedded = [record for record in created if record.embedding is not None and record.name not in alike]
     if not embedded:
-        return []
+        return found
     nearest = store.vector_search_batch("node", np.stack([r.embedding for r in embedded]), 1, namespace)
     hits: dict[int, tuple[NodeRecord, int, float]] = {}
-    for record, found in zip(embedded, nearest):
-        for node_id, similarity in found:
+    for record, near in zip(embedded, nearest):
+        for node_id, similarity in near:
             if similarity >= NEAR_DUPLICATE_SIMILARITY:
                 hits[id(record)] = (record, node_id, similarity)
     if not hits:
-        return []
-    stored = {n.id: n for n in store.get_nodes(node_id for _, node_id, _ in hits.values())}
-    found = []
+        return found
+    stored_nodes = {n.id: n for n in store.get_nodes(node_id for _, node_id, _ in hits.values())}
     for record, node_id, similarity in hits.values():
-        other = stored.get(node_id)
+        other = stored_nodes.get(node_id)
         if other is not None and same_type(other.type, record.type):
             found.append({"name": record.name, "similar_to": other.name, "type": record.type,
                           "similarity": round(similarity, 3)})

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from duckgraph.core.domain.passage_ranking import rank_passages
+from duckgraph.core.domain.resolution import noun_form, noun_variants
 from duckgraph.core.domain.search_options import SearchOptions, edge_filter
 from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import (
@@ -63,6 +64,9 @@ _ID = re.compile(r"(?=.*[^\W\d_])(?=.*\d)[^\W_]+(?:[-._/][^\W_]+)+")
 _HELD_CHECKED = 20
 #: Where a passage's sentences end: also at a semicolon, whose clause often answers alone.
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+#: The most words (besides `_ASKING_WORDS` and `_LISTING_WORDS`) a query names a type with for `_typed` to look
+#: its entities up in the other number too: types are a word or two ("Incident", "Purchase Order").
+_TYPE_WORDS = 3
 #: How many of the entities the keyword channel ranks best for a word are asked whether their name holds it (see
 #: `_names_held`): as many as a search takes as anchor candidates by default (`_anchor_candidates`).
 _NAMES_CHECKED = 20
@@ -163,6 +167,9 @@ def anchor_and_expand(
         named = [n for n in named if n.id in relevance.typed]
         candidates = [(i, s) for i, s in nearest if i in relevance.typed]
         keyword_nodes = [(i, s) for i, s in words.nodes if i in relevance.typed]
+        # Those of the type the query's words did not find (`_typed`) come after, in the order they were stored.
+        ranked = {i for i, _ in keyword_nodes}
+        keyword_nodes += [(i, 0.0) for i in sorted(relevance.typed) if i not in ranked]
         fact_ends = [i for i in fact_ends if i in relevance.typed]
     anchors = _anchors(store, named, candidates, keyword_nodes, query, options, relevance.observed, fact_ends)
     anchors = _without_sibling_ids(store, anchors, named)
@@ -249,7 +256,7 @@ def _relevant(
         return Relevance(True, {})
     if words is None:
         return None
-    if typed := _typed(store, query_text, words):
+    if typed := _typed(store, query_text, words, namespace, _anchor_candidates(options)):
         # Each is as relevant as the closest of them: the question is about them all, and one far from its words
         # must not fall below the share of the best anchor that an anchor needs (`_keep_threshold`).
         closest = max(store.similarities("node", list(typed), query).values(), default=0.0)
@@ -376,16 +383,40 @@ def _says_when(word: str) -> bool:
     return word in _WHEN_WORDS or _WHEN_DIGITS.fullmatch(word) is not None
 
 
-def _typed(store: GraphStore, query_text: str, words: WordMatches) -> frozenset[int]:
-    """The entities the keyword channel found (it indexes types) of the stored type that the query asks about with
-    no other word besides `_ASKING_WORDS` and `_LISTING_WORDS`, in any case and number ("How many incidents have we
-    had?", "List all teams": Incident, Team); none when it asks with another word ("Which incident hit checkout?")."""
-    asked = set(terms(query_text)) - _asking_terms() - _listing_terms()
-    if not asked or not words.nodes:
+def _typed(store: GraphStore, query_text: str, words: WordMatches, namespace: str, limit: int) -> frozenset[int]:
+    """The entities of the stored types that the query asks about with no other word besides `_ASKING_WORDS` and
+    `_LISTING_WORDS`, in any case and number ("How many incidents have we had?", "List all teams": Incident, Team;
+    "List all people": Person, persons, people); none when it asks with another word ("Which incident hit
+    checkout?"). Among those the keyword channel found (it indexes types) and, when a word of the query has a
+    number form of another stem ("people", "person"; "children", "child"), at most `limit` more that the keyword
+    channel finds for those forms: an entity typed Person holds no word "people"."""
+    written = tokens(query_text)
+    skipped = _asking_terms() | _listing_terms()
+    asked = [(word, term) for word, term in zip(written, stemmed(written)) if term not in skipped]
+    if not asked:
         return frozenset()
-    records = store.get_nodes([i for i, _ in words.nodes])
-    # A type's terms without the joined whole that `terms` adds ("purchase_order" gives purchas, order and it).
-    return frozenset(n.id for n in records if {t for t in terms(n.type) if t.isalnum()} == asked)
+    stems = frozenset(term for _, term in asked)
+    # Forms the keyword channel did not look for: it matches a word's stem, and "person" is no form of "peopl".
+    # Not for a longer query: a type is a word or two, and such a query would pay a keyword search for nothing.
+    forms = sorted({form for word, _ in asked for form in noun_variants(word)}) if len(asked) <= _TYPE_WORDS else []
+    other = [form for form, term in zip(forms, stemmed(forms)) if term not in stems]
+    ids = dict.fromkeys(i for i, _ in words.nodes)
+    if other:
+        ids.update(dict.fromkeys(i for i, _ in store.keyword_search("node", " ".join(other), limit, namespace)))
+    if not ids:
+        return frozenset()
+    singular = frozenset(noun_form(word) for word, _ in asked)
+    return frozenset(n.id for n in store.get_nodes(list(ids))
+                     if _type_words(n.type)[0] == stems or _type_words(n.type)[1] == singular)
+
+
+@functools.lru_cache(maxsize=4096)
+def _type_words(type_: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The terms of a stored type's words and their singular forms (`noun_form`), to match a query's by either
+    (cached: a query about a type compares them with the types of the entities it found, most of them seen before).
+    Without the joined whole that `tokens` adds ("purchase_order" gives purchase, order and it)."""
+    written = [word for word in tokens(type_) if word.isalnum()]
+    return frozenset(stemmed(written)), frozenset(noun_form(word) for word in written)
 
 
 def _ids_not_stored(store: GraphStore, query_text: str, namespace: str) -> list[str]:

@@ -221,7 +221,9 @@ def test_invisible_characters_are_removed_from_names_and_ignored_by_keys(dirty):
 def test_a_name_is_one_line():
     from duckgraph.ports import clean_name
 
-    assert clean_name("  Alice\nSmith\t\r\u2028Jr ") == "Alice Smith   Jr"
+    assert clean_name("  Alice\nSmith\t\r\u2028Jr ") == "Alice Smith Jr"
+    # A run of spaces is one too: the key ignores spacing, so "Maya  Chen" would be what every later "Maya Chen" shows.
+    assert clean_name("  Maya  Chen\u00a0 \u3000Jr ") == "Maya Chen Jr"
 
 
 def test_the_invisible_class_covers_every_format_and_control_character_of_this_unicode():

@@ -51,8 +51,10 @@ def register_memory_tools(server: MCPServer) -> None:
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, MemoryEntities]:
         """Create multiple new entities in the knowledge graph. An entity whose exact name exists already is
-        skipped; one whose name differs from a stored one only in case or spacing is the same entity here: its
-        observations are added to it, and it is returned with merged_into (the stored name)."""
+        skipped; one whose name differs from a stored one only in case or spacing, or (for one stored entity of
+        the same type) only in accents and punctuation, is the same entity here: its observations are added to it,
+        and it is returned with merged_into (the stored name); a spelling of the second kind becomes an alias of
+        it, and its note says so."""
         created = await call(memory_compat.create_entities, kb_of(ctx), entities,
                               namespace=await call_namespace(ctx, namespace))
         return json_result(MemoryEntities(entities=created), "entities")
@@ -65,7 +67,9 @@ def register_memory_tools(server: MCPServer) -> None:
     ) -> Annotated[CallToolResult, MemoryRelations]:
         """Create multiple new relations between entities in the knowledge graph. Relations should be in active
         voice. An end that does not exist is created with entityType 'unknown' (create_entities with its name
-        later gives it a type and observations), and the relation's note says so. A relation that exists already
+        later gives it a type and observations), and the relation's note says so; an end that differs from one
+        stored entity's name only in accents and punctuation is that entity (the spelling becomes its alias, the
+        note says so). A relation that exists already
         is skipped; one joining an entity to itself is not stored and has a note."""
         created = await call(memory_compat.create_relations, kb_of(ctx), relations,
                               namespace=await call_namespace(ctx, namespace))

@@ -1,0 +1,88 @@
+"""Entity types in another case or number, and names with look-alike letters, through the official MCP client on a
+real DuckDB file: "List all people" lists the entities typed Person (and person, Persons, people); a write typed
+"People" resolves onto the entity a "person" write made an alias; a name written with a Cyrillic a is reported in
+possible_duplicates (graphrag tools) and in create_entities' note (memory tools), never merged."""
+
+from __future__ import annotations
+
+import pytest
+from mcp import Client
+
+from duckgraph.core.mcp.server import build_server
+from tests.e2e.test_memory_compat import anyio_backend, call_ok, make_services  # noqa: F401 (a fixture)
+from tests.fakes import HashingEmbedder
+
+CYRILLIC_MAYA = "M\u0430ya Chen"  # the second letter is U+0430 CYRILLIC SMALL LETTER A
+REASON = "looks the same as 'Maya Chen' but uses other letters (CYRILLIC SMALL LETTER A for 'a')"
+
+
+def person(name: str, type_: str, observation: str) -> dict:
+    return {"name": name, "type": type_, "observations": [observation]}
+
+
+@pytest.mark.model
+@pytest.mark.anyio
+async def test_a_question_about_people_lists_the_entities_of_the_type_in_every_case_and_number(tmp_path, minilm):
+    async with Client(build_server(make_services(tmp_path, "all", minilm))) as client:
+        await call_ok(client, "add_knowledge_graph", {"nodes": [
+            person("Renée Dubois", "Person", "leads the platform team"),
+            person("Maya Chen", "Person", "backend engineer"), person("Tom Okafor", "Person", "support")],
+            "edges": []})
+
+        async def listed(query: str) -> set[str] | None:
+            found, _ = await call_ok(client, "search", {"query": query})
+            return None if found["nothing_relevant"] else {a["name"] for a in found["anchors"]}
+
+        # Before: "Nothing relevant to this query is stored" ("people" and "person" have other stems).
+        for query in ("List all people", "How many people are there?"):
+            assert await listed(query) == {"Renée Dubois", "Maya Chen", "Tom Okafor"}, query
+        # Before: the one entity typed "people" alone, which read as the complete list.
+        await call_ok(client, "add_knowledge_graph", {"nodes": [person("Priya Raman", "people", "designer")],
+                                                      "edges": []})
+        for query in ("List all people", "List all persons"):
+            assert await listed(query) == {"Renée Dubois", "Maya Chen", "Tom Okafor", "Priya Raman"}, query
+        assert await listed("Which person made the coffee machine leak?") is None  # another word: the floor holds
+
+
+@pytest.mark.anyio
+async def test_a_type_in_another_number_resolves_and_keeps_the_stored_spelling(tmp_path):
+    async with Client(build_server(make_services(tmp_path, "all", HashingEmbedder()))) as client:
+        await call_ok(client, "add_knowledge_graph", {"nodes": [
+            person("José Álvarez", "Person", "DBA"), person("Maya Chen", "Person", "backend engineer")], "edges": []})
+        first, _ = await call_ok(client, "add_knowledge_graph", {"nodes": [
+            person("Jose Alvarez", "person", "works remotely")], "edges": []})
+        assert first["resolved"] == [{"name": "Jose Alvarez", "into": "José Álvarez"}]
+        again, _ = await call_ok(client, "add_knowledge_graph", {"nodes": [
+            person("Jose Alvarez", "People", "people typed"), person("Maya Chen", "people", "people typed")],
+            "edges": []})
+        assert (again["nodes_created"], again["possible_duplicates"]) == (0, [])
+        assert [(n["name"], n["type"]) for n in again["nodes"]] == [("José Álvarez", "Person"),
+                                                                    ("Maya Chen", "Person")]
+        found, _ = await call_ok(client, "get_entities", {"names": ["Jose Alvarez", "Maya Chen"]})
+        assert [(e["name"], e["type"]) for e in found["entities"]] == [("José Álvarez", "Person"),
+                                                                       ("Maya Chen", "Person")]
+        assert found["entities"][0]["observations"] == ["DBA", "works remotely", "people typed"]
+
+        looks, _ = await call_ok(client, "add_knowledge_graph", {"nodes": [
+            person(CYRILLIC_MAYA, "Person", "on call this week")], "edges": []})
+        assert looks["nodes_created"] == 1
+        [duplicate] = looks["possible_duplicates"]
+        assert (duplicate["name"], duplicate["similar_to"], duplicate["reason"]) == (CYRILLIC_MAYA, "Maya Chen", REASON)
+        both, _ = await call_ok(client, "get_entities", {"names": ["Maya Chen", CYRILLIC_MAYA]})
+        assert [e["name"] for e in both["entities"]] == ["Maya Chen", CYRILLIC_MAYA]  # not merged
+
+
+@pytest.mark.anyio
+async def test_create_entities_notes_a_name_that_looks_like_a_stored_one(tmp_path):
+    async with Client(build_server(make_services(tmp_path, "memory", HashingEmbedder()))) as client:
+        await call_ok(client, "create_entities", {"entities": [
+            {"name": "Maya Chen", "entityType": "person", "observations": ["plain"]}]})
+        created, text = await call_ok(client, "create_entities", {"entities": [
+            {"name": CYRILLIC_MAYA, "entityType": "person", "observations": ["cyrillic a"]}]})
+        [entity] = created["entities"]
+        assert entity["name"] == CYRILLIC_MAYA and "merged_into" not in entity
+        assert entity["note"] == (f"{REASON}: stored as an entity of its own; if both are one, delete this one "
+                                  "(delete_entities) and add its observations to 'Maya Chen'")
+        assert REASON in text
+        graph, _ = await call_ok(client, "read_graph", {})
+        assert sorted(e["name"] for e in graph["entities"]) == ["Maya Chen", CYRILLIC_MAYA]

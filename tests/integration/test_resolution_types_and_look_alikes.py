@@ -1,0 +1,79 @@
+"""Resolution with types written in another case or number, and names written with look-alike letters of other
+scripts, on a real DuckDB file: "people" is the type "Person" (resolution merges across them, and a write keeps the
+stored spelling); "Maya Chen" written with a Cyrillic a is stored apart and reported as a possible duplicate."""
+
+from __future__ import annotations
+
+from duckgraph.core.domain import memory_server
+from duckgraph.core.domain.model import MemoryEntityInput, NodeInput
+
+CYRILLIC_MAYA = "M\u0430ya Chen"  # the second letter is U+0430 CYRILLIC SMALL LETTER A
+REASON = "looks the same as 'Maya Chen' but uses other letters (CYRILLIC SMALL LETTER A for 'a')"
+
+
+def stored(kb) -> dict[str, str]:
+    return {n.name: n.type for n in kb.store.list_nodes(kb.namespace, limit=1000)}
+
+
+def test_a_name_resolved_once_resolves_again_whatever_the_number_of_its_type(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([NodeInput(name="José Álvarez", type="Person", observations=["DBA"])], [])
+    first = fake_kb.add_knowledge_graph([NodeInput(name="Jose Alvarez", type="person")], [])
+    assert [(r.name, r.into) for r in first.resolved] == [("Jose Alvarez", "José Álvarez")]
+    # Before, "People" was another type than "Person": a second, empty entity took the alias's name.
+    again = fake_kb.add_knowledge_graph([NodeInput(name="Jose Alvarez", type="People", observations=["remote"])], [])
+    assert again.nodes_created == 0 and not again.possible_duplicates
+    assert [(r.name, r.into) for r in again.resolved] == [("Jose Alvarez", "José Álvarez")]
+    assert stored(fake_kb) == {"José Álvarez": "Person"}
+    found = fake_kb.curation.read_entities(["Jose Alvarez"], fake_kb.namespace)
+    assert [e.name for e in found.entities] == ["José Álvarez"] and not found.not_found
+    assert found.entities[0].observations == ["DBA", "remote"]
+
+
+def test_a_write_in_another_case_or_number_of_the_type_keeps_the_stored_spelling(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([NodeInput(name="Maya Chen", type="Person")], [])
+    for spelling in ("people", "PERSONS", "person"):
+        result = fake_kb.add_knowledge_graph([NodeInput(name="Maya Chen", type=spelling)], [])
+        assert [n.type for n in result.nodes] == ["Person"], spelling
+        assert stored(fake_kb) == {"Maya Chen": "Person"}, spelling
+    # Another type is a real change: the newest wins, as before.
+    fake_kb.add_knowledge_graph([NodeInput(name="Maya Chen", type="Team")], [])
+    assert stored(fake_kb) == {"Maya Chen": "Team"}
+
+
+def test_a_name_with_look_alike_letters_is_stored_apart_and_reported(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([NodeInput(name="Maya Chen", type="Person", observations=["backend"])], [])
+    result = fake_kb.add_knowledge_graph([NodeInput(name=CYRILLIC_MAYA, type="Person", observations=["on call"])], [])
+    assert result.nodes_created == 1 and not result.resolved
+    [duplicate] = result.possible_duplicates
+    assert (duplicate.name, duplicate.similar_to, duplicate.type, duplicate.reason) == (
+        CYRILLIC_MAYA, "Maya Chen", "Person", REASON)
+    assert -1.0 <= duplicate.similarity <= 1.0
+    assert stored(fake_kb) == {"Maya Chen": "Person", CYRILLIC_MAYA: "Person"}  # never merged by itself
+
+
+def test_look_alikes_are_reported_within_one_call_and_across_types(fake_kb) -> None:
+    result = fake_kb.add_knowledge_graph([NodeInput(name="Maya Chen", type="Person"),
+                                          NodeInput(name=CYRILLIC_MAYA, type="Person")], [])
+    assert [(d.name, d.similar_to, d.reason) for d in result.possible_duplicates] == [
+        (CYRILLIC_MAYA, "Maya Chen", REASON)]
+    fake_kb.add_knowledge_graph([NodeInput(name="Orders", type="Database")], [])
+    other = fake_kb.add_knowledge_graph([NodeInput(name="\u039frders", type="Service")], [])  # a Greek capital O
+    assert [(d.name, d.similar_to, d.type) for d in other.possible_duplicates] == [
+        ("\u039frders", "Orders", "Service")]
+    plain = fake_kb.add_knowledge_graph([NodeInput(name="Maya Chan", type="Person"),
+                                         NodeInput(name="Renée Dubois", type="Person")], [])
+    assert not [d for d in plain.possible_duplicates if d.reason]
+
+
+def test_create_entities_says_when_a_new_name_looks_like_a_stored_one(fake_kb) -> None:
+    memory_server.create_entities(fake_kb, [MemoryEntityInput(name="Maya Chen", entityType="person",
+                                                              observations=["plain"])])
+    [created] = memory_server.create_entities(fake_kb, [MemoryEntityInput(name=CYRILLIC_MAYA, entityType="person",
+                                                                          observations=["cyrillic a"])])
+    assert created.merged_into is None and created.observations == ["cyrillic a"]
+    assert created.note == (f"{REASON}: stored as an entity of its own; if both are one, delete this one "
+                            "(delete_entities) and add its observations to 'Maya Chen'")
+    assert set(stored(fake_kb)) == {"Maya Chen", CYRILLIC_MAYA}
+    [plain] = memory_server.create_entities(fake_kb, [MemoryEntityInput(name="Maya Chan", entityType="person",
+                                                                        observations=[])])
+    assert plain.note is None
