@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import json
 import logging
+import math
 import os
 import re
 import unicodedata
@@ -49,9 +51,20 @@ class PluginChoice(BaseModel):
     use: str
     options: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("options")
+    @classmethod
+    def _numbers_are_finite(cls, options: dict[str, Any]) -> dict[str, Any]:
+        # TOML's nan and inf, and JSON's NaN and Infinity (which json.loads takes), are numbers no option means:
+        # refused here for every plugin rather than left to each (a store option of nan crashed at open).
+        if name := _non_finite(options):
+            raise ValueError(f"option {name} must be a number, not nan or infinity")
+        return options
+
 
 class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # allow_inf_nan: every float setting, present and future, refuses nan and inf (from "nan" in a variable or nan
+    # in TOML), which would otherwise be refused by a bound that does not say why, or pass where none is.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     db: Path = Field(default_factory=lambda: default_data_dir() / "duckgraph.duckdb")
     #: The default namespace of tool calls, or "@roots": each client's first root folder's name.
@@ -129,6 +142,18 @@ class Settings(BaseModel):
         return SecretStr(token)
 
 
+def _non_finite(value: Any, where: str = "") -> str | None:
+    """The name (a.b[2]) of the first nan or infinite float in `value`'s options, None when there is none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        name = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else str(key)
+        if (found := _non_finite(item, name)) is not None:
+            return found
+    return None
+
+
 def expand_path(value: str | Path, refuse_relative_from: str | None = None) -> Path:
     """A path setting made absolute: ~ and $NAME or ${NAME} expanded, a variable that is not set refused (MCP
     clients pass env values and args as written, without a shell: "$HOME/notes" must not become a folder named
@@ -191,7 +216,7 @@ def load_settings(
         import tomllib  # ~8 ms of regex compiling at import, for a file many setups do not have
 
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(_config_text(path))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
 
@@ -211,7 +236,10 @@ def load_settings(
         sources = f"{path}, DUCKGRAPH_* variables or flags" if path.is_file() else "DUCKGRAPH_* variables or flags"
         raise ConfigError(f"invalid settings (from {sources}): {problems}") from exc
     if settings.log_level != "ERROR":
-        for warning in unknown_variables(env):
+        # A --namespace flag chooses this command's namespace: a fallback set for the server (which shares the
+        # environment and the file) is not this command's mistake.
+        unused = unused_settings(settings) if overrides.get("namespace") is None else []
+        for warning in unknown_variables(env) + unused:
             if warning not in _warned:  # once per process, though a command may load its settings twice
                 _warned.add(warning)
                 log.warning("%s", warning)
@@ -219,6 +247,20 @@ def load_settings(
 
 
 _warned: set[str] = set()
+
+
+def _config_text(path: Path) -> str:
+    """The config file's text. A UTF-8 byte-order mark (which Windows editors write, and tomllib refuses) is
+    dropped; a file in another encoding (Latin-1, UTF-16) is a ConfigError saying where, not a traceback."""
+    raw = path.read_bytes()
+    body = raw.removeprefix(codecs.BOM_UTF8)
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = exc.start + len(raw) - len(body)  # in the file as saved, the mark included
+        line = raw.count(b"\n", 0, offset) + 1
+        raise ConfigError(f"cannot read config file {path}: it is not UTF-8 (byte 0x{raw[offset]:02x} at offset "
+                          f"{offset}, line {line}); save it as UTF-8") from exc
 
 
 def _config_file(config_file: str | Path | None, env: Mapping[str, str]) -> Path | None:
@@ -254,11 +296,24 @@ def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
     return warnings
 
 
+def unused_settings(settings: Settings) -> list[str]:
+    """A warning for each setting given (in the file or the environment) that the others make ineffective, which
+    would otherwise be ignored without a word: namespace_fallback is used only when namespace is @roots."""
+    if "namespace_fallback" in settings.model_fields_set and not settings.from_roots:
+        return [f"namespace_fallback = {settings.namespace_fallback!r} (DUCKGRAPH_NAMESPACE_FALLBACK or the config "
+                f"file) has no effect: it is the namespace of an MCP client without roots when namespace is "
+                f"{ROOTS_NAMESPACE}, and namespace is {settings.namespace!r}; set namespace (DUCKGRAPH_NAMESPACE) to "
+                f"{ROOTS_NAMESPACE}, or remove namespace_fallback (see docs/namespaces.md)"]
+    return []
+
+
 def _problem(error: Any) -> str:
     """One validation error as "log_level = 'LOUD': must be DEBUG, ...": the setting, the value given, what is
     allowed."""
     where = ".".join(map(str, error["loc"]))
     message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "finite_number":  # pydantic's "should be a finite number" reads as if nan were a number
+        message = "must be a number, not nan or infinity"
     value = error.get("input")
     if error["type"] == "missing" or error["loc"][:1] == ("http_token",) or isinstance(value, dict):
         return f"{where}: {message}"  # nothing to show, or a secret

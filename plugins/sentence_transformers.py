@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from duckgraph.ports import ALL_MINILM_L6_V2_FLOOR, ConfigError, Embedder, EmbedderError, hookimpl, normalize
+from duckgraph.ports.http import redact_urls, request
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,6 +46,10 @@ _BATCH_TEXTS = (8, 256)
 #: The same for batches on onnxruntime, which runs smaller batches faster than PyTorch does.
 _ONNX_BATCH_CHARACTERS = 2_000
 _ONNX_BATCH_TEXTS = (4, 64)
+#: Seconds the Hugging Face hub has to answer before a model named on it is loaded from the cache alone (or
+#: refused when it is not cached): unreachable, the hub's client retries each file with backoff, ~75 s a call and
+#: ~200 s for the first, past the ~60 s after which MCP hosts give up on a call.
+_HUB_PROBE_SECONDS = 5.0
 
 
 def bundled_model_path() -> Path | None:
@@ -102,6 +107,7 @@ class SentenceTransformersEmbedder(Embedder):
         self._onnx_problem: str | None = None  # why the model runs on PyTorch only, once an export was tried
         self._onnx_lock = threading.Lock()
         self._cache_tried = False
+        self._unavailable: str | None = None  # why a named model cannot be had, once found: said again at once
 
     @property
     def relevance_floor(self) -> float | None:  # type: ignore[override]
@@ -295,8 +301,12 @@ class SentenceTransformersEmbedder(Embedder):
             return self._model
         with self._lock:
             if self._model is None:
+                if self._unavailable is not None:  # the hub is not asked again until the process restarts
+                    raise EmbedderError(self._unavailable)
                 location = self._model_location()
                 try:
+                    # Before the imports below: a model that cannot be had is said in seconds, not after them.
+                    cached_only = {"local_files_only": True} if self._from_cache_only(location) else {}
                     # ~10 s of torch imports: only ever on first use or in the warm-up thread.
                     from sentence_transformers import SentenceTransformer
                     import torch
@@ -310,12 +320,82 @@ class SentenceTransformersEmbedder(Embedder):
                 # Its progress bars would clutter the CLI's stderr and the MCP host's log.
                 transformers_logging.disable_progress_bar()
                 self._default_threads = torch.get_num_threads()
-                try:
-                    self._model = SentenceTransformer(location, device=self.device)
+                try:  # from the cache alone when the hub cannot be asked: else the hub's client retries first
+                    self._model = SentenceTransformer(location, device=self.device, **cached_only)
                 except Exception as exc:
                     raise EmbedderError(f"cannot load sentence-transformers model {self.model!r}: {exc}") from exc
                 log.info("loaded sentence-transformers model %s", location)
         return self._model
+
+    def _from_cache_only(self, location: str) -> bool:
+        """Whether a model named on the Hugging Face hub must be loaded from the local cache alone: the hub is off
+        (HF_HUB_OFFLINE) or does not answer within _HUB_PROBE_SECONDS. When the model is not cached either, raises
+        an EmbedderError saying how to get it, and keeps it for later calls. A model given as a folder (the default
+        one ships as one) never reaches the hub: False, at once."""
+        if not _names_a_hub_model(location):
+            return False
+        from huggingface_hub import constants  # sentence-transformers' dependency, imported without PyTorch
+
+        if constants.HF_HUB_OFFLINE:
+            reason = "HF_HUB_OFFLINE is set"
+        elif (problem := _hub_unreachable(constants.ENDPOINT)) is None:
+            return False
+        else:
+            reason = f"{redact_urls(constants.ENDPOINT)} cannot be reached ({problem})"
+        if _in_hub_cache(location):
+            log.info("loading %s from the Hugging Face cache: %s", location, reason)
+            return True
+        self._unavailable = (
+            f"the model {self.model!r} is not in the Hugging Face cache ({_hub_cache_folder()}) and {reason}: run "
+            "`duckgraph doctor` once with the network (and HF_HUB_OFFLINE unset) and the same embedder settings: it "
+            "loads the model, which downloads it into the cache; or copy a cache that holds it there (HF_HOME sets "
+            "where the cache is). Then restart the server: a process that found the model missing does not ask again")
+        raise EmbedderError(self._unavailable)
+
+
+def _names_a_hub_model(location: str) -> bool:
+    """Whether sentence-transformers looks `location` up on the Hugging Face hub: a name such as
+    "all-MiniLM-L12-v2" or "org/name", not a path (which it refuses when missing, with the path in the message)."""
+    if Path(location).expanduser().exists() or location.startswith(("/", "~", ".")):
+        return False
+    return location.count("/") <= 1 and "\\" not in location
+
+
+def _hub_cache_folder() -> str:
+    """Where sentence-transformers keeps hub models: SENTENCE_TRANSFORMERS_HOME, else the hub's cache (HF_HOME)."""
+    from huggingface_hub import constants
+
+    return os.environ.get("SENTENCE_TRANSFORMERS_HOME") or constants.HF_HUB_CACHE
+
+
+def _in_hub_cache(name: str) -> bool:
+    """Whether the cache holds a snapshot of the model `name`; a bare name is tried as sentence-transformers
+    resolves it (under sentence-transformers/, or as it is for a few original transformers models)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    for repo_id in ([name] if "/" in name else [f"sentence-transformers/{name}", name]):
+        try:
+            snapshot_download(repo_id, local_files_only=True, cache_dir=os.environ.get("SENTENCE_TRANSFORMERS_HOME"))
+        except (LocalEntryNotFoundError, ValueError):  # not cached; a name that is no repository id
+            continue
+        return True
+    return False
+
+
+def _hub_unreachable(endpoint: str) -> str | None:
+    """Why the hub at `endpoint` gives no answer within _HUB_PROBE_SECONDS, None when it answers (any status: a
+    mirror may refuse its root page and still serve models)."""
+    import anyio
+    import httpx
+
+    try:
+        request("HEAD", endpoint, timeout=_HUB_PROBE_SECONDS)
+    except (TimeoutError, httpx.TimeoutException):
+        return f"no answer within {_HUB_PROBE_SECONDS:g} s"
+    except (httpx.HTTPError, anyio.BrokenResourceError, OSError) as exc:
+        return redact_urls(f"{type(exc).__name__}: {exc}".rstrip(": "))
+    return None
 
 
 class _NotExportable(Exception):

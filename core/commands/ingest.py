@@ -19,6 +19,7 @@ from duckgraph.ports import ConfigError, DuckgraphError, interruption
 
 
 def ingest_command(args: argparse.Namespace) -> int:
+    from duckgraph.core.domain.ingest import refuse_read_only
     from duckgraph.core.domain.model import MAX_DOCUMENT_CHARS
     from duckgraph.core.files import folder
 
@@ -59,7 +60,9 @@ def ingest_command(args: argparse.Namespace) -> int:
         # mistake is refused first. A file not there yet holds no namespace to mistake it for: it is created by
         # the ingest's first write, as before (not here, where a failed fetch would leave it empty).
         if Path(services.settings.db).expanduser().exists():
-            refuse_new_namespace(args, services.knowledge_base.open())
+            # A read-only file is refused before anything is fetched, converted or embedded (minutes, for a folder).
+            refuse_read_only(services.knowledge_base.open())
+            refuse_new_namespace(args, services.knowledge_base)
         if urls:
             bar.label = "web"
             crawl = fetching.fetch(urls, depth=or_default(args.depth, CRAWL_DEPTH) if args.crawl else 0,

@@ -23,6 +23,7 @@ from duckgraph.ports import (
     ExtractionError,
     Extractor,
     InvalidInputError,
+    StoreError,
     WriteBatch,
     entity_key,
     name_candidates,
@@ -91,6 +92,18 @@ def add_documents(
         outcome.extractions = _extract(kb, kb.store.document_chunks(namespace, ids), namespace, progress)
         outcome.extraction_errors = sum(1 for e in outcome.extractions if e.error)
     return outcome
+
+
+def refuse_read_only(kb: KnowledgeBase) -> None:
+    """Raise the store's refusal of writes now when its file is open read-only, for a use case that reads, converts
+    and embeds much before its first write (a folder's ingest embedded every passage, for minutes, only to be
+    refused). The store's health says whether and why (`read_only`, as doctor shows it); the message is the
+    store's own, with its fix, when it gives one. A store that says nothing of it refuses at the first write."""
+    reason = kb.health().get("read_only")
+    if not reason:
+        return
+    message = getattr(kb.store, "read_only_message", None)
+    raise StoreError(message() if callable(message) else f"this knowledge file is read-only ({reason})")
 
 
 def _to_review(kb: KnowledgeBase, node_ids: list[int], edge_ids: list[int]) -> list[str]:
