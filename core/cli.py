@@ -560,6 +560,7 @@ def _ui(args: argparse.Namespace) -> int:
 
     sharing.set_command("ui")  # named in the lock file, for the messages of commands refused the file
     services = _setup(args)
+    sharing.check_lock_file(services.settings.db)  # another user's lock file ends the UI: refuse before the address
     configured = services.settings.http_token
     token = args.token or (configured.get_secret_value() if configured else None)
     if args.token == "":

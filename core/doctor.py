@@ -9,6 +9,7 @@ are shown only.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -20,7 +21,7 @@ from typing import Any
 import pluggy
 
 from duckgraph.core import __version__
-from duckgraph.core.config import Settings, unknown_variables
+from duckgraph.core.config import Settings, unknown_variables, unused_settings
 from duckgraph.core.files.folder import SUFFIXES as TEXT_SUFFIXES
 from duckgraph.core.plugin_manager import PluginKind, create, embedder_mismatch, plugin_problems, registered_ids
 from duckgraph.core.terminal import for_stream
@@ -35,6 +36,13 @@ PROBE_BATCH = tuple(f"Probe passage {i}: the doctor checks that writes can be em
 #: blocks free, was 3.2 MB once copied, so the share asked for is below half.)
 COMPACT_FREE_SHARE = 0.4
 COMPACT_FREE_BYTES = 64 * 2**20
+#: Groups of likely duplicate entities the report lists, each with the call that merges it (the rest are counted).
+DUPLICATES_LISTED = 5
+#: Entities read per page while looking for likely duplicates (names, types and ids only are kept).
+DUPLICATES_PAGE = 5_000
+#: Entities compared at most while looking for likely duplicates (about 50 µs each to read: some 10 s), so that
+#: doctor stays quick on a huge file; past it the check says that it compared the first ones only.
+DUPLICATES_SCANNED = 200_000
 
 
 class Diagnosis:
@@ -123,6 +131,7 @@ def _check_environment(diagnosis: Diagnosis) -> None:
     if unknown := unknown_variables():
         diagnosis.warnings.extend(unknown)
         diagnosis.check("environment", False, f"{len(unknown)} DUCKGRAPH_* variable(s) ignored, below")
+    diagnosis.warnings.extend(unused_settings(diagnosis.settings))  # set, but without effect (namespace_fallback)
 
 
 # -- the plugins -------------------------------------------------------------------------------------------
@@ -241,6 +250,7 @@ def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
     report["sharing"] = sharing_state(path)
     if report["sharing"].get("problem"):
         diagnosis.problems.append(report["sharing"]["problem"])
+    _check_lock_file(diagnosis, path)
     _check_leftovers(diagnosis, path)
     _check_upgrade_copies(diagnosis, path)
     if not path.exists():
@@ -272,6 +282,7 @@ def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
                                           + (f"; {_space_text(space)})" if space else ")"))
         _store_warnings(diagnosis, store)
         _check_namespace_held(diagnosis, store)
+        _check_duplicates(diagnosis, store)
         if space:
             _check_space(diagnosis, path, space)
     recorded = store.get("embedder")
@@ -398,7 +409,11 @@ def _store_health(diagnosis: Diagnosis, path: Path) -> dict[str, Any] | None:
             return {"schema_version": due["from"], "embedder": due["embedder"], "upgrade": due}
         store.open()
         try:
-            return store.health()
+            health = store.health()
+            groups, scanned, complete = likely_duplicates(store)
+            health["duplicates"] = {"groups": len(groups), "entities": sum(len(g["names"]) for g in groups),
+                                    "first": groups[:DUPLICATES_LISTED], "scanned": scanned, "complete": complete}
+            return health
         finally:
             store.close()
     except DuckgraphError as exc:
@@ -428,6 +443,85 @@ def _check_namespace_held(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
         f"the namespace {choice['default']!r}, where calls that name no namespace read and write, holds nothing, "
         f"while the file holds others: {namespace_hint(choice['default'], held)}. Set the one you meant "
         "(--namespace, DUCKGRAPH_NAMESPACE or the config file)")
+
+
+def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[str, Any]], int, bool]:
+    """Groups of entities of one namespace whose names are one but for case, accents, punctuation and spacing, or
+    look the same but use letters of other scripts (one `resolution.skeleton`, spaces left out: "OrdersDB",
+    "orders_db" and "orders-db"; "Maya Chen" and a Maya Chen written with a Cyrillic a), whatever their types.
+    One pass over the entities, a page at a time, keeping each one's name, type and id: no vector is compared
+    (near vectors, "K8s" and "Kubernetes", are what `possible_duplicates` reports when such an entity is written).
+    Each group: {"namespace", "names" (the first stored first), "types", "target", "sources", "reasons"}; with how
+    many entities were compared, and whether that was all of them (at most `limit`, the first stored first;
+    default `DUPLICATES_SCANNED`)."""
+    from duckgraph.core.domain.resolution import looks_the_same, skeleton
+    from duckgraph.ports import loose_key
+
+    limit = DUPLICATES_SCANNED if limit is None else limit
+
+    groups: list[dict[str, Any]] = []
+    scanned, complete = 0, True
+    for namespace in store.namespaces():
+        by_shape: dict[str, list[tuple[int, str, str]]] = {}
+        offset = 0
+        while page := store.list_nodes(namespace, offset=offset, limit=min(DUPLICATES_PAGE, limit - scanned + 1)):
+            if scanned + len(page) > limit:
+                page, complete = page[:limit - scanned], False
+            offset += len(page)
+            scanned += len(page)
+            for node in page:
+                if shape := skeleton(node.name).replace(" ", ""):
+                    by_shape.setdefault(shape, []).append((node.id, node.name, node.type))
+            if not complete:
+                break
+        for found in by_shape.values():
+            if len(found) < 2:
+                continue
+            found.sort()
+            # The target: the first stored of those written in plain letters (a look-alike is the copy).
+            plain = [name for _, name, _ in found if skeleton(name) == loose_key(name)]
+            target = plain[0] if plain else found[0][1]
+            sources = [name for _, name, _ in found if name != target]
+            groups.append({"namespace": namespace, "names": [name for _, name, _ in found],
+                           "types": sorted({type_ for _, _, type_ in found}), "target": target, "sources": sources,
+                           "reasons": [looks_the_same(name, target) for name in sources
+                                       if skeleton(name) != loose_key(name)]})
+        if not complete:
+            break
+    return groups, scanned, complete
+
+
+def _check_duplicates(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
+    """Likely duplicate entities (`likely_duplicates`): a warning with their count and the merge call of the first
+    few groups, since search and the reads split what the memory holds of one thing between them. Not checked
+    through a duckgraph server that owns the file (it answers its health only)."""
+    found = store.get("duplicates")
+    if found is None:
+        diagnosis.check("duplicates", True, "not checked: a duckgraph server has the file open; stop it and run "
+                                            "doctor again to look for likely duplicate entities")
+        return
+    # A huge file: the first entities only were compared (`DUPLICATES_SCANNED`).
+    partial = "" if found.get("complete", True) else f" among the first {found['scanned']:,} entities stored"
+    if not found["groups"]:
+        diagnosis.check("duplicates", True, "no two entities of a namespace are named alike but for case, "
+                                            f"accents, punctuation, spacing or look-alike letters{partial}")
+        return
+    diagnosis.check("duplicates", True, f"{found['groups']} group(s) of likely duplicate entities "
+                                        f"({found['entities']} entities){partial}, below")
+    listed = []
+    for group in found["first"]:
+        call = (f"merge_entities(sources={json.dumps(group['sources'], ensure_ascii=False)}, "
+                f"target={json.dumps(group['target'], ensure_ascii=False)}, "
+                f"namespace={json.dumps(group['namespace'], ensure_ascii=False)})")
+        why = f" ({'; '.join(group['reasons'])})" if group["reasons"] else ""
+        listed.append(f"{', '.join(map(repr, group['names']))} [{', '.join(group['types'])}]{why}: {call}")
+    more = found["groups"] - len(found["first"])
+    diagnosis.warnings.append(
+        f"possible duplicate entities: {found['groups']} group(s) of entities named alike but for case, accents, "
+        "punctuation, spacing or look-alike letters of other scripts, each likely one thing whose facts search and "
+        "the reads split between them. If they are one, merge each group with the merge_entities tool (or "
+        "\"Merge duplicates into this\" on the target's page in `duckgraph ui`); if not, rename one with "
+        f"update_entity: {' | '.join(listed)}" + (f"; and {more} more group(s)" if more else ""))
 
 
 def _check_binding(diagnosis: Diagnosis, path: Path, recorded: dict[str, Any], embedder: Embedder,
@@ -468,6 +562,17 @@ def _why_not_creatable(path: Path) -> str | None:
         return None
     return (f"{path} cannot be created: {folder} is not a writable folder for this user; choose another file with "
             "--db or DUCKGRAPH_DB")
+
+
+def _check_lock_file(diagnosis: Diagnosis, path: Path) -> None:
+    """A lock file beside the knowledge file that no server can use: another user's (one run as root leaves it,
+    mode 0600, which this user cannot even read, so `sharing_state` sees no holder), a symbolic link, or one this
+    user cannot write. Every `duckgraph serve` and `duckgraph ui` on the file is refused until it is dealt with."""
+    from duckgraph.core import sharing
+
+    problem = sharing.lock_file_problem(path)
+    if problem and problem not in diagnosis.problems:  # the owner check above may have said the same
+        diagnosis.problems.append(problem)
 
 
 def sharing_state(db: Path) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from duckgraph.core.files.paths import (
     permissions_for,
     refuse_to_write,
 )
-from duckgraph.core.sharing.lock import LockFile, holder, lock_path, supported, waiting
+from duckgraph.core.sharing.lock import LockFile, LockFileError, holder, lock_path, supported, waiting
 from duckgraph.ports import DuckgraphError, InvalidInputError, StoreError
 from duckgraph.ports.store import duckgraph_command, special_file
 
@@ -140,6 +140,9 @@ def _check_restore(backup: Path, target: Path) -> None:
         raise InvalidInputError(f"{target} is a folder: give --db the knowledge file to restore")
     if not target.parent.is_dir():
         raise InvalidInputError(f"the folder {target.parent} does not exist; create it first")
+    if not os.access(target.parent, os.W_OK | os.X_OK):  # the copy goes in beside the file, then is renamed over it
+        raise StoreError(f"cannot write the restored copy beside {target}: the folder {target.parent} is not "
+                         "writable by this user; nothing was changed")
 
 
 def compact(db: str | Path, open_kb: Callable[[Path], AbstractContextManager[KnowledgeBase]], *,
@@ -270,7 +273,11 @@ def _owned(target: Path, action: str) -> Iterator[None]:
     """Hold the file's duckgraph lock for `action` (as a server or the web UI holds it while they run): refused,
     naming the holder, while one of them runs; one that starts meanwhile waits."""
     lock = LockFile(lock_path(target)) if supported() else None
-    if lock is not None and not lock.acquire(blocking=False):
+    try:
+        taken = lock is None or lock.acquire(blocking=False)
+    except LockFileError as exc:  # a lock file this user cannot make: one line, before anything is changed
+        raise StoreError(f"{exc}; nothing was changed") from exc
+    if not taken:
         raise StoreError(_in_use(target, action))
     try:
         yield

@@ -4,7 +4,8 @@ DuckDB lets one process at a time open a file for writing, and users run several
 an editor, a CLI agent), each spawning its own `duckgraph serve` on the same file. So the servers of one file
 settle who owns it, and the others forward their work to the owner:
 
-- lock.py: ownership is an exclusive `flock` on `<db>.lock`; the owner listens on a Unix socket next to it. Both
+- lock.py: ownership is an exclusive `flock` on `<db>.lock`; the owner listens on a Unix socket (next to it, or in
+  a runtime folder for a long path) and writes that socket's path into the lock file, where clients read it. Both
   must be this user's own and private to them (ForeignFileError otherwise).
 - protocol.py: newline-delimited JSON over that socket, one request at a time per connection.
 - handover.py: `FileShare`, this server's role (owner or client), its calls to the owner, and the takeover when
@@ -23,9 +24,18 @@ from duckgraph.core.sharing.handover import (
     call_owner,
     set_command,
 )
-from duckgraph.core.sharing.lock import ForeignFileError, holder, lock_path, socket_path, supported
+from duckgraph.core.sharing.lock import (
+    ForeignFileError,
+    LockFileError,
+    check_lock_file,
+    holder,
+    lock_file_problem,
+    lock_path,
+    socket_path,
+    supported,
+)
 from duckgraph.core.sharing.protocol import CallCancel, CancelSignal, RequestCancelled, current_cancel
 
-__all__ = ["CallCancel", "CancelSignal", "FileShare", "ForeignFileError", "NoOwnerError", "OwnerLostError",
-           "RemoteError", "RequestCancelled", "RunLocally", "call_owner", "current_cancel", "holder", "lock_path",
-           "set_command", "socket_path", "supported"]
+__all__ = ["CallCancel", "CancelSignal", "FileShare", "ForeignFileError", "LockFileError", "NoOwnerError",
+           "OwnerLostError", "RemoteError", "RequestCancelled", "RunLocally", "call_owner", "check_lock_file",
+           "current_cancel", "holder", "lock_file_problem", "lock_path", "set_command", "socket_path", "supported"]

@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from duckgraph.core import __version__
-from duckgraph.core.sharing.lock import LockFile, check_lock_file, holder, lock_path, socket_path
+from duckgraph.core.sharing.lock import (
+    LockFile,
+    announced_socket,
+    check_lock_file,
+    holder,
+    lock_path,
+    socket_path,
+)
 from duckgraph.core.sharing.protocol import (
     DRAIN_SECONDS,
     PROTOCOL,
@@ -323,7 +330,7 @@ class FileShare:
                     return conn
                 conn.close()
         try:
-            conn = Connection(self.socket_path)
+            conn = Connection(self._owner_socket())
         except (OSError, ValueError):  # no socket yet, refused (owner starting or gone), or a garbled greeting
             return None
         with self._cond:
@@ -343,20 +350,27 @@ class FileShare:
                 return
         conn.close()
 
+    def _owner_socket(self) -> Path:
+        """Where the owner listens: the path it wrote into the lock file, read again for each new connection (the
+        next owner may listen elsewhere), else, for an owner that wrote none, the path this process would use."""
+        return announced_socket(self.db) or self.socket_path
+
     def _no_answer(self, wait: float) -> NoOwnerError:
         info = holder(self.db) or self._owner
         who = f"duckgraph pid {info['pid']}" if info.get("pid") else "another duckgraph process"
-        return NoOwnerError(
-            f"{self.db} is held by {who}, which did not answer on {self.socket_path} within {wait:.0f} s. "
-            "If that process is stuck, stop it: this server then takes the file over."
-        )
+        return NoOwnerError(f"{self.db} is held by {who}, {_unanswered(self.db, self.socket_path, wait)}")
 
     # -- state and shutdown ----------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
         """For health reports and `duckgraph doctor`: this process's role, and the owner's pid."""
+        mine = self._role in ("owner", "closed")
+        try:
+            where = self.socket_path if mine else self._owner_socket()
+        except DuckgraphError:  # another user's lock file: the calls say so; the status names our own path
+            where = self.socket_path
         state: dict[str, Any] = {"role": self._role, "pid": os.getpid(), "lock": str(self.lock_path),
-                                 "socket": str(self.socket_path)}
+                                 "socket": str(where)}
         if self._role == "owner":
             state.update(since=self._since, client_pids=self._endpoint.client_pids if self._endpoint else [])
         else:
@@ -386,6 +400,29 @@ class FileShare:
             log.info("released %s", self.db)
 
 
+def _unanswered(db: str | Path, computed: Path, wait: float) -> str:
+    """Why the owner did not answer, and what to do: said from the socket it announced in the lock file, since a
+    socket this process cannot see is no sign of a stuck owner (stopping it would be the wrong advice)."""
+    described = holder(db) or {}
+    try:
+        announced = announced_socket(db)
+    except DuckgraphError:
+        announced = None
+    if announced is not None and not os.path.lexists(announced):
+        return (f"which announced its socket at {announced}, but this process sees no such file: that process sees "
+                "another /tmp or runtime folder (a sandbox, a container), or the socket was removed. Run every MCP "
+                "host's duckgraph server on this file in the same environment, or restart that server (stop it: "
+                "this server then takes the file over)")
+    sock = announced or computed
+    said = f"which did not answer on {sock} within {wait:.0f} s."
+    if announced is None and described.get("pid") and "socket" not in described and not os.path.lexists(computed):
+        # An older duckgraph writes no socket path: it may have chosen another runtime folder from its environment.
+        return (f"{said} It is a duckgraph of another version (version {described.get('version', '?')}), which does "
+                "not say where it listens, and may listen in another folder (its XDG_RUNTIME_DIR or TMPDIR): run the "
+                "same duckgraph version in every MCP host's configuration, or restart that server")
+    return f"{said} If that process is stuck, stop it: this server then takes the file over."
+
+
 def call_owner(db: str | Path, method: str, params: dict[str, Any] | None = None, *,
                wait: float = OWNER_WAIT_SECONDS) -> Any:
     """Ask the duckgraph server that holds `db` to run `method` (e.g. "health", "status", "backup") once.
@@ -396,20 +433,20 @@ def call_owner(db: str | Path, method: str, params: dict[str, Any] | None = None
     if holder(db) is None:
         raise NoOwnerError(f"no duckgraph server holds {Path(db).expanduser()}")
     check_lock_file(db)
-    path = socket_path(db)
+    computed = socket_path(db)
     deadline = time.monotonic() + wait
     while True:
         try:
-            conn = Connection(path)
+            conn = Connection(announced_socket(db) or computed)  # read again: a new owner may listen elsewhere
             break
         except (OSError, ValueError):
             if time.monotonic() >= deadline or holder(db) is None:
                 info = holder(db)
-                raise NoOwnerError(
-                    f"{Path(db).expanduser()} is held by "
-                    f"{'duckgraph pid ' + str(info['pid']) if info and info.get('pid') else 'no duckgraph server'}"
-                    f", which does not answer on {path}"
-                ) from None
+                if info is None:
+                    raise NoOwnerError(f"no duckgraph server holds {Path(db).expanduser()} any more") from None
+                who = f"duckgraph pid {info['pid']}" if info.get("pid") else "another duckgraph process"
+                raise NoOwnerError(f"{Path(db).expanduser()} is held by {who}, "
+                                   f"{_unanswered(db, computed, wait)}") from None
             time.sleep(0.05)
     try:
         reply = conn.request(1, method, params or {}, None)

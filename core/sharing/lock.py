@@ -7,19 +7,24 @@ are.
   would let two processes lock two different files).
 - The owner listens on a Unix socket, `<db>.sock`, or, when that path is too long for AF_UNIX, a socket named
   after a hash of the database path in a private runtime folder. It is created with mode 0600.
-- Both stay next to the database, so every process of the user finds them whatever its environment. That folder
-  may be one others can write to (`/tmp`, a shared folder), where another user can create them first and pose as
-  the owner. So neither is used unless it is this user's own and private to them (`check_private`), and a client
-  sends nothing until the process on the socket proves, by its credentials, to run as this user
-  (protocol.py).
+- The lock file stays next to the database, so every process of the user finds it whatever its environment. The
+  owner writes its socket's path into it (`announced_socket`), and clients connect there: a runtime folder comes
+  from the environment (XDG_RUNTIME_DIR, TMPDIR), which differs between hosts (cron, ssh and some MCP hosts clear
+  it), so a client that computed the path itself could look in another folder than the owner's.
+- The database's folder may be one others can write to (`/tmp`, a shared folder), where another user can create
+  the lock file or the socket first and pose as the owner. So neither is used unless it is this user's own and
+  private to them (`check_private`), and a client sends nothing until the process on the socket proves, by its
+  credentials, to run as this user (protocol.py).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import shlex
 import socket
 import stat
 import tempfile
@@ -35,6 +40,8 @@ except ImportError:  # Windows: no flock; each server opens the file itself, as 
 
 #: AF_UNIX socket paths hold 108 bytes on Linux and 104 on macOS, the terminating NUL included.
 MAX_SOCKET_PATH_BYTES = 100
+#: What the lock file is called in messages.
+LOCK_FILE = "the lock file"
 
 
 def supported() -> bool:
@@ -122,8 +129,60 @@ def check_private(path: Path, info: os.stat_result, what: str) -> None:
                                f" who could take the database over: run `chmod 600 {path}`")
 
 
+def _check_lock_private(path: Path, info: os.stat_result) -> None:
+    """`check_private` for a lock file: one of another user's says whether a process holds it, since one that no
+    process holds was left behind (a duckgraph server or command run once as root, with sudo) and is safe to
+    delete, while one that is held may be another user posing as the owner."""
+    if not stat.S_ISLNK(info.st_mode) and info.st_uid != os.getuid():
+        raise ForeignFileError(_foreign_lock(path, info))
+    check_private(path, info, LOCK_FILE)
+
+
+def _foreign_lock(path: Path, info: os.stat_result) -> str:
+    theirs, mine = user_name(info.st_uid), user_name(os.getuid())
+    holders = _flock_holders(info)
+    if holders == []:
+        return (f"{path} ({LOCK_FILE}) belongs to {theirs}, not to you, {mine}, and no process holds it: a duckgraph "
+                f"server or command run as that user (with sudo, say) left it, and duckgraph uses no lock file of "
+                f"another user's. {_removal(path, capital=True)}; duckgraph then makes a new one of yours")
+    pids = sorted({pid for pid in holders or [] if pid})
+    held = "" if holders is None else f", and {_processes(pids) if pids else 'a process'} holds it"
+    advice = ("Have that user or an administrator remove it, or keep the database in a folder only you can write to"
+              if holders else
+              f"If no duckgraph process of that user runs on this database, it is a leftover of one run as that user "
+              f"(with sudo, say): {_removal(path, capital=False)}. Otherwise have that user or an administrator "
+              "remove it, or keep the database in a folder only you can write to")
+    return (f"{path} ({LOCK_FILE}) belongs to {theirs}, not to you, {mine}{held}: another user may be posing as the "
+            f"duckgraph server of this database, so nothing was sent to it. {advice}")
+
+
+def _processes(pids: list[int]) -> str:
+    return f"process {pids[0]}" if len(pids) == 1 else "processes " + ", ".join(map(str, pids))
+
+
+def _removal(path: Path, *, capital: bool) -> str:
+    """Who can delete `path`: whoever may write to its folder (in a sticky folder such as /tmp, only its owner or
+    the file's), with the exact command."""
+    command = f"`rm {shlex.quote(str(path))}`"
+    folder = path.parent
+    me = os.getuid()
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return f"{'D' if capital else 'd'}elete it: {command}"
+    sticky = bool(info.st_mode & stat.S_ISVTX)
+    if os.access(folder, os.W_OK | os.X_OK) and (not sticky or me in (0, info.st_uid)):
+        return f"{'Y' if capital else 'y'}ou can delete it, as you may write to its folder: {command}"
+    if info.st_uid == me:
+        return (f"{'Y' if capital else 'y'}our folder {folder} is not writable: make it so "
+                f"(`chmod u+w {shlex.quote(str(folder))}`), then delete it: {command}")
+    return (f"{'T' if capital else 't'}he owner of its folder {folder}, {user_name(info.st_uid)}, or an administrator "
+            f"can delete it: {command}")
+
+
 def _open_private(path: Path, flags: int, what: str) -> int:
     """Open `path` (never through a symlink) and check it is ours and private before it is used."""
+    check = _check_lock_private if what == LOCK_FILE else (lambda p, i: check_private(p, i, what))
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
     except OSError:
@@ -132,11 +191,11 @@ def _open_private(path: Path, flags: int, what: str) -> int:
         except OSError:
             found = None
         if found is not None:  # there, but not openable as ours (a symlink, or another user's file)
-            check_private(path, found, what)
+            check(path, found)
         raise
     try:
         info = os.fstat(fd)
-        check_private(path, info, what)
+        check(path, info)
         if not stat.S_ISREG(info.st_mode):
             raise ForeignFileError(f"{path} ({what}) is not a plain file: remove it")
     except BaseException:
@@ -147,11 +206,58 @@ def _open_private(path: Path, flags: int, what: str) -> int:
 
 def check_lock_file(db: str | Path) -> None:
     """Refuse to deal with the owner of `db` when its lock file is not this user's own and private."""
+    if not supported():
+        return
     path = lock_path(db)
     try:
-        os.close(_open_private(path, os.O_RDONLY, "the lock file"))
+        os.close(_open_private(path, os.O_RDONLY, LOCK_FILE))
     except FileNotFoundError:
         pass
+    except OSError as exc:  # ours, but unreadable (mode 0200): one clear error, not a traceback
+        raise LockFileError(_unusable_lock(path, exc)) from exc
+
+
+def lock_file_problem(db: str | Path) -> str | None:
+    """Why no duckgraph server could use the lock file of `db` as it is (another user's, a symbolic link, others can
+    open it, not writable by this user), or None (fine, or not there yet). Opens it as a server would, without
+    taking the lock or changing it; for `duckgraph doctor`, which cannot learn this from `holder`."""
+    if not supported():
+        return None
+    path = lock_path(db)
+    try:
+        os.close(_open_private(path, os.O_RDWR, LOCK_FILE))
+    except OSError as exc:
+        # None when there is none (its folder missing, or a file: the database check says why it cannot be made).
+        return _unusable_lock(path, exc) if os.path.lexists(path) else None
+    except DuckgraphError as exc:
+        return str(exc)
+    return None
+
+
+class LockFileError(DuckgraphError):
+    """The lock file of a database cannot be created or opened (a folder or file this user cannot write)."""
+
+
+def _unusable_lock(path: Path, exc: OSError) -> str:
+    """What to do when this user cannot open or create `path`, a lock file (not another user's: `_foreign_lock`)."""
+    folder = path.parent
+    me = user_name(os.getuid())
+    if exc.errno == errno.EROFS:
+        return (f"cannot create {LOCK_FILE} {path}: its folder {folder} is on a read-only file system. duckgraph keeps "
+                f"{path.name} beside the database to know which process uses it: keep the database on a writable "
+                "file system")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        if not os.path.isdir(folder):
+            return f"cannot create {LOCK_FILE} {path}: its folder {folder} cannot be created by this user, {me}"
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return (f"cannot create {LOCK_FILE} {path}: its folder {folder} is not writable by this user, {me}. "
+                    f"duckgraph keeps {path.name} beside the database to know which process uses it: make the folder "
+                    "writable by this user, or keep the database in a folder this user can write to")
+        return (f"cannot open {LOCK_FILE} {path}: it is not readable and writable by this user, {me} (mode "
+                f"{stat.S_IMODE(info.st_mode):04o}): run `chmod 600 {shlex.quote(str(path))}`")
+    return f"cannot open {LOCK_FILE} {path}: {exc.strerror or exc}"
 
 
 # -- the lock ----------------------------------------------------------------------------------------------
@@ -165,8 +271,14 @@ class LockFile:
         self.fd: int | None = None
 
     def acquire(self, *, blocking: bool) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = _open_private(self.path, os.O_RDWR | os.O_CREAT, "the lock file")
+        """Take the lock (False when another process holds it and not `blocking`). A lock file this user cannot
+        create or open is a LockFileError, and one of another user's a ForeignFileError: one line for every
+        caller (serve, backup, restore, compact), never a bare PermissionError."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = _open_private(self.path, os.O_RDWR | os.O_CREAT, LOCK_FILE)
+        except OSError as exc:
+            raise LockFileError(_unusable_lock(self.path, exc)) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         except BlockingIOError:
@@ -207,20 +319,54 @@ def holder(db: str | Path) -> dict[str, Any] | None:
     except OSError:
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pass
-        else:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return None
-        try:
-            info = json.loads(os.pread(fd, 65_536, 0) or b"{}")
-        except (OSError, ValueError):
-            info = {}
-        return info if isinstance(info, dict) else {}
+        return _description(fd) if _held(fd) else None
     finally:
         os.close(fd)
+
+
+def _held(fd: int) -> bool:
+    """Whether a process holds the lock of the open lock file `fd` (a shared lock is refused while one does)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
+
+
+def _description(fd: int) -> dict[str, Any]:
+    """What the holder wrote into the lock file ({} until it has)."""
+    try:
+        info = json.loads(os.pread(fd, 65_536, 0) or b"{}")
+    except (OSError, ValueError):
+        info = {}
+    return info if isinstance(info, dict) else {}
+
+
+def announced_socket(db: str | Path) -> Path | None:
+    """Where the process that holds the lock of `db` listens, as it wrote in the lock file: its own environment chose
+    the folder for a long path (`socket_path`), which may not be the one this process would choose. None when no
+    process holds the lock, or its holder has not written the path yet (starting) or never does (a duckgraph older
+    than this key): then the caller uses the path it computes itself.
+
+    The path is read only from a lock file that is this user's own and private (ForeignFileError otherwise), so only
+    this user can have written it; the socket there is checked again on connecting (protocol.py)."""
+    if not supported():
+        return None
+    path = lock_path(db)
+    try:
+        fd = _open_private(path, os.O_RDONLY, LOCK_FILE)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LockFileError(_unusable_lock(path, exc)) from exc
+    try:
+        if not _held(fd):  # an owner killed with SIGKILL leaves its description: it is no one's now
+            return None
+        where = _description(fd).get("socket")
+    finally:
+        os.close(fd)
+    return Path(where) if isinstance(where, str) and os.path.isabs(where) else None
 
 
 # -- who waits for the lock ----------------------------------------------------------------------------------
@@ -260,6 +406,36 @@ def waiting(db: str | Path) -> list[int] | None:
         if same_device or _has_open(pid, info):
             found.append(pid)
     return found
+
+
+#: A flock held (not waited for): "7: FLOCK  ADVISORY  WRITE 1399 fe:00:2541236 0 EOF".
+_HOLDER = re.compile(r"\d+:\s+FLOCK\s+\S+\s+\S+\s+(?P<pid>-?\d+)\s+"
+                     r"(?P<major>[0-9a-f]+):(?P<minor>[0-9a-f]+):(?P<ino>\d+)\s")
+
+
+def _flock_holders(info: os.stat_result) -> list[int] | None:
+    """The pids holding a flock on the file of `info` (0 for one /proc does not name), [] when none does, or None
+    when this system cannot tell: no /proc/locks (not Linux), or a lock on an inode of that number that cannot be
+    tied to this file (an overlay shows another device, and another user's /proc/PID/fd is closed to us). Read
+    without opening the file, which another user's lock file (mode 0600) does not allow."""
+    try:
+        listed = PROC_LOCKS.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    found: list[int] = []
+    unsure = False
+    for line in listed.splitlines():
+        match = _HOLDER.match(line)
+        if match is None or int(match["ino"]) != info.st_ino:
+            continue
+        pid = int(match["pid"])
+        same_device = (int(match["major"], 16), int(match["minor"], 16)) == (os.major(info.st_dev),
+                                                                               os.minor(info.st_dev))
+        if same_device or (pid > 0 and _has_open(pid, info)):
+            found.append(max(pid, 0))
+        else:
+            unsure = True
+    return found if found or not unsure else None
 
 
 def _has_open(pid: int, info: os.stat_result) -> bool:

@@ -24,6 +24,7 @@ import logging
 import os
 import select
 import socket
+import stat
 import struct
 import threading
 import time
@@ -280,7 +281,10 @@ def peer_credentials(conn: socket.socket) -> tuple[int | None, int | None]:
 def _check_owner(path: Path, conn: socket.socket) -> None:
     """Refuse an owner that is not this user's own process, before anything is sent to it. Checked once
     connected: an owner binds its socket, makes it private and only then listens."""
-    check_private(path, os.lstat(path), "the owner's socket")
+    found = os.lstat(path)
+    check_private(path, found, "the owner's socket")
+    if not stat.S_ISSOCK(found.st_mode):  # the path comes from the lock file: it must still be a socket
+        raise ForeignFileError(f"{path} (the owner's socket) is not a socket: remove it")
     pid, uid = peer_credentials(conn)
     if uid is not None and uid != os.getuid():
         raise ForeignFileError(

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import json
 import logging
 import re
 from contextlib import asynccontextmanager
@@ -28,6 +27,7 @@ from importlib import resources
 from typing import Any
 
 import anyio.to_thread
+import pydantic_core
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -172,9 +172,14 @@ class _Api:
     async def tool(self, request: Request) -> Response:
         name = request.path_params["name"]
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "the request body must be a JSON object")
+            # pydantic's parser, as `serve --http` reads a request (the mcp SDK's streamable HTTP): the same bodies
+            # are read, and one nested past its depth limit (about 200) is refused as such, where json.loads would
+            # exhaust Python's stack (a RecursionError, a 500) or let through a value too deep to answer with.
+            body = pydantic_core.from_json(await request.body())
+        except ValueError as exc:
+            deep = " (arrays and objects nested too deeply)" if "recursion limit" in str(exc) else ""
+            return _error(400, f'the request body must be a JSON object, {{"arguments": {{...}}, "namespace": ...}}: '
+                               f"{exc}{deep}; nothing was done")
         if not isinstance(body, dict) or not isinstance(body.get("arguments", {}), dict):
             return _error(400, 'the request body must be {"arguments": {...}, "namespace": ...}')
         if name not in TOOLS or name not in await self.calls.tools():

@@ -12,7 +12,7 @@ import secrets
 import time
 from html import escape
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, quote, urlencode
 
 from duckgraph.core.mcp.http import BearerTokenMiddleware, Receive, Scope, Send, is_loopback
 
@@ -25,6 +25,9 @@ LOGIN_PATH = "/login"
 #: The most a login form's body may hold: a token and a field name.
 LOGIN_BODY_LIMIT = 4096
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+#: The characters of a path that the address a `?token=` login reloads keeps as they are (RFC 3986's, with
+#: letters, digits and "-._~", which `quote` always keeps); every other is percent-encoded.
+_PATH_AS_IS = "/:@!$&'()*+,;="
 #: Sent with every response of the UI. frame-ancestors, and X-Frame-Options for browsers that predate it: no other
 #: page may show the UI in a frame, where a decoy gets its buttons clicked (clickjacking). The rest: the page runs
 #: only its own scripts and style sheet and talks only to this server, so injected markup could load or send
@@ -149,8 +152,11 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 def _address_without_token(scope: Scope) -> str:
     rest = {k: v for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items() if k != "token"}
-    # One leading slash: "//host" would send the browser to another site.
-    return "/" + scope.get("path", "/").lstrip("/") + (f"?{urlencode(rest, doseq=True)}" if rest else "")
+    # A path of this server, whatever the address held: one leading slash ("//host" is another site), and every
+    # character but those a path keeps as they are percent-encoded, since browsers read "\" as "/" and drop tabs
+    # and line breaks ("/\host" and "/<tab>/host" would be "//host" too).
+    path = quote(scope.get("path", "/").lstrip("/"), safe=_PATH_AS_IS)
+    return "/" + path + (f"?{urlencode(rest, doseq=True)}" if rest else "")
 
 
 async def _body(receive: Receive, limit: int) -> bytes | None:

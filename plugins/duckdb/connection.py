@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -177,7 +178,9 @@ def _unwritable_reason(path: Path) -> str:
     if not os.access(path, os.W_OK):
         return "the file is not writable by this user"
     if wal.exists() and not os.access(wal, os.W_OK):
-        return f"its write-ahead log {wal.name} is not writable by this user"
+        owner = _foreign_owner(wal)
+        return f"its write-ahead log {wal.name} is not writable by this user" + (f": it belongs to {owner}"
+                                                                                 if owner else "")
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"its folder {folder} is not writable by this user (DuckDB keeps its write-ahead log there)"
     return ""
@@ -212,11 +215,46 @@ def _explain_open_error(path: Path, exc: Exception) -> str:
 
 def read_only_message(path: Path, reason: str) -> str:
     """What a refused write says when the file is open read-only."""
+    wal = path.with_name(path.name + ".wal")
+    fix = "make the file and its folder writable by this user"
+    if reason.startswith("its write-ahead log"):
+        # The file and folder are writable: only the log is not (a server run as root and killed leaves it so).
+        # Deleting it would lose the last writes, which are in it alone.
+        keep = "do not delete it: it holds the last changes, not yet in the file"
+        if owner := _foreign_owner(wal):
+            fix = (f"have {owner} or an administrator give {wal.name} to this user (`chown {_login(os.getuid())} "
+                   f"{shlex.quote(str(wal))}`; {keep})")
+        else:
+            fix = f"make {wal.name} writable (`chmod u+w {shlex.quote(str(wal))}`; {keep})"
     return (
         f"this knowledge file is read-only: {path} ({reason or 'opened read-only'}). "
-        "Searches and reads work; to add or change knowledge, make the file and its folder writable by this "
-        "user, or copy it somewhere writable (duckgraph backup) and point --db / DUCKGRAPH_DB at the copy."
+        f"Searches and reads work; to add or change knowledge, {fix}, or copy it somewhere writable (duckgraph "
+        "backup) and point --db / DUCKGRAPH_DB at the copy."
     )
+
+
+def _foreign_owner(path: Path) -> str | None:
+    """The user who owns `path` when that is another user than this one ("root (uid 0)"), else None."""
+    try:
+        uid = os.stat(path).st_uid
+    except OSError:
+        return None
+    return None if uid == os.getuid() else _user(uid)
+
+
+def _user(uid: int) -> str:
+    login = _login(uid)
+    return f"uid {uid}" if login == str(uid) else f"{login} (uid {uid})"
+
+
+def _login(uid: int) -> str:
+    """The user's name, or the number where it has none (which chown takes as well)."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
 
 
 def write_failure(path: Path, exc: BaseException, reopen: Callable[[], str]) -> StoreError | None:

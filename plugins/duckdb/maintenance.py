@@ -19,8 +19,9 @@ log = logging.getLogger(__name__)
 
 
 def health(con: Any, path: Path, vectors: VectorSearch, graph: GraphMirror, keywords: KeywordIndex, *,
-           read_only_reason: str, memory_limit: str, passage_texts_mb: float) -> dict[str, Any]:
-    """The store's state in one dictionary (called under the store's lock)."""
+           read_only_reason: str, memory_limit: str, passage_texts_mb: float,
+           with_space: bool = True) -> dict[str, Any]:
+    """The store's state in one dictionary (called under the store's lock); its "space" None without `with_space`."""
     info = schema.embedder_info(con)
     held = graph.held_text_megabytes()
     return {
@@ -40,7 +41,7 @@ def health(con: Any, path: Path, vectors: VectorSearch, graph: GraphMirror, keyw
         "memory_limit": f"{memory_limit} for DuckDB's cache and indexes (store option memory_limit)",
         "vectors_in_memory": vectors.in_memory(info),
         "vectors_in_file": vectors.in_file(),
-        "space": space(con, path),
+        "space": space(con, path) if with_space else None,
         "namespaces": reads.namespaces(con),  # those that hold something: doctor says when the configured one does not
     }
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from duckgraph.plugins.duckdb import (
-    communities, connection, keyword_texts, maintenance, reads, saved_keywords, schema, settings, vector_tables,
-    writes,
+    communities, connection, file_identity, keyword_texts, maintenance, reads, saved_keywords, schema, settings,
+    vector_tables, writes,
 )
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
 from duckgraph.plugins.duckdb.mirror.keywords import KINDS, KeywordIndex
@@ -103,6 +103,8 @@ class DuckDBStore(GraphStore):
         self.passage_texts_mb = passage_texts_mb
         self.memory_limit = memory_limit or settings.default_memory_limit()
         self._con: Any = None
+        #: The identity of the file opened (file_identity.py): a commit is refused once the path names another.
+        self._identity: file_identity.Identity | None = None
         self._lock = threading.RLock()
         self._graph = GraphMirror(lambda key, aliases: schema.name_keys(
             NodeRecord(namespace="", key=key, name=key, type="", aliases=tuple(aliases))),
@@ -124,6 +126,14 @@ class DuckDBStore(GraphStore):
                 self.read_only_reason = connection.why_read_only(self.path)
                 self.read_only = bool(self.read_only_reason)
             self._con, refused = connection.connect(self.path, self.read_only)
+            try:
+                self._identity = file_identity.identity(self.path)  # DuckDB has created a new file by now
+                if self._identity is None:
+                    raise FileNotFoundError(f"{self.path} was removed as it was opened")
+            except OSError as exc:
+                self._con.close()
+                self._con = None
+                raise StoreError(f"cannot open {self.path}: {exc}") from exc
             if refused:
                 self.read_only, self.read_only_reason = True, refused
             try:
@@ -152,20 +162,41 @@ class DuckDBStore(GraphStore):
                 # A query that Ctrl-C interrupted may still run (DuckDB only stops waiting for it), and the
                 # statements below would wait for its end. None other runs: every query holds the lock.
                 self._con.interrupt()
+            moved = self._moved()
             try:
-                self._save_layouts()
-                self._save_keywords()
+                if moved is None:  # else their writes would be refused (derived data: the next open builds them)
+                    self._save_layouts()
+                    self._save_keywords()
             finally:  # also after Ctrl-C in it: the file is still closed
                 self._vectors.close()
                 self._reports.forget()
                 if self._con is not None:
-                    if not self.read_only:
+                    if moved is not None:
+                        # DuckDB's checkpoint, explicit or at shutdown, deletes the write-ahead log at the path by
+                        # name: the log of another file, if one is there now. Without it nothing is lost: the log
+                        # of the file opened keeps its last writes, replayed when that file is opened again.
+                        log.warning("closed without a checkpoint: %s is no longer the file this server opened",
+                                    self.path)
+                        self._disable_checkpoint_on_shutdown()
+                    elif not self.read_only:
                         try:
                             self._con.execute("CHECKPOINT")
                         except Exception as exc:  # closing must not fail; the WAL still holds the data
                             log.warning("checkpoint on close failed: %s", exc)
                     self._con.close()
                     self._con = None
+
+    def _moved(self) -> str | None:
+        """Why the open file must not be written (deleted, moved or replaced: see file_identity.py), or None."""
+        if self._con is None or self._identity is None:
+            return None
+        return file_identity.moved_message(self.path, self._identity)
+
+    def _disable_checkpoint_on_shutdown(self) -> None:
+        try:
+            self._con.execute("PRAGMA disable_checkpoint_on_shutdown")
+        except Exception as exc:  # closing must not fail; the log says what may follow
+            log.warning("could not turn off DuckDB's checkpoint on closing %s: %s", self.path, exc)
 
     def _load_vectors(self) -> None:
         info = self.embedder_info()
@@ -251,6 +282,11 @@ class DuckDBStore(GraphStore):
             self._db.execute("BEGIN TRANSACTION")
             try:
                 yield self._con
+                # Just before the commit, so that a file deleted or replaced during a long write (an import) is
+                # caught too: one stat() per transaction, whatever its size. The rollback below drops the write.
+                if (moved := self._moved()) is not None:
+                    log.error("write refused: %s", moved)  # the caller is told; whoever runs the server too
+                    raise StoreError(moved)
             except BaseException as exc:
                 connection.cancel_if_interrupted(self._con, exc)  # else the ROLLBACK waits for the query's end
                 try:
@@ -632,9 +668,12 @@ class DuckDBStore(GraphStore):
 
     def health(self) -> dict[str, Any]:
         with self._lock:
+            moved = self._moved()
+            # doctor's place for "writes are refused, and why"; the file's size cannot be read at a path it left.
             return maintenance.health(self._current, self.path, self._vectors, self._graph, self._keywords,
-                                      read_only_reason=self.read_only_reason, memory_limit=self.memory_limit,
-                                      passage_texts_mb=self.passage_texts_mb)
+                                      read_only_reason=moved or self.read_only_reason,
+                                      memory_limit=self.memory_limit, passage_texts_mb=self.passage_texts_mb,
+                                      with_space=moved is None)
 
     def schema_upgrade(self) -> dict[str, Any] | None:
         """What the next writable open would upgrade (schema versions, where the copy of the file is kept), or None;

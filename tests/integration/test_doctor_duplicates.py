@@ -1,0 +1,110 @@
+"""`duckgraph doctor` lists likely duplicate entities: names of one namespace that are one but for case, accents,
+punctuation and spacing, or that look the same but use letters of other scripts, each group with the merge call
+that fixes it. Near vectors alone ("K8s", "Kubernetes") are not its business: possible_duplicates reports them when
+they are written. On a real DuckDB file, with Ollama's stand-in (tests/ollama_server.py) as the embedder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from duckgraph.core import doctor as doctor_module
+from duckgraph.core.cli import main
+from duckgraph.core.doctor import DUPLICATES_LISTED
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.model import NodeInput
+from duckgraph.plugins.duckdb import DuckDBStore
+from duckgraph.plugins.ollama import OllamaEmbedder
+from tests.integration.test_doctor import checks, doctor, env, use_ollama  # noqa: F401 (a fixture)
+from tests.ollama_server import FakeOllama
+
+CYRILLIC_MAYA = "M\u0430ya Chen"  # the second letter is U+0430 CYRILLIC SMALL LETTER A
+
+
+def duplicate_warnings(report: dict) -> list[str]:
+    return [w for w in report["warnings"] if w.startswith("possible duplicate entities")]
+
+
+def test_doctor_lists_entities_named_alike_with_the_call_that_merges_them(env, tmp_path: Path, capsys):
+    db = tmp_path / "kb.duckdb"
+    with FakeOllama() as ollama:
+        with KnowledgeBase(DuckDBStore(db), OllamaEmbedder(base_url=ollama.base_url)) as kb:
+            # Given in one call, as distinct: resolution keeps them apart.
+            kb.add_knowledge_graph([NodeInput(name="orders-db", type="Database"),
+                                    NodeInput(name="orders_db", type="Database")], [])
+            kb.add_knowledge_graph([NodeInput(name="Kubernetes", type="Technology"),
+                                    NodeInput(name="K8s", type="Technology"),
+                                    NodeInput(name="Maya Chen", type="Person")], [])
+            kb.add_knowledge_graph([NodeInput(name="OrdersDB", type="Service"),
+                                    NodeInput(name=CYRILLIC_MAYA, type="Person")], [])
+            kb.add_knowledge_graph([NodeInput(name="Renée Dubois", type="Person"),
+                                    NodeInput(name="Renee Dubois", type="Person")], [], namespace="work")
+            # The same name in two namespaces is two memories' entities, not a duplicate.
+            kb.add_knowledge_graph([NodeInput(name="Maya Chen", type="Person")], [], namespace="work")
+        use_ollama(env, ollama.base_url)
+        code, report = doctor(capsys, db)
+        assert code == 0, report  # a warning: the file works
+        assert checks(report)["duplicates"] is True
+        assert [c["detail"] for c in report["checks"] if c["check"] == "duplicates"] == [
+            "3 group(s) of likely duplicate entities (7 entities), below"]
+        assert duplicate_warnings(report) == [
+            "possible duplicate entities: 3 group(s) of entities named alike but for case, accents, punctuation, "
+            "spacing or look-alike letters of other scripts, each likely one thing whose facts search and the reads "
+            "split between them. If they are one, merge each group with the merge_entities tool (or \"Merge "
+            "duplicates into this\" on the target's page in `duckgraph ui`); if not, rename one with update_entity: "
+            "'orders-db', 'orders_db', 'OrdersDB' [Database, Service]: merge_entities(sources=[\"orders_db\", "
+            "\"OrdersDB\"], target=\"orders-db\", namespace=\"default\") | "
+            f"'Maya Chen', '{CYRILLIC_MAYA}' [Person] (looks the same as 'Maya Chen' but uses other letters (CYRILLIC "
+            f"SMALL LETTER A for 'a')): merge_entities(sources=[\"{CYRILLIC_MAYA}\"], target=\"Maya Chen\", "
+            "namespace=\"default\") | "
+            "'Renée Dubois', 'Renee Dubois' [Person]: merge_entities(sources=[\"Renee Dubois\"], target=\"Renée "
+            "Dubois\", namespace=\"work\")"]
+        assert main(["doctor", "--db", str(db)]) == 0
+        printed = capsys.readouterr().out
+    assert "check duplicates: ok, 3 group(s) of likely duplicate entities (7 entities), below" in printed
+    assert "warning:   possible duplicate entities: 3 group(s)" in printed and "no problems found" not in printed
+
+
+def test_doctor_lists_the_first_groups_and_counts_the_rest(env, tmp_path: Path, capsys):
+    db = tmp_path / "kb.duckdb"
+    with FakeOllama() as ollama:
+        with KnowledgeBase(DuckDBStore(db), OllamaEmbedder(base_url=ollama.base_url)) as kb:
+            kb.add_knowledge_graph([NodeInput(name=name, type="Service") for i in range(DUPLICATES_LISTED + 2)
+                                    for name in (f"svc-{chr(97 + i)}", f"svc_{chr(97 + i)}")], [])
+        use_ollama(env, ollama.base_url)
+        code, report = doctor(capsys, db)
+    [warning] = duplicate_warnings(report)
+    assert warning.count("merge_entities(") == DUPLICATES_LISTED
+    assert warning.endswith("; and 2 more group(s)")
+
+
+def test_a_file_without_entities_named_alike_has_no_duplicate_warning(env, tmp_path: Path, capsys):
+    db = tmp_path / "kb.duckdb"
+    with FakeOllama() as ollama:
+        with KnowledgeBase(DuckDBStore(db), OllamaEmbedder(base_url=ollama.base_url)) as kb:
+            kb.add_knowledge_graph([NodeInput(name="Kubernetes", type="Technology"),
+                                    NodeInput(name="K8s", type="Technology"),
+                                    NodeInput(name="Maya Chen", type="Person"),
+                                    NodeInput(name="Maya Chan", type="Person")], [])
+        use_ollama(env, ollama.base_url)
+        code, report = doctor(capsys, db)
+    assert code == 0 and duplicate_warnings(report) == []
+    assert [c["detail"] for c in report["checks"] if c["check"] == "duplicates"] == [
+        "no two entities of a namespace are named alike but for case, accents, punctuation, spacing or look-alike "
+        "letters"]
+
+
+def test_on_a_huge_file_doctor_compares_the_first_entities_and_says_so(env, tmp_path: Path, capsys):
+    db = tmp_path / "kb.duckdb"
+    with FakeOllama() as ollama:
+        with KnowledgeBase(DuckDBStore(db), OllamaEmbedder(base_url=ollama.base_url)) as kb:
+            kb.add_knowledge_graph([NodeInput(name="orders-db", type="Database"),
+                                    NodeInput(name="orders_db", type="Database"),
+                                    NodeInput(name="Maya Chen", type="Person")], [])
+            kb.add_knowledge_graph([NodeInput(name=CYRILLIC_MAYA, type="Person")], [], namespace="work")
+        use_ollama(env, ollama.base_url)
+        env.setattr(doctor_module, "DUPLICATES_SCANNED", 3)
+        code, report = doctor(capsys, db)
+    assert code == 0, report
+    assert [c["detail"] for c in report["checks"] if c["check"] == "duplicates"] == [
+        "1 group(s) of likely duplicate entities (2 entities) among the first 3 entities stored, below"]
+    assert (report["store"]["duplicates"]["scanned"], report["store"]["duplicates"]["complete"]) == (3, False)
