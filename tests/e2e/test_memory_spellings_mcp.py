@@ -6,30 +6,14 @@ without vectors)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
-from duckgraph.core.bootstrap import Services, bootstrap
-from duckgraph.core.config import load_settings
 from duckgraph.core.mcp.server import build_server
+from tests.e2e.test_create_entities_after_merge_mcp import anyio_backend, services  # noqa: F401 (fixtures)
 from tests.e2e.test_mcp_inmemory import call_ok, error_text
-from tests.fakes import HashingEmbedder
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def services(tmp_path: Path) -> Services:
-    config = tmp_path / "config.toml"
-    config.write_text("", encoding="utf-8")
-    settings = load_settings(config, env={}, db=str(tmp_path / "kb.duckdb"), warm_up=False, tools="all")
-    return bootstrap(settings, embedder=HashingEmbedder())
 
 
 def E(name: str, kind: str, observations: list[str]) -> dict[str, Any]:

@@ -7,16 +7,14 @@ Real parts: `duckgraph ui` as a child process on a real DuckDB file, a second we
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from selenium import webdriver
 
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import NodeInput
 from duckgraph.plugins.duckdb import DuckDBStore
-from tests.e2e.test_ui_browser import CHROMEDRIVER, CHROMIUM, shown
+from tests.e2e.test_ui_browser import browser, shown  # noqa: F401 (browser: a fixture)
 from tests.e2e.ui_server import child_env, running_ui
 from tests.fakes import HashingEmbedder
 from tests.site_server import serve
@@ -30,19 +28,6 @@ def small_db(tmp_path: Path) -> Path:
     with KnowledgeBase(DuckDBStore(path), HashingEmbedder()) as kb:
         kb.add_knowledge_graph([NodeInput(name="Bob", type="Person")], [])
     return path
-
-
-@pytest.fixture
-def browser() -> Iterator[webdriver.Chrome]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def test_a_token_link_never_takes_the_browser_to_another_site(small_db: Path, tmp_path: Path, browser) -> None:
