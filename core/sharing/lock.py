@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from duckgraph.ports import DuckgraphError
+from duckgraph.ports.users import user_name
 
 try:
     import fcntl
@@ -100,15 +101,6 @@ def private_folder(folder: Path) -> None:
 class ForeignFileError(DuckgraphError):
     """A lock or socket of a shared database that is not this user's own and private: another user may be posing
     as the duckgraph server that owns the file, so nothing is sent to it."""
-
-
-def user_name(uid: int) -> str:
-    try:
-        import pwd
-
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except (ImportError, KeyError):
-        return f"uid {uid}"
 
 
 def check_private(path: Path, info: os.stat_result, what: str) -> None:
@@ -374,10 +366,26 @@ def announced_socket(db: str | Path) -> Path | None:
 #: Linux's list of file locks, with the requests blocked on them ("->" lines): the one place a process can learn
 #: which others wait for a flock. Other systems have none.
 PROC_LOCKS = Path("/proc/locks")
-#: A request blocked on a flock: "6: -> FLOCK  ADVISORY  WRITE 5723 fe:00:2277551 0 EOF" (pid, device, inode),
-#: indented one space more for each request it waits behind ("6:  -> FLOCK ...").
-_WAITER = re.compile(r"\d+:\s*-> FLOCK\s+\S+\s+\S+\s+(?P<pid>\d+)\s+"
-                     r"(?P<major>[0-9a-f]+):(?P<minor>[0-9a-f]+):(?P<ino>\d+)\s")
+#: A flock line: one held ("7: FLOCK  ADVISORY  WRITE 1399 fe:00:2541236 0 EOF": pid, device, inode) or, after
+#: "->", a request blocked on one ("6: -> FLOCK ..."), indented one space more for each request it waits behind.
+_FLOCK = re.compile(r"\d+:\s*(?P<blocked>-> )?FLOCK\s+\S+\s+\S+\s+(?P<pid>-?\d+)\s+"
+                    r"(?P<major>[0-9a-f]+):(?P<minor>[0-9a-f]+):(?P<ino>\d+)\s")
+
+
+def _flocks(info: os.stat_result) -> list[tuple[bool, int, bool]] | None:
+    """The flock lines of /proc/locks on the inode of `info`, each as (blocked, pid, listed on its device); None
+    when there is no /proc/locks (not Linux). The device listed is the file system's own, which an overlay (a
+    container) does not show to stat: where it differs, the inode alone could be another file's, so the callers
+    also ask whether the process has the file open (`_has_open`)."""
+    try:
+        listed = PROC_LOCKS.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    device = (os.major(info.st_dev), os.minor(info.st_dev))
+    return [(match["blocked"] is not None, int(match["pid"]),
+             (int(match["major"], 16), int(match["minor"], 16)) == device)
+            for line in listed.splitlines()
+            if (match := _FLOCK.match(line)) is not None and int(match["ino"]) == info.st_ino]
 
 
 def waiting(db: str | Path) -> list[int] | None:
@@ -390,27 +398,14 @@ def waiting(db: str | Path) -> list[int] | None:
         info = os.stat(lock_path(db))
     except OSError:
         return []  # no lock file: nobody has ever waited for it
-    try:
-        listed = PROC_LOCKS.read_text(encoding="ascii", errors="replace")
-    except OSError:
+    entries = _flocks(info)
+    if entries is None:
         return None
     found: list[int] = []
-    for line in listed.splitlines():
-        match = _WAITER.match(line)
-        if match is None or int(match["ino"]) != info.st_ino or (pid := int(match["pid"])) <= 0 or pid in found:
-            continue
-        # The device listed is the file system's own, which an overlay (a container) does not show to stat: the
-        # inode alone could be another file's, so the process must have this lock file open as well.
-        same_device = (int(match["major"], 16), int(match["minor"], 16)) == (os.major(info.st_dev),
-                                                                               os.minor(info.st_dev))
-        if same_device or _has_open(pid, info):
+    for blocked, pid, same_device in entries:
+        if blocked and pid > 0 and pid not in found and (same_device or _has_open(pid, info)):
             found.append(pid)
     return found
-
-
-#: A flock held (not waited for): "7: FLOCK  ADVISORY  WRITE 1399 fe:00:2541236 0 EOF".
-_HOLDER = re.compile(r"\d+:\s+FLOCK\s+\S+\s+\S+\s+(?P<pid>-?\d+)\s+"
-                     r"(?P<major>[0-9a-f]+):(?P<minor>[0-9a-f]+):(?P<ino>\d+)\s")
 
 
 def _flock_holders(info: os.stat_result) -> list[int] | None:
@@ -418,19 +413,14 @@ def _flock_holders(info: os.stat_result) -> list[int] | None:
     when this system cannot tell: no /proc/locks (not Linux), or a lock on an inode of that number that cannot be
     tied to this file (an overlay shows another device, and another user's /proc/PID/fd is closed to us). Read
     without opening the file, which another user's lock file (mode 0600) does not allow."""
-    try:
-        listed = PROC_LOCKS.read_text(encoding="ascii", errors="replace")
-    except OSError:
+    entries = _flocks(info)
+    if entries is None:
         return None
     found: list[int] = []
     unsure = False
-    for line in listed.splitlines():
-        match = _HOLDER.match(line)
-        if match is None or int(match["ino"]) != info.st_ino:
+    for blocked, pid, same_device in entries:
+        if blocked:
             continue
-        pid = int(match["pid"])
-        same_device = (int(match["major"], 16), int(match["minor"], 16)) == (os.major(info.st_dev),
-                                                                               os.minor(info.st_dev))
         if same_device or (pid > 0 and _has_open(pid, info)):
             found.append(max(pid, 0))
         else:

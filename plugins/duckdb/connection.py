@@ -18,6 +18,7 @@ from typing import Any
 
 from duckgraph.ports import StoreError, interruption
 from duckgraph.ports.store import duckgraph_command, is_duckdb_header, special_file
+from duckgraph.ports.users import login, user_name
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +223,7 @@ def read_only_message(path: Path, reason: str) -> str:
         # Deleting it would lose the last writes, which are in it alone.
         keep = "do not delete it: it holds the last changes, not yet in the file"
         if owner := _foreign_owner(wal):
-            fix = (f"have {owner} or an administrator give {wal.name} to this user (`chown {_login(os.getuid())} "
+            fix = (f"have {owner} or an administrator give {wal.name} to this user (`chown {login(os.getuid())} "
                    f"{shlex.quote(str(wal))}`; {keep})")
         else:
             fix = f"make {wal.name} writable (`chmod u+w {shlex.quote(str(wal))}`; {keep})"
@@ -239,22 +240,7 @@ def _foreign_owner(path: Path) -> str | None:
         uid = os.stat(path).st_uid
     except OSError:
         return None
-    return None if uid == os.getuid() else _user(uid)
-
-
-def _user(uid: int) -> str:
-    login = _login(uid)
-    return f"uid {uid}" if login == str(uid) else f"{login} (uid {uid})"
-
-
-def _login(uid: int) -> str:
-    """The user's name, or the number where it has none (which chown takes as well)."""
-    try:
-        import pwd
-
-        return pwd.getpwuid(uid).pw_name
-    except (ImportError, KeyError):
-        return str(uid)
+    return None if uid == os.getuid() else user_name(uid)
 
 
 def write_failure(path: Path, exc: BaseException, reopen: Callable[[], str]) -> StoreError | None:
