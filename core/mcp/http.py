@@ -119,15 +119,24 @@ class FrameDenyMiddleware:
             await self.app(scope, receive, send)
             return
 
-        async def send_guarded(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                present = {name.lower() for name, _ in message.get("headers", ())}
-                missing = [header for header in FRAME_HEADERS if header[0] not in present]
-                if missing:
-                    message = {**message, "headers": [*message.get("headers", ()), *missing]}
-            await send(message)
+        await self.app(scope, receive, with_headers(send, FRAME_HEADERS, replace=False))
 
-        await self.app(scope, receive, send_guarded)
+
+def with_headers(send: Send, headers: tuple[tuple[bytes, bytes], ...], *, replace: bool) -> Send:
+    """`send`, giving each response `headers` (lower-case names): in place of any of those names the app sent
+    (`replace`), or only those it did not send."""
+    names = {name for name, _ in headers}
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            sent = list(message.get("headers", ()))
+            present = {name.lower() for name, _ in sent}
+            kept = [(n, v) for n, v in sent if n.lower() not in names] if replace else sent
+            added = list(headers) if replace else [h for h in headers if h[0] not in present]
+            message = {**message, "headers": [*kept, *added]}
+        await send(message)
+
+    return sending
 
 
 class TokenlessAccessLog(logging.Filter):

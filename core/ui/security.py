@@ -14,7 +14,7 @@ from html import escape
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, quote, urlencode
 
-from duckgraph.core.mcp.http import BearerTokenMiddleware, Receive, Scope, Send, is_loopback
+from duckgraph.core.mcp.http import BearerTokenMiddleware, Receive, Scope, Send, is_loopback, with_headers
 
 COOKIE = "duckgraph_ui_token"
 #: How long a browser stays logged in: the cookie's Max-Age, and checked by the server too (a copied cookie
@@ -65,7 +65,7 @@ class HostOriginMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            send = _with_page_headers(send)
+            send = with_headers(send, PAGE_HEADERS, replace=True)  # one policy: this one
             headers = _headers(scope)
             host = headers.get("host", "").lower()
             if self.hosts is not None and host not in self.hosts:
@@ -198,18 +198,6 @@ async def _token_page(send: Send, problem: str) -> None:
         (b"www-authenticate", b'Bearer realm="duckgraph"'), (b"cache-control", b"no-store"),
     ]})
     await send({"type": "http.response.body", "body": body})
-
-
-def _with_page_headers(send: Send) -> Send:
-    async def sending(message) -> None:
-        if message["type"] == "http.response.start":
-            # Replaced, not added: a response carries one policy, this one.
-            names = {name for name, _ in PAGE_HEADERS}
-            kept = [(name, value) for name, value in message.get("headers", ()) if name.lower() not in names]
-            message = {**message, "headers": [*kept, *PAGE_HEADERS]}
-        await send(message)
-
-    return sending
 
 
 async def _plain(send: Send, status: int, message: str) -> None:
