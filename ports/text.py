@@ -5,8 +5,10 @@ must split text the same way, or an indexed word would never be found.
 """
 
 import functools
+import json
 import re
 import unicodedata
+from collections.abc import Iterable
 from typing import Any
 
 from duckgraph.ports.names import MARKS, unaccented
@@ -244,6 +246,20 @@ def one_line(text: str) -> str:
     own line breaks would start lines of that text ("- 2026-11-28 ... entity deleted: Dave", "## A heading"),
     which read as the listing's own."""
     return " ".join(text.split())
+
+
+def as_field(text: str, delimiters: Iterable[str]) -> str:
+    """`text` as a field of a line whose fields `delimiters` separate ("]" after an entity's name, "; " between
+    properties): as it is, or, where it holds one of them or a double quote, as a JSON string. Shown bare, such a
+    text would end its field early and what follows in it would read as fields of the memory's own ("Bob] [admin"
+    gives "- Bob] [admin [person]"). A double quote always counts: a bare text that starts or ends with one would
+    read as quoted, and two could join fields into one string. A text ending with a delimiter's first character
+    counts too: it makes one with the space printed after it ("Bob:" before " [person]"). The JSON string gives
+    the text back exactly."""
+    spaced = text + " "
+    if '"' in text or any(delimiter in spaced for delimiter in delimiters):
+        return json.dumps(text, ensure_ascii=False)
+    return text
 
 
 def shortened(text: str, limit: int) -> str:

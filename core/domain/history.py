@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.moments import iso_utc, now, period, short
 from duckgraph.core.domain.namespaces import empty_namespace_hint
-from duckgraph.core.domain.render import estimate_tokens
+from duckgraph.core.domain.render import entity_header, estimate_tokens, shown_fact
 from duckgraph.core.domain.texts import fact_sentence
 from duckgraph.ports import ChangeRecord, InvalidInputError, WriteBatch
-from duckgraph.ports.text import one_line
+from duckgraph.ports.text import as_field, one_line
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 MAX_CHANGES = 1_000
 #: How far recent_changes pages into a span (each page is read from the start).
 MAX_CHANGES_OFFSET = 100_000
+#: What ends a document's id in a change line's "document added: id: title" (`ports.text.as_field`).
+_ID_DELIMITERS = (": ",)
 
 
 def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], namespace: str) -> RelationsEnded:
@@ -99,13 +101,13 @@ def recent_changes(
     records = every[offset:]
     more = len(records) > limit
     records = records[:limit]
-    changes = [Change(at=r.at, change=r.kind, subject=subject)
-               for r, subject in zip(records, _subjects(kb, records, namespace))]
+    subjects = _subjects(kb, records, namespace)
+    changes = [Change(at=r.at, change=r.kind, subject=subject) for r, (subject, _) in zip(records, subjects)]
     lines, used = [], 0
-    for change in changes:
+    for change, (_, shown) in zip(changes, subjects):
         # Marked UTC, as every time of day the text shows: read bare, it passes for the reader's local time. The
         # subject on one line: a description's or observation's line breaks would print changes of their own.
-        line = f"- {change.at.strftime('%Y-%m-%d %H:%M:%S')} UTC {change.change}: {one_line(change.subject)}"
+        line = f"- {change.at.strftime('%Y-%m-%d %H:%M:%S')} UTC {change.change}: {one_line(shown)}"
         used += estimate_tokens(line) + 1
         if used > token_budget:
             break
@@ -121,9 +123,11 @@ def recent_changes(
     return ChangesResult(changes=changes, text=text, truncated=more, next_offset=next_offset)
 
 
-def _subjects(kb: KnowledgeBase, records: list[ChangeRecord], namespace: str) -> list[str]:
+def _subjects(kb: KnowledgeBase, records: list[ChangeRecord], namespace: str) -> list[tuple[str, str]]:
     """What each change is about, in words: an entity "Name [Type]", a fact's sentence and period, a document's
-    id and title; what was deleted, as the store recorded it then (its rows are gone)."""
+    id and title; what was deleted, as the store recorded it then (its rows are gone). Each as the structured
+    result keeps it (as stored) and as the text shows it (a name or id holding a delimiter of its place quoted,
+    `ports.text.as_field`)."""
     store = kb.store
     edges = {e.id: e for e in store.get_edges([r.edge_id for r in records if r.edge_id is not None])}
     node_ids = {r.node_id for r in records if r.node_id is not None}
@@ -133,7 +137,7 @@ def _subjects(kb: KnowledgeBase, records: list[ChangeRecord], namespace: str) ->
     subjects = []
     for record in records:
         if record.label is not None and record.document_id is None:
-            subjects.append(record.label)
+            subjects.append((record.label, record.label))
         elif record.edge_id is not None and record.edge_id in edges:
             edge = edges[record.edge_id]
             names = [nodes[i].name if i in nodes else "?" for i in (edge.source_id, edge.target_id)]
@@ -141,16 +145,18 @@ def _subjects(kb: KnowledgeBase, records: list[ChangeRecord], namespace: str) ->
             # end later, which the row no longer tells, so its end is shown only while the row is as created.
             as_created = record.kind != "fact added" or edge.updated_at == edge.created_at
             when = period(edge.valid_from, edge.valid_until if as_created else None)
-            subjects.append(fact_sentence(names[0], edge.type, names[1], edge.description)
-                            + (f" ({when})" if when else ""))
+            note = f" ({when})" if when else ""
+            subjects.append((fact_sentence(names[0], edge.type, names[1], edge.description) + note,
+                             shown_fact(names[0], edge.type, names[1], edge.description) + note))
         elif record.node_id is not None and record.node_id in nodes:
             node = nodes[record.node_id]
-            subjects.append(f"{node.name} [{node.type}]")
+            subjects.append((f"{node.name} [{node.type}]", entity_header(node.name, node.type)))
         elif record.document_id is not None:
             title = titles.get(record.document_id, "")
-            subjects.append(record.document_id + (f": {title}" if title else ""))
+            title = f": {title}" if title else ""
+            subjects.append((record.document_id + title, as_field(record.document_id, _ID_DELIMITERS) + title))
         else:
-            subjects.append("(deleted since)")
+            subjects.append(("(deleted since)", "(deleted since)"))
     return subjects
 
 

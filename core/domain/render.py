@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.moments import period, short
 from duckgraph.core.domain.texts import fact_sentence
-from duckgraph.ports.text import joins_previous, one_line, shortened
+from duckgraph.ports.text import as_field, joins_previous, one_line, shortened
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,10 +54,17 @@ LINE_CHARS = 300
 #: A passage or entity line that does not fit whole is shown cut when at least this much of its own text fits
 #: (its header, the passage's id, date and title or the entity's name and type, aside): a header alone says nothing.
 MIN_CUT_CHARS = 80
-#: What would let a document id end its passage's header "[document_id#chunk_id]" early (a bracket), or read as
-#: quoted (a double quote). Not "#": the chunk id is the number after the last one, and a long file's later parts
-#: are stored as "<path>#part-2" (core/domain/document_ids.py), shown bare as ever.
-_ID_DELIMITERS = frozenset('[]"')
+#: The delimiters of each place a stored text is printed in-line (`ports.text.as_field`: a text holding one is shown
+#: as a JSON string). A passage's header "[document_id#chunk_id]": not "#", as the chunk id is the number after the
+#: last one, and a long file's later parts are stored as "<path>#part-2" (core/domain/document_ids.py), shown bare.
+_ID_DELIMITERS = ("[", "]")
+#: An entity's "- Name [Type]: description", in search and in recent_changes ("entity created: Name [Type]").
+_NAME_DELIMITERS, _TYPE_DELIMITERS = ("[", "]", ": "), ("[", "]")
+#: A property list's "key: value; key: value" (a value that is not a string is JSON already).
+_KEY_DELIMITERS, _VALUE_DELIMITERS = (": ", "; "), ("; ",)
+#: A fact's "Source relation Target: description (period); properties: ...": a name holding "(" would add a period
+#: ("works at Acme (2019-01-01 to 2020-01-01)"), one holding "; " properties or another clause.
+_FACT_NAME_DELIMITERS = (": ", "(", "; ")
 #: Room kept for the closing note when something is left out.
 NOTE_TOKENS = 30
 #: Facts shown before the anchors, and before the best passage: what answers a question is usually a fact.
@@ -286,14 +293,14 @@ def _fact(edge: ScoredEdge) -> str:
     """A fact's line: its sentence, its period and its properties, shown as an entity's are ("version: v2.4"):
     what a fact holds besides its ends is often the answer ("which version runs in production?")."""
     when = period(edge.valid_from, edge.valid_until)  # "since 2024-06-01", "2024-01-01 to 2024-06-01"
-    sentence = _clip(fact_sentence(edge.source, edge.type, edge.target, edge.description))
+    sentence = _clip(shown_fact(edge.source, edge.type, edge.target, edge.description))
     return (sentence + (f" ({when})" if when else "")
             + (f"; properties: {_clip(_properties(edge.properties))}" if edge.properties else ""))
 
 
 def _entity(node: ScoredNode) -> tuple[str, str]:
     """An entity's line: its header (name and type) and its description."""
-    head = _clip(f"- {node.name} [{node.type}]")
+    head = _clip(f"- {entity_header(node.name, node.type)}")
     return head, _clip(f": {node.description}", max(LINE_CHARS - len(head), 1)) if node.description else ""
 
 
@@ -306,9 +313,23 @@ def _details(node: ScoredNode) -> list[tuple[str, str]]:
     return lines
 
 
+def entity_header(name: str, type_: str) -> str:
+    """An entity as the texts name it: "Name [Type]", each shown bare unless it holds a delimiter there."""
+    return f"{as_field(name, _NAME_DELIMITERS)} [{as_field(type_, _TYPE_DELIMITERS)}]"
+
+
+def shown_fact(source: str, relation: str, target: str, description: str = "") -> str:
+    """A fact's sentence as the texts show it (`texts.fact_sentence`, its names shown bare unless they hold a
+    delimiter of a fact's line); the sentence a vector is computed from keeps them bare."""
+    return fact_sentence(as_field(source, _FACT_NAME_DELIMITERS), relation, as_field(target, _FACT_NAME_DELIMITERS),
+                         description)
+
+
 def _properties(properties: dict) -> str:
-    """Properties as "key: value; key: value" (strings bare, other values as JSON)."""
-    return "; ".join(f"{key}: {value if isinstance(value, str) else json.dumps(value)}"
+    """Properties as "key: value; key: value" (strings bare unless they hold a delimiter there, other values as
+    JSON)."""
+    return "; ".join(f"{as_field(key, _KEY_DELIMITERS)}: "
+                     + (as_field(value, _VALUE_DELIMITERS) if isinstance(value, str) else json.dumps(value))
                      for key, value in properties.items())
 
 
@@ -345,7 +366,7 @@ def _shown_id(id_: str) -> str:
     as a JSON string: `["doc-1] Relations: ..."#1]`. Shown bare, such an id closes the header early and what
     follows in it reads as the memory's own lines. The JSON string, quotes included, is what a tool call's
     arguments take back as that id."""
-    return json.dumps(id_, ensure_ascii=False) if _ID_DELIMITERS.intersection(id_) else id_
+    return as_field(id_, _ID_DELIMITERS)
 
 
 def _words(text: str) -> set[str]:
