@@ -343,7 +343,8 @@ class GraphStore(ABC):
 
     @abstractmethod
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
-        """Counts of nodes, edges, documents and chunks, and the node and edge types in use."""
+        """Counts of nodes, edges, documents and chunks, and the types in use with their counts, most common first:
+        every node type as stored (each spelling apart), the 50 most common edge types."""
 
     @abstractmethod
     def relation_counts(self, at: datetime) -> dict[str, int]:
@@ -352,8 +353,9 @@ class GraphStore(ABC):
         lost history would pass a check of its counts: a backup, restore or compact checks and reports these."""
 
     @abstractmethod
-    def type_examples(self, namespace: str, *, limit: int = 50) -> dict[str, list[dict[str, Any]]]:
-        """The node and edge types in use (edges that still hold), most common first, at most `limit` of each.
+    def type_examples(self, namespace: str, *, limit: int | None = 50) -> dict[str, list[dict[str, Any]]]:
+        """The node and edge types in use (edges that still hold), most common first (ties by type), at most `limit`
+        of each (None: every one), each spelling as stored.
 
         ``{"node_types": [{"type", "count", "example"}], "edge_types": [{"type", "count", "example"}]}``: a
         node example is an entity name, an edge example ``{"source", "target"}`` names.

@@ -163,11 +163,13 @@ class GraphCuration:
             raise NotFoundError(self.not_found_message(missing, namespace, any_found=bool(found)))
         return found
 
-    def not_found_message(self, missing: Sequence[str], namespace: str, *, any_found: bool = False) -> str:
+    def not_found_message(self, missing: Sequence[str], namespace: str, *, any_found: bool = False,
+                          memory_tools: bool = False) -> str:
         """"no entity named ..." for `missing` (names `resolve` found nothing for), and what to give instead: the
         exact name of one of the entities a name is an alias of, or the names it likely meant (`did_you_mean`), or
         that the namespace holds nothing. What update_entity and merge_entities refuse with, and the delete and
-        end tools' hints say (`any_found`: some other name of the call was found, so the namespace holds some)."""
+        end tools' hints say (`any_found`: some other name of the call was found, so the namespace holds some;
+        `memory_tools`: said to the reference memory server's tools, which find names with search_nodes)."""
         missing = list(dict.fromkeys(missing))
         # Suggestions cost a keyword search each: a call naming hundreds of absent names gets them for the first.
         shown = missing[:SUGGESTED_NAMES]
@@ -183,10 +185,11 @@ class GraphCuration:
         meant = self.did_you_mean(rest, namespace) if rest else {}
         said = "; ".join(" or ".join(map(repr, meant[m])) + (f" for {m!r}" if len(missing) > 1 else "")
                          for m in rest if m in meant)
+        look_up = "call search_nodes" if memory_tools else "search"
         if said:
-            advice.append(f"did you mean {said}? Otherwise search first to find the exact name")
+            advice.append(f"did you mean {said}? Otherwise {look_up} first to find the exact name")
         elif rest or more:
-            advice.append("search first to find the exact name")
+            advice.append(f"{look_up} first to find the exact name")
         return "; ".join([named, *advice])
 
     def _alias_owners(self, names: Sequence[str], namespace: str) -> dict[str, list[str]]:
@@ -413,19 +416,22 @@ class GraphCuration:
             edges_collapsed=summary.edges_deleted - len(loops), edges_deleted=len(loops), hints=hints,
         )
 
-    def delete_entities(self, names: Sequence[str], namespace: str) -> DeletedSummary:
+    def delete_entities(self, names: Sequence[str], namespace: str, *, memory_tools: bool = False) -> DeletedSummary:
         """Delete exactly the named entities (by name: case, spacing and the Turkish i's aside) with their edges.
         A name that is only an alias of an entity (a merged duplicate's old name, say) is refused, the whole call
-        with it: deleting the entity it now names would destroy what the merge kept."""
+        with it: deleting the entity it now names would destroy what the merge kept. `memory_tools`: asked in the
+        memory tools' words (entityNames), so the advice names only what they can do (search_nodes, no
+        update_entity); the words tell, since a memory client sharing a file is served by a server of every tool."""
         with self.kb.writing(vectors=False) as writer:
             found, missing = self.resolve(names, namespace)
-            _refuse_aliases(found)
+            _refuse_aliases(found, memory_tools=memory_tools)
             ids = sorted({r.id for r in found.values()})
             summary = writer.commit(WriteBatch(delete_nodes=ids)) if ids else None
         return DeletedSummary(
             deleted=sorted({r.name for r in found.values()}), not_found=missing,
             edges_deleted=summary.edges_deleted if summary else 0,
-            hints=[self.not_found_message(missing, namespace, any_found=bool(found))] if missing else [],
+            hints=[self.not_found_message(missing, namespace, any_found=bool(found), memory_tools=memory_tools)]
+            if missing else [],
         )
 
     def delete_relations(self, relations: Sequence[RelationRef], namespace: str) -> RelationsDeleted:
@@ -665,20 +671,24 @@ def _sent(moment: datetime | None) -> str:
     return f'"{short(moment)}"' if moment == datetime(moment.year, moment.month, moment.day) else f'"{iso_utc(moment)}"'
 
 
-def _refuse_aliases(found: dict[str, NodeRecord]) -> None:
+def _refuse_aliases(found: dict[str, NodeRecord], *, memory_tools: bool = False) -> None:
     """Refuse names that matched an entity only by an alias (resolution's rules 2 and 3), unless the call also names
-    that entity by its name: "Maya Chenn", merged into "Maya Chen", is her alias, and deleting by it deletes her."""
+    that entity by its name: "Maya Chenn", merged into "Maya Chen", is her alias, and deleting by it deletes her.
+    `memory_tools`: the memory tools cannot edit aliases, so dropping one is not offered."""
     by_name = {r.id for name, r in found.items() if dotless_i_key(entity_key(name)) == dotless_i_key(r.key)}
     aliased = {name: r for name, r in found.items() if r.id not in by_name}
     if not aliased:
         return
     said = []
     for name, record in aliased.items():
-        left = [a for a in record.aliases if entity_key(a) != entity_key(name)]
-        drop = (f"update_entity(name={record.name!r}, aliases={left!r})" if len(left) <= LISTED_IN_HINT
-                else f"update_entity(name={record.name!r}) with its aliases but {name!r}")
-        said.append(f"{name!r} is an alias of {record.name!r}, not its name: to delete that entity (with its "
-                    f"relations) give its name, {record.name!r}; to drop the alias use {drop}")
+        text = (f"{name!r} is an alias of {record.name!r}, not its name: to delete that entity (with its relations) "
+                f"give its name, {record.name!r}")
+        if not memory_tools:
+            left = [a for a in record.aliases if entity_key(a) != entity_key(name)]
+            drop = (f"update_entity(name={record.name!r}, aliases={left!r})" if len(left) <= LISTED_IN_HINT
+                    else f"update_entity(name={record.name!r}) with its aliases but {name!r}")
+            text += f"; to drop the alias use {drop}"
+        said.append(text)
     raise InvalidInputError("; ".join(said) + "; nothing was deleted")
 
 

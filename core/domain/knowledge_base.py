@@ -31,7 +31,8 @@ from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.cancellation import commit_of_call, unless_cancelled
 from duckgraph.core.domain.document_ids import cited_as_stored
 from duckgraph.core.domain.render import estimate_tokens, render_search
-from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, possible_duplicates, same_type
+from duckgraph.core.domain.resolution import (
+    NameKeys, NameResolver, lookup_keys, possible_duplicates, same_type, type_key)
 from duckgraph.core.domain.retrieval import anchor_and_expand, match_words
 from duckgraph.core.domain.search_options import SearchOptions
 from duckgraph.core.domain.texts import edge_text, node_text
@@ -91,6 +92,8 @@ NOT_SHOWN = ("({ended} ended and {planned} planned fact(s) of these entities not
              "them, as_of=DATE shows what holds then)")
 #: Every period of a relation, the planned ones (starting after now) included.
 EVERY_PERIOD = TimeFilter(as_of=datetime.max, history=True)
+#: Entity types `stats` lists, the most common (the store lists as many relation types).
+TYPES_LISTED = 50
 
 
 class Writer:
@@ -645,10 +648,15 @@ class KnowledgeBase:
             if members else ""
 
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
-        """Counts and types of `namespace` (None: of the whole file); a `hint` when the namespace holds nothing."""
+        """Counts and types of `namespace` (None: of the whole file), the entity types one per type (`_one_per_type`,
+        with `node_type_spellings` when a type is stored in several); a `hint` when the namespace holds nothing."""
         namespace = None if namespace is None else check_namespace(namespace)
         self.open()
         stats = self.store.stats(namespace)
+        types = _one_per_type([{"type": t, "count": n} for t, n in stats["node_types"].items()])[:TYPES_LISTED]
+        stats["node_types"] = {entry["type"]: entry["count"] for entry in types}
+        if spellings := {entry["type"]: entry["spellings"] for entry in types if "spellings" in entry}:
+            stats["node_type_spellings"] = spellings
         if namespace is not None and (hint := empty_namespace_hint(self, namespace)):
             stats["hint"] = hint  # zeros alone read like a memory that forgot everything, not a misspelt namespace
         return stats
@@ -658,11 +666,13 @@ class KnowledgeBase:
         return self.store.health()
 
     def schema(self, namespace: str | None = None, *, limit: int = 50) -> dict[str, Any]:
-        """The entity and relation types in use, most common first, each with its count and one example;
-        at most `limit` of each, with `truncated` telling whether there are more."""
+        """The entity and relation types in use, most common first, each with its count and one example (the entity
+        types one per type, `_one_per_type`, with `spellings` when a type is stored in several); at most `limit` of
+        each, with `truncated` telling whether there are more."""
         namespace = self.resolve_namespace(namespace)
         self.open()
-        found = self.store.type_examples(namespace, limit=limit + 1)
+        found = self.store.type_examples(namespace, limit=None)  # every spelling, to count each type whole
+        found["node_types"] = _one_per_type(found["node_types"])
         return {
             "namespace": namespace,
             "node_types": found["node_types"][:limit],
@@ -692,6 +702,21 @@ class KnowledgeBase:
         """Write a consistent copy of the knowledge base to the file `destination`, while it stays in use
         (see `duckgraph.core.files.backup`)."""
         return file_backup.backup(self, destination, force=force)
+
+
+def _one_per_type(counted: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Entity types as stored (`{"type", "count", ...}`, most common first) one entry per type as resolution and
+    search take them (`type_key`: "Person", "person", "Persons" and "people" are one): named by its most common
+    spelling, whose other fields it keeps, the counts summed, the other spellings in `spellings`; most common first."""
+    types: dict[str, dict[str, Any]] = {}
+    for entry in counted:
+        found = types.get(key := type_key(entry["type"]))
+        if found is None:
+            types[key] = dict(entry)
+        else:
+            found["count"] += entry["count"]
+            found.setdefault("spellings", []).append(entry["type"])
+    return sorted(types.values(), key=lambda entry: -entry["count"])  # stable: ties keep the store's order
 
 
 def _not_shown_note(ended: int, planned: int) -> str:
@@ -841,6 +866,7 @@ def _merge_node(
         raise InvalidInputError(
             f"{base.name!r} would have {over}, what is stored and what is given together: write it whole with "
             "update_entity(description=..., properties=...)")
+    # Every alias is kept, as merge_entities and a rename keep them: one dropped would no longer find the entity.
     aliases = with_aliases(base.name, base.aliases, [node.name, *node.aliases], key_of)
     # The newest type wins when it is another type; one written in another case or number ("people" for "Person")
     # is the same type, and the stored spelling stays: listings and type questions keep finding it as it was.
@@ -848,7 +874,7 @@ def _merge_node(
         base,
         type=base.type if keep_curated or same_type(base.type, node.type) else node.type,
         description=description,
-        aliases=tuple(aliases[:50]),
+        aliases=tuple(aliases),
         properties=properties,
         source_ids=tuple(dict.fromkeys([*base.source_ids, *node.source_ids])),
     ), fitted

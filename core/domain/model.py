@@ -531,8 +531,12 @@ class GraphStats(_Model):
     edges: int
     documents: int
     chunks: int
-    node_types: dict[str, int]
+    node_types: dict[str, int] = Field(
+        description="Entities per type, a type written in another case or number counted with it (\"people\" "
+                    "with \"Person\"), under its most common spelling.")
     edge_types: dict[str, int]
+    node_type_spellings: dict[str, list[str]] | None = Field(
+        None, description="The other spellings stored of each type in node_types that has some.")
     hint: str | None = None
 
 

@@ -223,7 +223,10 @@ def look_alikes(store: GraphStore, namespace: str, names: Sequence[str]) -> dict
     """Of `names` (those of entities being created), each that has the `skeleton` of a stored entity's name or alias
     (or of another of `names`) but not its loose key: the name it looks like and that entity's id (None for one of
     `names`). Only names holding letters of other scripts are looked at (one lookup for them all): a stored name
-    written so and a new plain one are left to `duckgraph doctor`, which compares every skeleton."""
+    written so and a new plain one are left to `duckgraph doctor`, which compares every skeleton. A write could find
+    that stored name only through its skeleton in the store's name index (`find_nodes`), which holds none: its
+    vector is no nearer than another name's (the other script's letters are other tokens to the model), and
+    comparing every stored name is the scan doctor makes."""
     mapped = {name: shape for name in dict.fromkeys(names) if not name.isascii()
               and (shape := skeleton(name)) and shape != loose_key(name)}
     if not mapped:

@@ -117,8 +117,9 @@ def stats(con: Any, namespace: str | None) -> dict[str, Any]:
     holding = f"{where or 'WHERE'} {'AND' if where else ''} {sql.holds_at(f'${len(params) + 1}')}"
     edge_params = [*params, sql.now()]
     counts["edges"] = con.execute(f"SELECT count(*) FROM edges {holding}", edge_params).fetchone()[0]
+    # Every node type: the domain counts the spellings of one type (case, number) together before it keeps 50.
     node_types = dict(con.execute(
-        f"SELECT type, count(*) FROM nodes {where} GROUP BY type ORDER BY count(*) DESC LIMIT 50", params
+        f"SELECT type, count(*) FROM nodes {where} GROUP BY type ORDER BY count(*) DESC, type", params
     ).fetchall())
     edge_types = dict(con.execute(
         f"SELECT type, count(*) FROM edges {holding} GROUP BY type ORDER BY count(*) DESC LIMIT 50", edge_params
@@ -134,8 +135,8 @@ def relation_counts(con: Any, at: datetime) -> dict[str, int]:
     return {"edges": int(stored), "edges_ended": int(ended)}
 
 
-def type_examples(con: Any, namespace: str, limit: int) -> dict[str, list[dict[str, Any]]]:
-    nodes = con.execute(
+def type_examples(con: Any, namespace: str, limit: int | None) -> dict[str, list[dict[str, Any]]]:
+    nodes = con.execute(  # LIMIT NULL: every type
         "SELECT type, count(*), arg_min(name, id) FROM nodes WHERE namespace = $1 "
         "GROUP BY type ORDER BY count(*) DESC, type LIMIT $2",
         [namespace, limit],

@@ -592,7 +592,7 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return reads.relation_counts(self._db, naive_utc(at))
 
-    def type_examples(self, namespace: str, *, limit: int = 50) -> dict[str, list[dict[str, Any]]]:
+    def type_examples(self, namespace: str, *, limit: int | None = 50) -> dict[str, list[dict[str, Any]]]:
         with self._lock:
             return reads.type_examples(self._db, namespace, limit)
 

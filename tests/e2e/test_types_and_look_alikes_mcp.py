@@ -5,6 +5,8 @@ possible_duplicates (graphrag tools) and in create_entities' note (memory tools)
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from mcp import Client
 
@@ -70,6 +72,23 @@ async def test_a_type_in_another_number_resolves_and_keeps_the_stored_spelling(t
         assert (duplicate["name"], duplicate["similar_to"], duplicate["reason"]) == (CYRILLIC_MAYA, "Maya Chen", REASON)
         both, _ = await call_ok(client, "get_entities", {"names": ["Maya Chen", CYRILLIC_MAYA]})
         assert [e["name"] for e in both["entities"]] == ["Maya Chen", CYRILLIC_MAYA]  # not merged
+
+
+@pytest.mark.anyio
+async def test_graph_stats_and_the_schema_list_a_type_once_in_every_case_and_number(tmp_path):
+    async with Client(build_server(make_services(tmp_path, "all", HashingEmbedder()))) as client:
+        await call_ok(client, "add_knowledge_graph", {"nodes": [
+            person("Maya Chen", "Person", "backend"), person("Tom Okafor", "Person", "support"),
+            person("Priya Raman", "people", "design"), person("Renée Dubois", "person", "platform"),
+            person("Acme Corp", "Organization", "employer")], "edges": []})
+        stats, _ = await call_ok(client, "graph_stats", {})
+        schema = json.loads((await client.read_resource("duckgraph://schema")).contents[0].text)
+    # Before: {"Person": 2, "Organization": 1, "people": 1, "person": 1}, four types for two.
+    assert stats["node_types"] == {"Person": 4, "Organization": 1}
+    assert stats["node_type_spellings"] == {"Person": ["people", "person"]}
+    assert schema["node_types"] == [
+        {"type": "Person", "count": 4, "example": "Maya Chen", "spellings": ["people", "person"]},
+        {"type": "Organization", "count": 1, "example": "Acme Corp"}]
 
 
 @pytest.mark.anyio

@@ -102,6 +102,19 @@ def test_same_entity_in_other_case_and_spacing_is_one_node(fake_kb: KnowledgeBas
     assert [n.id for n in fake_kb.store.find_nodes("default", [entity_key("J. Math. Phys.")])] == [node.id]
 
 
+def test_every_alias_written_over_time_is_kept(fake_kb: KnowledgeBase):
+    """A call gives at most 50 aliases, but an entity written again gathers more: none is dropped (the fifty-first
+    and later were, silently: then its old names no longer found it)."""
+    first = [f"JMP {i}" for i in range(50)]
+    later = [f"J. Math. Phys. {i}" for i in range(10)]
+    fake_kb.add_knowledge_graph([NodeInput(name=JMP, type="Journal", aliases=first)], [])
+    fake_kb.add_knowledge_graph([NodeInput(name=JMP, type="Journal", aliases=later)], [])
+    resolved = fake_kb.add_knowledge_graph([NodeInput(name="J. Math. Phys. 9", type="Journal")], [])
+    assert one_node(fake_kb, JMP).aliases == (*first, *later)
+    assert resolved.nodes_created == 0 and [r.into for r in resolved.resolved] == [JMP]
+    assert fake_kb.stats()["nodes"] == 1
+
+
 def test_variants_in_one_call_are_one_node(fake_kb: KnowledgeBase):
     result = fake_kb.add_knowledge_graph(
         [NodeInput(name=JMP, type="Journal"), NodeInput(name="  JOURNAL of  mathematical physics", type="Journal")],

@@ -77,3 +77,30 @@ def test_create_entities_says_when_a_new_name_looks_like_a_stored_one(fake_kb) -
     [plain] = memory_server.create_entities(fake_kb, [MemoryEntityInput(name="Maya Chan", entityType="person",
                                                                         observations=[])])
     assert plain.note is None
+
+
+def test_stats_and_schema_count_a_type_once_in_every_case_and_number(fake_kb) -> None:
+    spellings = {"Person": 3, "people": 2, "person": 1, "Persons": 1, "Widget": 2, "widgets": 1, "WIDGET": 1}
+    typed = [type_ for type_, count in spellings.items() for _ in range(count)]
+    fake_kb.add_knowledge_graph([NodeInput(name=f"Entity {i}", type=type_) for i, type_ in enumerate(typed)], [])
+    # Fifty other types of three entities each: no spelling of Widget is among the fifty most common, Widget is.
+    fake_kb.add_knowledge_graph([NodeInput(name=f"Thing {t}.{i}", type=f"Type{t:02d}")
+                                 for t in range(50) for i in range(3)], [])
+
+    stats = fake_kb.stats(fake_kb.namespace)
+    assert list(stats["node_types"].items())[:3] == [("Person", 7), ("Widget", 4), ("Type00", 3)]
+    assert len(stats["node_types"]) == 50 and not {"people", "person", "widgets"} & stats["node_types"].keys()
+    assert stats["node_type_spellings"] == {"Person": ["people", "Persons", "person"],
+                                            "Widget": ["WIDGET", "widgets"]}
+
+    schema = fake_kb.schema(limit=3)
+    assert [(t["type"], t["count"], t.get("spellings")) for t in schema["node_types"]] == [
+        ("Person", 7, ["people", "Persons", "person"]), ("Widget", 4, ["WIDGET", "widgets"]), ("Type00", 3, None)]
+    assert [t["example"] for t in schema["node_types"]] == ["Entity 0", "Entity 7", "Thing 0.0"]
+    assert schema["truncated"]["node_types"] is True
+
+
+def test_a_type_in_one_spelling_lists_no_spellings(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([NodeInput(name="Maya Chen", type="Person")], [])
+    assert "node_type_spellings" not in fake_kb.stats(fake_kb.namespace)
+    assert fake_kb.schema()["node_types"] == [{"type": "Person", "count": 1, "example": "Maya Chen"}]

@@ -142,7 +142,8 @@ async def _delete_relations(
 
 
 async def _delete_entities_memory(ctx: Context, names: list[str], namespace: str | None) -> CallToolResult:
-    summary = await _delete_entities(ctx, names, namespace)
+    summary = await call(kb_of(ctx).curation.delete_entities, names, await call_namespace(ctx, namespace),
+                         memory_tools=True)
     message = "Entities deleted successfully"
     return with_text(MemoryDeleteResult(**summary.model_dump(), success=True, message=message), message)
 
