@@ -40,6 +40,7 @@ from duckgraph.core.sharing.lock import (
     check_lock_file,
     holder,
     lock_path,
+    memory_owner,
     socket_path,
 )
 from duckgraph.core.sharing.protocol import (
@@ -186,7 +187,7 @@ class FileShare:
                  "instance": self._token}
         try:
             lock.describe({**hello, "socket": str(self.socket_path)})
-            self._endpoint = Endpoint(self.socket_path, self._handler, hello)
+            self._endpoint = Endpoint(self.socket_path, self._handler, hello, memory_owner(self.db))
         except BaseException:
             lock.release()
             raise
@@ -330,7 +331,7 @@ class FileShare:
                     return conn
                 conn.close()
         try:
-            conn = Connection(self._owner_socket())
+            conn = Connection(self._owner_socket(), owner=memory_owner(self.db))
         except (OSError, ValueError):  # no socket yet, refused (owner starting or gone), or a garbled greeting
             return None
         with self._cond:
@@ -437,7 +438,8 @@ def call_owner(db: str | Path, method: str, params: dict[str, Any] | None = None
     deadline = time.monotonic() + wait
     while True:
         try:
-            conn = Connection(announced_socket(db) or computed)  # read again: a new owner may listen elsewhere
+            # The socket read again each time: a new owner may listen elsewhere.
+            conn = Connection(announced_socket(db) or computed, owner=memory_owner(db))
             break
         except (OSError, ValueError):
             if time.monotonic() >= deadline or holder(db) is None:

@@ -15,6 +15,9 @@ are.
   the lock file or the socket first and pose as the owner. So neither is used unless it is this user's own and
   private to them (`check_private`), and a client sends nothing until the process on the socket proves, by its
   credentials, to run as this user (protocol.py).
+- A process run as root on another user's memory (`sudo duckgraph compact`, a root cron job) makes the lock file
+  and socket for that user (`memory_owner`), and accepts theirs: one of root's would keep that user's own servers
+  from ever taking the lock.
 """
 
 from __future__ import annotations
@@ -58,9 +61,12 @@ def _resolved(db: str | Path) -> Path:
     return Path(db).expanduser().resolve()
 
 
+LOCK_SUFFIX = ".lock"
+
+
 def lock_path(db: str | Path) -> Path:
     path = _resolved(db)
-    return path.with_name(path.name + ".lock")
+    return path.with_name(path.name + LOCK_SUFFIX)
 
 
 def socket_path(db: str | Path) -> Path:
@@ -86,6 +92,21 @@ def _runtime_dirs() -> list[Path]:
     return folders
 
 
+def identity(info: os.stat_result) -> tuple[int, int]:
+    """Which file `info` is, whatever path names it now: (st_dev, st_ino)."""
+    return info.st_dev, info.st_ino
+
+
+def unlink_if_same(path: Path, made: tuple[int, int]) -> None:
+    """Remove `path` only while it still names the file this process made (`identity`): its folder may have been
+    deleted and made again meanwhile, and the file there be a newer server's."""
+    try:
+        if identity(os.lstat(path)) == made:
+            path.unlink()
+    except OSError:
+        pass
+
+
 def private_folder(folder: Path) -> None:
     """Create the socket's folder when it is a runtime folder of ours; refuse one others could write to."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -97,20 +118,46 @@ def private_folder(folder: Path) -> None:
 
 # -- whose files ------------------------------------------------------------------------------------------
 
+#: A user as files are given to them: (uid, gid).
+Owner = tuple[int, int]
+
+
+def memory_owner(db: str | Path) -> Owner | None:
+    """Whom a process run as root makes the lock file and socket of `db` for: the memory file's owner, or its
+    folder's before there is a file, when that is another user (`sudo duckgraph compact`, a root cron job on alice's
+    memory), since a lock file of root's would keep that user's own servers from taking the lock. None for any other
+    process (its files are its own) and for root's own memory."""
+    if os.getuid() != 0:
+        return None
+    path = _resolved(db)
+    for candidate in (path, path.parent):
+        try:
+            info = os.stat(candidate)
+        except OSError:
+            continue
+        return None if info.st_uid == 0 else (info.st_uid, info.st_gid)
+    return None
+
+
+def ours(uid: int | None, owner: Owner | None) -> bool:
+    """Whether a file or process of `uid` is this process's own for a memory of `owner` (`memory_owner`): this
+    user's, or, as root, also the memory's owner's."""
+    return uid == os.getuid() or (owner is not None and uid == owner[0])
+
 
 class ForeignFileError(DuckgraphError):
     """A lock or socket of a shared database that is not this user's own and private: another user may be posing
     as the duckgraph server that owns the file, so nothing is sent to it."""
 
 
-def check_private(path: Path, info: os.stat_result, what: str) -> None:
+def check_private(path: Path, info: os.stat_result, what: str, owner: Owner | None = None) -> None:
     """Refuse a lock file or socket that another user owns or could open: whoever can open the lock can hold
-    it, and whoever owns the socket answers the calls sent there."""
+    it, and whoever owns the socket answers the calls sent there. `owner`: see `ours`."""
     me = os.getuid()
     if stat.S_ISLNK(info.st_mode):
         raise ForeignFileError(f"{path} ({what}) is a symbolic link, which duckgraph never follows there: "
                                f"remove it (it belongs to {user_name(info.st_uid)})")
-    if info.st_uid != me:
+    if not ours(info.st_uid, owner):
         raise ForeignFileError(
             f"{path} ({what}) belongs to {user_name(info.st_uid)}, not to you, {user_name(me)}: another user "
             "may be posing as the duckgraph server of this database, so nothing was sent to it. Have that user or "
@@ -121,13 +168,13 @@ def check_private(path: Path, info: os.stat_result, what: str) -> None:
                                f" who could take the database over: run `chmod 600 {path}`")
 
 
-def _check_lock_private(path: Path, info: os.stat_result) -> None:
+def _check_lock_private(path: Path, info: os.stat_result, owner: Owner | None) -> None:
     """`check_private` for a lock file: one of another user's says whether a process holds it, since one that no
     process holds was left behind (a duckgraph server or command run once as root, with sudo) and is safe to
     delete, while one that is held may be another user posing as the owner."""
-    if not stat.S_ISLNK(info.st_mode) and info.st_uid != os.getuid():
+    if not stat.S_ISLNK(info.st_mode) and not ours(info.st_uid, owner):
         raise ForeignFileError(_foreign_lock(path, info))
-    check_private(path, info, LOCK_FILE)
+    check_private(path, info, LOCK_FILE, owner)
 
 
 def _foreign_lock(path: Path, info: os.stat_result) -> str:
@@ -173,10 +220,16 @@ def _removal(path: Path, *, capital: bool) -> str:
 
 
 def _open_private(path: Path, flags: int, what: str) -> int:
-    """Open `path` (never through a symlink) and check it is ours and private before it is used."""
-    check = _check_lock_private if what == LOCK_FILE else (lambda p, i: check_private(p, i, what))
+    """Open `path` (never through a symlink) and check it is ours and private before it is used. A lock file root
+    creates for another user's memory is given to that user at once (`memory_owner`)."""
+    owner = memory_owner(path.with_name(path.name.removesuffix(LOCK_SUFFIX))) if what == LOCK_FILE else None
+    check = ((lambda p, i: _check_lock_private(p, i, owner)) if what == LOCK_FILE
+             else (lambda p, i: check_private(p, i, what)))
+    flags |= os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+        fd = _create_for(path, flags, owner, what) if flags & os.O_CREAT and owner is not None else None
+        if fd is None:
+            fd = os.open(path, flags, 0o600)
     except OSError:
         try:
             found = os.lstat(path)
@@ -193,6 +246,23 @@ def _open_private(path: Path, flags: int, what: str) -> int:
     except BaseException:
         os.close(fd)
         raise
+    return fd
+
+
+def _create_for(path: Path, flags: int, owner: Owner, what: str) -> int | None:
+    """Create `path` for `owner` (open as `flags`), or None when it is there already (left as it is)."""
+    try:
+        fd = os.open(path, flags | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return None
+    try:
+        os.fchown(fd, *owner)
+    except OSError as exc:  # one of root's would lock that user out: none rather than that
+        made = identity(os.fstat(fd))
+        os.close(fd)
+        unlink_if_same(path, made)
+        raise LockFileError(f"cannot give {path} ({what}) to {user_name(owner[0])}, whose memory it is: "
+                            f"{exc.strerror or exc}. Run duckgraph as that user") from exc
     return fd
 
 

@@ -14,7 +14,9 @@ then on; see `current_cancel`) and answers it with a `RequestCancelled` error. A
 read it as a bad request.
 
 A client sends nothing before it knows the owner is this user's own process: the socket file must be this user's
-and private to them, and the process listening on it must run as this user (its credentials, from the kernel).
+and private to them, and the process listening on it must run as this user (its credentials, from the kernel). As
+root, on another user's memory, that user's too (`memory_owner`): root's owner then gives its socket to that user,
+and answers only root's own processes.
 """
 
 from __future__ import annotations
@@ -33,7 +35,16 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from duckgraph.core.sharing.lock import ForeignFileError, check_private, private_folder, user_name
+from duckgraph.core.sharing.lock import (
+    ForeignFileError,
+    Owner,
+    check_private,
+    identity,
+    ours,
+    private_folder,
+    unlink_if_same,
+    user_name,
+)
 from duckgraph.ports import DuckgraphError
 
 log = logging.getLogger(__name__)
@@ -161,15 +172,15 @@ class ConnectionLost(Exception):
 
 
 class Connection:
-    """A client's connection to the owner: one request at a time."""
+    """A client's connection to the owner: one request at a time. `owner`: the memory's owner (`memory_owner`)."""
 
-    def __init__(self, path: Path, timeout: float = 5.0) -> None:
+    def __init__(self, path: Path, timeout: float = 5.0, owner: Owner | None = None) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._send_lock = threading.Lock()  # a cancel line goes out from another thread than its request
         try:
             self.sock.settimeout(timeout)
             self.sock.connect(str(path))
-            _check_owner(path, self.sock)
+            _check_owner(path, self.sock, owner)
             self.reader = self.sock.makefile("rb")
             line = self.reader.readline()
             hello = json.loads(line).get("hello") if line.endswith(b"\n") else None
@@ -278,15 +289,15 @@ def peer_credentials(conn: socket.socket) -> tuple[int | None, int | None]:
     return None, None
 
 
-def _check_owner(path: Path, conn: socket.socket) -> None:
+def _check_owner(path: Path, conn: socket.socket, owner: Owner | None) -> None:
     """Refuse an owner that is not this user's own process, before anything is sent to it. Checked once
     connected: an owner binds its socket, makes it private and only then listens."""
     found = os.lstat(path)
-    check_private(path, found, "the owner's socket")
+    check_private(path, found, "the owner's socket", owner)
     if not stat.S_ISSOCK(found.st_mode):  # the path comes from the lock file: it must still be a socket
         raise ForeignFileError(f"{path} (the owner's socket) is not a socket: remove it")
     pid, uid = peer_credentials(conn)
-    if uid is not None and uid != os.getuid():
+    if uid is not None and not ours(uid, owner):
         raise ForeignFileError(
             f"the process listening on {path} (pid {pid if pid is not None else '?'}) runs as {user_name(uid)}, "
             f"not as you, {user_name(os.getuid())}: it is not your duckgraph server, so nothing was sent to it. "
@@ -295,10 +306,15 @@ def _check_owner(path: Path, conn: socket.socket) -> None:
 
 
 class Endpoint:
-    """The owner's side: accepts connections on the socket and runs their requests with the handler."""
+    """The owner's side: accepts connections on the socket and runs their requests with the handler.
 
-    def __init__(self, path: Path, handler: Handler, hello: dict[str, Any]) -> None:
+    `owner` (root on another user's memory, `memory_owner`): the socket is given to that user, so that one left
+    behind (SIGKILL) is theirs to replace; only root's own processes are answered, since that user may now connect.
+    """
+
+    def __init__(self, path: Path, handler: Handler, hello: dict[str, Any], owner: Owner | None = None) -> None:
         self.path = path
+        self._owner = owner
         self._handler = handler
         self._hello = _encode({"hello": {**hello, "cancel": True}})  # understands a client's cancel line
         self._cond = threading.Condition()
@@ -314,16 +330,22 @@ class Endpoint:
         except FileNotFoundError:
             pass
         else:
-            if found.st_uid != os.getuid():  # planted by another user: say so rather than fail to remove it
-                check_private(path, found, "the owner's socket")
+            if not ours(found.st_uid, owner):  # planted by another user: say so rather than fail to remove it
+                check_private(path, found, "the owner's socket", owner)
             path.unlink()  # left by an owner that was killed; only the lock holder gets here
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._made: tuple[int, int] | None = None  # the socket file bound, the one `close` may remove
         try:
             self._sock.bind(str(path))
+            self._made = identity(os.lstat(path))
             os.chmod(path, 0o600)  # before listen(): nobody can connect in between
+            if owner is not None:
+                os.chown(path, *owner, follow_symlinks=False)
             self._sock.listen(64)
         except BaseException:
             self._sock.close()
+            if self._made is not None:
+                unlink_if_same(path, self._made)
             raise
         self._sock.settimeout(1.0)
         threading.Thread(target=self._accept, name="duckgraph-share-accept", daemon=True).start()
@@ -346,11 +368,18 @@ class Endpoint:
                 time.sleep(0.05)
                 continue
             conn.settimeout(None)
+            pid, uid = peer_credentials(conn)
+            if self._owner is not None and uid != os.getuid():  # the socket's user, not root: they get nothing
+                log.warning("refused a connection from %s (pid %s): this server runs as %s, and answers only its "
+                            "own user's processes", user_name(uid) if uid is not None else "an unknown user",
+                            pid if pid is not None else "?", user_name(os.getuid()))
+                conn.close()
+                continue
             with self._cond:
                 if self._closing:
                     conn.close()
                     return
-                self._connections[conn] = peer_credentials(conn)[0]
+                self._connections[conn] = pid
             threading.Thread(target=self._serve, args=(conn,), name="duckgraph-share-conn", daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
@@ -471,7 +500,5 @@ class Endpoint:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        try:
-            self.path.unlink()
-        except OSError:
-            pass
+        if self._made is not None:
+            unlink_if_same(self.path, self._made)

@@ -2,8 +2,11 @@
 file (mode 0600, that user's, held by no process), a write-ahead log (a root server killed with SIGKILL), and a
 restore into a folder this user cannot write.
 
-- `serve` and `ui` refuse the lock file in one line that says no process holds it and gives the exact `rm`; `ui`
-  refuses before it prints its address; `doctor` reports it as a problem with the same advice.
+- Root on a user's memory makes its lock file and socket for that user, so that user's later runs take the lock
+  (a root server killed with SIGKILL included), and its server answers none of that user's processes.
+- `serve` and `ui` refuse a lock file of root's (an older duckgraph's) in one line that says no process holds it and
+  gives the exact `rm`; `ui` refuses before it prints its address; `doctor` reports it as a problem with the same
+  advice.
 - A write refused because only the write-ahead log is another user's names the log and its owner, not "make the
   file and its folder writable" (both are).
 - `restore` into a folder this user cannot write is one line, and changes nothing.
@@ -108,11 +111,7 @@ def test_a_lock_file_of_another_user_that_no_process_holds_is_refused_with_the_r
     subprocess.run(message.split("`")[1], shell=True, check=True)  # the advice, as given
     server = idle_server(db, env, tmp_path / "serve.log")
     try:
-        deadline = time.monotonic() + TIMEOUT_SECONDS
-        while owner_pid(db) != server.pid and time.monotonic() < deadline:
-            assert server.poll() is None, (tmp_path / "serve.log").read_text()
-            time.sleep(0.05)
-        assert owner_pid(db) == server.pid
+        wait_for_owner(db, server, tmp_path / "serve.log")
         assert lock.stat().st_uid == 0
     finally:
         stop(server)
@@ -127,10 +126,13 @@ class Nobody:
     env: dict[str, str]
     public: Path
 
+    @property
+    def setpriv(self) -> list[str]:
+        return ["setpriv", f"--reuid={self.ids[0]}", f"--regid={self.ids[1]}", "--clear-groups"]
+
     def run(self, command: list[str], **kwargs) -> subprocess.CompletedProcess:
-        return subprocess.run(["setpriv", f"--reuid={self.ids[0]}", f"--regid={self.ids[1]}", "--clear-groups",
-                               *command], input="", capture_output=True, text=True, env=self.env, cwd=self.public,
-                              timeout=TIMEOUT_SECONDS, **kwargs)
+        return subprocess.run([*self.setpriv, *command], input="", capture_output=True, text=True, env=self.env,
+                              cwd=self.public, timeout=TIMEOUT_SECONDS, **kwargs)
 
     def folder(self, name: str, *, theirs: bool = True) -> Path:
         """A folder under the public one: nobody's own (writable), or root's (mode 0755, which nobody cannot
@@ -173,17 +175,78 @@ def nobody() -> Iterator[Nobody]:
         shutil.rmtree(public, ignore_errors=True)
 
 
-def test_the_lock_file_a_root_compact_left_is_refused_for_its_owner_with_the_rm_to_run(nobody: Nobody):
+def nobodys_memory(nobody: Nobody) -> Path:
     folder = nobody.folder("notes")
     db = folder / "kb.duckdb"
     make_memory(db, ["Ada"])
     os.chown(db, *nobody.ids)
-    # One run as root of a command that takes the lock (compact keeps the file its owner's): the lock stays root's.
+    return db
+
+
+def compact_as_root(db: Path, nobody: Nobody) -> Path:
+    """One run as root of a command that takes the lock (compact keeps the file its owner's); its lock file."""
     compacted = subprocess.run([*CLI, "compact", "--db", str(db)], capture_output=True, text=True, env=nobody.env,
                                timeout=TIMEOUT_SECONDS)
     assert compacted.returncode == 0, compacted.stderr
-    lock = sharing.lock_path(db)
-    assert (lock.stat().st_uid, lock.stat().st_mode & 0o777, db.stat().st_uid) == (0, 0o600, NOBODY)
+    return sharing.lock_path(db)
+
+
+def wait_for_owner(db: Path, server: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while owner_pid(db) != server.pid and time.monotonic() < deadline:
+        assert server.poll() is None, log.read_text()
+        time.sleep(0.05)
+    assert owner_pid(db) == server.pid, log.read_text()
+
+
+def test_a_root_compact_on_a_users_memory_leaves_the_lock_file_to_that_user(nobody: Nobody):
+    db = nobodys_memory(nobody)
+    lock = compact_as_root(db, nobody)
+    assert (lock.stat().st_uid, lock.stat().st_gid, lock.stat().st_mode & 0o777) == (*nobody.ids, 0o600)
+
+    doctor = nobody.run([*CLI, "doctor", "--json", "--db", str(db)])
+    assert not [p for p in json.loads(doctor.stdout)["problems"] if "lock file" in p], doctor.stdout
+    again = nobody.run([*CLI, "compact", "--db", str(db)])  # the user's own run takes the lock
+    assert again.returncode == 0, again.stderr
+    stats = nobody.run([*CLI, "stats", "--db", str(db)])
+    assert stats.returncode == 0 and stats.stdout.startswith("1 nodes"), stats.stdout + stats.stderr
+
+
+def test_a_root_server_killed_on_a_users_memory_leaves_files_that_user_takes_over(nobody: Nobody):
+    db = nobodys_memory(nobody)
+    log = nobody.public / "serve.log"
+    server = idle_server(db, nobody.env, log)  # as root
+    try:
+        wait_for_owner(db, server, log)
+        lock, sock = sharing.lock_path(db), sharing.socket_path(db)
+        assert [(p.lstat().st_uid, p.lstat().st_mode & 0o777) for p in (lock, sock)] == [(NOBODY, 0o600)] * 2
+        # The socket is nobody's now, so nobody may connect: root's server sends them nothing, closing at once.
+        probe = nobody.run([sys.executable, "-c", "import socket, sys; s = socket.socket(socket.AF_UNIX); "
+                                                  "s.settimeout(10); s.connect(sys.argv[1]); print(s.recv(100))",
+                            str(sock)])
+        assert probe.returncode == 0 and probe.stdout == "b''\n", probe.stdout + probe.stderr
+        assert "refused a connection from nobody (uid 65534)" in log.read_text()
+    finally:
+        server.kill()
+        server.wait()
+    assert sock.is_socket() and sock.lstat().st_uid == NOBODY  # left behind, as SIGKILL leaves it
+
+    with log.open("a", encoding="utf-8") as errlog:
+        theirs = subprocess.Popen([*nobody.setpriv, *SERVE, "--db", str(db)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.DEVNULL, stderr=errlog, env=nobody.env, cwd=nobody.public)
+    try:
+        wait_for_owner(db, theirs, log)
+        assert sock.lstat().st_uid == NOBODY
+    finally:
+        stop(theirs)
+    assert theirs.returncode == 0, log.read_text()
+    assert not sock.exists()
+
+
+def test_a_lock_file_root_left_is_refused_for_its_owner_with_the_rm_to_run(nobody: Nobody):
+    db = nobodys_memory(nobody)
+    lock = compact_as_root(db, nobody)
+    os.chown(lock, 0, 0)  # root's, as an older duckgraph run as root (compact, serve) left it
 
     message = refusal(lock, "root (uid 0)", "nobody (uid 65534)")
     check_refused(nobody.run, db, lock, message)

@@ -7,6 +7,8 @@ can use says.
   tests/e2e/test_shared_file_environments.py).
 - A lock file of another user's: held or not by a process (read from /proc/locks), with what to do.
 - A lock file this user cannot create (a folder it cannot write): one clear error for every caller.
+- As root on another user's memory: the lock file and socket made for that user, and theirs used.
+- A stopping owner removes only the socket it made, not a newer owner's at the same path.
 
 Two FileShare objects in one process behave as two processes would (a flock belongs to an open file description).
 """
@@ -20,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -274,3 +277,81 @@ def test_a_lock_file_of_ones_own_that_cannot_be_opened_is_a_problem_with_the_fix
     with open(lock, "w") as held:  # a server holding it is no problem
         fcntl.flock(held, fcntl.LOCK_EX)
         assert sharing.lock_file_problem(db) is None
+
+
+# -- as root, on another user's memory ---------------------------------------------------------------------------
+
+
+@AS_ROOT
+def test_as_root_on_another_users_memory_the_lock_file_and_socket_are_that_users(tmp_path, shares):
+    """`sudo duckgraph compact`, a root cron job: files of root's beside the memory would keep its owner's servers
+    from ever taking the lock. Root's own servers on it still share it between them."""
+    db = tmp_path / "kb.duckdb"
+    db.touch(mode=0o600)
+    os.chown(db, NOBODY, NOBODY + 1)
+    owner = shares(db)
+    lock, sock = sharing.lock_path(db), sharing.socket_path(db)
+    for made in (lock, sock):
+        info = made.lstat()
+        assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (NOBODY, NOBODY + 1, 0o600), made
+    assert owner.is_owner and sharing.lock_file_problem(db) is None  # what root's doctor reports: nothing
+
+    client = shares(db)  # accepts nobody's lock file and socket, and root's process on it
+    assert client.role == "client" and client.call("echo", {}, repeatable=True, wait=5)["pid"] == os.getpid()
+    assert sharing.call_owner(db, "echo", wait=5)["method"] == "echo"
+    owner.close(drain_seconds=1)
+    deadline = time.monotonic() + 10
+    while not client.is_owner and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert client.is_owner and sock.lstat().st_uid == NOBODY and lock.stat().st_uid == NOBODY
+
+
+@AS_ROOT
+def test_as_root_the_lock_file_of_the_memorys_owner_is_used_not_refused(tmp_path, shares):
+    """The lock file the user's own servers made: root's doctor reports no problem (it used to advise its `rm`, after
+    which root made one of its own), and root's server takes the lock, leaving the file the user's."""
+    db = tmp_path / "kb.duckdb"
+    db.touch(mode=0o600)
+    lock = sharing.lock_path(db)
+    lock.touch(mode=0o600)
+    for made in (db, lock):
+        os.chown(made, NOBODY, NOBODY)
+    assert sharing.lock_file_problem(db) is None
+    sharing.check_lock_file(db)
+    assert shares(db).is_owner
+    assert (lock.stat().st_uid, lock.stat().st_mode & 0o777) == (NOBODY, 0o600)
+
+
+@AS_ROOT
+def test_as_root_a_lock_file_there_already_keeps_its_owner(tmp_path, shares):
+    """Only the files root creates are given away: one of root's own (an older duckgraph's) is left as it is."""
+    db = tmp_path / "kb.duckdb"
+    db.touch(mode=0o600)
+    os.chown(db, NOBODY, NOBODY)
+    lock = sharing.lock_path(db)
+    lock.touch(mode=0o600)
+    assert shares(db).is_owner
+    assert (lock.stat().st_uid, lock.stat().st_mode & 0o777) == (0, 0o600)
+
+
+# -- the socket a stopping owner removes -------------------------------------------------------------------------
+
+
+def test_an_owner_whose_folder_was_made_again_leaves_the_newer_owners_socket(tmp_path, shares):
+    """The folder deleted under a running owner and made again: a new server owns the new lock file and listens at
+    the same path. The old owner, stopping, removes only the socket it made, not the newer one."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    db = folder / "kb.duckdb"
+    old = shares(db, lambda method, params, progress: "old")
+    shutil.rmtree(folder)
+    folder.mkdir()
+    new = shares(db, lambda method, params, progress: "new")
+    assert old.is_owner and new.is_owner  # each holds the lock of its own lock file
+    old.close(drain_seconds=1)
+    assert sharing.socket_path(db).is_socket()
+    client = shares(db)
+    assert client.call("echo", {}, repeatable=True, wait=5) == "new"
+    client.close(drain_seconds=1)
+    new.close(drain_seconds=1)
+    assert not sharing.socket_path(db).exists()  # its own is removed
