@@ -22,12 +22,20 @@ COOKIE = "duckgraph_ui_token"
 COOKIE_SECONDS = 12 * 3600
 #: Where the "token needed" page's form posts the token: in a body, never in an address (history, logs).
 LOGIN_PATH = "/login"
-#: The most a login form's body may hold: a token and a field name.
-LOGIN_BODY_LIMIT = 4096
+#: The most a login form's body may hold: a token and the view to return to (a search's 2,000 characters,
+#: percent-encoded by the page, then by the form, among the longest).
+LOGIN_BODY_LIMIT = 64 * 1024
+#: The login form's field with the address's fragment (the view asked for: `#/entity?name=...`), which a browser
+#: never sends to the server: the token page's script (LOGIN_SCRIPT) copies it there, for the login to return to.
+FRAGMENT_FIELD = "fragment"
+#: The token page's script: served without the token, which that page asks for (it holds nothing secret).
+LOGIN_SCRIPT = "/static/login.js"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 #: The characters of a path that the address a `?token=` login reloads keeps as they are (RFC 3986's, with
 #: letters, digits and "-._~", which `quote` always keeps); every other is percent-encoded.
 _PATH_AS_IS = "/:@!$&'()*+,;="
+#: The same for a fragment, which may also hold "?", and "%" as it is: the page's own escapes, not to be escaped again.
+_FRAGMENT_AS_IS = _PATH_AS_IS + "?%"
 #: Sent with every response of the UI. frame-ancestors, and X-Frame-Options for browsers that predate it: no other
 #: page may show the UI in a frame, where a decoy gets its buttons clicked (clickjacking). The rest: the page runs
 #: only its own scripts and style sheet and talks only to this server, so injected markup could load or send
@@ -81,7 +89,9 @@ class HostOriginMiddleware:
 class BrowserTokenMiddleware(BearerTokenMiddleware):
     """The bearer-token check, also satisfied by a login cookie, so that a browser can use the UI. The token logs
     a browser in when posted by the "token needed" page's form (to LOGIN_PATH) or given in the address as
-    `?token=...` (what `duckgraph ui` prints); the address is then reloaded without it.
+    `?token=...` (what `duckgraph ui` prints); the address is then reloaded without it. Either way the browser
+    returns to the view it asked for: the form posts the address's fragment, and a redirect without one keeps the
+    fragment the browser had.
 
     The cookie's value is the expiry time signed with a key made at start, never derived from the token: a cookie
     that leaked (cookies are sent to every port of the host) is worthless after COOKIE_SECONDS or once the UI
@@ -106,6 +116,9 @@ class BrowserTokenMiddleware(BearerTokenMiddleware):
             if not self._authorized(scope) and scope.get("path") == "/":
                 await _token_page(send, "")
                 return
+            if scope.get("path") == LOGIN_SCRIPT:  # the token page's own script, needed before the login
+                await self.app(scope, receive, send)
+                return
         await super().__call__(scope, receive, send)
 
     async def _login_form(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -116,11 +129,16 @@ class BrowserTokenMiddleware(BearerTokenMiddleware):
         if body is None:
             await _plain(send, 413, f"a login form's body has at most {LOGIN_BODY_LIMIT} bytes")
             return
-        given = parse_qs(body.decode("utf-8", "replace")).get("token")
+        fields = parse_qs(body.decode("utf-8", "replace"))
+        fragment = fields.get(FRAGMENT_FIELD, [""])[0]
+        if fragment and not fragment.startswith("#"):  # only a fragment of this page, never an address elsewhere
+            await _plain(send, 400, f"a login form's {FRAGMENT_FIELD} is empty or starts with '#', not {fragment!r}")
+            return
+        given = fields.get("token")
         if given and hmac.compare_digest(given[0].encode(), self._token):
-            await _redirect(send, "/", self._new_cookie())
-        else:
-            await _token_page(send, "That token is not this server's.")
+            await _redirect(send, "/" + _fragment(fragment), self._new_cookie())
+        else:  # the page of /login's answer has no fragment of its own: it keeps the one posted
+            await _token_page(send, "That token is not this server's.", fragment)
 
     def _authorized(self, scope: Scope) -> bool:
         cookie = SimpleCookie()
@@ -159,6 +177,12 @@ def _address_without_token(scope: Scope) -> str:
     return "/" + path + (f"?{urlencode(rest, doseq=True)}" if rest else "")
 
 
+def _fragment(fragment: str) -> str:
+    """`fragment` ("#..." or empty) as the end of an address: every character a fragment does not hold as it is
+    percent-encoded, so that no line break ends the Location header and the address stays plain ASCII."""
+    return "#" + quote(fragment[1:], safe=_FRAGMENT_AS_IS) if fragment else ""
+
+
 async def _body(receive: Receive, limit: int) -> bytes | None:
     """The request's body, or None when it is over `limit` bytes."""
     body = b""
@@ -184,14 +208,18 @@ async def _redirect(send: Send, location: str, cookie: str | None = None) -> Non
     await send({"type": "http.response.body", "body": b""})
 
 
-async def _token_page(send: Send, problem: str) -> None:
+async def _token_page(send: Send, problem: str, fragment: str = "") -> None:
+    """The "token needed" page, its form with the fragment to return to: `fragment`, or the page address's own
+    (filled in by LOGIN_SCRIPT; without scripts the login returns to the start page)."""
     body = (
         "<!doctype html><html lang=en><meta charset=utf-8><title>duckgraph: token needed</title>"
         "<body style='font-family:sans-serif;max-width:40em;margin:4em auto'><h1>duckgraph</h1>"
         f"<p>{escape(problem)} This UI needs its token: open the address that <code>duckgraph ui</code> printed, "
         "or enter the token (DUCKGRAPH_HTTP_TOKEN) here.</p>"
         f"<form method=post action={LOGIN_PATH}>"
-        "<input type=password name=token autofocus aria-label=token> <button>Open</button></form></body></html>"
+        f"<input type=hidden name={FRAGMENT_FIELD} value=\"{escape(fragment)}\">"
+        "<input type=password name=token autofocus aria-label=token> <button>Open</button></form>"
+        f"<script src={LOGIN_SCRIPT}></script></body></html>"
     ).encode()
     await send({"type": "http.response.start", "status": 401, "headers": [
         (b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode()),

@@ -1,6 +1,7 @@
 """Requests to `duckgraph ui` crafted to break it: a JSON body nested past what a parser should follow (json.loads
-exhausted Python's stack: a bare 500 and a traceback in the log), and `?token=` login links whose path would make
-the reload after the login leave for another site (an open redirect: browsers read "\\" as "/" and drop tabs).
+exhausted Python's stack: a bare 500 and a traceback in the log), `?token=` login links whose path would make
+the reload after the login leave for another site (an open redirect: browsers read "\\" as "/" and drop tabs), and
+token forms whose fragment to return to is an address elsewhere, or would break the Location header.
 
 Real parts: the UI as a child process on 127.0.0.1 over a real DuckDB file, raw HTTP requests (the paths exactly as
 written). tests/e2e/test_ui_login_redirect_browser.py follows such a link in Chromium. The embedder is the hashing
@@ -119,3 +120,32 @@ def test_the_token_link_reloads_a_path_of_this_server(ui: str) -> None:
         status, headers, _ = request(ui, f"{path}?token={TOKEN}&ns=work")
         assert (status, headers.get("location")) == (303, f"{reloaded}?ns=work"), path
         assert "set-cookie" in headers, path
+
+
+#: The fragments a token form may post, and the address its login returns to: "/" and that fragment, escaped.
+FRAGMENTS = (
+    ("#/entity?name=Ada+Lovelace", "/#/entity?name=Ada+Lovelace"),
+    ("#/entity?name=Zo%C3%AB&ns=work", "/#/entity?name=Zo%C3%AB&ns=work"),  # the page's escapes, not escaped again
+    ("#/entity?name=Zoë", "/#/entity?name=Zo%C3%AB"),  # not Latin-1: the header could not be written (a 500)
+    ("#\\attacker.example/", "/#%5Cattacker.example/"),
+    ("#\r\nSet-Cookie: forged=1", "/#%0D%0ASet-Cookie:%20forged=1"),  # no header of its own
+    ("#", "/#"),
+    ("", "/"),
+)
+#: What is no fragment: refused, nobody logged in.
+NOT_FRAGMENTS = ("//attacker.example/", "/\\attacker.example", "http://attacker.example/", "javascript:alert(1)",
+                 "/#/entity", " #/entity")
+
+
+def test_the_token_form_returns_to_a_fragment_of_this_page(ui: str) -> None:
+    for fragment, returned in FRAGMENTS:
+        status, headers, _ = request(ui, "/login", method="POST", form={"token": TOKEN, "fragment": fragment})
+        assert (status, headers.get("location")) == (303, returned), fragment
+        assert "set-cookie" in headers and "forged" not in headers["set-cookie"], fragment
+    for fragment in NOT_FRAGMENTS:
+        status, headers, body = request(ui, "/login", method="POST", form={"token": TOKEN, "fragment": fragment})
+        assert status == 400 and b"fragment is empty or starts with '#'" in body, fragment
+        assert "location" not in headers and "set-cookie" not in headers, fragment
+    # A wrong token: the page asks again, its form keeping the fragment posted (escaped as HTML).
+    status, _, body = request(ui, "/login", method="POST", form={"token": "wrong", "fragment": '#/"><b>x'})
+    assert status == 401 and b'name=fragment value="#/&quot;&gt;&lt;b&gt;x"' in body

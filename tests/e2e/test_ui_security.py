@@ -23,7 +23,7 @@ import pytest
 
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import EdgeInput, NodeInput
-from duckgraph.core.ui.security import CONTENT_SECURITY_POLICY, COOKIE_SECONDS, allowed_hosts
+from duckgraph.core.ui.security import CONTENT_SECURITY_POLICY, COOKIE_SECONDS, LOGIN_BODY_LIMIT, allowed_hosts
 from duckgraph.plugins.duckdb import DuckDBStore
 from tests.e2e.ui_server import UI, child_env, running_ui
 from tests.fakes import HashingEmbedder
@@ -142,8 +142,10 @@ def test_a_token_guards_every_request(small_db: Path, tmp_path: Path, env: dict[
         assert request(url, "/api/overview", headers={"Cookie": headers["set-cookie"].split(";")[0]})[0] == 200
         status, headers, body = request(url, "/login", method="POST", form={"token": "wrong"})
         assert status == 401 and "set-cookie" not in headers and b"That token is not this server" in body
-        status, headers, body = request(url, "/login", method="POST", form={"token": "x" * 5000})
-        assert status == 413 and b"at most 4096 bytes" in body and "set-cookie" not in headers
+        status, headers, body = request(url, "/login", method="POST", form={"token": "x" * (LOGIN_BODY_LIMIT + 1)})
+        assert status == 413 and f"at most {LOGIN_BODY_LIMIT} bytes".encode() in body and "set-cookie" not in headers
+        # The token page's script is all that it serves without the token; the page's own files need it.
+        assert request(url, "/static/login.js")[0] == 200 and request(url, "/static/main.js")[0] == 401
         # Another site's page cannot post it (nor log a browser in to its own choice of server).
         port = urllib.parse.urlsplit(url).port
         status, headers, _ = request(url, "/login", method="POST", form={"token": "s3cret-token"},
@@ -225,6 +227,7 @@ def test_no_response_may_be_framed_by_another_page(small_db: Path, tmp_path: Pat
                 ("an API error", "/api/entity?name=Nobody", "GET", bearer, None, 404),
                 ("an unknown address", "/nowhere", "GET", bearer, None, 404),
                 ("the token page", "/", "GET", {}, None, 401),
+                ("the token page's script", "/static/login.js", "GET", {}, None, 200),
                 ("a refused API call", "/api/overview", "GET", {}, None, 401),
                 ("the login", "/login", "POST", {}, {"token": "frame-token"}, 303),
                 ("a refused login", "/login", "POST", {}, {"token": "wrong"}, 401),
