@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import tempfile
 from importlib import resources
@@ -165,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--new-namespace", action="store_true", help=NEW_NAMESPACE_HELP)
     ingest.set_defaults(run=ingest_command)
 
-    search = sub.add_parser("search", parents=[common], help="anchor & expand search")
+    search = sub.add_parser("search", parents=[common], help="anchor & expand search", free_text="the query")
     search.add_argument("query", help="the question or keywords, in natural language")
     search.add_argument("--json", action="store_true", help="print the structured result")
     search.add_argument("--hops", type=int, metavar="N",
@@ -208,7 +209,8 @@ def _parser() -> argparse.ArgumentParser:
     namespaces.add_argument("--json", action="store_true")
     namespaces.set_defaults(run=_namespaces)
 
-    documents = sub.add_parser("documents", parents=[common], help="delete documents stored by mistake, by id")
+    documents = sub.add_parser("documents", parents=[common], help="delete documents stored by mistake, by id",
+                               free_text="a document id")
     documents.add_argument("action", choices=["delete"],
                            help="delete: the documents, their passages, and the entities and relations only they "
                                 "supported, for good")
@@ -217,7 +219,7 @@ def _parser() -> argparse.ArgumentParser:
     documents.add_argument("--json", action="store_true", help="print the result as JSON")
     documents.set_defaults(run=_documents)
 
-    communities = sub.add_parser("communities", parents=[common],
+    communities = sub.add_parser("communities", parents=[common], free_text="the query",
                                  help="communities of the graph and their reports (see docs/communities.md)")
     communities.add_argument("action", choices=["build", "search", "write"],
                              help="build: detect them and write extractive reports; search: global search; write: "
@@ -298,20 +300,68 @@ def _parser() -> argparse.ArgumentParser:
 class _CommandParser(argparse.ArgumentParser):
     """A command's parser, where options may come anywhere among its positionals, as in `communities search --db F
     "main themes"`. argparse's plain parsing gives an optional positional (nargs="?", the query) nothing as soon as an
-    option follows the one before it, and then refuses the text after the option as unrecognized."""
+    option follows the one before it, and then refuses the text after the option as unrecognized.
+
+    `free_text` names what its positional takes ("the query"), for a command whose text may start with "-": argparse
+    reads "-Xmx4g" as an option, and the error then says how to give it as text (after "--")."""
 
     _intermixing = False
 
+    def __init__(self, *args: Any, free_text: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.free_text = free_text
+        self._given: list[str] = []
+
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         # parse_known_intermixed_args calls parse_known_args twice (options, then positionals): those calls parse.
-        # After "--" everything is positional, which its first pass forgets (Python 3.11): parsed as before.
-        if self._intermixing or (args is not None and "--" in args):
+        if self._intermixing:
             return super().parse_known_args(args, namespace)
+        self._given = list(sys.argv[1:] if args is None else args)
+        # After "--" everything is positional, which the intermixed parse forgets (Python 3.11): parsed plainly,
+        # the options before "--" first, so that none comes between an action and its optional positional.
+        if "--" in self._given:
+            return super().parse_known_args(self._options_first(self._given), namespace)
         self._intermixing = True
         try:
             return self.parse_known_intermixed_args(args, namespace)
         finally:
             self._intermixing = False
+
+    def _options_first(self, args: list[str]) -> list[str]:
+        """`args` with the options before "--" (and their values) moved ahead of the positionals there."""
+        cut = args.index("--")
+        options: list[str] = []
+        positionals: list[str] = []
+        head = iter(args[:cut])
+        for arg in head:
+            action = self._option_string_actions.get(arg)
+            if action is None:  # a positional, or an option with its value after "=", or an unknown one
+                (options if arg.startswith("-") and arg != "-" else positionals).append(arg)
+                continue
+            options.append(arg)
+            if action.nargs != 0 and (value := next(head, None)) is not None:
+                options.append(value)
+        return [*options, *positionals, *args[cut:]]
+
+    def error(self, message: str):  # type: ignore[override]
+        """Exit 2 with the usage and `message`, and, where a text argument starting with "-" was taken for an option,
+        how to give it."""
+        super().error(message + self._dash_hint(message))
+
+    def _dash_hint(self, message: str) -> str:
+        if self.free_text is None or not message.startswith(("the following arguments are required",
+                                                             "unrecognized arguments")):
+            return ""
+        cut = self._given.index("--") if "--" in self._given else len(self._given)
+        dashed = [arg for arg in self._given[:cut] if arg.startswith("-") and arg != "-"
+                  and arg.split("=", 1)[0] not in self._option_string_actions]
+        if not dashed:
+            return ""
+        # Everything after "--" is text: the options stay before it, with the command's other words.
+        rest = [arg for arg in self._given[:cut] if arg not in dashed]
+        example = " ".join(map(shlex.quote, [*rest, "--", *dashed, *self._given[cut + 1:]]))
+        return (f"; {dashed[0]!r} starts with '-' and was read as an option: to give it as {self.free_text}, put -- "
+                f"before it, after the options ({self.prog} {example})")
 
 
 NEW_NAMESPACE_HELP = ("with --namespace NAME: start the namespace NAME even though its name is near one the file "

@@ -58,12 +58,31 @@ MARKS = (
     "\U0001e01b-\U0001e021\U0001e023\U0001e024\U0001e026-\U0001e02a\U0001e130-\U0001e136\U0001e2ae"
     "\U0001e2ec-\U0001e2ef\U0001e8d0-\U0001e8d6\U0001e944-\U0001e94a\U000e0100-\U000e01ef"
 )
-#: A word of names: a letter or digit (or '_'), then letters, digits, marks and the punctuation names hold.
-_WORD = re.compile(rf"\w[\w'’.&+\-{MARKS}]*", re.UNICODE)
+#: A word of names: a letter or digit (or '_'), then letters, digits, marks and the punctuation names hold ("#" of
+#: "C#" too, so that a text naming C# gives the key "c#", not "c").
+_WORD = re.compile(rf"\w[\w'’.&+#\-{MARKS}]*", re.UNICODE)
 _POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
-#: A word of a loose form: letters and digits, and the marks after them (a mark continues its letter's word). The
+#: A word of a relation type: letters and digits, and the marks after them (a mark continues its letter's word). The
 #: lookahead spares ASCII the check of the big class (marks start at U+0300), as `ports.text.WORD_RUN` does.
 _LOOSE_WORD = re.compile(rf"[^\W_]+(?:(?=[^\x00-\u02ff])[{MARKS}]+[^\W_]*)*", re.UNICODE)
+#: The ASCII punctuation (Unicode category P) written as symbols, which loose forms keep (`loose_key`).
+NAME_SYMBOLS = "#%&*@"
+#: What a word of a loose form may not follow to start with a period (".NET", ".env"): a letter, digit or mark, "_",
+#: a period or a kept symbol. Written as what it may follow: nothing, a space, a control character, or the ASCII
+#: punctuation loose forms drop (beyond ASCII, `_loose_symbol` has made such characters spaces).
+_NO_WORD_BEFORE = r"(?<![^\s\x00-\x1f\x7f!\"'(),\-/:;?\[\\\]^`{}])"
+#: A loose form's word (`loose_key`): a period that starts it before a letter or digit (`_NO_WORD_BEFORE`), then
+#: letters, digits and kept symbols (`NAME_SYMBOLS`, the ASCII symbols but the modifiers "^" and "`", and beyond
+#: ASCII every character left by `_loose_symbol` that is no letter, digit, space or mark), with the marks after
+#: them. The lookaheads spare ASCII the check of the big classes, as in `_LOOSE_WORD`.
+_KEPT = rf"[^\W_]|[{re.escape(NAME_SYMBOLS)}$+<=>|~]|(?=[^\x00-\x7f])[^\w\s{MARKS}]"
+_LOOSE_NAME_WORD = re.compile(
+    rf"(?:{_NO_WORD_BEFORE}\.(?=[^\W_]))?(?:{_KEPT})+(?:(?=[^\x00-\u02ff])[{MARKS}]+(?:{_KEPT})*)*"
+)
+#: `_LOOSE_NAME_WORD` for a case-folded ASCII name: the same words, with smaller classes.
+_LOOSE_ASCII_WORD = re.compile(rf"(?:{_NO_WORD_BEFORE}\.(?=[a-z0-9]))?[a-z0-9{re.escape(NAME_SYMBOLS)}$+<=>|~]+")
+#: A character beyond ASCII that is no letter, digit, space or mark: punctuation, a symbol, a format character.
+_LOOSE_OTHER = re.compile(rf"(?=[^\x00-\x7f])[^\w\s{MARKS}]")
 #: Characters a reader cannot see: Unicode's format characters (category Cf: zero-width space, joiners and
 #: non-joiner, BOM, soft hyphen, the bidirectional controls such as RLO, LRO and PDF, the tag characters) and the
 #: control characters (Cc) that are not whitespace (C0 such as NUL and ESC, DEL, C1). They make two names that
@@ -137,14 +156,28 @@ def unaccented(text: str) -> str:
 
 def loose_key(name: str) -> str:
     """The key with accents and punctuation dropped: 'Aschenbrödel' ~ 'Aschenbrodel', 'Jean-Luc' ~ 'Jean Luc',
-    'Łukasz' ~ 'Lukasz' (`unaccented`).
+    'orders_db' ~ 'orders-db', 'Acme Inc.' ~ 'Acme Inc', 'Łukasz' ~ 'Lukasz' (`unaccented`).
+
+    Punctuation separates words, and one name is written with it in several ways, so it is dropped (hyphens,
+    underscores, apostrophes, brackets, slashes, periods between words or at the end). A symbol is part of the name:
+    'C', 'C++' and 'C#' are three languages, 'A*' is not 'A', nor '@alice' 'alice', '$HOME' 'HOME', 'AT&T' 'AT T'. So
+    the symbols are kept: Unicode's symbols ('+', '$', '€', '°', '©'; categories Sm, Sc and So, not the modifier
+    symbols Sk such as '^' and '`', accents written alone) and the ASCII punctuation written as symbols
+    (`NAME_SYMBOLS`: '#', '%', '&', '*', '@'), as is a period that starts a word ('.NET', '.env').
 
     Looser than `entity_key`, so it is only used to spot likely duplicates, never to make keys unique. Stores keep
     it for each name (plugins/duckdb/schema.py `NAME_KEYS_VERSION`: a change here must rebuild them).
     """
     if name.isascii():  # no accents to drop, nothing to normalise: the same result without the per-character pass
-        return " ".join(_LOOSE_WORD.findall(name.casefold()))
-    return " ".join(_LOOSE_WORD.findall(unaccented(name)))
+        return " ".join(_LOOSE_ASCII_WORD.findall(name.casefold()))
+    return " ".join(_LOOSE_NAME_WORD.findall(_LOOSE_OTHER.sub(_loose_symbol, unaccented(name))))
+
+
+def _loose_symbol(found: re.Match[str]) -> str:
+    """A character beyond ASCII that is no letter, digit or mark, as a loose form has it: a symbol is kept (not a
+    modifier symbol, Sk: an accent written alone); punctuation and format characters separate words."""
+    category = unicodedata.category(found[0])
+    return found[0] if category[0] == "S" and category != "Sk" else " "
 
 
 def dotless_i_key(key: str) -> str:

@@ -1,5 +1,6 @@
 """Splitting documents into passages small enough to embed well, and at their Markdown headings: each passage
-knows its section, the path of headings above it ("Installation > Linux")."""
+knows its section, the path of headings above it ("Installation > Linux"). A code or configuration file is no
+Markdown: its "#" lines are comments (`markdown_headings`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,21 @@ SECTION_SEPARATOR = " > "
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+"), re.compile(r"\s+"))
+#: The suffixes of code and configuration files, whose "#" lines are comments ("  # production database" in YAML,
+#: "# Push to ECR" in a shell script), a preprocessor's ("# define") or code, never Markdown headings. Not the
+#: suffixes of web pages (".php", ".html"): a page fetched by its URL is converted to Markdown.
+_CODE_SUFFIXES = frozenset(
+    ".bash .bat .c .cc .cfg .cjs .cmake .conf .cpp .cs .cxx .dockerfile .env .ex .exs .fish .go .gradle .h .hcl .hpp "
+    ".ini .java .jl .js .json .jsx .kt .kts .lua .mjs .mk .nim .nix .pl .pm .properties .ps1 .py .pyi .r .rb .rs "
+    ".scala .service .sh .sql .swift .tcl .tf .tfvars .toml .ts .tsx .yaml .yml .zsh".split())
+#: Code and configuration files known by their whole name, and the start of the names of their variants
+#: (".env.local", "Dockerfile.dev").
+_CODE_NAMES = frozenset(
+    ".bash_profile .bashrc .dockerignore .editorconfig .env .gitattributes .gitignore .npmrc .profile .zshrc brewfile "
+    "cmakelists.txt constraints.txt containerfile dockerfile gemfile gnumakefile justfile makefile pipfile procfile "
+    "rakefile requirements.txt vagrantfile".split())
+_CODE_NAME_STARTS = (".env.", "dockerfile.", "containerfile.", "makefile.")
+_MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 
 def chunk_text(text: str, max_chars: int = DEFAULT_CHUNK_CHARS, overlap: int = DEFAULT_OVERLAP_CHARS) -> list[str]:
@@ -50,11 +66,33 @@ def _best_cut(text: str, start: int, end: int) -> int:
     return end
 
 
-def chunk_sections(text: str, max_chars: int = DEFAULT_CHUNK_CHARS,
-                   overlap: int = DEFAULT_OVERLAP_CHARS) -> list[tuple[str, str]]:
+def chunk_sections(text: str, max_chars: int = DEFAULT_CHUNK_CHARS, overlap: int = DEFAULT_OVERLAP_CHARS, *,
+                   headings: bool = True) -> list[tuple[str, str]]:
     """(section, passage) pairs: `text` cut at its Markdown headings, then each section as `chunk_text` cuts it.
-    A passage never spans two sections; the heading lines themselves are left out (the section names them)."""
-    return [(section, passage) for section, body in sections(text) for passage in chunk_text(body, max_chars, overlap)]
+    A passage never spans two sections; the heading lines themselves are left out (the section names them). Without
+    `headings` (a code or configuration file: `markdown_headings`), the text is one section, "", every line kept."""
+    parts = sections(text) if headings else [("", text)]
+    return [(section, passage) for section, body in parts for passage in chunk_text(body, max_chars, overlap)]
+
+
+def markdown_headings(document_id: str, title: str, text: str) -> bool:
+    """Whether the document's "#" lines may be Markdown headings: not when its id, or its title where the id names
+    no Markdown file, names a code or configuration file (`_CODE_SUFFIXES`, `_CODE_NAMES`: "config/app.yml",
+    "deploy.sh", "Dockerfile", ".env"), nor when the text starts with a script's "#!" line. There they are
+    comments, which a heading would cut out of the passage's text."""
+    if text.startswith("#!"):
+        return False
+    names = [_file_name(document_id)]
+    if not names[0].endswith(_MARKDOWN_SUFFIXES):
+        names.append(_file_name(title))
+    return not any(name in _CODE_NAMES or name.startswith(_CODE_NAME_STARTS)
+                   or ("." in name[1:] and name[name.rindex("."):] in _CODE_SUFFIXES) for name in names)
+
+
+def _file_name(name: str) -> str:
+    """The last part of a path or URL, lower case, without a URL's query or fragment or a long file's part mark
+    ("docs/app.yml#part-2": `document_ids.PART`)."""
+    return re.split(r"[/\\]", re.split(r"[?#]", name.strip(), maxsplit=1)[0])[-1].lower()
 
 
 def sections(text: str) -> list[tuple[str, str]]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from duckgraph.core.domain.chunking import chunk_sections
+from duckgraph.core.domain.chunking import chunk_sections, markdown_headings
 from duckgraph.core.domain.document_ids import as_stored
 from duckgraph.core.domain.texts import fact_sentence, passage_text
 from duckgraph.ports import (
@@ -160,7 +160,8 @@ def _plan_documents(
         batch.documents.append(DocumentRecord(
             id=doc_id, namespace=namespace, text=doc.text, title=title, metadata=dict(doc.metadata), time=doc.time,
         ))
-        sections = chunk_sections(doc.text, kb.chunk_chars, kb.chunk_overlap)
+        sections = chunk_sections(doc.text, kb.chunk_chars, kb.chunk_overlap,
+                                  headings=markdown_headings(doc_id, title, doc.text))
         for ordinal, (section, text) in enumerate(sections):
             batch.chunks.append(ChunkRecord(document_id=doc_id, ordinal=ordinal, text=text, section=section))
         results.append(StoredDocument(id=doc_id, title=title, chunk_ids=[], replaced=old is not None))

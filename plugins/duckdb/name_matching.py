@@ -40,8 +40,9 @@ _LOOSE_SEPARATORS = re.compile(f"[\\s{re.escape(_SEPARATOR_MARKS)}]+")
 def _loose_name(key: str) -> str | None:
     """The loose form (`loose_key`) of the name key `key` to find it by in a text's `loose_text`, or None where
     that form would find other words: where it drops more than accents and `_SEPARATOR_MARKS` between words (the
-    symbols of "C++", "C#", "AT&T", "orders_db", the leading period of ".NET" are the name: "c" or "net" is
-    another word), or holds no word of two characters (a lone letter, or "a i" of "A.I.", is found everywhere)."""
+    underscore of "orders_db", the leading period of ".NET": "net" is another word), or holds no word of two
+    characters (a lone letter, or "a i" of "A.I.", is found everywhere). A name with a symbol ("C++", "AT&T") is
+    found as written: its loose form keeps the symbol, at which `loose_text` cuts."""
     loose = loose_key(key)
     words = loose.split()
     if not any(len(word) > 1 for word in words):
@@ -52,7 +53,7 @@ def _loose_name(key: str) -> str | None:
 
 def loose_text(text: str) -> str:
     """`loose_key` of `text`, its parts kept apart (by line breaks) where other punctuation or a symbol stands
-    between them: `loose_key` drops all of it, and "Paris, Hilton" or "(Maya) Chen" does not name "Paris Hilton"
+    between them: `loose_key` drops punctuation, and "Paris, Hilton" or "(Maya) Chen" does not name "Paris Hilton"
     or "Maya Chen"."""
     text = unicodedata.normalize("NFKC", INVISIBLE.sub("", text))  # as `entity_key` reads it
     cut = "".join("\0" if unicodedata.category(c)[0] in "PS" and c not in _SEPARATOR_MARKS else c for c in text)

@@ -23,8 +23,9 @@ np: Any = NumpyOnFirstUse(globals())
 SCHEMA_VERSION = 7
 #: Version of the derived rows of `node_names`; files with an older one get them rebuilt at open (after any
 #: upgrade of the schema, in its own transaction). 3: loose forms keep the kana voicing marks and fold ł, ø, æ...
-#: (ports/names.py `unaccented`); it comes with schema 7, so opening a file of schema 6 rebuilds them.
-NAME_KEYS_VERSION = "3"
+#: (ports/names.py `unaccented`); it comes with schema 7, so opening a file of schema 6 rebuilds them. 4: loose forms
+#: keep symbols ("C++", "C#" and "C" are three names) and a period that starts a word (".NET").
+NAME_KEYS_VERSION = "4"
 #: Version of the rule that spells relation types (`ports.relation_type`); files written under an older one get the
 #: types of the relations whose caller's spelling is kept (`ORIGINAL_TYPE`) spelt again at open. 2: a word keeps
 #: its combining marks (1 split "काम करता है" into क_म_करत_ह).

@@ -152,7 +152,8 @@ def command_lines(text: str) -> list[tuple[str, str]]:
 
 
 def flags_of(arguments: str) -> list[str]:
-    return re.findall(r"(?<![\w/.$~-])(--?[A-Za-z][\w-]*)", arguments)
+    """The options named in `arguments`; none after a lone "--", past which all is text (`search -- -Xmx4g`)."""
+    return re.findall(r"(?<![\w/.$~-])(--?[A-Za-z][\w-]*)", re.split(r"(?:^|\s)--(?:\s|$)", arguments)[0])
 
 
 def test_the_readme_names_only_commands_and_flags_the_cli_accepts() -> None:

@@ -191,3 +191,33 @@ async def test_runs_of_whitespace_in_a_name_are_one_space_whatever_the_tool_set(
         related = await call_ok(client, "create_relations", {"relations": [R("Maya  Chen", "Payments   Team",
                                                                                  "leads")]})
         assert related["relations"] == [{"from": "Maya Chen", "to": "Payments Team", "relationType": "leads"}]
+
+
+@pytest.mark.anyio
+async def test_names_told_apart_by_a_symbol_are_other_entities_through_both_tool_sets(services):
+    """C, C++ and C# are three languages, F and F# two, .NET is not NET: a symbol, or a period that starts a name,
+    is part of it, not punctuation between its words, so neither set of tools merges them."""
+    async with Client(build_server(services)) as client:
+        for name, use in [("C", "firmware"), ("C++", "game engine"), ("C#", "Unity scripts")]:
+            created = await call_ok(client, "create_entities", {"entities": [E(name, "Language", [f"for the {use}"])]})
+            assert created["entities"] == [E(name, "Language", [f"for the {use}"])]  # no merged_into
+        related = await call_ok(client, "create_relations", {"relations": [R("engine", "C++", "written_in")]})
+        assert [(r["from"], r["to"]) for r in related["relations"]] == [("engine", "C++")]
+        assert await graph(client) == (
+            [("C", "Language", ["for the firmware"]), ("C++", "Language", ["for the game engine"]),
+             ("C#", "Language", ["for the Unity scripts"]), ("engine", "unknown", [])],
+            [("engine", "C++", "written_in")])
+
+        await call_ok(client, "add_knowledge_graph", {"nodes": [{"name": "F", "type": "Language"},
+                                                                 {"name": "NET", "type": "Language"}]})
+        added = await call_ok(client, "add_knowledge_graph", {"nodes": [
+            {"name": "F#", "type": "Language", "observations": ["for the pricing model"]},
+            {"name": ".NET", "type": "Language"}]})
+        assert added["resolved"] == [] and added["nodes_created"] == 2
+        found = await call_ok(client, "get_entities", {"names": ["C", "C++", "C#", "F", "F#", "NET", ".NET"]})
+        assert [(e["name"], e["aliases"]) for e in found["entities"]] == [
+            ("C", []), ("C++", []), ("C#", []), ("F", []), ("F#", []), ("NET", []), (".NET", [])]
+        # The punctuation between words still joins spellings of one name.
+        spelt = await call_ok(client, "add_knowledge_graph", {"nodes": [{"name": "C++.", "type": "Language"},
+                                                                         {"name": "(.NET)", "type": "Language"}]})
+        assert spelt["resolved"] == [{"name": "C++.", "into": "C++"}, {"name": "(.NET)", "into": ".NET"}]

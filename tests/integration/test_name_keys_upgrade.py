@@ -14,7 +14,7 @@ from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain import memory_server
 from duckgraph.core.domain.model import MemoryEntityInput, NodeInput, RelationInput
 from duckgraph.plugins.duckdb import DuckDBStore
-from duckgraph.plugins.duckdb.schema import SCHEMA_VERSION
+from duckgraph.plugins.duckdb.schema import NAME_KEYS_VERSION, SCHEMA_VERSION
 from tests.fakes import HashingEmbedder
 from tests.stored import file_meta
 
@@ -72,7 +72,37 @@ def test_opening_a_file_of_schema_6_recomputes_the_loose_forms_of_its_names(db_p
     assert stored_forms(db_path) == {"バス": {"バス"}, "Łukasz Nowak": {"łukasz nowak", "lukasz nowak"},
                                      "ハス": {"ハス"}}
     meta = file_meta(db_path)
-    assert meta["schema_version"] == "7" and meta["name_keys"] == "3"
+    assert meta["schema_version"] == "7" and meta["name_keys"] == NAME_KEYS_VERSION
+
+
+def v3_loose_key(name: str) -> str:
+    """The loose form as name keys version 3 wrote it: every symbol dropped, so "C++", "C#" and "C" were all "c"."""
+    from duckgraph.ports.names import MARKS, unaccented
+
+    return " ".join(re.findall(rf"[^\W_](?:[^\W_]|[{MARKS}])*", unaccented(name)))
+
+
+def test_loose_forms_that_dropped_symbols_are_rebuilt_at_open(db_path: Path) -> None:
+    """A file whose loose forms of names dropped every symbol (name keys version 3) gets them rebuilt when opened:
+    its index no longer finds "C++" and "C#" by "c", nor ".NET" by "net"."""
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        kb.add_knowledge_graph([NodeInput(name=name, type="Language") for name in ("C++", "C#", ".NET")], [])
+    con = duckdb.connect(str(db_path))
+    try:  # as version 3 wrote it
+        names = con.execute("SELECT namespace, id, key FROM nodes").fetchall()
+        con.execute("DELETE FROM node_names")
+        for namespace, node_id, key in names:
+            for form in dict.fromkeys([key, v3_loose_key(key)]):
+                con.execute("INSERT INTO node_names VALUES (?, ?, ?)", [namespace, form, node_id])
+        con.execute("UPDATE meta SET value = '3' WHERE key = 'name_keys'")
+    finally:
+        con.close()
+    assert stored_forms(db_path) == {"C++": {"c++", "c"}, "C#": {"c#", "c"}, ".NET": {".net", "net"}}
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        assert kb.store.find_nodes(kb.namespace, ["c", "net"]) == []
+        assert [n.name for n in kb.store.find_nodes(kb.namespace, ["c#"])] == ["C#"]
+    assert stored_forms(db_path) == {"C++": {"c++"}, "C#": {"c#"}, ".NET": {".net"}}
+    assert file_meta(db_path)["name_keys"] == NAME_KEYS_VERSION == "4"
 
 
 def stored_types(path: Path) -> list[str]:

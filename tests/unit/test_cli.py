@@ -167,3 +167,47 @@ def test_search_numbers_within_the_limits_are_passed_on_and_those_not_given_left
     args = _parser().parse_args(["search", "q", "--hops", "3", "--max-passages", "0", "--token-budget", "100"])
     assert _search_numbers(args) == {"hops": 3, "max_passages": 0, "token_budget": 100}
     assert _search_numbers(_parser().parse_args(["search", "q"])) == {}
+
+
+# -- text that starts with "-" -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["search", "--no-verify", "--db", "kb.duckdb"],
+     "search: error: the following arguments are required: query; '--no-verify' starts with '-' and was read as an "
+     "option: to give it as the query, put -- before it, after the options (duckgraph search --db kb.duckdb -- "
+     "--no-verify)"),
+    (["search", "how", "-Xmx4g"],
+     "search: error: unrecognized arguments: -Xmx4g; '-Xmx4g' starts with '-' and was read as an option: to give it "
+     "as the query, put -- before it, after the options (duckgraph search how -- -Xmx4g)"),
+    (["communities", "search", "-Xmx4g", "--db", "kb.duckdb"],
+     "communities: error: unrecognized arguments: -Xmx4g; '-Xmx4g' starts with '-' and was read as an option: to give "
+     "it as the query, put -- before it, after the options (duckgraph communities search --db kb.duckdb -- -Xmx4g)"),
+    (["documents", "delete", "-draft", "--json"],
+     "documents: error: the following arguments are required: ID; '-draft' starts with '-' and was read as an "
+     "option: to give it as a document id, put -- before it, after the options (duckgraph documents delete --json "
+     "-- -draft)"),
+])
+def test_a_text_argument_taken_for_an_option_is_refused_saying_to_put_two_dashes_before_it(
+        no_settings: Path, capsys, argv: list[str], error: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith(f"duckgraph {error}\n")
+    assert not Path("kb.duckdb").exists()
+
+
+def test_the_command_the_error_suggests_reads_the_text_and_the_options() -> None:
+    args = _parser().parse_args(["search", "--db", "kb.duckdb", "--", "-Xmx4g"])
+    assert (args.query, args.db) == ("-Xmx4g", "kb.duckdb")
+    # An option between the action and "--" is still an option, and the text after "--" the query.
+    args = _parser().parse_args(["communities", "search", "--db", "kb.duckdb", "--json", "--", "-Xmx4g"])
+    assert (args.action, args.query, args.db, args.json) == ("search", "-Xmx4g", "kb.duckdb", True)
+    args = _parser().parse_args(["documents", "delete", "--json", "--", "-draft", "--db"])
+    assert (args.ids, args.json, args.db) == (["-draft", "--db"], True, None)
+
+
+def test_an_unknown_option_of_a_command_without_text_gets_no_such_advice(no_settings: Path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["stats", "--no-verify"])
+    assert capsys.readouterr().err.endswith("duckgraph stats: error: unrecognized arguments: --no-verify\n")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from duckgraph.core.domain.chunking import chunk_sections, sections
+from duckgraph.core.domain.chunking import chunk_sections, markdown_headings, sections
 from duckgraph.core.files.converters import load_converters
 from duckgraph.core.files.folder import find_files, read_markdown
 from duckgraph.core.plugin_manager import build_plugin_manager
@@ -25,6 +25,30 @@ def test_headings_cut_passages_and_name_their_section():
     assert chunk_sections("No heading here.") == [("", "No heading here.")]
     long = "# Big\n" + "A sentence of words. " * 120
     assert {s for s, _ in chunk_sections(long, 500, 50)} == {"Big"} and len(chunk_sections(long, 500, 50)) > 3
+
+
+YAML = ("spring:\n  # WARNING: production database, read-only user\n  datasource:\n"
+        "    url: jdbc:postgresql://db.prod:5432/orders\n  # Connection pool\n  hikari:\n    maximum-pool-size: 20")
+
+
+@pytest.mark.parametrize(("document_id", "title", "text"), [
+    ("config/application.yml", "", YAML), ("doc-7", "application.yml", YAML), ("deploy.sh", "", "# Push to ECR\nx"),
+    ("/srv/app/Dockerfile", "Dockerfile", "# Base image\nFROM python"), (".env.local", "", "# Secrets\nA=1"),
+    ("https://example.com/ops/install.sh?v=2", "", "# Install\nx"), ("C:\\ops\\setup.py", "", "# Setup\nx"),
+    ("config/application.yml#part-2", "application.yml (part 2)", YAML), ("notes", "", "#!/bin/sh\n# Push\nx"),
+])
+def test_the_comment_lines_of_code_and_configuration_are_no_headings(document_id, title, text):
+    # A "#" line there is a comment: it stays in the passage's text, which is not cut at it.
+    assert not markdown_headings(document_id, title, text)
+    assert chunk_sections(text, headings=False) == [("", text)]
+
+
+@pytest.mark.parametrize(("document_id", "title"), [
+    ("README.md", ""), ("notes/deploy.md", "deploy.sh"), ("meeting-2024-05-02", "Weekly sync"), ("report.pdf", ""),
+    ("https://example.com/docs/index.php", "Docs"), ("notes.txt", ""), ("v1.2", ""),
+])
+def test_markdown_and_other_documents_keep_their_headings(document_id, title):
+    assert markdown_headings(document_id, title, "# Install\nRun apt.\n# Use\nRun it.")
 
 
 def test_front_matter_gives_title_time_and_metadata():

@@ -152,6 +152,29 @@ def test_loose_key_keeps_words_apart() -> None:
     assert loose_key("?!") == ""
 
 
+@pytest.mark.parametrize(("a", "b"), [
+    ("Acme Inc.", "Acme Inc"), ("orders-db", "orders_db"), ("orders.db", "orders db"), ("U.S.", "U S"),
+    ("TCP/IP", "TCP IP"), ("(Maya) Chen", "Maya Chen"), ("`foo`", "foo"), ("Wait...what", "wait what"),
+])
+def test_loose_key_drops_the_punctuation_between_words(a: str, b: str) -> None:
+    assert loose_key(a) == loose_key(b)
+
+
+@pytest.mark.parametrize("names", [
+    ("C", "C++", "C#"), ("F", "F#"), ("A", "A*"), ("AT&T", "AT T"), ("alice", "@alice"), ("HOME", "$HOME"),
+    ("100", "100%"), ("NET", ".NET"), ("env", ".env"), ("Euro", "€uro"),
+])
+def test_loose_key_keeps_the_symbols_a_name_is_told_apart_by(names: tuple[str, ...]) -> None:
+    # C, C++ and C# are three languages: a symbol is part of a name, not punctuation between its words.
+    assert len({loose_key(name) for name in names}) == len(names)
+    assert loose_key("C++") == "c++" and loose_key("Zoë C#") == "zoe c#" and loose_key("(.NET)") == ".net"
+
+
+def test_name_candidates_keep_the_hash_of_a_language():
+    found = name_candidates("Is the Unity code in C# or F#?")
+    assert {"c#", "f#"} <= found and not {"c", "f"} & found
+
+
 def test_proper_only_candidates_need_a_capital_or_digit_beyond_the_first_letter() -> None:
     found = name_candidates("Where is the city where Hank Snow died in 1974?", proper_only=True)
     assert {"hank snow", "1974", "hank"} <= found
@@ -166,7 +189,7 @@ def _runs_by_definition(text: str, max_words: int = 6) -> set[str]:
     from duckgraph.ports.names import INVISIBLE, MARKS
 
     words = []
-    for match in re.finditer(rf"[\w][\w'’.&+\-{MARKS}]*", unicodedata.normalize("NFKC", INVISIBLE.sub("", text))):
+    for match in re.finditer(rf"[\w][\w'’.&+#\-{MARKS}]*", unicodedata.normalize("NFKC", INVISIBLE.sub("", text))):
         word = re.sub(r"['’]s$", "", match.group(), flags=re.IGNORECASE).rstrip("'’")
         if bare := word.strip(".'’"):
             words.append((word, bare))
@@ -190,15 +213,40 @@ def test_name_candidates_match_the_definition_on_awkward_text(text: str) -> None
 
 
 def _loose_by_definition(name: str) -> str:
-    from duckgraph.ports.names import MARKS, unaccented
+    """loose_key spelled out, a character at a time: letters and digits, symbols (Unicode categories Sm, Sc, So)
+    and the ASCII punctuation written as symbols (# % & * @) are kept, as is a period that starts a word before a
+    letter or digit; a word's leading marks are dropped, the others kept; anything else separates words."""
+    from duckgraph.ports.names import unaccented
 
-    # a word: a letter or digit, then letters, digits and the combining marks on them
-    return " ".join(re.findall(rf"[^\W_](?:[^\W_]|[{MARKS}])*", unaccented(name)))
+    text = unaccented(name)
+    words, word = [], ""
+
+    def kept(char: str) -> bool:
+        category = unicodedata.category(char)
+        return char.isalnum() or char in "#%&*@" or (category[0] == "S" and category != "Sk")
+
+    for i, char in enumerate(text):
+        mark = unicodedata.category(char)[0] == "M"
+        leading_dot = (char == "." and not word and i + 1 < len(text) and text[i + 1].isalnum()
+                       and not (i and (text[i - 1] in "._" or kept(text[i - 1])
+                                       or unicodedata.category(text[i - 1])[0] == "M")))
+        if kept(char) or leading_dot or (mark and word):
+            word += char
+        elif not mark:
+            words.append(word)
+            word = ""
+    return " ".join(w for w in [*words, word] if w)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=40) | st.text(alphabet=st.characters(max_codepoint=127), max_size=40))
 def test_loose_key_fast_path_agrees_with_the_definition(name: str) -> None:
+    assert loose_key(name) == _loose_by_definition(name)
+
+
+@pytest.mark.parametrize("name", ["(.NET) «.env» .5 x.y ..net _.env $.env €.net हि.net a\u0301 \u0301a ❤️ C++/C# x^2",
+                                  "(.NET) x.y ..net _.env $.env .5 C++/C# x^2 `a` A*"])
+def test_loose_key_agrees_with_the_definition_on_awkward_names(name: str) -> None:
     assert loose_key(name) == _loose_by_definition(name)
 
 
