@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from duckgraph.core.domain.communities.freshness import drop_deleted_facts, touched_since, touches
+from duckgraph.core.domain.communities.freshness import drop_deleted, touched_since, touches
 from duckgraph.core.domain.communities.hierarchy import communities_of, reuse_reports
 from duckgraph.core.domain.communities.reports import EdgeTable, write_extractive
 from duckgraph.core.domain.communities.vectors import set_report_vectors
@@ -66,12 +66,12 @@ def build(kb: KnowledgeBase, detector: CommunityDetector | None, namespace: str,
     report(1, 4, f"detecting communities among {len(arrays[0])} relations")
     found = communities_of(detector.detect(arrays[1], arrays[2], arrays[3]), namespace)
     before = store.communities(namespace, vectors=True)
-    drop_deleted_facts(store, before)  # a report citing a deleted fact is not kept (hierarchy.withheld)
+    drop_deleted(store, before)  # a report written from what was deleted since is not kept (hierarchy.withheld)
     dropped = reuse_reports(found, before, _changed_since(store, namespace))
     if dropped:
         log.warning("%d written community reports of namespace %r found no community holding half their members, "
-                    "or had members or facts deleted since, and were replaced by extractive ones: %s", len(dropped),
-                    namespace, "; ".join(c.title for c in dropped))
+                    "or had members, facts, passages or observations deleted since, and were replaced by extractive "
+                    "ones: %s", len(dropped), namespace, "; ".join(c.title for c in dropped))
     # A stale report, written or not, gets this build's entities, facts and words: its readers and its next
     # author see the community as it is now (a written one keeps its title and summary).
     fresh = [c for c in found if c.embedding is None or c.stale]

@@ -10,7 +10,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.core.domain.communities.reports import FACT_IDS, FACTS_DELETED, WRITTEN_AT
+from duckgraph.core.domain.communities.reports import (
+    FACT_IDS,
+    FACTS_DELETED,
+    OBSERVATIONS_DELETED,
+    OBSERVED,
+    PASSAGE_IDS,
+    PASSAGES_DELETED,
+    WRITTEN_AT,
+    observation_digest,
+)
 from duckgraph.ports import DuckgraphError
 
 if TYPE_CHECKING:
@@ -45,7 +54,7 @@ class Keeper:
                  settle: float = SETTLE_SECONDS, shrunk: Callable[[str], bool] = lambda namespace: False) -> None:
         self._store = store
         self._rebuild = rebuild
-        self._shrunk = shrunk  # whether a report of the namespace lost members (deleted, merged) or facts since written
+        self._shrunk = shrunk  # whether a report of the namespace is withheld: what it was written from was deleted
         self.share = share
         self.settle = settle
         self._wake = threading.Event()
@@ -139,8 +148,8 @@ class Keeper:
             namespaces = self._store.namespaces()
             for namespace in namespaces:
                 freshness = self.freshness(namespace)
-                # A report that lost members or facts may name them: deleted knowledge must leave
-                # the reports soon, whatever the share (global_search withholds such texts meanwhile).
+                # A report that lost members, facts, passages or observations may state them: deleted knowledge
+                # must leave the reports soon, whatever the share (global_search withholds such texts meanwhile).
                 if freshness is None or not (freshness.stale or self._shrunk(namespace)):
                     continue
                 self.rebuilding.add(namespace)
@@ -203,22 +212,52 @@ def touches(community: CommunityRecord, touched: Touched) -> list[str]:
             and (since is None or touched.last[node] > since)]
 
 
-def drop_deleted_facts(store: GraphStore, communities: Sequence[CommunityRecord]) -> None:
-    """Take the facts deleted since their reports were built out of the reports' details (their facts are cited
-    by id), counting them in `FACTS_DELETED`: such a report is stale and its text withheld until a build writes it
-    again (hierarchy.withheld), as it may state them. One lookup of the cited ids in the store's graph in memory.
-    Only as read: `FACTS_DELETED` is never stored with a report (see CommunityService.save_written)."""
-    cited = {edge for c in communities for edge in c.details.get(FACT_IDS, ())}
+def drop_deleted(store: GraphStore, communities: Sequence[CommunityRecord]) -> None:
+    """Take what the reports were written from and was deleted since out of their details, counting it: the facts
+    they cite (by id, `FACTS_DELETED`), the passages they quote (by id, `PASSAGES_DELETED`: deleting a document
+    deletes its passages) and, of a written one, the observations its named entities had when it was written (by
+    digest, `OBSERVATIONS_DELETED`). Such a report is stale and its text withheld until a build writes it again
+    (hierarchy.withheld), as it may state them. Lookups of the cited ids in the store's graph in memory. Only as
+    read: the counts are never stored with a report (see CommunityService.save_written)."""
+    _drop_cited(communities, FACT_IDS, "facts", FACTS_DELETED, store.edge_types)
+    _drop_cited(communities, PASSAGE_IDS, "passages", PASSAGES_DELETED, store.chunk_documents)
+    _drop_observed(store, communities)
+
+
+def _drop_cited(communities: Sequence[CommunityRecord], ids_key: str, texts_key: str, count_key: str,
+                present: Callable[[set[int]], dict[int, Any]]) -> None:
+    """Take the texts (`texts_key`) whose ids (`ids_key`, in their order) `present` no longer finds out of the
+    reports' details, counting them in `count_key`."""
+    cited = {item for c in communities for item in c.details.get(ids_key, ())}
     if not cited:
         return
-    present = store.edge_types(cited).keys()
+    found = present(cited).keys()
     for community in communities:
-        ids = community.details.get(FACT_IDS, ())
-        if present >= set(ids):
+        ids = community.details.get(ids_key, ())
+        if found >= set(ids):
             continue
-        kept = [position for position, edge in enumerate(ids) if edge in present]
-        facts = community.details.get("facts", [])
-        community.details = {**community.details, "facts": [facts[p] for p in kept if p < len(facts)],
-                             FACT_IDS: [ids[p] for p in kept],
-                             FACTS_DELETED: community.details.get(FACTS_DELETED, 0) + len(ids) - len(kept)}
+        kept = [position for position, item in enumerate(ids) if item in found]
+        texts = community.details.get(texts_key, [])
+        community.details = {**community.details, texts_key: [texts[p] for p in kept if p < len(texts)],
+                             ids_key: [ids[p] for p in kept],
+                             count_key: community.details.get(count_key, 0) + len(ids) - len(kept)}
         community.stale = True
+
+
+def _drop_observed(store: GraphStore, communities: Sequence[CommunityRecord]) -> None:
+    """Take the observations deleted since a written report was written out of its `OBSERVED`, counting them in
+    `OBSERVATIONS_DELETED` (by digest: one deleted and written again with the same text is there again for the
+    next read of the reports)."""
+    written = [c for c in communities if c.details.get(OBSERVED)]
+    if not written:
+        return
+    now = store.get_observations({int(node) for c in written for node in c.details[OBSERVED]})
+    held = {str(node): {observation_digest(text) for text in texts} for node, texts in now.items()}
+    for community in written:
+        seen = community.details[OBSERVED]
+        kept = {node: [d for d in digests if d in held.get(node, ())] for node, digests in seen.items()}
+        lost = sum(map(len, seen.values())) - sum(map(len, kept.values()))
+        if lost:
+            community.details = {**community.details, OBSERVED: kept,
+                                 OBSERVATIONS_DELETED: community.details.get(OBSERVATIONS_DELETED, 0) + lost}
+            community.stale = True

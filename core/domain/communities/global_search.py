@@ -8,7 +8,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.communities.hierarchy import level_view, withheld
-from duckgraph.core.domain.communities.reports import title_of
+from duckgraph.core.domain.communities.reports import (
+    FACTS_DELETED,
+    OBSERVATIONS_DELETED,
+    PASSAGES_DELETED,
+    title_of,
+)
 from duckgraph.core.domain.render import NOTE_TOKENS, cut_to_tokens, estimate_tokens
 from duckgraph.core.domain.search_options import TOOL_LIMITS
 from duckgraph.ports.communities import CommunityRecord
@@ -29,10 +34,19 @@ SUGGESTED_BUDGETS = 4
 WITHHELD = ("Not shown: entities this report was written about were deleted or merged away since, and its text may "
             "name them. It is written again at the next build of the communities (a running server starts one "
             "within seconds).")
-#: The summary shown for a report citing facts deleted since it was written (see `withheld`).
+#: The summaries shown for a report citing facts or passages deleted since it was written, or one whose named
+#: entities lost observations since (see `withheld`).
 WITHHELD_FACTS = ("Not shown: facts this report was written from were deleted since, and its text may state them. "
                   "It is written again at the next build of the communities (a running server starts one within "
                   "seconds).")
+WITHHELD_PASSAGES = ("Not shown: passages this report was written from were deleted since (with their document), "
+                     "and its text may state what they said. It is written again at the next build of the "
+                     "communities (a running server starts one within seconds).")
+WITHHELD_OBSERVATIONS = ("Not shown: observations of the entities this report names were deleted since, and its "
+                         "text may state them. It is written again at the next build of the communities (a running "
+                         "server starts one within seconds).")
+_WITHHELD_BY = {FACTS_DELETED: WITHHELD_FACTS, PASSAGES_DELETED: WITHHELD_PASSAGES,
+                OBSERVATIONS_DELETED: WITHHELD_OBSERVATIONS}
 
 
 def _as_stored(community: CommunityRecord) -> CommunityRecord:
@@ -111,7 +125,9 @@ def shown(community: CommunityRecord) -> tuple[str, str]:
     if not withheld(community):
         return community.title, community.summary
     names = [e["name"] for e in community.details.get("entities", [])]
-    return title_of(names), (WITHHELD if len(community.members) < community.written_for else WITHHELD_FACTS)
+    why = WITHHELD if len(community.members) < community.written_for else next(
+        text for key, text in _WITHHELD_BY.items() if community.details.get(key))
+    return title_of(names), why
 
 
 def render(community: CommunityRecord, changed: Sequence[str] = ()) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from duckgraph.core.domain.communities.reports import FACTS_DELETED
+from duckgraph.core.domain.communities.reports import DELETED_COUNTS
 from duckgraph.ports.communities import CommunityRecord, Membership
 
 
@@ -41,8 +41,9 @@ def reuse_reports(new: Sequence[CommunityRecord], old: Sequence[CommunityRecord]
     half of them. One old report goes to one community at most and a community takes one at most: the pairs sharing
     the most members are matched first. Extractive reports of changed communities are not carried (the build writes
     them anew), nor written ones whose members were deleted (or merged away) since: their text may name them, and
-    what was deleted must not read as known; nor reports of either kind citing a fact deleted since, for the same
-    reason. Returns the written reports that found no community."""
+    what was deleted must not read as known; nor reports of either kind citing a fact or passage deleted since, nor
+    written ones an observation of whose named entities was deleted since, for the same reason (`withheld`).
+    Returns the written reports that found no community."""
     intact = [c for c in old if not withheld(c)]  # nothing it names deleted since it was written
     exact = {(c.level, c.members): c for c in intact}
     taken: set[int] = set()  # id() of the old reports carried, and of the communities that took one
@@ -85,6 +86,8 @@ def _carry(community: CommunityRecord, report: CommunityRecord, stale: bool) -> 
 
 def withheld(community: CommunityRecord) -> bool:
     """Whether knowledge the report's text was written from was deleted since: members (deleted or merged away),
-    or facts it cites (`FACTS_DELETED`, see freshness.drop_deleted_facts). Its text may state them, and deleted
-    knowledge must not be shown as known: the text is withheld until a build writes it again."""
-    return len(community.members) < community.written_for or bool(community.details.get(FACTS_DELETED))
+    facts or passages it cites, or observations its named entities had when it was written (`DELETED_COUNTS`, see
+    freshness.drop_deleted). Its text may state them, and deleted knowledge must not be shown as known: the text
+    is withheld until a build writes it again."""
+    deleted = any(community.details.get(count) for count in DELETED_COUNTS)
+    return len(community.members) < community.written_for or deleted

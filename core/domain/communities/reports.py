@@ -4,6 +4,7 @@ summarises, and the text a report is embedded and searched by."""
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,10 +29,19 @@ DESCRIPTION_CHARS = 120
 #: What an extractive report's vector is computed from: its central entities' names and commonest types.
 EMBEDDED_NAMES = 5
 EMBEDDED_TYPES = 3
-#: Keys of a report's details: the ids of its facts (in the order of "facts"; none in builds before they were
-#: kept), and, set only as it is read, how many facts it cited were deleted since (see freshness.drop_deleted_facts).
+#: Keys of a report's details: the ids of its facts and of its passages (in the order of "facts" and "passages";
+#: none in builds before they were kept), and, set only as it is read, how many of those it cited were deleted since
+#: (see freshness.drop_deleted; a passage goes with its document).
 FACT_IDS = "fact_ids"
+PASSAGE_IDS = "passage_ids"
 FACTS_DELETED = "facts_deleted"
+PASSAGES_DELETED = "passages_deleted"
+#: Key of a written report's details: digests of the observations its named entities had when it was written
+#: (entity id -> digests; `observed`), and, set only as it is read, how many of those were deleted since.
+OBSERVED = "observed"
+OBSERVATIONS_DELETED = "observations_deleted"
+#: The counts of what a report was written from and was deleted since: set only as it is read, never stored.
+DELETED_COUNTS = (FACTS_DELETED, PASSAGES_DELETED, OBSERVATIONS_DELETED)
 #: Key of a written report's details: when it was written (ISO, naive UTC). Its named entities changed only if they
 #: changed after that (freshness.touches); a build's details drop it (the report is then as of the build).
 WRITTEN_AT = "written_at"
@@ -120,14 +130,17 @@ def write_extractive(store: GraphStore, communities: Sequence[CommunityRecord], 
             "types": [{"type": t, "count": count} for t, count in types.most_common(5)],
             "terms": terms.get(community.ref, []),
             "facts": [sentence for _, sentence in facts.get(community.ref, [])],
-            # Which facts: a fact deleted later must leave the report (see freshness.drop_deleted_facts).
+            # Which facts and passages: one deleted later must leave the report (see freshness.drop_deleted).
             FACT_IDS: [edge for edge, _ in facts.get(community.ref, [])],
-            "passages": passages.get(community.ref, []),
+            "passages": [text for _, text in passages.get(community.ref, [])],
+            PASSAGE_IDS: [chunk for chunk, _ in passages.get(community.ref, [])],
         }
         if community.author == "extractive":  # a written report keeps its text (see `build`)
             community.title = title_of([n.name for n in top])
             community.summary = _summary(len(community.members), types, community.details)
             community.stale = False
+        else:  # carried stale: as of this build, its named entities' observations now
+            community.details[OBSERVED] = observed(store, community.details)
     return {ref: [n for n in central if n in nodes] for ref, (central, _) in parts.items()}
 
 
@@ -143,7 +156,7 @@ def as_now(store: GraphStore, community: CommunityRecord, moment: datetime) -> C
     nothing deleted)."""
     import dataclasses
 
-    details = {key: value for key, value in community.details.items() if key != FACTS_DELETED}
+    details = {key: value for key, value in community.details.items() if key not in DELETED_COUNTS}
     named = details.get("entities", [])
     cited = details.get(FACT_IDS, [])
     edges = [e for e in store.get_edges(cited) if _holds(e, moment)] if cited else []
@@ -217,9 +230,9 @@ def _facts(store: GraphStore, parts: dict[int, tuple[list[int], list[int]]], nam
                   for i in ids if i in records] for ref, (_, ids) in parts.items()}
 
 
-def _passages(store: GraphStore, central: dict[int, list[int]]) -> dict[int, list[str]]:
+def _passages(store: GraphStore, central: dict[int, list[int]]) -> dict[int, list[tuple[int, str]]]:
     """Community ref -> the passages that mention the most of its central entities (at least two, when it has two),
-    from one read of all their mentions."""
+    as (chunk id, text), from one read of all their mentions."""
     chunks_of: dict[int, list[int]] = {}
     for chunk, node in store.chunks_mentioning(sorted({n for nodes in central.values() for n in nodes}),
                                                limit=2**62):
@@ -231,8 +244,21 @@ def _passages(store: GraphStore, central: dict[int, list[int]]) -> dict[int, lis
         ranked = sorted((chunk for chunk, n in counts.items() if n >= need), key=lambda c: (-counts[c], c))
         best[ref] = ranked[:KEY_PASSAGES]
     texts = {c.id: c.text for c in store.get_chunks({chunk for chunks in best.values() for chunk in chunks})}
-    return {ref: [shortened(one_line(texts[chunk]), PASSAGE_CHARS) for chunk in chunks if chunk in texts]
+    return {ref: [(chunk, shortened(one_line(texts[chunk]), PASSAGE_CHARS)) for chunk in chunks if chunk in texts]
             for ref, chunks in best.items()}
+
+
+def observed(store: GraphStore, details: dict[str, Any]) -> dict[str, list[str]]:
+    """Entity id (a JSON key) -> digests of the observations each entity `details` names has now: what a written
+    report was written knowing, so that one deleted later withholds it (freshness.drop_deleted), while the report
+    keeps no copy of their texts."""
+    ids = [e["id"] for e in details.get("entities", []) if "id" in e]
+    found = store.get_observations(ids) if ids else {}
+    return {str(node): [observation_digest(text) for text in texts] for node, texts in found.items()}
+
+
+def observation_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def title_of(names: list[str]) -> str:

@@ -9,9 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain.communities import global_search as ranking
 from duckgraph.core.domain.communities.build import BuildOutcome, build
-from duckgraph.core.domain.communities.freshness import Freshness, Keeper, drop_deleted_facts, touches
+from duckgraph.core.domain.communities.freshness import Freshness, Keeper, drop_deleted, touches
 from duckgraph.core.domain.communities.hierarchy import level_view, reuse_reports
-from duckgraph.core.domain.communities.reports import FACTS_DELETED, WRITTEN_AT, as_now, material, report_text
+from duckgraph.core.domain.communities.reports import (
+    DELETED_COUNTS,
+    OBSERVED,
+    WRITTEN_AT,
+    as_now,
+    material,
+    observed,
+    report_text,
+)
 from duckgraph.core.domain.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.core.domain.moments import iso_utc
 from duckgraph.core.domain.moments import now as now_utc
@@ -53,8 +61,9 @@ class CommunityService:
         self.kb = kb
         self.detector = detector
         self.keeper = Keeper(kb.store, self._rebuild_quietly, shrunk=self._shrunk)
-        #: namespace -> (key, its communities, the keeper's count of writes when their facts were last checked)
-        self._catalog: dict[str, tuple[Any, list[CommunityRecord], int]] = {}
+        #: namespace -> (key, its communities, the keeper's count of writes when their facts were last checked,
+        #: the same communities by id)
+        self._catalog: dict[str, tuple[Any, list[CommunityRecord], int, dict[int, CommunityRecord]]] = {}
         #: namespace -> (key, the entities changed since the build, its communities (by id) as global_search shows
         #: them: see `_as_now`)
         self._current: dict[str, tuple[Any, dict[int, str] | None, dict[int, CommunityRecord]]] = {}
@@ -81,8 +90,9 @@ class CommunityService:
         self._build(namespace, background=True)
 
     def _shrunk(self, namespace: str) -> bool:
-        """Whether a community of the namespace lost members, or a fact its report cites, since the report was
-        written (the Keeper then rebuilds: global_search withholds such a report's text until then)."""
+        """Whether a community of the namespace lost members, or a fact or passage its report cites (or, a written
+        one, an observation of an entity it names), since the report was written (the Keeper then rebuilds:
+        global_search withholds such a report's text until then)."""
         return any(ranking.withheld(c) for c in self._communities(namespace))
 
     def _changed(self) -> None:
@@ -96,22 +106,30 @@ class CommunityService:
         return self._catalog_of(namespace)[1]
 
     def _catalog_of(self, namespace: str) -> tuple[CommunityBuild | None, list[CommunityRecord]]:
+        """The last build and its communities (`_held_catalog`)."""
+        build_mark, found, _ = self._held_catalog(namespace)
+        return build_mark, found
+
+    def _held_catalog(self, namespace: str
+                      ) -> tuple[CommunityBuild | None, list[CommunityRecord], dict[int, CommunityRecord]]:
         """The last build, and its communities that still have a member (a deletion or a merge takes members out:
         the store marks their reports stale; a community left with none is no answer to anything), without the
-        facts deleted since (their reports are stale and withheld: `drop_deleted_facts`)."""
+        facts, passages and observations deleted since (their reports are stale and withheld: `drop_deleted`); and
+        the same communities by id."""
         self.kb.open()  # a session may begin here (communities_to_summarize): the file opens on first use
         build_mark = self.kb.store.community_build(namespace)
         # Read again after a build, a report or a write of this process that may have removed entities (members).
         key = (build_mark.built_at if build_mark else None, self._version, self.keeper.removals)
         held = self._catalog.get(namespace)
         if held is None or held[0] != key:
-            held = (key, [c for c in self.kb.store.communities(namespace) if c.members], -1)
+            found = [c for c in self.kb.store.communities(namespace) if c.members]
+            held = (key, found, -1, {c.id: c for c in found})
         writes = self.keeper.writes
-        if held[2] != writes:  # any write may have deleted facts: checked in memory, not read again
-            drop_deleted_facts(self.kb.store, held[1])
-            held = (key, held[1], writes)
+        if held[2] != writes:  # any write may have deleted facts, passages, observations: checked in memory
+            drop_deleted(self.kb.store, held[1])
+            held = (key, held[1], writes, held[3])
         self._catalog[namespace] = held
-        return build_mark, held[1]
+        return build_mark, held[1], held[3]
 
     def listing(self, namespace: str) -> tuple[CommunityBuild | None, list[CommunityRecord]]:
         """The namespace's last build and its communities, coarse to fine (the web UI's list), their reports as
@@ -286,8 +304,10 @@ class CommunityService:
         written.embedding = self.kb.embedder.embed_documents([report_text(written)])[0]
         with self._build_lock, self.kb.writing() as writer:  # a rebuild in flight would drop it
             # Its entities' changes up to now are in the text (its material was as now): only later ones make it
-            # stale (freshness.touches). Taken under the write lock: no write commits between it and the report.
-            written.details = {**written.details, WRITTEN_AT: now_utc().isoformat()}
+            # stale (freshness.touches), and only observations deleted later withhold it (freshness.drop_deleted).
+            # Taken under the write lock: no write commits between them and the report.
+            written.details = {**written.details, WRITTEN_AT: now_utc().isoformat(),
+                               OBSERVED: observed(self.kb.store, written.details)}
             writer.save_reports([written])
         self._changed()
         return written
@@ -302,7 +322,8 @@ class CommunityService:
         details = {c.id: _as_stored(c) for c in current}
         placed = [t for t in targets if t.author != "extractive"]
         for target in placed:
-            target.details = details[target.id]  # the build's entities and facts: the report's own are not carried
+            # The build's entities and facts (the report's own are not carried), their observations now.
+            target.details = {**details[target.id], OBSERVED: observed(self.kb.store, details[target.id])}
         if not placed:
             return 0
         for target, vector in zip(placed, self.kb.embedder.embed_documents([report_text(t) for t in placed])):
@@ -352,14 +373,17 @@ class CommunityService:
         seems to be about the memory as a whole while communities exist: nothing is relevant, or its best anchors
         (those at least `NEAR_BEST` as relevant as the best) are spread over several top-level communities and it
         names none of its anchors. A question that names an entity is about it, and the weaker anchors of a
-        pointed question fall anywhere ("Who is on call for the Payments Team right now?")."""
+        pointed question fall anywhere ("Who is on call for the Payments Team right now?"). A title is the one
+        global_search shows (`_shown_titles`)."""
         try:
             if self.kb.store.community_build(namespace) is None:
                 return {}, None
             found = self.kb.store.node_communities([a.id for a in anchors], namespace)
+            shown = self._shown_titles(namespace, {chain[-1][0] for chain in found.values() if chain})
         except StoreError:  # a store without communities: search answers as before
             return {}, None
-        titles = {node: f"{chain[-1][2]} (community {chain[-1][0]})" for node, chain in found.items() if chain}
+        titles = {node: f"{shown[chain[-1][0]]} (community {chain[-1][0]})" for node, chain in found.items()
+                  if chain and chain[-1][0] in shown}
         best = max((a.score for a in anchors), default=0.0)
         tops = [found[a.id][0][0] for a in anchors if a.score >= NEAR_BEST * best and found.get(a.id)]
         named = name_candidates(query)
@@ -367,11 +391,36 @@ class CommunityService:
                   and not any(entity_key(a.name) in named for a in anchors))
         return titles, BROAD_IF_NOTHING if nothing_relevant else BROAD_HINT if spread else None
 
+    def _shown_titles(self, namespace: str, ids: set[int]) -> dict[int, str]:
+        """Community id -> its title as global_search shows it (`_as_now`, `global_search.shown`), of those of `ids`
+        still listed: an extractive one's as the graph is now, a withheld one's of its key entities still members.
+        So search never names a community by a title global_search holds back (`ranking.withheld`). From the
+        catalog global_search reads (once per build or removal; the keeper reads it after writes), not from the
+        store: reading the anchors' communities at each search would cost more than the rest of it."""
+        build_mark, _, by_id = self._held_catalog(namespace)
+        if build_mark is None:
+            return {}
+        current = self._as_now(namespace, build_mark)
+        return {c.id: ranking.shown(current(c))[0] for c in (by_id[i] for i in ids if i in by_id)}
+
+    # -- export ----------------------------------------------------------------------------------------------------
+
+    def written_reports(self, namespace: str) -> list[CommunityRecord]:
+        """The namespace's reports a model or the host wrote, as global_search shows them, for an export: stale when
+        it marks them so (an entity they name changed since), and without those it withholds (`ranking.withheld`:
+        their text may state what was deleted, and an import would show it again)."""
+        import dataclasses
+
+        build_mark, found = self._catalog_of(namespace)
+        written = [c for c in found if c.author != "extractive" and not ranking.withheld(c)]
+        changed = self._changed_entities(build_mark, written)
+        return [dataclasses.replace(c, stale=c.stale or c.id in changed) for c in written]
+
 
 def _as_stored(community: CommunityRecord) -> dict[str, Any]:
-    """The details a report written now is stored with: those of its community as read, deleted facts left out,
-    without the count of them (the new text was written without them)."""
-    return {key: value for key, value in community.details.items() if key != FACTS_DELETED}
+    """The details a report written now is stored with: those of its community as read, what was deleted left
+    out, without the counts of it (the new text was written without it)."""
+    return {key: value for key, value in community.details.items() if key not in DELETED_COUNTS}
 
 
 def _freshness_note(freshness: CommunityFreshness | None, changed: dict[int, list[str]],

@@ -29,8 +29,9 @@ class CarriedReport:
 
 def written_reports(kb: KnowledgeBase, namespace: str) -> Iterator[CommunityRecord]:
     """The namespace's communities whose report a model or the host wrote (and that still have a member: one
-    with none could not be put back)."""
-    return (c for c in kb.store.communities(namespace) if c.author != "extractive" and c.members)
+    with none could not be put back), as global_search shows them: stale when it says so, none it withholds
+    (CommunityService.written_reports)."""
+    return iter(kb.communities.written_reports(namespace))
 
 
 def restore(kb: KnowledgeBase, carried: Sequence[CarriedReport]) -> tuple[int, list[str]]:
