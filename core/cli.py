@@ -187,12 +187,18 @@ def _parser() -> argparse.ArgumentParser:
     search.set_defaults(run=_search)
 
     changes = sub.add_parser("changes", parents=[common], help="what was written, newest first (entities, facts "
-                             "added or ended, documents, and what was deleted or replaced)")
+                             "added or ended, documents, and what was deleted or replaced); or forget the record "
+                             "of what was deleted or changed")
+    changes.add_argument("action", nargs="?", choices=["list", "forget"], default="list",
+                         help="list (the default), or forget: delete for good the namespace's record of what was "
+                              "deleted, merged, replaced or changed (the lines that keep texts the memory no longer "
+                              "holds), all of it or that of --since/--until")
     changes.add_argument("--since", type=_moment, metavar="WHEN", help="from this ISO date or date-time (UTC)")
     changes.add_argument("--until", type=_moment, metavar="WHEN", help="before this ISO date or date-time (UTC)")
-    changes.add_argument("--limit", type=int, default=50, metavar="N", help="the most changes to list (default 50)")
-    changes.add_argument("--offset", type=int, default=0, metavar="N",
-                         help="skip this many changes, newest first (next_offset of a listing cut at --limit)")
+    # No defaults here (50 and 0 apply): they go with list, and are refused with forget.
+    changes.add_argument("--limit", type=int, metavar="N", help="list: the most changes to list (default 50)")
+    changes.add_argument("--offset", type=int, metavar="N",
+                         help="list: skip this many changes, newest first (next_offset of a listing cut at --limit)")
     changes.add_argument("--json", action="store_true", help="print the structured result")
     changes.set_defaults(run=_changes)
 
@@ -495,12 +501,36 @@ def _moment(text: str) -> Any:
 
 
 def _changes(args: argparse.Namespace) -> int:
+    if args.action == "forget":
+        return _forget_changes(args)
     _numbers(args, {"limit": "recent_changes"})
     with _setup(args, existing=True).knowledge_base as kb:
-        result = kb.recent_changes(since=args.since, until=args.until, limit=args.limit, offset=args.offset,
-                                   token_budget=10**9)
+        result = kb.recent_changes(since=args.since, until=args.until, limit=or_default(args.limit, 50),
+                                   offset=or_default(args.offset, 0), token_budget=10**9)
     print(for_stream(result.model_dump_json(indent=2), sys.stdout, json=True) if args.json
           else for_stream(result.text, sys.stdout))
+    return 0
+
+
+def _forget_changes(args: argparse.Namespace) -> int:
+    from duckgraph.core.domain.history import forget_changes
+    from duckgraph.core.domain.namespaces import empty_namespace_hint
+
+    given = [flag for flag, value in (("--limit", args.limit), ("--offset", args.offset)) if value is not None]
+    if given:
+        raise UsageError(f"changes forget takes no {' or '.join(given)}: it forgets every line of the span "
+                         "(--since, --until) or of the namespace; nothing was forgotten")
+    with _setup(args, existing=True).knowledge_base as kb:
+        forgotten = forget_changes(kb, kb.namespace, since=args.since, until=args.until)
+        hint = None if forgotten else empty_namespace_hint(kb, kb.namespace)
+    if args.json:
+        print(json.dumps({"namespace": kb.namespace, "forgotten": forgotten}, indent=2))
+    else:
+        print(f"forgot {forgotten} line{'' if forgotten == 1 else 's'} of the record of what was deleted or changed "
+              f"in the namespace {kb.namespace!r}" + ("; their texts stay in the file's free blocks until "
+                                                       "`duckgraph compact`" if forgotten else ""))
+    if hint:
+        print(f"duckgraph: {hint}", file=sys.stderr)
     return 0
 
 

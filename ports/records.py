@@ -209,9 +209,11 @@ class WriteBatch:
     delete_documents: list[tuple[str, str]] = field(default_factory=list)
     #: Namespaces whose communities and reports go too (derived data): those deleted whole.
     drop_communities: list[str] = field(default_factory=list)
-    #: Namespaces deleted whole whose log of what writes deleted or replaced (recent_changes' "... deleted" lines,
-    #: with the texts that went) goes too, this batch's own lines included: else the texts outlive the namespace.
-    forget_deletions: list[str] = field(default_factory=list)
+    #: (namespace, since, until): the lines of the namespace's log of what writes deleted or replaced (recent_changes'
+    #: "... deleted" and "properties changed" lines, with the texts that went) recorded in [since, until) (None: no
+    #: bound) go, after this batch's own lines: a namespace deleted whole (else the texts outlive it), or the log
+    #: forgotten on purpose (`duckgraph changes forget`).
+    forget_deletions: list[tuple[str, datetime | None, datetime | None]] = field(default_factory=list)
     #: For the documents above that replace stored ones: a node that a dropped chunk mentioned gets, as mentions,
     #: the document's inserted chunks whose text names it (its name or an alias), and an edge that a dropped chunk
     #: supported those naming both its ends, so that neither goes while the new text names it. False: what only
@@ -274,6 +276,8 @@ class WriteSummary:
     edges_deleted: int = 0
     documents_deleted: int = 0
     edges_ended: int = 0
+    #: Lines of the log of what writes deleted or replaced that `WriteBatch.forget_deletions` deleted.
+    deletions_forgotten: int = 0
     #: Edge writes that began a new version of a fact (`plugins/duckdb/periods.starts_new_version`): (index in
     #: `WriteBatch.edges`, start of the period before, which the write ended at its `valid_from`; None: no known start).
     edges_versioned: list[tuple[int, datetime | None]] = field(default_factory=list)

@@ -248,6 +248,22 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+#: The delimiters of each place a stored text is printed in-line (`as_field`: a text holding one is shown as a JSON
+#: string), the same in the texts core renders (search, recent_changes) and in the lines the store writes itself
+#: (recent_changes' record of what was deleted or changed). An entity's "Name [Type]" ("- Name [Type]: description").
+NAME_DELIMITERS, TYPE_DELIMITERS = ("[", "]", ": "), ("[", "]")
+#: A property list's "key: value; key: value" (a value that is not a string is JSON already).
+KEY_DELIMITERS, VALUE_DELIMITERS = (": ", "; "), ("; ",)
+#: A fact's "Source relation Target: description (period); properties: ...": a name holding "(" would add a period
+#: ("works at Acme (2019-01-01 to 2020-01-01)"), one holding "; " properties or another clause.
+FACT_NAME_DELIMITERS = (": ", "(", "; ")
+
+
+def entity_header(name: str, type_: str) -> str:
+    """An entity as the texts name it: "Name [Type]", each shown bare unless it holds a delimiter there."""
+    return f"{as_field(name, NAME_DELIMITERS)} [{as_field(type_, TYPE_DELIMITERS)}]"
+
+
 def as_field(text: str, delimiters: Iterable[str]) -> str:
     """`text` as a field of a line whose fields `delimiters` separate ("]" after an entity's name, "; " between
     properties): as it is, or, where it holds one of them or a double quote, as a JSON string. Shown bare, such a

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from difflib import SequenceMatcher
@@ -45,6 +45,7 @@ from duckgraph.ports import (
     WriteSummary,
     entity_key,
     relation_type,
+    terms,
 )
 from duckgraph.ports.names import dotless_i_key
 
@@ -65,6 +66,9 @@ SUGGESTED_NAMES = 10
 LISTED_IN_HINT = 5
 #: Entities keyword search reads per name not found, among which suggestions are looked for.
 SUGGESTION_CANDIDATES = 20
+#: Passages keyword search reads after delete_entities, among which those that still name a deleted entity are
+#: looked for: at most what the store reads by point lookups (a larger list scans the table of passages).
+NAMING_CANDIDATES = 50
 #: How alike (difflib's ratio, 0 to 1) a stored name must be to one not found to be suggested: "postgres 17
 #: migration" and "postgresql 17 migration" are 0.95 alike; "payments api" and "payments team" 0.8.
 NEAR_SPELLING = 0.85
@@ -427,12 +431,44 @@ class GraphCuration:
             _refuse_aliases(found, memory_tools=memory_tools)
             ids = sorted({r.id for r in found.values()})
             summary = writer.commit(WriteBatch(delete_nodes=ids)) if ids else None
+        hints = [self.not_found_message(missing, namespace, any_found=bool(found), memory_tools=memory_tools)
+                 ] if missing else []
         return DeletedSummary(
             deleted=sorted({r.name for r in found.values()}), not_found=missing,
             edges_deleted=summary.edges_deleted if summary else 0,
-            hints=[self.not_found_message(missing, namespace, any_found=bool(found), memory_tools=memory_tools)]
-            if missing else [],
+            hints=hints + self._documents_naming({r.id: r for r in found.values()}.values(), namespace),
         )
+
+    def _documents_naming(self, deleted: Iterable[NodeRecord], namespace: str) -> list[str]:
+        """A hint naming the stored documents whose passages still name one of the `deleted` entities (every word
+        of its name or of an alias), with how to delete them: deleting an entity leaves its documents, which search
+        still shows and an extractor would read it from again, and the default tool set cannot delete them. One
+        keyword lookup of all the names together, among whose best passages the naming ones are looked for."""
+        names = {n: entity.name for entity in deleted for n in (entity.name, *entity.aliases)}
+        words = [(set(terms(n)), name) for n, name in names.items()]
+        words = [(w, name) for w, name in words if w]
+        if not words:
+            return []
+        found = [i for i, _ in self.store.keyword_search("chunk", " ".join(names), NAMING_CANDIDATES, namespace)]
+        texts = {c.id: c for c in self.store.get_chunks(found)}
+        documents: dict[str, None] = {}
+        named: dict[str, None] = {}
+        for chunk in (texts[i] for i in found if i in texts):
+            held = set(terms(chunk.text))
+            if hits := [name for w, name in words if w <= held]:
+                documents[chunk.document_id] = None
+                named.update(dict.fromkeys(hits))
+        if not documents:
+            return []
+        ids, count = list(documents), len(documents)
+        shown = ", ".join(map(repr, ids[:LISTED_IN_HINT])) + (", ..." if count > LISTED_IN_HINT else "")
+        at_least = "at least " if len(found) == NAMING_CANDIDATES else ""  # the lookup read no further
+        them = "them" if count > 1 else "it"
+        return [f"{at_least}{count} stored document{'s' if count > 1 else ''} still {'have' if count > 1 else 'has'} "
+                f"passages naming {' and '.join(map(repr, named))} ({shown}): search still finds {them}, and an "
+                f"extractor could read the entity from {them} again. To forget it there too, delete {them}: "
+                "delete_documents (in the `all` tool set), `duckgraph documents delete ID...`, or the web UI "
+                "(`duckgraph ui`)"]
 
     def delete_relations(self, relations: Sequence[RelationRef], namespace: str) -> RelationsDeleted:
         """Delete the named relations that hold now or have not begun (as stored: names and type), or, given its

@@ -88,8 +88,7 @@ def recent_changes(
     `offset`, all of them in `changes`, as many as fit `token_budget` in `text`."""
     from duckgraph.core.domain.model import Change, ChangesResult
 
-    if since is not None and until is not None and until <= since:
-        raise InvalidInputError(f"until ({short(until)}) must be after since ({short(since)})")
+    _check_span(since, until)
     if not 1 <= limit <= MAX_CHANGES:
         raise InvalidInputError(f"limit must be between 1 and {MAX_CHANGES}")
     if not 0 <= offset <= MAX_CHANGES_OFFSET:
@@ -121,6 +120,22 @@ def recent_changes(
     elif more:
         text += f"\n(more changes: offset={next_offset} lists the next ones, with the same since and until)"
     return ChangesResult(changes=changes, text=text, truncated=more, next_offset=next_offset)
+
+
+def forget_changes(kb: KnowledgeBase, namespace: str, *, since: datetime | None = None,
+                   until: datetime | None = None) -> int:
+    """Delete the namespace's record of what writes deleted or replaced (recent_changes' lines of what was deleted,
+    merged or replaced, and of observations deleted and properties changed: the only lines that keep texts the
+    memory no longer holds), that of [since, until) or all of it, in one transaction; return how many lines went.
+    The other lines are read from what the memory holds, and stay."""
+    _check_span(since, until)
+    with kb.writing(vectors=False) as writer:
+        return writer.commit(WriteBatch(forget_deletions=[(namespace, since, until)])).deletions_forgotten
+
+
+def _check_span(since: datetime | None, until: datetime | None) -> None:
+    if since is not None and until is not None and until <= since:
+        raise InvalidInputError(f"until ({short(until)}) must be after since ({short(since)})")
 
 
 def _subjects(kb: KnowledgeBase, records: list[ChangeRecord], namespace: str) -> list[tuple[str, str]]:

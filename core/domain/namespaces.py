@@ -110,7 +110,7 @@ def delete_namespace(
         holding = store.stats(namespace)["edges"]  # those that hold now, as list_namespaces counted them
         writer.commit(WriteBatch(delete_nodes=[n.id for n in nodes], delete_edges=[e.id for e in edges],
                                  delete_documents=[(namespace, d.id) for d in documents],
-                                 drop_communities=[namespace], forget_deletions=[namespace]))
+                                 drop_communities=[namespace], forget_deletions=[(namespace, None, None)]))
     left = "emptied; it stays the default namespace" if namespace == default else "deleted"
     return NamespaceDeleted(namespace=namespace, entities=len(nodes), relations=holding, documents=len(documents),
                             message=f"namespace {namespace!r} {left}")

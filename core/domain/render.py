@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.moments import period, short
 from duckgraph.core.domain.texts import fact_sentence
-from duckgraph.ports.text import as_field, joins_previous, one_line, shortened
+from duckgraph.ports.text import (
+    FACT_NAME_DELIMITERS,
+    KEY_DELIMITERS,
+    VALUE_DELIMITERS,
+    as_field,
+    entity_header,
+    joins_previous,
+    one_line,
+    shortened,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,16 +64,10 @@ LINE_CHARS = 300
 #: (its header, the passage's id, date and title or the entity's name and type, aside): a header alone says nothing.
 MIN_CUT_CHARS = 80
 #: The delimiters of each place a stored text is printed in-line (`ports.text.as_field`: a text holding one is shown
-#: as a JSON string). A passage's header "[document_id#chunk_id]": not "#", as the chunk id is the number after the
-#: last one, and a long file's later parts are stored as "<path>#part-2" (core/domain/document_ids.py), shown bare.
+#: as a JSON string; those of an entity's header, a property list and a fact are in `ports.text`, as the store's own
+#: lines use them too). A passage's header "[document_id#chunk_id]": not "#", as the chunk id is the number after
+#: the last one, and a long file's later parts are stored as "<path>#part-2" (core/domain/document_ids.py), shown bare.
 _ID_DELIMITERS = ("[", "]")
-#: An entity's "- Name [Type]: description", in search and in recent_changes ("entity created: Name [Type]").
-_NAME_DELIMITERS, _TYPE_DELIMITERS = ("[", "]", ": "), ("[", "]")
-#: A property list's "key: value; key: value" (a value that is not a string is JSON already).
-_KEY_DELIMITERS, _VALUE_DELIMITERS = (": ", "; "), ("; ",)
-#: A fact's "Source relation Target: description (period); properties: ...": a name holding "(" would add a period
-#: ("works at Acme (2019-01-01 to 2020-01-01)"), one holding "; " properties or another clause.
-_FACT_NAME_DELIMITERS = (": ", "(", "; ")
 #: Room kept for the closing note when something is left out.
 NOTE_TOKENS = 30
 #: Facts shown before the anchors, and before the best passage: what answers a question is usually a fact.
@@ -313,23 +316,18 @@ def _details(node: ScoredNode) -> list[tuple[str, str]]:
     return lines
 
 
-def entity_header(name: str, type_: str) -> str:
-    """An entity as the texts name it: "Name [Type]", each shown bare unless it holds a delimiter there."""
-    return f"{as_field(name, _NAME_DELIMITERS)} [{as_field(type_, _TYPE_DELIMITERS)}]"
-
-
 def shown_fact(source: str, relation: str, target: str, description: str = "") -> str:
     """A fact's sentence as the texts show it (`texts.fact_sentence`, its names shown bare unless they hold a
     delimiter of a fact's line); the sentence a vector is computed from keeps them bare."""
-    return fact_sentence(as_field(source, _FACT_NAME_DELIMITERS), relation, as_field(target, _FACT_NAME_DELIMITERS),
+    return fact_sentence(as_field(source, FACT_NAME_DELIMITERS), relation, as_field(target, FACT_NAME_DELIMITERS),
                          description)
 
 
 def _properties(properties: dict) -> str:
     """Properties as "key: value; key: value" (strings bare unless they hold a delimiter there, other values as
     JSON)."""
-    return "; ".join(f"{as_field(key, _KEY_DELIMITERS)}: "
-                     + (as_field(value, _VALUE_DELIMITERS) if isinstance(value, str) else json.dumps(value))
+    return "; ".join(f"{as_field(key, KEY_DELIMITERS)}: "
+                     + (as_field(value, VALUE_DELIMITERS) if isinstance(value, str) else json.dumps(value))
                      for key, value in properties.items())
 
 

@@ -1,74 +1,169 @@
 """The log of what writes delete (table `deletions`, schema.py), for recent_changes: the rows themselves are gone, so
 each deletion is recorded as words (a label), in the write's transaction, before its rows go; so are the
-property values a write replaces (`property_changes`)."""
+property values a write replaces (`property_changes`). The words follow the rule of the texts core shows
+(`ports.text.as_field`): a stored name, type, key or value that holds a delimiter of its place in the line is
+written as a JSON string, so that it cannot fake another field ("dx: (none) -> a; clearance: top-secret")."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from duckgraph.plugins.duckdb import sql
 from duckgraph.plugins.duckdb.schema import LABEL_CHARS, NAMED_PER_WRITE
-from duckgraph.ports.text import shortened
+from duckgraph.ports import entity_key
+from duckgraph.ports.text import (
+    FACT_NAME_DELIMITERS,
+    KEY_DELIMITERS,
+    NAME_DELIMITERS,
+    VALUE_DELIMITERS,
+    as_field,
+    entity_header,
+    shortened,
+)
+
+#: The lines that tell what an entity held (the texts of its observations and property values, which no other line
+#: keeps): deleting the entity deletes them (`forget_contents`). Its "entity deleted" line stays, and so do the lines
+#: of its facts and merges, which name it.
+CONTENTS = ("properties changed", "observations deleted")
+#: The name at the head of a line of `CONTENTS` ("Name [Type]: ..."): the JSON string `entity_header` wrote, else
+#: the text before " [" (bare, as older versions wrote every name); "" where the line was cut before its type.
+_HEAD = ("CASE WHEN starts_with(label, '\"') THEN regexp_extract(label, $1, 1) "
+         "WHEN contains(label, ' [') THEN split_part(label, ' [', 1) ELSE '' END")
+_QUOTED_HEAD = r'^("(?:[^"\\]|\\.)*") \['
+#: Where a property's old or new value ends in a "properties changed" line ("key: old -> new; key: ...").
+_CHANGE_VALUE_DELIMITERS = (*VALUE_DELIMITERS, " -> ")
+#: What a "properties changed" line says of a property an entity did not have, or no longer has.
+_ABSENT = "(none)"
 
 
-def record(con: Any, kind: str, rows: str, params: list[Any], now: datetime) -> None:
-    """Record in `deletions` what this write deletes (or replaces): `rows`, a query of (namespace, label,
-    position) whose parameters (`params`) are $3 on, each thing once. Run before its rows go, in the write's
-    transaction. Per namespace the first `NAMED_PER_WRITE` (by position) are named, the others counted in one
-    row; labels are cut to `LABEL_CHARS` (a document's id, at most as long, stays whole: recent_changes matches
-    a replaced document by it). One statement, whatever the count."""
-    con.execute(
-        f"INSERT INTO deletions SELECT namespace, $1, $2, CASE WHEN n <= {NAMED_PER_WRITE} "
-        f"OR total = {NAMED_PER_WRITE + 1} THEN left(label, {LABEL_CHARS}) "
-        f"ELSE format('… and {{:,}} more, not named one by one', total - {NAMED_PER_WRITE}) END FROM "
-        "(SELECT namespace, label, row_number() OVER (PARTITION BY namespace ORDER BY position) AS n, "
-        f"count(*) OVER (PARTITION BY namespace) AS total FROM ({rows})) WHERE n <= {NAMED_PER_WRITE + 1}",
-        [now, kind, *params])
+def record(con: Any, kind: str, rows: str, params: list[Any], now: datetime, label: Callable[..., str]) -> None:
+    """Record in `deletions` what this write deletes (or replaces): `rows`, a query of (namespace, position,
+    *parts) whose parameters (`params`) are $1 on, each thing once, and `label`, which words a thing from its parts.
+    Run before its rows go, in the write's transaction. Per namespace the first `NAMED_PER_WRITE` (by position) are
+    named, the others counted in one row; labels are cut to `LABEL_CHARS` (a document's id, at most as long, stays
+    whole: recent_changes matches a replaced document by it). Two statements whatever the count: at most
+    `NAMED_PER_WRITE` + 1 things per namespace are read back to be worded."""
+    found = con.execute(
+        "SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY namespace ORDER BY position) AS named_as, "
+        f"count(*) OVER (PARTITION BY namespace) AS named_of FROM ({rows})) WHERE named_as <= {NAMED_PER_WRITE + 1}",
+        params).fetchall()
+    if not found:
+        return
+    labels = [label(*row[2:-2]) if row[-2] <= NAMED_PER_WRITE or row[-1] == NAMED_PER_WRITE + 1
+              else f"… and {row[-1] - NAMED_PER_WRITE:,} more, not named one by one" for row in found]
+    written, values = sql.rows(3, namespace=("VARCHAR", [row[0] for row in found]),
+                               label=("VARCHAR", [text[:LABEL_CHARS] for text in labels]))
+    con.execute(f"INSERT INTO deletions SELECT namespace, $1, $2, label FROM {written}", [now, kind, *values])
 
 
-def forget(con: Any, namespaces: list[str]) -> None:
-    """Delete the log of `namespaces` (deleted whole, `WriteBatch.forget_deletions`), inside the caller's
-    transaction and after its last `record`: the labels hold the texts that went (observations, property values)."""
-    if namespaces:
-        con.execute("DELETE FROM deletions WHERE namespace IN (SELECT unnest($1::VARCHAR[]))", [namespaces])
+def forget(con: Any, spans: Sequence[tuple[str, datetime | None, datetime | None]]) -> int:
+    """Delete the lines of the log of each (namespace, since, until) of `spans` recorded in [since, until) (None: no
+    bound): a namespace deleted whole, or `duckgraph changes forget` (`WriteBatch.forget_deletions`). Inside the
+    caller's transaction and after its last `record`: the labels hold the texts that went (observations, property
+    values). Returns how many lines went."""
+    gone = 0
+    for namespace, since, until in spans:
+        gone += con.execute(
+            "DELETE FROM deletions WHERE namespace = $1 AND deleted_at >= coalesce($2::TIMESTAMP, '-infinity'::TIMESTAMP) "
+            "AND deleted_at < coalesce($3::TIMESTAMP, 'infinity'::TIMESTAMP)",
+            [namespace, sql.naive_utc(since), sql.naive_utc(until)]).fetchone()[0]
+    return gone
 
 
-def fact_label(edge: str, source: str, target: str) -> str:
-    """SQL for the label of a fact (the tables' aliases `edge`, `source`, `target`), as recent_changes words a fact
-    (core/domain/texts.py `fact_sentence`, moments.py `period`, without its description): "Ada works at Acme
-    (since 2024-06)"."""
+def forget_contents(con: Any, ids: list[int], deleted: list[int], skipped: Sequence[str]) -> None:
+    """Delete the lines of `CONTENTS` about the nodes `ids`, which this write deletes (`deleted`: all the nodes it
+    deletes, merged ones included), before they go: what a deleted entity held is not to outlive it in the log
+    ("What was deleted is gone from the other lines", docs/time.md). A line is found by the name it was written under:
+    the entity's name or one of its aliases (a renamed entity's old name, a merged one's), unless an entity this
+    write keeps answers to that name too (the line may be about it). Those of the namespaces `skipped` go whole with
+    their log (`forget`)."""
+    if not ids:
+        return
+    named = con.execute(
+        f"SELECT namespace, name, aliases FROM nodes WHERE id IN (SELECT unnest({sql.JSON_IDS % 1})) "
+        f"AND namespace NOT IN (SELECT unnest({sql.JSON_NAMES % 2}))", [sql.json_list(ids), sql.json_list(skipped)]
+    ).fetchall()
+    names = {(namespace, name) for namespace, first, aliases in named for name in (first, *aliases)}
+    if not names:
+        return
+    keys, params = sql.rows(2, ns=("VARCHAR", [ns for ns, _ in names]),
+                            key=("VARCHAR", [entity_key(name) for _, name in names]))
+    kept = set(con.execute(
+        f"SELECT DISTINCT namespace, key FROM node_names WHERE node_id NOT IN (SELECT unnest({sql.JSON_IDS % 1})) "
+        f"AND (namespace, key) IN (SELECT ns, key FROM {keys})", [sql.json_list(deleted), *params]).fetchall())
+    # Each name as `entity_header` writes it, and bare (older lines).
+    heads = {(ns, head) for ns, name in names if (ns, entity_key(name)) not in kept
+             for head in (as_field(name, NAME_DELIMITERS), name)}
+    if not heads:
+        return
+    listed, params = sql.rows(2, ns=("VARCHAR", [ns for ns, _ in heads]), head=("VARCHAR", [h for _, h in heads]))
+    kinds = ", ".join(f"'{kind}'" for kind in CONTENTS)
+    con.execute(f"DELETE FROM deletions WHERE kind IN ({kinds}) AND (namespace, {_HEAD}) IN "
+                f"(SELECT ns, head FROM {listed})", [_QUOTED_HEAD, *params])
+    # A line cut within its head (a name near `LABEL_CHARS` long) is the start of the head and of the type's bracket.
+    con.execute(f"DELETE FROM deletions WHERE kind IN ({kinds}) AND {_HEAD} = '' AND EXISTS (SELECT 1 FROM {listed} "
+                "WHERE w.ns = deletions.namespace AND starts_with(w.head || ' [', deletions.label))",
+                [_QUOTED_HEAD, *params])
+
+
+def period(edge: str) -> str:
+    """SQL for the period of a fact (the table's alias `edge`) as recent_changes words it (moments.py `period`), in
+    brackets after a space, or '' when it has none: " (since 2024-06)"."""
     def short(moment: str) -> str:  # `moments.short`: the date, or to the minute, or to the second (marked UTC)
         return (f"CASE WHEN {moment} = date_trunc('day', {moment}) THEN strftime({moment}, '%Y-%m-%d') "
                 f"WHEN {moment} = date_trunc('minute', {moment}) THEN strftime({moment}, '%Y-%m-%d %H:%M UTC') "
                 f"ELSE strftime({moment}, '%Y-%m-%d %H:%M:%S UTC') END")
 
     start, end = f"{edge}.valid_from", f"{edge}.valid_until"
-    return (f"{source}.name || ' ' || lower(replace({edge}.type, '_', ' ')) || ' ' || {target}.name || CASE "
-            f"WHEN {start} IS NULL AND {end} IS NULL THEN '' "
+    return (f"CASE WHEN {start} IS NULL AND {end} IS NULL THEN '' "
             f"WHEN {end} IS NULL THEN ' (since ' || {short(start)} || ')' "
             f"WHEN {start} IS NULL THEN ' (until ' || {short(end)} || ')' "
             f"ELSE ' (' || {short(start)} || ' to ' || {short(end)} || ')' END")
 
 
-def node_label(node: str) -> str:
-    """SQL for the label of an entity (the table's alias `node`), as recent_changes shows one: "Ada [Person]"."""
-    return f"{node}.name || ' [' || {node}.type || ']'"
+def fact_label(source: str, type_: str, target: str, when: str) -> str:
+    """A fact as recent_changes words one (core/domain/render.py `shown_fact`, without its description), with its
+    `period`: "Ada works at Acme (since 2024-06)"."""
+    return (f"{as_field(source, FACT_NAME_DELIMITERS)} {type_.replace('_', ' ').lower()} "
+            f"{as_field(target, FACT_NAME_DELIMITERS)}{when}")
+
+
+def merged_label(name: str, type_: str, target: str, moved: int | None) -> str:
+    """A merged entity: "Payments Squad [Team] into Payments Team (2,153 relations moved)"."""
+    count = f" ({moved:,} relation{'' if moved == 1 else 's'} moved)" if moved else ""
+    return f"{entity_header(name, type_)} into {as_field(target, FACT_NAME_DELIMITERS)}{count}"
+
+
+def observations_label(name: str, type_: str, texts: Sequence[str]) -> str:
+    """Observations of an entity, one line for all: "Ada [Person]: text; text" (a text holding "; " would read as
+    two, and is a JSON string)."""
+    return f"{entity_header(name, type_)}: " + "; ".join(as_field(text, VALUE_DELIMITERS) for text in texts)
 
 
 #: A property an entity does not have, before or after a write (`property_changes`).
 _NONE = object()
 
 
-def property_changes(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """The properties a write changes, as the log names them ("role: SRE -> lead; tier: (none) -> gold"); "" when
-    none changed."""
+def property_changes(name: str, type_: str, before: dict[str, Any], after: dict[str, Any]) -> str:
+    """The properties a write changes, as the log names them ("Ada [Person]: role: SRE -> lead; tier: (none) ->
+    gold"); "" when none changed."""
     keys = [k for k in dict.fromkeys([*before, *after]) if before.get(k, _NONE) != after.get(k, _NONE)]
-    return "; ".join(f"{key}: {_value(before.get(key, _NONE))} -> {_value(after.get(key, _NONE))}" for key in keys)
+    if not keys:
+        return ""
+    return f"{entity_header(name, type_)}: " + "; ".join(
+        f"{as_field(key, KEY_DELIMITERS)}: {_value(before.get(key, _NONE))} -> {_value(after.get(key, _NONE))}"
+        for key in keys)
 
 
 def _value(value: Any) -> str:
-    """A property's value as the log names it: a string bare, other values as JSON, cut short."""
+    """A property's value as the log names it: a string bare (unless it holds a delimiter of its place, or is the
+    word for none), other values as JSON, cut short."""
     if value is _NONE:
-        return "(none)"
-    return shortened(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), 60)
+        return _ABSENT
+    if not isinstance(value, str):
+        return shortened(json.dumps(value, ensure_ascii=False), 60)
+    text = shortened(value, 60)
+    return json.dumps(text, ensure_ascii=False) if text == _ABSENT else as_field(text, _CHANGE_VALUE_DELIMITERS)

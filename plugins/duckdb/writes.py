@@ -29,6 +29,7 @@ from duckgraph.ports import (
     WriteSummary,
     entity_key,
 )
+from duckgraph.ports.text import entity_header
 
 
 @dataclass
@@ -98,7 +99,8 @@ class Writer:
         self._require_source_chunks(batch)
         collapsed = self._apply_merges(batch, now)
         merged = [s for _, ss in batch.merges for s in ss]
-        deleted_nodes = self._delete_nodes([*batch.delete_nodes, *merged, *unsupported_nodes], now, merged)
+        forgotten = [namespace for namespace, since, until in batch.forget_deletions if since is None and until is None]
+        deleted_nodes = self._delete_nodes([*batch.delete_nodes, *merged, *unsupported_nodes], now, merged, forgotten)
         node_ids, created, updated, nodes_unchanged = self._upsert_nodes(batch, now, dimensions)
         self._write_observations(batch, now)
         self._link_node_sources(batch, node_ids)
@@ -118,7 +120,7 @@ class Writer:
         dropped_edges = self._delete_edges([*collapsed, *deleted_edges, *deleted_nodes[1]], now, deleted_edges)
         for namespace in batch.drop_communities:
             communities.drop(self.con, namespace)
-        deletions.forget(self.con, batch.forget_deletions)  # last: after every line this write recorded
+        forgotten_lines = deletions.forget(self.con, batch.forget_deletions)  # last: after every line it recorded
         if batch.end_edges:
             self.end_edges([i for i, _ in batch.end_edges], [sql.naive_utc(t) for _, t in batch.end_edges], now)
         self.con.execute("INSERT OR REPLACE INTO meta VALUES ('updated_at', ?)", [now.isoformat()])
@@ -129,7 +131,7 @@ class Writer:
             documents_written=len(batch.documents), chunks_written=len(inserted),
             chunks_kept=len(batch.chunks) - len(inserted),
             nodes_deleted=len(deleted_nodes[0]), edges_deleted=len(dropped_edges), documents_deleted=gone_documents,
-            edges_ended=len(batch.end_edges), edges_versioned=versions,
+            edges_ended=len(batch.end_edges), edges_versioned=versions, deletions_forgotten=forgotten_lines,
             nodes_kept=sorted(set(replaced_nodes) & named_nodes - set(deleted_nodes[0])),
             edges_kept=sorted(set(replaced_edges) & named_edges - set(dropped_edges)),
             node_ids=node_ids,
@@ -180,17 +182,15 @@ class Writer:
                 continue
             # With the count of relations each source passed on: their vectors are computed again afterwards
             # without each being listed as updated (curation.py `_refresh_edge_vectors`), so this line says it.
-            sources_json = sql.JSON_IDS % 4
+            sources_json = sql.JSON_IDS % 2
             deletions.record(
-                self.con, "entity merged", f"SELECT s.namespace, {deletions.node_label('s')} || ' into ' || t.name "
-                "|| CASE WHEN coalesce(m.moved, 0) = 0 THEN '' ELSE format(' ({:,} relation{} moved)', m.moved, "
-                "CASE WHEN m.moved = 1 THEN '' ELSE 's' END) END "
-                f"AS label, s.id AS position FROM nodes s JOIN nodes t ON t.id = $3 LEFT JOIN (SELECT x.node, "
+                self.con, "entity merged", "SELECT s.namespace, s.id AS position, s.name, s.type, t.name AS target, "
+                f"m.moved FROM nodes s JOIN nodes t ON t.id = $1 LEFT JOIN (SELECT x.node, "
                 f"count(*) AS moved FROM (SELECT source_id AS node, target_id AS other FROM edges WHERE source_id IN "
                 f"(SELECT unnest({sources_json})) UNION ALL SELECT target_id, source_id FROM edges WHERE target_id "
-                f"IN (SELECT unnest({sources_json}))) x WHERE x.other <> $3 AND x.other NOT IN (SELECT unnest("
+                f"IN (SELECT unnest({sources_json}))) x WHERE x.other <> $1 AND x.other NOT IN (SELECT unnest("
                 f"{sources_json})) GROUP BY x.node) m ON m.node = s.id WHERE s.id IN (SELECT unnest("
-                f"{sources_json})) AND s.id <> t.id", [target, sql.json_list(sources)], now)
+                f"{sources_json})) AND s.id <> t.id", [target, sql.json_list(sources)], now, deletions.merged_label)
             self._renamed.add(target)
             # Relations between the merged entities become self-loops, deleted below (not joined into anything):
             # recorded as deleted facts now, while they still name their ends as they were.
@@ -242,10 +242,13 @@ class Writer:
             collapsed += [*loops, *joined]
         return collapsed
 
-    def _delete_nodes(self, ids: list[int], now: datetime, merged: list[int]) -> tuple[list[int], list[int]]:
+    def _delete_nodes(self, ids: list[int], now: datetime, merged: list[int],
+                      forgotten: list[str]) -> tuple[list[int], list[int]]:
         """Delete nodes and what hangs on them except their edges, whose ids are returned for _delete_edges. The
         nodes (but the `merged` ones, recorded by `_apply_merges`) and their edges are recorded as deleted while
-        their names are still stored."""
+        their names are still stored, and the log's lines of what they held go (`deletions.forget_contents`; a
+        merged node's contents moved to its target, with its name as an alias: its lines stay, about the target;
+        those of the namespaces `forgotten` whole go with the rest of their log)."""
         ids = sorted(set(ids))
         if not ids:
             return [], []
@@ -258,8 +261,9 @@ class Writer:
         ).fetchall()]
         if deleted := sorted(set(existing) - set(merged)):
             deletions.record(
-                self.con, "entity deleted", f"SELECT namespace, {deletions.node_label('n')} AS label, id AS position "
-                f"FROM nodes n WHERE id IN (SELECT unnest({sql.JSON_IDS % 3}))", [sql.json_list(deleted)], now)
+                self.con, "entity deleted", "SELECT namespace, id AS position, name, type FROM nodes "
+                f"WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))", [sql.json_list(deleted)], now, entity_header)
+            deletions.forget_contents(self.con, deleted, existing, forgotten)
         self._record_facts_deleted(edges, now)
         for table, column in (("mentions", "node_id"), ("node_names", "node_id"), ("observations", "node_id"),
                               ("community_members", "node_id"), ("nodes_by_hand", "node_id"),
@@ -277,9 +281,10 @@ class Writer:
         earlier in the write were recorded with it)."""
         if ids:
             deletions.record(
-                self.con, "fact deleted", f"SELECT e.namespace, {deletions.fact_label('e', 's', 't')} AS label, e.id "
-                "AS position FROM edges e JOIN nodes s ON s.id = e.source_id JOIN nodes t ON t.id = e.target_id "
-                f"WHERE e.id IN (SELECT unnest({sql.JSON_IDS % 3}))", [sql.json_list(sorted(set(ids)))], now)
+                self.con, "fact deleted", "SELECT e.namespace, e.id AS position, s.name AS source, e.type, "
+                f"t.name AS target, {deletions.period('e')} AS period FROM edges e JOIN nodes s ON s.id = e.source_id "
+                f"JOIN nodes t ON t.id = e.target_id WHERE e.id IN (SELECT unnest({sql.JSON_IDS % 1}))",
+                [sql.json_list(sorted(set(ids)))], now, deletions.fact_label)
 
     def _delete_edges(self, ids: list[int], now: datetime, recorded: list[int]) -> list[int]:
         """Delete edges with their provenance and vectors; the `recorded` ones among them are recorded as
@@ -315,11 +320,11 @@ class Writer:
         keys, key_params = sql.rows(1, ns=("VARCHAR", namespaces), id=("VARCHAR", ids))
         # A stored document given another text is recorded as replaced: its old text is gone (a new title or
         # metadata alone changes what it is, not what it says).
-        texts, text_params = sql.rows(3, ns=("VARCHAR", namespaces), id=("VARCHAR", ids),
+        texts, text_params = sql.rows(1, ns=("VARCHAR", namespaces), id=("VARCHAR", ids),
                                       text=("VARCHAR", [d.text for d in documents]))
-        deletions.record(self.con, "document replaced", "SELECT d.namespace, d.id AS label, d.id AS position FROM "
+        deletions.record(self.con, "document replaced", "SELECT d.namespace, d.id AS position, d.id AS label FROM "
                          f"documents d JOIN {texts} ON d.namespace = w.ns AND d.id = w.id WHERE d.text <> w.text",
-                         text_params, now)
+                         text_params, now, str)
         removed = self._drop_chunks(self._replaced_chunks(batch) if dropped is None else dropped)
         self._move_kept_chunks(batch, keys, key_params, {(d.namespace, d.id): d.title for d in documents})
         rows, params = sql.rows(
@@ -403,11 +408,9 @@ class Writer:
         documents = sorted(set(batch.delete_documents))
         if not documents:
             return 0, [], [], []
-        gone, gone_params = sql.rows(3, ns=("VARCHAR", [ns for ns, _ in documents]),
-                                     id=("VARCHAR", [i for _, i in documents]))
-        deletions.record(self.con, "document deleted", "SELECT d.namespace, d.id AS label, d.id AS position FROM "
-                         f"documents d JOIN {gone} ON d.namespace = w.ns AND d.id = w.id", gone_params, now)
         keys, key_params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in documents]), id=("VARCHAR", [i for _, i in documents]))
+        deletions.record(self.con, "document deleted", "SELECT d.namespace, d.id AS position, d.id AS label FROM "
+                         f"documents d JOIN {keys} ON d.namespace = w.ns AND d.id = w.id", key_params, now, str)
         nodes, edges = self._supported_only_by(
             f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params)
         stored = self.con.execute(f"SELECT count(*) FROM documents d JOIN {keys} ON d.namespace = w.ns AND d.id = w.id",
@@ -603,16 +606,16 @@ class Writer:
         changes, one row per entity: "Ada [Person]: role: SRE -> lead". recent_changes lists them, so that a
         reader of "entity updated" learns what changed (the mirror still holds the nodes as before the write)."""
         stored = {record.id: record.properties for record in self._graph.node_records([n.id for n in nodes])}
-        labels: list[tuple[str, str, int]] = []
+        labels: list[tuple[str, int, str]] = []
         for node in nodes:
-            if changes := deletions.property_changes(stored.get(node.id, {}), node.properties):
-                labels.append((node.namespace, f"{node.name} [{node.type}]: {changes}", node.id))
+            if changes := deletions.property_changes(node.name, node.type, stored.get(node.id, {}), node.properties):
+                labels.append((node.namespace, node.id, changes))
         if labels:
-            rows, params = sql.rows(3, namespace=("VARCHAR", [a for a, _, _ in labels]),
-                                    label=("VARCHAR", [b for _, b, _ in labels]),
-                                    position=("BIGINT", [c for _, _, c in labels]))
-            deletions.record(self.con, "properties changed", f"SELECT namespace, label, position FROM {rows}",
-                             params, now)
+            rows, params = sql.rows(1, namespace=("VARCHAR", [a for a, _, _ in labels]),
+                                    position=("BIGINT", [b for _, b, _ in labels]),
+                                    label=("VARCHAR", [c for _, _, c in labels]))
+            deletions.record(self.con, "properties changed", f"SELECT namespace, position, label FROM {rows}",
+                             params, now, str)
 
     def _note_renamed_edges(self, nodes: list[NodeRecord]) -> None:
         """The edges of the nodes whose name the batch changes: their sentences name the node (the mirror still
@@ -895,16 +898,14 @@ class Writer:
         columns = {"node_id": ("BIGINT", [i for i, _ in wanted]), "text": ("VARCHAR", [t for _, t in wanted]),
                    "position": ("BIGINT", list(range(len(wanted))))}
         # The observations that go, one row per entity: "Ada [Person]: text; text".
-        ids, id_params = sql.rows(3, id=("BIGINT", [n.id for n in nodes]))
-        rows, params = sql.rows(4, **columns)
-        deletions.record(
-            self.con, "observations deleted", f"SELECT n.namespace, {deletions.node_label('n')} || ': ' || "
-            "string_agg(o.text, '; ' ORDER BY o.created_at) AS label, n.id AS position FROM observations o "
-            "JOIN nodes n ON n.id = o.node_id "
-            f"WHERE o.node_id IN (SELECT id FROM {ids}) AND (o.node_id, o.text) NOT IN (SELECT node_id, text "
-            f"FROM {rows}) GROUP BY n.namespace, n.id, n.name, n.type", [*id_params, *params], now)
         ids, id_params = sql.rows(1, id=("BIGINT", [n.id for n in nodes]))
         rows, params = sql.rows(2, **columns)
+        deletions.record(
+            self.con, "observations deleted", "SELECT n.namespace, n.id AS position, n.name, n.type, "
+            "list(o.text ORDER BY o.created_at) AS texts FROM observations o JOIN nodes n ON n.id = o.node_id "
+            f"WHERE o.node_id IN (SELECT id FROM {ids}) AND (o.node_id, o.text) NOT IN (SELECT node_id, text "
+            f"FROM {rows}) GROUP BY n.namespace, n.id, n.name, n.type", [*id_params, *params], now,
+            deletions.observations_label)
         self.con.execute(
             f"DELETE FROM observations WHERE node_id IN (SELECT id FROM {ids}) "
             f"AND (node_id, text) NOT IN (SELECT node_id, text FROM {rows})",

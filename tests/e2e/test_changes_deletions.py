@@ -56,3 +56,30 @@ async def test_deleted_and_replaced_things_are_listed_newest_first(services):
         since = await call_ok(client, "recent_changes", {"since": after, "limit": 10})
         assert [c["change"] for c in since["changes"]] == [
             "document replaced", "entity deleted", "fact deleted", "fact deleted"]
+
+
+@pytest.mark.anyio
+async def test_a_deleted_entitys_observations_and_property_values_are_gone_from_recent_changes(services):
+    """A diagnosis kept as a property and an observation, then changed, then the entity deleted: recent_changes
+    listed "properties changed: Lena [person]: dx: (none) -> HOLLOWMERE" after the entity had gone."""
+    async with Client(build_server(services)) as client:
+        await call_ok(client, "add_knowledge_graph", {"nodes": [
+            {"name": "Lena", "type": "person", "observations": ["likes tea"]}, {"name": "Tom", "type": "person"}],
+            "edges": []})
+        await call_ok(client, "update_entity", {"name": "Lena", "properties": {"dx": "HOLLOWMERE"},
+                                                "add_observations": ["has HOLLOWMERE cancer"]})
+        await call_ok(client, "update_entity", {"name": "Lena", "properties": {"dx": "unknown"},
+                                                "remove_observations": ["has HOLLOWMERE cancer"]})
+        await call_ok(client, "add_knowledge_graph", {"nodes": [], "edges": [
+            {"source": "Tom", "target": "Lena", "type": "DRIVES_TO_CHEMO", "valid_from": "2024-01-01"}]})
+        before = await client.call_tool("recent_changes", {"limit": 100})
+        assert "properties changed: Lena [person]: dx: (none) -> HOLLOWMERE" in before.content[0].text
+
+        await call_ok(client, "delete_entities", {"names": ["Lena"]})
+        result = await client.call_tool("recent_changes", {"limit": 100})
+        assert "HOLLOWMERE" not in result.content[0].text and "likes tea" not in result.content[0].text
+        assert "HOLLOWMERE" not in str(result.structured_content)
+        changes = [(c["change"], c["subject"]) for c in result.structured_content["changes"]]
+        assert changes == [("entity deleted", "Lena [person]"),
+                           ("fact deleted", "Tom drives to chemo Lena (since 2024-01-01)"),
+                           ("entity created", "Tom [person]")]

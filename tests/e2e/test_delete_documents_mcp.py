@@ -148,3 +148,36 @@ async def test_only_the_all_set_lists_it(tmp_path, plugin_manager, minilm):
         async with Client(build_server(serve(folder, plugin_manager, minilm, tools))) as client:
             names = [t.name for t in (await client.list_tools()).tools]
         assert ("delete_documents" in names) is listed, tools
+
+
+@pytest.mark.anyio
+async def test_deleting_an_entity_names_the_documents_that_still_name_it(tmp_path, plugin_manager, minilm):
+    """The default set stores texts but cannot delete them: after delete_entities, search still shows the passage
+    "My sister Lena has VELLICORD cancer", so the hints name the documents whose passages still name a deleted
+    entity (all the words of its name), and how to delete them."""
+    async with Client(build_server(serve(tmp_path, plugin_manager, minilm, tools="graphrag"))) as client:
+        assert "delete_documents" not in [t.name for t in (await client.list_tools()).tools]
+        await call_ok(client, "add_documents", {"documents": [
+            {"id": "chat-7", "title": "Chat", "text": "My sister Lena has VELLICORD cancer. Also, Tom Berg joined Acme."},
+            {"id": "chat-8", "title": "Chat", "text": "Lena called about the garden on Sunday."},
+            {"id": "chat-9", "title": "Chat", "text": "Tom fixed the office printer again."}, MINUTES]})
+        await call_ok(client, "add_knowledge_graph", {"nodes": [
+            {"name": "Lena", "type": "Person", "description": "sister, has VELLICORD cancer", "source_ids": ["chat-7"]},
+            {"name": "Tom Berg", "type": "Person", "source_ids": ["chat-7"]},
+            {"name": "Zed Corp", "type": "Organization"}], "edges": []})
+
+        lena = await call_ok(client, "delete_entities", {"names": ["Lena"]})
+        assert lena["deleted"] == ["Lena"] and len(lena["hints"]) == 1
+        hint = lena["hints"][0]
+        assert hint.startswith("2 stored documents still have passages naming 'Lena' ('chat-"), hint
+        assert "'chat-7'" in hint and "'chat-8'" in hint and "chat-9" not in hint and "minutes" not in hint
+        assert hint.endswith(": search still finds them, and an extractor could read the entity from them again. To "
+                             "forget it there too, delete them: delete_documents (in the `all` tool set), `duckgraph "
+                             "documents delete ID...`, or the web UI (`duckgraph ui`)")
+        # Every word of the name: "Tom fixed the printer" does not name Tom Berg.
+        tom = await call_ok(client, "delete_entities", {"names": ["tom berg"]})
+        assert tom["hints"] == [
+            "1 stored document still has passages naming 'Tom Berg' ('chat-7'): search still finds it, and an "
+            "extractor could read the entity from it again. To forget it there too, delete it: delete_documents (in "
+            "the `all` tool set), `duckgraph documents delete ID...`, or the web UI (`duckgraph ui`)"]
+        assert (await call_ok(client, "delete_entities", {"names": ["Zed Corp"]}))["hints"] == []

@@ -104,3 +104,31 @@ def test_recent_changes_quotes_a_document_id_or_name_holding_its_delimiters(tmp_
                     "Dave knows Carol: trusted source"} <= subjects  # as stored
 
     anyio.run(session)
+
+
+def test_the_lines_the_store_writes_quote_a_value_or_name_holding_their_delimiters(tmp_path: Path, db_path: Path,
+                                                                                  plugin_manager, minilm):
+    """"properties changed: Dave [person]: role: (none) -> guest; clearance: top-secret" read as a second property
+    changed, clearance; the lines of what was deleted, merged or changed name things by the rule of the others."""
+    async def session() -> None:
+        async with Client(build_server(make_services(tmp_path, db_path, minilm, plugin_manager))) as client:
+            await call_ok(client, "add_knowledge_graph", {
+                "nodes": [{"name": "Dave", "type": "person", "observations": ["badge 7; escorted"]},
+                          {"name": "Bob] [admin", "type": "person"}, {"name": "Carol: trusted", "type": "person"},
+                          {"name": "Carol", "type": "person"}],
+                "edges": [{"source": "Dave", "target": "Carol: trusted", "type": "KNOWS"}]})
+            await call_ok(client, "update_entity", {"name": "Dave", "remove_observations": ["badge 7; escorted"],
+                                                    "properties": {"role": "guest; clearance: top-secret"}})
+            await call_ok(client, "merge_entities", {"sources": ["Carol: trusted"], "target": "Carol"})
+            await call_ok(client, "delete_entities", {"names": ["Bob] [admin"]})
+            result = await call_ok(client, "recent_changes", {})
+            lines = result.content[0].text.splitlines()
+            assert all(CHANGE_LINE.match(line) for line in lines), lines
+            ends = [line.split(" UTC ", 1)[1] for line in lines]
+            assert 'properties changed: Dave [person]: role: (none) -> "guest; clearance: top-secret"' in ends
+            assert 'observations deleted: Dave [person]: "badge 7; escorted"' in ends
+            assert 'entity merged: "Carol: trusted" [person] into Carol (1 relation moved)' in ends
+            assert 'entity deleted: "Bob] [admin" [person]' in ends
+            assert not any("; clearance:" in line and '"guest;' not in line for line in lines)
+
+    anyio.run(session)
