@@ -103,8 +103,9 @@ def _held_by_duckgraph(args: argparse.Namespace, exc: DuckgraphError) -> str | N
     pid = info.get("pid", "?")
     owner = {
         "ui": f"the duckgraph web UI (`duckgraph ui`, pid {pid}): use the memory in that page, or stop it",
+        # The page forwards to the server, so it can do what that client's tool set may lack (delete documents).
         "serve": f"a duckgraph MCP server (`duckgraph serve`, pid {pid}, which an MCP client started): use the "
-                 "memory through that client, or stop it",
+                 "memory through that client or `duckgraph ui` (which works beside it), or stop it",
     }.get(info.get("command"), f"the duckgraph server or web UI pid {pid}: use the memory through it, or stop it")
     return f"{db} is in use by {owner}. `duckgraph doctor` and `duckgraph backup` work while it runs."
 

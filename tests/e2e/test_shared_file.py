@@ -685,5 +685,6 @@ async def test_a_command_refused_a_file_a_duckgraph_server_holds_names_that_serv
     assert stats.returncode == 1
     assert stats.stderr == (
         f"duckgraph: {db} is in use by a duckgraph MCP server (`duckgraph serve`, pid {owner.pid}, which an MCP "
-        "client started): use the memory through that client, or stop it. `duckgraph doctor` and `duckgraph "
+        "client started): use the memory through that client or `duckgraph ui` (which works beside it), or stop "
+        "it. `duckgraph doctor` and `duckgraph "
         "backup` work while it runs.\n")
