@@ -59,6 +59,12 @@ _WHEN_DIGITS = re.compile(r"(?:1[5-9]|20)\d\ds?|\d{4}[-/]\d{1,2}(?:[-/]\d{1,2})?
                           r"|\d{1,2}(?:am|pm)|\d{1,2}(?:st|nd|rd|th)")
 #: An id (as `tokens` gives it): letters and digits joined by '-', '.', '_' or '/' ("INC-199", "v2.7", "orders-db-3").
 _ID = re.compile(r"(?=.*[^\W\d_])(?=.*\d)[^\W_]+(?:[-._/][^\W_]+)+")
+#: The fewest digits of a number that names one thing ("port 5432", "exit code 137", "issue 482") rather than counts
+#: ("2 kids", "45 minutes"); a number after '#' names one whatever its length ("#48").
+_NAMING_DIGITS = 3
+#: A dotted key, file name or path: two parts of two characters or more around a dot ("spring.datasource.url",
+#: "deploy.sh", "src/api/users.py"), not initials ("e.g.", "U.S.").
+_DOTTED = re.compile(r"[^\W_]{2}\.[^\W_]{2}")
 #: How many of the rows holding a part of an id are asked whether they hold it whole (those holding it whole rank
 #: first but for long rows holding its parts often).
 _HELD_CHECKED = 20
@@ -171,7 +177,8 @@ def anchor_and_expand(
         ranked = {i for i, _ in keyword_nodes}
         keyword_nodes += [(i, 0.0) for i in sorted(relevance.typed) if i not in ranked]
         fact_ends = [i for i in fact_ends if i in relevance.typed]
-    anchors = _anchors(store, named, candidates, keyword_nodes, query, options, relevance.observed, fact_ends)
+    anchors = _anchors(store, named, candidates, keyword_nodes, query, options, relevance.observed, fact_ends,
+                       _called(query_text, named))
     anchors = _without_sibling_ids(store, anchors, named)
     if not relevance.whole:  # no whole reached the floor: a vector below it alone does not make an anchor
         backed = {n.id for n in named} | {i for i, _ in words.nodes} | relevance.observed.keys() | set(fact_ends)
@@ -191,7 +198,7 @@ def anchor_and_expand(
     return Subgraph(anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges,
                     passages=passages[: options.max_passages], more_passages=passages[options.max_passages:],
                     nothing_stored=nothing_stored,
-                    not_stored=_ids_not_stored(store, query_text, namespace))
+                    not_stored=_ids_not_stored(store, query_text, namespace, words.named))
 
 
 def _anchor_candidates(options: SearchOptions) -> int:
@@ -223,11 +230,12 @@ def _relevant(
 ) -> Relevance | None:
     """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
     `relevance_floor` similar to the query (moved by what the memory holds of the query's words), the query asks
-    for whatever is stored of names the memory holds ("Tell me about Kirsty"), an id it names verbatim ("INC-142",
-    "v2.3") is stored (in an entity, passage or fact), or one observation, sentence or fact of what the keyword
-    channel found is that similar on its own (`_parts_near`). Below it a search returns nothing (None here), so
-    that the model says it does not know instead of reading noise. A query that asks for nothing but the entities of
-    a stored type ("How many incidents have we had?") is about them, however far their vectors are (`_typed`)."""
+    for whatever is stored of names the memory holds ("Tell me about Kirsty"), an id it names (`_ids`: "INC-142",
+    "ECONNREFUSED", "5432") is stored whole (in an entity, passage or fact), or one observation, sentence or fact of
+    what the keyword channel found is that similar on its own (`_parts_near`). Below it a search returns nothing
+    (None here), so that the model says it does not know instead of reading noise. A query that asks for nothing but
+    the entities of a stored type ("How many incidents have we had?") is about them, however far their vectors are
+    (`_typed`)."""
     if not options.relevance_floor:
         return Relevance(True, {})
     floor = options.relevance_floor
@@ -251,8 +259,16 @@ def _relevant(
     floor *= 1 + options.name_margin * names + options.word_margin * (asked or 0)
     if best >= floor or _closest_without_when(store, query_text, namespace, embedder) >= floor:
         return Relevance(True, {})
-    ids = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/") and not _says_when(word)]
-    if ids and any(store.keyword_search(kind, " ".join(ids), 1, namespace) for kind in ("node", "chunk", "edge")):
+    # An id (`_ids`) or a run joined as one ("cert-manager") that something stored holds whole: the vectors barely see
+    # such words ("how do I fix ECONNREFUSED?": 0.27 from the observation that answers). So does an id of letters and
+    # digits whose letters are stored, one of a series the memory holds ("INC-199" of INC-142: shown with
+    # `not_stored`). Other parts do not count: "src" and "py" of "src/payments/refund.py" are in many paths.
+    joined = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/") and not _says_when(word)]
+    named_records = words.named if words is not None else []
+    candidates = dict.fromkeys([*_ids(query_text).values(), *joined])
+    series = [part for word in candidates if _ID.fullmatch(word) for part in tokens(word)[:-1] if not part.isdigit()]
+    if ((series and _stored(store, " ".join(series), namespace))
+            or any(_held(store, word, namespace, named_records) for word in candidates)):
         return Relevance(True, {})
     if words is None:
         return None
@@ -334,15 +350,17 @@ def _parts_near(
 
 def _names_stored(store: GraphStore, query_text: str, namespace: str, names: set[str] | None = None) -> int:
     """-1 when the query names things (words written like proper names, or that name a stored entity: `_name_words`,
-    numbers aside) and every one is a word of something stored, +1 when one is not, 0 when it names nothing. A name
-    is the surest sign of what a question is about: one the memory holds makes a middling match likely relevant,
-    one it never saw ("Kubernetes" in a memory of other things) makes it likely that nothing stored answers.
+    numbers of fewer than `_NAMING_DIGITS` digits aside) and every one is a word of something stored, +1 when one is
+    not, 0 when it names nothing. A name is the surest sign of what a question is about: one the memory holds makes a
+    middling match likely relevant, one it never saw ("Kubernetes" in a memory of other things) makes it likely that
+    nothing stored answers.
     `names`: the query's `_name_words`, when found already."""
     # Words, not their terms, go to the keyword search, which stems them: a stem stemmed again may differ ("Ilse"
     # gives "ils", and "ils" gives "il").
     if names is None:
         names = _name_words(query_text, store, namespace)
-    words = {word for word in names if not word.isdigit()}
+    # A number that counts ("2 kids") is no name; one that names a thing ("port 5432") is, as an id is.
+    words = {word for word in names if not word.isdigit() or len(word) >= _NAMING_DIGITS}
     stored = {word for word in words if _stored(store, word, namespace)}
     # One that says when ("March", "2026-03") and is not stored counts for nothing: the time window handles it.
     unstored = {word for word in words - stored if not _says_when(word)}
@@ -419,16 +437,46 @@ def _type_words(type_: str) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(stemmed(written)), frozenset(noun_form(word) for word in written)
 
 
-def _ids_not_stored(store: GraphStore, query_text: str, namespace: str) -> list[str]:
-    """The ids the query names (letters and digits joined: "INC-199", "v2.7", "orders-db-3"), as written, that no
-    stored entity, passage or fact holds as a whole: what a search finds for them holds a part only ("INC-142"
-    for "INC-199", as the keyword index holds an id both whole and by its parts), or is merely related."""
-    missing = []
-    for written in dict.fromkeys(WORD_RUN.findall(query_text)):
-        word = tokens(written)[-1:]  # a joined run's tokens end with the whole run
-        if word and _ID.fullmatch(word[0]) and not _held_whole(store, word[0], namespace):
-            missing.append(written)
-    return missing
+def _ids_not_stored(store: GraphStore, query_text: str, namespace: str, named: list[NodeRecord]) -> list[str]:
+    """The ids the query names (`_ids`: "INC-199", "getUserByName", "spring.datasource.password"), as written, that
+    nothing stored holds (`_held`): what a search finds for them holds a part only ("INC-142" for "INC-199",
+    "spring.datasource.url" for "spring.datasource.password", as the keyword index holds an id both whole and by its
+    parts), or is merely related ("getUserById": the vectors of two ids differing by a word are close).
+    `named`: the entities the query names (`match_words`)."""
+    return [written for written, word in _ids(query_text).items() if not _held(store, word, namespace, named)]
+
+
+def _ids(query_text: str) -> dict[str, str]:
+    """The ids the query names, as written (a run of `WORD_RUN`) -> as `tokens` gives them (a joined run whole):
+    words written as codes, not as prose, which a memory holds verbatim or not at all and which the vectors barely
+    see. Letters and digits joined (`_ID`: "INC-199", "v2.7"); a number of `_NAMING_DIGITS` digits or more ("5432",
+    "137") or after '#' ("#482"); a word in capitals that is no common word (`_common_word`: "ECONNREFUSED", "HCI";
+    not "US"); camelCase, a capital inside a word that has small letters ("getUserById", "OOMKilled"; each part of a
+    joined run alone, so not "Jean-Luc"); snake_case ("get_user_by_name"); a dotted key, file name or path
+    (`_DOTTED`: "spring.datasource.url", "src/api/users.py"). Not a word that says when ("2026-03-15", "10AM"), nor
+    the compounds of prose ("self-portrait", "artists/bands"), which writers spell several ways."""
+    found: dict[str, str] = {}
+    for run in WORD_RUN.finditer(query_text):
+        written, word = run[0], (tokens(run[0]) or [""])[-1]  # a joined run's tokens end with the whole run
+        if word and not _says_when(word) and (
+                _ID.fullmatch(word) or "_" in written or _DOTTED.search(written)
+                or (word.isdigit() and (len(word) >= _NAMING_DIGITS or query_text[run.start() - 1:run.start()] == "#"))
+                or any(_camel_case(part) for part in re.split(r"[-._/]", written))
+                or (len(word) > 1 and written.isupper() and not _common_word(word))):
+            found.setdefault(written, word)
+    return found
+
+
+def _camel_case(word: str) -> bool:
+    """Whether a word (as written) has a capital past its first letter and small letters ("getUserById", "OOMKilled",
+    "iPhone"), unlike a name ("Nowak") or a word in capitals ("HCI")."""
+    return any(char.isupper() for char in word[1:]) and any(char.islower() for char in word)
+
+
+def _held(store: GraphStore, word: str, namespace: str, named: list[NodeRecord]) -> bool:
+    """Whether something stored holds the id `word` (as `tokens` gives it) whole (`_held_whole`), or an entity the
+    query names (`named`) is called by it up to punctuation ("orders_db" names orders-db: `_called`)."""
+    return bool(_called(word, named)) or _held_whole(store, word, namespace)
 
 
 def _held_whole(store: GraphStore, word: str, namespace: str) -> bool:
@@ -509,11 +557,14 @@ def _common_word(word: str) -> bool:
 def _anchors(
     store: GraphStore, named: list[NodeRecord], nearest: list[tuple[int, float]],
     keyword_nodes: list[tuple[int, float]], query: np.ndarray, options: SearchOptions,
-    observed: dict[int, float] | None = None, fact_ends: list[int] | None = None,
+    observed: dict[int, float] | None = None, fact_ends: list[int] | None = None, called: set[int] | None = None,
 ) -> list[Reached]:
     """The nodes the query is about; `observed`: entities whose own observation is that close to the query;
     `fact_ends`: `_fact_ends`, ranked after the entities the keyword channel found by their own words (one
-    ranking of the channel: a fact's ends add candidates, not a vote for entities its names found already)."""
+    ranking of the channel: a fact's ends add candidates, not a vote for entities its names found already);
+    `called`: the entities the whole query names (`_called`), first and as relevant as the best anchor: the query
+    asks for nothing else, while the vectors and the words of another ("ORA-00942", whose observation writes
+    "orders" three times) may rank it first ("orders-db")."""
     if options.k_anchors <= 0:
         return []
     vector_hits = nearest[: _anchor_candidates(options)]
@@ -530,10 +581,20 @@ def _anchors(
     for ranking in ([node_id for node_id, _ in vector_hits], [n.id for n in named], keyword_ranking):
         for rank, node_id in enumerate(ranking):
             fused[node_id] = fused.get(node_id, 0.0) + 1.0 / (options.rrf_k + rank + 1)
-    chosen = sorted(fused, key=lambda node_id: -fused[node_id])[: options.k_anchors]
+    called = called or set()
+    chosen = sorted(fused, key=lambda node_id: (node_id not in called, -fused[node_id]))[: options.k_anchors]
+    best = max((relevance.get(i, 0.0) for i in chosen), default=0.0)
+    relevance.update({i: max(relevance.get(i, 0.0), best) for i in called.intersection(chosen)})
     anchors = [Reached(node_id=i, hop=0, proximity=1.0, relevance=relevance.get(i, 0.0)) for i in chosen]
     threshold = _keep_threshold(anchors, options)
     return [a for a in anchors if a.relevance >= threshold]
+
+
+def _called(query_text: str, named: list[NodeRecord]) -> set[int]:
+    """The entities of `named` (those the query names) whose name or an alias is the whole query, up to case,
+    accents and punctuation (`loose_key`: "orders_db" or "Orders DB?" calls orders-db)."""
+    whole = loose_key(query_text)
+    return {n.id for n in named if any(loose_key(name) == whole for name in (n.name, *n.aliases))}
 
 
 def _without_sibling_ids(store: GraphStore, anchors: list[Reached], named: list[NodeRecord]) -> list[Reached]:
