@@ -69,6 +69,9 @@ SUGGESTION_CANDIDATES = 20
 #: Passages keyword search reads after delete_entities, among which those that still name a deleted entity are
 #: looked for: at most what the store reads by point lookups (a larger list scans the table of passages).
 NAMING_CANDIDATES = 50
+#: Letters a one-word name must have to be suggested the names it begins a word of ("UserRepo": "UserRepository"),
+#: and each half of one looked up by its halves for a typo (shorter ones would name half the graph).
+WORD_PREFIX = 4
 #: How alike (difflib's ratio, 0 to 1) a stored name must be to one not found to be suggested: "postgres 17
 #: migration" and "postgresql 17 migration" are 0.95 alike; "payments api" and "payments team" 0.8.
 NEAR_SPELLING = 0.85
@@ -138,9 +141,11 @@ class GraphCuration:
     def did_you_mean(self, names: Sequence[str], namespace: str) -> dict[str, list[str]]:
         """For names that matched no entity, the stored names each most likely meant (at most `SUGGESTIONS`, names
         with none left out): those it equals up to accents and punctuation or is an alias of (resolution's rule 2,
-        any type), then, among the entities keyword search finds for it, those whose name starts with its words
-        ("Priya": "Priya Raman") and those spelt nearly as it is ("postgres 17 migration": "PostgreSQL 17
-        migration")."""
+        any type), then, among the entities keyword search (and, for a one-word name, substring search) finds for
+        it, those whose name or last path segment starts with its words ("Priya": "Priya Raman", "deploy.sh":
+        "./scripts/deploy.sh") or, for one word of `WORD_PREFIX` letters or more, with that word ("UserRepo":
+        "UserRepository"), and those spelt nearly as it is ("postgres 17 migration": "PostgreSQL 17 migration",
+        "Hohenzolern": "Hohenzollern")."""
         namespace = check_namespace(namespace)
         self.kb.open()
         keys = NameKeys()
@@ -150,14 +155,29 @@ class GraphCuration:
         for name in dict.fromkeys(names):
             given = keys.loose(name)
             ranked = [i for i, _ in self.store.keyword_search("node", name, SUGGESTION_CANDIDATES, namespace)]
+            if word := len(given) >= WORD_PREFIX and " " not in given:
+                # One word shares no keyword with a longer word it begins ("userrepo", "userrepository") nor with
+                # itself misspelt: looked up as a substring, and by its halves, one of which a typo leaves whole.
+                half = len(given) // 2
+                parts = [name, given[:half], given[half + 1:]] if half >= WORD_PREFIX else [name]
+                ranked += [i for part in parts
+                           for i in self.store.nodes_containing(namespace, part, limit=SUGGESTION_CANDIDATES)]
+            ranked = list(dict.fromkeys(ranked))
             found = {n.id: n for n in self.store.get_nodes(ranked)}
             nearby = [found[i].name for i in ranked if i in found] if given else []
-            starting = [n for n in nearby if keys.loose(n).startswith(given + " ")]
+            starting = [n for n in nearby if self._begins(given, n, keys, word=word)]
             close = [n for n in nearby if SequenceMatcher(None, given, keys.loose(n)).ratio() >= NEAR_SPELLING]
             meant = [r.name for r in resolver.candidates(name)] + starting + close
             if meant := list(dict.fromkeys(meant))[:SUGGESTIONS]:
                 suggestions[name] = meant
         return suggestions
+
+    @staticmethod
+    def _begins(given: str, name: str, keys: NameKeys, *, word: bool) -> bool:
+        """Whether stored `name`, or its last path segment ("deploy.sh" of "./scripts/deploy.sh"), starts with the
+        words of `given` (a loose form), or, when `given` is one `word` (of `WORD_PREFIX` letters or more), with it."""
+        return any(part == given or part.startswith(given if word else given + " ")
+                   for part in {keys.loose(name), keys.loose(name.replace("\\", "/").rsplit("/", 1)[-1])})
 
     def require(self, names: Sequence[str], namespace: str, *, loose: bool = False) -> dict[str, NodeRecord]:
         """`resolve`'s nodes, or a NotFoundError naming the names not found and what they likely meant

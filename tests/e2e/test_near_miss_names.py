@@ -64,3 +64,22 @@ async def test_open_nodes_opens_the_one_entity_a_name_names_up_to_punctuation(tm
         assert result.is_error
         opened, _ = await call_ok(client, "open_nodes", {"names": ["Dr. Patel"]})
         assert opened["entities"][0]["observations"] == []
+
+
+@pytest.mark.anyio
+async def test_did_you_mean_finds_a_path_s_file_a_word_s_beginning_and_one_typo(tmp_path, minilm):
+    # None of these shares a keyword with the name meant, but the paths: suggested all the same, the nearest only.
+    nodes = [{"name": "./scripts/deploy.sh", "type": "File"}, {"name": "src/api/users.py", "type": "File"},
+             {"name": "UserRepository", "type": "Class"}, {"name": "Hohenzollern", "type": "Dynasty"},
+             {"name": "Maximilian", "type": "Person", "observations": ["Maximum speed: 30 km/h"]},
+             {"name": "Maxine", "type": "Person"}, {"name": "Users", "type": "Table"}]
+    async with Client(build_server(make_services(tmp_path, "all", minilm))) as client:
+        await call_ok(client, "add_knowledge_graph", {"nodes": nodes, "edges": []})
+        asked = ["deploy.sh", "users.py", "UserRepo", "Hohenzolern", "Maximillian", "Usr", "Hohenstaufen"]
+        result, _ = await call_ok(client, "get_entities", {"names": asked})
+        assert result["did_you_mean"] == {
+            "deploy.sh": ["./scripts/deploy.sh"], "users.py": ["src/api/users.py"], "UserRepo": ["UserRepository"],
+            "Hohenzolern": ["Hohenzollern"], "Maximillian": ["Maximilian"]}
+        # The other tools' not-found errors say the same.
+        failed = await client.call_tool("find_paths", {"source": "UserRepo", "target": "users.py"})
+    assert failed.is_error and "'UserRepository'" in failed.content[0].text
