@@ -21,18 +21,25 @@ MAX_CONNECTED = 100
 MAX_COMMUNITIES = 500
 
 
-def entity_passages(kb: KnowledgeBase, namespace: str, name: str, limit: int = 10) -> dict[str, Any]:
-    """The passages an entity was extracted from (its provenance), in document order."""
+def entity_passages(kb: KnowledgeBase, namespace: str, name: str, limit: int = 10, offset: int = 0) -> dict[str, Any]:
+    """The passages an entity was extracted from (its provenance): `limit` of them from `offset` on, in the order
+    they were stored, each page in document order; `next_offset` reads the next page (None: no more)."""
+    if offset < 0:
+        raise InvalidInputError(f"offset must be 0 or more, not {offset}")
     record = kb.curation.require([name], namespace)[name]
-    pairs = kb.store.chunks_mentioning([record.id], limit=min(limit, MAX_PASSAGES) + 1)
-    chunks = kb.store.get_chunks(sorted({chunk for chunk, _ in pairs})[: min(limit, MAX_PASSAGES)])
+    limit = max(1, min(limit, MAX_PASSAGES))
+    pairs = kb.store.chunks_mentioning([record.id], limit=offset + limit + 1)
+    ids = sorted({chunk for chunk, _ in pairs})
+    chunks = kb.store.get_chunks(ids[offset: offset + limit])
     titles = kb.store.document_titles({c.document_id for c in chunks}, namespace)
     chunks.sort(key=lambda c: (c.document_id, c.ordinal))
+    more = len(ids) > offset + limit
     return {
         "entity": record.name,
         "passages": [{"document_id": c.document_id, "chunk_id": c.id, "title": titles.get(c.document_id, ""),
                       "text": c.text} for c in chunks],
-        "truncated": len(pairs) > min(limit, MAX_PASSAGES),
+        "truncated": more,
+        "next_offset": offset + limit if more else None,
         "words": tokens(" ".join([record.name, *record.aliases])),
     }
 

@@ -6,6 +6,7 @@ model's calls do) and the reads of core/domain/browse.py.
     GET  /api/search?q=&namespace=       the search tool's result, each passage with the ranges to mark (marks.py)
     GET  /api/entity?name=&namespace=    get_entities, the passages that mention it (with their marks), its
                                          neighbours; 404 with the names it likely meant (did_you_mean)
+    GET  /api/passages?name=&offset=     the next passages that mention an entity (10 at a time, with marks)
     GET  /api/communities?level=         the communities of a level with their reports
     GET  /api/community?id=              one community's report and its entities to draw
     GET  /api/document?id=&namespace=    the whole document a passage's document is part of: what deleting it
@@ -74,6 +75,7 @@ def build_app(calls: DirectCalls) -> Starlette:
         Route("/api/overview", api.overview),
         Route("/api/search", api.search),
         Route("/api/entity", api.entity),
+        Route("/api/passages", api.passages),
         Route("/api/communities", api.communities),
         Route("/api/community", api.community),
         Route("/api/document", api.document),
@@ -140,11 +142,17 @@ class _Api:
                                 did_you_mean=found.get("did_you_mean", {}).get(name, []), hint=found.get("hint"))
             stored = found["entities"][0]["name"]
             passages, neighbours = await asyncio.gather(
-                self.calls.browse("entity_passages", namespace, {"name": stored}),
+                self._passages(namespace, stored, 0),
                 self.calls.browse("neighbourhood", namespace, {"name": stored}),
             )
-            passages["passages"] = await _marked(passages["passages"], set(stemmed(passages["words"])))
             return {"entity": found["entities"][0], "passages": passages, "graph": neighbours}
+
+        return await self._answer(request, answer)
+
+    async def passages(self, request: Request) -> Response:
+        async def answer(namespace: str) -> dict[str, Any]:
+            offset = _whole(request, "offset") if "offset" in request.query_params else 0
+            return await self._passages(namespace, request.query_params.get("name", ""), offset)
 
         return await self._answer(request, answer)
 
@@ -211,6 +219,12 @@ class _Api:
         except DuckgraphError as exc:
             return _error(400, _refusal(exc))
 
+    async def _passages(self, namespace: str, name: str, offset: int) -> dict[str, Any]:
+        """A page of the passages that mention the entity, each with the ranges of its name's words to mark."""
+        passages = await self.calls.browse("entity_passages", namespace, {"name": name, "offset": offset})
+        passages["passages"] = await _marked(passages["passages"], set(stemmed(passages["words"])))
+        return passages
+
     async def _tool(self, name: str, arguments: dict[str, Any], namespace: str) -> dict[str, Any]:
         """Call a tool in `namespace`: as its argument where the tool takes one, else only the default one."""
         if "namespace" in (await self.calls.tools())[name].get("properties", {}):
@@ -255,10 +269,16 @@ def _whole(request: Request, key: str) -> int:
         raise InvalidInputError(f"{key} must be a whole number") from None
 
 
+#: What the MCP SDK puts before a tool's error text ("Error executing tool update_entity: ..."): said to a person,
+#: only the tool's own words follow.
+_TOOL_ERROR_PREFIX = re.compile(r"^Error executing tool [\w.-]+: ")
+
+
 def _refusal(exc: DuckgraphError) -> str:
-    """The error's text; a tool's arguments refused by their validation in short lines (`readable`)."""
+    """The error's text, without the SDK's prefix; a tool's arguments refused by their validation in short lines
+    (`readable`)."""
     cause = validation_cause(exc)
-    return str(exc) if cause is None else readable(cause)
+    return _TOOL_ERROR_PREFIX.sub("", str(exc)) if cause is None else readable(cause)
 
 
 def _error(status: int, message: str, **details: Any) -> Response:

@@ -82,3 +82,18 @@ def test_a_login_lands_on_the_view_the_address_asked_for(small_db: Path, tmp_pat
         browser.get(f"{url}?token={TOKEN}#/entity?name=Maya+Chen")
         open_entity_page(browser, "Maya Chen")
         assert browser.current_url == maya
+
+
+def test_a_login_that_ends_while_the_page_is_open_asks_for_the_token_again(small_db: Path, tmp_path: Path,
+                                                                             browser) -> None:  # noqa: F811
+    env = child_env(tmp_path / "home", fake_embedder=True, DUCKGRAPH_WARM_UP="0", DUCKGRAPH_HTTP_TOKEN=TOKEN)
+    with running_ui(small_db, tmp_path / "ui.log", env) as url:
+        browser.get(f"{url}?token={TOKEN}#/entity?name=Bob")
+        open_entity_page(browser, "Bob")
+        # The cookie expired (or the UI restarted): the next move within the page shows the token form, not an
+        # error, and the login returns to the view asked for.
+        browser.delete_all_cookies()
+        browser.execute_script("location.hash = '#/entity?name=Maya+Chen'")
+        log_in_by_the_form(browser, TOKEN)
+        open_entity_page(browser, "Maya Chen")
+        assert browser.current_url == f"{url}#/entity?name=Maya+Chen"

@@ -30,6 +30,12 @@ export async function callTool(name, args) {
 }
 
 async function answer(response) {
+  // The login ended (its cookie expired, or the UI restarted with a new key): the address loaded again shows the
+  // token form, whose login returns to this same view. The promise never settles, so nothing is drawn meanwhile.
+  if (response.status === 401) {
+    location.reload();
+    return new Promise(() => {});
+  }
   const body = await response.json().catch(() => ({ error: `${response.status} ${response.statusText}` }));
   if (!response.ok) {
     const error = new Error(body.error || body.error_description || `${response.status}`);
@@ -79,7 +85,10 @@ async function render() {
   state.drawing?.stop();
   state.drawing = null;
   try {
-    if (!state.overview || state.overview.namespace !== (state.namespace || state.overview.default_namespace)) {
+    // The start page reads its counts again each time it is shown, as its recent changes are: other clients (an
+    // agent) write meanwhile. Other views keep the overview read last (its namespaces and tools).
+    const start = path === "/search" ? !params.get("q")?.trim() : !["/entity", "/community"].includes(path);
+    if (start || !state.overview || state.overview.namespace !== (state.namespace || state.overview.default_namespace)) {
       const overview = await api("overview");
       if (!live()) return;
       useOverview(overview);
@@ -147,9 +156,11 @@ function showBrowse() {
     types("Entity types", Object.entries(stats.node_types), true),
     types("Relation types", Object.entries(stats.edge_types), false), connected, spaces, changes, communities));
   showNamespaces(spaces);
-  optional(changes, "recent_changes", { limit: 30 }, changesTable);
+  optional(changes, "recent_changes", { limit: CHANGES }, changesTable);
   showCommunities(communities);
 }
+
+const CHANGES = 30;  // recent changes listed at a time
 
 // A view of a tool that other versions may lack: drawn by `draw`, or "not available".
 async function optional(section, tool, args, draw) {
@@ -167,12 +178,24 @@ async function optional(section, tool, args, draw) {
   return body;
 }
 
+// Newest first, 30 at a time; "More changes" appends the next ones. The tool pages by position, so changes written
+// meanwhile move those listed further down: a change read again is not listed twice.
 function changesTable(result) {
   if (!result.changes.length) return h("p", { class: "muted" }, "No changes recorded.");
-  return [h("table", { class: "changes" }, result.changes.map((c) => h("tr", {},
-    h("td", { class: "muted when" }, String(c.at).replace("T", " ").slice(0, 19)), h("td", {}, c.change),
-    h("td", {}, subject(c))))),
-  result.truncated ? h("p", { class: "muted" }, "More changes exist than listed.") : null];
+  const table = h("table", { class: "changes" });
+  const listed = new Set();
+  const more = h("button", { type: "button", id: "more-changes" }, "More changes");
+  const show = (page) => {
+    const fresh = page.changes.filter((c) => !listed.has(JSON.stringify(c)));
+    for (const c of fresh) listed.add(JSON.stringify(c));
+    append(table, fresh.map((c) => h("tr", {},
+      h("td", { class: "muted when" }, String(c.at).replace("T", " ").slice(0, 19)), h("td", {}, c.change),
+      h("td", {}, subject(c)))));
+    more.hidden = page.next_offset == null;
+    more.onclick = () => act(() => callTool("recent_changes", { limit: CHANGES, offset: page.next_offset }), show);
+  };
+  show(result);
+  return [table, more];
 }
 
 // An entity's change names it as "Name [Type]": linked to its page.
@@ -371,6 +394,7 @@ function passage(p) {
     h("header", {}, h("strong", { dir: "auto" }, p.title || p.document_id),
       p.score !== undefined ? h("span", { class: "count" }, `score ${p.score}`) : null,
       available("delete_documents") ? h("button", { type: "button", class: "danger delete-document",
+        "aria-label": `Delete document ${p.document_id}`,
         title: "Delete the document this passage comes from, with all its passages", onclick: () => deleteDocument(p) },
       "Delete document") : null),
     h("p", { dir: "auto" }, marked(p.text, p.marks)));
@@ -421,31 +445,68 @@ async function showEntity(name, live) {
           entity.observations.length ? h("ul", { class: "observations" }, entity.observations.map((o) => h("li", { dir: "auto" }, o)))
             : h("p", { class: "muted" }, "none")),
         relationsSection(entity),
-        h("section", { id: "entity-passages" }, h("h2", {}, `Passages that mention it (${passages.passages.length}${passages.truncated ? "+" : ""})`),
-          passages.passages.length ? passages.passages.map((p) => passage(p)) : h("p", { class: "muted" }, "none"))),
+        passagesSection(entity, passages)),
       h("div", {}, h("h2", {}, "Neighbours"), canvas))));
   state.drawing = drawGraph(canvas, graph, { center: graph.center, onOpen: (n) => n !== entity.name && go("/entity", { name: n }) });
+}
+
+// The passages that mention it, 10 at a time; "More passages" appends the next ones.
+function passagesSection(entity, first) {
+  const heading = h("h2", {});
+  const list = h("div", {});
+  const more = h("button", { type: "button", id: "more-passages" }, "More passages");
+  const show = (page) => {
+    append(list, page.passages.map((p) => passage(p)));
+    more.hidden = page.next_offset == null;
+    clear(heading, `Passages that mention it (${list.children.length}${more.hidden ? "" : "+"})`);
+    more.onclick = () => act(() => api("passages", { name: entity.name, offset: page.next_offset }), show);
+  };
+  show(first);
+  return h("section", { id: "entity-passages" }, heading,
+    first.passages.length ? [list, more] : h("p", { class: "muted" }, "none"));
 }
 
 // delete_relations and end_relations name a relation by its ends and type and act on the periods of it that have
 // not ended (the one that holds now, and those that have not begun): a row offers Delete and End only when it is
 // the one such period of its relation listed, so that the tool acts on exactly that row. An ended row is history.
 function actsOnRow(relation, listed) {
-  const same = (r) => r.source === relation.source && r.target === relation.target && r.type === relation.type;
-  return !ended(relation) && listed.filter((r) => same(r) && !ended(r)).length === 1;
+  return !ended(relation) && listed.filter((r) => sameRelation(r, relation) && !ended(r)).length === 1;
 }
 
-// The tool lists 50 relations at a time, strongest first; "More relations" appends the next ones.
+// The tool lists 50 relations at a time, strongest first; "More relations" appends the next ones. A Delete or an
+// End changes its row in place (removed, or ended) rather than drawing the page again, which would list the first
+// 50 only and lose the place of a row found after several "More relations".
 function relationsSection(entity) {
-  const heading = h("h2", {});
+  const heading = h("h2", { tabindex: "-1" });
   const table = h("table", { class: "relations" });
   const more = h("button", { type: "button", id: "more-relations" }, "More relations");
-  const listed = [];  // every row shown so far, for actsOnRow
+  const listed = [];  // every relation shown so far, for actsOnRow
+  const rows = new Map();  // each of them -> its row
+  const count = () => clear(heading, `Relations (${table.rows.length}${more.hidden ? "" : "+"})`);
+  const row = (r) => {
+    const drawn = relationRow(entity, r, listed, changed);
+    rows.set(r, drawn);
+    return drawn;
+  };
+  // `r` deleted (`now` null) or ended (`now`: it with its end): its row goes or is drawn again, and so are the other
+  // rows of its relation (one of them may now be the one period the tools act on); the focus goes to the nearest
+  // row's first button.
+  function changed(r, now) {
+    const at = [...table.rows].indexOf(rows.get(r));
+    listed.splice(listed.indexOf(r), 1, ...(now ? [now] : []));
+    if (now) rows.get(r).replaceWith(row(now));
+    else rows.get(r).remove();
+    rows.delete(r);
+    for (const other of listed.filter((o) => sameRelation(o, r) && o !== now)) rows.get(other).replaceWith(row(other));
+    count();
+    const near = [...table.rows].slice(at).concat([...table.rows].slice(0, at).reverse());
+    (near.map((tr) => tr.querySelector("button")).find(Boolean) || heading).focus();
+  }
   const show = (relations, next) => {
     listed.push(...relations);
-    append(table, relations.map((r) => relationRow(entity, r, listed)));
-    clear(heading, `Relations (${table.rows.length}${next == null ? "" : "+"})`);
+    append(table, relations.map(row));
     more.hidden = next == null;
+    count();
     more.onclick = () => act(() => callTool("get_entities", { names: [entity.name], relations_offset: next }),
       (result) => { const found = result.entities[0]; if (found) show(found.relations, found.next_relations_offset); });
   };
@@ -453,8 +514,13 @@ function relationsSection(entity) {
   return h("section", { id: "relations" }, heading, entity.relations.length ? [table, more] : h("p", { class: "muted" }, "none"));
 }
 
-function relationRow(entity, r, listed) {
+function sameRelation(a, b) {
+  return a.source === b.source && a.target === b.target && a.type === b.type;
+}
+
+function relationRow(entity, r, listed, changed) {
   const canEnd = available("end_relations"), acts = actsOnRow(r, listed), future = planned(r);
+  const what = `${r.source} ${r.type} ${r.target}`;  // what the buttons act on, for a screen reader
   return h("tr", { class: ended(r) ? "relation ended" : future ? "relation planned" : "relation" },
     h("td", {}, r.source === entity.name ? h("strong", { dir: "auto" }, r.source) : entityLink(r.source)),
     h("td", {}, h("code", { dir: "auto" }, r.type)),
@@ -462,8 +528,10 @@ function relationRow(entity, r, listed) {
     h("td", { class: "muted" }, r.description ? h("bdi", {}, r.description) : null, period(r, future),
       timeTag(false, future)),
     h("td", { class: "row-actions" },
-      canEnd && acts ? h("button", { type: "button", class: "end-relation", onclick: () => endRelation(entity, r) }, "End") : null,
-      acts ? h("button", { type: "button", class: "danger delete-relation", onclick: () => deleteRelation(entity, r) }, "Delete")
+      canEnd && acts ? h("button", { type: "button", class: "end-relation", "aria-label": `End relation ${what}`,
+        onclick: () => endRelation(entity, r, changed) }, "End") : null,
+      acts ? h("button", { type: "button", class: "danger delete-relation", "aria-label": `Delete relation ${what}`,
+        onclick: () => deleteRelation(entity, r, changed) }, "Delete")
         : h("span", { class: "muted no-delete", title: "Only a relation that holds now or has not begun can be " +
           "deleted or ended, and only when it is its relation's one such period: the tools name a relation by its " +
           "ends and type, not by its period." }, ended(r) ? "history" : "several periods")));
@@ -490,20 +558,45 @@ async function rename(entity) {
   });
 }
 
+// Edit: the dialog shows the entity as stored when it opens, not as the page was drawn (another client may have
+// written to it since), and the save sends only the fields changed in it. Read again just before the save: if the
+// entity changed while the dialog was open, nothing is saved, since its aliases and properties are sent whole
+// and would replace what was written meanwhile (an agent's alias, an observation it removed).
 async function edit(entity) {
-  let changes;
+  let before, changes;
   try {
-    changes = await editEntity(entity);
+    before = await editedFields(entity.name);
+    if (!before) return changedMeanwhile(entity.name);
+    changes = await editEntity(before);
   } catch (error) {
     notify(errorText(error), true);
     return;
   }
   if (!changes) return;
-  act(() => callTool("update_entity", { name: entity.name, ...changes }), (r) => {
+  act(async () => {
+    const now = await editedFields(before.name);
+    if (JSON.stringify(now) !== JSON.stringify(before)) return null;
+    return callTool("update_entity", { name: before.name, ...changes });
+  }, (r) => {
+    if (!r) return changedMeanwhile(before.name);
     notify(["Saved ", isolated(r.name), "."]);
     state.overview = null;
     go("/entity", { name: r.name });
   });
+}
+
+// The fields of an entity the Edit dialog shows, as stored now (null: no such entity any more).
+async function editedFields(name) {
+  const found = (await callTool("get_entities", { names: [name] })).entities[0];
+  if (!found) return null;
+  const { id, type, description, aliases, properties, observations } = found;
+  return { id, name: found.name, type, description, aliases, properties, observations };
+}
+
+function changedMeanwhile(name) {
+  notify(["Nothing was saved: ", isolated(name), " changed meanwhile (another client wrote to it). " +
+    "The page now shows the new values: edit them again."], true);
+  render();
 }
 
 async function merge(entity) {
@@ -539,25 +632,35 @@ function relationLabel(r) {
   return [isolated(r.source), " —", isolated(r.type), "→ ", isolated(r.target)];
 }
 
-async function deleteRelation(entity, r) {
+// `changed(r, now)`: the row changed in place (relationsSection). When the tool found nothing to act on (another
+// client ended, changed or deleted it meanwhile), the page is drawn again: the row no longer says what is stored.
+async function deleteRelation(entity, r, changed) {
   if (!await confirmAction("Delete relation", ["Delete ", relationLabel(r), "? This cannot be undone.",
     available("end_relations") ? " If it was true and stopped being so, End it instead: it stays as history." : ""])) return;
   act(() => callTool("delete_relations", { relations: [{ source: r.source, target: r.target, type: r.type }] }), (result) => {
-    if (result.deleted.length) notify(["Deleted ", relationLabel(r), "."]);
-    else notify(["Nothing was deleted: ", relationLabel(r), " does not hold now (ended, changed or deleted meanwhile)."], true);
     state.overview = null;
-    go("/entity", { name: entity.name });
+    if (result.deleted.length) {
+      notify(["Deleted ", relationLabel(r), "."]);
+      changed(r, null);
+    } else {
+      notify(["Nothing was deleted: ", relationLabel(r), " does not hold now (ended, changed or deleted meanwhile)."], true);
+      go("/entity", { name: entity.name });
+    }
   });
 }
 
-async function endRelation(entity, r) {
+async function endRelation(entity, r, changed) {
   const when = await ask("End relation", [relationLabel(r), " stops holding at (ISO date, empty: now):"], "");
   if (when === null) return;
   act(() => callTool("end_relations", { relations: [{ source: r.source, target: r.target, type: r.type,
     ...(when.trim() ? { ended_at: when.trim() } : {}) }] }), (result) => {
-    if (result.ended.length) notify(["Ended ", relationLabel(r), "."]);
-    else notify(["Nothing was ended: ", relationLabel(r), " does not hold now (ended or deleted meanwhile)."], true);
-    go("/entity", { name: entity.name });
+    if (result.ended.length) {
+      notify(["Ended ", relationLabel(r), "."]);
+      changed(r, { ...r, valid_from: result.ended[0].valid_from, valid_until: result.ended[0].valid_until });
+    } else {
+      notify(["Nothing was ended: ", relationLabel(r), " does not hold now (ended or deleted meanwhile)."], true);
+      go("/entity", { name: entity.name });
+    }
   });
 }
 

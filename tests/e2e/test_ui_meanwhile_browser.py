@@ -1,0 +1,252 @@
+"""The web page while another client (an agent) writes to the memory, in a real browser (`duckgraph ui` as a child
+process on a real DuckDB file, driven in headless Chromium as tests/e2e/test_ui_browser.py drives it): an Edit never
+replaces what was written since the page was drawn, the start page counts again, and a large entity's page keeps
+its place when a relation far down its list is deleted or ended.
+
+The embedder is the hashing fake of tests/fakes.py: what is checked here is the page, the tools and the file."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
+from duckgraph.plugins.duckdb import DuckDBStore
+from tests.e2e.test_ui_browser import (  # noqa: F401 (browser: a fixture)
+    answer_dialog,
+    browser,
+    entity_count,
+    notice,
+    open_entity_page,
+    post_tool,
+    shown,
+    wait_for,
+)
+from tests.e2e.test_ui_documents_browser import tool_error
+from tests.e2e.test_ui_scripts_browser import visit
+from tests.e2e.ui_server import child_env, get_json, running_ui
+from tests.fakes import HashingEmbedder
+
+JON = "Jonathan Smithers"
+HUB = "Noah Novak"
+PARTNERS = [f"Partner {i:03d}" for i in range(120)]
+READER = "Greta Kimura-Sato"
+NOTES = [f"note-kim-{i:02d}" for i in range(14)]
+
+
+@pytest.fixture
+def ui(tmp_path: Path) -> Iterator[str]:
+    path = tmp_path / "meanwhile.duckdb"
+    with KnowledgeBase(DuckDBStore(path), HashingEmbedder()) as kb:
+        kb.add_documents([DocumentInput(id=n, title=f"Kim note {i}",
+                                        text=f"Meeting {i}: {READER} explained the billing migration step {i}.")
+                          for i, n in enumerate(NOTES)])
+        kb.add_knowledge_graph(
+            [NodeInput(name=JON, type="Person", observations=["Likes coffee.", "Works in billing."]),
+             NodeInput(name=READER, type="Person", source_ids=NOTES), NodeInput(name=HUB, type="Person")]
+            + [NodeInput(name=p, type="Organization") for p in PARTNERS],
+            [EdgeInput(source=HUB, target=p, type="PARTNERS_WITH") for p in PARTNERS])
+    with running_ui(path, tmp_path / "ui.log", child_env(tmp_path / "home", fake_embedder=True)) as url:
+        yield url
+
+
+def stored(url: str, name: str = JON) -> dict:
+    return get_json(f"{url}api/entity?{urllib.parse.urlencode({'name': name})}")["entity"]
+
+
+def open_edit(driver) -> None:
+    driver.find_element(By.ID, "edit").click()
+    shown(driver, "#dialog[open]")
+
+
+def replace(driver, field: str, text: str) -> None:
+    element = driver.find_element(By.ID, field)
+    element.clear()
+    element.send_keys(text)
+
+
+def test_an_edit_never_replaces_what_another_client_wrote_meanwhile(ui: str, browser) -> None:  # noqa: F811
+    visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': JON})}")
+    open_entity_page(browser, JON)
+
+    # Written after the page was drawn: the dialog shows it (read when it opens), and the save keeps it.
+    post_tool(ui, "update_entity", {"name": JON, "properties": {"email": "jon@acme.example", "team": "billing"},
+                                    "aliases": ["J. Smithers"]})
+    open_edit(browser)
+    assert browser.find_element(By.ID, "edit-aliases").get_attribute("value") == "J. Smithers"
+    assert '"email": "jon@acme.example"' in browser.find_element(By.ID, "edit-properties").get_attribute("value")
+    replace(browser, "edit-properties", '{"email": "jon@acme.example", "team": "invoicing"}')
+    replace(browser, "edit-aliases", "J. Smithers\nJonny")
+    answer_dialog(browser)
+    notice(browser, "Saved")
+    entity = stored(ui)
+    assert entity["properties"] == {"email": "jon@acme.example", "team": "invoicing"}
+    assert entity["aliases"] == ["J. Smithers", "Jonny"]
+
+    # Written while the dialog is open: nothing is saved (the dialog's aliases would replace the new ones), the
+    # page says so plainly and shows the new values.
+    open_entity_page(browser, JON)
+    open_edit(browser)
+    post_tool(ui, "update_entity", {"name": JON, "aliases": ["J. Smithers", "Jonny", "Jon S."]})
+    replace(browser, "edit-aliases", "J. Smithers\nJonny\nJohnny")
+    answer_dialog(browser)
+    said = notice(browser, "Nothing was saved")
+    assert said == (f"Nothing was saved: {JON} changed meanwhile (another client wrote to it). The page now shows "
+                    "the new values: edit them again.")
+    assert "error" in browser.find_element(By.ID, "notice").get_attribute("class")
+    assert stored(ui)["aliases"] == ["J. Smithers", "Jonny", "Jon S."]
+    wait_for(browser, lambda d: "Jon S." in d.find_element(By.CSS_SELECTOR, ".aliases").text, "the new alias")
+
+    # An observation removed meanwhile and edited in the dialog: the same plain message, not the tool's error.
+    open_edit(browser)
+    post_tool(ui, "update_entity", {"name": JON, "remove_observations": ["Likes coffee."],
+                                    "add_observations": ["Prefers green tea since 2025."]})
+    field = next(f for f in browser.find_elements(By.CSS_SELECTOR, "#edit-observations textarea")
+                 if f.get_attribute("value") == "Likes coffee.")
+    field.send_keys(" Black.")
+    answer_dialog(browser)
+    assert notice(browser, "Nothing was saved").startswith(f"Nothing was saved: {JON} changed meanwhile")
+    assert sorted(stored(ui)["observations"]) == ["Prefers green tea since 2025.", "Works in billing."]
+    wait_for(browser, lambda d: "green tea" in d.find_element(By.CSS_SELECTOR, ".observations").text,
+             "the observations as stored now")
+
+
+def test_a_tools_error_is_its_own_text(ui: str) -> None:
+    # The MCP SDK's "Error executing tool update_entity: " is left out: the page says the tool's own words.
+    refused = tool_error(ui, "update_entity", {"name": JON, "remove_observations": ["Likes tea."]})
+    assert refused["error"].startswith(f"'{JON}' has no observation 'Likes tea.'"), refused
+    assert ["".join(list(refused["error"])[a:b]) for a, b in refused["quoted"]][:2] == [JON, "Likes tea."]
+
+
+def test_the_start_page_counts_again_when_shown(ui: str, browser) -> None:  # noqa: F811
+    visit(browser, ui, "#/")
+    shown(browser, "#counts")
+    before = entity_count(browser)
+    post_tool(ui, "delete_entities", {"names": [PARTNERS[-1]]})  # another client, meanwhile
+    shown(browser, "#most-connected a.entity-link").click()
+    open_entity_page(browser, HUB)
+    browser.find_element(By.CSS_SELECTOR, "a.brand").click()
+    wait_for(browser, lambda d: entity_count(d) == before - 1, "the start page counting the deleted entity")
+
+
+def stored_relations(url: str) -> list[dict]:
+    """The hub's relations as stored, read 50 at a time as the tool lists them."""
+    relations, offset = [], 0
+    while offset is not None:
+        found = post_tool(url, "get_entities", {"names": [HUB], "relations_offset": offset})["entities"][0]
+        relations += found["relations"]
+        offset = found["next_relations_offset"]
+    return relations
+
+
+def relation_rows(driver) -> list:
+    return driver.find_elements(By.CSS_SELECTOR, "#relations tr.relation")
+
+
+def target_of(row) -> str:
+    return row.find_elements(By.TAG_NAME, "td")[2].text
+
+
+def test_a_relation_far_down_is_deleted_and_ended_in_place(ui: str, browser) -> None:  # noqa: F811
+    visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': HUB})}")
+    open_entity_page(browser, HUB)
+    for listed in (100, 120):
+        shown(browser, "#more-relations").click()
+        wait_for(browser, lambda d, n=listed: len(relation_rows(d)) == n, f"{listed} relations")
+
+    # Deleted: its row goes, the others stay listed, the page keeps its place and the focus goes to the next row.
+    rows = relation_rows(browser)
+    gone, after = target_of(rows[110]), target_of(rows[111])
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", rows[110])
+    scrolled = browser.execute_script("return scrollY")
+    rows[110].find_element(By.CSS_SELECTOR, ".delete-relation").click()
+    answer_dialog(browser)
+    notice(browser, "Deleted")
+    wait_for(browser, lambda d: len(relation_rows(d)) == 119, "119 relations")
+    assert gone not in [target_of(r) for r in relation_rows(browser)]
+    assert browser.find_element(By.CSS_SELECTOR, "#relations h2").text == "Relations (119)"
+    assert abs(browser.execute_script("return scrollY") - scrolled) < 200
+    assert browser.switch_to.active_element == relation_rows(browser)[110].find_element(By.CSS_SELECTOR, "button")
+    assert target_of(relation_rows(browser)[110]) == after
+    assert gone not in [r["target"] for r in stored_relations(ui)] and len(stored_relations(ui)) == 119
+
+    # Ended: the row stays, greyed with its period and without its buttons; the focus goes to the next row.
+    rows = relation_rows(browser)
+    ended, after = target_of(rows[100]), target_of(rows[101])
+    rows[100].find_element(By.CSS_SELECTOR, ".end-relation").click()
+    answer_dialog(browser, "2025-06-30")
+    notice(browser, "Ended")
+    row = wait_for(browser, lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "#relations tr.relation.ended")
+                                       if target_of(r) == ended], "the ended row")[0]
+    assert "to 2025-06-30" in row.text and not row.find_elements(By.TAG_NAME, "button")
+    assert len(relation_rows(browser)) == 119
+    assert next(r for r in stored_relations(ui) if r["target"] == ended)["valid_until"].startswith("2025-06-30")
+    assert browser.switch_to.active_element == relation_rows(browser)[101].find_element(By.CSS_SELECTOR, "button")
+    assert target_of(relation_rows(browser)[101]) == after
+
+
+def test_the_buttons_of_rows_and_passages_name_what_they_act_on(ui: str, browser) -> None:  # noqa: F811
+    # For a screen reader: otherwise one of a hundred identical "End" and "Delete" buttons.
+    visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': HUB})}")
+    open_entity_page(browser, HUB)
+    row = relation_rows(browser)[0]
+    labels = [b.get_attribute("aria-label") for b in row.find_elements(By.TAG_NAME, "button")]
+    assert labels == [f"End relation {HUB} PARTNERS_WITH {target_of(row)}",
+                      f"Delete relation {HUB} PARTNERS_WITH {target_of(row)}"]
+    visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': READER})}")
+    open_entity_page(browser, READER)
+    article = shown(browser, "#entity-passages article.passage")
+    assert article.find_element(By.CSS_SELECTOR, ".delete-document").get_attribute("aria-label") == (
+        f"Delete document {article.get_attribute('data-document')}")
+
+
+def test_every_passage_of_an_entity_is_reachable(ui: str, browser) -> None:  # noqa: F811
+    visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': READER})}")
+    open_entity_page(browser, READER)
+
+    def documents() -> list[str]:
+        return [a.get_attribute("data-document")
+                for a in browser.find_elements(By.CSS_SELECTOR, "#entity-passages article.passage")]
+
+    assert len(documents()) == 10
+    assert browser.find_element(By.CSS_SELECTOR, "#entity-passages h2").text == "Passages that mention it (10+)"
+    shown(browser, "#more-passages").click()
+    wait_for(browser, lambda d: len(documents()) == 14, "the next passages")
+    assert sorted(documents()) == NOTES
+    assert browser.find_element(By.CSS_SELECTOR, "#entity-passages h2").text == "Passages that mention it (14)"
+    assert not browser.find_element(By.ID, "more-passages").is_displayed()
+    # The API's pages, as the page reads them: each passage once, with the marks of the entity's name.
+    first = get_json(f"{ui}api/passages?{urllib.parse.urlencode({'name': READER})}")
+    rest = get_json(f"{ui}api/passages?{urllib.parse.urlencode({'name': READER, 'offset': first['next_offset']})}")
+    assert (len(first["passages"]), first["next_offset"]) == (10, 10)
+    assert (len(rest["passages"]), rest["next_offset"]) == (4, None)
+    assert all(p["marks"] for p in rest["passages"])
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        get_json(f"{ui}api/passages?{urllib.parse.urlencode({'name': READER, 'offset': -1})}")
+    assert refused.value.code == 400 and json.load(refused.value)["error"] == "offset must be 0 or more, not -1"
+
+
+def test_every_recent_change_is_reachable(ui: str, browser) -> None:  # noqa: F811
+    visit(browser, ui, "#/")
+
+    def rows() -> list[str]:
+        return [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#recent-changes table.changes tr")]
+
+    wait_for(browser, lambda d: len(rows()) == 30, "30 changes")
+    # Written meanwhile: the list moves down (an update is two changes: the entity and its observation), and the
+    # changes read again are not listed twice.
+    post_tool(ui, "update_entity", {"name": JON, "add_observations": ["Moved to Lisbon."]})
+    changes = post_tool(ui, "recent_changes", {"limit": 62})["changes"]
+    assert [c["change"] for c in changes[:2]] == ["entity updated", "observations added"]
+    shown(browser, "#more-changes").click()
+    wait_for(browser, lambda d: len(rows()) == 58, "the next changes")
+    assert len(set(rows())) == 58 and "Lisbon" not in " ".join(rows())
+    assert [r.split(" ", 2)[:2] for r in rows()] == [str(c["at"]).replace("T", " ")[:19].split(" ")
+                                                     for c in changes[2:60]]
