@@ -373,8 +373,11 @@ def _megabytes(files: list[Path]) -> str:
 
 def _space_text(space: dict[str, Any]) -> str:
     total, free = space["total_blocks"], space["free_blocks"]
+    # A server folds its writes into the file once they pause; until then they are only in the log.
+    wal = space.get("wal_bytes")
     return (f"{space['bytes'] / 2**20:.1f} MiB, {free} of {total} blocks free"
-            + (f" ({free / total:.0%})" if total else ""))
+            + (f" ({free / total:.0%})" if total else "")
+            + (f"; {wal / 2**20:.1f} MiB of writes in its write-ahead log (.wal), not yet in the file" if wal else ""))
 
 
 def _check_space(diagnosis: Diagnosis, path: Path, space: dict[str, Any]) -> None:

@@ -1,5 +1,6 @@
-"""DuckDB's settings as the store runs it: its cache limit beside what the store holds in memory itself, when a
-commit checkpoints, the compression its writes leave out, and no extension fetched or loaded behind its back."""
+"""DuckDB's settings as the store runs it: its cache limit beside what the store holds in memory itself, when its
+log is folded into the file, the compression its writes leave out, and no extension fetched or loaded behind its
+back."""
 
 from __future__ import annotations
 
@@ -17,6 +18,16 @@ log = logging.getLogger(__name__)
 #: the last, partly filled row group of every table it touches, so at 16MB a bulk load of vectors checkpoints on
 #: every call, each costlier than the last (contrib/bench/write.py). A crash leaves at most this much log to replay.
 CHECKPOINT_THRESHOLD = "256MB"
+#: Seconds without a commit after which the store folds the write-ahead log into the file itself (store.py,
+#: `_checkpoint_when_quiet`). At the threshold alone a server's file would hold none of hours of writes (a copy of it
+#: taken by a sync or backup tool an empty memory), DuckDB would keep every row of its log in memory, deleted ones too,
+#: and a crash would leave the whole log to replay. The calls of a burst, or a bulk load's writes, follow one another
+#: well within it: they share one checkpoint, and a bulk load is still folded at the threshold.
+QUIET_CHECKPOINT_SECONDS = 5.0
+#: Writes that never pause that long (several agents on one server) are folded at the latest this long after the
+#: first one the file lacks. A bulk load reaches CHECKPOINT_THRESHOLD far sooner: this adds at most one checkpoint to
+#: ten minutes of it.
+CHECKPOINT_LATEST_SECONDS = 600.0
 #: Compression methods the store's writes leave out: ALPRD saves a little space on embeddings but costs time at every
 #: checkpoint and read, and files grown through many checkpoints come out larger with it (contrib/bench/write.py).
 DISABLED_COMPRESSION = "alp,alprd"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
@@ -106,6 +107,11 @@ class DuckDBStore(GraphStore):
         #: The identity of the file opened (file_identity.py): a commit is refused once the path names another.
         self._identity: file_identity.Identity | None = None
         self._lock = threading.RLock()
+        #: When the last write committed, when the first one the file lacks did (None: none since the timer's last
+        #: checkpoint), and the timer that folds the log into the file once writes pause (`_checkpoint_when_quiet`).
+        self._last_commit = 0.0
+        self._unfolded_since: float | None = None
+        self._quiet_timer: threading.Timer | None = None
         self._graph = GraphMirror(lambda key, aliases: schema.name_keys(
             NodeRecord(namespace="", key=key, name=key, type="", aliases=tuple(aliases))),
             text_budget=int(passage_texts_mb * 2**20))
@@ -168,6 +174,7 @@ class DuckDBStore(GraphStore):
                     self._save_layouts()
                     self._save_keywords()
             finally:  # also after Ctrl-C in it: the file is still closed
+                self._stop_quiet_timer()  # the checkpoint below does its work
                 self._vectors.close()
                 self._reports.forget()
                 if self._con is not None:
@@ -179,10 +186,7 @@ class DuckDBStore(GraphStore):
                                     self.path)
                         self._disable_checkpoint_on_shutdown()
                     elif not self.read_only:
-                        try:
-                            self._con.execute("CHECKPOINT")
-                        except Exception as exc:  # closing must not fail; the WAL still holds the data
-                            log.warning("checkpoint on close failed: %s", exc)
+                        self._checkpoint("on close")  # closing must not fail for it
                     self._con.close()
                     self._con = None
 
@@ -191,6 +195,64 @@ class DuckDBStore(GraphStore):
         if self._con is None or self._identity is None:
             return None
         return file_identity.moved_message(self.path, self._identity)
+
+    def _checkpoint(self, when: str) -> Exception | None:
+        """Fold DuckDB's write-ahead log into the file. A failure is logged and returned, never raised: the log
+        keeps what was committed, and the next checkpoint (or open) folds it."""
+        try:
+            self._con.execute("CHECKPOINT")
+        except Exception as exc:
+            log.warning("checkpoint %s failed (%s); what was written stays in %s.wal", when,
+                        connection.one_line(exc), self.path)
+            return exc
+        return None
+
+    def _checkpoint_later(self) -> None:
+        """After a commit: fold the log into the file once no write has committed for QUIET_CHECKPOINT_SECONDS (or
+        CHECKPOINT_LATEST_SECONDS after the first write it lacks)."""
+        self._last_commit = time.monotonic()
+        if self._unfolded_since is None:
+            self._unfolded_since = self._last_commit
+        if self._quiet_timer is None:
+            self._start_quiet_timer(min(settings.QUIET_CHECKPOINT_SECONDS, settings.CHECKPOINT_LATEST_SECONDS))
+
+    def _start_quiet_timer(self, seconds: float) -> None:
+        timer = threading.Timer(seconds, self._checkpoint_when_quiet)
+        timer.daemon = True  # never keeps the process alive: a close checkpoints anyway, a crash leaves the log
+        self._quiet_timer = timer
+        timer.start()
+
+    def _stop_quiet_timer(self) -> None:
+        if self._quiet_timer is not None:
+            self._quiet_timer.cancel()
+            self._quiet_timer = None
+        self._unfolded_since = None
+
+    def _checkpoint_when_quiet(self) -> None:
+        """The timer's work (see settings.QUIET_CHECKPOINT_SECONDS): a checkpoint under the store's lock once writes
+        have paused (or the first unfolded one is CHECKPOINT_LATEST_SECONDS old), else the timer again for the rest of
+        the wait. Not after close, nor on a file that moved."""
+        import duckdb  # imported when a file is opened: registering the plugin stays cheap
+
+        with self._lock:
+            if self._quiet_timer is not threading.current_thread():  # stopped by close while it waited for the lock
+                return
+            self._quiet_timer = None
+            if self._con is None or self.read_only:
+                return
+            now, paused_at = time.monotonic(), self._last_commit + settings.QUIET_CHECKPOINT_SECONDS
+            due = min(paused_at, (self._unfolded_since or now) + settings.CHECKPOINT_LATEST_SECONDS)
+            if due > now:
+                self._start_quiet_timer(due - now)
+                return
+            self._unfolded_since = None
+            if (moved := self._moved()) is not None:  # its checkpoint would delete the log now at the path: see close
+                log.warning("the write-ahead log was not folded into the file: %s", moved)
+                return
+            when = "after writes paused" if paused_at <= now else "of writes that did not pause"
+            if isinstance(self._checkpoint(when), duckdb.FatalException):
+                # An invalidated database fails every read until the file is opened again (as a write does).
+                log.warning("DuckDB gave up on %s after the failed checkpoint%s", self.path, self._reopen_after_fatal())
 
     def _disable_checkpoint_on_shutdown(self) -> None:
         try:
@@ -301,6 +363,7 @@ class DuckDBStore(GraphStore):
                 except Exception as exc:  # DuckDB rolls a failed commit back itself
                     self._raise_storage_error(exc)
                     raise
+                self._checkpoint_later()
 
     # -- embedder binding ------------------------------------------------------------------------------
 
