@@ -160,7 +160,9 @@ def anchor_and_expand(
     # One search of the passages nearest the query serves the floor and the passage ranking.
     nearest_chunks = (store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace)
                       if options.max_passages > 0 else None)
-    relevance = _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options, words, embedder)
+    ids = _ids(query_text)  # for the floor and for `not_stored`
+    relevance = _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options, words, embedder,
+                          ids)
     # The vector searches are exact when they find fewer than asked (see the store): none at all means that the
     # namespace holds nothing, perhaps a misspelt one.
     nothing_stored = not nearest and nearest_chunks == []
@@ -198,7 +200,7 @@ def anchor_and_expand(
     return Subgraph(anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges,
                     passages=passages[: options.max_passages], more_passages=passages[options.max_passages:],
                     nothing_stored=nothing_stored,
-                    not_stored=_ids_not_stored(store, query_text, namespace, words.named))
+                    not_stored=_ids_not_stored(store, ids, namespace, words.named))
 
 
 def _anchor_candidates(options: SearchOptions) -> int:
@@ -226,7 +228,7 @@ def _fact_terms(edge: EdgeRecord) -> frozenset[str]:
 def _relevant(
     store: GraphStore, query_text: str, query: np.ndarray, nearest: list[tuple[int, float]],
     nearest_chunks: list[tuple[int, float]] | None, namespace: str, options: SearchOptions,
-    words: WordMatches | None = None, embedder: Embedder | None = None,
+    words: WordMatches | None = None, embedder: Embedder | None = None, ids: dict[str, str] | None = None,
 ) -> Relevance | None:
     """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
     `relevance_floor` similar to the query (moved by what the memory holds of the query's words), the query asks
@@ -265,7 +267,7 @@ def _relevant(
     # `not_stored`). Other parts do not count: "src" and "py" of "src/payments/refund.py" are in many paths.
     joined = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/") and not _says_when(word)]
     named_records = words.named if words is not None else []
-    candidates = dict.fromkeys([*_ids(query_text).values(), *joined])
+    candidates = dict.fromkeys([*(_ids(query_text) if ids is None else ids).values(), *joined])
     series = [part for word in candidates if _ID.fullmatch(word) for part in tokens(word)[:-1] if not part.isdigit()]
     if ((series and _stored(store, " ".join(series), namespace))
             or any(_held(store, word, namespace, named_records) for word in candidates)):
@@ -437,13 +439,13 @@ def _type_words(type_: str) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(stemmed(written)), frozenset(noun_form(word) for word in written)
 
 
-def _ids_not_stored(store: GraphStore, query_text: str, namespace: str, named: list[NodeRecord]) -> list[str]:
+def _ids_not_stored(store: GraphStore, ids: dict[str, str], namespace: str, named: list[NodeRecord]) -> list[str]:
     """The ids the query names (`_ids`: "INC-199", "getUserByName", "spring.datasource.password"), as written, that
     nothing stored holds (`_held`): what a search finds for them holds a part only ("INC-142" for "INC-199",
     "spring.datasource.url" for "spring.datasource.password", as the keyword index holds an id both whole and by its
     parts), or is merely related ("getUserById": the vectors of two ids differing by a word are close).
     `named`: the entities the query names (`match_words`)."""
-    return [written for written, word in _ids(query_text).items() if not _held(store, word, namespace, named)]
+    return [written for written, word in ids.items() if not _held(store, word, namespace, named)]
 
 
 def _ids(query_text: str) -> dict[str, str]:

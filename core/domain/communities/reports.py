@@ -156,7 +156,7 @@ def as_now(store: GraphStore, community: CommunityRecord, moment: datetime) -> C
     nothing deleted)."""
     import dataclasses
 
-    details = {key: value for key, value in community.details.items() if key not in DELETED_COUNTS}
+    details = without_deleted_counts(community.details)
     named = details.get("entities", [])
     cited = details.get(FACT_IDS, [])
     edges = [e for e in store.get_edges(cited) if _holds(e, moment)] if cited else []
@@ -246,6 +246,11 @@ def _passages(store: GraphStore, central: dict[int, list[int]]) -> dict[int, lis
     texts = {c.id: c.text for c in store.get_chunks({chunk for chunks in best.values() for chunk in chunks})}
     return {ref: [(chunk, shortened(one_line(texts[chunk]), PASSAGE_CHARS)) for chunk in chunks if chunk in texts]
             for ref, chunks in best.items()}
+
+
+def without_deleted_counts(details: dict[str, Any]) -> dict[str, Any]:
+    """A report's details without the counts of what was deleted since (`DELETED_COUNTS`): set only as it is read."""
+    return {key: value for key, value in details.items() if key not in DELETED_COUNTS}
 
 
 def observed(store: GraphStore, details: dict[str, Any]) -> dict[str, list[str]]:

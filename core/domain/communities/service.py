@@ -12,13 +12,13 @@ from duckgraph.core.domain.communities.build import BuildOutcome, build
 from duckgraph.core.domain.communities.freshness import Freshness, Keeper, drop_deleted, touches
 from duckgraph.core.domain.communities.hierarchy import level_view, reuse_reports
 from duckgraph.core.domain.communities.reports import (
-    DELETED_COUNTS,
     OBSERVED,
     WRITTEN_AT,
     as_now,
     material,
     observed,
     report_text,
+    without_deleted_counts,
 )
 from duckgraph.core.domain.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.core.domain.moments import iso_utc
@@ -420,7 +420,7 @@ class CommunityService:
 def _as_stored(community: CommunityRecord) -> dict[str, Any]:
     """The details a report written now is stored with: those of its community as read, what was deleted left
     out, without the counts of it (the new text was written without it)."""
-    return {key: value for key, value in community.details.items() if key not in DELETED_COUNTS}
+    return without_deleted_counts(community.details)
 
 
 def _freshness_note(freshness: CommunityFreshness | None, changed: dict[int, list[str]],
