@@ -89,6 +89,14 @@ def markdown_headings(document_id: str, title: str, text: str) -> bool:
                    or ("." in name[1:] and name[name.rindex("."):] in _CODE_SUFFIXES) for name in names)
 
 
+def keeps_lines(document_id: str, title: str, text: str) -> bool:
+    """Whether a passage is code or configuration, whose line breaks and indentation are part of what it says: a
+    passage of a code or configuration file (not `markdown_headings`: by its document's id or title, or a "#!"
+    line, which only the file's first passage starts with), or one holding a fence of a Markdown code block. Not
+    which of its lines lie inside the block: a passage cut from a long block may hold its closing fence alone."""
+    return not markdown_headings(document_id, title, text) or any(_FENCE.match(line) for line in text.splitlines())
+
+
 def _file_name(name: str) -> str:
     """The last part of a path or URL, lower case, without a URL's query or fragment or a long file's part mark
     ("docs/app.yml#part-2": `document_ids.PART`)."""

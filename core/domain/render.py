@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
+from duckgraph.core.domain.chunking import keeps_lines
 from duckgraph.core.domain.moments import period, short
 from duckgraph.core.domain.texts import fact_sentence
 from duckgraph.ports.text import (
@@ -68,6 +69,9 @@ MIN_CUT_CHARS = 80
 #: lines use them too). A passage's header "[document_id#chunk_id]": not "#", as the chunk id is the number after
 #: the last one, and a long file's later parts are stored as "<path>#part-2" (core/domain/document_ids.py), shown bare.
 _ID_DELIMITERS = ("[", "]")
+#: What starts each line of a passage shown line by line (code or configuration, `chunking.keeps_lines`): its
+#: indentation kept after it, and none of its lines reads as one of the text's own ("Relations:", "- Dave [person]").
+CODE_LINE = "  | "
 #: Room kept for the closing note when something is left out.
 NOTE_TOKENS = 30
 #: Facts shown before the anchors, and before the best passage: what answers a question is usually a fact.
@@ -254,7 +258,7 @@ def _fit(lines: list[_Line], budget: int) -> tuple[dict[_Line, str], int]:
             if cut:
                 if line.head is None:
                     continue
-                text = cut_to_tokens(text, left - 1, spare=1)
+                text = _cut(text, left - 1)
                 if len(text) - 1 - line.head < MIN_CUT_CHARS:  # too little of its own text (… aside)
                     continue
             elif _cost(text) > left:
@@ -265,6 +269,16 @@ def _fit(lines: list[_Line], budget: int) -> tuple[dict[_Line, str], int]:
             if cut:
                 break
     return kept, used
+
+
+def _cut(text: str, tokens: int) -> str:
+    """`text` cut short to fit `tokens` and its line break (`cut_to_tokens`). A cut inside a code line's indentation
+    leaves its marker bare ("  |…"): the line before ends the text instead."""
+    cut = cut_to_tokens(text, tokens, spare=1)
+    bare = "\n" + CODE_LINE.rstrip() + "…"
+    while cut.endswith(bare):
+        cut = cut[: -len(bare)] + "…"
+    return cut
 
 
 def _printed(kept: dict[_Line, str]) -> str:
@@ -340,7 +354,9 @@ def _passage(passage: Passage) -> tuple[str, str]:
     """A passage's header (id, date, title and section, each said once) and its text. The date is left out
     where the title gives it, the clock kept; a first heading that is the title, written with the date or without
     ("Architecture sync, 14 September 2026" under the title "Architecture sync 2026-09-14"), is left out of the
-    section: "[mtg-09#2] (10:00) Architecture sync 2026-09-14 § Decisions: ...".
+    section: "[mtg-09#2] (10:00) Architecture sync 2026-09-14 § Decisions: ...". Prose is shown on the header's
+    line (`one_line`); code or configuration (`chunking.keeps_lines`) below it, each of its lines after `CODE_LINE`:
+    folded onto one line, a script or a YAML file loses the indentation and line breaks that are its meaning.
     """
     text = one_line(passage.text)
     title = one_line(passage.title)
@@ -356,7 +372,10 @@ def _passage(passage: Passage) -> tuple[str, str]:
     if when and title and when[:10] in title:  # the title gives the date: the clock alone, if any
         when = when[11:]
     when = f"({when}) " if when else ""
-    return f"[{_shown_id(passage.document_id)}#{passage.chunk_id}] {when}{named}", text
+    head = f"[{_shown_id(passage.document_id)}#{passage.chunk_id}] {when}{named}"
+    if keeps_lines(passage.document_id, passage.title, passage.text):
+        return head.rstrip(), "".join(f"\n{CODE_LINE}{line}".rstrip() for line in passage.text.splitlines())
+    return head, text
 
 
 def _shown_id(id_: str) -> str:

@@ -246,3 +246,59 @@ def test_a_document_id_that_could_close_its_passage_header_is_shown_as_a_json_st
     for line, id_ in zip(lines[1:5], ids, strict=False):
         quoted = json.JSONDecoder().raw_decode(line, 1)[0]  # the JSON string right after "["
         assert quoted == id_ and line.startswith(f"[{json.dumps(id_, ensure_ascii=False)}#")
+
+
+CODE = "def f(x):\n    if x:\n        return 1\n\n    return 2\nRelations:\n- Dave [person]"
+
+
+def only(*passages: Passage) -> SearchResult:
+    return SearchResult(query="q", anchors=[], nodes=[], edges=[], passages=list(passages), text="", truncated=False)
+
+
+def test_code_and_configuration_keep_their_lines_and_indentation_below_the_header() -> None:
+    """A passage of a code or configuration file (by its id, its title or a "#!" line) or one holding a Markdown
+    code block's fence is shown line by line, each line after "  | ": folded onto one line, a function read
+    "def f(x): if x: return 1 return 2". Its lines never read as the text's own ("Relations:", "- Dave [person]");
+    prose, line breaks and all, stays on the header's line."""
+    text = render_search(only(
+        Passage(document_id="src/f.py", chunk_id=1, title="f.py", text=CODE, score=0.9),
+        Passage(document_id="doc-7", chunk_id=2, title="application.yml", text="spring:\n  datasource:\n"
+                "    url: jdbc:postgresql://db.prod:5432/orders", score=0.8),
+        Passage(document_id="notes", chunk_id=3, text="#!/bin/sh\n\tset -e", score=0.7),
+        Passage(document_id="manual.md", chunk_id=4, title="Manual", section="Install",
+                text="Install it:\n```bash\npip install duckgraph \\\n  --upgrade\n```\nThen run it.", score=0.6),
+        Passage(document_id="long.md", chunk_id=5, text="    y = 2\n    return y\n~~~\nThe end.", score=0.5),
+        Passage(document_id="teams.md", chunk_id=6, title="Teams", text="Payments owns\ncheckout.\n\n- Dave [person]",
+                score=0.4)), 10**9)[0]
+    assert text.splitlines() == [
+        "Passages:",
+        "[src/f.py#1] f.py:", "  | def f(x):", "  |     if x:", "  |         return 1", "  |", "  |     return 2",
+        "  | Relations:", "  | - Dave [person]",
+        "[doc-7#2] application.yml:", "  | spring:", "  |   datasource:",
+        "  |     url: jdbc:postgresql://db.prod:5432/orders",
+        "[notes#3]", "  | #!/bin/sh", "  | \tset -e",
+        "[manual.md#4] Manual § Install:", "  | Install it:", "  | ```bash", "  | pip install duckgraph \\",
+        "  |   --upgrade", "  | ```", "  | Then run it.",
+        "[long.md#5]", "  |     y = 2", "  |     return y", "  | ~~~", "  | The end.",  # cut from a long block
+        "[teams.md#6] Teams: Payments owns checkout. - Dave [person]"]
+
+
+def test_a_code_passage_cut_short_keeps_whole_marked_lines_within_the_budget() -> None:
+    """Cut short, a code passage keeps the lines that fit, each still after its marker, the last ending "…": never a
+    marker left bare by a cut inside a line's indentation ("  |…"), nor a line of its own text without one."""
+    code = "\n".join(f"def f{i}(x):\n    if x > {i}:\n\n            return x * {i}\n    return None" for i in range(30))
+    full = only(Passage(document_id="src/f.py", chunk_id=1, title="f.py", text=code, score=0.9))
+    shown = 0
+    for budget in range(10, 400):
+        text, truncated = render_search(full, budget)
+        assert truncated and estimate_tokens(text) <= budget
+        [*lines, note] = text.splitlines()
+        assert note.startswith("(truncated")
+        if lines:
+            shown += 1
+            assert lines[:2] == ["Passages:", "[src/f.py#1] f.py:"]
+            assert all(line.startswith("  | ") or line == "  |" for line in lines[2:-1])
+            last = lines[-1]
+            assert last.startswith("  | ") and last.endswith("…") and last.strip(" |…")
+            assert code.startswith("\n".join(line[4:] for line in lines[2:]).rstrip("…"))
+    assert shown > 300
