@@ -257,6 +257,9 @@ KEY_DELIMITERS, VALUE_DELIMITERS = (": ", "; "), ("; ",)
 #: A fact's "Source relation Target: description (period); properties: ...": a name holding "(" would add a period
 #: ("works at Acme (2019-01-01 to 2020-01-01)"), one holding "; " properties or another clause.
 FACT_NAME_DELIMITERS = (": ", "(", "; ")
+#: A document's id in a change line, "document added: id: title": an id holding ": " would read as another id and
+#: its title.
+DOCUMENT_ID_DELIMITERS = (": ",)
 
 
 def entity_header(name: str, type_: str) -> str:

@@ -200,7 +200,7 @@ class GraphCuration:
         more = f" and {len(missing) - len(shown)} more" if len(missing) > len(shown) else ""
         named = f"no entity named {', '.join(repr(m) for m in shown)}{more}"
         # In a namespace that holds nothing (a misspelt one), searching there would not help: say so.
-        if not any_found and (empty := empty_namespace_hint(self.kb, namespace)):
+        if not any_found and (empty := empty_namespace_hint(self.kb, namespace, memory_tools=memory_tools)):
             return f"{named}. {empty}"
         owners = self._alias_owners(shown, namespace)
         advice = [f"{'it' if len(missing) == 1 else repr(m)} is an alias of several entities "

@@ -11,7 +11,7 @@ from duckgraph.core.domain.namespaces import empty_namespace_hint
 from duckgraph.core.domain.render import entity_header, estimate_tokens, shown_fact
 from duckgraph.core.domain.texts import fact_sentence
 from duckgraph.ports import ChangeRecord, InvalidInputError, WriteBatch
-from duckgraph.ports.text import as_field, one_line
+from duckgraph.ports.text import DOCUMENT_ID_DELIMITERS, as_field, one_line
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 MAX_CHANGES = 1_000
 #: How far recent_changes pages into a span (each page is read from the start).
 MAX_CHANGES_OFFSET = 100_000
-#: What ends a document's id in a change line's "document added: id: title" (`ports.text.as_field`).
-_ID_DELIMITERS = (": ",)
 
 
 def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], namespace: str) -> RelationsEnded:
@@ -169,7 +167,7 @@ def _subjects(kb: KnowledgeBase, records: list[ChangeRecord], namespace: str) ->
         elif record.document_id is not None:
             title = titles.get(record.document_id, "")
             title = f": {title}" if title else ""
-            subjects.append((record.document_id + title, as_field(record.document_id, _ID_DELIMITERS) + title))
+            subjects.append((record.document_id + title, as_field(record.document_id, DOCUMENT_ID_DELIMITERS) + title))
         else:
             subjects.append(("(deleted since)", "(deleted since)"))
     return subjects

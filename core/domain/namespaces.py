@@ -31,13 +31,20 @@ HINT_NAMESPACES = 10
 #: that never heard of it.
 EMPTY_NAMESPACE = ("The namespace {namespace!r} holds nothing yet. If the memory is in another one, "
                    "list_namespaces (`duckgraph namespaces`) shows those there are.")
+#: EMPTY_NAMESPACE as the reference memory server's tools hear it: they have no list_namespaces, so only the command
+#: is named.
+_EMPTY_NAMESPACE_MEMORY_TOOLS = EMPTY_NAMESPACE.replace("list_namespaces (`duckgraph namespaces`)",
+                                                        "`duckgraph namespaces` (on the command line)")
 
 
-def empty_namespace_hint(kb: KnowledgeBase, namespace: str) -> str | None:
+def empty_namespace_hint(kb: KnowledgeBase, namespace: str, *, memory_tools: bool = False) -> str | None:
     """EMPTY_NAMESPACE for a namespace that holds nothing, else None: a read that found nothing says so, so that a
-    misspelt namespace does not read as a memory that never heard of what was asked."""
+    misspelt namespace does not read as a memory that never heard of what was asked. `memory_tools`: said to the
+    reference memory server's tools, in words that name no tool they lack."""
     kb.open()
-    return None if namespace in kb.store.namespaces() else EMPTY_NAMESPACE.format(namespace=namespace)
+    if namespace in kb.store.namespaces():
+        return None
+    return (_EMPTY_NAMESPACE_MEMORY_TOOLS if memory_tools else EMPTY_NAMESPACE).format(namespace=namespace)
 
 
 def check_namespace(name: object) -> str:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import ValidationError
 
 from duckgraph.core.domain.argument_errors import readable
+from duckgraph.core.domain.chunking import markdown_headings
 from duckgraph.core.domain.document_ids import PART, all_ids, is_part_of, unambiguous_forms
 from duckgraph.ports import DuckgraphError, InvalidInputError, WriteBatch, part_title
 from duckgraph.ports.names import INVISIBLE
@@ -233,9 +234,9 @@ def _outside(path: Path, roots: Sequence[Path], follow_symlinks: bool) -> str:
 
 
 def read_documents(file: FileDocument) -> Contents:
-    """The file as documents (none when it holds no text), through its converter, else as text or Markdown. The
-    time is the one it states, else its modification time. A text longer than a document may be is cut into
-    several (see the module)."""
+    """The file as documents (none when it holds no text), through its converter, else as text or Markdown (front
+    matter read only in Markdown: not in a .txt, code or configuration file). The time is the one it states, else
+    its modification time. A text longer than a document may be is cut into several (see the module)."""
     if file.converter is not None:
         converted = file.converter.convert(file.path.read_bytes(), str(file.path))
         title, text, time, metadata = converted.title, converted.text, converted.time, dict(converted.metadata)
@@ -245,7 +246,10 @@ def read_documents(file: FileDocument) -> Contents:
         except UnicodeDecodeError as exc:  # say who read it, and as what
             raise DuckgraphError(f"duckgraph reads {file.path.suffix.lower()} files as UTF-8 text, and this one is "
                                  f"not ({exc}): convert it to UTF-8") from exc
-        title, text, time, metadata = read_markdown(content, front_matter=file.path.suffix.lower() != ".txt")
+        # Front matter is a Markdown note's. In a code or configuration file (chunking.markdown_headings) a leading
+        # "---" is its own text: a YAML file's first document, which front matter would take for metadata.
+        markdown = file.path.suffix.lower() != ".txt" and markdown_headings(file.id, "", content)
+        title, text, time, metadata = read_markdown(content, front_matter=markdown)
     modified = datetime.fromtimestamp(file.path.stat().st_mtime, timezone.utc).isoformat()
     return as_documents(file.id, title or file.path.stem, text, time, metadata, fallback_time=modified)
 

@@ -15,6 +15,7 @@ from duckgraph.plugins.duckdb import sql
 from duckgraph.plugins.duckdb.schema import LABEL_CHARS, NAMED_PER_WRITE
 from duckgraph.ports import entity_key
 from duckgraph.ports.text import (
+    DOCUMENT_ID_DELIMITERS,
     FACT_NAME_DELIMITERS,
     KEY_DELIMITERS,
     NAME_DELIMITERS,
@@ -129,6 +130,13 @@ def fact_label(source: str, type_: str, target: str, when: str) -> str:
     `period`: "Ada works at Acme (since 2024-06)"."""
     return (f"{as_field(source, FACT_NAME_DELIMITERS)} {type_.replace('_', ' ').lower()} "
             f"{as_field(target, FACT_NAME_DELIMITERS)}{when}")
+
+
+def document_label(document_id: str) -> str:
+    """A deleted document: its id, as recent_changes shows a document's id in its other lines (`history.py`): a JSON
+    string where it holds ": " ("notes.md: Payroll approved" would read as the document notes.md and its title).
+    Quoted, an id near `LABEL_CHARS` long is cut as other long labels are (`record`)."""
+    return as_field(document_id, DOCUMENT_ID_DELIMITERS)
 
 
 def merged_label(name: str, type_: str, target: str, moved: int | None) -> str:

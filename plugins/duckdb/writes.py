@@ -410,7 +410,8 @@ class Writer:
             return 0, [], [], []
         keys, key_params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in documents]), id=("VARCHAR", [i for _, i in documents]))
         deletions.record(self.con, "document deleted", "SELECT d.namespace, d.id AS position, d.id AS label FROM "
-                         f"documents d JOIN {keys} ON d.namespace = w.ns AND d.id = w.id", key_params, now, str)
+                         f"documents d JOIN {keys} ON d.namespace = w.ns AND d.id = w.id", key_params, now,
+                         deletions.document_label)
         nodes, edges = self._supported_only_by(
             f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params)
         stored = self.con.execute(f"SELECT count(*) FROM documents d JOIN {keys} ON d.namespace = w.ns AND d.id = w.id",

@@ -5,6 +5,7 @@ and end tools say why a name or a relation matched nothing."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +168,23 @@ async def test_a_name_not_found_is_looked_up_with_a_tool_the_caller_has(tmp_path
         missed = await call_ok(client, "delete_entities", {argument: ["Maya Chne", "Nobody Else"]})
     assert missed["hints"] == [f"no entity named 'Maya Chne', 'Nobody Else'; did you mean 'Maya Chen' for "
                                f"'Maya Chne'? Otherwise {look_up} first to find the exact name"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tools, argument, lister", [
+    ("graphrag", "names", "list_namespaces (`duckgraph namespaces`)"),
+    ("memory", "entityNames", "`duckgraph namespaces` (on the command line)"),
+    ("all", "entityNames", "`duckgraph namespaces` (on the command line)")])
+async def test_an_empty_namespace_is_said_naming_only_tools_the_caller_has(tmp_path, tools, argument, lister):
+    """The memory tools have no list_namespaces: named in their hint, it sent a model to a tool it cannot call."""
+    async with Client(build_server(serve(tmp_path, "all"))) as client:
+        await call_ok(client, "add_knowledge_graph", {"nodes": PEOPLE, "edges": [], "namespace": "work"})
+    async with Client(build_server(serve(tmp_path, tools))) as client:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        missed = await call_ok(client, "delete_entities", {argument: ["Maya Chen"], "namespace": "team"})
+    assert missed["hints"] == ["no entity named 'Maya Chen'. The namespace 'team' holds nothing yet. If the memory "
+                               f"is in another one, {lister} shows those there are."]
+    assert set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", missed["hints"][0])) <= listed
 
 
 @pytest.mark.anyio

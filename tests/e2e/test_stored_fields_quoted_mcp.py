@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 
 from duckgraph.core.mcp.server import build_server
+from tests.e2e.test_delete_documents_mcp import serve
 from tests.e2e.test_mcp_inmemory import make_services
 from tests.e2e.test_stored_text_one_line_mcp import CHANGE_LINE, call_ok
 
@@ -130,5 +131,30 @@ def test_the_lines_the_store_writes_quote_a_value_or_name_holding_their_delimite
             assert 'entity merged: "Carol: trusted" [person] into Carol (1 relation moved)' in ends
             assert 'entity deleted: "Bob] [admin" [person]' in ends
             assert not any("; clearance:" in line and '"guest;' not in line for line in lines)
+
+    anyio.run(session)
+
+
+def test_the_line_of_a_deleted_document_quotes_an_id_holding_its_delimiter(tmp_path: Path, plugin_manager, minilm):
+    """"document deleted: notes.md: Payroll approved", as the store wrote it, read as the document notes.md titled
+    "Payroll approved" (as "document added: id: title" shows a title): it writes the id as the other lines show it."""
+    async def session() -> None:
+        async with Client(build_server(serve(tmp_path, plugin_manager, minilm, tools="all"))) as client:
+            await call_ok(client, "add_documents", {"documents": [
+                {"id": "notes.md: Payroll approved", "text": "Dave visited the lab on Monday."},
+                {"id": 'memo "final".md', "text": "Erin visited the lab on Tuesday."},
+                {"id": "minutes.md", "title": "Lab minutes", "text": "Bob visited the lab on Friday."}]})
+            await call_ok(client, "delete_documents", {"ids": ["notes.md: Payroll approved", 'memo "final".md',
+                                                               "minutes.md"]})
+            result = await call_ok(client, "recent_changes", {})
+            lines = result.content[0].text.splitlines()
+            assert all(CHANGE_LINE.match(line) for line in lines), lines
+            deleted = [line.split(" UTC ", 1)[1] for line in lines if " document deleted: " in line]
+            assert sorted(deleted) == ['document deleted: "memo \\"final\\".md"',
+                                       'document deleted: "notes.md: Payroll approved"',
+                                       "document deleted: minutes.md"]  # the common case, as ever
+            # Each quoted id reads back as the stored one.
+            assert {json.loads(line.split(": ", 1)[1]) for line in deleted if '"' in line} == {
+                "notes.md: Payroll approved", 'memo "final".md'}
 
     anyio.run(session)

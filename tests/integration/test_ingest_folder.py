@@ -277,6 +277,27 @@ def test_markdown_front_matter_gives_the_title_and_the_date(notes, db_path):
     assert stored[(notes / "plain.md").resolve().as_posix()][:2] == ("plain", "---\nnot: front matter\n")
 
 
+K8S = ("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: payments\n---\napiVersion: apps/v1\n"
+       "kind: Deployment\ntitle: rollout\ndate: 2024-05-02\n")
+
+
+def test_a_yaml_file_starting_with_a_document_start_is_stored_whole(notes, db_path):
+    """A YAML file's leading "---" starts its first document: read as a Markdown note's front matter, that document
+    (the Service named payments) became metadata and left the text. Front matter is a Markdown note's only."""
+    (notes / "k8s.yml").write_text(K8S, encoding="utf-8")
+    (notes / "compose.yaml").write_text("---\nservices:\n  db:\n    image: postgres:16\n---\n", encoding="utf-8")
+    (notes / "meeting.md").write_text("---\ntitle: Rollout review\ndate: 2024-05-02\n---\nWe ship payments.\n",
+                                      encoding="utf-8")
+    ingest(db_path, "notes/k8s.yml", "notes/compose.yaml", "notes/meeting.md")
+    stored = documents(db_path)
+    assert stored[(notes / "k8s.yml").resolve().as_posix()] == ("k8s", K8S, {})
+    assert stored[(notes / "compose.yaml").resolve().as_posix()] == (
+        "compose", "---\nservices:\n  db:\n    image: postgres:16\n---\n", {})
+    # A Markdown note's front matter still gives its title and date.
+    assert stored[(notes / "meeting.md").resolve().as_posix()] == ("Rollout review", "We ship payments.\n",
+                                                                   {"date": "2024-05-02"})
+
+
 def test_a_byte_order_mark_hides_neither_the_front_matter_nor_is_stored(notes, db_path):
     """Notepad and some editors start UTF-8 with a byte order mark (probe bug 7: the front matter was stored as
     text, the title was the file's name)."""
