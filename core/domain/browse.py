@@ -1,7 +1,8 @@
 """Reads for a person browsing the memory (the web UI, core/ui/) that no MCP tool answers: the passages that
 mention an entity, its neighbours with their types (to draw them), the most connected entities, the
-namespaces, the communities of a level with one community's entities drawn, and what deleting a passage's document
-deletes. Everything else the UI shows comes from the tools themselves."""
+namespaces, the communities of a level with one community's entities drawn, what deleting a passage's document
+deletes, an entity's fields as the Edit dialog shows them (with their fingerprint) and what a merge brings along.
+Everything else the UI shows comes from the tools themselves."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from duckgraph.core.domain.curation import EVERY_PERIOD, RELATIONS_READ, entity_fingerprint, merged_properties
 from duckgraph.core.domain.document_ids import PART, all_ids, is_part_of
-from duckgraph.ports import InvalidInputError, NotFoundError, tokens
+from duckgraph.ports import InvalidInputError, NotFoundError, entity_key, tokens
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
@@ -138,9 +140,48 @@ def document(kb: KnowledgeBase, namespace: str, id: str) -> dict[str, Any]:
             "passages": len(kb.store.document_chunks(namespace, parts))}
 
 
+def entity_fields(kb: KnowledgeBase, namespace: str, name: str) -> dict[str, Any]:
+    """An entity's fields that the Edit dialog shows, as stored now, and their `fingerprint`, which the dialog's
+    save sends back (update_entity's expected_fingerprint): refused, nothing changed, if the entity changed since."""
+    record = kb.curation.require([name], namespace)[name]
+    observations = kb.store.get_observations([record.id]).get(record.id, [])
+    return {"name": record.name, "type": record.type, "description": record.description,
+            "aliases": list(record.aliases), "properties": record.properties, "observations": observations,
+            "fingerprint": entity_fingerprint(record, observations)}
+
+
+def merge_preview(kb: KnowledgeBase, namespace: str, sources: list[str], target: str) -> dict[str, Any]:
+    """What merging `sources` into `target` (merge_entities) brings along, to say before it is confirmed: for each
+    source, its names that become the target's aliases, how many observations, properties, relations (of every
+    period; those between the merged entities go, as they would join the target to itself) and passages it has;
+    and each property whose values differ, with the value the target keeps (`kept`, `kept_from`) and the source's
+    that becomes an observation. Refused as merge_entities refuses names of no entity."""
+    into, merged_from = kb.curation.merging(sources, target, namespace)
+    ids = {into.id, *(o.id for o in merged_from)}
+    observations = kb.store.get_observations(list(ids))
+    properties, differing = merged_properties(into, merged_from)
+    names = {entity_key(n) for n in (into.name, *into.aliases)}
+    brought = []
+    for other in merged_from:
+        aliases = [n for n in dict.fromkeys((other.name, *other.aliases)) if entity_key(n) not in names]
+        names.update(map(entity_key, aliases))
+        _, starts, ends, _ = kb.store.neighbor_ends([other.id], namespace, as_of=EVERY_PERIOD, limit=RELATIONS_READ)
+        between = sum(int(s) in ids and int(e) in ids for s, e in zip(starts, ends, strict=True))
+        passages = set(kb.store.links([other.id], [], namespace).node_chunks[1])
+        brought.append({"name": other.name, "aliases": aliases, "observations": len(observations.get(other.id, [])),
+                        "properties": len(other.properties), "relations": len(starts), "relations_between": between,
+                        "passages": len(passages)})
+    # The value kept is the target's own, else that of the last source that has the property.
+    holders = {k: o.name for o in (*merged_from, into) for k in o.properties}
+    return {"target": into.name, "sources": brought,
+            "conflicts": [{"property": k, "kept": properties[k], "kept_from": holders[k], "value": v,
+                           "source": o.name} for o, k, v in differing]}
+
+
 VIEWS: dict[str, Callable[..., dict[str, Any]]] = {
     "entity_passages": entity_passages, "neighbourhood": neighbourhood, "most_connected": most_connected,
     "namespaces": namespaces, "communities": communities, "community": community, "document": document,
+    "entity_fields": entity_fields, "merge_preview": merge_preview,
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -318,14 +319,21 @@ class GraphCuration:
         properties: dict[str, Any] | None = None,
         add_observations: Sequence[str] = (),
         remove_observations: Sequence[str] = (),
+        expected_fingerprint: str | None = None,
     ) -> EntityDetail:
         """Change an entity in place; a rename keeps every edge and the old name as an alias. Observations to
-        remove must be the entity's (else nothing changes and the error lists them)."""
+        remove must be the entity's (else nothing changes and the error lists them). `expected_fingerprint`: the
+        entity's `entity_fingerprint` when the caller read it; checked under the write lock, in the same step as
+        the commit, so a change another client wrote since is never replaced (nothing changes, the error says so)."""
         with self.kb.writing() as writer:
             record = self.require([name], namespace)[name]
             updated = replace(record, source_ids=(), source_chunk_ids=())
+            current = self.store.get_observations([record.id]).get(record.id, [])
+            if expected_fingerprint is not None and entity_fingerprint(record, current) != expected_fingerprint:
+                raise InvalidInputError(
+                    f"{record.name!r} changed since it was read (another client wrote to it); nothing was changed. "
+                    "Read it again and make the change to what is stored now")
             if add_observations or remove_observations:
-                current = self.store.get_observations([record.id]).get(record.id, [])
                 absent = [t for t in dict.fromkeys(remove_observations) if t not in current]
                 if absent:
                     raise InvalidInputError(
@@ -366,14 +374,8 @@ class GraphCuration:
         """Fold `sources` into `target`: edges, provenance, observations, names (as aliases) and properties.
         `progress` hears of the vectors of the moved relations being computed again (a hub's thousands take
         minutes with a local model)."""
-        if not sources:
-            raise InvalidInputError("name at least one source entity to merge into the target")
         with self.kb.writing() as writer:
-            found = self.require([*sources, target], namespace)
-            into = found[target]
-            merged_from = list({found[s].id: found[s] for s in sources if found[s].id != into.id}.values())
-            if not merged_from:
-                raise InvalidInputError(f"the sources and the target are all the entity {into.name!r}")
+            into, merged_from = self.merging(sources, target, namespace)
             observations = self.store.get_observations([into.id, *(n.id for n in merged_from)])
             result = replace(into, source_ids=(), source_chunk_ids=())
             description = into.description
@@ -384,11 +386,7 @@ class GraphCuration:
             result.aliases = _unique(
                 [*into.aliases, *(n for other in merged_from for n in (other.name, *other.aliases))], exclude=into.name
             )
-            result.properties = {**{k: v for o in merged_from for k, v in o.properties.items()}, **into.properties}
-            # A source's value that the merged entity does not keep is kept as an observation of it, and said in
-            # the result: a merge must not lose what a duplicate held without a word.
-            differing = [(o, k, v) for o in merged_from for k, v in o.properties.items()
-                         if not _same_value(v, result.properties[k])]
+            result.properties, differing = merged_properties(into, merged_from)
             result.observations = tuple(_unique(
                 [*observations.get(into.id, []), *(t for o in merged_from for t in observations.get(o.id, [])),
                  *(_property_observation(o.name, k, v) for o, k, v in differing)]
@@ -439,6 +437,18 @@ class GraphCuration:
             target=into.name, merged=[n.name for n in merged_from], aliases=list(result.aliases),
             edges_collapsed=summary.edges_deleted - len(loops), edges_deleted=len(loops), hints=hints,
         )
+
+    def merging(self, sources: Sequence[str], target: str, namespace: str) -> tuple[NodeRecord, list[NodeRecord]]:
+        """The entity `target` names and the others `sources` name, each once: what merge_entities merges (a
+        NotFoundError for names of no entity, an InvalidInputError when all name the target)."""
+        if not sources:
+            raise InvalidInputError("name at least one source entity to merge into the target")
+        found = self.require([*sources, target], namespace)
+        into = found[target]
+        merged_from = list({found[s].id: found[s] for s in sources if found[s].id != into.id}.values())
+        if not merged_from:
+            raise InvalidInputError(f"the sources and the target are all the entity {into.name!r}")
+        return into, merged_from
 
     def delete_entities(self, names: Sequence[str], namespace: str, *, memory_tools: bool = False) -> DeletedSummary:
         """Delete exactly the named entities (by name: case, spacing and the Turkish i's aside) with their edges.
@@ -812,6 +822,25 @@ def _observations_after(
             "remove some or fold older ones into its description with update_entity"
         )
     return final, added, [t for t in current if t in doomed]
+
+
+def entity_fingerprint(record: NodeRecord, observations: Sequence[str]) -> str:
+    """What an entity holds as one short text (its name, type, description, aliases, properties and observations),
+    different once any of them changed: update_entity's `expected_fingerprint`."""
+    held = [record.name, record.type, record.description, list(record.aliases), record.properties, list(observations)]
+    text = json.dumps(held, sort_keys=True, separators=(",", ":"))  # ASCII: a lone surrogate is written escaped
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:20]
+
+
+def merged_properties(
+    into: NodeRecord, merged_from: Sequence[NodeRecord]
+) -> tuple[dict[str, Any], list[tuple[NodeRecord, str, Any]]]:
+    """The properties `into` has once `merged_from` are merged into it (its own values win, then the later
+    source's), and each source's value it does not keep, as (source, key, value): merge_entities keeps those as
+    observations and says so, since a merge must not lose what a duplicate held without a word."""
+    properties = {**{k: v for o in merged_from for k, v in o.properties.items()}, **into.properties}
+    differing = [(o, k, v) for o in merged_from for k, v in o.properties.items() if not _same_value(v, properties[k])]
+    return properties, differing
 
 
 def _joined_sentences(first: str, second: str) -> str:

@@ -11,6 +11,10 @@ model's calls do) and the reads of core/domain/browse.py.
     GET  /api/community?id=              one community's report and its entities to draw
     GET  /api/document?id=&namespace=    the whole document a passage's document is part of: what deleting it
                                          deletes (a long file's parts, their passages)
+    GET  /api/fields?name=&namespace=    an entity's fields as stored now and their fingerprint: what Edit shows,
+                                         and sends back with its save (update_entity's expected_fingerprint)
+    GET  /api/merge?target=&source=...   what merging the sources into the target brings along, and the property
+                                         values it keeps: said before the merge is confirmed
     POST /api/tool/{name}                one of TOOLS with {"arguments": {...}, "namespace": ...}
 
 An error is {"error": TEXT, "quoted": [[start, end], ...]}: `quoted`, the ranges of TEXT's quoted values (names, ids,
@@ -79,6 +83,8 @@ def build_app(calls: DirectCalls) -> Starlette:
         Route("/api/communities", api.communities),
         Route("/api/community", api.community),
         Route("/api/document", api.document),
+        Route("/api/fields", api.fields),
+        Route("/api/merge", api.merge),
         Route("/api/tool/{name}", api.tool, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
@@ -174,6 +180,20 @@ class _Api:
             if not (id := request.query_params.get("id", "")):
                 raise InvalidInputError("give the document's id: id=, a passage's document_id")
             return await self.calls.browse("document", namespace, {"id": id})
+
+        return await self._answer(request, answer)
+
+    async def fields(self, request: Request) -> Response:
+        async def answer(namespace: str) -> dict[str, Any]:
+            return await self.calls.browse("entity_fields", namespace, {"name": request.query_params.get("name", "")})
+
+        return await self._answer(request, answer)
+
+    async def merge(self, request: Request) -> Response:
+        async def answer(namespace: str) -> dict[str, Any]:
+            given = request.query_params
+            return await self.calls.browse("merge_preview", namespace,
+                                           {"sources": given.getlist("source"), "target": given.get("target", "")})
 
         return await self._answer(request, answer)
 

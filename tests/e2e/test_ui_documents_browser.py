@@ -224,13 +224,13 @@ def test_the_names_a_tools_error_quotes_keep_their_place(ui: str, browser) -> No
     assert quoted_values(missing)[:3] == ["O'Brien", 'say "hi"', "Bob's"]
 
     # A merge of two names that do not exist: "no entity named 'משה', 'רחל'" keeps its list's order (drawn as one
-    # run, the right-to-left run would put רחל first).
+    # run, the right-to-left run would put רחל first). Refused before its confirmation, which would say what they
+    # bring along.
     moshe, rachel = "משה", "רחל"
     visit(browser, ui, "#/entity?name=Alice")
     open_entity_page(browser, "Alice")
     browser.find_element(By.ID, "merge").click()
     answer_dialog(browser, f"{moshe}\n{rachel}")
-    answer_dialog(browser)
     box = wait_for(browser, lambda d: "no entity named" in d.find_element(By.ID, "notice").text
                    and d.find_element(By.ID, "notice"), "the merge's error")
     assert "error" in box.get_attribute("class")

@@ -1,7 +1,8 @@
 """The web page while another client (an agent) writes to the memory, in a real browser (`duckgraph ui` as a child
 process on a real DuckDB file, driven in headless Chromium as tests/e2e/test_ui_browser.py drives it): an Edit never
-replaces what was written since the page was drawn, the start page counts again, and a large entity's page keeps
-its place when a relation far down its list is deleted or ended.
+replaces what was written since the page was drawn, even just before its save, and a refused save keeps what was
+typed, says what changed and saves it over the entity as stored now; the start page counts again, and a large
+entity's page keeps its place when a relation far down its list is deleted or ended.
 
 The embedder is the hashing fake of tests/fakes.py: what is checked here is the page, the tools and the file."""
 
@@ -90,32 +91,129 @@ def test_an_edit_never_replaces_what_another_client_wrote_meanwhile(ui: str, bro
     assert entity["properties"] == {"email": "jon@acme.example", "team": "invoicing"}
     assert entity["aliases"] == ["J. Smithers", "Jonny"]
 
-    # Written while the dialog is open: nothing is saved (the dialog's aliases would replace the new ones), the
-    # page says so plainly and shows the new values.
+    # Written while the dialog is open: nothing is saved (the dialog's aliases would replace the new ones); the
+    # dialog stays open with what was typed and says what changed. Cancelled, the page shows the new values.
     open_entity_page(browser, JON)
     open_edit(browser)
     post_tool(ui, "update_entity", {"name": JON, "aliases": ["J. Smithers", "Jonny", "Jon S."]})
     replace(browser, "edit-aliases", "J. Smithers\nJonny\nJohnny")
-    answer_dialog(browser)
-    said = notice(browser, "Nothing was saved")
-    assert said == (f"Nothing was saved: {JON} changed meanwhile (another client wrote to it). The page now shows "
-                    "the new values: edit them again.")
-    assert "error" in browser.find_element(By.ID, "notice").get_attribute("class")
+    save_refused(browser)
+    assert problem(browser) == (f"Not saved: {JON} changed meanwhile (another client wrote to it). Stored now:\n"
+                                "Aliases: added Jon S. (you changed it too: Save replaces it with what you typed)\n"
+                                "What you typed is kept, and the fields you left alone show what is stored now: "
+                                "Save applies your changes to the entity as it is now.")
+    assert browser.find_element(By.ID, "edit-aliases").get_attribute("value") == "J. Smithers\nJonny\nJohnny"
     assert stored(ui)["aliases"] == ["J. Smithers", "Jonny", "Jon S."]
+    answer_dialog(browser, ok=False)
     wait_for(browser, lambda d: "Jon S." in d.find_element(By.CSS_SELECTOR, ".aliases").text, "the new alias")
+    assert stored(ui)["aliases"] == ["J. Smithers", "Jonny", "Jon S."]
 
-    # An observation removed meanwhile and edited in the dialog: the same plain message, not the tool's error.
+
+def save_refused(driver) -> None:
+    """Save, and wait for the dialog, still open, to say why nothing was saved."""
+    driver.find_element(By.ID, "dialog-ok").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "edit-problem").text.startswith("Not saved")
+             and d.find_element(By.ID, "dialog-ok").is_enabled(), "the dialog saying why nothing was saved")
+    assert driver.find_element(By.ID, "dialog").get_attribute("open") is not None
+
+
+def problem(driver) -> str:
+    return driver.find_element(By.ID, "edit-problem").text
+
+
+def observation_fields(driver) -> list[str]:
+    return [f.get_attribute("value") for f in driver.find_elements(By.CSS_SELECTOR, "#edit-observations textarea")]
+
+
+def test_a_refused_edit_keeps_what_was_typed_and_saves_it_over_what_is_stored_now(ui: str,
+                                                                                  browser) -> None:  # noqa: F811
+    post_tool(ui, "update_entity", {"name": JON, "description": "Billing engineer.", "aliases": ["J. Smithers"],
+                                    "properties": {"team": "billing"}})
+    visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': JON})}")
+    open_entity_page(browser, JON)
+    open_edit(browser)
+    # Another client writes to the fields the person leaves alone, and to one they change.
+    post_tool(ui, "update_entity", {"name": JON, "description": "Head of billing.",
+                                    "aliases": ["J. Smithers", "Jon S."],
+                                    "properties": {"team": "billing", "email": "jon@acme.example"}})
+    replace(browser, "edit-type", "Engineer")
+    replace(browser, "edit-properties", '{"team": "invoicing"}')
+    save_refused(browser)
+    said = problem(browser)
+    assert "Description: now Head of billing." in said
+    assert "Aliases: added Jon S.\n" in said
+    assert ("Properties: email added: jon@acme.example (you changed it too: Save replaces it with what you typed)"
+            in said)
+    # What was typed stays; the fields left alone show what is stored now.
+    assert browser.find_element(By.ID, "edit-type").get_attribute("value") == "Engineer"
+    assert json.loads(browser.find_element(By.ID, "edit-properties").get_attribute("value")) == {"team": "invoicing"}
+    assert browser.find_element(By.ID, "edit-description").get_attribute("value") == "Head of billing."
+    assert browser.find_element(By.ID, "edit-aliases").get_attribute("value") == "J. Smithers\nJon S."
+    assert stored(ui)["type"] == "Person"
+
+    # Saved again: the typed changes are made to the entity as it is now, and what the other client wrote to the
+    # other fields stays.
+    answer_dialog(browser)
+    notice(browser, "Saved")
+    entity = stored(ui)
+    assert (entity["type"], entity["properties"]) == ("Engineer", {"team": "invoicing"})
+    assert (entity["description"], entity["aliases"]) == ("Head of billing.", ["J. Smithers", "Jon S."])
+
+
+def test_an_observation_edited_while_another_client_removed_it_is_kept_as_typed(ui: str, browser) -> None:  # noqa: F811
+    visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': JON})}")
+    open_entity_page(browser, JON)
     open_edit(browser)
     post_tool(ui, "update_entity", {"name": JON, "remove_observations": ["Likes coffee."],
                                     "add_observations": ["Prefers green tea since 2025."]})
     field = next(f for f in browser.find_elements(By.CSS_SELECTOR, "#edit-observations textarea")
                  if f.get_attribute("value") == "Likes coffee.")
     field.send_keys(" Black.")
-    answer_dialog(browser)
-    assert notice(browser, "Nothing was saved").startswith(f"Nothing was saved: {JON} changed meanwhile")
+    # Refused plainly (not with the tool's "has no observation" error), the typed text kept as one to add.
+    save_refused(browser)
+    assert ('Observations: added \u201cPrefers green tea since 2025.\u201d; removed \u201cLikes coffee.\u201d'
+            in problem(browser))
+    assert observation_fields(browser) == ["Works in billing.", "Prefers green tea since 2025.", "Likes coffee. Black.",
+                                           ""]
     assert sorted(stored(ui)["observations"]) == ["Prefers green tea since 2025.", "Works in billing."]
-    wait_for(browser, lambda d: "green tea" in d.find_element(By.CSS_SELECTOR, ".observations").text,
-             "the observations as stored now")
+    answer_dialog(browser)
+    notice(browser, "Saved")
+    assert sorted(stored(ui)["observations"]) == ["Likes coffee. Black.", "Prefers green tea since 2025.",
+                                                  "Works in billing."]
+
+
+#: Another client's write, made by the page's own fetch just before the page's save is sent: after the dialog's
+#: last read, before the server runs the save.
+WRITE_BEFORE_THE_SAVE = """
+const [write] = arguments;
+const send = window.fetch;
+window.fetch = async (url, options) => {
+  if (String(url).endsWith("/api/tool/update_entity") && !window.wroteMeanwhile) {
+    window.wroteMeanwhile = true;
+    await send("/api/tool/update_entity", { method: "POST", headers: { "content-type": "application/json" },
+                                           body: JSON.stringify({ arguments: write }) });
+  }
+  return send(url, options);
+};
+"""
+
+
+def test_a_write_just_before_the_save_is_never_replaced(ui: str, browser) -> None:  # noqa: F811
+    # The server checks that the entity is still as the dialog read it, in the same step as the write: a check
+    # of the page's own, by a read just before the save, would leave this moment open.
+    post_tool(ui, "update_entity", {"name": JON, "aliases": ["J. Smithers"]})
+    visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': JON})}")
+    open_entity_page(browser, JON)
+    open_edit(browser)
+    browser.execute_script(WRITE_BEFORE_THE_SAVE, {"name": JON, "aliases": ["J. Smithers", "Jon S."]})
+    replace(browser, "edit-aliases", "J. Smithers\nJonny")
+    browser.find_element(By.ID, "dialog-ok").click()
+    wait_for(browser, lambda d: d.execute_script("return window.wroteMeanwhile") and (
+        "Saved" in d.find_element(By.ID, "notice").text or problem(d).startswith("Not saved")), "the save answered")
+    assert stored(ui)["aliases"] == ["J. Smithers", "Jon S."]
+    assert browser.find_element(By.ID, "dialog").get_attribute("open") is not None
+    assert "Aliases: added Jon S." in problem(browser)
+    assert browser.find_element(By.ID, "edit-aliases").get_attribute("value") == "J. Smithers\nJonny"
 
 
 def test_a_tools_error_is_its_own_text(ui: str) -> None:

@@ -97,3 +97,33 @@ def test_communities_by_level_and_one_drawn(kb) -> None:
         browse.run(kb, "community", "default", {"id": 999999})
     with pytest.raises(InvalidInputError, match="level 9 does not exist"):
         browse.run(kb, "communities", "default", {"level": 9})
+
+
+def test_a_merge_preview_says_what_merge_entities_brings_and_keeps(kb) -> None:
+    kb.add_documents([DocumentInput(id="d2", text="Augusta Ada King, Countess of Lovelace, met Babbage in 1833.")])
+    kb.add_knowledge_graph(
+        [NodeInput(name="Augusta Ada King", type="Person", aliases=["Ada", "Countess of Lovelace"],
+                   observations=["Met Babbage in 1833.", "Born in London."],
+                   properties={"born": 1815, "title": "Countess", "city": "london"}, source_ids=["d2"]),
+         NodeInput(name="Ada Lovelace", type="Person", properties={"born": 1816, "city": "London"})],
+        [EdgeInput(source="Augusta Ada King", target="Charles Babbage", type="MET"),
+         EdgeInput(source="Augusta Ada King", target="Ada Lovelace", type="SAME_AS")])
+    preview = browse.run(kb, "merge_preview", "default", {"sources": ["Augusta Ada King"], "target": "Ada Lovelace"})
+    assert preview == {
+        "target": "Ada Lovelace",
+        # "Ada" is the target's alias already; the relation between the two would join Ada Lovelace to itself.
+        "sources": [{"name": "Augusta Ada King", "aliases": ["Augusta Ada King", "Countess of Lovelace"],
+                     "observations": 2, "properties": 3, "relations": 2, "relations_between": 1, "passages": 1}],
+        # The target's own value wins; "london" and "London" say the same.
+        "conflicts": [{"property": "born", "kept": 1816, "kept_from": "Ada Lovelace", "value": 1815,
+                       "source": "Augusta Ada King"}],
+    }
+    merged = kb.curation.merge_entities(["Augusta Ada King"], "Ada Lovelace", "default")
+    ada = kb.curation.get_entities(["Ada Lovelace"], "default")[0][0]
+    assert ada.properties == {"born": 1816, "city": "London", "title": "Countess"}
+    assert "born: 1815 (from Augusta Ada King)" in ada.observations
+    assert set(merged.aliases) == {"Ada", "Augusta Ada King", "Countess of Lovelace"} and merged.edges_deleted == 1
+    with pytest.raises(NotFoundError, match="no entity named 'Nobody'"):
+        browse.run(kb, "merge_preview", "default", {"sources": ["Nobody"], "target": "Ada Lovelace"})
+    with pytest.raises(InvalidInputError, match="name at least one source"):
+        browse.run(kb, "merge_preview", "default", {"sources": [], "target": "Ada Lovelace"})

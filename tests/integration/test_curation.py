@@ -197,3 +197,44 @@ def test_pages_cover_the_graph_once(kb):
         seen += [e.name for e in page.entities]
         offset = page.next_offset
     assert sorted(seen) == ["Acme", "Bob", "Oslo", "Robert", "Zed"]
+
+
+def fingerprint(kb, name: str) -> str:
+    """The fingerprint of the entity as stored now, as the web UI's Edit reads it (browse.entity_fields)."""
+    from duckgraph.core.domain import browse
+
+    return browse.run(kb, "entity_fields", NS, {"name": name})["fingerprint"]
+
+
+@pytest.mark.parametrize("meanwhile", [
+    {"aliases": ["Bobby", "Bob B."]}, {"properties": {"age": 40, "team": "core"}}, {"description": "A plumber."},
+    {"type": "Engineer"}, {"add_observations": ["likes tea"]}, {"new_name": "Bobby B."},
+])
+def test_an_update_expecting_what_another_client_changed_since_is_refused_and_changes_nothing(kb, meanwhile):
+    # What the web UI's Edit does: it read the entity (and its fingerprint) when its dialog opened; another client
+    # wrote to it since. Its aliases and properties are sent whole: saved, they would replace what was written.
+    seen = fingerprint(kb, "Bob")
+    kb.curation.update_entity("Bob", NS, **meanwhile)
+    written = kb.curation.get_entities(["Bob"], NS)[0][0]
+    with pytest.raises(InvalidInputError, match="'.*' changed since it was read .*nothing was changed"):
+        kb.curation.update_entity("Bob", NS, aliases=["Bobby", "Robert J."], properties={"age": 41},
+                                  expected_fingerprint=seen)
+    assert kb.curation.get_entities(["Bob"], NS)[0][0] == written
+    # Expecting what is stored now, the same update is made.
+    now = fingerprint(kb, written.name)
+    assert now != seen
+    updated = kb.curation.update_entity(written.name, NS, aliases=["Bobby", "Robert J."], properties={"age": 41},
+                                        expected_fingerprint=now)
+    assert updated.aliases == ["Bobby", "Robert J."] and updated.properties == {"age": 41}
+
+
+def test_a_fingerprint_changes_only_with_what_the_entity_holds(kb):
+    seen = fingerprint(kb, "Bob")
+    # Its relations, and other entities, are not what an edit of it sends: they leave it as it was.
+    kb.add_knowledge_graph([NodeInput(name="Ann", type="Person")],
+                           [EdgeInput(source="Ann", target="Bob", type="KNOWS")])
+    kb.curation.update_entity("Robert", NS, description="Another engineer.")
+    assert fingerprint(kb, "bobby") == seen  # read by an alias too
+    updated = kb.curation.update_entity("Bob", NS, type="Builder", expected_fingerprint=seen)
+    assert updated.type == "Builder"
+    assert fingerprint(kb, "Bob") != seen

@@ -39,6 +39,9 @@ def register_tools(server: MCPServer, tool_set: str) -> None:
         tool.description = " ".join(inspect.cleandoc(tool.description).splitlines())  # a docstring's line breaks
         if tool.name in GRAPHRAG_TOOLS and tool_set != "memory":  # memory's delete_* share their names only
             tool.parameters = _lean_schema(tool.parameters)
+        if tool_set != "all":
+            for argument in ALL_SET_ARGUMENTS.get(tool.name, ()):
+                del tool.parameters["properties"][argument]
 
 
 #: The default set, whose whole listing a model pays for in every conversation (tests/integration/test_tool_cost.py).
@@ -48,6 +51,12 @@ GRAPHRAG_TOOLS = frozenset({
     "end_relations", "recent_changes",
     "global_search", "build_communities", "add_urls",
 })
+
+
+#: Arguments that only the `all` set lists (the set of the web page, core/ui/, and of a file's owner running another
+#: server's calls): the default set's listing is at its token budget. A server of another set refuses them, as any
+#: argument its listing lacks (core/mcp/server.py).
+ALL_SET_ARGUMENTS = {"update_entity": ("expected_fingerprint",)}
 
 
 def _lean_schema(schema: Any) -> Any:

@@ -146,6 +146,10 @@ def register_graphrag_tools(server: MCPServer) -> None:
         add_observations: Annotated[list[Observation], Field(max_length=MAX_OBSERVATIONS)] = [],  # noqa: B006
         remove_observations: Annotated[list[str], Field(max_length=MAX_OBSERVATIONS)] = [],  # noqa: B006
         namespace: NamespaceArg = None,
+        # Listed in the `all` set only (ALL_SET_ARGUMENTS): the web page's Edit sends what it read.
+        expected_fingerprint: Annotated[str | None, Field(max_length=64, description=(
+            "The entity's fingerprint when it was read (the web UI's); refused, nothing changed, if it changed "
+            "since."))] = None,
     ) -> EntityDetail:
         """Change one entity: rename it, replace its type, description, aliases or properties, add observations
         or remove them (exact text). For duplicates use merge_entities."""
@@ -153,7 +157,8 @@ def register_graphrag_tools(server: MCPServer) -> None:
         return await call(kb.curation.update_entity, name, await call_namespace(ctx, namespace), new_name=new_name,
                            type=type,
                            description=description, aliases=aliases, properties=properties,
-                           add_observations=add_observations, remove_observations=remove_observations)
+                           add_observations=add_observations, remove_observations=remove_observations,
+                           expected_fingerprint=expected_fingerprint)
 
     @server.tool(title="Merge entities", annotations=titled(DESTRUCTIVE, "Merge entities"))
     async def merge_entities(

@@ -1,23 +1,46 @@
 // The dialogs of curation: a question with one answer, a confirmation, the edit form of an entity.
 
-import { clear, h, isolated } from "./dom.js";
+import { clear, errorText, h, isolated } from "./dom.js";
 
 const dialog = document.getElementById("dialog");
 
-// Show the dialog with `body`; resolve with `read()` on OK, null on Cancel or Escape.
-function open(title, body, okLabel, read, danger = false) {
+// Show the dialog with `body`; resolve with `read()` on OK, null on Cancel or Escape. With `submit`, OK runs
+// `submit(read())` while the dialog stays open: it closes once that resolves to anything but undefined, and
+// resolves with it; undefined keeps it open, with what was typed (submit says why in it). Cancel and Escape wait
+// while submit runs.
+function open(title, body, okLabel, read, { danger = false, submit = null } = {}) {
   clear(document.getElementById("dialog-title"), title);
   clear(document.getElementById("dialog-body"), body);
+  const form = document.getElementById("dialog-form");
   const ok = document.getElementById("dialog-ok");
+  const cancel = document.getElementById("dialog-cancel");
   ok.textContent = okLabel;
   ok.className = danger ? "danger" : "primary";
   dialog.returnValue = "";
   dialog.showModal();
   // A destructive OK is not the default: Enter or a stray key press on the dialog cancels instead.
-  if (danger) document.getElementById("dialog-cancel").focus();
+  if (danger) cancel.focus();
+  let result = null;
+  let running = false;
+  const submitted = async (event) => {
+    if (!submit || event.submitter !== ok) return;
+    event.preventDefault();  // the form would close the dialog
+    running = ok.disabled = cancel.disabled = true;
+    try {
+      result = await submit(read());
+    } finally {
+      running = ok.disabled = cancel.disabled = false;
+    }
+    if (result !== undefined) dialog.close("ok");
+  };
+  const escaped = (event) => { if (running) event.preventDefault(); };
+  form.addEventListener("submit", submitted);
+  dialog.addEventListener("cancel", escaped);
   return new Promise((resolve, reject) => {
     dialog.addEventListener("close", () => {
-      try { resolve(dialog.returnValue === "ok" ? read() : null); } catch (error) { reject(error); }
+      form.removeEventListener("submit", submitted);
+      dialog.removeEventListener("cancel", escaped);
+      try { resolve(dialog.returnValue !== "ok" ? null : submit ? result : read()); } catch (error) { reject(error); }
     }, { once: true });
   });
 }
@@ -30,59 +53,169 @@ export function ask(title, question, value = "", multiline = false) {
   return answer;
 }
 
-export async function confirmAction(label, question) {
-  return (await open(`${label}?`, h("p", {}, question), label, () => true, true)) === true;
+// `details`: what else to know before answering, below the question.
+export async function confirmAction(label, question, details = null) {
+  return (await open(`${label}?`, [h("p", {}, question), details], label, () => true, { danger: true })) === true;
 }
 
-// The changed fields of `entity` as update_entity takes them, or null. Each observation has a field of its own,
-// since one may hold line breaks; only those whose text was changed are sent (removed, and added as now written),
-// so an edit of another field leaves every observation exactly as stored.
-export async function editEntity(entity) {
+// The Edit dialog of `entity` (its fields as stored when it opens, and their fingerprint: the API's /api/fields).
+// Save sends the fields changed in it, as update_entity takes them, through `save(changes, base)`, and the dialog
+// stays open until that is done. Each observation has a field of its own, since one may hold line breaks; only
+// those whose text was changed are sent (removed, and added as now written), so an edit of another field leaves
+// every observation exactly as stored. When the save is refused, nothing typed is lost: the dialog stays open and
+// `reread(name)` reads the entity again (null: it is gone). If it changed meanwhile (another client wrote to it),
+// the dialog says what changed and takes it as stored now for its base: a field left alone shows the stored value,
+// one typed in keeps what was typed, so Save applies the typed changes to the entity as it is now. Resolves with
+// save's result, or null (Cancel, or nothing changed).
+export async function editEntity(entity, save, reread) {
+  let base = entity;
   const field = (id, label, control) => h("div", { class: "field-row" }, h("label", { for: id }, label), control);
-  const type = h("input", { id: "edit-type", value: entity.type });
-  const description = h("textarea", { id: "edit-description", rows: 3 }, entity.description || "");
-  const aliases = h("textarea", { id: "edit-aliases", rows: 3 }, entity.aliases.join("\n"));
-  const properties = h("textarea", { id: "edit-properties", rows: 4 }, JSON.stringify(entity.properties || {}, null, 2));
+  const type = h("input", { id: "edit-type", value: base.type });
+  const description = h("textarea", { id: "edit-description", rows: 3 }, base.description || "");
+  const aliases = h("textarea", { id: "edit-aliases", rows: 3 }, base.aliases.join("\n"));
+  const properties = h("textarea", { id: "edit-properties", rows: 4 }, propertiesText(base.properties));
   const propertiesError = h("p", { class: "error", id: "edit-properties-error", "aria-live": "polite" });
+  const problem = h("div", { id: "edit-problem", role: "alert" });
   const observation = (text) => h("textarea", { class: "edit-observation", rows: Math.min(6, text.split("\n").length + 1),
     "aria-label": "observation" }, text);
-  const observations = h("div", { id: "edit-observations" }, entity.observations.map(observation), observation(""));
+  const observations = h("div", { id: "edit-observations" }, base.observations.map(observation), observation(""));
   const another = h("button", { type: "button", id: "add-observation", onclick: () => {
     const added = observation("");
     observations.append(added);
     added.focus();
   } }, "Another observation");
-  const body = [field("edit-type", "Type", type), field("edit-description", "Description", description),
+  const body = [problem, field("edit-type", "Type", type), field("edit-description", "Description", description),
     field("edit-aliases", "Aliases, one per line", aliases), field("edit-properties", "Properties (JSON)", properties),
     propertiesError,
     h("fieldset", { class: "observations-field" }, h("legend", {}, "Observations, one per field (empty a field to remove it)"),
       observations, another)];
   // Invalid JSON keeps the dialog open (the form does not submit) with the reason beside the field.
   properties.addEventListener("input", () => {
-    const problem = propertiesProblem(properties.value);
-    properties.setCustomValidity(problem);
-    clear(propertiesError, problem);
+    const reason = propertiesProblem(properties.value);
+    properties.setCustomValidity(reason);
+    clear(propertiesError, reason);
   });
   // A textarea's value has "\n" line breaks whatever the stored text has.
   const unchanged = (value, stored) => value === (stored || "").replace(/\r\n?/g, "\n");
   const lines = (el) => el.value.split("\n").map((s) => s.trim()).filter(Boolean);
+  const readProperties = () => properties.value.trim() ? JSON.parse(properties.value) : {};
+  const typed = {  // whether a field differs from the base
+    type: () => type.value.trim() !== base.type,
+    description: () => !unchanged(description.value, base.description),
+    aliases: () => lines(aliases).join("\n") !== base.aliases.join("\n"),
+    properties: () => propertiesProblem(properties.value) !== ""
+      || JSON.stringify(readProperties()) !== JSON.stringify(base.properties || {}),
+  };
+  const observationFields = () => [...observations.querySelectorAll("textarea")].map((f) => f.value);
   const read = () => {
     const changes = {};
-    if (type.value.trim() !== entity.type) changes.type = type.value.trim();
-    if (!unchanged(description.value, entity.description)) changes.description = description.value.trim();
-    if (lines(aliases).join("\n") !== entity.aliases.join("\n")) changes.aliases = lines(aliases);
-    const props = properties.value.trim() ? JSON.parse(properties.value) : {};
-    if (JSON.stringify(props) !== JSON.stringify(entity.properties || {})) changes.properties = props;
-    const fields = [...observations.querySelectorAll("textarea")].map((f) => f.value);
-    const removed = entity.observations.filter((stored, i) => !unchanged(fields[i], stored));
-    const added = [...fields.slice(0, entity.observations.length).filter((v, i) => !unchanged(v, entity.observations[i])),
-      ...fields.slice(entity.observations.length)].map((v) => v.trim()).filter(Boolean);
+    if (typed.type()) changes.type = type.value.trim();
+    if (typed.description()) changes.description = description.value.trim();
+    if (typed.aliases()) changes.aliases = lines(aliases);
+    if (typed.properties()) changes.properties = readProperties();
+    const fields = observationFields();
+    const stored = base.observations;
+    const removed = stored.filter((text, i) => !unchanged(fields[i], text));
+    const added = [...fields.slice(0, stored.length).filter((v, i) => !unchanged(v, stored[i])),
+      ...fields.slice(stored.length)].map((v) => v.trim()).filter(Boolean);
     if (added.length) changes.add_observations = added;
     if (removed.length) changes.remove_observations = removed;
     return changes;
   };
-  const changes = await open(["Edit ", isolated(entity.name)], body, "Save", read);
-  return changes && Object.keys(changes).length ? changes : null;
+  // The entity as stored `now` becomes the base; what was typed stays.
+  const rebase = (now) => {
+    if (!typed.type()) type.value = now.type;
+    if (!typed.description()) description.value = now.description || "";
+    if (!typed.aliases()) aliases.value = now.aliases.join("\n");
+    if (!typed.properties()) properties.value = propertiesText(now.properties);
+    const fields = observationFields();
+    const edited = new Map(base.observations.map((text, i) => [text, fields[i]])
+      .filter(([text, value]) => !unchanged(value, text)));
+    // Typed into an observation removed meanwhile: kept, as one to add.
+    const orphans = [...edited].filter(([text]) => !now.observations.includes(text)).map(([, value]) => value);
+    const extra = [...orphans, ...fields.slice(base.observations.length)].filter((v) => v.trim());
+    clear(observations, now.observations.map((text) => observation(edited.has(text) ? edited.get(text) : text)),
+      extra.map(observation), observation(""));
+    base = now;
+  };
+  const submit = async (changes) => {
+    if (!Object.keys(changes).length) return null;
+    let refusal;
+    try {
+      return await save(changes, base);
+    } catch (error) {
+      refusal = error;
+    }
+    let now;
+    try {
+      now = await reread(base.name);
+    } catch (error) {
+      clear(problem, h("p", { class: "error" }, "Not saved: ", errorText(refusal)),
+        h("p", { class: "error" }, errorText(error)));
+      return undefined;
+    }
+    if (now === null) {
+      clear(problem, h("p", { class: "error" }, "Not saved: there is no entity ", isolated(base.name),
+        " any more (deleted or renamed meanwhile). What you typed is still here to copy."));
+    } else if (now.fingerprint !== base.fingerprint) {
+      const was = base;
+      const mine = Object.fromEntries(Object.entries(typed).map(([key, differs]) => [key, differs()]));
+      const rows = differences(was, now, mine);
+      rebase(now);
+      clear(problem, h("p", { class: "error" }, "Not saved: ", isolated(was.name),
+        " changed meanwhile (another client wrote to it). Stored now:"), h("ul", { id: "edit-changes" }, rows),
+      h("p", {}, "What you typed is kept, and the fields you left alone show what is stored now: Save applies your " +
+        "changes to the entity as it is now."));
+    } else {
+      clear(problem, h("p", { class: "error" }, "Not saved: ", errorText(refusal)));
+    }
+    problem.scrollIntoView({ block: "nearest" });
+    return undefined;
+  };
+  return open(["Edit ", isolated(entity.name)], body, "Save", read, { submit });
+}
+
+function propertiesText(properties) {
+  return JSON.stringify(properties || {}, null, 2);
+}
+
+// What changed from `was` to `now` (an entity's fields), a list item per field; `typed`: the fields the dialog
+// changed too, which Save replaces whole with what was typed.
+function differences(was, now, typed) {
+  const rows = [];
+  const row = (key, label, ...detail) => rows.push(h("li", { "data-field": key }, h("strong", {}, `${label}: `), detail,
+    typed[key] ? h("em", {}, " (you changed it too: Save replaces it with what you typed)") : null));
+  const shown = (value) => typeof value === "string" ? h("bdi", {}, value) : JSON.stringify(value);
+  const listed = (values) => values.map((v, i) => [i ? ", " : "", h("bdi", {}, v)]);
+  const added = (a, b) => b.filter((v) => !a.includes(v));
+  if (was.name !== now.name) row("name", "Name", "now ", isolated(now.name), ", was ", isolated(was.name));
+  if (was.type !== now.type) row("type", "Type", "now ", isolated(now.type), ", was ", isolated(was.type));
+  if ((was.description || "") !== (now.description || "")) {
+    row("description", "Description", "now ", now.description ? shown(now.description) : "empty");
+  }
+  if (JSON.stringify(was.aliases) !== JSON.stringify(now.aliases)) {
+    const plus = added(was.aliases, now.aliases), minus = added(now.aliases, was.aliases);
+    row("aliases", "Aliases", plus.length ? ["added ", listed(plus)] : null, plus.length && minus.length ? "; " : null,
+      minus.length ? ["removed ", listed(minus)] : null, !plus.length && !minus.length ? "reordered" : null);
+  }
+  const before = was.properties || {}, after = now.properties || {};
+  const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])]
+    .filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]));
+  if (keys.length) {
+    const change = (k) => !(k in after) ? "removed" : !(k in before) ? ["added: ", shown(after[k])]
+      : ["now ", shown(after[k]), ", was ", shown(before[k])];
+    row("properties", "Properties", keys.map((k, i) => [i ? "; " : "", h("bdi", {}, k), " ", change(k)]));
+  }
+  const plus = added(was.observations, now.observations), minus = added(now.observations, was.observations);
+  if (plus.length || minus.length) {
+    row("observations", "Observations", plus.length ? ["added ", quotedList(plus)] : null,
+      plus.length && minus.length ? "; " : null, minus.length ? ["removed ", quotedList(minus)] : null);
+  }
+  return rows;
+}
+
+function quotedList(texts) {
+  return texts.map((t, i) => [i ? ", " : "", "\u201c", h("bdi", {}, t), "\u201d"]);
 }
 
 // Why `text` cannot be an entity's properties, or "".

@@ -98,6 +98,13 @@ export function quotedIsolated(text, ranges) {
   return marked(text, ranges, isolated);
 }
 
+// An error of the API as shown: a tool's text with the names it quotes isolated (the API's `quoted` ranges of it),
+// so a right-to-left name keeps its place, as in the page's own notices.
+export function errorText(error) {
+  const ranges = error.body && error.body.error === error.message ? error.body.quoted : null;
+  return quotedIsolated(error.message, ranges);
+}
+
 // Names as "a, b, c", each isolated.
 export function isolatedList(names) {
   return names.map((name, i) => [i ? ", " : "", isolated(name)]);

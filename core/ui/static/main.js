@@ -2,7 +2,7 @@
 // #/entity?name=, #/community?id=; each with ns= for a namespace other than the default), each drawn from the JSON
 // API of core/ui/app.py, and the curation actions of an entity's page and of a passage's document.
 
-import { append, clear, h, isolated, isolatedList, marked, quotedIsolated, typeBadge, visible } from "./dom.js";
+import { append, clear, errorText, h, isolated, isolatedList, marked, typeBadge, visible } from "./dom.js";
 import { drawGraph } from "./graph.js";
 import { ask, confirmAction, editEntity } from "./curate.js";
 
@@ -14,7 +14,9 @@ const state = { namespace: null, defaultNamespace: null, overview: null, drawing
 // -- the API ---------------------------------------------------------------------------------------------
 
 async function api(path, params = {}) {
-  const query = new URLSearchParams({ ...params, namespace: state.namespace || "" });
+  const query = new URLSearchParams({ namespace: state.namespace || "" });
+  // A list goes as its parameter repeated (source=a&source=b): a name may hold a comma.
+  for (const [key, value] of Object.entries(params)) for (const one of [value].flat()) query.append(key, one);
   return answer(await fetch(`/api/${path}?${query}`, { headers: { accept: "application/json" } }));
 }
 
@@ -44,13 +46,6 @@ async function answer(response) {
     throw error;
   }
   return body;
-}
-
-// An error as shown: a tool's text with the names it quotes isolated (the API's `quoted` ranges of it), so a
-// right-to-left name keeps its place, as in the page's own notices.
-function errorText(error) {
-  const ranges = error.body && error.body.error === error.message ? error.body.quoted : null;
-  return quotedIsolated(error.message, ranges);
 }
 
 function available(tool) {
@@ -559,44 +554,46 @@ async function rename(entity) {
 }
 
 // Edit: the dialog shows the entity as stored when it opens, not as the page was drawn (another client may have
-// written to it since), and the save sends only the fields changed in it. Read again just before the save: if the
-// entity changed while the dialog was open, nothing is saved, since its aliases and properties are sent whole
-// and would replace what was written meanwhile (an agent's alias, an observation it removed).
+// written to it since), and the save sends only the fields changed in it, with the fingerprint of what the dialog
+// showed: update_entity refuses it, in the same step as its write, if the entity changed meanwhile, since its
+// aliases and properties are sent whole and would replace what was written (an agent's alias, an observation it
+// removed). The dialog then stays open with what was typed and says what changed (curate.js).
 async function edit(entity) {
-  let before, changes;
+  let fields;
   try {
-    before = await editedFields(entity.name);
-    if (!before) return changedMeanwhile(entity.name);
-    changes = await editEntity(before);
+    fields = await entityFields(entity.name);
   } catch (error) {
     notify(errorText(error), true);
     return;
   }
-  if (!changes) return;
-  act(async () => {
-    const now = await editedFields(before.name);
-    if (JSON.stringify(now) !== JSON.stringify(before)) return null;
-    return callTool("update_entity", { name: before.name, ...changes });
-  }, (r) => {
-    if (!r) return changedMeanwhile(before.name);
-    notify(["Saved ", isolated(r.name), "."]);
-    state.overview = null;
-    go("/entity", { name: r.name });
-  });
+  if (!fields) {
+    notify(["Nothing to edit: there is no entity ", isolated(entity.name),
+      " any more (deleted or renamed meanwhile)."], true);
+    render();
+    return;
+  }
+  let reread = false;  // read again after a refused save: the page is drawn again once the dialog closes
+  const saved = await editEntity(fields,
+    (changes, base) => callTool("update_entity",
+      { name: base.name, ...changes, expected_fingerprint: base.fingerprint }),
+    (name) => { reread = true; return entityFields(name); });
+  if (!saved) {
+    if (reread) render();
+    return;
+  }
+  notify(["Saved ", isolated(saved.name), "."]);
+  state.overview = null;
+  go("/entity", { name: saved.name });
 }
 
-// The fields of an entity the Edit dialog shows, as stored now (null: no such entity any more).
-async function editedFields(name) {
-  const found = (await callTool("get_entities", { names: [name] })).entities[0];
-  if (!found) return null;
-  const { id, type, description, aliases, properties, observations } = found;
-  return { id, name: found.name, type, description, aliases, properties, observations };
-}
-
-function changedMeanwhile(name) {
-  notify(["Nothing was saved: ", isolated(name), " changed meanwhile (another client wrote to it). " +
-    "The page now shows the new values: edit them again."], true);
-  render();
+// The fields of an entity the Edit dialog shows, as stored now, with their fingerprint (null: no such entity).
+async function entityFields(name) {
+  try {
+    return await api("fields", { name });
+  } catch (error) {
+    if (error.status === 404) return null;
+    throw error;
+  }
 }
 
 async function merge(entity) {
@@ -605,13 +602,43 @@ async function merge(entity) {
   "", true);
   const sources = (text || "").split("\n").map((s) => s.trim()).filter(Boolean);
   if (!sources.length) return;
+  let preview;
+  try {
+    preview = await api("merge", { target: entity.name, source: sources });
+  } catch (error) {
+    notify(errorText(error), true);  // names of no entity: refused as merge_entities would refuse them
+    return;
+  }
   if (!await confirmAction("Merge", ["Merge ", isolatedList(sources), " into ", isolated(entity.name),
-    "? This cannot be undone."])) return;
+    "? This cannot be undone."], mergeDetails(preview))) return;
   act(() => callTool("merge_entities", { sources, target: entity.name }), (r) => {
     notify(["Merged ", isolatedList(r.merged), " into ", isolated(r.target), "."]);
     state.overview = null;
     go("/entity", { name: r.target });
   });
+}
+
+// What a merge brings along (the API's /api/merge), said before it is confirmed: per source, its names that become
+// aliases, its observations, properties, relations and passages; then each property whose values differ, with the
+// value kept and the one that becomes an observation.
+function mergeDetails(preview) {
+  const brings = (s) => {
+    const loops = s.relations_between ? ` (${plural(s.relations_between, "relation")} between the entities merged ` +
+      `${s.relations_between === 1 ? "goes" : "go"}: ${s.relations_between === 1 ? "it" : "they"} would join ` : null;
+    return h("li", { "data-source": s.name }, isolated(s.name), " brings ",
+      s.aliases.length ? [plural(s.aliases.length, "alias", "aliases"), " (", isolatedList(s.aliases), "), "]
+        : "no new alias, ",
+      `${plural(s.observations, "observation")}, ${plural(s.properties, "property", "properties")}, ` +
+      `${plural(s.relations, "relation")}`,
+      loops ? [loops, isolated(preview.target), " to itself)"] : null,
+      ` and ${plural(s.passages, "passage")}.`);
+  };
+  const value = (v) => typeof v === "string" ? isolated(v) : JSON.stringify(v);
+  return [h("ul", { id: "merge-brings" }, preview.sources.map(brings)),
+    preview.conflicts.length ? [h("p", {}, "Properties whose values differ:"), h("ul", { id: "merge-conflicts" },
+      preview.conflicts.map((c) => h("li", { "data-property": c.property }, h("bdi", {}, c.property), ": ",
+        isolated(c.kept_from), "'s ", value(c.kept), " is kept; ", isolated(c.source), "'s ", value(c.value),
+        " becomes an observation.")))] : null];
 }
 
 async function remove(entity) {
