@@ -180,7 +180,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="the length of the text answer in tokens: about 4 characters of English each, "
                              "1 to 2 in most other scripts (default 2000)")
     search.add_argument("--as-of", type=_moment, metavar="WHEN",
-                        help="the facts valid then and no later passages (ISO date or date-time, UTC; default now)")
+                        help="the facts valid then, and no passages of documents timed after it (ISO date or "
+                             "date-time, UTC; without it, the facts valid now and passages of any time)")
     search.add_argument("--include-history", action="store_true", help="add the facts that had ended by then")
     search.add_argument("--after", type=_moment, metavar="WHEN",
                         help="a window's start: only the facts valid, and passages of documents timed, within it")

@@ -478,8 +478,19 @@ class GraphStore(ABC):
         """The namespace's last build, None before the first."""
         raise self._no_communities()
 
-    def changed_since_build(self, namespace: str, since: datetime) -> int:
-        """Nodes and edges written or ended since `since`, plus members deleted since the build."""
+    def changed_since_build(self, namespace: str, since: datetime, now: datetime) -> int:
+        """Nodes and edges written since `since`, edges whose period began or ended since, by `now` (an end still
+        to come is no change yet), plus members and relations deleted since the build."""
+        raise self._no_communities()
+
+    def periods_passed(self, namespace: str, since: datetime, until: datetime, limit: int) -> dict[int, datetime]:
+        """Edge id -> when its period last began or ended after `since` and by `until`, at most `limit` edges:
+        facts that time, not a write, made start or stop holding."""
+        raise self._no_communities()
+
+    def next_period_boundary(self, namespace: str, after: datetime) -> datetime | None:
+        """The first start or end of an edge's period after `after` (None: none is to come): until then, what
+        holds changes only by a write."""
         raise self._no_communities()
 
     def node_communities(self, node_ids: Sequence[int], namespace: str) -> dict[int, list[tuple[int, int, str]]]:

@@ -20,12 +20,17 @@ if TYPE_CHECKING:
 MAX_CHANGES = 1_000
 #: How far recent_changes pages into a span (each page is read from the start).
 MAX_CHANGES_OFFSET = 100_000
+#: end_relations' hint for an `ended_at` still to come: the fact is not ended yet, and reads as current until then.
+PLANNED_END = ("{relation}: ended_at {ended_at} is still to come, so it is a planned end (as a valid_until to come "
+               "is): the relation holds, and search shows it as current, until then. To end it now, leave ended_at "
+               "out")
 
 
 def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], namespace: str) -> RelationsEnded:
     """Close the current relations matching each of `relations` at its `ended_at` (default: now), in one
     transaction; they stay as history. A moment before a relation's start, or a relation named twice, is refused
-    and nothing is ended."""
+    and nothing is ended. An `ended_at` still to come is a planned end, as a `valid_until` to come is on write: the
+    relation holds until then, and a hint says so."""
     from duckgraph.core.domain.model import EndedRelation, RelationRef, RelationsEnded
 
     moment = now()
@@ -34,6 +39,7 @@ def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], name
         ending: dict[int, tuple[datetime, EndedRelation]] = {}
         asked: dict[int, int] = {}  # edge id -> the item that matched it
         missing: list[RelationRef] = []
+        planned: list[str] = []
         for i, relation in enumerate(relations):
             source, target = found.get(relation.source), found.get(relation.target)
             ended_at = relation.ended_at or moment
@@ -72,10 +78,12 @@ def end_relations(kb: KnowledgeBase, relations: Sequence[EndRelationInput], name
                                                            valid_from=edge.valid_from, valid_until=ended_at))
             if not matches:
                 missing.append(RelationRef(source=relation.source, target=relation.target, type=relation.type))
+            elif ended_at > moment:
+                planned.append(PLANNED_END.format(relation=relation.label(), ended_at=short(ended_at)))
         if ending:
             writer.commit(WriteBatch(end_edges=[(edge_id, at) for edge_id, (at, _) in ending.items()]))
     return RelationsEnded(ended=[ended for _, ended in ending.values()], not_found=missing,
-                          hints=kb.curation.relation_hints(missing, namespace, ending=True))
+                          hints=[*planned, *kb.curation.relation_hints(missing, namespace, ending=True)])
 
 
 def recent_changes(

@@ -202,7 +202,8 @@ class RelationsEnded(_Model):
     not_found: list[RelationRef] = Field(default_factory=list)
     hints: list[str] = Field(default_factory=list, description=(
         "Why a relation not found matched nothing (a name no entity has, a type none of its relations has, a "
-        "relation that ended already) and what to send instead."))
+        "relation that ended already) and what to send instead; and that a relation given an ended_at still to "
+        "come holds until then."))
 
 
 class Change(_Model):

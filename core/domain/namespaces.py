@@ -53,8 +53,11 @@ def check_namespace(name: object) -> str:
     # look-alike of "alpha".
     if isinstance(name, str) and _VALID.fullmatch(name):
         return name
+    # A name too long is given by its length, as argument_errors gives a long text: echoed whole, it would bury the
+    # rule.
+    shown = f"({len(name):,} characters)" if isinstance(name, str) and len(name) > MAX_NAMESPACE_CHARS else repr(name)
     raise InvalidInputError(
-        f"invalid namespace {name!r}: use 1 to {MAX_NAMESPACE_CHARS} ASCII letters (a-z, A-Z), digits (0-9), '-', '_', '.' or '/'"
+        f"invalid namespace {shown}: use 1 to {MAX_NAMESPACE_CHARS} ASCII letters (a-z, A-Z), digits (0-9), '-', '_', '.' or '/'"
     )
 
 

@@ -199,13 +199,17 @@ class DuckgraphServer(MCPServer):
         """A ToolError naming each top-level argument `name` does not take. The SDK's argument models ignore
         unknown keys, so a misspelt `namespace` would run the call in the default namespace: a delete or a write
         in the wrong place. Checked against the advertised schemas' properties (the shipped listing answers
-        without building the tools), which keep `additionalProperties: false` out of every listing's tokens."""
+        without building the tools), which keep `additionalProperties: false` out of every listing's tokens. A
+        tool of another set is refused saying which sets have it (`other_set_error`)."""
         if self._argument_names is None:
             self._argument_names = {
                 tool.name: (tuple((tool.input_schema or {}).get("properties", {})),
                             tuple((tool.input_schema or {}).get("required", ())))
                 for tool in await self.list_tools()}
-        if name not in self._argument_names:  # an unknown tool: the SDK's own error says so
+        if name not in self._argument_names:  # a tool of no set: the SDK's own error says so
+            other_sets = await _sets_listing(name)
+            if other_sets:
+                raise ToolError(other_set_error(name, self.tool_set, other_sets))
             return
         accepted, required = self._argument_names[name]
         unknown = [key for key in arguments or {} if key not in accepted]
@@ -270,6 +274,27 @@ def unknown_arguments_error(tool: str, unknown: list[str], accepted: tuple[str, 
     lines += [f"{key}: is required" for key in missing or ()]
     takes = f"it takes {', '.join(accepted)}" if accepted else "it takes no arguments"
     return f"{tool} refused its arguments: {'; '.join(lines)}; {takes}. Nothing was done."
+
+
+def other_set_error(tool: str, tool_set: str, other_sets: list[str]) -> str:
+    """The refusal of a call to `tool`, a tool of `other_sets` and not of this server's `tool_set`: which sets have
+    it and the setting that picks one (docs/configuration.md), where the SDK says only "Unknown tool"."""
+    choices = " or ".join(f"DUCKGRAPH_TOOLS={s}" for s in sorted(other_sets, key=lambda s: s != "all"))
+    return (f"Unknown tool: {tool} is a tool of the {' and '.join(other_sets)} tool set"
+            f"{'s' if len(other_sets) > 1 else ''}, not of this server's {tool_set} set. To call it, restart the "
+            f"server with {choices} in its environment (or tools = \"all\" in its config file): all has the tools "
+            "of both sets. Nothing was done.")
+
+
+async def _sets_listing(tool: str) -> list[str]:
+    """The tool sets that list a tool named `tool`: from the listing made ahead of time, else built (as
+    `list_tools` answers)."""
+    found = []
+    for tool_set in tool_listing.TOOL_SETS:
+        listing = tool_listing.shipped(tool_set) or await tool_listing.built_tool_listing(tool_set)
+        if any(entry["name"] == tool for entry in listing):
+            found.append(tool_set)
+    return found
 
 
 def _closest_argument(key: str, accepted: tuple[str, ...]) -> str | None:

@@ -191,20 +191,45 @@ def build_of(con: Any, namespace: str) -> CommunityBuild | None:
     return None if row is None else CommunityBuild(namespace, row[0], row[1], row[2], row[3])
 
 
-def changed_since(con: Any, namespace: str, since: datetime) -> int:
-    """Nodes and edges written (or edges ended) since `since`, members deleted since the build (the build counted
-    the members of its leaves: each entity is in one), and relations of the build deleted since: the build counted
-    those holding at `since`; of them, those still stored were written before it and either hold then as stored, or
-    were written since (their row then may say otherwise: counted as present, and as written above)."""
+def changed_since(con: Any, namespace: str, since: datetime, now: datetime) -> int:
+    """Nodes and edges written since `since`, and edges whose period began or ended since, by `now` (a planned end
+    or start still to come changes nothing yet: the build counted the fact as it holds until then), members deleted
+    since the build (the build counted the members of its leaves: each entity is in one), and relations of the build
+    deleted since: the build counted those holding at `since`; of them, those still stored were written before it
+    and either hold then as stored, or were written since (their row then may say otherwise: counted as present,
+    and as written above)."""
     return con.execute(
         "SELECT (SELECT count(*) FROM nodes WHERE namespace = $1 AND updated_at > $2)"
-        " + (SELECT count(*) FROM edges WHERE namespace = $1 AND (updated_at > $2 OR valid_until > $2))"
+        f" + (SELECT count(*) FROM edges WHERE namespace = $1 AND (updated_at > $2 OR {_passed('$2', '$3')}))"
         " + (SELECT coalesce(max(nodes), 0) FROM community_builds WHERE namespace = $1)"
         " - (SELECT count(*) FROM community_members m JOIN communities c ON c.id = m.community_id"
         "    WHERE c.namespace = $1 AND c.leaf)"
         " + greatest(0, (SELECT coalesce(max(edges), 0) FROM community_builds WHERE namespace = $1)"
         f"   - (SELECT count(*) FROM edges WHERE namespace = $1 AND created_at <= $2"
-        f"      AND (updated_at > $2 OR ({sql.holds_at('$2')}))))", [namespace, since]).fetchone()[0]
+        f"      AND (updated_at > $2 OR ({sql.holds_at('$2')}))))", [namespace, since, now]).fetchone()[0]
+
+
+def _passed(since: str, until: str) -> str:
+    """SQL true for an edge whose period began or ended after `since` and by `until` (parameters): it held at one
+    of the two moments and not at the other."""
+    return (f"((valid_from > {since} AND valid_from <= {until}) "
+            f"OR (valid_until > {since} AND valid_until <= {until}))")
+
+
+def periods_passed(con: Any, namespace: str, since: datetime, until: datetime, limit: int) -> dict[int, datetime]:
+    """Edge id -> when its period last began or ended after `since` and by `until`, at most `limit` edges."""
+    return dict(con.execute(
+        "SELECT id, CASE WHEN valid_until > $2 AND valid_until <= $3 THEN valid_until ELSE valid_from END "
+        f"FROM edges WHERE namespace = $1 AND {_passed('$2', '$3')} ORDER BY id LIMIT $4",
+        [namespace, since, until, limit]).fetchall())
+
+
+def next_period_boundary(con: Any, namespace: str, after: datetime) -> datetime | None:
+    """The first start or end of an edge's period after `after`: until then, time changes no fact that holds."""
+    return con.execute(
+        "SELECT least(min(valid_from) FILTER (WHERE valid_from > $2), "
+        "min(valid_until) FILTER (WHERE valid_until > $2)) FROM edges WHERE namespace = $1",
+        [namespace, after]).fetchone()[0]
 
 
 def node_communities(con: Any, node_ids: Sequence[int], namespace: str) -> dict[int, list[tuple[int, int, str]]]:

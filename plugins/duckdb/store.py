@@ -714,9 +714,17 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return self._reports.build(self._db, namespace)
 
-    def changed_since_build(self, namespace: str, since: datetime) -> int:
+    def changed_since_build(self, namespace: str, since: datetime, now: datetime) -> int:
         with self._lock:
-            return communities.changed_since(self._db, namespace, naive_utc(since))
+            return communities.changed_since(self._db, namespace, naive_utc(since), naive_utc(now))
+
+    def periods_passed(self, namespace: str, since: datetime, until: datetime, limit: int) -> dict[int, datetime]:
+        with self._lock:
+            return communities.periods_passed(self._db, namespace, naive_utc(since), naive_utc(until), limit)
+
+    def next_period_boundary(self, namespace: str, after: datetime) -> datetime | None:
+        with self._lock:
+            return communities.next_period_boundary(self._db, namespace, naive_utc(after))
 
     def node_communities(self, node_ids: Sequence[int], namespace: str) -> dict[int, list[tuple[int, int, str]]]:
         with self._lock:

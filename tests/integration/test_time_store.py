@@ -89,6 +89,22 @@ def test_ending_is_all_or_nothing_and_reports_what_had_no_current_match(fake_kb)
     assert fake_kb.end_relations([EndRelationInput(source="Ravi", target="Acme", type="WORKS_AT")]).not_found
 
 
+def test_an_ended_at_still_to_come_is_a_planned_end_and_a_hint_says_the_fact_holds_until_then(fake_kb):
+    fake_kb.add_knowledge_graph(NODES, [edge(valid_from="2020-01-01"), edge("Globex", valid_from="2020-01-01")])
+    result = fake_kb.end_relations([EndRelationInput(source="Ravi", target="Acme", type="WORKS_AT",
+                                                     ended_at="2999-01-01"),
+                                    EndRelationInput(source="Ravi", target="Globex", type="WORKS_AT")])
+    acme, globex = result.ended
+    assert (acme.target, acme.valid_until, globex.target) == ("Acme", d("2999-01-01"), "Globex")
+    # Only the one ended later: Globex's ended now.
+    assert result.hints == ["Ravi -WORKS_AT-> Acme: ended_at 2999-01-01 is still to come, so it is a planned end (as "
+                            "a valid_until to come is): the relation holds, and search shows it as current, until "
+                            "then. To end it now, leave ended_at out"]
+    assert rows(fake_kb) == [("Acme", d("2020-01-01"), d("2999-01-01")),
+                             ("Globex", d("2020-01-01"), globex.valid_until)]
+    assert [e.valid_until for e in fake_kb.store.list_edges("default")] == [d("2999-01-01")]  # those that hold now
+
+
 def test_the_mirror_filters_as_the_file_holds_after_a_reopen(db_path):
     kb = KnowledgeBase(DuckDBStore(db_path), HashingEmbedder())
     with kb:

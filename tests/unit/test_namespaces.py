@@ -24,6 +24,13 @@ def test_other_names_are_refused_with_the_rule(name: object) -> None:
         check_namespace(name)
 
 
+def test_a_name_too_long_is_given_by_its_length_not_echoed() -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        check_namespace("x" * 1_000)
+    assert str(refused.value) == ("invalid namespace (1,000 characters): use 1 to 100 ASCII letters (a-z, A-Z), "
+                                  "digits (0-9), '-', '_', '.' or '/'")
+
+
 @pytest.mark.parametrize(("folder", "namespace"), [
     ("api-server", "api-server"), ("My App", "My-App"), ("x" * 150, "x" * 100), ("", None), ("  ", None),
 ])

@@ -67,7 +67,7 @@ def build(kb: KnowledgeBase, detector: CommunityDetector | None, namespace: str,
     found = communities_of(detector.detect(arrays[1], arrays[2], arrays[3]), namespace)
     before = store.communities(namespace, vectors=True)
     drop_deleted(store, before)  # a report written from what was deleted since is not kept (hierarchy.withheld)
-    dropped = reuse_reports(found, before, _changed_since(store, namespace))
+    dropped = reuse_reports(found, before, _changed_since(store, namespace, built_at))
     if dropped:
         log.warning("%d written community reports of namespace %r found no community holding half their members, "
                     "or had members, facts, passages or observations deleted since, and were replaced by extractive "
@@ -95,12 +95,13 @@ def build(kb: KnowledgeBase, detector: CommunityDetector | None, namespace: str,
                         vectors_derived=derived, texts_embedded=embedded)
 
 
-def _changed_since(store: GraphStore, namespace: str) -> Callable[[CommunityRecord], bool]:
-    """Whether an entity or fact a report of the last build names changed since that build: its report, though
-    its community kept its members, says what no longer holds. When too much changed to tell, every extractive
-    report is written anew (as a first build writes them) and written ones are kept as they were."""
+def _changed_since(store: GraphStore, namespace: str, now: datetime) -> Callable[[CommunityRecord], bool]:
+    """Whether an entity or fact a report of the last build names changed since that build, by `now` (a planned
+    end that passed is a change): its report, though its community kept its members, says what no longer holds.
+    When too much changed to tell, every extractive report is written anew (as a first build writes them) and
+    written ones are kept as they were."""
     last = store.community_build(namespace)
-    touched = touched_since(store, namespace, last.built_at) if last is not None else {}
+    touched = touched_since(store, namespace, last.built_at, now) if last is not None else {}
     if touched is None:
         return lambda report: report.author == "extractive"
     return lambda report: bool(touches(report, touched))

@@ -20,6 +20,7 @@ from duckgraph.core.domain.communities.reports import (
     WRITTEN_AT,
     observation_digest,
 )
+from duckgraph.core.domain.moments import now
 from duckgraph.ports import DuckgraphError
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ CHANGES_READ = 5_000
 @dataclass(frozen=True)
 class Freshness:
     built_at: datetime
-    changed: int  # nodes and relations written, ended or deleted since the build
+    changed: int  # nodes and relations written, ended or deleted since the build (a planned end once it passed)
     changed_share: float
     stale: bool  # more changed than the rebuild share
     rebuilding: bool
@@ -66,18 +67,20 @@ class Keeper:
         self.idle.set()
         self._writes = 0  # commits seen: the count of changes is read again only after one (or another build)
         self._removals = 0  # of those, commits that may have removed entities (see `removals`)
-        self._counted: dict[str, tuple[tuple[datetime, int], int]] = {}
-        self._touched: dict[str, tuple[tuple[datetime, int], Touched | None]] = {}
+        self._moments: dict[str, tuple[tuple[datetime, int], datetime, datetime | None]] = {}
+        self._counted: dict[str, tuple[tuple[datetime, int, datetime], int]] = {}
+        self._touched: dict[str, tuple[tuple[datetime, int, datetime], Touched | None]] = {}
 
     def freshness(self, namespace: str, build: CommunityBuild | None = None) -> Freshness | None:
         """How fresh the namespace's build is (`build`: its record, when the caller has just read it)."""
         build = build or self._store.community_build(namespace)
         if build is None:
             return None
-        key = (build.built_at, self._writes)
+        key = self.key(namespace, build)
         held = self._counted.get(namespace)
         if held is None or held[0] != key:  # counting scans the graph's tables: not on every global_search
-            held = self._counted[namespace] = (key, self._store.changed_since_build(namespace, build.built_at))
+            held = self._counted[namespace] = (key, self._store.changed_since_build(namespace, build.built_at,
+                                                                                   key[2]))
         changed = held[1]
         share = changed / max(build.nodes + build.edges, 1)
         return Freshness(built_at=build.built_at, changed=changed, changed_share=round(share, 4),
@@ -85,15 +88,30 @@ class Keeper:
 
     def touched(self, namespace: str, build: CommunityBuild) -> Touched | None:
         """The entities changed since the build, by id with their names now: those updated (a new description,
-        name or property) and both ends of each fact updated or ended; what a report naming them may have out of
-        date. None when more changed than `CHANGES_READ` (then the changed share says the reports are stale)."""
-        key = (build.built_at, self._writes)
+        name or property) and both ends of each fact updated or ended, or whose planned start or end passed; what a
+        report naming them may have out of date. None when more changed than `CHANGES_READ` (then the changed share
+        says the reports are stale)."""
+        key = self.key(build.namespace, build)
         held = self._touched.get(build.namespace)
         if held is None or held[0] != key:
-            found = touched_since(self._store, build.namespace, build.built_at) if self.freshness(
+            found = touched_since(self._store, build.namespace, build.built_at, key[2]) if self.freshness(
                 build.namespace, build).changed else Touched()  # nothing written since: no read of the changes
             held = self._touched[build.namespace] = (key, found)
         return held[1]
+
+    def key(self, namespace: str, build: CommunityBuild) -> tuple[datetime, int, datetime]:
+        """What the changes since `build` depend on: the build, the commits seen, and the moment they are counted
+        at. That moment is now, taken again after a commit or once a relation's period has begun or ended since
+        (a planned end that passed is a change, as a write ending the fact would be): between those, time changes
+        nothing that holds, and the counts stay read. Such a passed end wakes the thread, as a write does."""
+        held = self._moments.get(namespace)
+        written = (build.built_at, self._writes)
+        moment = now()
+        if held is None or held[0] != written or (held[2] is not None and moment >= held[2]):
+            if held is not None and held[0] == written:
+                self.wake()  # no write came: a rebuild may be due all the same
+            held = self._moments[namespace] = (written, moment, self._store.next_period_boundary(namespace, moment))
+        return (*held[0], held[1])
 
     @property
     def writes(self) -> int:
@@ -172,13 +190,16 @@ class Touched(dict[int, str]):
         self.last = last or {}
 
 
-def touched_since(store: GraphStore, namespace: str, since: datetime) -> Touched | None:
-    """See `Keeper.touched` (a build asks too, of the build it replaces)."""
+def touched_since(store: GraphStore, namespace: str, since: datetime, until: datetime) -> Touched | None:
+    """See `Keeper.touched` (a build asks too, of the build it replaces); `until`: the moment the facts that began
+    or ended with no write (a planned period's start or end) are taken by."""
     changes = store.changes(namespace, since, None, CHANGES_READ)
-    if len(changes) >= CHANGES_READ:
+    room = CHANGES_READ - len(changes)
+    passed = store.periods_passed(namespace, since, until, room) if room > 0 else {}
+    if len(passed) >= room:
         return None
     last: dict[int, datetime] = {}
-    at_edge: dict[int, datetime] = {}
+    at_edge: dict[int, datetime] = dict(passed)
     for change in changes:
         if change.kind == "entity updated" and change.node_id is not None:
             last[change.node_id] = max(change.at, last.get(change.node_id, change.at))

@@ -201,8 +201,9 @@ class CommunityService:
         much changed to tell which) written again as the graph is now (`reports.as_now`): it costs no model call,
         so it never says what no longer holds (the web UI and the material of communities_to_summarize too: see
         `reports`, `_next_waiting`). Only for the reports a search renders, a page or a listing shows (a few dozen
-        or a hundred, whatever the graph's size), each once until the next write, build or report."""
-        key = (build_mark.built_at, self._version, self.keeper.removals, self.keeper.writes)
+        or a hundred, whatever the graph's size), each once until the next write, build or report, or a relation's
+        planned start or end passing (`Keeper.key`)."""
+        key = (self._version, self.keeper.removals, self.keeper.key(namespace, build_mark))
         held = self._current.get(namespace)
         if held is None or held[0] != key:
             held = self._current[namespace] = (key, self.keeper.touched(namespace, build_mark), {})

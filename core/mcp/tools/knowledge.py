@@ -105,7 +105,7 @@ def register_graphrag_tools(server: MCPServer) -> None:
         max_passages: Annotated[int, within("search", "max_passages")] = 5,
         token_budget: Annotated[int, within("search", "token_budget")] = 2_000,
         namespace: NamespaceArg = None,
-        as_of: Annotated[Moment | None, Field(description="Facts valid then, no later passages (default now).")] = None,
+        as_of: Annotated[Moment | None, Field(description="Facts valid then; if set, also no later passages.")] = None,
         include_history: Annotated[bool, Field(description="Add ended and planned facts.")] = False,
         after: Annotated[Moment | None, Field(description="Window start: facts, passages by document time.")] = None,
         before: Moment | None = None,
