@@ -13,7 +13,7 @@ passage mentions ("United States") spread their weight thin. The entities the wa
 (the likely bridges) then seed a shorter walk, which ranks the passages about them, and so on while the walk has
 steps left. The passage that follows each of the best in reading order (a conversation's reply) is lifted; the
 chunks just before and after each of the best in reading order join the passages ranked next: a passage cut from a
-longer text goes on there.
+longer text goes on there. Of the best, those that hold an id the query names (an error code, an option) come first.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -40,9 +40,10 @@ _PARTS = re.compile(r"\s*,\s+")
 def rank_passages(
     store: GraphStore, query_text: str, query: np.ndarray, namespace: str, named: list[NodeRecord],
     nearest: list[tuple[int, float]], nearest_chunks: list[tuple[int, float]], keyword_chunks: list[tuple[int, float]],
-    options: SearchOptions,
+    options: SearchOptions, held: Collection[int] = (),
 ) -> list[tuple[ChunkRecord, float]]:
-    """The best `max_passages` passages, then the `more_passages` ranked next, each part best first."""
+    """The best `max_passages` passages, then the `more_passages` ranked next, each part best first; `held`: the
+    passages that hold an id the query names whole, first (`_led_by_ids`)."""
     import numpy as np  # see _walk
 
     if timed(options):
@@ -83,6 +84,7 @@ def rank_passages(
     # 4 candidates per passage wanted leave room for passages of the same document; ties: lower ids first.
     best = np.argsort(-scores, kind="stable")[: 4 * (options.max_passages + options.more_passages_wanted)]
     ranked = _one_per_document(store, list(zip(chunk_ids[best].tolist(), scores[best].tolist())), namespace, options)
+    ranked = _led_by_ids(ranked[: options.max_passages], held) + ranked[options.max_passages:]
     shown = ranked[: options.max_passages] + [
         (chunk, score) for chunk, score in ranked[options.max_passages:]
         if score >= options.more_passages_share * ranked[0][1]]
@@ -117,6 +119,27 @@ def _led_by_best_match(
     scores = scores.copy()  # the caller's stay as they were
     scores[lead] = np.nextafter(top, np.inf)
     return scores, lead_id
+
+
+def _led_by_ids(
+    passages: list[tuple[ChunkRecord, float]], held: Collection[int]
+) -> list[tuple[ChunkRecord, float]]:
+    """The best passages (`passages`, best first) with those that hold an id the query names whole (`held`:
+    "ECONNREFUSED", "-Xmx4g", "ORA-00942") scored just above the others, in their own order. A memory holds an id
+    verbatim or not at all and the vectors barely see it: the passage that holds it may tell of it in other words
+    than the question's ("how do I fix connection refused on the api-gateway (ECONNREFUSED)?" and a log line) and
+    rank below passages about the question's other words, while a passage that mentions entities gets no lift from
+    its words (`_with_keywords`). Only among the best: a name in capitals that an encyclopedia holds in many
+    passages ("UK", "NATO") would otherwise push out those that answer a multi-hop question."""
+    holding = [(chunk, score) for chunk, score in passages if chunk.id in held]
+    others = [(chunk, score) for chunk, score in passages if chunk.id not in held]
+    if not holding or not others:
+        return passages
+    top = others[0][1]
+    # At least the others' best, then apart by a share too small to change the scores shown (`_absolute_scores`).
+    step = max(top, holding[0][1], 1e-12) * 1e-9
+    return [(chunk, max(score, top) + step * (len(holding) - rank))
+            for rank, (chunk, score) in enumerate(holding)] + others
 
 
 def _with_replies(

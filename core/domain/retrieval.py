@@ -180,7 +180,7 @@ def anchor_and_expand(
         keyword_nodes += [(i, 0.0) for i in sorted(relevance.typed) if i not in ranked]
         fact_ends = [i for i in fact_ends if i in relevance.typed]
     anchors = _anchors(store, named, candidates, keyword_nodes, query, options, relevance.observed, fact_ends,
-                       _called(query_text, named))
+                       _called(query_text, named), _holding_ids(store, "node", ids, namespace))
     anchors = _without_sibling_ids(store, anchors, named)
     if not relevance.whole:  # no whole reached the floor: a vector below it alone does not make an anchor
         backed = {n.id for n in named} | {i for i, _ in words.nodes} | relevance.observed.keys() | set(fact_ends)
@@ -196,7 +196,8 @@ def anchor_and_expand(
     records.update({n.id: n for n in store.get_nodes(far_ends)})
     result_edges, kept = _join_far_ends([(fetched[i], *facts[i]) for i in facts if i in fetched], kept, records, options)
     passages = rank_passages(store, query_text, query, namespace, named, nearest[: options.fact_seed_nodes],
-                             nearest_chunks or [], words.chunks, options)
+                             nearest_chunks or [], words.chunks, options,
+                             _holding_ids(store, "chunk", ids, namespace) if nearest_chunks else set())
     return Subgraph(anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges,
                     passages=passages[: options.max_passages], more_passages=passages[options.max_passages:],
                     nothing_stored=nothing_stored,
@@ -452,17 +453,22 @@ def _ids(query_text: str) -> dict[str, str]:
     """The ids the query names, as written (a run of `WORD_RUN`) -> as `tokens` gives them (a joined run whole):
     words written as codes, not as prose, which a memory holds verbatim or not at all and which the vectors barely
     see. Letters and digits joined (`_ID`: "INC-199", "v2.7"); a number of `_NAMING_DIGITS` digits or more ("5432",
-    "137") or after '#' ("#482"); a word in capitals that is no common word (`_common_word`: "ECONNREFUSED", "HCI";
-    not "US"); camelCase, a capital inside a word that has small letters ("getUserById", "OOMKilled"; each part of a
-    joined run alone, so not "Jean-Luc"); snake_case ("get_user_by_name"); a dotted key, file name or path
-    (`_DOTTED`: "spring.datasource.url", "src/api/users.py"). Not a word that says when ("2026-03-15", "10AM"), nor
-    the compounds of prose ("self-portrait", "artists/bands"), which writers spell several ways."""
+    "137") or after '#' ("#482"); a command-line option, a word of letters after a '-' that starts it ("-Xmx4g",
+    "--dry-run"); a word in capitals that is no common word (`_common_word`: "ECONNREFUSED", "HCI"; not "US");
+    camelCase (`_camel_case`: "getUserById", "OOMKilled"; each part of a joined run alone, so not "Jean-Luc"; not
+    "McKenna"); snake_case ("get_user_by_name"); a dotted key, file name or path (`_DOTTED`: "spring.datasource.url",
+    "src/api/users.py"). Not a word that says when ("2026-03-15", "10AM"), nor the compounds of prose
+    ("self-portrait", "artists/bands"), which writers spell several ways."""
     found: dict[str, str] = {}
     for run in WORD_RUN.finditer(query_text):
         written, word = run[0], (tokens(run[0]) or [""])[-1]  # a joined run's tokens end with the whole run
+        # The character before the run: '#' before a number, '-' before an option (a run never starts after a
+        # letter or digit and a '-', which would have joined it).
+        before = query_text[run.start() - 1:run.start()]
         if word and not _says_when(word) and (
                 _ID.fullmatch(word) or "_" in written or _DOTTED.search(written)
-                or (word.isdigit() and (len(word) >= _NAMING_DIGITS or query_text[run.start() - 1:run.start()] == "#"))
+                or (word.isdigit() and (len(word) >= _NAMING_DIGITS or before == "#"))
+                or (before == "-" and word[0].isalpha())
                 or any(_camel_case(part) for part in re.split(r"[-._/]", written))
                 or (len(word) > 1 and written.isupper() and not _common_word(word))):
             found.setdefault(written, word)
@@ -471,8 +477,24 @@ def _ids(query_text: str) -> dict[str, str]:
 
 def _camel_case(word: str) -> bool:
     """Whether a word (as written) has a capital past its first letter and small letters ("getUserById", "OOMKilled",
-    "iPhone"), unlike a name ("Nowak") or a word in capitals ("HCI")."""
-    return any(char.isupper() for char in word[1:]) and any(char.islower() for char in word)
+    "iPhone", "UserRepo", "GitHub"), unlike a name ("Nowak") or a word in capitals ("HCI"), and is no name joined of
+    two (`_joined_name`: "McKenna")."""
+    return (any(char.isupper() for char in word[1:]) and any(char.islower() for char in word)
+            and not _joined_name(word))
+
+
+def _joined_name(word: str) -> bool:
+    """Whether a word (as written) is a name with an inner capital: two capitalised parts of small letters, neither
+    a common English word (`_common_word`: "McKenna", "MacDonald", "DeShawn", "LaToya", "DiCaprio"). A code is built
+    of words ("UserRepo", "GitHub": a hub, "HashMap", "PgBouncer"; "getUserById", "UserRepoImpl" and "DuckDB" have
+    more parts); such a name joins a prefix or particle to a name, and is prose: "What is McKenna's phone number?"
+    is held to the floor as a question about any other stored name is (`_names_stored`), not let through because
+    McKenna is stored. The lexicon lists no proper nouns, so a product named of two such parts ("NumPy") reads as a
+    name too."""
+    capitals = [i for i, char in enumerate(word) if char.isupper()]
+    if len(capitals) != 2 or capitals[0] != 0 or not word.isalpha() or not 2 <= capitals[1] <= len(word) - 2:
+        return False
+    return not any(_common_word(part.casefold()) for part in (word[:capitals[1]], word[capitals[1]:]))
 
 
 def _held(store: GraphStore, word: str, namespace: str, named: list[NodeRecord]) -> bool:
@@ -482,16 +504,24 @@ def _held(store: GraphStore, word: str, namespace: str, named: list[NodeRecord])
 
 
 def _held_whole(store: GraphStore, word: str, namespace: str) -> bool:
-    """Whether an entity, passage or fact holds the joined `word` as a whole: the keyword score of a row holding it
-    exceeds its score for the word's parts alone (BM25 sums one positive share per query term a row holds)."""
+    """Whether an entity, passage or fact holds the joined `word` as a whole (`_holding`)."""
+    return any(_holding(store, kind, word, namespace) for kind in ("node", "chunk", "edge"))
+
+
+def _holding(store: GraphStore, kind: str, word: str, namespace: str) -> list[int]:
+    """The rows of `kind` among the `_HELD_CHECKED` the keyword channel ranks best for the id `word` (as `tokens`
+    gives it) that hold it as a whole, best first: the keyword score of such a row exceeds its score for the word's
+    parts alone (BM25 sums one positive share per query term a row holds)."""
     parts = " ".join(tokens(word)[:-1])
-    for kind in ("node", "chunk", "edge"):
-        found = store.keyword_search(kind, word, _HELD_CHECKED, namespace)
-        alone = store.keyword_scores(kind, parts, [i for i, _ in found], namespace) if found and parts else {}
-        # The two lookups round differently (float32, float64): the whole id's share is far above that.
-        if any(score > alone.get(i, 0.0) * (1 + 1e-4) for i, score in found):
-            return True
-    return False
+    found = store.keyword_search(kind, word, _HELD_CHECKED, namespace)
+    alone = store.keyword_scores(kind, parts, [i for i, _ in found], namespace) if found and parts else {}
+    # The two lookups round differently (float32, float64): the whole id's share is far above that.
+    return [i for i, score in found if score > alone.get(i, 0.0) * (1 + 1e-4)]
+
+
+def _holding_ids(store: GraphStore, kind: str, ids: dict[str, str], namespace: str) -> set[int]:
+    """The rows of `kind` that hold one of the query's ids (`_ids`) whole (`_holding`)."""
+    return {i for word in dict.fromkeys(ids.values()) for i in _holding(store, kind, word, namespace)}
 
 
 def _stored(store: GraphStore, word: str, namespace: str) -> bool:
@@ -560,13 +590,18 @@ def _anchors(
     store: GraphStore, named: list[NodeRecord], nearest: list[tuple[int, float]],
     keyword_nodes: list[tuple[int, float]], query: np.ndarray, options: SearchOptions,
     observed: dict[int, float] | None = None, fact_ends: list[int] | None = None, called: set[int] | None = None,
+    holding: set[int] | None = None,
 ) -> list[Reached]:
     """The nodes the query is about; `observed`: entities whose own observation is that close to the query;
     `fact_ends`: `_fact_ends`, ranked after the entities the keyword channel found by their own words (one
     ranking of the channel: a fact's ends add candidates, not a vote for entities its names found already);
     `called`: the entities the whole query names (`_called`), first and as relevant as the best anchor: the query
     asks for nothing else, while the vectors and the words of another ("ORA-00942", whose observation writes
-    "orders" three times) may rank it first ("orders-db")."""
+    "orders" three times) may rank it first ("orders-db"); `holding`: the entities that hold an id the query names
+    whole (`_holding_ids`), next among the anchors chosen and as relevant too: a memory holds an id verbatim or not
+    at all, and the vectors barely see it, so the words around it may rank another first ("how do I fix
+    ECONNREFUSED?": "OOMKilled api pod", fixed by raising a limit, before orders-db, whose observation holds
+    ECONNREFUSED)."""
     if options.k_anchors <= 0:
         return []
     vector_hits = nearest[: _anchor_candidates(options)]
@@ -583,10 +618,13 @@ def _anchors(
     for ranking in ([node_id for node_id, _ in vector_hits], [n.id for n in named], keyword_ranking):
         for rank, node_id in enumerate(ranking):
             fused[node_id] = fused.get(node_id, 0.0) + 1.0 / (options.rrf_k + rank + 1)
-    called = called or set()
+    called, holding = called or set(), holding or set()
     chosen = sorted(fused, key=lambda node_id: (node_id not in called, -fused[node_id]))[: options.k_anchors]
+    # Those holding an id come first among the chosen only: a name in capitals counts as an id too, and one that
+    # many entities hold ("UK", in 20 and more of MuSiQue's) would take every place.
+    chosen.sort(key=lambda node_id: (node_id not in called, node_id not in holding))
     best = max((relevance.get(i, 0.0) for i in chosen), default=0.0)
-    relevance.update({i: max(relevance.get(i, 0.0), best) for i in called.intersection(chosen)})
+    relevance.update({i: max(relevance.get(i, 0.0), best) for i in (called | holding).intersection(chosen)})
     anchors = [Reached(node_id=i, hop=0, proximity=1.0, relevance=relevance.get(i, 0.0)) for i in chosen]
     threshold = _keep_threshold(anchors, options)
     return [a for a in anchors if a.relevance >= threshold]
