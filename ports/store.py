@@ -201,6 +201,20 @@ class GraphStore(ABC):
         times = {d.id: d.time for d in self.get_documents(set(documents.values()), namespace) if d.time is not None}
         return {chunk_id: times[doc] for chunk_id, doc in documents.items() if doc in times}
 
+    def timed_chunks(self, namespace: str, after: datetime | None, before: datetime | None) -> np.ndarray:
+        """The chunks (sorted int64 ids) of `namespace` whose document's time lies in [after, before) (None:
+        unbounded): the passages a search's time window may show, compared with the query among themselves. This
+        default reads every document of the namespace; a store holding document times in memory should answer it
+        without a query."""
+        import numpy as np  # see similarities
+
+        documents, page = [], 1000
+        while batch := self.list_documents(namespace, offset=len(documents), limit=page):
+            documents += batch
+        wanted = [d.id for d in documents if d.time is not None and (after is None or d.time >= after)
+                  and (before is None or d.time < before)]
+        return np.unique(np.asarray([c.id for c in self.document_chunks(namespace, wanted)], dtype=np.int64))
+
     @abstractmethod
     def changes(self, namespace: str, since: datetime | None, until: datetime | None, limit: int) -> list[ChangeRecord]:
         """What writes did in [since, until) (naive UTC; None: unbounded), newest first, at most `limit`: entities

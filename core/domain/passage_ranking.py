@@ -43,12 +43,10 @@ def rank_passages(
     options: SearchOptions, held: Collection[int] = (),
 ) -> list[tuple[ChunkRecord, float]]:
     """The best `max_passages` passages, then the `more_passages` ranked next, each part best first; `held`: the
-    passages that hold an id the query names whole, first (`_led_by_ids`)."""
+    passages that hold an id the query names whole, first (`_led_by_ids`). `nearest_chunks` and `keyword_chunks`
+    are among the passages the time window may show already (`nearest_passages`, `keyword_passages`)."""
     import numpy as np  # see _walk
 
-    if timed(options):
-        shown = in_window(store, [c for c, _ in nearest_chunks], namespace, options)
-        nearest_chunks = [pair for pair, keep in zip(nearest_chunks, shown.tolist()) if keep]
     direct = dict(nearest_chunks)
     if options.max_passages <= 0 or not direct:
         return []
@@ -182,9 +180,6 @@ def _with_keywords(
     import numpy as np  # see _walk
 
     found = dict(keyword_chunks)
-    if found and timed(options):
-        found = {c: s for (c, s), keep in zip(found.items(), in_window(store, list(found), namespace, options))
-                 if keep}
     if not found or options.keyword_weight <= 0:
         return nearest
     candidates = np.fromiter({*nearest, *found}, np.int64)

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from duckgraph.core.domain.passage_ranking import rank_passages
 from duckgraph.core.domain.resolution import noun_form, noun_variants
-from duckgraph.core.domain.search_options import SearchOptions, edge_filter
+from duckgraph.core.domain.search_options import (
+    SearchOptions, edge_filter, keyword_passages, nearest_passages, timed)
 from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import (
     ChunkRecord, EdgeRecord, Embedder, GraphStore, NodeRecord, inflections, isin_ids, loose_key, name_candidates, terms,
@@ -139,7 +140,7 @@ def match_words(store: GraphStore, query_text: str, namespace: str, options: Sea
     candidates = name_candidates(query_text)
     named = store.find_nodes(namespace, candidates | {loose for key in candidates if (loose := loose_key(key))})
     nodes = store.keyword_search("node", query_text, _anchor_candidates(options), namespace)
-    chunks = (store.keyword_search("chunk", query_text, options.keyword_candidates, namespace)
+    chunks = (keyword_passages(store, query_text, options.keyword_candidates, namespace, options)
               if options.max_passages > 0 and options.keyword_weight > 0 else [])
     found = store.keyword_search("edge", query_text, _anchor_candidates(options), namespace)
     records = {e.id: e for e in store.get_edges([i for i, _ in found])}
@@ -157,15 +158,17 @@ def anchor_and_expand(
         words = match_words(store, query_text, namespace, options)
     named = words.named
     nearest = store.vector_search("node", query, max(_anchor_candidates(options), options.fact_seed_nodes), namespace)
-    # One search of the passages nearest the query serves the floor and the passage ranking.
-    nearest_chunks = (store.vector_search("chunk", query, max(options.passage_seeds, options.max_passages), namespace)
-                      if options.max_passages > 0 else None)
+    # One search of the passages nearest the query (among those the time window may show) serves the floor and the
+    # passage ranking: a question about a period is judged by that period's passages.
+    nearest_chunks = (nearest_passages(store, query, max(options.passage_seeds, options.max_passages), namespace,
+                                       options) if options.max_passages > 0 else None)
     ids = _ids(query_text)  # for the floor and for `not_stored`
     relevance = _relevant(store, query_text, query, nearest, nearest_chunks, namespace, options, words, embedder,
                           ids)
     # The vector searches are exact when they find fewer than asked (see the store): none at all means that the
-    # namespace holds nothing, perhaps a misspelt one.
-    nothing_stored = not nearest and nearest_chunks == []
+    # namespace holds nothing, perhaps a misspelt one (a time window without passages may be all that is empty).
+    nothing_stored = not nearest and nearest_chunks == [] and not (
+        timed(options) and store.vector_search("chunk", query, 1, namespace))
     if relevance is None:
         return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True,
                         nothing_stored=nothing_stored)
@@ -246,7 +249,7 @@ def _relevant(
     best = max((s for _, s in nearest[:1]), default=-1.0)
     if best < highest:
         if nearest_chunks is None:  # no passages wanted: only the nearest one counts here
-            nearest_chunks = store.vector_search("chunk", query, 1, namespace)
+            nearest_chunks = nearest_passages(store, query, 1, namespace, options)
         best = max(best, max((s for _, s in nearest_chunks[:1]), default=-1.0))
     if best >= highest:
         return Relevance(True, {})
@@ -260,7 +263,7 @@ def _relevant(
     # name it gives is a word of something stored, up when one is not; `word_margin` of it up when none of the
     # other words it asks with is.
     floor *= 1 + options.name_margin * names + options.word_margin * (asked or 0)
-    if best >= floor or _closest_without_when(store, query_text, namespace, embedder) >= floor:
+    if best >= floor or _closest_without_when(store, query_text, namespace, embedder, options) >= floor:
         return Relevance(True, {})
     # An id (`_ids`) or a run joined as one ("cert-manager") that something stored holds whole: the vectors barely see
     # such words ("how do I fix ECONNREFUSED?": 0.27 from the observation that answers). So does an id of letters and
@@ -288,11 +291,14 @@ def _relevant(
     return Relevance(False, observed) if observed or sentence >= floor else None
 
 
-def _closest_without_when(store: GraphStore, query_text: str, namespace: str, embedder: Embedder | None) -> float:
+def _closest_without_when(
+    store: GraphStore, query_text: str, namespace: str, embedder: Embedder | None, options: SearchOptions
+) -> float:
     """The similarity of the nearest entity or passage to the query without its words that say when (`_says_when`;
     -1 when it has none): "in March 2026" moves the vector of "Who was on call for payments?" away from what
     answers it (0.46 to 0.36 from the entity Payments Team), and the time window, not the vector, handles when.
-    Embedded only for a query below the floor that holds such a word."""
+    Embedded only for a query below the floor that holds such a word; the passages are those the time window may
+    show (`nearest_passages`)."""
     if embedder is None:
         return -1.0
     # A joined run's tokens end with the whole run ("2026-03"); a stop word gives none.
@@ -300,8 +306,8 @@ def _closest_without_when(store: GraphStore, query_text: str, namespace: str, em
     if what == query_text or not tokens(what):
         return -1.0
     what = embedder.embed_query(what)
-    return max((s for kind in ("node", "chunk") for _, s in store.vector_search(kind, what, 1, namespace)),
-               default=-1.0)
+    return max((s for _, s in [*store.vector_search("node", what, 1, namespace),
+                               *nearest_passages(store, what, 1, namespace, options)]), default=-1.0)
 
 
 def _parts_near(

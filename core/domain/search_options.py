@@ -3,6 +3,7 @@ reads the store: which facts hold and which passages may be shown at the moment 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +15,12 @@ from duckgraph.ports import GraphStore, TimeFilter
 if TYPE_CHECKING:
     import numpy as np
 
+log = logging.getLogger(__name__)
+
+#: The most passages a time window (or the passages a given `as_of` leaves out) may hold for a search to find the
+#: query's nearest among the passages it may show (see `nearest_passages`): each is compared with the query, or
+#: that many more are fetched. Beyond it, the nearest passages overall are filtered, and the log says so.
+WINDOW_PASSAGES = 100_000
 #: The range each number a caller gives a tool may take, by tool and argument: the MCP tools' schemas and the
 #: command line's flags for the same arguments (`duckgraph search`, `changes`, `communities`) are both held to
 #: these, so the two cannot drift apart.
@@ -150,3 +157,75 @@ def in_window(store: GraphStore, ids: Sequence[int], namespace: str, options: Se
                 and (options.as_of is None or t <= options.as_of))
 
     return np.array([shown(times.get(i)) for i in ids.tolist()], dtype=bool)
+
+
+def nearest_passages(
+    store: GraphStore, query: np.ndarray, k: int, namespace: str, options: SearchOptions
+) -> list[tuple[int, float]]:
+    """The `k` passages nearest the query among those the time window may show (`in_window`), best first: the
+    window's passages (`timed_chunks`) each compared with the query, or with a given `as_of` alone the nearest
+    overall, as many more fetched as it leaves out. Filtering the nearest passages overall would leave a window
+    empty whose passages are not among them, the likelier the more the memory holds. Untimed: the store's
+    nearest, as ever."""
+    import numpy as np  # see in_window
+
+    if not timed(options):
+        return store.vector_search("chunk", query, k, namespace)
+    window = _window(store, namespace, options)
+    if window is not None:
+        similarity = store.similarity_array("chunk", window, query)
+        held = ~np.isnan(similarity)
+        window, similarity = window[held], similarity[held]
+        best = np.argsort(-similarity, kind="stable")[:k]
+        return list(zip(window[best].tolist(), similarity[best].tolist()))
+    return _shown(store, store.vector_search("chunk", query, k + _left_out(store, namespace, options), namespace),
+                  k, namespace, options)
+
+
+def keyword_passages(
+    store: GraphStore, query_text: str, k: int, namespace: str, options: SearchOptions
+) -> list[tuple[int, float]]:
+    """The keyword channel's `k` best passages for the query among those the time window may show, best first
+    (ties: lowest id first), found as `nearest_passages` finds the nearest."""
+    if not timed(options):
+        return store.keyword_search("chunk", query_text, k, namespace)
+    window = _window(store, namespace, options)
+    if window is not None:
+        scores = store.keyword_scores("chunk", query_text, window.tolist(), namespace)
+        return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:k]
+    return _shown(store, store.keyword_search("chunk", query_text, k + _left_out(store, namespace, options),
+                                              namespace), k, namespace, options)
+
+
+def _window(store: GraphStore, namespace: str, options: SearchOptions) -> np.ndarray | None:
+    """The passages a window (`after`, `before`) may show, sorted ids; None without one, or when it holds more than
+    `WINDOW_PASSAGES` (logged)."""
+    if options.after is None and options.before is None:
+        return None
+    ids = store.timed_chunks(namespace, options.after, options.before)
+    if len(ids) > WINDOW_PASSAGES:
+        log.info("the time window holds %d passages, more than the %d compared one by one: the nearest passages "
+                 "overall are filtered", len(ids), WINDOW_PASSAGES)
+        return None
+    return ids[in_window(store, ids, namespace, options)] if options.as_of is not None else ids
+
+
+def _left_out(store: GraphStore, namespace: str, options: SearchOptions) -> int:
+    """How many more passages than wanted a search fetches to find those a given `as_of` alone may show: as many as
+    are timed from it on (those timed after it are left out); none with a window (`_window` found it too large)
+    or more than `WINDOW_PASSAGES` of them (logged)."""
+    if options.as_of is None or options.after is not None or options.before is not None:
+        return 0
+    later = len(store.timed_chunks(namespace, options.as_of, None))
+    if later > WINDOW_PASSAGES:
+        log.info("%d passages are timed after the moment searched, more than the %d fetched besides: the nearest "
+                 "passages overall are filtered", later, WINDOW_PASSAGES)
+        return 0
+    return later
+
+
+def _shown(store: GraphStore, found: list[tuple[int, float]], k: int, namespace: str, options: SearchOptions
+           ) -> list[tuple[int, float]]:
+    """The first `k` of `found` that the time window may show."""
+    shown = in_window(store, [i for i, _ in found], namespace, options)
+    return [pair for pair, keep in zip(found, shown.tolist()) if keep][:k]

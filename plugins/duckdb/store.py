@@ -549,6 +549,10 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return self._mirror().chunk_times(ids)
 
+    def timed_chunks(self, namespace: str, after: datetime | None, before: datetime | None) -> Any:
+        with self._lock:
+            return self._mirror().timed_chunks(namespace, naive_utc(after), naive_utc(before))
+
     def changes(self, namespace: str, since: datetime | None, until: datetime | None, limit: int) -> list[Any]:
         with self._lock:
             return reads.changes(self._db, namespace, naive_utc(since), naive_utc(until), limit)

@@ -156,6 +156,20 @@ class PassageMirror:
         timed = ~np.isnat(times)
         return dict(zip(ids[timed].tolist(), times[timed].tolist()))
 
+    def timed_chunks(self, namespace: str, after: Any, before: Any) -> Any:
+        """The stored chunks (sorted ids) of `namespace`'s current documents timed in [after, before) (None:
+        unbounded): array reads, and a dictionary look-up per document so timed."""
+        times = self.document_time[: len(self.documents)]
+        inside = ~np.isnat(times)
+        if after is not None:
+            inside &= times >= time_value(after)
+        if before is not None:
+            inside &= times < time_value(before)
+        codes = [code for code in np.flatnonzero(inside).tolist()
+                 if self.document_codes.get((namespace, self.documents[code][0])) == code]
+        size = min(len(self.chunk_live), len(self.chunk_document))
+        return np.flatnonzero(self.chunk_live[:size] & np.isin(self.chunk_document[:size], codes))
+
     def chunk_records(self, ids: Sequence[int]) -> list[Any] | None:
         """ChunkRecords of the stored ones of `ids`, or None while the texts are not held in memory."""
         from duckgraph.ports import ChunkRecord
