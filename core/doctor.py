@@ -43,6 +43,8 @@ DUPLICATES_PAGE = 5_000
 #: Entities compared at most while looking for likely duplicates (about 50 µs each to read: some 10 s), so that
 #: doctor stays quick on a huge file; past it the check says that it compared the first ones only.
 DUPLICATES_SCANNED = 200_000
+#: Entities whose aliases an older name rule merged (`_check_aliases_apart`) listed with their call (the rest counted).
+ALIASES_APART_LISTED = 5
 
 
 class Diagnosis:
@@ -283,6 +285,7 @@ def _check_database(diagnosis: Diagnosis, embedder: Embedder | None) -> None:
         _store_warnings(diagnosis, store)
         _check_namespace_held(diagnosis, store)
         _check_duplicates(diagnosis, store)
+        _check_aliases_apart(diagnosis, store)
         if space:
             _check_space(diagnosis, path, space)
     recorded = store.get("embedder")
@@ -402,6 +405,10 @@ def _store_health(diagnosis: Diagnosis, path: Path) -> dict[str, Any] | None:
             from duckgraph.core.sharing import call_owner
 
             return call_owner(path, "health")
+        if diagnosis.report["sharing"].get("other_version"):  # it holds the file, and answers this version nothing
+            diagnosis.check("database", False, "not read: the duckgraph server that owns it runs another version "
+                                               "(see the problem below)")
+            return None
         configured = diagnosis.settings.store
         store = diagnosis.build("store", configured.use, configured.options, path)
         if store is None:
@@ -521,10 +528,43 @@ def _check_duplicates(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
     more = found["groups"] - len(found["first"])
     diagnosis.warnings.append(
         f"possible duplicate entities: {found['groups']} group(s) of entities named alike but for case, accents, "
-        "punctuation, spacing or look-alike letters of other scripts, each likely one thing whose facts search and "
-        "the reads split between them. If they are one, merge each group with the merge_entities tool (or "
-        "\"Merge duplicates into this\" on the target's page in `duckgraph ui`); if not, rename one with "
-        f"update_entity: {' | '.join(listed)}" + (f"; and {more} more group(s)" if more else ""))
+        "punctuation, spacing or look-alike letters of other scripts, or one named as another's alias, each likely "
+        "one thing whose facts search and the reads split between them. If they are one, merge each group with the "
+        "merge_entities tool (or \"Merge duplicates into this\" on the target's page in `duckgraph ui`); if not, "
+        f"rename one with update_entity: {' | '.join(listed)}" + (f"; and {more} more group(s)" if more else ""))
+
+
+def _check_aliases_apart(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
+    """Aliases that an older duckgraph's looser name rule joined to their entity, and this one keeps apart ("C++"
+    and "C#" were merged into "C"): found when the file's name keys were rebuilt, and listed while their entities
+    have them, with the call that removes them. Each may be another thing whose facts are on that entity; not split
+    by itself, since an alias may be meant."""
+    found = store.get("aliases_apart")
+    if found is None:  # a store that does not say (another plugin's)
+        return
+    if not found:
+        diagnosis.check("aliases", True, "no alias that an older duckgraph's name rule joined to its entity and this "
+                                         "one keeps apart")
+        return
+    count = sum(len(entity["apart"]) for entity in found)
+    entities = f"{len(found)} entit{'y' if len(found) == 1 else 'ies'}"
+    diagnosis.check("aliases", True, f"{count} alias(es) of {entities} that an older duckgraph's name rule joined to "
+                                     "them and this one keeps apart, below")
+    listed = []
+    for entity in found[:ALIASES_APART_LISTED]:
+        keep = [alias for alias in entity["aliases"] if alias not in entity["apart"]]
+        call = (f"update_entity(name={json.dumps(entity['name'], ensure_ascii=False)}, "
+                f"aliases={json.dumps(keep, ensure_ascii=False)}, "
+                f"namespace={json.dumps(entity['namespace'], ensure_ascii=False)})")
+        listed.append(f"{entity['name']!r} has {', '.join(map(repr, entity['apart']))}: {call}")
+    more = len(found) - len(listed)
+    diagnosis.warnings.append(
+        "aliases merged by an older duckgraph, whose name rule dropped what this one keeps (symbols: 'C++' and 'C#' "
+        "were 'C'): each may be another thing, whose observations and relations were stored on the entity that has "
+        "it. Where one is, remove the alias with the update_entity call given (or on the entity's page in "
+        "`duckgraph ui`), create the other entity (create_entities, add_knowledge_graph) and move its observations "
+        "and relations to it; where the alias is meant, keep it (it stays listed here): "
+        + " | ".join(listed) + (f"; and {more} more entities" if more else ""))
 
 
 def _check_binding(diagnosis: Diagnosis, path: Path, recorded: dict[str, Any], embedder: Embedder,
@@ -590,10 +630,17 @@ def sharing_state(db: Path) -> dict[str, Any]:
     try:
         status = sharing.call_owner(db, "status", wait=10)
     except DuckgraphError as exc:
-        return {"held": True, "owner_pid": None, "recorded_pid": info.get("pid"), "problem": str(exc)}
+        return {"held": True, "owner_pid": None, "recorded_pid": info.get("pid"), "problem": str(exc),
+                "other_version": isinstance(exc, sharing.OtherVersionError)}
     clients = [pid for pid in status.get("client_pids", []) if pid != os.getpid()]  # not this command
-    return {"held": True, "owner_pid": status.get("pid"), "since": status.get("since"), "client_pids": clients,
-            "socket": status.get("socket")}
+    state = {"held": True, "owner_pid": status.get("pid"), "since": status.get("since"), "client_pids": clients,
+             "socket": status.get("socket")}
+    from duckgraph.core.mcp import tool_listing
+
+    # An owner that serves other tools answers doctor, but no server of this version: each of their calls fails.
+    if other := sharing.version_mismatch(info, {"tools": tool_listing.surface()}):
+        state["problem"] = other
+    return state
 
 
 # -- the text report ---------------------------------------------------------------------------------------
@@ -618,6 +665,9 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         clients = ", ".join(map(str, shared["client_pids"])) or "none"
         lines.append(f"sharing:   owned by the duckgraph server pid {shared['owner_pid']} (since {shared['since']}); "
                      f"servers using it through that one: {clients}; the checks below went through it")
+    elif shared.get("other_version"):
+        lines.append(f"sharing:   held by duckgraph pid {shared.get('recorded_pid') or '?'}, of another duckgraph "
+                     "version: see the problem below")
     elif shared.get("held"):
         lines.append(f"sharing:   held by duckgraph pid {shared.get('recorded_pid') or '?'}, which does not answer")
     elif shared.get("held") is False:

@@ -19,6 +19,7 @@ from mcp.types import CallToolResult, TextContent
 
 from duckgraph.core.bootstrap import Services
 from duckgraph.core.domain.namespaces import check_namespace
+from duckgraph.core.mcp import tool_listing
 from duckgraph.core.mcp.progress import progress_reporter
 from duckgraph.core.sharing import (
     CallCancel,
@@ -222,8 +223,9 @@ def start_sharing(services: Services, build_executor: Callable[[], MCPServer]) -
     except Exception:  # only informative here; the first tool call reports a broken embedder
         embedder_id = None
     try:
+        # "tools": a client forwards only to an owner that serves the same tools (another version is refused).
         share = FileShare(services.settings.db, owner_side, on_takeover=kb.open,
-                          info={"namespace": kb.namespace, "embedder": embedder_id})
+                          info={"namespace": kb.namespace, "embedder": embedder_id, "tools": tool_listing.surface()})
         share.start()
     except ForeignFileError:
         raise  # another user's lock file: serving around it would hide that someone poses as the owner

@@ -56,6 +56,25 @@ def fingerprint() -> dict[str, str]:
 
 
 @functools.cache
+def surface() -> str:
+    """Which tools this code serves, as a short hash: the servers of one file forward calls to each other only when
+    theirs is the same (core/sharing/), since a call is answered by the owner's tools but checked against the
+    listing of the server it was made to. Hashed from every set's listing (names, descriptions, schemas) in the
+    shipped file while it was made from this code, so that versions whose tools are the same share a file; else
+    (a listing not written anew after a change) from the tool-defining code itself."""
+    code = fingerprint()["code"]
+    try:
+        stored = json.loads(LISTING_PATH.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        stored = {}
+    if isinstance(stored, dict) and (stored.get("fingerprint") or {}).get("code") == code:
+        made_from = json.dumps(stored.get("tool_sets"), sort_keys=True, ensure_ascii=False)
+    else:
+        made_from = f"code {code}"
+    return hashlib.sha256(made_from.encode("utf-8")).hexdigest()[:16]
+
+
+@functools.cache
 def _shipped() -> tuple[dict[str, list[dict[str, Any]]] | None, str]:
     current = fingerprint()
     try:

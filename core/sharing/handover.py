@@ -46,11 +46,13 @@ from duckgraph.core.sharing.lock import (
 from duckgraph.core.sharing.protocol import (
     DRAIN_SECONDS,
     PROTOCOL,
+    SURFACE,
     CallCancel,
     Connection,
     ConnectionLost,
     Endpoint,
     Handler,
+    OtherVersionError,
     Progress,
     RequestCancelled,
 )
@@ -115,7 +117,8 @@ class FileShare:
 
     `start()` settles the role without waiting. A client's calls go through `call()`, which raises `RunLocally`
     once this process owns the file. `on_takeover` runs when a client takes the file over, before it accepts
-    connections (it opens the database); `info` goes into the greeting and the lock file.
+    connections (it opens the database); `info` goes into the greeting and the lock file, and its `SURFACE` fields
+    (which tools this server serves) must be the owner's for a call to be sent there.
     """
 
     def __init__(
@@ -133,6 +136,8 @@ class FileShare:
         self._on_takeover = on_takeover
         self._after_takeover: list[Callable[[], None]] = []
         self._info = dict(info or {})
+        self._surface = {key: self._info.get(key) for key in SURFACE}
+        self._refusal = ""  # the last owner refused (OtherVersionError), logged once
         self._cond = threading.Condition()
         self._role = "new"
         self._lock: LockFile | None = None
@@ -331,9 +336,15 @@ class FileShare:
                     return conn
                 conn.close()
         try:
-            conn = Connection(self._owner_socket(), owner=memory_owner(self.db))
+            conn = Connection(self._owner_socket(), owner=memory_owner(self.db), surface=self._surface)
         except (OSError, ValueError):  # no socket yet, refused (owner starting or gone), or a garbled greeting
             return None
+        except OtherVersionError as exc:  # every call fails with it: said once in this server's log too
+            with self._cond:
+                said, self._refusal = self._refusal, str(exc)
+            if said != str(exc):
+                log.error("%s", exc)
+            raise
         with self._cond:
             if conn.hello.get("pid") != self._owner.get("pid"):
                 self._owner = conn.hello

@@ -1,7 +1,10 @@
 """The socket protocol between the owner of a file and its client servers: the messages, a client's connection and
 the owner's endpoint.
 
-The protocol is newline-delimited JSON. On connecting, the owner sends `{"hello": {...}}` (pid, protocol, ...).
+The protocol is newline-delimited JSON. On connecting, the owner sends `{"hello": {...}}` (pid, protocol, version,
+and which tools it serves: `SURFACE`). A client sends nothing to an owner of another protocol, nor to one whose
+`SURFACE` fields differ from its own (`version_mismatch`): the owner's tools answer its calls, but its own MCP client
+checks them against the listing the client server gave it.
 A request is `{"id", "method", "params", "exclusive"?}`; the owner answers with any number of `{"id",
 "progress": [done, total, message]}` lines (and `{"id", "started": true}` for an exclusive request) and then
 one `{"id", "result"}` or `{"id", "error": {"type", "message"}}` line, sent only once the work is done (for a
@@ -35,6 +38,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from duckgraph.core import __version__
 from duckgraph.core.sharing.lock import (
     ForeignFileError,
     Owner,
@@ -49,7 +53,12 @@ from duckgraph.ports import DuckgraphError
 
 log = logging.getLogger(__name__)
 
-PROTOCOL = 1
+#: 2: the greeting says which tools the owner serves (`SURFACE`). An owner of protocol 1 does not, and every
+#: duckgraph of protocol 1 announced the same version, so a mismatch is told by the protocol number.
+PROTOCOL = 2
+#: The greeting's fields that say which calls an owner answers, and how: a client forwards only to an owner whose
+#: values are its own ("tools": a hash of the tool listing, core/mcp/tool_listing.py `surface`).
+SURFACE = ("tools",)
 #: How long a stopping owner waits for the requests it is running before it closes the file anyway.
 DRAIN_SECONDS = 60.0
 
@@ -57,6 +66,30 @@ DRAIN_SECONDS = 60.0
 Progress = Callable[[float, "float | None", "str | None"], None]
 #: Runs one request on the owner: (method, params, progress) -> a JSON-able result; raises to answer an error.
 Handler = Callable[[str, dict[str, Any], Progress], Any]
+
+
+class OtherVersionError(DuckgraphError):
+    """The owner runs a duckgraph that serves other tools than this one (`version_mismatch`): no call is sent to it."""
+
+
+def version_mismatch(hello: dict[str, Any], surface: dict[str, Any] | None = None) -> str | None:
+    """Why no call may go to the owner that greeted with `hello` (or described itself so in the lock file), or None:
+    it speaks another protocol, or (`surface`: this side's `SURFACE` fields) serves other tools."""
+    theirs = hello.get("protocol")
+    owner = (f"the duckgraph server that owns {hello.get('db') or 'the file'} (pid {hello.get('pid') or '?'}, "
+             f"version {hello.get('version') or '?'})")
+    if theirs != PROTOCOL:
+        age = ("an older" if theirs < PROTOCOL else "a newer") if isinstance(theirs, int) else "another"
+        why = (f"is {age} duckgraph (sharing protocol {theirs}; this one, version {__version__}, speaks {PROTOCOL}), "
+               "which may serve other tools than this one")
+    elif surface and (differ := [key for key, value in surface.items() if hello.get(key) != value]):
+        why = (f"runs another duckgraph version, which serves other tools than this one (version {__version__}; "
+               + ", ".join(f"{key} {hello.get(key)}, here {surface[key]}" for key in differ) + ")")
+    else:
+        return None
+    return (f"{owner} {why}. No call is sent to it, since its answers may not fit the tools that a server of this "
+            "version lists: stop that server (a duckgraph server of this version waiting on the file then takes it "
+            "over), or run the same duckgraph version in every MCP client configuration and restart them")
 
 
 class RequestCancelled(DuckgraphError):
@@ -172,9 +205,12 @@ class ConnectionLost(Exception):
 
 
 class Connection:
-    """A client's connection to the owner: one request at a time. `owner`: the memory's owner (`memory_owner`)."""
+    """A client's connection to the owner: one request at a time. `owner`: the memory's owner (`memory_owner`).
+    Refused (`OtherVersionError`) when the owner speaks another protocol, or (`surface`: this side's `SURFACE`
+    fields) serves other tools."""
 
-    def __init__(self, path: Path, timeout: float = 5.0, owner: Owner | None = None) -> None:
+    def __init__(self, path: Path, timeout: float = 5.0, owner: Owner | None = None,
+                 surface: dict[str, Any] | None = None) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._send_lock = threading.Lock()  # a cancel line goes out from another thread than its request
         try:
@@ -191,13 +227,9 @@ class Connection:
             self.sock.close()
             raise
         self.hello: dict[str, Any] = hello
-        if hello.get("protocol") != PROTOCOL:
+        if mismatch := version_mismatch(hello, surface):
             self.close()
-            raise DuckgraphError(
-                f"the duckgraph server that owns the file (pid {hello.get('pid')}, version {hello.get('version')}) "
-                f"speaks sharing protocol {hello.get('protocol')}, this one {PROTOCOL}: run the same duckgraph "
-                "version in every MCP client configuration, or restart them"
-            )
+            raise OtherVersionError(mismatch)
 
     def idle_and_open(self) -> bool:
         """An idle connection has nothing to read; if it has, the owner closed it (or broke the protocol)."""

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from duckgraph.plugins.duckdb import connection, reads, schema, sql
+from duckgraph.plugins.duckdb import aliases_apart, connection, reads, schema, sql
 from duckgraph.plugins.duckdb.connection import one_line, storage_problem
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
 from duckgraph.plugins.duckdb.mirror.keywords import KeywordIndex
@@ -43,6 +43,8 @@ def health(con: Any, path: Path, vectors: VectorSearch, graph: GraphMirror, keyw
         "vectors_in_file": vectors.in_file(),
         "space": space(con, path) if with_space else None,
         "namespaces": reads.namespaces(con),  # those that hold something: doctor says when the configured one does not
+        # Aliases an older name rule merged and this one keeps apart, while their entities have them: doctor lists them.
+        "aliases_apart": aliases_apart.held(con, schema.meta(con, aliases_apart.META_KEY)),
     }
 
 

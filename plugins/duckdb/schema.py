@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from duckgraph.plugins.duckdb import communities, connection, sql, vector_tables
+from duckgraph.plugins.duckdb import aliases_apart, communities, connection, sql, vector_tables
 from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
 from duckgraph.ports import EmbedderMismatchError, NodeRecord, StoreError, entity_key, loose_key, relation_type
 from duckgraph.ports.records import ORIGINAL_TYPE
@@ -26,6 +26,8 @@ SCHEMA_VERSION = 7
 #: (ports/names.py `unaccented`); it comes with schema 7, so opening a file of schema 6 rebuilds them. 4: loose forms
 #: keep symbols ("C++", "C#" and "C" are three names) and a period that starts a word (".NET").
 NAME_KEYS_VERSION = "4"
+#: Aliases named in the log when the keys are rebuilt (`duckgraph doctor` lists them all).
+ALIASES_APART_LOGGED = 10
 #: Version of the rule that spells relation types (`ports.relation_type`); files written under an older one get the
 #: types of the relations whose caller's spelling is kept (`ORIGINAL_TYPE`) spelt again at open. 2: a word keeps
 #: its combining marks (1 split "काम करता है" into क_म_करत_ह).
@@ -280,11 +282,13 @@ def upgrade_due(path: Path) -> dict[str, Any] | None:
 
 def _rebuild_name_keys(con: Any, path: Path, transaction: Callable[[], AbstractContextManager[Any]]) -> None:
     """Files whose `node_names` are of an older `NAME_KEYS_VERSION` (written before loose name keys existed, or by an
-    older rule of loose forms) get them rebuilt (derived rows, in one transaction)."""
-    nodes = con.execute("SELECT id, namespace, key, aliases FROM nodes").fetchall()
-    rows = [(namespace, key, node_id) for node_id, namespace, key, aliases in nodes
+    older rule of loose forms) get them rebuilt (derived rows, in one transaction). The aliases that the older rule
+    joined to their entity and this one keeps apart are kept in `meta` and logged (`aliases_apart`)."""
+    nodes = con.execute("SELECT id, namespace, name, key, aliases FROM nodes").fetchall()
+    rows = [(namespace, key, node_id) for node_id, namespace, _, key, aliases in nodes
             for key in name_keys(NodeRecord(namespace=namespace, key=key, name=key, type="",
                                             aliases=tuple(aliases or ())))]
+    apart = aliases_apart.find(nodes, meta(con, "name_keys"))
     with transaction():
         con.execute("DELETE FROM node_names")
         if rows:
@@ -298,9 +302,23 @@ def _rebuild_name_keys(con: Any, path: Path, transaction: Callable[[], AbstractC
                 con.execute("INSERT INTO node_names SELECT namespace, key, node_id FROM _incoming_names")
             finally:
                 con.unregister("_incoming_names")
+        if apart:
+            kept = aliases_apart.kept(meta(con, aliases_apart.META_KEY), apart)
+            con.execute("DELETE FROM meta WHERE key = ?", [aliases_apart.META_KEY])
+            con.execute("INSERT INTO meta VALUES (?, ?)", [aliases_apart.META_KEY, kept])
         con.execute("DELETE FROM meta WHERE key = 'name_keys'")
         con.execute("INSERT INTO meta VALUES ('name_keys', ?)", [NAME_KEYS_VERSION])
     log.info("%s: rebuilt the name index of %d nodes (their loose forms)", path, len(nodes))
+    if apart:  # WARNING: what an older duckgraph merged stays merged, and only the user can tell whether it is one
+        listed = "; ".join(f"{item['alias']!r} of {item['name']!r} (namespace {item['namespace']!r})"
+                           for item in apart[:ALIASES_APART_LOGGED])
+        more = f"; and {len(apart) - ALIASES_APART_LOGGED} more" if len(apart) > ALIASES_APART_LOGGED else ""
+        log.warning("%s: %d alias(es) that an older duckgraph joined to their entity's name, which this one keeps "
+                    "apart: %s%s. Each may be another thing that was merged into that entity with its observations "
+                    "and relations (C++ and C# into C). To split one: remove the alias (update_entity with the "
+                    "aliases to keep, or the entity's page in duckgraph ui), create the other entity "
+                    "(create_entities, add_knowledge_graph) and move its observations and relations to it. Where "
+                    "the alias is meant, keep it. `duckgraph doctor` lists them", path, len(apart), listed, more)
 
 
 def _respell_relation_types(con: Any, path: Path, transaction: Callable[[], AbstractContextManager[Any]]) -> None:

@@ -4,6 +4,7 @@ recomputes them, so that lookups and resolution follow the new rule on it as on 
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 from pathlib import Path
@@ -15,6 +16,7 @@ from duckgraph.core.domain import memory_server
 from duckgraph.core.domain.model import MemoryEntityInput, NodeInput, RelationInput
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.plugins.duckdb.schema import NAME_KEYS_VERSION, SCHEMA_VERSION
+from duckgraph.ports import entity_key
 from tests.fakes import HashingEmbedder
 from tests.stored import file_meta
 
@@ -82,27 +84,62 @@ def v3_loose_key(name: str) -> str:
     return " ".join(re.findall(rf"[^\W_](?:[^\W_]|[{MARKS}])*", unaccented(name)))
 
 
+def as_name_keys_3(path: Path) -> None:
+    """The file's name index as name keys version 3 wrote it (every name and alias, with its loose form)."""
+    con = duckdb.connect(str(path))
+    try:
+        names = con.execute("SELECT namespace, id, key, aliases FROM nodes").fetchall()
+        con.execute("DELETE FROM node_names")
+        for namespace, node_id, key, aliases in names:
+            keys = [key, *(entity_key(alias) for alias in aliases)]
+            for form in dict.fromkeys([*keys, *filter(None, map(v3_loose_key, keys))]):
+                con.execute("INSERT INTO node_names VALUES (?, ?, ?)", [namespace, form, node_id])
+        con.execute("UPDATE meta SET value = '3' WHERE key = 'name_keys'")
+    finally:
+        con.close()
+
+
 def test_loose_forms_that_dropped_symbols_are_rebuilt_at_open(db_path: Path) -> None:
     """A file whose loose forms of names dropped every symbol (name keys version 3) gets them rebuilt when opened:
     its index no longer finds "C++" and "C#" by "c", nor ".NET" by "net"."""
     with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
         kb.add_knowledge_graph([NodeInput(name=name, type="Language") for name in ("C++", "C#", ".NET")], [])
-    con = duckdb.connect(str(db_path))
-    try:  # as version 3 wrote it
-        names = con.execute("SELECT namespace, id, key FROM nodes").fetchall()
-        con.execute("DELETE FROM node_names")
-        for namespace, node_id, key in names:
-            for form in dict.fromkeys([key, v3_loose_key(key)]):
-                con.execute("INSERT INTO node_names VALUES (?, ?, ?)", [namespace, form, node_id])
-        con.execute("UPDATE meta SET value = '3' WHERE key = 'name_keys'")
-    finally:
-        con.close()
+    as_name_keys_3(db_path)
     assert stored_forms(db_path) == {"C++": {"c++", "c"}, "C#": {"c#", "c"}, ".NET": {".net", "net"}}
     with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
         assert kb.store.find_nodes(kb.namespace, ["c", "net"]) == []
         assert [n.name for n in kb.store.find_nodes(kb.namespace, ["c#"])] == ["C#"]
     assert stored_forms(db_path) == {"C++": {"c++"}, "C#": {"c#"}, ".NET": {".net"}}
     assert file_meta(db_path)["name_keys"] == NAME_KEYS_VERSION == "4"
+
+
+def test_aliases_that_name_keys_3_merged_are_named_when_the_keys_are_rebuilt(db_path: Path, caplog) -> None:
+    """Keys 3 dropped symbols, so create_entities merged "C++" and "C#" into "C" (as its aliases, with their
+    observations). Keys 4 keep them apart, but rebuilding the keys splits nothing (an alias may be meant): it says so
+    in a WARNING naming them, and the store's health lists them (for doctor) while "C" has them. Aliases both rules
+    join to their entity ("Jose" of "José"), or neither ("K8s"), are not named."""
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+        kb.add_knowledge_graph([NodeInput(name="C", type="Language", aliases=["C++", "C#"]),
+                                NodeInput(name="José", type="Person", aliases=["Jose"]),
+                                NodeInput(name="Kubernetes", type="Technology", aliases=["K8s"])], [])
+        assert kb.store.health()["aliases_apart"] == []
+    as_name_keys_3(db_path)
+    assert stored_forms(db_path)["C"] == {"c", "c++", "c#"}  # the old keys alone cannot tell which alias was merged
+    with caplog.at_level(logging.WARNING, logger="duckgraph.plugins.duckdb.schema"):
+        with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:
+            assert kb.store.health()["aliases_apart"] == [
+                {"namespace": "default", "name": "C", "aliases": ["C++", "C#"], "apart": ["C++", "C#"]}]
+            kb.curation.update_entity("C", kb.namespace, aliases=["C#"])  # C++ split off, C# meant
+            assert kb.add_knowledge_graph([NodeInput(name="C++", type="Language")], []).nodes_created == 1
+            assert kb.store.health()["aliases_apart"] == [
+                {"namespace": "default", "name": "C", "aliases": ["C#"], "apart": ["C#"]}]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "2 alias(es) that an older duckgraph joined to their entity's name" in warnings[0]
+    assert "'C++' of 'C' (namespace 'default'); 'C#' of 'C' (namespace 'default')." in warnings[0]
+    assert file_meta(db_path)["name_keys"] == "4"
+    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()) as kb:  # kept in the file, not found again
+        kb.curation.update_entity("C", kb.namespace, aliases=[])
+        assert kb.store.health()["aliases_apart"] == []
 
 
 def stored_types(path: Path) -> list[str]:

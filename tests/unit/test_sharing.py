@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -141,6 +142,45 @@ def test_concurrent_calls_from_one_client(tmp_path, shares):
     for thread in threads:
         thread.join()
     assert sorted((r["n"], r["i"]) for r in results) == [(n, i) for n in range(8) for i in range(20)]
+
+
+def test_no_call_goes_to_an_owner_that_serves_other_tools(tmp_path, shares, caplog):
+    """Its tools would answer the calls that the client's own MCP client checks against the client's listing."""
+    db = tmp_path / "kb.duckdb"
+    ran: list[str] = []
+    shares(db, lambda method, params, progress: ran.append(method), info={"tools": "aaaa"})
+    same, other = shares(db, info={"tools": "aaaa"}), shares(db, info={"tools": "bbbb"})
+    assert same.call("echo", {}, repeatable=True) is None and ran == ["echo"]
+    for _ in range(2):
+        with pytest.raises(sharing.OtherVersionError) as refused:
+            other.call("echo", {}, repeatable=False)
+    assert str(refused.value) == (
+        f"the duckgraph server that owns {db} (pid {os.getpid()}, version 0.1.0) runs another duckgraph version, "
+        "which serves other tools than this one (version 0.1.0; tools aaaa, here bbbb). No call is sent to it, since "
+        "its answers may not fit the tools that a server of this version lists: stop that server (a duckgraph server "
+        "of this version waiting on the file then takes it over), or run the same duckgraph version in every MCP "
+        "client configuration and restart them")
+    assert ran == ["echo"]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [str(refused.value)]  # once
+
+
+def test_no_call_goes_to_an_owner_of_an_older_protocol(tmp_path, shares, monkeypatch):
+    """A duckgraph of protocol 1 does not say which tools it serves (and every one announced version 0.1.0): no
+    client of this one sends it a call, nor a command its request."""
+    from duckgraph.core.sharing import handover
+
+    db = tmp_path / "kb.duckdb"
+    ran: list[str] = []
+    monkeypatch.setattr(handover, "PROTOCOL", 1)  # greets as an older duckgraph: protocol 1, no "tools"
+    shares(db, lambda method, params, progress: ran.append(method), info={"namespace": "default"})
+    monkeypatch.undo()
+    client = shares(db, info={"tools": "aaaa"})
+    older = "(pid {}, version 0.1.0) is an older duckgraph (sharing protocol 1; this one, version 0.1.0, speaks 2)"
+    with pytest.raises(sharing.OtherVersionError, match=re.escape(older.format(os.getpid()))):
+        client.call("echo", {}, repeatable=True)
+    with pytest.raises(sharing.OtherVersionError, match=re.escape(older.format(os.getpid()))):
+        sharing.call_owner(db, "status")
+    assert ran == []
 
 
 def test_a_normal_stop_hands_the_file_over(tmp_path, shares):
