@@ -152,6 +152,13 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--follow-symlinks", action="store_true",
                         help="also read files and folders that symbolic links in the given folders lead to outside "
                              "them (default: skipped and reported)")
+    ingest.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
+                        help="leave out of the folders given the files and folders PATTERN matches, a glob against "
+                             "the path inside the folder (.trash, Archive/2019, '*.excalidraw.md'; repeatable); with "
+                             "--prune, what was stored of them is deleted")
+    ingest.add_argument("--include-trash", action="store_true",
+                        help="also read the folders where notes apps keep deleted notes and old copies, left out by "
+                             "default (.trash, logseq/.recycle, logseq/bak, a drive's .Trash-*: docs/ingest.md)")
     ingest.add_argument("--crawl", action="store_true",
                         help="also follow the links of the URLs given within their site (robots.txt and the sitemap "
                              "honoured)")

@@ -99,6 +99,9 @@ def ignored_ingest_options(args: argparse.Namespace, urls: list[str]) -> str | N
     if args.follow_symlinks and files_only:
         return ("--follow-symlinks follows the symbolic links inside the folders given, and no folder was given (a "
                 "file given by name is read wherever it is)")
+    if (args.exclude or args.include_trash) and files_only:
+        return (f"{'--exclude' if args.exclude else '--include-trash'} acts on what a folder holds, and no folder was "
+                "given (a file given by name is read wherever it is)")
     return None
 
 

@@ -30,7 +30,8 @@ def ingest_command(args: argparse.Namespace) -> int:
         print("duckgraph: --prune-empty goes with --prune", file=sys.stderr)
         return 2
     urls = [p for p in args.paths if "://" in p]
-    if refused := ignored_ingest_options(args, urls):
+    unfit = [why for why in map(folder.unfit_pattern, args.exclude) if why]
+    if refused := ignored_ingest_options(args, urls) or (unfit[0] if unfit else None):
         print(f"duckgraph: {refused}; nothing was read", file=sys.stderr)
         return 2
     services = setup(args)
@@ -40,7 +41,10 @@ def ingest_command(args: argparse.Namespace) -> int:
                           "--extract to store the documents only; nothing was read")
     fetching = services.url_fetching
     paths = [p for p in args.paths if p not in urls]
-    files = folder.find_files(paths, follow_symlinks=args.follow_symlinks, converters=fetching.converters.by_suffix)
+    left_out: dict[Path, str] = {}
+    files = folder.find_files(paths, follow_symlinks=args.follow_symlinks, converters=fetching.converters.by_suffix,
+                              exclude=[*(() if args.include_trash else folder.TRASH), *args.exclude], left_out=left_out)
+    _say_trash([path for path, pattern in left_out.items() if pattern in folder.TRASH and pattern not in args.exclude])
     given = folder.folders(paths) if args.prune else []
     # An empty folder is more often a drive not mounted than files all deleted: pruning it deletes everything
     # stored under it, so only when asked.
@@ -120,8 +124,8 @@ def ingest_command(args: argparse.Namespace) -> int:
             summary += f"; deleted {len(report.emptied)} documents of files that hold no text now"
         pruned = args.prune and not (stopped and not report.pruned)  # stopped before pruning: none was
         if pruned:
-            summary += (f"; pruned {len(report.pruned)} documents of files gone, with {report.nodes_pruned} "
-                        f"entities and {report.edges_pruned} relations only they supported")
+            summary += (f"; pruned {len(report.pruned)} documents of files gone{' or left out' if left_out else ''}, "
+                        f"with {report.nodes_pruned} entities and {report.edges_pruned} relations only they supported")
             if report.prune_kept:
                 summary += (f"; kept {len(report.prune_kept)} documents of files that are there but were not read "
                             "this time")
@@ -131,8 +135,8 @@ def ingest_command(args: argparse.Namespace) -> int:
             summary += (f" ({already} had been already)" if already else "") + f", {failed} failed"
         print(summary, file=sys.stderr if args.json else sys.stdout)
         if args.json:
-            print(for_stream(json.dumps({"summary": _ingest_summary(report, pruned=pruned, extract=extract)}),
-                             sys.stdout, json=True))
+            summary_json = _ingest_summary(report, pruned=pruned, extract=extract, left_out=left_out)
+            print(for_stream(json.dumps({"summary": summary_json}), sys.stdout, json=True))
         return 1 if failed or report.partly else 0
 
     report = folder.IngestReport()
@@ -143,8 +147,9 @@ def ingest_command(args: argparse.Namespace) -> int:
         with services.knowledge_base as kb:
             opened = True
             try:
-                folder.ingest(kb, files, extract=extract, prune=prune, progress=bar.update,
-                              label=lambda text: setattr(bar, "label", text), on_batch=batch_done, report=report)
+                folder.ingest(kb, files, extract=extract, prune=prune, excluded=list(left_out),
+                              progress=bar.update, label=lambda text: setattr(bar, "label", text),
+                              on_batch=batch_done, report=report)
             except BaseException:
                 # Asked of the file, not of the report: a batch's documents are stored before its extraction,
                 # which may be what failed.
@@ -185,6 +190,16 @@ def ingest_command(args: argparse.Namespace) -> int:
     return code
 
 
+def _say_trash(left_out: list[Path]) -> None:
+    """The trash folders (folder.TRASH) a walk left out, on one line that says how to read them."""
+    if left_out:
+        shown = ", ".join(str(path) for path in left_out[:3]) + (f" and {len(left_out) - 3} more"
+                                                                 if len(left_out) > 3 else "")
+        print(for_stream(f"duckgraph: left out {shown}: where notes apps keep deleted notes and old copies (with "
+                         "--prune, what was stored of them is deleted); give --include-trash to read them",
+                         sys.stderr), file=sys.stderr)
+
+
 def _say_unsupported(unsupported: list[tuple[str, str]]) -> None:
     """The files in the folders given that no converter reads, on one line per suffix (a folder of photos beside
     the notes would otherwise bury the other lines), each named at INFO."""
@@ -203,9 +218,10 @@ def _say_unsupported(unsupported: list[tuple[str, str]]) -> None:
                          f"give it by name: duckgraph ingest FILE): {shown}", sys.stderr), file=sys.stderr)
 
 
-def _ingest_summary(report: Any, *, pruned: bool, extract: bool) -> dict[str, Any]:
-    """`ingest --json`'s last object: the summary line's numbers, with the files skipped (and why) and the
-    documents pruned and kept by path."""
+def _ingest_summary(report: Any, *, pruned: bool, extract: bool,
+                    left_out: dict[Path, str]) -> dict[str, Any]:
+    """`ingest --json`'s last object: the summary line's numbers, with the files skipped (and why), those left out
+    (and the pattern that matched) and the documents pruned and kept by path."""
     extractions = [e for r in report.results for e in r.extractions]
     summary: dict[str, Any] = {
         "stored": len(report.stored), "replaced": len(report.replaced), "unchanged": len(report.unchanged),
@@ -213,6 +229,7 @@ def _ingest_summary(report: Any, *, pruned: bool, extract: bool) -> dict[str, An
         "skipped": [{"path": path, "why": why} for path, why in report.skipped],
         "partly": [{"path": path, "what": what} for path, what in report.partly],
         "split": dict(report.split), "emptied": list(report.emptied),
+        "left_out": [{"path": str(path), "pattern": pattern} for path, pattern in left_out.items()],
     }
     if pruned:
         summary.update(pruned=list(report.pruned), entities_pruned=report.nodes_pruned,

@@ -5,6 +5,7 @@ Markdown: its "#" lines are comments (`markdown_headings`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 #: all-MiniLM-L6-v2 reads 256 word pieces, roughly 1,000 characters of English.
 DEFAULT_CHUNK_CHARS = 1_000
@@ -107,23 +108,45 @@ def sections(text: str) -> list[tuple[str, str]]:
     """(section path, body) of each part of `text` that has a body, in order; "" is the path of the text before
     the first heading. `#` lines inside fenced code blocks are code, not headings."""
     found: list[tuple[str, str]] = []
-    path: list[tuple[int, str]] = []  # (level, heading) from the top down
     body: list[str] = []
-    fenced = False
+    above: list[tuple[int, str]] = []
 
     def close() -> None:
         if "".join(body).strip():
-            found.append((SECTION_SEPARATOR.join(h for _, h in path), "\n".join(body)))
+            found.append((SECTION_SEPARATOR.join(h for _, h in above), "\n".join(body)))
         body.clear()
 
+    for path, line in _scan(text):
+        if line is None:  # a heading
+            close()
+            above = path
+        else:
+            body.append(line)
+    close()
+    return found
+
+
+def open_headings(text: str, above: list[tuple[int, str]] | None = None) -> list[tuple[int, str]]:
+    """The (level, heading) path open at the end of `text` (which starts below the headings `above`), from the top
+    down: the headings its next line is under."""
+    path = above or []
+    for path, _ in _scan(text, path):
+        pass
+    return path
+
+
+def _scan(text: str, above: list[tuple[int, str]] | None = None) -> Iterator[tuple[list[tuple[int, str]],
+                                                                                   str | None]]:
+    """Each line of `text` with the (level, heading) path it is under, from the top down (starting below `above`);
+    for a heading line, the path it opens and None. `#` lines inside fenced code blocks are code."""
+    path = above or []
+    fenced = False
     for line in text.splitlines():
         if _FENCE.match(line):
             fenced = not fenced
         elif not fenced and (match := _HEADING.match(line)) and match.group(2).strip():
-            close()
             level = len(match.group(1))
             path = [*(entry for entry in path if entry[0] < level), (level, " ".join(match.group(2).split()))]
+            yield path, None
             continue
-        body.append(line)
-    close()
-    return found
+        yield path, line

@@ -13,6 +13,8 @@ MAX_OBSERVATIONS = 1_000
 #: and search return its observations).
 MAX_OBSERVATION_CHARS = 4_000
 MAX_PROPERTIES_BYTES = 16_384
+#: A source's (a document's) id: `ingest` checks a file's path against it before reading the file.
+MAX_SOURCE_ID_CHARS = 200
 #: A community report's title and summary, however they are written (the host's tool, a model, an import).
 MAX_TITLE_CHARS = 200
 MAX_SUMMARY_CHARS = 4_000

@@ -15,16 +15,23 @@ or in hidden folders (`.git`, `.DS_Store`: machinery, not notes). Pruning delete
 not on disk any more: one that is there but was not read this time, for whatever reason, keeps its documents.
 
 Ingest stays inside the folders it is given: a symbolic link (to a file or a folder) that leads out of them is
-skipped and reported, unless `follow_symlinks` (a link that stays inside is read where it is). A file longer than
-one document may be (MAX_DOCUMENT_CHARS) is stored as several, cut at paragraph or line breaks: the first keeps
-the file's id, the others are `<id>#part-2`, `<id>#part-3`... And one file never stops the rest: a file that
+skipped and reported, unless `follow_symlinks` (then its files are named by the link's path). A link that stays
+inside leads to a file or folder that has a path of its own there: its files are named by that path, whichever
+path the walk takes first, so that a file reached two ways is stored once, and always under the same id (and a
+document stored under a link's path by an older version is pruned once its file is read under its own). A link
+that leads nowhere is skipped and reported. What an `exclude` pattern matches (`duckgraph ingest` leaves out
+`TRASH` unless asked: what notes apps keep of deleted notes) is left out of the walk, and pruning deletes what was
+stored of it. A file longer than one document may be (MAX_DOCUMENT_CHARS) is stored as several, cut at paragraph
+or line breaks: the first keeps the file's id, the others are `<id>#part-2`, `<id>#part-3`..., each after the
+first starting with the Markdown headings it was cut under. And one file never stops the rest: a file that
 cannot be read or stored is skipped with the reason, and the rest of the folder is stored. A file whose name is
 not UTF-8, or holds a control character (a line break would cut every line that shows its id in two), is
 skipped too: it has no id to be stored under until it is renamed.
 
-A file too long for one `add_documents` call (MAX_TOTAL_DOCUMENT_CHARS) is stored in several, each a
-transaction of its own: when one fails after others stored, its first parts hold the new text and the rest what
-they held before, and the report says so (`partly`); it is whole again once ingested again.
+A file stored as several documents is stored a part a call, each a transaction of its own, so that the work of
+an interrupted ingest is not lost: a part stored is unchanged when the file is ingested again, which goes on at
+the next part. When one fails after others stored, its first parts hold the new text and the rest what they held
+before, and the report says so (`partly`); it is whole again once ingested again.
 
 A document's time is the one it states (front matter `date`, a PDF's creation date, a page's date), else the
 file's modification time (a page's Last-Modified). A stated time is part of the document: when it changes, the
@@ -42,13 +49,14 @@ import unicodedata
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
+from fnmatch import fnmatchcase
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Protocol
 
 from pydantic import ValidationError
 
 from duckgraph.core.domain.argument_errors import readable
-from duckgraph.core.domain.chunking import markdown_headings
+from duckgraph.core.domain.chunking import markdown_headings, open_headings
 from duckgraph.core.domain.document_ids import PART, all_ids, is_part_of, unambiguous_forms
 from duckgraph.ports import DuckgraphError, InvalidInputError, WriteBatch, part_title
 from duckgraph.ports.names import INVISIBLE
@@ -62,10 +70,16 @@ if TYPE_CHECKING:
 SUFFIXES = {".txt", ".md", ".markdown"}
 #: `FileDocument.unsupported` of a file whose name has no suffix.
 NO_SUFFIX = "(no suffix)"
+#: The `exclude` patterns of `duckgraph ingest` unless `--include-trash`: the folders where notes apps keep
+#: deleted notes (Obsidian's `.trash`; the desktop's trash on a drive, `.Trash-1000`, or a Mac's) and old copies
+#: (Logseq's `logseq/.recycle` and `logseq/bak`): a note deleted there must not come back in search.
+TRASH = (".trash", ".Trash", ".Trashes", ".Trash-*", "**/logseq/.recycle", "**/logseq/bak")
 #: Documents per `add_documents` call: a failed batch costs no more than this many files' work.
 BATCH = 20
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
-_FIELD = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:[ \t]*(.*?)[ \t]*$")
+#: A top-level YAML field, `key: value` or `key:` (a list or nested value below it): as YAML, a colon starts a
+#: value only before a space or the line's end ("9:30", "https://" are no fields).
+_FIELD = re.compile(r"^([^\s#:'\"-][^:]*?)[ \t]*:(?:[ \t]+(.*?))?[ \t]*$")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # a crawled site's prefix, not a folder's
 
 
@@ -102,7 +116,7 @@ class FileDocument:
     refused: str = ""
     converter: Converter | None = None
     unsupported: str = ""  # a file in a folder that no converter reads: its suffix (NO_SUFFIX when it has none)
-    gone = False
+    gone: bool = False  # a link that leads nowhere: what it led to is gone
 
     def read(self) -> Contents:
         return read_documents(self)
@@ -127,14 +141,18 @@ class IngestReport:
 
 
 def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
-               converters: Mapping[str, Converter] | None = None) -> list[FileDocument]:
+               converters: Mapping[str, Converter] | None = None, exclude: Sequence[str] = (),
+               left_out: dict[Path, str] | None = None) -> list[FileDocument]:
     """The files of `paths` (files, or folders searched recursively) that are text, Markdown or of a suffix in
     `converters` (the longest suffix a name ends with picks its converter: ".todo.txt" before ".txt"), each once,
     in path order.
 
     A file given by name is read wherever it is (by its converter, else as text); in a folder, a symbolic link
     that leads out of the folders given is returned `refused` unless `follow_symlinks`, and so is a file of
-    another suffix, with `unsupported` set (but not a hidden one, or one in a hidden folder: see the module)."""
+    another suffix, with `unsupported` set (but not a hidden one, or one in a hidden folder: see the module), and
+    a link that leads nowhere. A file reached in the folders under several paths (a link to it, or to a folder
+    above it) is returned once, under its own path. The files and folders of a folder that one of the `exclude`
+    patterns matches (see `excluded_by`) are left out, each in `left_out`, with the pattern."""
     converters = converters or {}
     found: dict[str, FileDocument] = {}
     roots = folders(paths)
@@ -142,10 +160,15 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
         given = Path(argument).expanduser()
         if given.is_dir():
             folder = given.resolve()
-            for path, refused, unsupported in _walk(folder, roots, follow_symlinks, SUFFIXES | converters.keys()):
-                document_id = path.as_posix()  # inside the folder, symlink or not
-                found.setdefault(document_id, FileDocument(document_id, path, refused or _unfit_id(document_id),
-                                                           _converter(path, converters), unsupported))
+            walk = _walk(folder, roots, follow_symlinks, SUFFIXES | converters.keys(), exclude,
+                         {} if left_out is None else left_out)
+            for path, refused, unsupported, gone in walk:
+                document_id = path.as_posix()
+                file = FileDocument(document_id, path, refused or _unfit_id(document_id), _converter(path, converters),
+                                    unsupported, gone)
+                # Reached twice (a link `notes.md` to `log.txt`): read where either path lets it be read.
+                if found.setdefault(document_id, file).refused and not file.refused:
+                    found[document_id] = file
         elif given.is_file():
             path = given.resolve()
             named = FileDocument(path.as_posix(), path, _unfit_id(path.as_posix()),
@@ -160,7 +183,8 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
 def _unfit_id(document_id: str) -> str:
     """Why a path cannot be a document's id ("" when it can): a name that is not UTF-8 (Python holds its bytes as
     surrogates, which no stored text may hold), or a control character, a line break (U+2028 too) or an invisible
-    character in it."""
+    character in it, or a path longer than an id may be."""
+    from duckgraph.core.domain.limits import MAX_SOURCE_ID_CHARS
     from duckgraph.core.domain.model import breaks_line  # the tools' models: not imported by a server's start
 
     for ch in document_id:
@@ -174,6 +198,10 @@ def _unfit_id(document_id: str) -> str:
         if INVISIBLE.match(ch):  # a document id may not hold one (an id typed without it would name another)
             return f"its path holds an invisible character ({ch!r}), which no document id may hold: rename it and " \
                    "ingest it again"
+    if len(document_id) > MAX_SOURCE_ID_CHARS:
+        return (f"its path is {len(document_id)} characters long, and a document's id (the file's absolute path) may "
+                f"have at most {MAX_SOURCE_ID_CHARS}: give it a shorter name, or move it to a folder with a shorter "
+                "path, and ingest it again")
     return ""
 
 
@@ -190,43 +218,109 @@ def _converter(path: Path, converters: Mapping[str, Converter]) -> Converter | N
     return None if suffix is None else converters[suffix]
 
 
-def _walk(folder: Path, roots: Sequence[Path], follow_symlinks: bool,
-          suffixes: Collection[str]) -> Iterator[tuple[Path, str, str]]:
-    """The files under `folder`, each with why it is not read ("" when it is) and, for one of none of `suffixes`, its
-    suffix; and the links to folders that are not entered, with why. A file of none of `suffixes` that is hidden or
-    in a hidden folder is left out. A real folder is entered once, so a link loop ends."""
+def _walk(folder: Path, roots: Sequence[Path], follow_symlinks: bool, suffixes: Collection[str],
+          exclude: Sequence[str], left_out: dict[Path, str]) -> Iterator[tuple[Path, str, str, bool]]:
+    """The files under `folder`, each with why it is not read ("" when it is), for one of none of `suffixes` its
+    suffix, and whether it is gone; the links to folders that are not entered, and the links that lead nowhere
+    (gone: what they led to, moved or deleted, is pruned as a file gone is), with why. A file of none
+    of `suffixes` that is hidden or in a hidden folder is left out, and so is what `exclude` matches (added to
+    `left_out`). A file or folder that a link inside the folders leads to is named by its own path, so that the
+    order of the walk never decides its id; a real folder is entered once, so a link loop ends."""
     seen = {folder}
     for top, dirs, names in os.walk(folder, followlinks=True):
         here = Path(top)
         hidden = any(part.startswith(".") for part in here.relative_to(folder).parts)
         entered = []
         for name in sorted(dirs):
-            path = here / name
-            if refused := _outside(path, roots, follow_symlinks):
-                yield path, refused, ""
-            elif (real := path.resolve()) not in seen:
+            path, real = here / name, (here / name).resolve()
+            if _left_out(path, real, folder, roots, exclude, left_out):
+                continue
+            if refused := _outside(path, real, roots, follow_symlinks):
+                yield path, refused, "", False
+            elif real not in seen:
                 seen.add(real)
                 entered.append(name)
         dirs[:] = entered
         for name in sorted(names):
             path = here / name
-            if longest_suffix(name, suffixes) is not None:
-                if path.is_file():
-                    yield path, _outside(path, roots, follow_symlinks), ""
-            elif not (hidden or name.startswith(".")) and path.is_file():
+            readable = longest_suffix(name, suffixes) is not None
+            if not readable and (hidden or name.startswith(".")):
+                continue  # hidden and not read: machinery, left out unsaid (see the module)
+            if not (path.is_file() or path.is_symlink()):
+                continue  # a socket, a pipe: no file
+            real = path.resolve()
+            if _left_out(path, real, folder, roots, exclude, left_out):
+                continue
+            own = real if _inside(real, roots) else path  # its id: a link inside leads to a file of its own path
+            if not path.exists():  # a link that leads nowhere: moved, deleted, or on a drive not mounted
+                yield path, (f"a symbolic link to {os.readlink(path)}, which does not exist (moved, deleted, or on a "
+                             "drive not mounted; with --prune, what was stored of it is deleted): fix or remove the "
+                             "link"), "", True
+            elif not path.is_file():
+                continue
+            elif readable:
+                yield own, _outside(path, real, roots, follow_symlinks), "", False
+            else:
                 suffix = path.suffix.lower() or NO_SUFFIX
                 kind = "files without a suffix" if suffix == NO_SUFFIX else f"{suffix} files"
-                yield path, (f"no converter reads {kind} (a plugin can add one: docs/plugins.md); to read it as "
-                             "text, give the file by name (duckgraph ingest FILE)"), suffix
+                yield own, (
+                    f"no converter reads {kind} (a plugin can add one: docs/plugins.md); to read it as text, give the "
+                    "file by name (duckgraph ingest FILE)"), suffix, False
+
+
+def _left_out(path: Path, real: Path, folder: Path, roots: Sequence[Path], exclude: Sequence[str],
+              left_out: dict[Path, str]) -> bool:
+    """Whether an `exclude` pattern matches `path` (found in `folder`: its own name, the folders above it were
+    matched when they were entered) or, for a link, the file or folder it leads to in the folders given (and the
+    folders above that): so the path the walk takes never decides. Added to `left_out` under the path matched."""
+    if pattern := excluded_by(path.relative_to(folder), exclude, whole=False):
+        left_out[path] = pattern
+        return True
+    root = None if real == path else next((r for r in (folder, *roots) if _inside(real, [r])), None)
+    if root is not None and (pattern := excluded_by(real.relative_to(root), exclude)):
+        left_out[real] = pattern
+        return True
+    return False
+
+
+def excluded_by(relative: PurePosixPath | Path, patterns: Sequence[str], *, whole: bool = True) -> str | None:
+    """The first of `patterns` (see `unfit_pattern`) that matches the path `relative` (to the folder given) or, when
+    `whole`, a folder above it; None when none does. A pattern without a slash matches a file or folder's name at
+    any depth (`.trash`, `*.excalidraw.md`); one with a slash, the path from the folder (`Archive/2019`,
+    `Daily/*.md`; as in fnmatch, its `*` matches slashes too), and at any depth when it starts with `**/`
+    (`**/logseq/bak`). Case matters."""
+    parts = PurePosixPath(relative).parts
+    for pattern in patterns:
+        bare = pattern.rstrip("/")
+        for depth in range(1 if whole else len(parts), len(parts) + 1):
+            if "/" not in bare:
+                matched = fnmatchcase(parts[depth - 1], bare)
+            else:
+                above = "/".join(parts[:depth])
+                matched = fnmatchcase(above, bare) or (bare.startswith("**/") and fnmatchcase(above, bare[3:]))
+            if matched:
+                return pattern
+    return None
+
+
+def unfit_pattern(pattern: str) -> str:
+    """Why `pattern` cannot be an exclude pattern (see `excluded_by`), "" when it can: it is matched against paths
+    inside the folder given, so it is neither empty, nor absolute, nor leads out."""
+    bare = pattern.rstrip("/")
+    if not bare or bare.startswith(("/", "~")) or ".." in bare.split("/"):
+        return (f"--exclude {pattern!r}: a pattern is matched against the paths inside each folder given, relative "
+                "to it (e.g. .trash, Archive/2019, '*.excalidraw.md'), so it cannot be empty, absolute or lead out "
+                "with ..")
+    return ""
 
 
 def _inside(path: Path, roots: Sequence[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
-def _outside(path: Path, roots: Sequence[Path], follow_symlinks: bool) -> str:
-    """Why `path` (found in a folder) is not read: it is a link out of the folders given; "" when it may be read."""
-    target = path.resolve()
+def _outside(path: Path, target: Path, roots: Sequence[Path], follow_symlinks: bool) -> str:
+    """Why `path` (found in a folder, leading to `target`) is not read: it is a link out of the folders given; ""
+    when it may be read."""
     if follow_symlinks or _inside(target, roots):
         return ""
     return (f"a symbolic link to {target}, outside the folders given: not followed (ingest the file by name, or "
@@ -257,11 +351,13 @@ def read_documents(file: FileDocument) -> Contents:
 def read_markdown(text: str, *, front_matter: bool = True) -> tuple[str, str, str | None, dict[str, str]]:
     """(title, text, time, metadata) of a Markdown text: its front matter, when present, gives the title, the
     date (also kept in the metadata) and its other one-line fields as metadata, and is left out of the text. A
-    leading byte order mark (Notepad and some editors write one) is no text and would hide the front matter."""
+    leading byte order mark (Notepad and some editors write one) is no text and would hide the front matter.
+    A leading `---` block is front matter only when it is all YAML fields (see `_front_matter`): else it is the
+    note's text (a note may start with a horizontal rule, and have another below), kept whole."""
     text = text.removeprefix("\ufeff")
-    if not front_matter or not (match := _FRONT_MATTER.match(text)):
+    match = _FRONT_MATTER.match(text) if front_matter else None
+    if match is None or (fields := _front_matter(match.group(1))) is None:
         return "", text, None, {}
-    fields = _front_matter(match.group(1))
     title = fields.pop("title", "")
     return title, text[match.end():], fields.get("date") or None, fields
 
@@ -281,7 +377,7 @@ def as_documents(document_id: str, title: str, text: str, time: str | None, meta
         moment = parse_moment(time or fallback_time) if time or fallback_time else None
     except ValueError:
         moment = None
-    parts = [part for part in _split(text, MAX_DOCUMENT_CHARS) if part.strip()]
+    parts = _split(text, MAX_DOCUMENT_CHARS, headings=markdown_headings(document_id, title, text))
     if len(parts) == 1:
         return Contents([DocumentInput(id=document_id, title=title, text=parts[0], metadata=metadata, time=moment)],
                         stated)
@@ -291,34 +387,50 @@ def as_documents(document_id: str, title: str, text: str, time: str | None, meta
                      for n, part in enumerate(parts, start=1)], stated)
 
 
-def _split(text: str, limit: int) -> list[str]:
-    """`text` in pieces of at most `limit` characters, each cut at the last paragraph break, else line break, else
-    space in its second half (else at the limit)."""
+def _split(text: str, limit: int, *, headings: bool) -> list[str]:
+    """The pieces of `text` that hold more than blanks, each of at most `limit` characters, cut at the last paragraph
+    break, else line break, else space in its second half (else at the limit). With `headings` (Markdown's, see
+    chunking.markdown_headings), a piece after the first starts with the heading lines it was cut under, so that
+    its passages keep their section ("Big archive > Day 1405", not "")."""
     parts = []
-    while len(text) > limit:
-        cut = next((at + len(mark) for mark in ("\n\n", "\n", " ") if (at := text.rfind(mark, limit // 2, limit)) > 0),
-                   limit)
-        parts.append(text[:cut])
+    above: list[tuple[int, str]] = []  # the headings open where the next piece starts
+    while text:
+        carried = "".join(f"{'#' * level} {heading}\n" for level, heading in above)
+        if len(carried) > limit // 4:  # headings as long as a book's chapter are no headings to repeat
+            carried = ""
+        room = limit - len(carried)
+        cut = len(text) if len(text) <= room else next(
+            (at + len(mark) for mark in ("\n\n", "\n", " ") if (at := text.rfind(mark, room // 2, room)) > 0), room)
+        if text[:cut].strip():
+            parts.append(carried + text[:cut])
+        if headings:
+            above = open_headings(text[:cut], above)
         text = text[cut:]
-    return [*parts, text]
+    return parts
 
 
-def _front_matter(block: str) -> dict[str, str]:
+def _front_matter(block: str) -> dict[str, str] | None:
     """The top-level `key: value` lines of a YAML front matter block, values unquoted (no YAML parser needed for
-    one-line fields; nested or list values are ignored)."""
-    fields = {}
+    one-line fields; nested or list values are ignored). None when the block is not all YAML fields: a line that
+    is neither a field, nor a comment, nor below a field (indented, or a `- ` list item) is prose, so the block is
+    text, not front matter (leaving out what it is not sure of would lose the note's words)."""
+    fields: dict[str, str] = {}
+    keys = 0
     for line in block.splitlines():
-        if (match := _FIELD.match(line)) and match.group(2):
-            value = match.group(2)
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                value = value[1:-1]
-            fields[match.group(1).lower()] = value
-    return fields
+        if match := _FIELD.match(line):
+            keys += 1
+            if (value := match.group(2)) and value[0] not in "|>":  # "|", ">": a block of text below, ignored
+                if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                    value = value[1:-1]
+                fields[match.group(1).lower()] = value
+        elif line.strip() and not line.startswith("#") and not (keys and (line[0] in " \t" or line.startswith("-"))):
+            return None
+    return fields if keys else None
 
 
 def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: Sequence[str] = (),
-           progress: Callable[[int, int, str], None] | None = None, label: Callable[[str], None] | None = None,
-           on_batch: Callable[[AddDocumentsResult], None] | None = None,
+           excluded: Collection[Path] = (), progress: Callable[[int, int, str], None] | None = None,
+           label: Callable[[str], None] | None = None, on_batch: Callable[[AddDocumentsResult], None] | None = None,
            namespace: str | None = None, report: IngestReport | None = None) -> IngestReport:
     """Store `files` (unchanged ones are left as they are, changed ones replaced) in `namespace` (default: the
     knowledge base's), delete the documents of those read whole that hold no text now (emptied: their text is
@@ -326,15 +438,18 @@ def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: 
     whose source is gone: not among `files` (or `gone`), and, under a folder, whose file is not on disk. A source
     that exists but was not read this time (a link not followed, a file that could not be read, a suffix no
     converter reads, a file the walk did not return) keeps its documents, all its parts and, for a link to a
-    folder, those of the files under it: they are counted in `prune_kept`.
+    folder, those of the files under it: they are counted in `prune_kept`. But the documents of what a folder's
+    walk left out (`excluded`: files, and folders with the files under them) are pruned: they are not read any
+    more. So is a document stored under a link's path (by a version that named a file so) whose file is stored
+    under its own path now.
     `label` hears which files a batch holds ("files 1-20 of 35") before its `progress`. The report is filled in
     `report` when given: what was stored before an error that stops ingest (the embedder gone) stays there, with
     `stopped_at`."""
     namespace = kb.resolve_namespace(namespace)
     report = IngestReport() if report is None else report
     try:
-        _ingest(kb, files, report, extract=extract, prune=prune, progress=progress, label=label, on_batch=on_batch,
-                namespace=namespace)
+        _ingest(kb, files, report, extract=extract, prune=prune, excluded=excluded, progress=progress, label=label,
+                on_batch=on_batch, namespace=namespace)
     except BaseException:
         report.stopped_at = report.stopped_at or "the end, all files stored (deleting those of files gone)"
         raise
@@ -342,7 +457,7 @@ def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: 
 
 
 def _ingest(kb: KnowledgeBase, files: Sequence[Source], report: IngestReport, *, extract: bool,
-            prune: Sequence[str], progress: Callable[[int, int, str], None] | None,
+            prune: Sequence[str], excluded: Collection[Path], progress: Callable[[int, int, str], None] | None,
             label: Callable[[str], None] | None, on_batch: Callable[[AddDocumentsResult], None] | None,
             namespace: str) -> None:
     present: set[str] = set()  # the documents read this time
@@ -382,7 +497,7 @@ def _ingest(kb: KnowledgeBase, files: Sequence[Source], report: IngestReport, *,
         present.update(d.id for d in documents)
         if not contents.time_stated:
             fallback_times.update(d.id for d in documents)
-        if not _fits(documents):  # a file longer than one call takes: in calls of its own
+        if len(documents) > 1 or not _fits(documents):  # a long file: a call for each part (see the module)
             flush(number)
             _store_parts(file, documents, report, store, f"file {number + 1} of {len(files)}")
             continue
@@ -395,7 +510,7 @@ def _ingest(kb: KnowledgeBase, files: Sequence[Source], report: IngestReport, *,
     flush(len(files))
     _delete_emptied(kb, emptied, report, namespace)
     for start in prune:
-        _prune(kb, start, present, set(kept), report, namespace)
+        _prune(kb, start, present, set(kept), {p.as_posix() for p in excluded}, report, namespace)
 
 
 def _fits(documents: Sequence[DocumentInput]) -> bool:
@@ -407,14 +522,10 @@ def _fits(documents: Sequence[DocumentInput]) -> bool:
 
 def _store_parts(file: Source, documents: Sequence[DocumentInput], report: IngestReport,
                  store: Callable[[list[tuple[Source, DocumentInput]], str], bool], where: str) -> None:
-    """Store the documents of a file too long for one call in as few calls as fit, in order (`where` names the
-    file for `store`'s label). When a call fails after others stored (see the module), the file is `partly`
-    stored, not skipped, and its later parts are left as they are."""
-    calls: list[list[DocumentInput]] = [[]]
-    for document in documents:
-        if calls[-1] and not _fits([*calls[-1], document]):
-            calls.append([])
-        calls[-1].append(document)
+    """Store the documents of a long file one call each, in order (`where` names the file for `store`'s label), so
+    that each part stored stays stored when a later one fails or ingest is stopped, and a run again goes on where
+    it stopped. When a call fails after others stored (see the module), the file is `partly` stored, not skipped,
+    and its later parts are left as they are."""
     done = 0
 
     def partly(why: str) -> None:
@@ -424,10 +535,9 @@ def _store_parts(file: Source, documents: Sequence[DocumentInput], report: Inges
             f"parts {done + 1}-{len(documents)} hold what they held before (an older text, or none): ingest it "
             "again")))
 
-    for call in calls:
+    for document in documents:
         try:
-            stored = store([(file, d) for d in call],
-                           f"{where}, parts {done + 1}-{done + len(call)} of {len(documents)}")
+            stored = store([(file, document)], f"{where}, part {done + 1} of {len(documents)}")
         except BaseException as exc:
             if done:
                 partly(" ".join(str(exc).split())[:300] or type(exc).__name__)
@@ -436,7 +546,7 @@ def _store_parts(file: Source, documents: Sequence[DocumentInput], report: Inges
             if done:
                 partly(report.skipped.pop()[1])
             return
-        done += len(call)
+        done += 1
 
 
 def _contents(file: Source, report: IngestReport) -> Contents | None:
@@ -528,23 +638,28 @@ def _delete_emptied(kb: KnowledgeBase, emptied: Sequence[Source], report: Ingest
                 f"{summary.nodes_deleted} entities and {summary.edges_deleted} relations only they supported)"))
 
 
-def _prune(kb: KnowledgeBase, prefix: str, present: set[str], kept: set[str], report: IngestReport,
-           namespace: str) -> None:
-    """Delete the documents under `prefix` not read this time (`present`) whose source is gone. Not gone: a source
-    not read this time though it exists (`kept`: with its parts and, for a link to a folder, the files under it),
-    and, under a folder, a document whose file is on disk: what the walk returns is no list of the files there (a
-    suffix no converter reads now, a file once given by name), so only the file's absence says it is gone."""
+def _prune(kb: KnowledgeBase, prefix: str, present: set[str], kept: set[str], excluded: set[str],
+           report: IngestReport, namespace: str) -> None:
+    """Delete the documents under `prefix` not read this time (`present`) whose source is gone, or was left out
+    (`excluded`, with its parts and, for a folder, the files under it). Not gone: a source not read this time
+    though it exists (`kept`: with its parts and, for a link to a folder, the files under it), and, under a
+    folder, a document whose file is on disk: what the walk returns is no list of the files there (a suffix no
+    converter reads now, a file once given by name), so only the file's absence says it is gone. Unless that file
+    was read this time under another id: the document is of a link's path, and its file is stored under its own."""
     on_disk = _URL.match(prefix) is None
     # A document read (or kept) this time under its id's other Unicode form is that one (add_documents replaced it,
     # see core/domain/document_ids.py): compared composed, so that pruning never deletes it.
     read_now = {unicodedata.normalize("NFC", i) for i in present}
     kept = {unicodedata.normalize("NFC", i) for i in kept}
+    excluded = {unicodedata.normalize("NFC", i) for i in excluded}
     with kb.writing(vectors=False) as writer:  # read and delete as one step: no write slips in between
         gone = []
         for d in all_ids(kb.store, namespace):
-            if not d.startswith(prefix) or unicodedata.normalize("NFC", d) in read_now:
+            if not d.startswith(prefix) or (composed := unicodedata.normalize("NFC", d)) in read_now:
                 continue
-            if _kept_source(unicodedata.normalize("NFC", d), kept) or (on_disk and _file_there(d, present)):
+            if not _of_source(composed, excluded) and (
+                    _of_source(composed, kept)
+                    or (on_disk and _file_there(d, present) and not _read_elsewhere(d, read_now))):
                 report.prune_kept.append(d)
             else:
                 gone.append(d)
@@ -555,17 +670,17 @@ def _prune(kb: KnowledgeBase, prefix: str, present: set[str], kept: set[str], re
             report.edges_pruned += summary.edges_deleted
 
 
-def _kept_source(document_id: str, kept: set[str]) -> bool:
-    """Whether the document is a kept source's: its own, one of its parts (`<id>#part-2`) or, for a link to a folder,
-    a file under it (`<id>/...`). Looked up by the document's own id and those above it, not by testing every kept
-    source's id as a prefix: a folder of thousands of files no converter reads keeps them all."""
+def _of_source(document_id: str, sources: set[str]) -> bool:
+    """Whether the document is one of `sources`': its own, one of its parts (`<id>#part-2`) or, for a folder (a link
+    to one), a file under it (`<id>/...`). Looked up by the document's own id and those above it, not by testing
+    every source's id as a prefix: a folder of thousands of files no converter reads keeps them all."""
     file, mark, number = document_id.rpartition(PART)
-    if document_id in kept or (mark and number.isdigit() and file in kept):
+    if document_id in sources or (mark and number.isdigit() and file in sources):
         return True
     above = document_id
     while (cut := above.rfind("/")) > 0:
         above = above[:cut]
-        if above in kept:
+        if above in sources:
             return True
     return False
 
@@ -577,6 +692,15 @@ def _file_there(document_id: str, present: set[str]) -> bool:
         return True
     file, mark, number = document_id.rpartition(PART)
     return bool(mark) and number.isdigit() and file not in present and _exists(file)
+
+
+def _read_elsewhere(document_id: str, read_now: set[str]) -> bool:
+    """Whether the document's file (one on disk) is a link's path whose file was read this time under its own path
+    (composed, as `read_now`)."""
+    file, mark, number = document_id.rpartition(PART)
+    file = file if mark and number.isdigit() and not _exists(document_id) else document_id
+    real = os.path.realpath(file)
+    return real != file and unicodedata.normalize("NFC", real) in read_now
 
 
 def _exists(path: str) -> bool:

@@ -6,6 +6,7 @@ are gone with the entities and relations only they supported."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -320,16 +321,16 @@ def test_a_link_out_of_the_folder_is_skipped_unless_follow_symlinks(notes, tmp_p
     secret.write_text("The launch code is 0000.\n", encoding="utf-8")
     (notes / "notes.txt").symlink_to(secret)  # notes.txt -> a file outside the folder
     (notes / "linked").symlink_to(secret.parent, target_is_directory=True)  # a folder outside
-    (notes / "again.md").symlink_to(notes / "ada.md")  # a link that stays inside: read
+    (notes / "again.md").symlink_to(notes / "ada.md")  # a link that stays inside: its file's, stored once
     code, summary = ingest(db_path, "notes")
-    assert (code, summary) == (0, "4 documents stored, 0 unchanged, 2 skipped, 4 passages")
+    assert (code, summary) == (0, "3 documents stored, 0 unchanged, 2 skipped, 3 passages")
     err = capsys.readouterr().err
     assert f"skipped {notes.resolve() / 'notes.txt'}: a symbolic link to {secret}, outside the folders given" in err
     assert "--follow-symlinks" in err and f"skipped {notes.resolve() / 'linked'}" in err
     assert not any("launch code" in text for _, text, _ in documents(db_path).values())
 
     code, summary = ingest(db_path, "notes", "--follow-symlinks")
-    assert (code, summary) == (0, "2 documents stored, 4 unchanged, 0 skipped, 2 passages")
+    assert (code, summary) == (0, "2 documents stored, 3 unchanged, 0 skipped, 2 passages")
     root = notes.resolve().as_posix()
     assert {f"{root}/notes.txt", f"{root}/linked/secret.txt"} <= set(documents(db_path))
 
@@ -408,3 +409,111 @@ def test_extract_without_an_extractor_is_refused_before_any_file_is_read(notes, 
         "or an [extractor] section in the config file; see docs/ollama.md), or run without --extract to store the "
         "documents only; nothing was read\n")
     assert not db_path.exists()
+
+
+# -- probe 37: a notes vault (a leading rule, links inside, trash folders, a link to nothing) ------------------
+
+
+def test_a_note_that_starts_with_a_rule_is_stored_whole(notes, db_path):
+    """The text between a leading "---" and the next was taken for front matter and dropped (kept neither in the
+    text nor in the metadata)."""
+    text = "---\n\nDentist appointment on 12 June at 9:30 with Dr. Albers.\n\n---\n\nMore text after rule.\n"
+    (notes / "rule.md").write_text(text, encoding="utf-8")
+    ingest(db_path, "notes")
+    assert documents(db_path)[(notes / "rule.md").resolve().as_posix()] == ("rule", text, {})
+
+
+@pytest.mark.parametrize("link", ["Areas/heron-link", "Zoo/heron-link"])  # walked before the folder, and after
+def test_a_link_to_a_folder_inside_stores_its_notes_once_under_their_own_path(notes, db_path, link):
+    """Walked first, the link's path was the notes' id: the folder's own documents were kept, never updated, and
+    after an edit search showed the stale copy first; --prune never removed it."""
+    plan = notes / "Projects" / "Heron" / "Plan.md"
+    plan.parent.mkdir(parents=True)
+    plan.write_text("Heron uses Kafka 3.7 for its event bus.\n", encoding="utf-8")
+    assert ingest(db_path, "notes")[1].startswith("4 documents stored")
+    (notes / link).parent.mkdir()
+    (notes / link).symlink_to(Path("../Projects/Heron"), target_is_directory=True)
+    assert ingest(db_path, "notes", "--prune") == (0, (
+        "0 documents stored, 4 unchanged, 0 skipped, 0 passages; pruned 0 documents of files gone, with 0 entities "
+        "and 0 relations only they supported"))
+    plan.write_text("Heron uses NATS 2.10 for its event bus.\n", encoding="utf-8")
+    assert ingest(db_path, "notes", "--prune")[1].startswith("1 documents stored (1 replaced), 3 unchanged")
+    stored = documents(db_path)
+    assert [text for key, (_, text, _) in stored.items() if "Heron uses" in text] == [
+        "Heron uses NATS 2.10 for its event bus.\n"]
+    assert plan.resolve().as_posix() in stored
+
+
+def test_a_link_to_a_note_inside_stores_it_once_and_prunes_what_its_path_held(notes, tmp_path, db_path):
+    """A link to a note was a second document (the same passage twice in every search); one stored under a link's
+    path that way is pruned once its note is read under its own."""
+    from duckgraph.core.domain.model import DocumentInput
+
+    (notes / "inbox").mkdir()
+    link = notes / "inbox" / "ada-link.md"
+    link.symlink_to(Path("../ada.md"))
+    with bootstrap(load_settings(None, db=str(db_path))).knowledge_base as kb:  # what an older version stored
+        kb.add_documents([DocumentInput(id=link.as_posix(), text="Ada Lovelace wrote the first program.\n")],
+                         extract=False)
+    code, summary = ingest(db_path, "notes", "--prune")
+    assert code == 0 and summary.startswith("3 documents stored, 0 unchanged, 0 skipped, 3 passages; pruned 1 ")
+    root = notes.resolve().as_posix()
+    assert sorted(documents(db_path)) == [f"{root}/ada.md", f"{root}/babbage.txt", f"{root}/sub/turing.md"]
+
+
+def test_trash_folders_are_left_out_saying_so_and_exclude_leaves_out_more(notes, db_path, capsys):
+    """Obsidian's .trash and Logseq's backups were stored and searchable, and a document deleted by hand came back
+    with the next ingest; nothing could be left out."""
+    for name in (".trash/Old secret.md", "logseq/bak/pages/p.md", "logseq/pages/p.md", "Archive/2019/a.md",
+                 "Areas/old.md"):
+        (notes / name).parent.mkdir(parents=True, exist_ok=True)
+        (notes / name).write_text(f"Note {name}.\n", encoding="utf-8")
+    (notes / "Areas" / "link").symlink_to(Path("../Archive/2019"), target_is_directory=True)
+    root = notes.resolve().as_posix()
+    read = {f"{root}/{name}" for name in ("ada.md", "babbage.txt", "sub/turing.md", "logseq/pages/p.md")}
+
+    code, summary = ingest(db_path, "notes", "--exclude", "Archive/2019", "--exclude", "old.md")
+    assert (code, summary) == (0, "4 documents stored, 0 unchanged, 0 skipped, 4 passages")
+    assert set(documents(db_path)) == read  # Archive/2019 by its own path, and by the link to it
+    assert (f"duckgraph: left out {root}/.trash, {root}/logseq/bak: where notes apps keep deleted notes and old "
+            "copies (with --prune, what was stored of them is deleted); give --include-trash to read them\n"
+            ) in capsys.readouterr().err
+
+    assert ingest(db_path, "notes", "--include-trash")[1].startswith("4 documents stored, 4 unchanged")
+    assert f"{root}/.trash/Old secret.md" in documents(db_path)
+    assert "left out" not in capsys.readouterr().err
+    code, out = ingest(db_path, "notes", "--prune", "--exclude", "Areas", "--json")  # the link in it too, not 2019
+    assert capsys.readouterr().err.endswith(
+        "0 documents stored, 5 unchanged, 0 skipped, 0 passages; pruned 3 documents of files gone or left out, with 0 "
+        "entities and 0 relations only they supported\n")
+    summary = json.loads(out.splitlines()[-1])["summary"]
+    assert summary["left_out"] == [{"path": f"{root}/.trash", "pattern": ".trash"},
+                                   {"path": f"{root}/Areas", "pattern": "Areas"},
+                                   {"path": f"{root}/logseq/bak", "pattern": "**/logseq/bak"}]
+    assert sorted(summary["pruned"]) == [f"{root}/.trash/Old secret.md", f"{root}/Areas/old.md",
+                                         f"{root}/logseq/bak/pages/p.md"]
+    assert set(documents(db_path)) == read | {f"{root}/Archive/2019/a.md"}
+
+
+@pytest.mark.parametrize(("arguments", "why"), [
+    (["notes", "--exclude", "../notes/ada.md"], "--exclude '../notes/ada.md': a pattern is matched against the "
+                                                "paths inside each folder given, relative to it"),
+    (["notes", "--exclude", "/abs"], "--exclude '/abs': a pattern"),
+    (["notes/ada.md", "--exclude", "x"], "--exclude acts on what a folder holds, and no folder was given"),
+    (["notes/ada.md", "--include-trash"], "--include-trash acts on what a folder holds, and no folder was given"),
+])
+def test_an_exclude_pattern_that_can_match_nothing_is_refused_before_reading(notes, db_path, capsys, arguments,
+                                                                            why):
+    assert ingest(db_path, *arguments) == (2, "")
+    err = capsys.readouterr().err
+    assert err.startswith(f"duckgraph: {why}") and err.endswith("; nothing was read\n")
+    assert not db_path.exists()
+
+
+def test_a_link_that_leads_nowhere_is_skipped_with_why(notes, db_path, capsys):
+    """A link to a note moved, or on a drive not mounted, was neither read nor reported."""
+    (notes / "b.md").symlink_to("/mnt/not-mounted/b.md")
+    assert ingest(db_path, "notes") == (0, "3 documents stored, 0 unchanged, 1 skipped, 3 passages")
+    assert (f"skipped {notes.resolve()}/b.md: a symbolic link to /mnt/not-mounted/b.md, which does not exist (moved, "
+            "deleted, or on a drive not mounted; with --prune, what was stored of it is deleted): fix or remove the "
+            "link\n") in capsys.readouterr().err

@@ -31,7 +31,7 @@ def _paragraphs(word: str, count: int) -> str:
 
 @pytest.fixture
 def small_limits(monkeypatch):
-    """300 characters a document, 700 a call: a 20-paragraph file is 7 parts, stored 2 parts a call (4 calls)."""
+    """300 characters a document, 700 a call: a 20-paragraph file is 7 parts, stored a part a call."""
     monkeypatch.setattr(model, "MAX_DOCUMENT_CHARS", 300)
     monkeypatch.setattr(ingest_module, "MAX_TOTAL_DOCUMENT_CHARS", 700)
 
@@ -81,7 +81,7 @@ def test_a_long_file_whose_later_call_fails_is_reported_partly_stored(notes, db_
     assert summary.endswith(" passages, 1 long files partly stored")  # not "split into 7", not "skipped"
     assert (f"duckgraph: partly stored {log}: parts 1-2 of 7 hold its new text; part 3 could not be stored (the "
             "embedder is gone), so parts 3-7 hold what they held before (an older text, or none): ingest it again\n"
-            "duckgraph: ingest stopped at file 3 of 4, parts 3-4 of 7 by the error below; what is counted above is "
+            "duckgraph: ingest stopped at file 3 of 4, part 3 of 7 by the error below; what is counted above is "
             "stored: run it again to store the rest (stored files are left as they are)\n"
             "duckgraph: the embedder is gone\n") in err
     stored = documents(db_path)
@@ -92,6 +92,41 @@ def test_a_long_file_whose_later_call_fails_is_reported_partly_stored(notes, db_
     assert code == 0 and summary.startswith("5 documents stored (5 replaced), 5 unchanged, 0 skipped")
     stored = documents(db_path)
     assert all(stored[f"{log}#part-{n}"][1].startswith("New") for n in range(2, 8))
+
+
+def test_a_long_file_interrupted_keeps_the_parts_stored_and_a_run_again_goes_on_at_the_next(notes, db_path,
+                                                                                           monkeypatch, capsys):
+    """A file split into parts that one call takes was stored in one transaction: Ctrl-C at its last part lost all
+    of it (minutes of embedding, for a big note), and a run again began from its first part."""
+    from duckgraph.plugins.sentence_transformers import SentenceTransformersEmbedder
+
+    monkeypatch.setattr(model, "MAX_DOCUMENT_CHARS", 300)  # 7 parts; one call (20,000,000 characters) takes them
+    (notes / "log.txt").write_text(_paragraphs("Engine", 20), encoding="utf-8")
+    log = (notes / "log.txt").resolve().as_posix()
+    real = SentenceTransformersEmbedder.embed_batch
+
+    def embed_batch(self, texts):
+        if any("Engine paragraph 007" in text for text in texts):  # in part 3
+            raise KeyboardInterrupt
+        return real(self, texts)
+
+    with pytest.MonkeyPatch.context() as interrupted:
+        interrupted.setattr(SentenceTransformersEmbedder, "embed_batch", embed_batch)
+        code, summary = ingest(db_path, "notes")
+    assert code == 130
+    assert summary.startswith("4 documents stored, 0 unchanged, 0 skipped, ")  # ada, babbage, parts 1 and 2
+    err = capsys.readouterr().err
+    assert (f"duckgraph: partly stored {log}: parts 1-2 of 7 hold its new text; part 3 could not be stored "
+            "(KeyboardInterrupt)") in err
+    assert err.endswith("duckgraph: ingest interrupted at file 3 of 4, part 3 of 7: what is counted above is stored: "
+                        "run it again to store the rest (stored files are left as they are)\n")
+    assert {log, f"{log}#part-2"} <= set(documents(db_path)) and f"{log}#part-3" not in documents(db_path)
+
+    code, summary = ingest(db_path, "notes")  # parts 1 and 2 are not embedded again
+    assert code == 0 and summary.startswith("6 documents stored, 4 unchanged, 0 skipped, 6 passages")
+    stored = documents(db_path)
+    assert "".join(stored[p][1] for p in [log, *(f"{log}#part-{n}" for n in range(2, 8))]) == _paragraphs("Engine",
+                                                                                                         20)
 
 
 def test_an_error_that_stops_ingest_comes_after_what_was_stored_before_it(notes, db_path, monkeypatch, capsys):
@@ -143,8 +178,10 @@ def test_a_name_that_cannot_be_a_document_id_is_skipped_with_why(notes, db_path,
             "Latin-1): rename it (e.g. convmv -f latin1 -t utf8 --notest FILE) and ingest it again\n") in err
     assert (f"skipped {root}/new\nline.md: its path holds a control character ('\\n'), which would cut the lines "
             "that show a document's id: rename it and ingest it again\n") in err
-    assert (f"skipped {deep}/long.md: cannot be stored as a document: id: may have at most 200 characters (this "
-            f"one has {too_long})\n") in err
+    # Said where the path is looked at, with what to do (it was pydantic's "id: may have at most 200 characters").
+    assert (f"skipped {deep}/long.md: its path is {too_long} characters long, and a document's id (the file's "
+            "absolute path) may have at most 200: give it a shorter name, or move it to a folder with a shorter path, "
+            "and ingest it again\n") in err
     assert "pydantic" not in err
     assert sorted(Path(d).name for d in documents(db_path)) == ["ada.md", "babbage.txt", "turing.md"]
 

@@ -57,6 +57,42 @@ def test_front_matter_gives_title_time_and_metadata():
     assert read_markdown("---\ntitle: x\n---\nBody", front_matter=False) == ("", "---\ntitle: x\n---\nBody", None, {})
 
 
+@pytest.mark.parametrize("text", [
+    "---\n\nDentist appointment on 12 June at 9:30 with Dr. Albers.\nBring the card.\n\n---\n\nMore text.\n",
+    "---\ntitle: Plan\nWe met on Monday and chose the engine.\n---\nBody\n",  # a field, then prose
+    "---\nhttps://example.com/agenda\n---\nBody\n", "---\n- milk\n- eggs\n---\n", "---\n\n---\nBody\n",
+])
+def test_a_leading_block_that_is_not_all_fields_is_the_note_s_text(text):
+    """A note that starts with a horizontal rule lost all it held up to the next one (taken for front matter)."""
+    assert read_markdown(text) == ("", text, None, {})
+
+
+def test_front_matter_may_hold_comments_lists_blocks_and_names_with_spaces():
+    text = ("---\n# Obsidian properties\ntitle: Plan\ndue date: 2024-05-01\ntags:\n- a\n- b\nsummary: >\n"
+            "  folded\n  lines\nurl: https://example.com\n---\nBody\n")
+    assert read_markdown(text) == ("Plan", "Body\n", None, {"due date": "2024-05-01", "url": "https://example.com"})
+
+
+def test_a_part_of_a_long_note_starts_under_the_headings_it_was_cut_under(monkeypatch):
+    """Its first passage had no section, and the later ones lost the top heading ("Day 3", not "Archive > Day 3")."""
+    from duckgraph.core.domain import model
+    from duckgraph.core.files.folder import as_documents
+
+    monkeypatch.setattr(model, "MAX_DOCUMENT_CHARS", 400)
+    text = "# Archive\n" + "".join(f"\n## Day {n}\n\n" + f"On day {n} we walked a long way.\n\n" * 9
+                                   for n in range(1, 7))
+    parts = [d.text for d in as_documents("/notes/archive.md", "archive", text, None, {}).documents]
+    assert len(parts) > 3 and all(len(part) <= 400 for part in parts)
+    named = [[section for section, _ in sections(part)] for part in parts]
+    assert any(before[-1] == after[0] for before, after in zip(named, named[1:]))  # a part cut inside a section
+    days = [section for sections_of_part in named for section in sections_of_part]
+    assert [day for n, day in enumerate(days) if n == 0 or days[n - 1] != day] == [
+        f"Archive > Day {n}" for n in range(1, 7)]
+    # A code or configuration file has no headings: its parts are its text cut, nothing added.
+    code = [d.text for d in as_documents("/srv/app.yml", "app", text, None, {}).documents]
+    assert "".join(code) == text
+
+
 @pytest.mark.parametrize(("text", "iso"), [
     ("D:20240305101112Z", "2024-03-05T10:11:12+00:00"),
     ("D:20240305101112+02'00'", "2024-03-05T08:11:12+00:00"),
