@@ -54,6 +54,10 @@ _LISTING_WORDS = "list count many number total"
 _WHEN_WORDS = frozenset("""january february march april may june july august september october november december
 feb apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday today yesterday
 tomorrow tonight""".split())
+#: Words that name a span of time or place one relative to now ("that week", "last month", "the past few days").
+#: Given a window (after, before), they speak of it (`_asks_for_window`); without one they may be what is asked
+#: ("Which day is the deadline?", "How long is a sprint in weeks?"), so they are no `_WHEN_WORDS`.
+_PERIOD_WORDS = "day week weekend fortnight month quarter year time period last past previous recent recently ago"
 #: The same, written with digits (as `tokens` gives them): a year (1500-2099, or a decade: 1990s), a date
 #: (2026-03-15, 2026-03, 15/03/2026), a time of day (10am, 3pm) or a day of a month (1st, 22nd).
 _WHEN_DIGITS = re.compile(r"(?:1[5-9]|20)\d\ds?|\d{4}[-/]\d{1,2}(?:[-/]\d{1,2})?|\d{1,2}/\d{1,2}(?:/\d{2,4})?"
@@ -241,7 +245,8 @@ def _relevant(
     what the keyword channel found is that similar on its own (`_parts_near`). Below it a search returns nothing
     (None here), so that the model says it does not know instead of reading noise. A query that asks for nothing but
     the entities of a stored type ("How many incidents have we had?") is about them, however far their vectors are
-    (`_typed`)."""
+    (`_typed`). With a window given (`after`, `before`), a query that asks for nothing but what it holds ("What did I
+    do that week?": `_asks_for_window`) is about the window's passages, when it holds any."""
     if not options.relevance_floor:
         return Relevance(True, {})
     floor = options.relevance_floor
@@ -253,6 +258,10 @@ def _relevant(
         best = max(best, max((s for _, s in nearest_chunks[:1]), default=-1.0))
     if best >= highest:
         return Relevance(True, {})
+    if nearest_chunks and _asks_for_window(query_text, options):
+        # Its vector says little of what the window holds ("What did I do that week?": 0.23 from the week's notes):
+        # the window's passages are what is asked, not an entity near that vector.
+        return Relevance(False, {})
     # The query's names, those its case marks and those it writes otherwise that name stored entities ("nowak").
     named = _name_words(query_text, store, namespace)
     names, asked = (_names_stored(store, query_text, namespace, named),
@@ -403,6 +412,23 @@ def _asking_terms() -> frozenset[str]:
 def _listing_terms() -> frozenset[str]:
     """The terms of `_LISTING_WORDS` (stemmed on first use, as `_asking_terms`)."""
     return frozenset(terms(_LISTING_WORDS))
+
+
+@functools.cache
+def _period_terms() -> frozenset[str]:
+    """The terms of `_PERIOD_WORDS` (stemmed on first use, as `_asking_terms`)."""
+    return frozenset(terms(_PERIOD_WORDS))
+
+
+def _asks_for_window(query_text: str, options: SearchOptions) -> bool:
+    """Whether the query asks for whatever a given window (`after`, `before`) holds: it has no word besides
+    `_ASKING_WORDS`, words that say when (`_says_when`) and `_PERIOD_WORDS` ("What did I do that week?", "What
+    happened last month?"); its subject is the window itself. A name or any other word keeps it to the floor."""
+    if options.after is None and options.before is None:
+        return False
+    skipped = _asking_terms() | _period_terms()
+    written = tokens(query_text)
+    return all(term in skipped or _says_when(word) for word, term in zip(written, stemmed(written)))
 
 
 def _says_when(word: str) -> bool:

@@ -1,5 +1,6 @@
 """A search's time window over many timed notes (real DuckDB file, the real default model): the passages it shows
-are the nearest among those the window may show, not those of the nearest passages overall that fall in it."""
+are the nearest among those the window may show, not those of the nearest passages overall that fall in it; a
+question about the window itself ("What did I do that week?") passes the relevance floor with them."""
 
 from __future__ import annotations
 
@@ -63,3 +64,22 @@ def test_as_of_shows_the_passages_of_before_it_when_later_ones_are_nearer(kb):
 def test_an_empty_window_finds_nothing_relevant_and_says_the_memory_is_not_empty(kb):
     result = kb.search(QUESTION, after=datetime(2025, 1, 1), before=datetime(2025, 2, 1))
     assert not result.passages and result.hint != EMPTY_NAMESPACE.format(namespace=kb.namespace)
+
+
+WEEK = {"after": datetime(2024, 6, 1), "before": datetime(2024, 6, 8)}
+
+
+@pytest.mark.parametrize("question", ["What did I do that week?", "What happened last week?", "What did I do?"])
+def test_a_question_about_the_window_itself_shows_its_passages(kb, question):
+    """Nothing but asking words and words that say when: the window is the subject, however far its vector."""
+    found = kb.search(question, max_passages=3, **WEEK)
+    assert not found.nothing_relevant, question
+    assert {p.document_id for p in found.passages} == {"2024-06-03", "2024-06-05"}
+
+
+def test_a_question_with_a_word_of_its_own_keeps_the_floor_in_a_window(kb):
+    assert kb.search("What did I cook that week?", **WEEK).nothing_relevant
+
+
+def test_a_question_about_a_period_without_a_window_keeps_the_floor(kb):
+    assert kb.search("What did I do that week?").nothing_relevant
