@@ -270,6 +270,9 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("file", metavar="FILE", help="the JSON Lines file ('-' for standard input)")
     imp.add_argument("--re-embed", dest="reembed", action="store_true",
                      help="ignore the vectors in the file and compute them with the configured embedder")
+    imp.add_argument("--allow-incomplete", action="store_true",
+                     help="import what a duckgraph export holds though it was cut short (no end line) or lacks "
+                          "lines its end line counts, rather than refuse it")
     imp.add_argument("--json", action="store_true", help="print the summary as JSON")
     imp.add_argument("--new-namespace", action="store_true", help=NEW_NAMESPACE_HELP)
     imp.set_defaults(run=import_command)

@@ -458,7 +458,9 @@ def _check_namespace_held(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
 def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[str, Any]], int, bool]:
     """Groups of entities of one namespace whose names are one but for case, accents, punctuation and spacing, or
     look the same but use letters of other scripts (one `resolution.skeleton`, spaces left out: "OrdersDB",
-    "orders_db" and "orders-db"; "Maya Chen" and a Maya Chen written with a Cyrillic a), whatever their types.
+    "orders_db" and "orders-db"; "Maya Chen" and a Maya Chen written with a Cyrillic a), or one of which has
+    another's name (so written) as an alias: renamed in one memory, the old name kept as an alias, and imported
+    into another that still has an entity of the old name. Whatever their types.
     One pass over the entities, a page at a time, keeping each one's name, type and id: no vector is compared
     (near vectors, "K8s" and "Kubernetes", are what `possible_duplicates` reports when such an entity is written).
     Each group: {"namespace", "names" (the first stored first), "types", "target", "sources", "reasons"}; with how
@@ -469,10 +471,14 @@ def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[s
 
     limit = DUPLICATES_SCANNED if limit is None else limit
 
+    def shape_of(name: str) -> str:
+        return skeleton(name).replace(" ", "")
+
     groups: list[dict[str, Any]] = []
     scanned, complete = 0, True
     for namespace in store.namespaces():
         by_shape: dict[str, list[tuple[int, str, str]]] = {}
+        aliases: list[tuple[int, str]] = []  # (entity id, shape) of each alias
         offset = 0
         while page := store.list_nodes(namespace, offset=offset, limit=min(DUPLICATES_PAGE, limit - scanned + 1)):
             if scanned + len(page) > limit:
@@ -480,22 +486,47 @@ def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[s
             offset += len(page)
             scanned += len(page)
             for node in page:
-                if shape := skeleton(node.name).replace(" ", ""):
+                if shape := shape_of(node.name):
                     by_shape.setdefault(shape, []).append((node.id, node.name, node.type))
+                aliases.extend((node.id, shape) for alias in node.aliases if (shape := shape_of(alias)))
             if not complete:
                 break
+        # Entities joined by a shared shape or an alias that is another's name, in groups (union-find by id).
+        parent: dict[int, int] = {}
+
+        def root(node_id: int) -> int:
+            while parent.get(node_id, node_id) != node_id:
+                node_id = parent[node_id]
+            return node_id
+
+        entity: dict[int, tuple[str, str]] = {}
         for found in by_shape.values():
-            if len(found) < 2:
+            for node_id, name, type_ in found:
+                entity[node_id] = (name, type_)
+                parent[root(node_id)] = root(found[0][0])
+        alias_of: dict[int, list[str]] = {}  # entity id -> the names of others that are its aliases
+        for node_id, shape in aliases:
+            for other_id, other, _ in by_shape.get(shape, ()):
+                if other_id != node_id and other not in alias_of.get(node_id, []):
+                    parent[root(other_id)] = root(node_id)
+                    alias_of.setdefault(node_id, []).append(other)
+        members: dict[int, list[int]] = {}
+        for node_id in sorted(entity):
+            members.setdefault(root(node_id), []).append(node_id)
+        for ids in sorted(members.values()):
+            if len(ids) < 2:
                 continue
-            found.sort()
-            # The target: the first stored of those written in plain letters (a look-alike is the copy).
-            plain = [name for _, name, _ in found if skeleton(name) == loose_key(name)]
-            target = plain[0] if plain else found[0][1]
-            sources = [name for _, name, _ in found if name != target]
-            groups.append({"namespace": namespace, "names": [name for _, name, _ in found],
-                           "types": sorted({type_ for _, _, type_ in found}), "target": target, "sources": sources,
-                           "reasons": [looks_the_same(name, target) for name in sources
-                                       if skeleton(name) != loose_key(name)]})
+            names = [entity[i][0] for i in ids]
+            # The target: the first stored of those that have another's name as an alias (the rename's side), else
+            # of all; of those, the first written in plain letters (a look-alike is the copy).
+            holders = [i for i in ids if i in alias_of] or ids
+            plain = [entity[i][0] for i in holders if skeleton(entity[i][0]) == loose_key(entity[i][0])]
+            target = plain[0] if plain else entity[holders[0]][0]
+            sources = [name for name in names if name != target]
+            reasons = [looks_the_same(name, target) for name in sources if skeleton(name) != loose_key(name)]
+            reasons += [f"{entity[i][0]!r} has {other!r} as an alias" for i in ids for other in alias_of.get(i, [])]
+            groups.append({"namespace": namespace, "names": names, "types": sorted({entity[i][1] for i in ids}),
+                           "target": target, "sources": sources, "reasons": reasons})
         if not complete:
             break
     return groups, scanned, complete
@@ -514,7 +545,8 @@ def _check_duplicates(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
     partial = "" if found.get("complete", True) else f" among the first {found['scanned']:,} entities stored"
     if not found["groups"]:
         diagnosis.check("duplicates", True, "no two entities of a namespace are named alike but for case, "
-                                            f"accents, punctuation, spacing or look-alike letters{partial}")
+                                            "accents, punctuation, spacing or look-alike letters, nor is one "
+                                            f"named as another's alias{partial}")
         return
     diagnosis.check("duplicates", True, f"{found['groups']} group(s) of likely duplicate entities "
                                         f"({found['entities']} entities){partial}, below")

@@ -98,11 +98,19 @@ def import_command(args: argparse.Namespace) -> int:
               f"{summary.nodes_updated} updated ({summary.nodes_unchanged} unchanged), {summary.edges_created} "
               f"relations created, {summary.edges_updated} updated ({summary.edges_unchanged} unchanged), "
               f"{summary.mentions_added + summary.evidence_added} provenance links added")
+    if summary.completeness:  # an export whose end line is missing (an older one), or imported incomplete
+        print(f"duckgraph: {summary.completeness}", file=sys.stderr)
     for name in summary.placeholders:
         print(f"duckgraph: created {name!r} as an entity of type 'unknown': a relation names it, and neither the "
               "file nor the knowledge base has such an entity", file=sys.stderr)
     for reason in summary.partly_imported:
         print(f"duckgraph: imported in part {reason}", file=sys.stderr)
+    if summary.documents_values_replaced:  # the same id: the file's document replaced the stored one
+        count = summary.documents_values_replaced
+        more = count - len(summary.documents_replaced)
+        print(f"duckgraph: {count} stored {'document was' if count == 1 else 'documents were'} replaced by the "
+              f"file's of the same id: {', '.join(summary.documents_replaced)}{f' and {more} more' if more else ''}",
+              file=sys.stderr)
     if summary.nodes_values_replaced:  # the file's values win: say which stored ones are gone
         count, more = summary.nodes_values_replaced, summary.nodes_values_replaced - len(summary.values_replaced)
         print(f"duckgraph: {count} {'entity' if count == 1 else 'entities'} had stored values replaced by the "
@@ -132,7 +140,7 @@ def _import_into(kb: Any, args: argparse.Namespace, bar: ProgressBar) -> Any:
         stdin = utf8_stdin()
         try:
             summary = import_lines(kb, stdin, source="<stdin>", reembed=args.reembed, progress=bar.update,
-                                   namespace=args.namespace)
+                                   namespace=args.namespace, allow_incomplete=args.allow_incomplete)
         except UnicodeDecodeError as exc:  # raised inside the import's transaction: rolled back, nothing kept
             raise DuckgraphError(f"standard input is not UTF-8 text ({exc}); nothing was imported: JSON Lines "
                                  "are read as UTF-8 whatever the locale, convert it first (iconv -t UTF-8)"
@@ -141,7 +149,8 @@ def _import_into(kb: Any, args: argparse.Namespace, bar: ProgressBar) -> Any:
             if stdin is not sys.stdin:
                 stdin.detach()
     else:
-        summary = import_file(kb, args.file, reembed=args.reembed, progress=bar.update, namespace=args.namespace)
+        summary = import_file(kb, args.file, reembed=args.reembed, progress=bar.update, namespace=args.namespace,
+                              allow_incomplete=args.allow_incomplete)
     return summary
 
 

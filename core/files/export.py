@@ -85,7 +85,7 @@ def export_jsonl(
 
     nodes = [n for ns in namespaces
              for n in read_all(lambda offset, ns=ns: store.list_nodes(ns, offset=offset, limit=PAGE))]
-    nodes.sort(key=lambda n: (n.namespace, n.key))
+    nodes.sort(key=lambda n: (n.namespace, *_time_key(n.created_at), n.id))  # creation order (jsonl_format)
     node_ids = {n.id: i for i, n in enumerate(nodes, start=1)}
     for page in _chunked(nodes, PAGE):
         observations = store.get_observations([n.id for n in page])
@@ -110,8 +110,7 @@ def export_jsonl(
             if edge.source_id in by_id and edge.target_id in by_id:
                 edges.append(edge)
                 namespace_of[edge.id] = namespace
-    edges.sort(key=lambda e: (namespace_of[e.id], by_id[e.source_id].key, by_id[e.target_id].key, e.type,
-                              *_time_key(e.valid_until), *_time_key(e.valid_from), *_time_key(e.created_at), e.id))
+    edges.sort(key=lambda e: (namespace_of[e.id], *_time_key(e.created_at), e.id))
     edge_ids = {e.id: i for i, e in enumerate(edges, start=1)}
     for page in _chunked(edges, PAGE):
         vectors = store.get_vectors("edge", [e.id for e in page]) if embeddings else {}
@@ -147,6 +146,11 @@ def export_jsonl(
         _write(out, {"kind": "edge_evidence", "edge_id": edge_id, "chunk_id": chunk_id})
     summary.edge_evidence = len(evidence)
     summary.community_reports = _write_reports(out, kb, namespaces, node_ids)
+    # Last: a file without it was cut short (an export to standard output stopped midway ends on a whole line).
+    _write(out, {"kind": "end", "lines": {
+        "document": summary.documents, "chunk": summary.chunks, "node": summary.nodes, "edge": summary.edges,
+        "mention": summary.mentions, "edge_evidence": summary.edge_evidence,
+        "community_report": summary.community_reports}})
     return summary
 
 

@@ -16,6 +16,7 @@ import itertools
 import json
 import pickle
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from pathlib import Path
@@ -30,10 +31,13 @@ from duckgraph.core.files.import_base import Import
 from duckgraph.core.files.import_plan import BatchPlanner
 from duckgraph.core.files.import_summary import ImportSummary
 from duckgraph.core.files.jsonl_format import (
+    COUNTED,
+    ENDS_SINCE,
     FORMAT_VERSION,
     LINE_MODELS,
     ChunkLine,
     EdgeLine,
+    EndLine,
     Line,
     MetaLine,
     NodeLine,
@@ -58,14 +62,15 @@ if TYPE_CHECKING:
 
 def import_file(
     kb: KnowledgeBase, path: str | Path, *, reembed: bool = False, progress: Progress | None = None,
-    namespace: str | None = None,
+    namespace: str | None = None, allow_incomplete: bool = False,
 ) -> ImportSummary:
     """Import a duckgraph export or a reference memory server memory.jsonl (told apart by their lines); with
     `namespace`, all of it into that namespace (a file of one namespace only)."""
     path = Path(path).expanduser()
     try:
         with path.open(encoding="utf-8") as handle:
-            return import_lines(kb, handle, source=str(path), reembed=reembed, progress=progress, namespace=namespace)
+            return import_lines(kb, handle, source=str(path), reembed=reembed, progress=progress, namespace=namespace,
+                                allow_incomplete=allow_incomplete)
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc}") from exc
     except UnicodeDecodeError as exc:
@@ -74,10 +79,12 @@ def import_file(
 
 def import_lines(
     kb: KnowledgeBase, lines: Iterable[str], *, source: str = "<input>", reembed: bool = False,
-    progress: Progress | None = None, namespace: str | None = None,
+    progress: Progress | None = None, namespace: str | None = None, allow_incomplete: bool = False,
 ) -> ImportSummary:
     """Import JSON Lines in one transaction: a line refused anywhere in the file leaves nothing written.
-    `namespace`: where every line goes (default: a line's own namespace, else the knowledge base's)."""
+    `namespace`: where every line goes (default: a line's own namespace, else the knowledge base's).
+    `allow_incomplete`: import a duckgraph export that lacks lines its end line counts, or its end line (cut
+    short), rather than refuse it; the summary's `completeness` says what it lacks."""
     into = None if namespace is None else check_namespace(namespace)
     objects = _objects(lines, source)
     first = next(objects, None)
@@ -85,7 +92,7 @@ def import_lines(
         raise InvalidInputError(f"{source} holds no lines to import")
     stream = itertools.chain([first], objects)
     if "kind" in first[1]:
-        return _NativeImport(kb, source, reembed, progress, into).run(stream)
+        return _NativeImport(kb, source, reembed, progress, into, allow_incomplete).run(stream)
     if first[1].get("type") in ("entity", "relation"):
         return MemoryImport(kb, source, progress, into).run(stream)
     raise InvalidInputError(
@@ -131,6 +138,14 @@ def _in_creation_order(lines: Iterable[tuple[int, Line]]) -> Iterator[tuple[int,
                 yield number, pickle.loads(blob)
 
 
+def _listed(held: dict[str, int]) -> str:
+    """Counts of lines by kind, in words: "3 document, 40 chunk and 2,000 node lines"."""
+    if not held:
+        return "its meta line"
+    counts = [f"{count:,} {kind}" for kind, count in held.items()]
+    return (f"{', '.join(counts[:-1])} and {counts[-1]}" if len(counts) > 1 else counts[0]) + " lines"
+
+
 def _compact(line: Line) -> Line:
     """The line with its embedding as float32 (1.5 KB for 384 dimensions, against ~12 KB as a list of Python
     floats): a batch's lines are held until the batch is written."""
@@ -149,10 +164,13 @@ class _NativeImport(Import):
     themselves."""
 
     def __init__(self, kb: KnowledgeBase, source: str, reembed: bool, progress: Progress | None,
-                 into: str | None) -> None:
+                 into: str | None, allow_incomplete: bool) -> None:
         super().__init__(kb, source, progress, into)
         self.reembed = reembed
+        self.allow_incomplete = allow_incomplete
         self.meta: MetaLine | None = None
+        self.end: EndLine | None = None
+        self.held: Counter[str] = Counter()  # lines of each kind read, for the end line's counts
         self.embedder_checked = False
         #: What each batch writes, and the maps of what later lines may refer to.
         self.planner = BatchPlanner(self, reembed)
@@ -165,8 +183,8 @@ class _NativeImport(Import):
 
     def _run(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> ImportSummary:
         lines = self._parse(objects)
-        first = next(lines)  # `import_lines` saw a first object
-        if isinstance(first[1], MetaLine):
+        first = next(lines, None)  # None: the one object `import_lines` saw is an end line
+        if first is not None and isinstance(first[1], MetaLine):
             self.meta = first[1]
             if self.meta.version > FORMAT_VERSION:
                 raise InvalidInputError(
@@ -178,12 +196,13 @@ class _NativeImport(Import):
         summary = ImportSummary(format="duckgraph")
         with self.kb.writing() as writer, writer.restoring() as restore:
             batch: list[tuple[int, Line]] = []
-            for number, line in _in_creation_order(itertools.chain([first], lines)):
+            for number, line in _in_creation_order(itertools.chain([first] if first else [], lines)):
                 # A document and the chunks after it go in one batch: it is compared with the stored one whole.
                 if len(batch) >= BATCH_LINES and not isinstance(line, ChunkLine):
                     self._write(restore, batch, summary)
                     batch = []
                 batch.append((number, line))
+            self._check_complete(summary)  # the whole file is read: before its last batch is embedded
             self._write(restore, batch, summary)
             self.planner.periods.check_stored_overlaps()  # before the commit: a refusal leaves nothing written
         if self.planner.reports:  # derived data on the graph just committed: after the import's transaction
@@ -197,6 +216,10 @@ class _NativeImport(Import):
             model = LINE_MODELS.get(kind) if isinstance(kind, str) else None
             if model is None:
                 raise self._fail(number, f"unknown kind {kind!r}; expected one of {', '.join(LINE_MODELS)}")
+            if self.end is not None:
+                raise self._fail(number, "a line after the end line, which an export writes last: the file holds "
+                                         "more than one export, or lines were added after it; nothing was imported: "
+                                         "import each export on its own, or remove the end line")
             if model is MetaLine and position != 0:
                 raise self._fail(number, "the meta line must be the first line")
             try:
@@ -205,6 +228,10 @@ class _NativeImport(Import):
                 raise self._fail(number, f"invalid {kind} line: {readable(exc)}") from exc
             if getattr(line, "embedding", None) is not None and not self.reembed and not self.embedder_checked:
                 self._check_embedder()
+            if isinstance(line, EndLine):
+                self.end = line
+                continue
+            self.held[line.kind] += 1
             if self.into is not None and not isinstance(line, MetaLine):
                 self._move(number, line)
             elif line.namespace is not None:
@@ -219,6 +246,38 @@ class _NativeImport(Import):
                 # of them is planned, every line of their run has been noted here.
                 self.planner.defined.add((line.namespace or self.kb.namespace, key))
             yield number, _compact(line)
+
+    def _check_complete(self, summary: ImportSummary) -> None:
+        """Refuse a file that lacks lines its end line counts, or the end line an export of format version
+        `ENDS_SINCE` writes last, unless `allow_incomplete`: it was cut short, and would import as a smaller
+        memory. An older file (or one without a meta line) is imported with the warning that this is not known."""
+        held = {kind: self.held[kind] for kind in COUNTED if self.held[kind]}
+        if self.end is not None:
+            counted = {kind: count for kind, count in self.end.lines.items() if count}
+            if held == counted:
+                summary.complete = True
+                return
+            differ = "; ".join(f"{kind} lines: {self.held[kind]:,}, the end line says {counted.get(kind, 0):,}"
+                               for kind in COUNTED if self.held[kind] != counted.get(kind, 0))
+            fewer = all(self.held[kind] <= counted.get(kind, 0) for kind in COUNTED)
+            problem = (f"{self.source} {'is incomplete' if fewer else 'was changed since it was exported'}: its "
+                       f"lines do not match the counts of its end line ({differ})")
+        elif self.meta is not None and self.meta.version >= ENDS_SINCE:
+            problem = (f"{self.source} is incomplete: it ends after {_listed(held)} without the end line that an "
+                       "export writes last: the export was stopped midway, or the file was cut")
+        else:
+            why = ("it has no meta line: written by hand, or not from the start of an export" if self.meta is None
+                   else f"it was written by a duckgraph before version {ENDS_SINCE} of the format")
+            summary.completeness = (f"{self.source} has no end line ({why}): whether it holds the whole export "
+                                    "cannot be checked; if the export was stopped midway, what it lacks is not "
+                                    "imported")
+            return
+        if not self.allow_incomplete:
+            raise InvalidInputError(
+                f"{problem}; nothing was imported. Export the memory again (`duckgraph export -o FILE` writes the "
+                "whole file or none), or import what the file holds with --allow-incomplete")
+        summary.complete = False
+        summary.completeness = f"{problem}; imported what it holds (--allow-incomplete)"
 
     def _move(self, number: int, line: Line) -> None:
         """Put the line in `into`; a file that holds several namespaces cannot go into one."""

@@ -19,6 +19,7 @@ from duckgraph.core.files.import_base import Import, Plan, ambiguous, ambiguous_
 from duckgraph.core.files.import_periods import PeriodChecks
 from duckgraph.core.files.import_summary import (
     ImportSummary,
+    note_document_replaced,
     note_edge_replaced,
     note_replaced,
     note_resolved,
@@ -176,15 +177,18 @@ class BatchPlanner:
                 if len({c.ordinal for c in mine}) != len(mine):
                     raise InvalidInputError(f"{self.source}: document {doc_id!r} has two chunks with one ordinal")
                 old = stored.get(doc_id)
+                same_passages = sorted(stored_chunks.get(doc_id, [])) == [(c.ordinal, c.text, c.section) for c in mine]
                 if (old is not None and (old.title, old.text, old.metadata, old.time)
-                        == (line.title, line.text, line.metadata, line.time)
-                        and sorted(stored_chunks.get(doc_id, [])) == [(c.ordinal, c.text, c.section) for c in mine]):
+                        == (line.title, line.text, line.metadata, line.time) and same_passages):
                     summary.documents_unchanged += 1
                     continue
-                snapshot.documents.append(DocumentRecord(
+                document = DocumentRecord(
                     id=doc_id, namespace=namespace, text=line.text, title=line.title, metadata=line.metadata,
                     created_at=line.created_at, time=line.time,
-                ))
+                )
+                if old is not None:
+                    note_document_replaced(summary, old, document, same_passages)
+                snapshot.documents.append(document)
                 for chunk in mine:
                     # Its namespace too: a batch may hold the same document id in several namespaces.
                     record = ChunkRecord(document_id=doc_id, ordinal=chunk.ordinal, text=chunk.text,

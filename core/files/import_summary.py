@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from duckgraph.core.domain.memory_server import PLACEHOLDER_TYPE
-from duckgraph.ports import EdgeRecord, EdgeWrite, NodeRecord, WriteSummary
+from duckgraph.ports import DocumentRecord, EdgeRecord, EdgeWrite, NodeRecord, WriteSummary
 
 #: Entities named in `ImportSummary.values_replaced` (and relations in `relation_values_replaced`, names in
 #: `resolved`): enough to see what happened, however long the file.
@@ -38,13 +38,28 @@ class ImportSummary(BaseModel):
         description="Lines of a memory server file imported in part: what was left out (observations over a limit, "
                     "a type the tools refuse), by line and position, and why.",
     )
+    complete: bool | None = Field(
+        None, description="Whether the file held every line its end line counts: true when it did; false when it "
+                          "did not and was imported with allow_incomplete; null when that cannot be told (a memory "
+                          "server file, or an export written before format version 2, which has no end line).")
+    completeness: str = Field(
+        "", description="Said when a duckgraph export's completeness cannot be checked, or what an incomplete one "
+                        "imported with allow_incomplete lacks.")
+    documents_values_replaced: int = Field(
+        0, description="Stored documents the file's replaced (same id): their text, title, metadata, time or "
+                       "passages were other than the file's, and are gone.")
+    documents_replaced: list[str] = Field(
+        default_factory=list,
+        description=f"The first {MAX_REPLACED_LISTED} of those documents, with the fields replaced: "
+                    "\"notes.md (text)\".",
+    )
     nodes_values_replaced: int = Field(
-        0, description="Stored entities whose type, description, aliases or properties the file's replaced (the "
-                       "file's values win): a stored value they held is gone.")
+        0, description="Stored entities whose name's spelling, type, description, aliases or properties the file's "
+                       "replaced (the file's values win): a stored value they held is gone.")
     values_replaced: list[str] = Field(
         default_factory=list,
-        description=f"The first {MAX_REPLACED_LISTED} of those entities, with the fields replaced: "
-                    "\"Maya Chen (description, aliases, properties)\".",
+        description=f"The first {MAX_REPLACED_LISTED} of those entities, with the fields replaced (a name "
+                    "respelled with its new spelling): \"Maya Chen (name: 'maya chen', description, aliases)\".",
     )
     edges_values_replaced: int = Field(
         0, description="Stored relations (one period of one each) whose description, weight, properties or dates "
@@ -79,6 +94,7 @@ def note_replaced(summary: ImportSummary, old: NodeRecord, new: NodeRecord, *, a
     said, not dropped silently. Filling in a blank field or a placeholder's type loses nothing, and neither does a
     description `appended` to the stored one (a line resolved onto a stored entity, `_merged_into`)."""
     fields = [name for name, lost in (
+        (f"name: {new.name!r}", old.name != new.name),  # the same key, spelt otherwise ("maya chen")
         ("type", old.type != new.type and old.type != PLACEHOLDER_TYPE),
         ("description", bool(old.description) and old.description != new.description and not appended),
         ("aliases", bool(set(old.aliases) - set(new.aliases))),
@@ -89,6 +105,26 @@ def note_replaced(summary: ImportSummary, old: NodeRecord, new: NodeRecord, *, a
     summary.nodes_values_replaced += 1
     if len(summary.values_replaced) < MAX_REPLACED_LISTED:
         summary.values_replaced.append(f"{old.name} ({', '.join(fields)})")
+
+
+def note_document_replaced(summary: ImportSummary, old: DocumentRecord, new: DocumentRecord,
+                           same_passages: bool) -> None:
+    """Count (and list the first few of) the stored documents the file's of the same id replace, as
+    `note_replaced` for entities: a title, time or metadata the stored one had and the file's lacks or changes, its
+    text, or its passages (the same text cut otherwise: what they held, such as their entities' mentions, goes with
+    them)."""
+    fields = [name for name, lost in (
+        ("text", old.text != new.text),
+        ("title", bool(old.title) and old.title != new.title),
+        ("metadata", any(new.metadata.get(key, _MISSING) != value for key, value in old.metadata.items())),
+        ("time", old.time is not None and old.time != new.time),
+        ("passages", old.text == new.text and not same_passages),
+    ) if lost]
+    if not fields:
+        return
+    summary.documents_values_replaced += 1
+    if len(summary.documents_replaced) < MAX_REPLACED_LISTED:
+        summary.documents_replaced.append(f"{old.id} ({', '.join(fields)})")
 
 
 def note_edge_replaced(summary: ImportSummary, label: str, old: EdgeRecord, new: EdgeWrite) -> None:

@@ -1,7 +1,8 @@
 """The lines of a duckgraph file: a whole knowledge base as JSON Lines, as export writes and import reads it.
 
-duckgraph's format is one JSON object per line, each with a "kind", in this order (each kind sorted by its
-natural key, so the same knowledge base always gives the same lines):
+duckgraph's format is one JSON object per line, each with a "kind", in this order (documents in the order they
+were stored, nodes and edges in the order they were created, the rest sorted by natural keys, so the same
+knowledge base always gives the same lines):
 
 - ``meta``: format name and version, schema version, the embedder the vectors come from, whether they are in
   the file;
@@ -16,10 +17,16 @@ natural key, so the same knowledge base always gives the same lines):
 - ``mention`` (node_id, chunk_id) and ``edge_evidence`` (edge_id, chunk_id): the provenance;
 - ``community_report``: a report written by a model or the host (level, members: node ids of this file, title,
   summary, author, stale). Communities are derived: an import builds them again and puts these reports back on
-  the communities they were written for (extractive reports are written anew).
+  the communities they were written for (extractive reports are written anew);
+- ``end`` (from format version 2, `ENDS_SINCE`): the last line, with the count of each kind of line before it but
+  the meta line. An export stopped midway (to standard output, a cron job's `> backup.jsonl`) ends on a whole
+  line and reads as a smaller memory: an import refuses a file of this version without it, or whose lines do not
+  match its counts.
 
-Ids are numbers local to the file (1, 2, ... in line order), not the database's: the database's ids are an
-accident of insertion order. Chunk, node and edge lines carry an ``embedding`` only when exported with
+Ids are numbers local to the file (1, 2, ... in line order), not the database's, which differ from file to file.
+Nodes and edges come by created_at, then by database id (the order of creation among those one call created, which
+share their created_at); an import creates new rows in the order of their created_at, then of their lines, so that
+order survives an export and import. Chunk, node and edge lines carry an ``embedding`` only when exported with
 embeddings. Times are UTC, ISO 8601: export writes them with "Z"; a time without a zone (earlier exports wrote
 them so) is read as UTC, one with another zone converted to it.
 """
@@ -46,7 +53,9 @@ from duckgraph.core.domain.model import (
 from duckgraph.core.domain.moments import check_period, naive_utc
 
 FORMAT = "duckgraph"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: The format version whose files end with an `EndLine`: an older file's completeness cannot be checked.
+ENDS_SINCE = 2
 #: The schema version whose exports carry chunks' `extracted_by` (an optional field: format version 1 still).
 MARKED_SINCE = 6
 
@@ -172,7 +181,26 @@ class CommunityReportLine(Line):
     stale: bool = False
 
 
+#: The kinds of line an `EndLine` counts, in file order.
+COUNTED = ("document", "chunk", "node", "edge", "mention", "edge_evidence", "community_report")
+
+
+class EndLine(Line):
+    kind: Literal["end"]
+    #: kind -> how many lines of it the file holds (a kind it has none of may be left out).
+    lines: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("lines")
+    @classmethod
+    def _counts(cls, value: dict[str, int]) -> dict[str, int]:
+        if unknown := [kind for kind in value if kind not in COUNTED]:
+            raise ValueError(f"counts of unknown kinds {unknown}; the kinds counted are {', '.join(COUNTED)}")
+        if any(count < 0 for count in value.values()):
+            raise ValueError("the counts must be 0 or more")
+        return value
+
+
 LINE_MODELS: dict[str, type[Line]] = {
     "meta": MetaLine, "document": DocumentLine, "chunk": ChunkLine, "node": NodeLine, "edge": EdgeLine,
-    "mention": MentionLine, "edge_evidence": EvidenceLine, "community_report": CommunityReportLine,
+    "mention": MentionLine, "edge_evidence": EvidenceLine, "community_report": CommunityReportLine, "end": EndLine,
 }

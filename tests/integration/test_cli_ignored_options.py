@@ -97,7 +97,7 @@ def test_export_namespace_saves_that_namespace_alone(memory: Path, env):
 
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in (memory.parent / "other.jsonl").read_text(encoding="utf-8").splitlines()]
-    rows = [line for line in lines if line["kind"] != "meta"]
+    rows = [line for line in lines if line["kind"] not in ("meta", "end")]
     assert [(row["kind"], row["name"]) for row in rows] == [("node", "Other Thing")]
     assert {row["namespace"] for row in rows} == {"other"}
 

@@ -48,9 +48,10 @@ def test_doctor_lists_entities_named_alike_with_the_call_that_merges_them(env, t
             "3 group(s) of likely duplicate entities (7 entities), below"]
         assert duplicate_warnings(report) == [
             "possible duplicate entities: 3 group(s) of entities named alike but for case, accents, punctuation, "
-            "spacing or look-alike letters of other scripts, each likely one thing whose facts search and the reads "
-            "split between them. If they are one, merge each group with the merge_entities tool (or \"Merge "
-            "duplicates into this\" on the target's page in `duckgraph ui`); if not, rename one with update_entity: "
+            "spacing or look-alike letters of other scripts, or one named as another's alias, each likely one thing "
+            "whose facts search and the reads split between them. If they are one, merge each group with the "
+            "merge_entities tool (or \"Merge duplicates into this\" on the target's page in `duckgraph ui`); if not, "
+            "rename one with update_entity: "
             "'orders-db', 'orders_db', 'OrdersDB' [Database, Service]: merge_entities(sources=[\"orders_db\", "
             "\"OrdersDB\"], target=\"orders-db\", namespace=\"default\") | "
             f"'Maya Chen', '{CYRILLIC_MAYA}' [Person] (looks the same as 'Maya Chen' but uses other letters (CYRILLIC "
@@ -90,7 +91,7 @@ def test_a_file_without_entities_named_alike_has_no_duplicate_warning(env, tmp_p
     assert code == 0 and duplicate_warnings(report) == []
     assert [c["detail"] for c in report["checks"] if c["check"] == "duplicates"] == [
         "no two entities of a namespace are named alike but for case, accents, punctuation, spacing or look-alike "
-        "letters"]
+        "letters, nor is one named as another's alias"]
 
 
 def test_on_a_huge_file_doctor_compares_the_first_entities_and_says_so(env, tmp_path: Path, capsys):
@@ -108,3 +109,37 @@ def test_on_a_huge_file_doctor_compares_the_first_entities_and_says_so(env, tmp_
     assert [c["detail"] for c in report["checks"] if c["check"] == "duplicates"] == [
         "1 group(s) of likely duplicate entities (2 entities) among the first 3 entities stored, below"]
     assert (report["store"]["duplicates"]["scanned"], report["store"]["duplicates"]["complete"]) == (3, False)
+
+
+def test_doctor_lists_an_entity_named_as_another_s_alias(env, tmp_path: Path, capsys):
+    """Renamed in one memory (the old name kept as an alias), imported into another that still has the old name:
+    two entities, one named what the other has as an alias. Listed, with the renamed one as the target."""
+    import io
+
+    from duckgraph.core.files.export import export_jsonl
+    from duckgraph.core.files.import_ import import_lines
+
+    db, laptop = tmp_path / "kb.duckdb", tmp_path / "laptop.duckdb"
+    with FakeOllama() as ollama:
+        embedder = OllamaEmbedder(base_url=ollama.base_url)
+        with KnowledgeBase(DuckDBStore(db), embedder) as kb:
+            kb.add_knowledge_graph([NodeInput(name="Priya Raman", type="Person", description="Cyclist."),
+                                    NodeInput(name="Tom Reyes", type="Person", aliases=["Tommy"])], [])
+        with KnowledgeBase(DuckDBStore(laptop), embedder) as kb:
+            kb.add_knowledge_graph([NodeInput(name="Priya Raman", type="Person", description="Lives in Lisbon.")], [])
+            kb.curation.update_entity("Priya Raman", "default", new_name="Priya R. Raman")
+            out = io.StringIO()
+            export_jsonl(kb, out)
+        with KnowledgeBase(DuckDBStore(db), embedder) as kb:
+            import_lines(kb, out.getvalue().splitlines())
+            assert sorted(n.name for n in kb.store.list_nodes("default")) == ["Priya R. Raman", "Priya Raman",
+                                                                                "Tom Reyes"]
+        use_ollama(env, ollama.base_url)
+        code, report = doctor(capsys, db)
+    assert code == 0, report
+    assert [c["detail"] for c in report["checks"] if c["check"] == "duplicates"] == [
+        "1 group(s) of likely duplicate entities (2 entities), below"]
+    [warning] = duplicate_warnings(report)
+    assert warning.endswith(
+        "'Priya Raman', 'Priya R. Raman' [Person] ('Priya R. Raman' has 'Priya Raman' as an alias): "
+        "merge_entities(sources=[\"Priya Raman\"], target=\"Priya R. Raman\", namespace=\"default\")")

@@ -42,3 +42,24 @@ def test_creation_order_survives_an_export_and_import(tmp_path, monkeypatch, bat
     with KnowledgeBase(DuckDBStore(tmp_path / "copy.duckdb"), HashingEmbedder()) as kb:
         import_lines(kb, out.getvalue().splitlines())
         assert _order(kb) == before
+
+
+def test_the_order_of_entities_and_relations_one_call_created_survives_an_export_and_import(tmp_path) -> None:
+    """One call gives its entities (and its relations) one created_at: the export lists them in the order they
+    were created (by id among equal times), and the import creates them in the file's order among equal times."""
+    with KnowledgeBase(DuckDBStore(tmp_path / "src.duckdb"), HashingEmbedder()) as kb:
+        kb.add_knowledge_graph(
+            [NodeInput(name=name, type="Person") for name in ("Zed Park", "Alice Wong", "Mike Ross", "Bea Lund")],
+            [EdgeInput(source=source, target=target, type="KNOWS") for source, target in (
+                ("Zed Park", "Mike Ross"), ("Bea Lund", "Alice Wong"), ("Alice Wong", "Zed Park"))])
+        before = _order(kb)
+        out = io.StringIO()
+        export_jsonl(kb, out)
+    assert before == (["Zed Park", "Alice Wong", "Mike Ross", "Bea Lund"],
+                      [("Zed Park", "Mike Ross"), ("Bea Lund", "Alice Wong"), ("Alice Wong", "Zed Park")])
+    with KnowledgeBase(DuckDBStore(tmp_path / "copy.duckdb"), HashingEmbedder()) as kb:
+        import_lines(kb, out.getvalue().splitlines())
+        assert _order(kb) == before
+        again = io.StringIO()
+        export_jsonl(kb, again)
+    assert again.getvalue() == out.getvalue()  # and the copy exports to the same lines

@@ -43,7 +43,7 @@ def _export(kb: KnowledgeBase) -> list[str]:
 
 
 def _with_edges(lines: list[str], *periods: tuple[str | None, str | None]) -> list[str]:
-    """The export's lines with its one WORKS_AT line replaced by one line per period."""
+    """The export's lines with its one WORKS_AT line replaced by one line per period (`_recounted`)."""
     result = []
     for line in lines:
         obj = json.loads(line)
@@ -52,7 +52,15 @@ def _with_edges(lines: list[str], *periods: tuple[str | None, str | None]) -> li
             continue
         for i, (start, end) in enumerate(periods):
             result.append(json.dumps({**obj, "id": obj["id"] + 1000 * i, "valid_from": start, "valid_until": end}))
-    return result
+    return _recounted(result)
+
+
+def _recounted(lines: list[str]) -> list[str]:
+    """Lines of an export edited here, with its end line counting them again, as one who edits a file by hand
+    would fix it: the import refuses a file whose lines do not match the end line's counts."""
+    kinds = [json.loads(line)["kind"] for line in lines]
+    counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds) if kind not in ("meta", "end")}
+    return [line for line, kind in zip(lines, kinds) if kind != "end"] + [json.dumps({"kind": "end", "lines": counts})]
 
 
 def test_an_older_export_imported_back_writes_over_the_period_it_started(tmp_path) -> None:
@@ -92,7 +100,7 @@ def test_an_overlapping_period_that_starts_elsewhere_refuses_the_import(tmp_path
         kb.add_knowledge_graph(NODES, [EdgeInput(source="Tom Reyes", target="Acme Corp", type="WORKS_AT",
                                                  valid_from=datetime(2023, 1, 15))])
         lines = _with_edges(_export(kb), ("2022-03-01T00:00:00Z", "2024-01-01T00:00:00Z"))
-        lines.insert(1, json.dumps({"kind": "node", "name": "Newcomer", "type": "Person"}))
+        lines = _recounted([lines[0], json.dumps({"kind": "node", "name": "Newcomer", "type": "Person"}), *lines[1:]])
         with pytest.raises(InvalidInputError) as refused:
             import_lines(kb, lines, source="merge.jsonl")
     message = str(refused.value)

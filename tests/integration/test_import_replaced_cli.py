@@ -99,3 +99,39 @@ def test_an_overlapping_period_is_refused_by_the_command_and_nothing_is_written(
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT valid_from, valid_until FROM edges").fetchall() == [(datetime(2023, 1, 15), None)]
         assert con.execute("SELECT description FROM nodes WHERE name = 'Acme Corp'").fetchone() == ("",)
+
+
+def test_a_name_respelled_and_a_document_replaced_by_the_file_are_said(tmp_path, env) -> None:
+    """The probe's merge of a home memory into a work memory: the stored "Maya Chen" is spelt "maya chen" by the
+    file (the same entity: names are compared ignoring case), and its notes.md holds another text. Both are the
+    file's now, as its values win, and the command says so."""
+    from duckgraph.core.domain.model import DocumentInput
+    from duckgraph.core.files.export import export_jsonl
+
+    work, home = tmp_path / "work.duckdb", tmp_path / "home.duckdb"
+    with KnowledgeBase(DuckDBStore(work), HashingEmbedder()) as kb:
+        kb.add_documents([DocumentInput(id="notes.md", title="Notes", text="Maya Chen leads payments at Acme.")])
+        kb.add_documents([DocumentInput(id="same.md", text="The same in both.")])
+        kb.add_knowledge_graph([NodeInput(name="Maya Chen", type="Person")], [])
+    with KnowledgeBase(DuckDBStore(home), HashingEmbedder()) as kb:
+        kb.add_documents([DocumentInput(id="notes.md", title="Notes", text="Shopping list: milk.")])
+        kb.add_documents([DocumentInput(id="same.md", text="The same in both.")])
+        kb.add_knowledge_graph([NodeInput(name="maya chen", type="Person")], [])
+        file = tmp_path / "home.jsonl"
+        with file.open("w", encoding="utf-8") as out:
+            export_jsonl(kb, out)
+
+    done = duckgraph("import", str(file), "--db", str(work), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "1 documents written (1 unchanged)" in done.stdout
+    assert "duckgraph: 1 stored document was replaced by the file's of the same id: notes.md (text)" in done.stderr
+    assert ("duckgraph: 1 entity had stored values replaced by the file's: Maya Chen (name: 'maya chen')"
+            in done.stderr)
+    with duckdb.connect(str(work), read_only=True) as con:
+        assert con.execute("SELECT name FROM nodes").fetchall() == [("maya chen",)]
+
+    again = duckgraph("import", str(file), "--db", str(work), "--json", env=env, cwd=tmp_path)
+    summary = json.loads(again.stdout)
+    assert (summary["documents_unchanged"], summary["documents_values_replaced"], summary["documents_replaced"],
+            summary["nodes_values_replaced"]) == (2, 0, [], 0)
+    assert summary["complete"] is True and "replaced" not in again.stderr

@@ -112,11 +112,14 @@ def kinds(text: str) -> list[str]:
 def test_the_export_holds_every_kind_in_a_fixed_order(source):
     text = export(source)
     lines = [json.loads(line) for line in text.splitlines()]
-    assert lines[0] == {"kind": "meta", "format": "duckgraph", "version": 1, "schema_version": SCHEMA_VERSION,
+    assert lines[0] == {"kind": "meta", "format": "duckgraph", "version": 2, "schema_version": SCHEMA_VERSION,
                         "embedder": {"id": "test:fake-hashing", "dimensions": 64}, "embeddings": False}
-    order = ["meta", "document", "chunk", "node", "edge", "mention", "edge_evidence"]
+    order = ["meta", "document", "chunk", "node", "edge", "mention", "edge_evidence", "end"]
     seen = [k for k in dict.fromkeys(kinds(text))]
-    assert seen == ["meta", "document", "chunk", "node", "edge", "mention", "edge_evidence"]
+    assert seen == ["meta", "document", "chunk", "node", "edge", "mention", "edge_evidence", "end"]
+    # The last line counts the lines of each kind: a file without it, or with fewer lines, was cut short.
+    assert lines[-1] == {"kind": "end", "lines": {kind: kinds(text).count(kind) for kind in (
+        "document", "chunk", "node", "edge", "mention", "edge_evidence", "community_report")}}
     assert kinds(text) == sorted(kinds(text), key=lambda k: order.index(k) if k not in ("document", "chunk") else 1)
     assert not any("embedding" in line for line in lines)
 
@@ -709,6 +712,6 @@ def test_an_export_written_without_zones_imports_as_utc(cli_env, tmp_path, capsy
         assert (stored.valid_from, stored.valid_until) == (datetime(2020, 1, 1, 9, 30), datetime(2024, 6, 1))
         kb.close()
     assert exported[0] == exported[1]
-    [line] = [json.loads(e) for e in exported[0].splitlines() if '"edge"' in e]
+    [line] = [json.loads(e) for e in exported[0].splitlines() if '"kind":"edge"' in e]
     assert (line["valid_from"], line["valid_until"]) == ("2020-01-01T09:30:00.000000Z", "2024-06-01T00:00:00.000000Z")
 
