@@ -33,6 +33,7 @@ from duckgraph.core.domain.model import (
     edge_properties,
 )
 from duckgraph.core.domain.namespaces import check_namespace, empty_namespace_hint
+from duckgraph.core.domain.observations import absent_observations, named_observations, new_observations
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys
 from duckgraph.core.domain.texts import edge_text
 from duckgraph.ports import (
@@ -334,7 +335,7 @@ class GraphCuration:
                     f"{record.name!r} changed since it was read (another client wrote to it); nothing was changed. "
                     "Read it again and make the change to what is stored now")
             if add_observations or remove_observations:
-                absent = [t for t in dict.fromkeys(remove_observations) if t not in current]
+                absent = absent_observations(current, remove_observations)
                 if absent:
                     raise InvalidInputError(
                         f"{record.name!r} has no observation {', '.join(repr(t) for t in absent)}; nothing was "
@@ -362,12 +363,43 @@ class GraphCuration:
                 updated.aliases = _unique(aliases, exclude=updated.name)
             if properties is not None:
                 updated.properties = properties
+            self._refuse_names_of_others(record, updated, namespace)
             updated.by_hand = True  # curated: it stays when documents it was extracted from go
             # Edges' vectors name their ends, nothing else of them: rewriting them for another change would list
             # every fact of the entity as updated in recent_changes.
             renamed = [record.id] if updated.name != record.name else []
             self._commit_with_vectors(writer, WriteBatch(nodes=[updated]), namespace, renamed=renamed)
         return self.get_entities([updated.name], namespace)[0][0]
+
+    def _refuse_names_of_others(self, record: NodeRecord, updated: NodeRecord, namespace: str) -> None:
+        """Refuse a name or alias `updated` gives `record` that another entity has as its name or alias, as a rename
+        onto another's name is refused: a lookup by it would still find the other entity (a name comes first), or
+        find none once two entities share it as an alias, breaking calls that reached the other one by it. Those
+        `record` has already are not checked again (add_knowledge_graph may have stored a shared alias)."""
+        own = {record.key, *(entity_key(a) for a in record.aliases)}
+        new = {entity_key(n): n for n in (updated.name, *updated.aliases) if entity_key(n) not in own}
+        if not new:
+            return
+        others = [r for r in self.store.find_nodes(namespace, new) if r.id != record.id]
+        problems = []
+        for key, given in new.items():
+            named = [r.name for r in others if r.key == key]
+            aliased = sorted(r.name for r in others if key in {entity_key(a) for a in r.aliases})
+            if named:
+                spelt = "" if named[0] == given else f" ({named[0]!r})"
+                problems.append(f"{given!r} is the name of another entity{spelt}: if the two are one, use "
+                                f"merge_entities(sources=[{named[0]!r}], target={record.name!r})")
+            elif len(aliased) == 1:
+                problems.append(f"{given!r} is an alias of {aliased[0]!r} already: if the two are one, use "
+                                f"merge_entities(sources=[{aliased[0]!r}], target={record.name!r}), else remove it "
+                                f"from {aliased[0]!r}'s aliases first (update_entity)")
+            elif aliased:
+                problems.append(f"{given!r} is an alias of {' and '.join(map(repr, aliased))} already: if "
+                                f"{record.name!r} is one of them, merge the two with merge_entities, else remove it "
+                                "from their aliases first (update_entity)")
+        if problems:
+            raise InvalidInputError(f"{'; '.join(problems)}; nothing was changed (a name or an alias names one "
+                                    "entity only)")
 
     def merge_entities(self, sources: Sequence[str], target: str, namespace: str, *,
                        progress: Progress | None = None) -> MergeResult:
@@ -811,17 +843,18 @@ def _result_edge(edge: EdgeRecord, names: dict[int, str]) -> ResultEdge:
 def _observations_after(
     name: str, current: list[str], add: Sequence[str], remove: Sequence[str]
 ) -> tuple[list[str], list[str], list[str]]:
-    """An entity's observations after removing `remove` and appending the new ones of `add`; with what was added
-    and removed. Refuses more than MAX_OBSERVATIONS."""
-    doomed = set(remove)
-    added = [t for t in dict.fromkeys(add) if t not in current]
+    """An entity's observations after removing `remove` and appending the new ones of `add` (both compared as
+    `observation_key` does); with what was added and removed. Refuses more than MAX_OBSERVATIONS."""
+    removed = named_observations(current, remove)
+    doomed = set(removed)
+    added = new_observations(current, add)
     final = [t for t in current if t not in doomed] + added
     if len(final) > MAX_OBSERVATIONS:
         raise InvalidInputError(
             f"{name!r} would have {len(final)} observations; the limit is {MAX_OBSERVATIONS}: "
             "remove some or fold older ones into its description with update_entity"
         )
-    return final, added, [t for t in current if t in doomed]
+    return final, added, removed
 
 
 def entity_fingerprint(record: NodeRecord, observations: Sequence[str]) -> str:

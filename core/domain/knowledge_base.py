@@ -24,6 +24,7 @@ from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE, check_namespace, empty_namespace_hint
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.node_merge import appended, with_aliases
+from duckgraph.core.domain.observations import new_observations
 from duckgraph.core.domain.fact_order import in_time_order
 from duckgraph.core.domain.moments import now, parse_moment, period, short
 from duckgraph.core.domain.restated_facts import restate_ended
@@ -457,7 +458,7 @@ class KnowledgeBase:
         for target, texts in given.items():
             record, _ = merged[target]
             current = stored.get(record.id, []) if record.id is not None else []
-            new = [t for t in dict.fromkeys(texts) if t not in set(current)]
+            new = new_observations(current, texts)
             if target in read:
                 new = new[:max(MAX_OBSERVATIONS - len(current), 0)]
             if len(current) + len(new) > MAX_OBSERVATIONS:

@@ -15,21 +15,25 @@ edges. Where duckgraph's model differs, the difference is deliberate and small:
   stores such a relation dangling), and a relation whose ends are one entity is not stored; both are reported in
   the relation's `note`.
 - search_nodes returns what the reference's substring match returns first, then the entities duckgraph's search
-  finds relevant by meaning (its anchors, not the neighbours it walks to); read_graph is paginated.
+  finds relevant by meaning (its anchors, not the neighbours it walks to).
+- read_graph, search_nodes and open_nodes answer a page within a token bound (memory_pages.py), with
+  `next_offset` when more remain; the reference's answers have no bound, which hosts cut.
 
 Results have the reference's shape; the few extra fields are optional and only present when they say something.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain.limits import MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
+from duckgraph.core.domain.memory_pages import Entry, fill, note
 from duckgraph.core.domain.moments import short
 from duckgraph.core.domain.node_merge import with_aliases
+from duckgraph.core.domain.observations import named_observations, new_observations
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, look_alike_note, look_alikes, lookup_keys
 from duckgraph.core.domain.model import (
     ORIGINAL_TYPE,
@@ -66,8 +70,11 @@ if TYPE_CHECKING:
 PLACEHOLDER_TYPE = "unknown"
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1_000
-#: Relations one read_graph page or open_nodes call returns at most (hubs would make the answer explode).
+#: Relations read for a read_graph page, or for one entity of a search_nodes or open_nodes page, at most: more than
+#: an answer holds (memory_pages.TEXT_TOKENS), so only a hub's relations are cut by it.
 MAX_RELATIONS = 5_000
+#: Entities whose observations and relations a page reads at a time: a page takes them until one does not fit.
+ENTRIES_READ = 100
 
 
 # -- writing ---------------------------------------------------------------------------------------------
@@ -115,7 +122,7 @@ def create_entities(
         fresh: set[str] = set()  # keys created (or placeholders filled) by this call
         results: list[CreatedEntity] = []
         for entity, key in zip(entities, keys):
-            given = list(dict.fromkeys(entity.observations))
+            given = new_observations((), entity.observations)
             record = changed.get(key) or stored.get(key)
             if record is None:
                 changed[key] = NodeRecord(namespace=namespace, key=key, name=entity.name, type=entity.entityType,
@@ -128,7 +135,7 @@ def create_entities(
             placeholder = key not in fresh and _is_placeholder(record, current, by_hand)
             if exact and key not in fresh and not placeholder:
                 continue  # the reference's rule for a stored name
-            added = [t for t in given if t not in current]
+            added = new_observations(current, given)
             kind = entity.entityType if placeholder else record.type
             # A spelling merged by rule 2 (accents, punctuation) becomes an alias, as add_knowledge_graph records
             # it: every later call naming the entity that way (add_observations, create_relations, the deletes,
@@ -347,7 +354,7 @@ def add_observations(
         results = []
         for addition in additions:
             texts = state[found[addition.entityName].id]
-            added = [t for t in dict.fromkeys(addition.contents) if t not in texts]
+            added = new_observations(texts, addition.contents)
             texts.extend(added)
             results.append(AddedObservations(entityName=addition.entityName, addedObservations=added))
         _commit_observations(kb, writer, found.values(), current, state, namespace)
@@ -367,9 +374,11 @@ def delete_observations(
             if deletion.entityName not in found:
                 continue
             node_id = found[deletion.entityName].id
-            doomed = set(deletion.observations)
-            removed.setdefault(node_id, []).extend(t for t in state[node_id] if t in doomed)
-            state[node_id] = [t for t in state[node_id] if t not in doomed]
+            # By the text as a reader sees it: one stored decomposed or with other spacing is found too.
+            doomed = named_observations(state[node_id], deletion.observations)
+            removed.setdefault(node_id, []).extend(doomed)
+            gone = set(doomed)
+            state[node_id] = [t for t in state[node_id] if t not in gone]
         _commit_observations(kb, writer, found.values(), current, state, namespace)
     names = {r.id: r.name for r in found.values()}
     return ObservationsDeleted(
@@ -413,10 +422,11 @@ def read_graph(
     """A page of entities in creation order, with every relation that starts at them (so every relation is on
     exactly one page); `next_offset` is set when more entities remain.
 
-    A page holds at most MAX_RELATIONS relations: when its entities start more, it ends before the first entity
-    whose relations would not all fit (fewer entities than `limit`; `next_offset` is that entity), so no relation
-    is left behind. Only an entity that alone starts more than MAX_RELATIONS comes alone on its page with its
-    first MAX_RELATIONS (creation order) and `relations_truncated`: the rest are not on any page."""
+    A page holds `limit` entities or fewer: it ends before the first entity that does not fit in an answer with
+    its relations (memory_pages.py), or whose relations it did not read whole (it reads MAX_RELATIONS at most), so
+    no relation is left behind. Only an entity that alone does not fit (or starts more than MAX_RELATIONS) comes
+    alone on its page, cut (`relations_truncated`, `observations_truncated`, said in the note): the rest of it is
+    on no page."""
     if offset < 0 or not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidInputError(f"offset must be 0 or more and limit between 1 and {MAX_PAGE_SIZE}")
     namespace = kb.resolve_namespace(namespace)
@@ -427,32 +437,35 @@ def read_graph(
     # Outgoing edges only, by source then id: a hub's incoming edges (on their sources' pages) cannot crowd the
     # page's own out, and when the cap cuts, every entity before the source it cut at has all of its relations.
     edges = kb.store.edges_from([r.id for r in records], namespace, limit=MAX_RELATIONS + 1)
-    truncated = False
-    if len(edges) > MAX_RELATIONS:
-        cut = edges[MAX_RELATIONS].source_id  # the first entity some of whose relations did not fit
-        whole = [r for r in records if r.id < cut]  # list_nodes is in id order
-        if whole:
-            more, records = True, whole
-            edges = [e for e in edges if e.source_id < cut]
-        else:  # the page's first entity alone starts more than a page holds
-            more, records, truncated = more or len(records) > 1, records[:1], True
-            edges = edges[:MAX_RELATIONS]
-    graph = _graph(kb, records, edges)
-    graph.next_offset = offset + len(records) if more else None
-    graph.relations_truncated = True if truncated else None
+    unread = edges[MAX_RELATIONS].source_id if len(edges) > MAX_RELATIONS else None  # the first not read whole
+    owned: dict[int, list[EdgeRecord]] = {}
+    for edge in edges[:MAX_RELATIONS]:
+        owned.setdefault(edge.source_id, []).append(edge)
+    read = [r for r in records if unread is None or r.id <= unread]  # list_nodes is in id order
+    entries = (entry for start in range(0, len(read), ENTRIES_READ)
+               for entry in _entries(kb, read[start:start + ENTRIES_READ], owned, {unread}))
+    page = fill(entries)
+    graph = page.graph()
+    graph.next_offset = offset + page.taken if more or page.taken < len(records) else None
+    graph.note = note(page, first=offset, found=None, next_offset=graph.next_offset,
+                      again="call read_graph with offset={next}")
     return graph
 
 
-def search_nodes(kb: KnowledgeBase, query: str, *, namespace: str | None = None) -> MemoryGraph:
+def search_nodes(
+    kb: KnowledgeBase, query: str, *, offset: int = 0, namespace: str | None = None
+) -> MemoryGraph:
     """Every entity the reference's match finds (the query inside the name, type or an observation, ignoring
     case), then the entities duckgraph's search finds relevant by meaning themselves (its anchors, above the
     relevance floor; not the neighbours it walks to, which are shown through the relations), with every relation
-    that has an end among them, as in the reference.
+    that has an end among them, as in the reference: a page of them from `offset` (memory_pages.py).
 
     The substring matches come first, those the search ranks best first, the others in creation order; then the
     search's other anchors, best first. Nothing matches: nothing is returned. An empty query matches every
     entity, as in the reference; one longer than any observation may be is inside no entity and matches nothing.
     """
+    if offset < 0:
+        raise InvalidInputError("offset must be 0 or more")
     namespace = kb.resolve_namespace(namespace)
     kb.open()
     if len(query) > MAX_OBSERVATION_CHARS:  # names and types are shorter still: nothing can hold it
@@ -463,39 +476,94 @@ def search_nodes(kb: KnowledgeBase, query: str, *, namespace: str | None = None)
     substring = sorted(matched[:MAX_PAGE_SIZE], key=lambda i: rank.get(i, len(rank)))  # stable: creation order
     ids = list(dict.fromkeys([*substring, *(n.id for n in found.anchors)] if found else substring))
     records = {r.id: r for r in kb.store.get_nodes(ids)}
-    edges = kb.store.neighbors(ids, namespace, limit=MAX_RELATIONS + 1)
-    graph = _graph(kb, [records[i] for i in ids if i in records], edges[:MAX_RELATIONS])
-    graph.relations_truncated = True if len(edges) > MAX_RELATIONS else None
-    graph.entities_truncated = True if len(matched) > MAX_PAGE_SIZE else None
+    graph = _page(kb, [records[i] for i in ids if i in records], offset, namespace,
+                  again="call search_nodes with the same query and offset={next}, or narrow the query")
+    if len(matched) > MAX_PAGE_SIZE:
+        graph.entities_truncated = True
+        graph.note = " ".join(filter(None, [graph.note, (
+            f"More than {MAX_PAGE_SIZE:,} entities contain the query, and only the first {MAX_PAGE_SIZE:,} of them "
+            "are read: narrow the query to find the others.")]))
     return graph
 
 
-def open_nodes(kb: KnowledgeBase, names: Sequence[str], *, namespace: str | None = None) -> MemoryGraph:
+def open_nodes(
+    kb: KnowledgeBase, names: Sequence[str], *, offset: int = 0, namespace: str | None = None
+) -> MemoryGraph:
     """The named entities (names that match nothing are skipped) and every relation with at least one end
-    among them, as in the reference. A name is matched as duckgraph stores it (case and spacing ignored, a unique
-    alias) and, failing that, by the one entity it names up to punctuation and accents ("Dr Patel": "Dr. Patel"):
-    a read, so a near miss finds what the caller meant rather than nothing."""
+    among them, as in the reference: a page of them from `offset`, in creation order (memory_pages.py). A name is
+    matched as duckgraph stores it (case and spacing ignored, a unique alias) and, failing that, by the one entity
+    it names up to punctuation and accents ("Dr Patel": "Dr. Patel"): a read, so a near miss finds what the caller
+    meant rather than nothing."""
+    if offset < 0:
+        raise InvalidInputError("offset must be 0 or more")
     namespace = kb.resolve_namespace(namespace)
     found, _ = kb.curation.resolve(names, namespace, loose=True)
     records = sorted({r.id: r for r in found.values()}.values(), key=lambda r: r.id)
-    edges = kb.store.neighbors([r.id for r in records], namespace, limit=MAX_RELATIONS + 1)
-    graph = _graph(kb, records, edges[:MAX_RELATIONS])
-    graph.relations_truncated = True if len(edges) > MAX_RELATIONS else None
+    return _page(kb, records, offset, namespace,
+                 again="call open_nodes with the same names and offset={next}, or open fewer names at a time")
+
+
+def _page(kb: KnowledgeBase, records: Sequence[NodeRecord], offset: int, namespace: str, again: str) -> MemoryGraph:
+    """The page of `records` (the entities an answer found, in its order) from `offset`, each with the relations
+    that touch it."""
+    page = fill(_touching_entries(kb, records[offset:], namespace))
+    graph = page.graph()
+    graph.next_offset = offset + page.taken if offset + page.taken < len(records) else None
+    graph.note = note(page, first=offset, found=len(records), next_offset=graph.next_offset, again=again)
+    if offset and offset >= len(records):
+        graph.note = f"offset={offset} is past the {len(records):,} entities found: there is nothing more to read."
     return graph
 
 
-def _graph(kb: KnowledgeBase, records: Sequence[NodeRecord], edges: Sequence[EdgeRecord]) -> MemoryGraph:
-    """Entities in the given order and relations in creation order, in the reference's shape."""
+def _touching_entries(kb: KnowledgeBase, records: Sequence[NodeRecord], namespace: str) -> Iterator[Entry]:
+    """An entry for each of `records`, in order, with the relations that touch it and no entity before it; read
+    ENTRIES_READ entities at a time, as the page takes them, or one at a time where hubs are among them."""
+    shown: set[int] = set()
+    for start in range(0, len(records), ENTRIES_READ):
+        batch = records[start:start + ENTRIES_READ]
+        ends = kb.store.neighbor_ends([r.id for r in batch], namespace, limit=MAX_RELATIONS + 1)
+        if len(ends[0]) > MAX_RELATIONS and len(batch) > 1:  # not all read: each one's own, MAX_RELATIONS at most
+            for record in batch:
+                one = kb.store.neighbor_ends([record.id], namespace, limit=MAX_RELATIONS + 1)
+                yield from _touching(kb, [record], one, shown)
+        else:
+            yield from _touching(kb, batch, ends, shown)
+
+
+def _touching(kb: KnowledgeBase, batch: Sequence[NodeRecord], ends: Sequence[Any], shown: set[int]) -> Iterator[Entry]:
+    """The entries of `batch`, given the ends of the relations that touch it (`GraphStore.neighbor_ends`): each
+    relation not `shown` yet comes with the first entity of the batch it touches."""
+    edge_ids, sources, targets = (a.tolist() for a in ends[:3])
+    place = {r.id: i for i, r in enumerate(batch)}
+    owner: dict[int, int] = {}
+    for edge, source, target in zip(edge_ids[:MAX_RELATIONS], sources, targets):
+        if edge not in shown:
+            owner[edge] = batch[min(place[n] for n in (source, target) if n in place)].id
+    shown.update(owner)
+    owned: dict[int, list[EdgeRecord]] = {}
+    for edge in kb.store.get_edges(owner):
+        owned.setdefault(owner[edge.id], []).append(edge)
+    unread = {batch[0].id} if len(edge_ids) > MAX_RELATIONS else set()  # a batch of one only: see above
+    yield from _entries(kb, batch, owned, unread)
+
+
+def _entries(
+    kb: KnowledgeBase, records: Sequence[NodeRecord], owned: dict[int, list[EdgeRecord]], unread: set[int | None]
+) -> Iterator[Entry]:
+    """An entry for each record, in the reference's shape, with its relations among `owned` in creation order;
+    those in `unread` have more than were read."""
     observations = kb.store.get_observations([r.id for r in records])
+    edges = [e for r in records for e in owned.get(r.id, ())]
     names = {r.id: r.name for r in records}
     others = {i for e in edges for i in (e.source_id, e.target_id)} - names.keys()
     names.update({n.id: n.name for n in kb.store.get_nodes(others)})
-    return MemoryGraph(
-        entities=[MemoryEntity(name=r.name, entityType=r.type, observations=observations.get(r.id, []))
-                  for r in records],
-        relations=[memory_relation(e, names) for e in sorted(edges, key=lambda e: e.id)
-                   if e.source_id in names and e.target_id in names],
-    )
+    for record in records:
+        mine = sorted(owned.get(record.id, ()), key=lambda e: e.id)
+        yield Entry(entity=MemoryEntity(name=record.name, entityType=record.type,
+                                        observations=observations.get(record.id, [])),
+                    relations=[(e.id, memory_relation(e, names)) for e in mine
+                               if e.source_id in names and e.target_id in names],
+                    more_relations=record.id in unread)
 
 
 def memory_relation(edge: EdgeRecord, names: dict[int, str]) -> GraphRelation:

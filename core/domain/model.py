@@ -10,8 +10,9 @@ from pydantic import (
 
 from duckgraph.core.domain.limits import (
     MAX_DESCRIPTION_CHARS, MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS, MAX_PROPERTIES_BYTES, MAX_SUMMARY_CHARS,
-    MAX_TITLE_CHARS)
+    MAX_SOURCE_ID_CHARS, MAX_TITLE_CHARS)
 from duckgraph.core.domain.moments import check_period, parse_moment
+from duckgraph.core.domain.observations import observation_text
 from duckgraph.ports import clean_name, no_control_characters
 from duckgraph.ports.names import INVISIBLE
 from duckgraph.ports.records import ORIGINAL_TYPE
@@ -66,6 +67,12 @@ def _clean_name(value: Any) -> Any:
     return clean_name(value) if isinstance(value, str) else value
 
 
+def _clean_observation(value: Any) -> Any:
+    # Composed and trimmed (observations.py), before it is measured: a text pasted decomposed (NFD) and the same
+    # text typed are one observation, stored alike.
+    return observation_text(value) if isinstance(value, str) else value
+
+
 def _json_object(value: dict[str, Any]) -> dict[str, Any]:
     try:
         encoded = json.dumps(value, allow_nan=False)
@@ -98,7 +105,7 @@ Description = Annotated[
     str, StringConstraints(strip_whitespace=True, max_length=MAX_DESCRIPTION_CHARS),
     AfterValidator(no_control_characters),
 ]
-SourceId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
+SourceId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_SOURCE_ID_CHARS),
                      AfterValidator(_one_line), AfterValidator(_visible)]
 Title = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500), BeforeValidator(_clean_title)]
 DocumentText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_DOCUMENT_CHARS)]
@@ -106,7 +113,7 @@ Properties = Annotated[dict[str, Any], AfterValidator(_json_object)]
 Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
 Observation = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_OBSERVATION_CHARS),
-    AfterValidator(no_control_characters),
+    AfterValidator(no_control_characters), BeforeValidator(_clean_observation),
 ]
 #: A moment: an ISO 8601 date or date-time, no zone = UTC, kept as naive UTC (core/domain/moments.py). Its schema
 #: names no format: "date-time" (RFC 3339) would have clients that check arguments refuse a date or a zoneless time.
@@ -115,10 +122,11 @@ Moment = Annotated[datetime, BeforeValidator(parse_moment), WithJsonSchema(
 #: A stored moment in a result: naive UTC inside, written to JSON with its zone ("...Z"), as the schema's
 #: date-time format (RFC 3339) asks; clients that check it refuse a time without one.
 UtcTime = Annotated[datetime, PlainSerializer(_with_zone, return_type=datetime, when_used="json")]
-#: An observation as the reference memory server takes it (kept as given, blank allowed), with the same cap and
-#: characters as ours; also what a file's node lines hold, since a stored observation may have come this way.
+#: An observation as the reference memory server takes it (blank allowed), with the same cap, characters and
+#: normalisation as ours; also what a file's node lines hold, since a stored observation may have come this way.
 StoredObservation = Annotated[
-    str, StringConstraints(max_length=MAX_OBSERVATION_CHARS), AfterValidator(no_control_characters)
+    str, StringConstraints(max_length=MAX_OBSERVATION_CHARS), AfterValidator(no_control_characters),
+    BeforeValidator(_clean_observation),
 ]
 #: The title and summary of a community report the host writes: global_search hands them on as they are, so they
 #: are refused with control characters, as a description is.
@@ -640,19 +648,28 @@ class AddObservationsResult(_Model):
 
 
 class MemoryGraph(_Model):
-    """Entities and relations, as read_graph, search_nodes and open_nodes return them."""
+    """Entities and relations, as read_graph, search_nodes and open_nodes return them (core/domain/memory_pages.py:
+    a page within a token bound)."""
 
     entities: list[MemoryEntity]
     relations: list[GraphRelation]
     next_offset: int | None = Field(
-        None, description="read_graph only, and only when more entities remain: pass it as offset to read on."
+        None, description="Present when more entities remain: pass it as offset to read on."
     )
     relations_truncated: bool | None = Field(
-        None, description="Present (true) only when some relations were left out to keep the answer bounded."
+        None, description="Present (true) when an entity too large for one answer is shown with only some of its "
+                          "relations."
+    )
+    observations_truncated: bool | None = Field(
+        None, description="Present (true) when an entity too large for one answer is shown with only its first "
+                          "observations."
     )
     entities_truncated: bool | None = Field(
-        None, description="search_nodes only: present (true) when more entities matched than one answer holds."
+        None, description="search_nodes only: present (true) when more entities matched than it reads (1,000)."
     )
+    #: What was left out and how to read on: the tools send it as a text block after the JSON (never in it, so the
+    #: JSON stays the reference's and the graph resource's).
+    note: str | None = Field(None, exclude=True)
 
 
 class MemoryDeleteResult(DeletedSummary):

@@ -10,6 +10,8 @@ import pytest
 from mcp import Client
 
 from duckgraph.core.domain.limits import MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
+from duckgraph.core.domain.memory_pages import TEXT_TOKENS
+from duckgraph.core.domain.render import estimate_tokens
 from duckgraph.core.mcp.server import build_server
 from tests.e2e.test_memory_compat import GRAPH_RESOURCE, call_ok, make_services
 
@@ -37,7 +39,7 @@ async def names_found(client: Client, query: str) -> list[str]:
 @pytest.mark.anyio
 async def test_a_long_lived_entity_keeps_a_thousand_observations(tmp_path, minilm):
     # The reference's standard prompt keeps everything it learns about the user as observations of default_user.
-    facts = [f"user fact {i}: " + "prefers quiet mornings, green tea and long walks by the river " * 3
+    facts = [f"user fact {i}: " + " ".join(["prefers quiet mornings, green tea and long walks by the river"] * 3)
              for i in range(MAX_OBSERVATIONS)]
     async with Client(build_server(make_services(tmp_path, "memory", minilm))) as client:
         await call_ok(client, "create_entities", {"entities": [E("default_user", "person", facts[:500])]})
@@ -45,8 +47,12 @@ async def test_a_long_lived_entity_keeps_a_thousand_observations(tmp_path, minil
             added, _ = await call_ok(client, "add_observations", {"observations": [
                 {"entityName": "default_user", "contents": facts[start:start + 100]}]})
             assert len(added["results"][0]["addedObservations"]) == 100
-        opened, _ = await call_ok(client, "open_nodes", {"names": ["default_user"]})
-        assert opened["entities"][0]["observations"] == facts
+        # All are stored; one answer (at most memory_pages.TEXT_TOKENS) shows the first ones and says so.
+        result = await client.call_tool("open_nodes", {"names": ["default_user"]})
+        shown = result.structured_content["entities"][0]["observations"]
+        assert 0 < len(shown) < MAX_OBSERVATIONS and shown == facts[:len(shown)]
+        assert result.structured_content["observations_truncated"] is True
+        assert f"{len(shown)} of its 1,000 observations" in result.content[1].text
         assert (await names_found(client, "user fact 742"))[:1] == ["default_user"]
         # One more is refused, saying what to do, and nothing is added.
         result = await client.call_tool("add_observations", {"observations": [
@@ -54,8 +60,9 @@ async def test_a_long_lived_entity_keeps_a_thousand_observations(tmp_path, minil
         assert result.is_error
         assert f"would have {MAX_OBSERVATIONS + 1} observations; the limit is {MAX_OBSERVATIONS}" in \
             result.content[0].text and "delete_observations" in result.content[0].text
-        opened, _ = await call_ok(client, "open_nodes", {"names": ["default_user"]})
-        assert len(opened["entities"][0]["observations"]) == MAX_OBSERVATIONS
+        removed, _ = await call_ok(client, "delete_observations", {"deletions": [
+            {"entityName": "default_user", "observations": [facts[-1], "one more"]}]})
+        assert removed["removed"] == [{"entity": "default_user", "removed": [facts[-1]]}]
 
 
 @pytest.mark.anyio
@@ -156,5 +163,7 @@ async def test_the_graph_resource_serves_read_graph_s_largest_page(tmp_path, min
         _, text = await call_ok(client, "read_graph", {"limit": 1_000})
     assert content.text == text
     graph = json.loads(content.text)
-    assert len(graph["entities"]) == 1_000 and graph["next_offset"] == 1_000
+    # As many of the first 1,000 as fit in an answer (memory_pages.TEXT_TOKENS), then the next page.
+    assert 500 < len(graph["entities"]) < 1_000 and graph["next_offset"] == len(graph["entities"])
+    assert estimate_tokens(content.text) <= TEXT_TOKENS
     assert graph["relations"] == [R("Item 0", "Item 1000", "precedes")]

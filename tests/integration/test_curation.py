@@ -238,3 +238,40 @@ def test_a_fingerprint_changes_only_with_what_the_entity_holds(kb):
     updated = kb.curation.update_entity("Bob", NS, type="Builder", expected_fingerprint=seen)
     assert updated.type == "Builder"
     assert fingerprint(kb, "Bob") != seen
+
+
+NFC, NFD = "cr\u00e8me br\u00fbl\u00e9e served", "cre\u0300me bru\u0302le\u0301e served"
+
+
+def test_observations_in_another_unicode_form_or_spacing_are_one_and_removed_by_the_text_shown(kb):
+    kb.add_knowledge_graph([NodeInput(name="Acme", type="Organization", observations=[NFD, "open late"])], [])
+    again = kb.add_knowledge_graph([NodeInput(name="Acme", type="Organization",
+                                              observations=[NFC, "open late ", "open  late", "Open late"])], [])
+    assert again.observations_added == 1  # only "Open late": case is kept
+    assert kb.curation.get_entities(["Acme"], NS)[0][0].observations == [NFC, "open late", "Open late"]
+    # A file written before observations were normalised may hold one decomposed or spaced as typed: the text a
+    # reader sees removes it (add_observations here stores the texts as given, as such a file holds them).
+    kb.curation.add_observations("Zed", [NFD, " founded Acme "], NS)
+    updated = kb.curation.update_entity("Zed", NS, remove_observations=[NFC], add_observations=["founded Acme"])
+    assert updated.observations == [" founded Acme "]
+    assert kb.curation.delete_observations("Zed", ["founded Acme"], NS).removed == [" founded Acme "]
+
+
+def test_an_alias_or_a_new_name_that_names_another_entity_is_refused_and_changes_nothing(kb):
+    kb.add_knowledge_graph([NodeInput(name="Cat", type="Person", aliases=["Kit"]),
+                            NodeInput(name="Cid", type="Person", aliases=["Kit"])], [])
+    before = kb.curation.get_entities(["Zed"], NS)[0][0]
+    with pytest.raises(InvalidInputError, match=r"^'robert' is the name of another entity \('Robert'\): if the two are "
+                                                r"one, use merge_entities\(sources=\['Robert'\], target='Zed'\); "
+                                                r"nothing was changed"):
+        kb.curation.update_entity("Zed", NS, aliases=["Zeddy", "robert"], description="changed")
+    with pytest.raises(InvalidInputError, match=r"^'Bobby' is an alias of 'Bob' already: if the two are one, use "
+                                                r"merge_entities\(sources=\['Bob'\], target='Zed'\), else remove it"):
+        kb.curation.update_entity("Zed", NS, aliases=["Bobby"])
+    with pytest.raises(InvalidInputError, match=r"^'Kit' is an alias of 'Cat' and 'Cid' already: if 'Zed' is one of "
+                                                "them, merge the two with merge_entities"):
+        kb.curation.update_entity("Zed", NS, new_name="Kit")
+    assert kb.curation.get_entities(["Zed"], NS)[0][0] == before
+    assert kb.curation.get_entities(["Bobby"], NS)[0][0].name == "Bob"  # still reached by its alias
+    # An alias the entity shares already (add_knowledge_graph stored it) does not stop another change.
+    assert kb.curation.update_entity("Cat", NS, aliases=["Kit", "Kitty"]).aliases == ["Kit", "Kitty"]

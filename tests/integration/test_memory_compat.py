@@ -1,5 +1,7 @@
 """The reference memory server's use cases on a real DuckDB file (with the instant hashing embedder)."""
 
+import json
+
 import pytest
 
 from duckgraph.core.domain import memory_server as memory
@@ -165,3 +167,42 @@ def test_search_finds_the_substring_and_nothing_when_nothing_matches(real_kb):
     assert {(r.from_, r.to) for r in found.relations} == {("Maya Chen", "duckgraph")}  # one end is enough
     nothing = memory.search_nodes(real_kb, "Kubernetes")
     assert nothing.entities == [] and nothing.relations == []
+
+
+NFC, NFD = "cr\u00e8me br\u00fbl\u00e9e served", "cre\u0300me bru\u0302le\u0301e served"
+
+
+def test_observations_in_another_unicode_form_or_spacing_are_one_and_removed_by_the_text_shown(kb):
+    created = memory.create_entities(kb, [entity("Cafe Noir", NFD, "open late", type="place")])
+    assert created[0].observations == [NFC, "open late"]
+    added = memory.add_observations(kb, [ObservationAddition(entityName="Cafe Noir",
+                                                             contents=[NFC, "open late ", "open  late", "Open late"])])
+    assert added[0].addedObservations == ["Open late"]  # case is kept
+    assert memory.open_nodes(kb, ["Cafe Noir"]).entities[0].observations == [NFC, "open late", "Open late"]
+    # A file written before observations were normalised (as model_construct stores them) may hold them as typed.
+    memory.create_entities(kb, [MemoryEntityInput.model_construct(name="Old Cafe", entityType="place",
+                                                                  observations=[NFD, "open late "])])
+    assert memory.add_observations(kb, [ObservationAddition(entityName="Old Cafe",
+                                                            contents=[NFC, "open late"])])[0].addedObservations == []
+    removed = memory.delete_observations(kb, [ObservationDeletion(entityName="Old Cafe",
+                                                                  observations=[NFC, "open late"])])
+    assert [(r.entity, r.removed) for r in removed.removed] == [("Old Cafe", [NFD, "open late "])]
+    assert memory.open_nodes(kb, ["Old Cafe"]).entities[0].observations == []
+
+
+def test_an_imported_memory_file_s_observations_are_stored_normalised(fake_kb):
+    from duckgraph.core.files.import_ import import_lines
+
+    lines = [json.dumps({"type": "entity", "name": "Cafe Noir", "entityType": "place",
+                         "observations": [NFD, NFC, "open late ", "open late"]}, ensure_ascii=False)]
+    import_lines(fake_kb, lines)
+    assert memory.open_nodes(fake_kb, ["Cafe Noir"]).entities[0].observations == [NFC, "open late"]
+
+
+def test_an_empty_observation_is_kept_by_the_memory_tools_as_the_reference_keeps_it_and_refused_by_graphrag_s(kb):
+    created = memory.create_entities(kb, [entity("Dave", "", "  ")])  # blank is empty once trimmed: one
+    assert created[0].observations == [""]
+    assert memory.add_observations(kb, [ObservationAddition(entityName="Bob", contents=[""])])[0].addedObservations \
+        == [""]
+    with pytest.raises(ValueError, match="at least 1 character"):
+        NodeInput(name="Dave", type="person", observations=[""])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from duckgraph.core.domain import memory_server as memory_compat
@@ -108,10 +108,11 @@ def register_memory_tools(server: MCPServer) -> None:
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, MemoryGraph]:
         """Read the knowledge graph, a page at a time: entities in creation order with the relations that start
-        at them. When more entities remain, the result has next_offset: call again with offset=next_offset."""
+        at them, within 20,000 tokens (fewer entities than limit when they do not fit). When more entities remain,
+        the result has next_offset: call again with offset=next_offset."""
         graph = await call(memory_compat.read_graph, kb_of(ctx), offset=offset, limit=limit,
                             namespace=await call_namespace(ctx, namespace))
-        return json_result(graph)
+        return graph_result(graph)
 
     @server.tool(title="Search Nodes", annotations=titled(READ_ONLY, "Search Nodes"))
     async def search_nodes(
@@ -119,24 +120,37 @@ def register_memory_tools(server: MCPServer) -> None:
         # No length limit, as in the reference: one longer than any observation may be matches nothing.
         query: Annotated[str, Field(description="The search query to match against entity names, types, and "
                                                 "observation content")],
+        offset: Annotated[int, Field(ge=0, description="Entities found to skip (from next_offset).")] = 0,
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, MemoryGraph]:
         """Search for nodes in the knowledge graph based on a query: every entity whose name, type or an
         observation contains it (ignoring case and accents) first, then the entities it is about by meaning, with the
-        relations that touch them. Nothing relevant: an empty result."""
-        graph = await call(memory_compat.search_nodes, kb_of(ctx), query, namespace=await call_namespace(ctx, namespace))
-        return json_result(graph)
+        relations that touch them. Nothing relevant: an empty result. An answer holds 20,000 tokens at most: when
+        more was found, next_offset and a note say how to read on."""
+        graph = await call(memory_compat.search_nodes, kb_of(ctx), query, offset=offset,
+                            namespace=await call_namespace(ctx, namespace))
+        return graph_result(graph)
 
     @server.tool(title="Open Nodes", annotations=titled(READ_ONLY, "Open Nodes"))
     async def open_nodes(
         ctx: Context,
         names: Annotated[list[LookupName], Field(max_length=1_000, description="An array of entity names to "
                                                                               "retrieve")],
+        offset: Annotated[int, Field(ge=0, description="Entities found to skip (from next_offset).")] = 0,
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, MemoryGraph]:
         """Open specific nodes in the knowledge graph by their names: the entities found (names that match
-        nothing are skipped) and every relation with at least one end among them."""
-        graph = await call(memory_compat.open_nodes, kb_of(ctx), names, namespace=await call_namespace(ctx, namespace))
-        return json_result(graph)
+        nothing are skipped) and the relations with at least one end among them. An answer holds 20,000 tokens at
+        most: when they do not fit, next_offset and a note say how to read on."""
+        graph = await call(memory_compat.open_nodes, kb_of(ctx), names, offset=offset,
+                            namespace=await call_namespace(ctx, namespace))
+        return graph_result(graph)
 
 
+def graph_result(graph: MemoryGraph) -> CallToolResult:
+    """read_graph's, search_nodes' and open_nodes' result: the reference's JSON as the first text block (clients
+    parse it), and the note, when something was left out, as a second one, which the model reads."""
+    result = json_result(graph)
+    if graph.note:
+        result.content.append(TextContent(type="text", text=graph.note))
+    return result

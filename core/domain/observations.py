@@ -1,0 +1,50 @@
+"""Observations as stored and as compared: one text, whatever Unicode form or spacing it was typed in.
+
+A text typed composed ("é" as one character, NFC) and the same text pasted decomposed ("e" and a combining accent,
+NFD, as macOS and some editors write it) look the same but are different strings; so are "open late", "open late "
+and "open  late". Every way in stores an observation composed and trimmed (`observation_text`, applied by the
+validated inputs of core/domain/model.py: the tools, `duckgraph import`, extraction), and observations are compared
+by `observation_key`: composed, each run of whitespace one space. So such a variant is never a second observation of
+an entity, and removing one by the text a reader sees finds it, one stored before this rule (unnormalised) too. Case
+is kept: "US" and "us", "May" and "may" can be other facts.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Sequence
+
+from duckgraph.ports.text import one_line
+
+
+def observation_text(text: str) -> str:
+    """`text` as an observation is stored: composed (NFC) and trimmed; its own line breaks kept."""
+    return (text if text.isascii() else unicodedata.normalize("NFC", text)).strip()
+
+
+def observation_key(text: str) -> str:
+    """What two observations are compared by: composed (NFC), each run of whitespace one space, trimmed."""
+    return one_line(text if text.isascii() else unicodedata.normalize("NFC", text))
+
+
+def new_observations(current: Sequence[str], given: Iterable[str]) -> list[str]:
+    """Those of `given` that `current` does not hold, each once (the first spelling given), in order."""
+    held = {observation_key(t) for t in current}
+    added = []
+    for text in given:
+        if (key := observation_key(text)) not in held:
+            held.add(key)
+            added.append(text)
+    return added
+
+
+def named_observations(current: Sequence[str], texts: Iterable[str]) -> list[str]:
+    """The observations of `current` (as stored, in stored order) that `texts` name."""
+    wanted = {observation_key(t) for t in texts}
+    return [t for t in current if observation_key(t) in wanted]
+
+
+def absent_observations(current: Sequence[str], texts: Iterable[str]) -> list[str]:
+    """Those of `texts` that name none of `current`, each once."""
+    held = {observation_key(t) for t in current}
+    return [t for t in dict.fromkeys(texts) if observation_key(t) not in held]
