@@ -187,7 +187,7 @@ def anchor_and_expand(
         keyword_nodes += [(i, 0.0) for i in sorted(relevance.typed) if i not in ranked]
         fact_ends = [i for i in fact_ends if i in relevance.typed]
     anchors = _anchors(store, named, candidates, keyword_nodes, query, options, relevance.observed, fact_ends,
-                       _called(query_text, named), _holding_ids(store, "node", ids, namespace))
+                       _called(query_text, named), _holding_ids(store, "node", ids, namespace, options.k_anchors))
     anchors = _without_sibling_ids(store, anchors, named)
     if not relevance.whole:  # no whole reached the floor: a vector below it alone does not make an anchor
         backed = {n.id for n in named} | {i for i, _ in words.nodes} | relevance.observed.keys() | set(fact_ends)
@@ -204,7 +204,8 @@ def anchor_and_expand(
     result_edges, kept = _join_far_ends([(fetched[i], *facts[i]) for i in facts if i in fetched], kept, records, options)
     passages = rank_passages(store, query_text, query, namespace, named, nearest[: options.fact_seed_nodes],
                              nearest_chunks or [], words.chunks, options,
-                             _holding_ids(store, "chunk", ids, namespace) if nearest_chunks else set())
+                             _holding_ids(store, "chunk", ids, namespace, options.max_passages) if nearest_chunks
+                             else set())
     return Subgraph(anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges,
                     passages=passages[: options.max_passages], more_passages=passages[options.max_passages:],
                     nothing_stored=nothing_stored,
@@ -551,9 +552,16 @@ def _holding(store: GraphStore, kind: str, word: str, namespace: str) -> list[in
     return [i for i, score in found if score > alone.get(i, 0.0) * (1 + 1e-4)]
 
 
-def _holding_ids(store: GraphStore, kind: str, ids: dict[str, str], namespace: str) -> set[int]:
-    """The rows of `kind` that hold one of the query's ids (`_ids`) whole (`_holding`)."""
-    return {i for word in dict.fromkeys(ids.values()) for i in _holding(store, kind, word, namespace)}
+def _holding_ids(store: GraphStore, kind: str, ids: dict[str, str], namespace: str, places: int) -> set[int]:
+    """The rows of `kind` that hold one of the query's ids (`_ids`) whole (`_holding`), of the ids that at most
+    `places` rows hold (the anchors or passages shown): an id that more hold singles none out ("LGBTQ" in a
+    conversation about it, "UK" in an encyclopedia), and putting its holders first would only push out what the
+    question's other words found."""
+    held: set[int] = set()
+    for word in dict.fromkeys(ids.values()):
+        if len(rows := _holding(store, kind, word, namespace)) <= places:
+            held.update(rows)
+    return held
 
 
 def _stored(store: GraphStore, word: str, namespace: str) -> bool:
