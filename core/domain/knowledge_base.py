@@ -598,6 +598,7 @@ class KnowledgeBase:
             text="",
             truncated=False,
             nothing_relevant=found.nothing_relevant,
+            empty_window=_window_words(settings.after, settings.before) if found.empty_window else None,
             not_stored=found.not_stored,
             ended_not_shown=ended,
             planned_not_shown=planned,
@@ -718,6 +719,13 @@ def _one_per_type(counted: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             found["count"] += entry["count"]
             found.setdefault("spellings", []).append(entry["type"])
     return sorted(types.values(), key=lambda entry: -entry["count"])  # stable: ties keep the store's order
+
+
+def _window_words(after: datetime | None, before: datetime | None) -> str:
+    """A search's window in words: "2024-06-10 to 2024-06-17", "from 2024-06-10", "before 2024-06-17"."""
+    if after is None:
+        return f"before {short(before)}"  # type: ignore[arg-type]
+    return f"{short(after)} to {short(before)}" if before is not None else f"from {short(after)}"
 
 
 def _not_shown_note(ended: int, planned: int) -> str:

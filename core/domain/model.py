@@ -432,6 +432,10 @@ class SearchResult(_Model):
     truncated: bool = Field(description="True when the text rendering had to leave things out.")
     nothing_relevant: bool = Field(
         default=False, description="True when nothing stored is relevant enough to the query (all lists empty).")
+    empty_window: str | None = Field(
+        default=None, description="With nothing_relevant: the time window searched (after, before), in words "
+        "(\"2024-06-10 to 2024-06-17\"), when no passage stored is timed in it: nothing is recorded for that period, "
+        "which says nothing of whether the memory knows the query's topic.")
     anchor_communities: dict[str, str] = Field(
         default_factory=dict, description="Anchor name -> its community (see global_search).")
     hint: str | None = None

@@ -87,6 +87,12 @@ EMPTY = "No matching entities or passages."
 NOTHING_RELEVANT = ("Nothing relevant to this query is stored in memory: no entity, fact or passage is close "
                     "enough to it. For what changed recently, call recent_changes; else say that you do not know, "
                     "or store what you learn about it.")
+#: NOTHING_RELEVANT when the time window searched (after, before) holds no passage: nothing is recorded for that
+#: period, which says nothing of whether the memory knows the topic.
+NOTHING_IN_WINDOW = ("Nothing stored is timed in the window searched ({window}): no passage's document time falls in "
+                     "it, and no entity or fact is close enough to the query. Say that nothing is recorded for that "
+                     "period, not that you do not know the topic; a search without after and before finds what is "
+                     "stored of it at other times.")
 
 
 def estimate_tokens(text: str) -> int:
@@ -183,7 +189,7 @@ def render_search(result: SearchResult, token_budget: int, more: Sequence[Passag
 def _render(result: SearchResult, budget: int, more: Sequence[Passage], token_budget: int,
             communities: str) -> tuple[str, bool]:
     if result.nothing_relevant:
-        return NOTHING_RELEVANT, False
+        return NOTHING_IN_WINDOW.format(window=result.empty_window) if result.empty_window else NOTHING_RELEVANT, False
     lines = _by_priority(result)
     if not lines:
         return EMPTY, False

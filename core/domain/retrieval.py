@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from duckgraph.core.domain.passage_ranking import rank_passages
 from duckgraph.core.domain.resolution import noun_form, noun_variants
 from duckgraph.core.domain.search_options import (
-    SearchOptions, edge_filter, keyword_passages, nearest_passages, timed)
+    SearchOptions, edge_filter, keyword_passages, nearest_passages, timed, windowed)
 from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import (
     ChunkRecord, EdgeRecord, Embedder, GraphStore, NodeRecord, inflections, isin_ids, loose_key, name_candidates, terms,
@@ -48,16 +48,25 @@ _ASKING_WORDS = ("tell know remember remind recall summarise summarize summary d
 #: Words that ask for a list or a count of things ("How many incidents have we had?", "List all teams"): with
 #: nothing but a stored entity type besides them (and `_ASKING_WORDS`), a query is about that type's entities.
 _LISTING_WORDS = "list count many number total"
-#: Words that say when, not what: month names (and the abbreviations that are no common word or first name),
-#: weekdays and the days next to today. The time window (as_of, after, before) handles when; one of these that
-#: the memory does not hold says nothing of whether it holds the answer ("on call for payments in March").
-_WHEN_WORDS = frozenset("""january february march april may june july august september october november december
-feb apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday today yesterday
-tomorrow tonight""".split())
+#: Month names (and the abbreviations that are no common word or first name).
+_MONTHS = frozenset("""january february march april may june july august september october november december
+feb apr jun jul aug sep sept oct nov dec""".split())
+#: Words that say when, not what: `_MONTHS`, weekdays and the days next to today. The time window (as_of, after,
+#: before) handles when; one of these that the memory does not hold says nothing of whether it holds the answer
+#: ("on call for payments in March").
+_WHEN_WORDS = _MONTHS | frozenset("monday tuesday wednesday thursday friday saturday sunday today yesterday tomorrow "
+                                  "tonight".split())
 #: Words that name a span of time or place one relative to now ("that week", "last month", "the past few days").
 #: Given a window (after, before), they speak of it (`_asks_for_window`); without one they may be what is asked
 #: ("Which day is the deadline?", "How long is a sprint in weeks?"), so they are no `_WHEN_WORDS`.
 _PERIOD_WORDS = "day week weekend fortnight month quarter year time period last past previous recent recently ago"
+#: Words that ask what was done, not what about ("What did I work on that week?", "What kept me busy?"; "do", "up
+#: to", "between" and "during" are no terms at all). Given a window, they ask for what it holds, as `_PERIOD_WORDS`
+#: do; without one they may be what is asked ("Where does Priya work?"), so they are no `_ASKING_WORDS`.
+_DOING_WORDS = "work busy spend spent keep kept get got done accomplish achieve"
+#: A day of a month written with a number alone ("June 10", "10-16 June"): in a query that names a month, given a
+#: window, it says when as `_WHEN_DIGITS` do (without one, "2" of "the 2 June releases" may count things).
+_DAY = re.compile(r"\d{1,2}(?:-\d{1,2})?")
 #: The same, written with digits (as `tokens` gives them): a year (1500-2099, or a decade: 1990s), a date
 #: (2026-03-15, 2026-03, 15/03/2026), a time of day (10am, 3pm) or a day of a month (1st, 22nd).
 _WHEN_DIGITS = re.compile(r"(?:1[5-9]|20)\d\ds?|\d{4}[-/]\d{1,2}(?:[-/]\d{1,2})?|\d{1,2}/\d{1,2}(?:/\d{2,4})?"
@@ -110,6 +119,9 @@ class Subgraph:
     nothing_relevant: bool = False
     #: True when the namespace holds no entity and no passage at all (a search that wanted passages knows it).
     nothing_stored: bool = False
+    #: True with `nothing_relevant` when a window (after, before) was given that holds no passage (the namespace
+    #: holding something): nothing stored is timed in it.
+    empty_window: bool = False
     #: The ids the query names that nothing stored holds (`_ids_not_stored`): what is above is not about them.
     not_stored: list[str] = field(default_factory=list)
 
@@ -173,9 +185,10 @@ def anchor_and_expand(
     # namespace holds nothing, perhaps a misspelt one (a time window without passages may be all that is empty).
     nothing_stored = not nearest and nearest_chunks == [] and not (
         timed(options) and store.vector_search("chunk", query, 1, namespace))
-    if relevance is None:
+    if relevance is None:  # a window that holds no passage tells nothing of its period, not of the query's topic
         return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True,
-                        nothing_stored=nothing_stored)
+                        nothing_stored=nothing_stored,
+                        empty_window=windowed(options) and nearest_chunks == [] and not nothing_stored)
     fact_ends = _fact_ends(words.facts, query_text)
     candidates, keyword_nodes = nearest, words.nodes
     if relevance.typed:  # a query about the entities of a type ("List all incidents"): they are its anchors
@@ -416,20 +429,22 @@ def _listing_terms() -> frozenset[str]:
 
 
 @functools.cache
-def _period_terms() -> frozenset[str]:
-    """The terms of `_PERIOD_WORDS` (stemmed on first use, as `_asking_terms`)."""
-    return frozenset(terms(_PERIOD_WORDS))
+def _window_terms() -> frozenset[str]:
+    """The terms of `_ASKING_WORDS`, `_PERIOD_WORDS` and `_DOING_WORDS` (stemmed on first use, as `_asking_terms`)."""
+    return _asking_terms() | frozenset(terms(f"{_PERIOD_WORDS} {_DOING_WORDS}"))
 
 
 def _asks_for_window(query_text: str, options: SearchOptions) -> bool:
     """Whether the query asks for whatever a given window (`after`, `before`) holds: it has no word besides
-    `_ASKING_WORDS`, words that say when (`_says_when`) and `_PERIOD_WORDS` ("What did I do that week?", "What
-    happened last month?"); its subject is the window itself. A name or any other word keeps it to the floor."""
-    if options.after is None and options.before is None:
+    `_ASKING_WORDS`, words that say when (`_says_when`, and the days of a month it names: `_DAY`), `_PERIOD_WORDS`
+    and `_DOING_WORDS` ("What did I do that week?", "What happened last month?", "What did I work on between June
+    10 and June 16?"); its subject is the window itself. A name or any other word keeps it to the floor."""
+    if not windowed(options):
         return False
-    skipped = _asking_terms() | _period_terms()
     written = tokens(query_text)
-    return all(term in skipped or _says_when(word) for word, term in zip(written, stemmed(written)))
+    dated = not _MONTHS.isdisjoint(written)
+    return all(term in _window_terms() or _says_when(word) or (dated and _DAY.fullmatch(word))
+               for word, term in zip(written, stemmed(written)))
 
 
 def _says_when(word: str) -> bool:

@@ -138,6 +138,11 @@ def timed(options: SearchOptions) -> bool:
     return options.as_of is not None or options.after is not None or options.before is not None
 
 
+def windowed(options: SearchOptions) -> bool:
+    """Whether a window (`after`, `before`) is given: only passages timed in it may be shown."""
+    return options.after is not None or options.before is not None
+
+
 def in_window(store: GraphStore, ids: Sequence[int], namespace: str, options: SearchOptions) -> np.ndarray:
     """Which of the chunk `ids` may be shown: those whose document's time lies in [after, before) (with a window,
     a passage of unknown time is left out) and is not after a given `as_of` (unknown time: kept, as a fact of

@@ -11,6 +11,7 @@ import pytest
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import DocumentInput
 from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE
+from duckgraph.core.domain.render import NOTHING_IN_WINDOW, NOTHING_RELEVANT
 from duckgraph.core.domain.search_options import SearchOptions
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.ports import GraphStore
@@ -61,25 +62,43 @@ def test_as_of_shows_the_passages_of_before_it_when_later_ones_are_nearer(kb):
     assert shown(kb, as_of=datetime(2023, 12, 24)) == {"2023-12-20"}
 
 
-def test_an_empty_window_finds_nothing_relevant_and_says_the_memory_is_not_empty(kb):
-    result = kb.search(QUESTION, after=datetime(2025, 1, 1), before=datetime(2025, 2, 1))
+@pytest.mark.parametrize("question", [QUESTION, "What did I do that week?"])
+def test_an_empty_window_finds_nothing_relevant_and_says_the_memory_is_not_empty(kb, question):
+    """Nothing is timed in it: the text says so, naming the window, not that the memory does not know the topic."""
+    result = kb.search(question, after=datetime(2025, 1, 1), before=datetime(2025, 2, 1))
     assert not result.passages and result.hint != EMPTY_NAMESPACE.format(namespace=kb.namespace)
+    assert result.nothing_relevant and result.empty_window == "2025-01-01 to 2025-02-01"
+    assert result.text.startswith(NOTHING_IN_WINDOW.format(window="2025-01-01 to 2025-02-01"))
+    assert kb.search(question, after=datetime(2025, 1, 1)).empty_window == "from 2025-01-01"
 
 
 WEEK = {"after": datetime(2024, 6, 1), "before": datetime(2024, 6, 8)}
 
 
-@pytest.mark.parametrize("question", ["What did I do that week?", "What happened last week?", "What did I do?"])
+#: Questions about the window itself, and (after the first three) ones asked with a word of doing ("work") or the
+#: days of the window ("June 1", "7": counted as content words before, which held them to the floor).
+ABOUT_THE_WINDOW = ["What did I do that week?", "What happened last week?", "What did I do?",
+                    "What did I work on that week?", "What did I do between June 1 and June 7?",
+                    "What was I busy with from 1 to 7 June?"]
+
+
+@pytest.mark.parametrize("question", ABOUT_THE_WINDOW)
 def test_a_question_about_the_window_itself_shows_its_passages(kb, question):
-    """Nothing but asking words and words that say when: the window is the subject, however far its vector."""
+    """Nothing but asking words, words that say when (a month's days too) and words of a period or of doing: the
+    window is the subject, however far its vector."""
     found = kb.search(question, max_passages=3, **WEEK)
     assert not found.nothing_relevant, question
     assert {p.document_id for p in found.passages} == {"2024-06-03", "2024-06-05"}
 
 
-def test_a_question_with_a_word_of_its_own_keeps_the_floor_in_a_window(kb):
-    assert kb.search("What did I cook that week?", **WEEK).nothing_relevant
+@pytest.mark.parametrize("question", ["What did I cook that week?", "What did I cook on June 3?"])
+def test_a_question_with_a_word_of_its_own_keeps_the_floor_in_a_window(kb, question):
+    """The window holds passages: nothing relevant is then said as ever."""
+    result = kb.search(question, **WEEK)
+    assert result.nothing_relevant and result.empty_window is None and result.text.startswith(NOTHING_RELEVANT)
 
 
-def test_a_question_about_a_period_without_a_window_keeps_the_floor(kb):
-    assert kb.search("What did I do that week?").nothing_relevant
+@pytest.mark.parametrize("question", ABOUT_THE_WINDOW)
+def test_a_question_about_a_period_without_a_window_keeps_the_floor(kb, question):
+    result = kb.search(question)
+    assert result.nothing_relevant and result.empty_window is None
