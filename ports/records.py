@@ -254,6 +254,11 @@ class Snapshot:
     #: Taken before passages were marked as read (an export of schema 5 or older): the chunks `mentions` names
     #: are marked as read, as the upgrade to schema 6 marks a file's, so an extracting re-run skips them.
     before_marks: bool = False
+    #: Stored nodes (namespace, key) and edges (keyed as `evidence` is, without the chunk) to mark as written by
+    #: hand, as `NodeRecord.by_hand` marks them: what an export taken before the marks says of them is known only
+    #: once its provenance is read, after their lines were written.
+    nodes_by_hand: list[tuple[str, str]] = field(default_factory=list)
+    edges_by_hand: list[tuple[str, str, str, str, datetime | None, datetime | None]] = field(default_factory=list)
 
 
 @dataclass(slots=True, frozen=True)

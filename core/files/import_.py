@@ -204,6 +204,8 @@ class _NativeImport(Import):
                 batch.append((number, line))
             self._check_complete(summary)  # the whole file is read: before its last batch is embedded
             self._write(restore, batch, summary)
+            for marks in self.planner.inferred_marks():  # of an older export: its provenance is all read now
+                restore(marks)
             self.planner.periods.check_stored_overlaps()  # before the commit: a refusal leaves nothing written
         if self.planner.reports:  # derived data on the graph just committed: after the import's transaction
             summary.community_reports_restored, problems = restore_reports(self.kb, self.planner.reports)

@@ -25,7 +25,9 @@ from duckgraph.core.files.import_summary import (
     note_resolved,
 )
 from duckgraph.core.files.jsonl_format import (
+    BY_HAND_SINCE,
     MARKED_SINCE,
+    STARTS_SINCE,
     ChunkLine,
     CommunityReportLine,
     DocumentLine,
@@ -43,12 +45,32 @@ from duckgraph.ports import (
     EdgeWrite,
     InvalidInputError,
     NodeRecord,
+    Snapshot,
     entity_key,
     relation_type,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import numpy as np
+
+#: Marks inferred at the end of an older export (`BatchPlanner.inferred_marks`) written at a time.
+MARKS_AT_A_TIME = 2_000
+
+
+def inferred_by_hand(line: NodeLine | EdgeLine) -> bool | None:
+    """Whether a node or edge line of an export taken before the marks (`BY_HAND_SINCE`) was written by hand, by the
+    rule the upgrade to them applies to a file in place (plugins/duckdb/schema.py, MIGRATIONS[5]: SQL of the store,
+    which the core cannot share; keep the two alike): erring towards keeping, a line is marked when it has what the
+    extractor never writes (observations, properties), a node still the placeholder of a relation's end (type
+    'unknown', nothing else) is not, and any other is marked unless provenance names it (None: said by the mention
+    or edge_evidence lines, which come after it)."""
+    if line.properties or (isinstance(line, NodeLine) and line.observations):
+        return True
+    if isinstance(line, NodeLine) and line.type == "unknown" and not line.description:
+        return False
+    return None
 
 
 def _merged_into(old: NodeRecord, line: NodeLine, observations: list[str]) -> NodeRecord:
@@ -95,10 +117,15 @@ class BatchPlanner:
         #: (those of earlier batches are), whatever the batch size.
         self.batch_lines: dict[tuple[str, Any], int] = {}
         self.reports: list[CarriedReport] = []  # written community reports, put back after a build
+        #: Of an export taken before the marks (`BY_HAND_SINCE`): the file ids of the node and edge lines marked by
+        #: hand unless provenance names them, which any later batch may hold (`inferred_marks`, once all is read).
+        self.before_by_hand = False
+        self.unproven_nodes = SpilledMap()  # as a set
+        self.unproven_edges = SpilledMap()  # as a set
 
     def close(self) -> None:
         for spilled in (self.documents, self.chunks, self.nodes, self.names, self.edges, self.defined,
-                        self.resolved, self.onto):
+                        self.resolved, self.onto, self.unproven_nodes, self.unproven_edges):
             spilled.close()
         self.periods.close()
 
@@ -116,6 +143,12 @@ class BatchPlanner:
         not to later ones: an export writes documents, chunks, nodes, edges and then their provenance."""
         plan = Plan()
         plan.snapshot.before_marks = meta is None or (meta.schema_version or 0) < MARKED_SINCE
+        # Every export states its schema version: a file that does not (written by hand) says by_hand and
+        # valid_from in its lines as it means them.
+        version = None if meta is None else meta.schema_version
+        self.before_by_hand = version is not None and version < BY_HAND_SINCE
+        if version is not None:
+            self._as_upgraded(lines, version)
         self.batch_lines = {}
         self._plan_documents(lines, plan, summary)
         wanted, existing, edge_lines = self._plan_nodes(lines, plan, summary)
@@ -123,6 +156,27 @@ class BatchPlanner:
         self._plan_provenance(lines, plan)
         self._plan_reports(lines)
         return plan
+
+    def _as_upgraded(self, lines: list[tuple[int, Line]], version: int) -> None:
+        """The node and edge lines of an export of schema `version` as the upgrades since give a file in place."""
+        for _, line in lines:
+            if isinstance(line, EdgeLine) and version < STARTS_SINCE and line.valid_from == line.created_at:
+                line.valid_from = None  # a creation time stored as the start (MIGRATIONS[2]): unknown
+            if isinstance(line, (NodeLine, EdgeLine)) and self.before_by_hand and not line.by_hand:
+                inferred = inferred_by_hand(line)
+                if inferred is None and line.id is not None:
+                    (self.unproven_nodes if isinstance(line, NodeLine) else self.unproven_edges).add(line.id)
+                else:
+                    line.by_hand = inferred is not False  # without an id, no provenance names it
+
+    def inferred_marks(self) -> Iterator[Snapshot]:
+        """The marks of the nodes and edges of an export taken before them that no provenance of the file named
+        (`inferred_by_hand`), once the whole file is read; a few at a time."""
+        for unproven, field in ((self.unproven_nodes, "nodes_by_hand"), (self.unproven_edges, "edges_by_hand")):
+            ids = list(unproven)
+            keys = self.nodes if unproven is self.unproven_nodes else self.edges
+            for start in range(0, len(ids), MARKS_AT_A_TIME):
+                yield Snapshot(**{field: [keys[i] for i in ids[start:start + MARKS_AT_A_TIME]]})
 
     def _plan_reports(self, lines: list[tuple[int, Line]]) -> None:
         for number, line in lines:
@@ -481,6 +535,8 @@ class BatchPlanner:
                         or self._after(("chunk", line.chunk_id), number)):
                     raise self._fail(number, "node_id and chunk_id must be ids of node and chunk lines before it")
                 namespace, key = self.nodes[line.node_id]
+                if self.before_by_hand:
+                    self.unproven_nodes.pop(line.node_id, None)
                 chunk_namespace, document_id, ordinal = self.chunks[line.chunk_id]
                 if chunk_namespace != namespace:
                     raise self._fail(number, "the node and the chunk are in different namespaces")
@@ -491,6 +547,8 @@ class BatchPlanner:
                         or self._after(("chunk", line.chunk_id), number)):
                     raise self._fail(number, "edge_id and chunk_id must be ids of edge and chunk lines before it")
                 namespace, source, target, kind, valid_from, valid_until = self.edges[line.edge_id]
+                if self.before_by_hand:
+                    self.unproven_edges.pop(line.edge_id, None)
                 chunk_namespace, document_id, ordinal = self.chunks[line.chunk_id]
                 if chunk_namespace != namespace:
                     raise self._fail(number, "the edge and the chunk are in different namespaces")

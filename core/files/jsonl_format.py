@@ -11,9 +11,11 @@ knowledge base always gives the same lines):
   "host" or "before-marks", see `GraphStore.extraction_marks`; files of schema versions before `MARKED_SINCE`
   have none, and an import marks the chunks their mentions name "before-marks", as the upgrade does);
 - ``node``: id, namespace, name, type, description, aliases, properties, observations, created_at, updated_at,
-  and ``by_hand`` (true when ever written by hand: deleting the documents it came from keeps it);
+  and ``by_hand`` (true when ever written by hand: deleting the documents it came from keeps it; files of schema
+  versions before `BY_HAND_SINCE` have none, and an import infers it for their nodes and edges as the upgrade does);
 - ``edge``: id, namespace, source_id and target_id (node ids of this file) with the source and target names,
-  type, description, weight, properties, valid_from, valid_until, created_at, updated_at, ``by_hand``;
+  type, description, weight, properties, valid_from, valid_until, created_at, updated_at, ``by_hand`` (in files of
+  schema versions before `STARTS_SINCE`, a valid_from equal to created_at is no start given: imported as none);
 - ``mention`` (node_id, chunk_id) and ``edge_evidence`` (edge_id, chunk_id): the provenance;
 - ``community_report``: a report written by a model or the host (level, members: node ids of this file, title,
   summary, author, stale). Communities are derived: an import builds them again and puts these reports back on
@@ -58,6 +60,13 @@ FORMAT_VERSION = 2
 ENDS_SINCE = 2
 #: The schema version whose exports carry chunks' `extracted_by` (an optional field: format version 1 still).
 MARKED_SINCE = 6
+#: The schema version whose exports carry `by_hand`: an import infers it for an older file's nodes and edges, as the
+#: upgrade to it infers a file's (plugins/duckdb/schema.py, MIGRATIONS[5]; `import_plan.inferred_by_hand`).
+BY_HAND_SINCE = 5
+#: The schema version from which a relation's `valid_from` is a start given to it: before, writes stored their
+#: creation time there, and an import drops a start equal to `created_at` (unknown), as the upgrade to it does
+#: (plugins/duckdb/schema.py, MIGRATIONS[2]).
+STARTS_SINCE = 2
 
 
 def _utc(value: datetime | None) -> datetime | None:

@@ -25,6 +25,7 @@ def restore_snapshot(writer: Writer, snapshot: Snapshot, batch: WriteBatch, dime
     writer.mark_by_hand([n.id for n in snapshot.nodes if n.by_hand and n.id is not None], [])
     edges_created, edges_updated = _restore_edges(writer, snapshot.edges, now, dimensions)
     mentions, evidence = _restore_provenance(con, snapshot)
+    _restore_marks(writer, snapshot)
     # Many rows at once: the mirror loads what changed from the file again instead of replaying the changes.
     reload = set()
     if batch.documents or batch.nodes or batch.edges or mentions or evidence:
@@ -187,18 +188,53 @@ def _restore_edges(
     writer.mark_by_hand([], [edge_id for edge_id, e in zip(ids, edges) if e.by_hand])
     return created, len(edges) - created
 
+#: The stored edge `e` a row `w` of `_edge_keys` names: one that still holds by its ends and type, one that no
+#: longer holds by its period too.
+_EDGE_OF_KEYS = (
+    "LEFT JOIN nodes s ON s.namespace = w.ns AND s.key = w.s "
+    "LEFT JOIN nodes t ON t.namespace = w.ns AND t.key = w.t "
+    "LEFT JOIN edges e ON e.namespace = w.ns AND e.source_id = s.id AND e.target_id = t.id "
+    "AND e.type = w.type AND e.valid_until IS NOT DISTINCT FROM w.valid_until "
+    "AND (w.valid_until IS NULL OR e.valid_from IS NOT DISTINCT FROM w.valid_from)"
+)
+
+
+def _edge_keys(keys: list[tuple[Any, ...]], **more: tuple[str, list[Any]]) -> tuple[str, list[str]]:
+    """Rows `w` of edges by natural keys, (namespace, source key, target key, type, valid_from, valid_until) first
+    in each of `keys`, with the columns `more`."""
+    return sql.rows(
+        1, ns=("VARCHAR", [k[0] for k in keys]), s=("VARCHAR", [k[1] for k in keys]),
+        t=("VARCHAR", [k[2] for k in keys]), type=("VARCHAR", [k[3] for k in keys]),
+        valid_from=("TIMESTAMP", [k[4] for k in keys]), valid_until=("TIMESTAMP", [k[5] for k in keys]), **more,
+    )
+
+
+def _restore_marks(writer: Writer, snapshot: Snapshot) -> None:
+    """Mark the stored nodes and edges the snapshot names by natural keys as written by hand."""
+    con = writer.con
+    nodes: list[int] = []
+    if snapshot.nodes_by_hand:
+        keys, params = sql.rows(1, ns=("VARCHAR", [n[0] for n in snapshot.nodes_by_hand]),
+                                key=("VARCHAR", [n[1] for n in snapshot.nodes_by_hand]))
+        nodes = [row[0] for row in con.execute(
+            f"SELECT n.id FROM {keys} JOIN nodes n ON n.namespace = w.ns AND n.key = w.key", params).fetchall()]
+    edges: list[int] = []
+    if snapshot.edges_by_hand:
+        keys, params = _edge_keys(snapshot.edges_by_hand)
+        edges = [row[0] for row in con.execute(
+            f"SELECT DISTINCT e.id FROM {keys} {_EDGE_OF_KEYS} WHERE e.id IS NOT NULL", params).fetchall()]
+    writer.mark_by_hand(nodes, edges)
+
+
 def _restore_provenance(con: Any, snapshot: Snapshot) -> tuple[int, int]:
     """Add the snapshot's mentions and evidence, resolved by natural keys; return how many were new."""
     mentions, mention_params = sql.rows(
         1, ns=("VARCHAR", [m[0] for m in snapshot.mentions]), key=("VARCHAR", [m[1] for m in snapshot.mentions]),
         doc=("VARCHAR", [m[2] for m in snapshot.mentions]), ordinal=("BIGINT", [m[3] for m in snapshot.mentions]),
     )
-    evidence, evidence_params = sql.rows(
-        1, ns=("VARCHAR", [e[0] for e in snapshot.evidence]), s=("VARCHAR", [e[1] for e in snapshot.evidence]),
-        t=("VARCHAR", [e[2] for e in snapshot.evidence]), type=("VARCHAR", [e[3] for e in snapshot.evidence]),
-        valid_from=("TIMESTAMP", [e[4] for e in snapshot.evidence]),
-        valid_until=("TIMESTAMP", [e[5] for e in snapshot.evidence]),
-        doc=("VARCHAR", [e[6] for e in snapshot.evidence]), ordinal=("BIGINT", [e[7] for e in snapshot.evidence]),
+    evidence, evidence_params = _edge_keys(
+        snapshot.evidence, doc=("VARCHAR", [e[6] for e in snapshot.evidence]),
+        ordinal=("BIGINT", [e[7] for e in snapshot.evidence]),
     )
     chunk = "LEFT JOIN chunks c ON c.namespace = w.ns AND c.document_id = w.doc AND c.ordinal = w.ordinal"
     resolved = {
@@ -210,13 +246,7 @@ def _restore_provenance(con: Any, snapshot: Snapshot) -> tuple[int, int]:
         "edge_evidence": (
             f"SELECT min(e.id) AS a, any_value(c.id) AS b, any_value(w.s) AS s, any_value(w.t) AS t, "
             f"any_value(w.type) AS type, any_value(w.doc) AS doc, any_value(w.ordinal) AS ordinal FROM "
-            f"(SELECT row_number() OVER () AS i, * FROM {evidence}) w "
-            "LEFT JOIN nodes s ON s.namespace = w.ns AND s.key = w.s "
-            "LEFT JOIN nodes t ON t.namespace = w.ns AND t.key = w.t "
-            "LEFT JOIN edges e ON e.namespace = w.ns AND e.source_id = s.id AND e.target_id = t.id "
-            "AND e.type = w.type AND e.valid_until IS NOT DISTINCT FROM w.valid_until "
-            "AND (w.valid_until IS NULL OR e.valid_from IS NOT DISTINCT FROM w.valid_from) "
-            f"{chunk} GROUP BY w.i",
+            f"(SELECT row_number() OVER () AS i, * FROM {evidence}) w {_EDGE_OF_KEYS} {chunk} GROUP BY w.i",
             evidence_params, len(snapshot.evidence),
         ),
     }
