@@ -86,7 +86,7 @@ def import_lines(
     `allow_incomplete`: import a duckgraph export that lacks lines its end line counts, or its end line (cut
     short), rather than refuse it; the summary's `completeness` says what it lacks."""
     into = None if namespace is None else check_namespace(namespace)
-    objects = _objects(lines, source)
+    objects = _objects(lines, source, allow_incomplete)
     first = next(objects, None)
     if first is None:
         raise InvalidInputError(f"{source} holds no lines to import")
@@ -101,18 +101,35 @@ def import_lines(
     )
 
 
-def _objects(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _objects(lines: Iterable[str], source: str, allow_incomplete: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
     """The file's JSON objects with their line numbers, one at a time: the importer keeps what it needs of each
-    (a validated line, a vector as float32) rather than every raw object of the file at once."""
-    for number, line in enumerate(lines, start=1):
+    (a validated line, a vector as float32) rather than every raw object of the file at once. A last line that is
+    no JSON and has no line break was cut in its middle (a copy or a disk that stopped short): refused as an
+    incomplete file, or, with `allow_incomplete`, left out (the missing end line then says the file is cut)."""
+    ahead = iter(lines)
+    line = next(ahead, None)
+    for number in itertools.count(1):
+        if line is None:
+            return
+        following = next(ahead, None)
         if number == 1:  # a byte order mark (Notepad and some editors write one) is no JSON
             line = line.removeprefix("\ufeff")
         if not line.strip():
+            line = following
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
+            if following is None and not line.endswith("\n"):
+                if allow_incomplete:
+                    return
+                raise InvalidInputError(
+                    f"{source}:{number}: the file ends in the middle of this line: it is incomplete (copied or "
+                    "written only in part); nothing was imported. Export the memory again (`duckgraph export -o "
+                    "FILE` writes the whole file or none), or import the lines before it with --allow-incomplete"
+                ) from exc
             raise InvalidInputError(f"{source}:{number}: not JSON ({exc.msg})") from exc
+        line = following
         if not isinstance(obj, dict):
             raise InvalidInputError(f"{source}:{number}: a line must be a JSON object")
         yield number, obj

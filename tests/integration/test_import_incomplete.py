@@ -160,3 +160,26 @@ def test_an_export_to_standard_output_stopped_by_sigterm_is_refused_by_import(me
     assert done.returncode == 0, done.stderr
     assert "6 entities created" in done.stdout
     assert "imported what it holds (--allow-incomplete)" in done.stderr
+
+
+def test_a_file_that_ends_in_the_middle_of_a_line_is_refused_as_cut(tmp_path) -> None:
+    """`head -c`, a copy or a full disk stops anywhere: the last line, with no line break, is no JSON. It is said to
+    be cut (not "not JSON", which sends one to look for a wrong character), and --allow-incomplete imports the
+    lines before it; a line in the middle that is no JSON is still refused as such."""
+    lines = [line + "\n" for line in _exported(tmp_path)]
+    cut = [*lines[:8], lines[8][: len(lines[8]) // 2]]  # the meta line, 6 nodes, half an edge line
+    db = tmp_path / "copy.duckdb"
+    with _kb(db) as kb:
+        with pytest.raises(InvalidInputError) as refused:
+            import_lines(kb, cut, source="cut.jsonl")
+        assert str(refused.value).startswith("cut.jsonl:9: the file ends in the middle of this line: it is "
+                                              "incomplete (copied or written only in part); nothing was imported.")
+        assert "--allow-incomplete" in str(refused.value)
+    assert _nodes(db) == 0
+    with _kb(db) as kb:
+        summary = import_lines(kb, cut, source="cut.jsonl", allow_incomplete=True)
+    assert (summary.nodes_created, summary.complete) == (6, False)
+    assert "is incomplete" in summary.completeness
+    with _kb(tmp_path / "other.duckdb") as kb:  # the same half line followed by others: an error in the file
+        with pytest.raises(InvalidInputError, match=r"^middle.jsonl:9: not JSON \("):
+            import_lines(kb, [*cut[:8], cut[8] + "\n", *lines[9:]], source="middle.jsonl", allow_incomplete=True)
