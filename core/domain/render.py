@@ -3,9 +3,10 @@
 A search result is rendered by priority, not section by section: the lines are chosen most useful first (the
 best facts, the anchors, the best passage, the anchors' details, more facts, more passages, the other entities,
 their details, last the entities known only by a name that a fact already shows) until the budget is spent, so a
-small budget cuts weak entities and late observations, never every fact. The chosen lines are then printed grouped
-under their headings, each group in rank order. When all of them fit, the room left shows the passages ranked
-next, under a heading of their own, and last the communities of the anchors.
+small budget cuts weak entities and late observations, never every fact. A passage or entity that does not fit
+whole leaves out those ranked below it under its heading, and the room left goes to it, cut short.
+The chosen lines are then printed grouped under their headings, each group in rank order. When all of them fit,
+the room left shows the passages ranked next, under a heading of their own, and last the communities of the anchors.
 """
 
 from __future__ import annotations
@@ -245,10 +246,13 @@ def _by_priority(result: SearchResult) -> list[_Line]:
 
 def _fit(lines: list[_Line], budget: int) -> tuple[dict[_Line, str], int]:
     """The lines kept (each with its text) and the tokens they take with their headings: whole lines going down
-    the priority order (one that does not fit is left out and the next ones are tried), then the room left
-    goes to the first passage or entity left out, cut short: whole facts tell more than the rest of a passage."""
+    the priority order (one that does not fit is left out and the next ones are tried, but a passage or entity left
+    out leaves out those ranked below it under its heading: a weaker, shorter one never takes its room), then the
+    room left goes to the first passage or entity left out, cut short: whole facts tell more than the rest of a
+    passage. What a budget shows of a heading's passages is thus what a larger one shows, the last cut shorter."""
     kept: dict[_Line, str] = {}
     headings: set[str] = set()
+    left_out: dict[str, _Line] = {}  # by heading, the first passage or entity that did not fit whole
     used = 0
 
     def room(line: _Line) -> tuple[int, int]:
@@ -262,12 +266,16 @@ def _fit(lines: list[_Line], budget: int) -> tuple[dict[_Line, str], int]:
             left, heading = room(line)
             text = line.text
             if cut:
-                if line.head is None:
+                if line is not left_out.get(line.heading):
                     continue
                 text = _cut(text, left - 1)
                 if len(text) - 1 - line.head < MIN_CUT_CHARS:  # too little of its own text (… aside)
                     continue
+            elif line.head is not None and line.heading in left_out:
+                continue
             elif _cost(text) > left:
+                if line.head is not None:
+                    left_out[line.heading] = line
                 continue
             kept[line] = text
             headings.add(line.heading)

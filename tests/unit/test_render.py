@@ -302,3 +302,32 @@ def test_a_code_passage_cut_short_keeps_whole_marked_lines_within_the_budget() -
             assert last.startswith("  | ") and last.endswith("…") and last.strip(" |…")
             assert code.startswith("\n".join(line[4:] for line in lines[2:]).rstrip("…"))
     assert shown > 300
+
+
+@pytest.mark.parametrize("best", [
+    Passage(document_id="k8s.yml", chunk_id=1, title="k8s", score=0.9,
+            text="\n".join(f"app{i}:\n  replicas: {i}\n  env: JAVA_OPTS=-Xmx{i}g" for i in range(40))),
+    Passage(document_id="deploy.md", chunk_id=1, title="Deploy", score=0.9,
+            text="Run three replicas of orders-api with JAVA_OPTS set to -Xmx2g. " * 40)])
+def test_a_passage_that_does_not_fit_whole_is_cut_before_weaker_ones_take_its_room(best: Passage) -> None:
+    """A small budget cuts the least useful text first. The best passage, too long to fit whole, was left out while
+    shorter, weaker ones filled the room (a billing standup note shown for a question on a deployment's YAML) and
+    was cut only in what they left; which ones were shown changed as the budget grew. It is cut short to the room
+    left, the weaker ones are left out, and what a budget shows is what a larger one shows, the last cut shorter."""
+    full = only(best,
+                Passage(document_id="notes.md", chunk_id=2, title="Notes", text="Deploy with helm. " * 12, score=0.5),
+                Passage(document_id="standup.md", chunk_id=3, title="Standup", text="Billing test is flaky.", score=0.2))
+    header = f"[{best.document_id}#1] {best.title}:"
+    before, shown_at = "", []
+    for budget in range(10, 500, 3):
+        text, truncated = render_search(full, budget)
+        assert truncated and estimate_tokens(text) <= budget
+        [*lines, _] = text.splitlines()
+        if lines:
+            shown_at.append(budget)
+            assert lines[0] == "Passages:" and lines[1].startswith(header) and lines[-1].endswith("…")
+            assert "[notes.md#2]" not in text and "[standup.md#3]" not in text
+        shown = "\n".join(lines)
+        assert shown.startswith(before.rstrip("…"))
+        before = shown
+    assert shown_at[0] < 70 and shown_at == list(range(shown_at[0], 500, 3))
