@@ -132,6 +132,7 @@ BEFORE_MARKS = "before-marks"
 MIGRATIONS: dict[int, list[str]] = {
     # Documents get the time their text tells of. Edges: a start of validity was never given before this version
     # (writes stored their creation time there), so those starts are dropped: unknown, not "since it was written".
+    # An import of an export this old applies the same rule (core/files/import_plan.py, STARTS_SINCE).
     2: ["ALTER TABLE documents ADD COLUMN time TIMESTAMP",
         "UPDATE edges SET valid_from = NULL WHERE valid_from = created_at"],
     # Communities get parents, reports and builds (schema 1's tables were never filled).
@@ -143,7 +144,8 @@ MIGRATIONS: dict[int, list[str]] = {
     # mark only keeps what would otherwise go with its last document): a node or an edge is marked when it has no
     # provenance, or when it has what the extractor never writes (observations, properties: the memory tools,
     # curation, merges). A node still the placeholder of a relation's end (type 'unknown', nothing else, see
-    # core/domain/memory_server.py) is left unmarked: create_entities fills such a node in.
+    # core/domain/memory_server.py) is left unmarked: create_entities fills such a node in. An import of an export
+    # this old infers them by the same rule (core/files/import_plan.py, inferred_by_hand).
     5: [*filter(str.strip, BY_HAND.split(";")),
         ("INSERT INTO nodes_by_hand SELECT id FROM nodes WHERE "
          "id IN (SELECT node_id FROM observations) OR json_keys(properties) <> [] "
