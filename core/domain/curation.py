@@ -392,7 +392,7 @@ class GraphCuration:
             elif len(aliased) == 1:
                 problems.append(f"{given!r} is an alias of {aliased[0]!r} already: if the two are one, use "
                                 f"merge_entities(sources=[{aliased[0]!r}], target={record.name!r}), else remove it "
-                                f"from {aliased[0]!r}'s aliases first (update_entity)")
+                                f"from the aliases of {aliased[0]!r} first (update_entity)")
             elif aliased:
                 problems.append(f"{given!r} is an alias of {' and '.join(map(repr, aliased))} already: if "
                                 f"{record.name!r} is one of them, merge the two with merge_entities, else remove it "
