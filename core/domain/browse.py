@@ -11,8 +11,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain.curation import EVERY_PERIOD, RELATIONS_READ, entity_fingerprint, merged_properties
+from duckgraph.core.domain import moments
 from duckgraph.core.domain.document_ids import PART, all_ids, is_part_of
 from duckgraph.ports import InvalidInputError, NotFoundError, entity_key, tokens
+from duckgraph.ports.periods import joined_periods
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
@@ -141,11 +143,12 @@ def document(kb: KnowledgeBase, namespace: str, id: str) -> dict[str, Any]:
 
 
 def entity_fields(kb: KnowledgeBase, namespace: str, name: str) -> dict[str, Any]:
-    """An entity's fields that the Edit dialog shows, as stored now, and their `fingerprint`, which the dialog's
+    """An entity's id and fields that the Edit dialog shows, as stored now, and their `fingerprint`, which the dialog's
     save sends back (update_entity's expected_fingerprint): refused, nothing changed, if the entity changed since."""
     record = kb.curation.require([name], namespace)[name]
     observations = kb.store.get_observations([record.id]).get(record.id, [])
-    return {"name": record.name, "type": record.type, "description": record.description,
+    # `id`: whether an entity read again is still this one (renamed, say), or another its name now names (merged).
+    return {"id": record.id, "name": record.name, "type": record.type, "description": record.description,
             "aliases": list(record.aliases), "properties": record.properties, "observations": observations,
             "fingerprint": entity_fingerprint(record, observations)}
 
@@ -153,23 +156,49 @@ def entity_fields(kb: KnowledgeBase, namespace: str, name: str) -> dict[str, Any
 def merge_preview(kb: KnowledgeBase, namespace: str, sources: list[str], target: str) -> dict[str, Any]:
     """What merging `sources` into `target` (merge_entities) brings along, to say before it is confirmed: for each
     source, its names that become the target's aliases, how many observations, properties, relations (of every
-    period; those between the merged entities go, as they would join the target to itself) and passages it has;
-    and each property whose values differ, with the value the target keeps (`kept`, `kept_from`) and the source's
-    that becomes an observation. Refused as merge_entities refuses names of no entity."""
+    period) and passages it adds, as the merge adds them: what the target (or a source before it) has already is not
+    counted again; `relations_folded`: its relations that repeat one the target will have (same type and other end,
+    periods that overlap), joined into it; `relations_between`: those between the merged entities, which go, as they
+    would join the target to itself (each counted once, on the first source's line); and each property whose values
+    differ, with the value the target keeps (`kept`, `kept_from`) and the source's that becomes an observation.
+    Refused as merge_entities refuses names of no entity."""
     into, merged_from = kb.curation.merging(sources, target, namespace)
     ids = {into.id, *(o.id for o in merged_from)}
     observations = kb.store.get_observations(list(ids))
     properties, differing = merged_properties(into, merged_from)
+    node_ids, chunk_ids = kb.store.links(list(ids), [], namespace).node_chunks
+    passages_of: dict[int, set[int]] = {}
+    for node, chunk in zip(node_ids, chunk_ids, strict=True):
+        passages_of.setdefault(int(node), set()).add(int(chunk))
+    # The relations as the store will join them (ports/periods.py, as `_apply_merges` does): each end merged named
+    # as the target; one between the merged entities is a loop, which goes.
+    every = sorted(kb.store.neighbors(list(ids), namespace, as_of=EVERY_PERIOD, limit=RELATIONS_READ),
+                   key=lambda e: e.id)
+    end = {i: into.id for i in ids}
+    joined, _ = joined_periods([(e.id, namespace, end.get(e.source_id, e.source_id), end.get(e.target_id, e.target_id),
+                                 e.type, e.valid_from, e.valid_until) for e in every
+                                if not (e.source_id in ids and e.target_id in ids)], moments.now())
+    # A relation of the target's own is kept: what joins it adds nothing, nor what joins a source's kept one.
+    kept_by_target = {joined.get(e.id, e.id) for e in every if into.id in (e.source_id, e.target_id)}
     names = {entity_key(n) for n in (into.name, *into.aliases)}
+    texts = {entity_key(t) for t in observations.get(into.id, [])}
+    seen_passages = set(passages_of.get(into.id, ()))
+    counted: set[int] = set()  # a relation between two sources is on the first one's line
     brought = []
     for other in merged_from:
         aliases = [n for n in dict.fromkeys((other.name, *other.aliases)) if entity_key(n) not in names]
         names.update(map(entity_key, aliases))
-        _, starts, ends, _ = kb.store.neighbor_ends([other.id], namespace, as_of=EVERY_PERIOD, limit=RELATIONS_READ)
-        between = sum(int(s) in ids and int(e) in ids for s, e in zip(starts, ends, strict=True))
-        passages = set(kb.store.links([other.id], [], namespace).node_chunks[1])
-        brought.append({"name": other.name, "aliases": aliases, "observations": len(observations.get(other.id, [])),
-                        "properties": len(other.properties), "relations": len(starts), "relations_between": between,
+        added = [t for t in dict.fromkeys(observations.get(other.id, [])) if entity_key(t) not in texts]
+        texts.update(map(entity_key, added))
+        own = [e for e in every if other.id in (e.source_id, e.target_id) and e.id not in counted]
+        counted.update(e.id for e in own)
+        between = [e for e in own if e.source_id in ids and e.target_id in ids]
+        folded = [e for e in own if e not in between and (e.id in joined or e.id in kept_by_target)]
+        passages = passages_of.get(other.id, set()) - seen_passages
+        seen_passages |= passages
+        brought.append({"name": other.name, "aliases": aliases, "observations": len(added),
+                        "properties": len(other.properties), "relations": len(own) - len(between) - len(folded),
+                        "relations_folded": len(folded), "relations_between": len(between),
                         "passages": len(passages)})
     # The value kept is the target's own, else that of the last source that has the property.
     holders = {k: o.name for o in (*merged_from, into) for k in o.properties}

@@ -11,10 +11,10 @@ model's calls do) and the reads of core/domain/browse.py.
     GET  /api/community?id=              one community's report and its entities to draw
     GET  /api/document?id=&namespace=    the whole document a passage's document is part of: what deleting it
                                          deletes (a long file's parts, their passages)
-    GET  /api/fields?name=&namespace=    an entity's fields as stored now and their fingerprint: what Edit shows,
-                                         and sends back with its save (update_entity's expected_fingerprint)
-    GET  /api/merge?target=&source=...   what merging the sources into the target brings along, and the property
-                                         values it keeps: said before the merge is confirmed
+    GET  /api/fields?name=&namespace=    an entity's id and fields as stored now and their fingerprint: what Edit
+                                         shows, and sends back with its save (update_entity's expected_fingerprint)
+    GET  /api/merge?target=&source=...   what merging the sources into the target adds, and the property values
+                                         it keeps: said before the merge is confirmed
     POST /api/tool/{name}                one of TOOLS with {"arguments": {...}, "namespace": ...}
 
 An error is {"error": TEXT, "quoted": [[start, end], ...]}: `quoted`, the ranges of TEXT's quoted values (names, ids,

@@ -1,5 +1,5 @@
-"""The periods of one relation as the store keeps them: which stored period a write names, which overlapping
-periods a merge joins, and the refusal of a write whose period would overlap another of the same relation (the
+"""The periods of one relation as the store keeps them: which stored period a write names (which overlapping
+periods a merge joins is ports/periods.py's, since the web UI's merge preview asks it too), and the refusal of a write whose period would overlap another of the same relation (the
 periods of one relation never share a moment, so a search at any moment lists a fact once)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from duckgraph.ports import EdgeWrite, InvalidInputError
+from duckgraph.ports.periods import overlap as _overlap
 
 
 def matching_edge(rows: list[list[Any]], valid_from: datetime | None, valid_until: datetime | None,
@@ -44,36 +45,6 @@ def starts_new_version(row: list[Any], valid_from: datetime | None, properties: 
     if valid_from is None or (row[4] is not None and valid_from <= row[4]):
         return False
     return json.loads(properties) != json.loads(row[3]) or bool(description and description != row[1])
-
-
-def joined_periods(rows: list[tuple], now: datetime) -> tuple[dict[int, int], dict[int, tuple]]:
-    """Of edges (id, namespace, source, target, type, valid_from, valid_until), oldest first: which go into which
-    kept one (id -> kept id) because their periods overlap, transitively, and the kept ones' joined periods
-    (kept id -> (valid_from, valid_until); None extends the union: no known start, or no end). Periods that have
-    begun by `now` and those that have not are joined apart (see `_apply_merges`)."""
-    groups: dict[tuple, list[tuple]] = {}
-    for row in rows:
-        begun = row[5] is None or row[5] <= now
-        groups.setdefault((*row[1:5], begun), []).append(row)
-    joined: dict[int, int] = {}
-    periods: dict[int, tuple] = {}
-    for group in groups.values():
-        group.sort(key=lambda r: (r[5] is not None, r[5] or now))
-        clusters: list[list[Any]] = []  # [ids, start, end]
-        for row in group:
-            if clusters and _overlap((clusters[-1][1], clusters[-1][2]), (row[5], row[6])):
-                last = clusters[-1]
-                last[0].append(row[0])
-                last[2] = None if last[2] is None or row[6] is None else max(last[2], row[6])
-            else:
-                clusters.append([[row[0]], row[5], row[6]])
-        own = {row[0]: (row[5], row[6]) for row in group}
-        for ids, start, end in clusters:
-            keep = min(ids)
-            joined.update((i, keep) for i in ids if i != keep)
-            if own[keep] != (start, end):
-                periods[keep] = (start, end)
-    return joined, periods
 
 
 def apart_from_now(valid_from: datetime | None, valid_until: datetime | None, now: datetime) -> bool:
@@ -112,14 +83,6 @@ class PeriodOverlap(InvalidInputError):
 
     def named(self, source: str, target: str) -> InvalidInputError:
         return InvalidInputError(self.text(source, target))
-
-
-def _overlap(a: tuple[datetime | None, datetime | None], b: tuple[datetime | None, datetime | None]) -> bool:
-    """Whether two periods [from, until) share a moment (None: no known start, or no end)."""
-    def before(start: datetime | None, end: datetime | None) -> bool:
-        return start is None or end is None or start < end
-
-    return before(a[0], b[1]) and before(b[0], a[1]) and before(*a) and before(*b)
 
 
 def _moment(moment: datetime) -> str:

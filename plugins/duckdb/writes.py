@@ -29,6 +29,7 @@ from duckgraph.ports import (
     WriteSummary,
     entity_key,
 )
+from duckgraph.ports.periods import joined_periods
 from duckgraph.ports.text import entity_header
 
 
@@ -221,7 +222,7 @@ class Writer:
             # would lose it.
             loops = [r[0] for r in self.con.execute(
                 "SELECT id FROM edges WHERE source_id = $1 AND target_id = $1", [target]).fetchall()]
-            joined, spans_of = periods.joined_periods(self.con.execute(
+            joined, spans_of = joined_periods(self.con.execute(
                 "SELECT id, namespace, source_id, target_id, type, valid_from, valid_until FROM edges "
                 "WHERE (source_id = $1 OR target_id = $1) AND source_id <> target_id ORDER BY id",
                 [target]).fetchall(), now)

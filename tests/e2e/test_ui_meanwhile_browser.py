@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
@@ -92,21 +93,24 @@ def test_an_edit_never_replaces_what_another_client_wrote_meanwhile(ui: str, bro
     assert entity["aliases"] == ["J. Smithers", "Jonny"]
 
     # Written while the dialog is open: nothing is saved (the dialog's aliases would replace the new ones); the
-    # dialog stays open with what was typed and says what changed. Cancelled, the page shows the new values.
+    # dialog stays open and says what changed, the aliases showing the one added meanwhile with the typed ones.
+    # Cancelled, the page shows the new values.
     open_entity_page(browser, JON)
     open_edit(browser)
     post_tool(ui, "update_entity", {"name": JON, "aliases": ["J. Smithers", "Jonny", "Jon S."]})
-    replace(browser, "edit-aliases", "J. Smithers\nJonny\nJohnny")
+    replace(browser, "edit-aliases", "J. Smithers\nJohnny")
     save_refused(browser)
     assert problem(browser) == (f"Not saved: {JON} changed meanwhile (another client wrote to it). Stored now:\n"
-                                "Aliases: added Jon S. (you changed it too: Save replaces it with what you typed)\n"
-                                "What you typed is kept, and the fields you left alone show what is stored now: "
-                                "Save applies your changes to the entity as it is now.")
-    assert browser.find_element(By.ID, "edit-aliases").get_attribute("value") == "J. Smithers\nJonny\nJohnny"
+                                "Aliases: added Jon S. (you changed it too: Save makes your changes to it as it is "
+                                "now)\nWhat you typed is kept, and the fields you left alone show what is stored "
+                                "now: Save applies your changes to the entity as it is now.")
+    assert browser.find_element(By.ID, "edit-aliases").get_attribute("value") == "J. Smithers\nJon S.\nJohnny"
     assert stored(ui)["aliases"] == ["J. Smithers", "Jonny", "Jon S."]
     answer_dialog(browser, ok=False)
     wait_for(browser, lambda d: "Jon S." in d.find_element(By.CSS_SELECTOR, ".aliases").text, "the new alias")
     assert stored(ui)["aliases"] == ["J. Smithers", "Jonny", "Jon S."]
+    # Left unsaved, the focus is on Edit again (of the page drawn again).
+    wait_for(browser, lambda d: d.switch_to.active_element == d.find_element(By.ID, "edit"), "the focus on Edit")
 
 
 def save_refused(driver) -> None:
@@ -135,29 +139,32 @@ def test_a_refused_edit_keeps_what_was_typed_and_saves_it_over_what_is_stored_no
     # Another client writes to the fields the person leaves alone, and to one they change.
     post_tool(ui, "update_entity", {"name": JON, "description": "Head of billing.",
                                     "aliases": ["J. Smithers", "Jon S."],
-                                    "properties": {"team": "billing", "email": "jon@acme.example"}})
+                                    "properties": {"team": "payments", "email": "jon@acme.example"}})
     replace(browser, "edit-type", "Engineer")
-    replace(browser, "edit-properties", '{"team": "invoicing"}')
+    replace(browser, "edit-properties", '{"team": "invoicing", "desk": 4}')
+    replace(browser, "edit-aliases", "Jonny")
     save_refused(browser)
     said = problem(browser)
     assert "Description: now Head of billing." in said
-    assert "Aliases: added Jon S.\n" in said
-    assert ("Properties: email added: jon@acme.example (you changed it too: Save replaces it with what you typed)"
-            in said)
-    # What was typed stays; the fields left alone show what is stored now.
+    assert "Aliases: added Jon S. (you changed it too: Save makes your changes to it as it is now)\n" in said
+    # Both changed the team: both values said, the typed one kept.
+    assert ("Properties: team now payments, was billing (you changed it too, to invoicing: Save keeps yours); email "
+            "added: jon@acme.example (you changed it too: Save makes your changes to it as it is now)" in said)
+    # What was typed stays, made to what is stored now; the fields left alone show what is stored now.
     assert browser.find_element(By.ID, "edit-type").get_attribute("value") == "Engineer"
-    assert json.loads(browser.find_element(By.ID, "edit-properties").get_attribute("value")) == {"team": "invoicing"}
+    assert json.loads(browser.find_element(By.ID, "edit-properties").get_attribute("value")) == {
+        "team": "invoicing", "email": "jon@acme.example", "desk": 4}
     assert browser.find_element(By.ID, "edit-description").get_attribute("value") == "Head of billing."
-    assert browser.find_element(By.ID, "edit-aliases").get_attribute("value") == "J. Smithers\nJon S."
+    assert browser.find_element(By.ID, "edit-aliases").get_attribute("value") == "Jon S.\nJonny"
     assert stored(ui)["type"] == "Person"
 
-    # Saved again: the typed changes are made to the entity as it is now, and what the other client wrote to the
-    # other fields stays.
+    # Saved again: the typed changes are made to the entity as it is now, and what the other client wrote stays.
     answer_dialog(browser)
     notice(browser, "Saved")
     entity = stored(ui)
-    assert (entity["type"], entity["properties"]) == ("Engineer", {"team": "invoicing"})
-    assert (entity["description"], entity["aliases"]) == ("Head of billing.", ["J. Smithers", "Jon S."])
+    assert (entity["type"], entity["properties"]) == ("Engineer", {"team": "invoicing", "email": "jon@acme.example",
+                                                                   "desk": 4})
+    assert (entity["description"], entity["aliases"]) == ("Head of billing.", ["Jon S.", "Jonny"])
 
 
 def test_an_observation_edited_while_another_client_removed_it_is_kept_as_typed(ui: str, browser) -> None:  # noqa: F811
@@ -180,6 +187,41 @@ def test_an_observation_edited_while_another_client_removed_it_is_kept_as_typed(
     notice(browser, "Saved")
     assert sorted(stored(ui)["observations"]) == ["Likes coffee. Black.", "Prefers green tea since 2025.",
                                                   "Works in billing."]
+
+
+def test_an_entity_merged_meanwhile_is_never_saved_over_the_one_it_was_merged_into(ui: str,
+                                                                                     browser) -> None:  # noqa: F811
+    visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': JON})}")
+    open_entity_page(browser, JON)
+    open_edit(browser)
+    # Its name now names the entity it was merged into: an alias of hers, read again by that name.
+    post_tool(ui, "merge_entities", {"sources": [JON], "target": READER})
+    reader = stored(ui, READER)
+    replace(browser, "edit-type", "Engineer")
+    replace(browser, "edit-aliases", "Jonny")
+    save_refused(browser)
+    said = (f"Not saved: {JON} was merged into {READER} meanwhile (its name now names that entity). Nothing was "
+            "saved; what you typed is still here to copy.")
+    assert problem(browser) == said
+    assert browser.switch_to.active_element == browser.find_element(By.ID, "edit-problem")
+    # What was typed stays, and Save again saves nothing onto her.
+    assert browser.find_element(By.ID, "edit-aliases").get_attribute("value") == "Jonny"
+    save_refused(browser)
+    assert problem(browser) == said
+    assert stored(ui, READER) == reader
+
+
+def test_an_entity_renamed_meanwhile_is_still_the_one_edited(ui: str, browser) -> None:  # noqa: F811
+    visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': JON})}")
+    open_entity_page(browser, JON)
+    open_edit(browser)
+    post_tool(ui, "update_entity", {"name": JON, "new_name": "Jon Smithers"})
+    replace(browser, "edit-description", "Billing engineer.")
+    save_refused(browser)
+    assert "Name: now Jon Smithers, was Jonathan Smithers" in problem(browser)
+    answer_dialog(browser)
+    notice(browser, "Saved Jon Smithers")
+    assert stored(ui, "Jon Smithers")["description"] == "Billing engineer."
 
 
 #: Another client's write, made by the page's own fetch just before the page's save is sent: after the dialog's
@@ -213,7 +255,11 @@ def test_a_write_just_before_the_save_is_never_replaced(ui: str, browser) -> Non
     assert stored(ui)["aliases"] == ["J. Smithers", "Jon S."]
     assert browser.find_element(By.ID, "dialog").get_attribute("open") is not None
     assert "Aliases: added Jon S." in problem(browser)
-    assert browser.find_element(By.ID, "edit-aliases").get_attribute("value") == "J. Smithers\nJonny"
+    # The typed alias added to those stored now: saved, neither is lost.
+    assert browser.find_element(By.ID, "edit-aliases").get_attribute("value") == "J. Smithers\nJon S.\nJonny"
+    answer_dialog(browser)
+    notice(browser, "Saved")
+    assert stored(ui)["aliases"] == ["J. Smithers", "Jon S.", "Jonny"]
 
 
 def test_a_tools_error_is_its_own_text(ui: str) -> None:
@@ -348,3 +394,21 @@ def test_every_recent_change_is_reachable(ui: str, browser) -> None:  # noqa: F8
     assert len(set(rows())) == 58 and "Lisbon" not in " ".join(rows())
     assert [r.split(" ", 2)[:2] for r in rows()] == [str(c["at"]).replace("T", " ")[:19].split(" ")
                                                      for c in changes[2:60]]
+
+
+def test_the_edit_dialog_for_a_keyboard_and_a_screen_reader(ui: str, browser) -> None:  # noqa: F811
+    visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': JON})}")
+    open_entity_page(browser, JON)
+    open_edit(browser)
+    dialog = browser.find_element(By.ID, "dialog")
+    # Named by its title, the focus on its first field; the properties' error read with the field.
+    assert browser.find_element(By.ID, dialog.get_attribute("aria-labelledby")).text == f"Edit {JON}"
+    assert browser.switch_to.active_element == browser.find_element(By.ID, "edit-type")
+    replace(browser, "edit-properties", "{team")
+    properties = browser.find_element(By.ID, "edit-properties")
+    assert browser.find_element(By.ID, properties.get_attribute("aria-describedby")).text.startswith(
+        "Properties: not valid JSON")
+    # Left with Escape: the focus is on Edit again.
+    properties.send_keys(Keys.ESCAPE)
+    wait_for(browser, lambda d: d.find_element(By.ID, "dialog").get_attribute("open") is None, "the dialog closed")
+    assert browser.switch_to.active_element == browser.find_element(By.ID, "edit")

@@ -41,14 +41,15 @@ def ui(tmp_path: Path) -> Iterator[str]:
         kb.add_documents([DocumentInput(id="standup", text="Maya Chenn leads the payments standup."),
                           DocumentInput(id="offsite", text="Maya Chenn booked the Lisbon offsite.")])
         kb.add_knowledge_graph(
-            [NodeInput(name=MAYA, type="Person", aliases=["M. Chen"],
+            [NodeInput(name=MAYA, type="Person", aliases=["M. Chen"], source_ids=["standup"],
                        properties={"role": "engineer", "team": "payments"}),
              NodeInput(name=TYPO, type="Person", aliases=["M. Chen", "Maya C."], source_ids=["standup", "offsite"],
                        observations=["Leads the payments standup.", "Booked the Lisbon offsite."],
                        properties={"role": "manager", "team": "Payments", "office": "Lisbon"}),
              NodeInput(name=SHORT, type="Person", properties={"office": "Porto"}),
              NodeInput(name="Acme", type="Organization")],
-            [EdgeInput(source=TYPO, target="Acme", type="WORKS_AT"),
+            [EdgeInput(source=MAYA, target="Acme", type="WORKS_AT"),
+             EdgeInput(source=TYPO, target="Acme", type="WORKS_AT"),
              EdgeInput(source=TYPO, target=MAYA, type="KNOWS")])
     with running_ui(path, tmp_path / "ui.log", child_env(tmp_path / "home", fake_embedder=True)) as url:
         yield url
@@ -58,12 +59,17 @@ def test_the_merges_question_says_what_comes_along_and_which_values_are_kept(ui:
     visit(browser, ui, f"#/entity?{urllib.parse.urlencode({'name': MAYA})}")
     open_entity_page(browser, MAYA)
     browser.find_element(By.ID, "merge").click()
-    answer_dialog(browser, f"{TYPO}\n{SHORT}")
+    # Her own name and the typo written twice: the question names each entity merged once, as stored.
+    answer_dialog(browser, f"{TYPO}\n{MAYA}\nmaya chenn\n{SHORT}")
     brings = [li.text for li in shown(browser, "#merge-brings").find_elements(By.TAG_NAME, "li")]
-    # "M. Chen" is Maya Chen's alias already; the relation between the two would join her to herself.
+    assert browser.find_element(By.CSS_SELECTOR, "#dialog-body > p").text == (
+        f"Merge {TYPO}, {SHORT} into {MAYA}? This cannot be undone.")
+    # "M. Chen" is Maya Chen's alias already, her WORKS_AT and the standup passage hers too; the relation between
+    # the two would join her to herself.
     assert brings == [
-        f"{TYPO} brings 2 aliases ({TYPO}, Maya C.), 2 observations, 3 properties, 2 relations (1 relation between "
-        f"the entities merged goes: it would join {MAYA} to itself) and 2 passages.",
+        f"{TYPO} brings 2 aliases ({TYPO}, Maya C.), 2 observations, 3 properties, 0 relations (1 more repeats a "
+        f"relation {MAYA} will have and is joined into it; 1 relation between the entities merged goes: it would "
+        f"join {MAYA} to itself) and 1 passage.",
         f"{SHORT} brings 1 alias ({SHORT}), 0 observations, 1 property, 0 relations and 0 passages."]
     # Her own values win, then the later source's; "Payments" and "payments" say the same.
     conflicts = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#merge-conflicts li")]

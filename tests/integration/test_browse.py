@@ -113,7 +113,8 @@ def test_a_merge_preview_says_what_merge_entities_brings_and_keeps(kb) -> None:
         "target": "Ada Lovelace",
         # "Ada" is the target's alias already; the relation between the two would join Ada Lovelace to itself.
         "sources": [{"name": "Augusta Ada King", "aliases": ["Augusta Ada King", "Countess of Lovelace"],
-                     "observations": 2, "properties": 3, "relations": 2, "relations_between": 1, "passages": 1}],
+                     "observations": 2, "properties": 3, "relations": 1, "relations_folded": 0, "relations_between": 1,
+                     "passages": 1}],
         # The target's own value wins; "london" and "London" say the same.
         "conflicts": [{"property": "born", "kept": 1816, "kept_from": "Ada Lovelace", "value": 1815,
                        "source": "Augusta Ada King"}],
@@ -127,3 +128,34 @@ def test_a_merge_preview_says_what_merge_entities_brings_and_keeps(kb) -> None:
         browse.run(kb, "merge_preview", "default", {"sources": ["Nobody"], "target": "Ada Lovelace"})
     with pytest.raises(InvalidInputError, match="name at least one source"):
         browse.run(kb, "merge_preview", "default", {"sources": [], "target": "Ada Lovelace"})
+
+
+def test_a_merge_preview_counts_only_what_the_merge_adds(kb) -> None:
+    # Ada has WROTE_ABOUT the Engine and d1's passage already; "Lovelace" and "A. L." repeat that relation and that
+    # passage, and their KNOWS between them is a loop once both are merged.
+    kb.add_documents([DocumentInput(id="d3", text="Lovelace and A. L. wrote about the Analytical Engine.")])
+    kb.add_knowledge_graph(
+        [NodeInput(name="Lovelace", type="Person", observations=["Wrote notes.", "Likes maths."],
+                   source_ids=["d1", "d3"]),
+         NodeInput(name="A. L.", type="Person", observations=["wrote notes."], source_ids=["d1"])],
+        [EdgeInput(source="Lovelace", target="Analytical Engine", type="WROTE_ABOUT"),
+         EdgeInput(source="A. L.", target="Analytical Engine", type="WROTE_ABOUT"),
+         EdgeInput(source="Lovelace", target="Difference Engine", type="STUDIED"),
+         EdgeInput(source="A. L.", target="Difference Engine", type="STUDIED"),
+         EdgeInput(source="Lovelace", target="A. L.", type="KNOWS")])
+    kb.add_knowledge_graph([NodeInput(name="Ada Lovelace", type="Person", observations=["Wrote notes."])], [])
+    preview = browse.run(kb, "merge_preview", "default", {"sources": ["Lovelace", "A. L."], "target": "Ada Lovelace"})
+    lines = {s["name"]: {k: s[k] for k in ("observations", "relations", "relations_folded", "relations_between",
+                                           "passages")} for s in preview["sources"]}
+    assert lines == {
+        # Its WROTE_ABOUT folds into Ada's, its STUDIED is new; d1 is Ada's passage already.
+        "Lovelace": {"observations": 1, "relations": 1, "relations_folded": 1, "relations_between": 1, "passages": 1},
+        # Both its relations fold (one into Ada's, one into Lovelace's STUDIED); KNOWS is on Lovelace's line only.
+        "A. L.": {"observations": 0, "relations": 0, "relations_folded": 2, "relations_between": 0, "passages": 0},
+    }
+    before = browse.run(kb, "neighbourhood", "default", {"name": "Ada Lovelace"})["edges"]
+    kb.curation.merge_entities(["Lovelace", "A. L."], "Ada Lovelace", "default")
+    after = browse.run(kb, "neighbourhood", "default", {"name": "Ada Lovelace"})["edges"]
+    assert len(after) - len(before) == sum(line["relations"] for line in lines.values())
+    passages = browse.run(kb, "entity_passages", "default", {"name": "Ada Lovelace"})["passages"]
+    assert {p["document_id"] for p in passages} == {"d1", "d3"}

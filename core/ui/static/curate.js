@@ -17,6 +17,7 @@ function open(title, body, okLabel, read, { danger = false, submit = null } = {}
   ok.textContent = okLabel;
   ok.className = danger ? "danger" : "primary";
   dialog.returnValue = "";
+  const opener = document.activeElement;  // focused again when the dialog is left unanswered
   dialog.showModal();
   // A destructive OK is not the default: Enter or a stray key press on the dialog cancels instead.
   if (danger) cancel.focus();
@@ -40,6 +41,7 @@ function open(title, body, okLabel, read, { danger = false, submit = null } = {}
     dialog.addEventListener("close", () => {
       form.removeEventListener("submit", submitted);
       dialog.removeEventListener("cancel", escaped);
+      if (dialog.returnValue !== "ok" && opener?.isConnected) opener.focus();
       try { resolve(dialog.returnValue !== "ok" ? null : submit ? result : read()); } catch (error) { reject(error); }
     }, { once: true });
   });
@@ -63,19 +65,23 @@ export async function confirmAction(label, question, details = null) {
 // stays open until that is done. Each observation has a field of its own, since one may hold line breaks; only
 // those whose text was changed are sent (removed, and added as now written), so an edit of another field leaves
 // every observation exactly as stored. When the save is refused, nothing typed is lost: the dialog stays open and
-// `reread(name)` reads the entity again (null: it is gone). If it changed meanwhile (another client wrote to it),
-// the dialog says what changed and takes it as stored now for its base: a field left alone shows the stored value,
-// one typed in keeps what was typed, so Save applies the typed changes to the entity as it is now. Resolves with
-// save's result, or null (Cancel, or nothing changed).
+// `reread(name)` reads the entity again (null: it is gone). One of another id is another entity (its name now names
+// the one it was merged into): as for a deleted one, nothing can be saved, and what was typed stays to copy. If it
+// changed meanwhile (another client wrote to it), the dialog says what changed and takes it as stored now for its
+// base: a field left alone shows the stored value, type and description typed in keep what was typed, and the
+// aliases, properties and observations show what is stored now with the additions and removals typed made to it
+// (a property both changed keeps the typed value, said so), so Save applies the typed changes to the entity as it
+// is now and loses none of the other client's. Resolves with save's result, or null (Cancel, or nothing changed).
 export async function editEntity(entity, save, reread) {
   let base = entity;
   const field = (id, label, control) => h("div", { class: "field-row" }, h("label", { for: id }, label), control);
   const type = h("input", { id: "edit-type", value: base.type });
   const description = h("textarea", { id: "edit-description", rows: 3 }, base.description || "");
   const aliases = h("textarea", { id: "edit-aliases", rows: 3 }, base.aliases.join("\n"));
-  const properties = h("textarea", { id: "edit-properties", rows: 4 }, propertiesText(base.properties));
+  const properties = h("textarea", { id: "edit-properties", rows: 4, "aria-describedby": "edit-properties-error" },
+    propertiesText(base.properties));
   const propertiesError = h("p", { class: "error", id: "edit-properties-error", "aria-live": "polite" });
-  const problem = h("div", { id: "edit-problem", role: "alert" });
+  const problem = h("div", { id: "edit-problem", role: "alert", tabindex: "-1" });
   const observation = (text) => h("textarea", { class: "edit-observation", rows: Math.min(6, text.split("\n").length + 1),
     "aria-label": "observation" }, text);
   const observations = h("div", { id: "edit-observations" }, base.observations.map(observation), observation(""));
@@ -122,12 +128,12 @@ export async function editEntity(entity, save, reread) {
     if (removed.length) changes.remove_observations = removed;
     return changes;
   };
-  // The entity as stored `now` becomes the base; what was typed stays.
+  // The entity as stored `now` becomes the base; what was typed stays, the lists' additions and removals made to it.
   const rebase = (now) => {
     if (!typed.type()) type.value = now.type;
     if (!typed.description()) description.value = now.description || "";
-    if (!typed.aliases()) aliases.value = now.aliases.join("\n");
-    if (!typed.properties()) properties.value = propertiesText(now.properties);
+    aliases.value = applied(lines(aliases), base.aliases, now.aliases).join("\n");
+    properties.value = propertiesText(appliedProperties(readProperties(), base.properties || {}, now.properties || {}));
     const fields = observationFields();
     const edited = new Map(base.observations.map((text, i) => [text, fields[i]])
       .filter(([text, value]) => !unchanged(value, text)));
@@ -138,7 +144,18 @@ export async function editEntity(entity, save, reread) {
       extra.map(observation), observation(""));
     base = now;
   };
+  let gone = null;  // why nothing can be saved: deleted, or merged into another entity, meanwhile
+  const refused = (...said) => {
+    clear(problem, ...said);
+    problem.focus();  // a screen reader says why, and the dialog scrolls to it
+    return undefined;
+  };
+  const goneText = (now) => h("p", { class: "error" }, "Not saved: ", now
+    ? [isolated(base.name), " was merged into ", isolated(now.name), " meanwhile (its name now names that entity)"]
+    : ["there is no entity ", isolated(base.name), " any more (deleted or renamed meanwhile)"],
+  ". Nothing was saved; what you typed is still here to copy.");
   const submit = async (changes) => {
+    if (gone) return refused(gone);
     if (!Object.keys(changes).length) return null;
     let refusal;
     try {
@@ -150,41 +167,62 @@ export async function editEntity(entity, save, reread) {
     try {
       now = await reread(base.name);
     } catch (error) {
-      clear(problem, h("p", { class: "error" }, "Not saved: ", errorText(refusal)),
+      return refused(h("p", { class: "error" }, "Not saved: ", errorText(refusal)),
         h("p", { class: "error" }, errorText(error)));
-      return undefined;
     }
-    if (now === null) {
-      clear(problem, h("p", { class: "error" }, "Not saved: there is no entity ", isolated(base.name),
-        " any more (deleted or renamed meanwhile). What you typed is still here to copy."));
-    } else if (now.fingerprint !== base.fingerprint) {
-      const was = base;
-      const mine = Object.fromEntries(Object.entries(typed).map(([key, differs]) => [key, differs()]));
-      const rows = differences(was, now, mine);
-      rebase(now);
-      clear(problem, h("p", { class: "error" }, "Not saved: ", isolated(was.name),
-        " changed meanwhile (another client wrote to it). Stored now:"), h("ul", { id: "edit-changes" }, rows),
-      h("p", {}, "What you typed is kept, and the fields you left alone show what is stored now: Save applies your " +
-        "changes to the entity as it is now."));
-    } else {
-      clear(problem, h("p", { class: "error" }, "Not saved: ", errorText(refusal)));
+    // The entity's id, not its name: a name merged away names the entity it was merged into, which the typed
+    // fields (its aliases, its properties) would replace.
+    if (now === null || now.id !== base.id) {
+      gone = goneText(now);
+      return refused(gone);
     }
-    problem.scrollIntoView({ block: "nearest" });
-    return undefined;
+    if (now.fingerprint === base.fingerprint) {
+      return refused(h("p", { class: "error" }, "Not saved: ", errorText(refusal)));
+    }
+    const was = base;
+    const mine = Object.fromEntries(Object.entries(typed).map(([key, differs]) => [key, differs()]));
+    const rows = differences(was, now, mine, readProperties());
+    rebase(now);
+    return refused(h("p", { class: "error" }, "Not saved: ", isolated(was.name),
+      " changed meanwhile (another client wrote to it). Stored now:"), h("ul", { id: "edit-changes" }, rows),
+    h("p", {}, "What you typed is kept, and the fields you left alone show what is stored now: Save applies your " +
+      "changes to the entity as it is now."));
   };
-  return open(["Edit ", isolated(entity.name)], body, "Save", read, { submit });
+  const answer = open(["Edit ", isolated(entity.name)], body, "Save", read, { submit });
+  type.focus();
+  return answer;
 }
 
 function propertiesText(properties) {
   return JSON.stringify(properties || {}, null, 2);
 }
 
+// `mine`, a list as typed over `was`, its additions and removals made to `now` (the list as stored now), so that
+// neither the typed changes nor another client's are lost.
+function applied(mine, was, now) {
+  return [...now.filter((v) => mine.includes(v) || !was.includes(v)),
+    ...mine.filter((v) => !was.includes(v) && !now.includes(v))];
+}
+
+// The same for properties, key by key: a key typed (added, changed or removed) takes the typed value.
+function appliedProperties(mine, was, now) {
+  const result = { ...now };
+  for (const key of new Set([...Object.keys(was), ...Object.keys(mine)])) {
+    if (!(key in mine)) delete result[key];
+    else if (!(key in was) || JSON.stringify(mine[key]) !== JSON.stringify(was[key])) result[key] = mine[key];
+  }
+  return result;
+}
+
 // What changed from `was` to `now` (an entity's fields), a list item per field; `typed`: the fields the dialog
-// changed too, which Save replaces whole with what was typed.
-function differences(was, now, typed) {
+// changed too (type and description, which Save replaces with what was typed; the lists, to which Save makes the
+// typed changes); `yours`: the properties as typed, a key both changed being said with the value Save keeps.
+function differences(was, now, typed, yours) {
   const rows = [];
+  const replaced = new Set(["type", "description"]);
   const row = (key, label, ...detail) => rows.push(h("li", { "data-field": key }, h("strong", {}, `${label}: `), detail,
-    typed[key] ? h("em", {}, " (you changed it too: Save replaces it with what you typed)") : null));
+    typed[key] ? h("em", {}, replaced.has(key) ? " (you changed it too: Save replaces it with what you typed)"
+      : " (you changed it too: Save makes your changes to it as it is now)") : null));
   const shown = (value) => typeof value === "string" ? h("bdi", {}, value) : JSON.stringify(value);
   const listed = (values) => values.map((v, i) => [i ? ", " : "", h("bdi", {}, v)]);
   const added = (a, b) => b.filter((v) => !a.includes(v));
@@ -204,7 +242,13 @@ function differences(was, now, typed) {
   if (keys.length) {
     const change = (k) => !(k in after) ? "removed" : !(k in before) ? ["added: ", shown(after[k])]
       : ["now ", shown(after[k]), ", was ", shown(before[k])];
-    row("properties", "Properties", keys.map((k, i) => [i ? "; " : "", h("bdi", {}, k), " ", change(k)]));
+    // Changed by both to different values: the typed one is kept.
+    const both = (k) => typed.properties && JSON.stringify(yours[k]) !== JSON.stringify(before[k])
+      && JSON.stringify(yours[k]) !== JSON.stringify(after[k]);
+    const kept = (k) => h("em", { class: "both-changed" }, " (you changed it too, ",
+      k in yours ? ["to ", shown(yours[k])] : "removing it", ": Save keeps yours)");
+    row("properties", "Properties", keys.map((k, i) => [i ? "; " : "", h("bdi", {}, k), " ", change(k),
+      both(k) ? kept(k) : null]));
   }
   const plus = added(was.observations, now.observations), minus = added(now.observations, was.observations);
   if (plus.length || minus.length) {

@@ -578,7 +578,9 @@ async function edit(entity) {
       { name: base.name, ...changes, expected_fingerprint: base.fingerprint }),
     (name) => { reread = true; return entityFields(name); });
   if (!saved) {
-    if (reread) render();
+    // Left unsaved, the focus goes back to Edit, on the page drawn again if it was.
+    if (reread) await render();
+    document.getElementById("edit")?.focus();
     return;
   }
   notify(["Saved ", isolated(saved.name), "."]);
@@ -600,18 +602,20 @@ async function merge(entity) {
   const text = await ask("Merge duplicates", ["Names of the entities to merge into ", isolated(entity.name),
     ", one per line. Their relations, observations and properties move to it and their names become its aliases."],
   "", true);
-  const sources = (text || "").split("\n").map((s) => s.trim()).filter(Boolean);
-  if (!sources.length) return;
+  const typed = (text || "").split("\n").map((s) => s.trim()).filter(Boolean);
+  if (!typed.length) return;
   let preview;
   try {
-    preview = await api("merge", { target: entity.name, source: sources });
+    preview = await api("merge", { target: entity.name, source: typed });
   } catch (error) {
     notify(errorText(error), true);  // names of no entity: refused as merge_entities would refuse them
     return;
   }
-  if (!await confirmAction("Merge", ["Merge ", isolatedList(sources), " into ", isolated(entity.name),
+  // The entities as the preview resolved them, each once: an alias names its entity, the target's own names go.
+  const sources = preview.sources.map((s) => s.name);
+  if (!await confirmAction("Merge", ["Merge ", isolatedList(sources), " into ", isolated(preview.target),
     "? This cannot be undone."], mergeDetails(preview))) return;
-  act(() => callTool("merge_entities", { sources, target: entity.name }), (r) => {
+  act(() => callTool("merge_entities", { sources, target: preview.target }), (r) => {
     notify(["Merged ", isolatedList(r.merged), " into ", isolated(r.target), "."]);
     state.overview = null;
     go("/entity", { name: r.target });
@@ -619,18 +623,25 @@ async function merge(entity) {
 }
 
 // What a merge brings along (the API's /api/merge), said before it is confirmed: per source, its names that become
-// aliases, its observations, properties, relations and passages; then each property whose values differ, with the
-// value kept and the one that becomes an observation.
+// aliases, the observations, properties, relations and passages it adds (those the merged entity will have already
+// are not counted: a relation that repeats one is joined into it, said apart); then each property whose values
+// differ, with the value kept and the one that becomes an observation.
 function mergeDetails(preview) {
   const brings = (s) => {
-    const loops = s.relations_between ? ` (${plural(s.relations_between, "relation")} between the entities merged ` +
-      `${s.relations_between === 1 ? "goes" : "go"}: ${s.relations_between === 1 ? "it" : "they"} would join ` : null;
+    const notes = [
+      s.relations_folded ? [`${plural(s.relations_folded, "more repeats a relation", "more repeat relations")} `,
+        isolated(preview.target), ` will have and ${s.relations_folded === 1 ? "is" : "are"} joined into ` +
+        `${s.relations_folded === 1 ? "it" : "them"}`] : null,
+      s.relations_between ? [`${plural(s.relations_between, "relation")} between the entities merged ` +
+        `${s.relations_between === 1 ? "goes" : "go"}: ${s.relations_between === 1 ? "it" : "they"} would join `,
+      isolated(preview.target), " to itself"] : null,
+    ].filter(Boolean);
     return h("li", { "data-source": s.name }, isolated(s.name), " brings ",
       s.aliases.length ? [plural(s.aliases.length, "alias", "aliases"), " (", isolatedList(s.aliases), "), "]
         : "no new alias, ",
       `${plural(s.observations, "observation")}, ${plural(s.properties, "property", "properties")}, ` +
       `${plural(s.relations, "relation")}`,
-      loops ? [loops, isolated(preview.target), " to itself)"] : null,
+      notes.length ? [" (", notes.map((note, i) => [i ? "; " : "", note]), ")"] : null,
       ` and ${plural(s.passages, "passage")}.`);
   };
   const value = (v) => typeof v === "string" ? isolated(v) : JSON.stringify(v);
