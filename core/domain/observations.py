@@ -24,7 +24,7 @@ def observation_text(text: str) -> str:
 
 def observation_key(text: str) -> str:
     """What two observations are compared by: composed (NFC), each run of whitespace one space, trimmed."""
-    return one_line(text if text.isascii() else unicodedata.normalize("NFC", text))
+    return one_line(observation_text(text))
 
 
 def new_observations(current: Sequence[str], given: Iterable[str]) -> list[str]:
