@@ -224,13 +224,20 @@ def _parser() -> argparse.ArgumentParser:
     namespaces.add_argument("--json", action="store_true")
     namespaces.set_defaults(run=_namespaces)
 
-    documents = sub.add_parser("documents", parents=[common], help="delete documents stored by mistake, by id",
-                               free_text="a document id")
-    documents.add_argument("action", choices=["delete"],
-                           help="delete: the documents, their passages, and the entities and relations only they "
-                                "supported, for good")
+    documents = sub.add_parser("documents", parents=[common], free_text="a document id",
+                               help="read a document's passages in order, or delete documents stored by mistake, by id")
+    documents.add_argument("action", choices=["show", "delete"],
+                           help="show: one document's passages in order, around --around or from its start, as the "
+                                "read_document tool shows them; delete: the documents, their passages, and the "
+                                "entities and relations only they supported, for good")
     documents.add_argument("ids", nargs="+", metavar="ID",
                            help="document ids, as search shows them (a passage's document_id)")
+    # No defaults here (document_reading's BEFORE and AFTER apply): they go with show, and are refused with delete.
+    documents.add_argument("--around", type=int, metavar="CHUNK_ID",
+                           help="show: the passage to read around, its chunk_id (search shows [document_id#chunk_id])")
+    documents.add_argument("--before", type=int, metavar="N", help="show: passages before it (default 2)")
+    documents.add_argument("--after", type=int, metavar="N",
+                           help="show: passages after it, or after the first without --around (default 5)")
     documents.add_argument("--json", action="store_true", help="print the result as JSON")
     documents.set_defaults(run=_documents)
 
@@ -615,6 +622,11 @@ def _delete_namespace(args: argparse.Namespace) -> int:
 def _documents(args: argparse.Namespace) -> int:
     from duckgraph.core.domain.documents import delete_documents
 
+    if args.action == "show":
+        return _show_document(args)
+    given = [flag for flag in ("--around", "--before", "--after") if getattr(args, flag[2:]) is not None]
+    if given:
+        raise UsageError(f"documents delete takes no {' or '.join(given)}: they go with show; nothing was deleted")
     with _setup(args, existing=True).knowledge_base as kb:
         result = delete_documents(kb, args.ids, kb.namespace, name_other_namespaces=True)
     if args.json:
@@ -627,6 +639,27 @@ def _documents(args: argparse.Namespace) -> int:
         print(f"duckgraph: {hint}", file=sys.stderr)
     # An id that named nothing is a mistake to see in scripts too (the others were deleted).
     return 1 if result.not_found else 0
+
+
+def _show_document(args: argparse.Namespace) -> int:
+    from duckgraph.core.domain.document_reading import AFTER, BEFORE, read_document
+
+    if len(args.ids) > 1:
+        raise UsageError(f"documents show takes one ID, not {len(args.ids)}: it reads one document")
+    numbers = _numbers(args, {"before": "read_document", "after": "read_document"})
+
+    def read_on(document_id: str, chunk_id: int | None, zero: str | None) -> str:
+        around = f" --around {chunk_id}" if chunk_id is not None else ""
+        return f"duckgraph documents show {shlex.quote(document_id)}{around}{f' --{zero} 0' if zero else ''}"
+
+    with _setup(args, existing=True).knowledge_base as kb:
+        result = read_document(kb, args.ids[0], kb.namespace, chunk_id=args.around,
+                               before=numbers.get("before", BEFORE), after=numbers.get("after", AFTER),
+                               read_on=read_on, name_other_namespaces=True)
+    # Stored texts may hold terminal escape sequences: shown escaped on a terminal (JSON escapes them itself).
+    print(for_stream(result.model_dump_json(indent=2), sys.stdout, json=True) if args.json
+          else for_stream(result.text, sys.stdout))
+    return 0
 
 
 def _doctor(args: argparse.Namespace) -> int:

@@ -231,6 +231,14 @@ class GraphStore(ABC):
     def document_chunks(self, namespace: str, document_ids: Iterable[str]) -> list[ChunkRecord]:
         """The chunks of the given documents (without embeddings), in document order."""
 
+    def document_chunk_window(self, namespace: str, document_id: str, start: int, stop: int
+                              ) -> tuple[list[ChunkRecord], int]:
+        """The chunks of one document whose ordinals lie in [start, stop), in document order (without embeddings),
+        and how many chunks the document has (0: none, or no such document): a few passages of a long document
+        read where a search found one. This default reads all of its chunks; a store should read only those."""
+        chunks = self.document_chunks(namespace, [document_id])
+        return [c for c in chunks if start <= c.ordinal < stop], len(chunks)
+
     @abstractmethod
     def neighbor_ends(
         self, node_ids: Sequence[int], namespace: str, *, as_of: datetime | None = None, limit: int = 1000

@@ -68,14 +68,16 @@ def delete_documents(kb: KnowledgeBase, ids: Sequence[str], namespace: str | Non
         deleted=deleted, not_found=missing,
         entities_removed=summary.nodes_deleted if summary else 0,
         relations_removed=summary.edges_deleted if summary else 0,
-        hints=_hints(kb, missing, namespace, any_found=bool(deleted), name_other_namespaces=name_other_namespaces),
+        hints=not_found_hints(kb, missing, namespace, any_found=bool(deleted),
+                              name_other_namespaces=name_other_namespaces),
     )
 
 
-def _hints(kb: KnowledgeBase, missing: Sequence[str], namespace: str, *, any_found: bool,
-           name_other_namespaces: bool) -> list[str]:
+def not_found_hints(kb: KnowledgeBase, missing: Sequence[str], namespace: str, *, any_found: bool,
+                    name_other_namespaces: bool, doing: str = "delete") -> list[str]:
     """Why each id of `missing` named nothing: the document is in another namespace (named, only with
-    `name_other_namespaces`), the namespace holds nothing (a misspelt one), or no document has that id there."""
+    `name_other_namespaces`), the namespace holds nothing (a misspelt one), or no document has that id there.
+    `doing`: what the call does with a document, for "give that namespace to delete it there"."""
     if not missing:
         return []
     shown = list(missing[:HINTED_IDS])
@@ -90,7 +92,7 @@ def _hints(kb: KnowledgeBase, missing: Sequence[str], namespace: str, *, any_fou
             if forms.get(i, i) in found:
                 elsewhere.setdefault(i, []).append(other)
     hints = [f"{i!r} is a document of the namespace {' and '.join(map(repr, spaces))}, not of {namespace!r}: give "
-             "that namespace to delete it there" for i, spaces in elsewhere.items()]
+             f"that namespace to {doing} it there" for i, spaces in elsewhere.items()]
     rest = [i for i in shown if i not in elsewhere]
     if rest or more:
         named = (f"no document {', '.join(map(repr, rest))}{more}" if rest

@@ -731,6 +731,34 @@ class DocumentsDeleted(_Model):
     hints: list[str] = Field(default_factory=list, description="Why an id not found named nothing.")
 
 
+class DocumentPassage(_Model):
+    chunk_id: int
+    position: int = Field(description="Its place in the document: 1 for the first passage.")
+    section: str = Field("", description="Headings above it: 'Install > Linux'.")
+    text: str
+
+
+class DocumentRead(_Model):
+    """What `read_document` shows of a document (core/domain/document_reading.py)."""
+
+    document_id: str = Field(description="As stored.")
+    title: str = ""
+    time: UtcTime | None = Field(None, description="Its time, if given.")
+    passages_total: int = Field(description="How many passages the document has.")
+    passages: list[DocumentPassage] = Field(description="Those shown, in document order.")
+    previous_chunk_id: int | None = Field(
+        None, description="The passage just before the first shown (null: that is the first).")
+    next_chunk_id: int | None = Field(
+        None, description="The passage just after the last shown (null: that is the last).")
+    previous_document: str | None = Field(
+        None, description="Shown from its first passage: the document whose text it goes on from (the turn before "
+        "in a conversation kept one turn per document, the part before of a long file).")
+    next_document: str | None = Field(
+        None, description="Shown to its last passage: the document its text goes on in (the next turn, the next part).")
+    truncated: bool = Field(description="True when the answer's token bound left out passages asked for.")
+    text: str = Field(description="The passages as text, with where to read on.")
+
+
 # -- communities (core/domain/communities/) ------------------------------------------------------------------
 
 

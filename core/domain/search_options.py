@@ -22,14 +22,15 @@ log = logging.getLogger(__name__)
 #: that many more are fetched. Beyond it, the nearest passages overall are filtered, and the log says so.
 WINDOW_PASSAGES = 100_000
 #: The range each number a caller gives a tool may take, by tool and argument: the MCP tools' schemas and the
-#: command line's flags for the same arguments (`duckgraph search`, `changes`, `communities`) are both held to
-#: these, so the two cannot drift apart.
+#: command line's flags for the same arguments (`duckgraph search`, `changes`, `communities`, `documents show`) are
+#: both held to these, so the two cannot drift apart.
 TOOL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {
     "search": {"k_anchors": (1, 50), "hops": (0, 3), "max_nodes": (1, 200), "max_passages": (0, 50),
                "token_budget": (100, 50_000)},
     "global_search": {"level": (0, 20), "token_budget": (100, 50_000)},
     "communities_to_summarize": {"limit": (1, 50)},
     "recent_changes": {"limit": (1, MAX_CHANGES)},  # the most history.recent_changes lists
+    "read_document": {"before": (0, 100), "after": (0, 100)},  # passages around the one asked for
 }
 #: The ranges of `search`'s numbers.
 CALLER_LIMITS: dict[str, tuple[int, int]] = TOOL_LIMITS["search"]

@@ -106,6 +106,17 @@ def document_chunks(con: Any, namespace: str, document_ids: Iterable[str]) -> li
     return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3], section=r[4] or "") for r in rows]
 
 
+def document_chunk_window(con: Any, namespace: str, document_id: str, start: int, stop: int
+                          ) -> tuple[list[ChunkRecord], int]:
+    """`GraphStore.document_chunk_window`: the rows of the window and a count, both on the (namespace, document_id)
+    index, never the texts of the rest of the document."""
+    where = "FROM chunks WHERE namespace = $1 AND document_id = $2"
+    [(total,)] = con.execute(f"SELECT count(*) {where}", [namespace, document_id]).fetchall()
+    rows = con.execute(f"SELECT id, document_id, ordinal, text, section {where} AND ordinal >= $3 AND ordinal < $4 "
+                       "ORDER BY ordinal", [namespace, document_id, start, stop]).fetchall() if total else []
+    return [ChunkRecord(id=r[0], document_id=r[1], ordinal=r[2], text=r[3], section=r[4] or "") for r in rows], total
+
+
 def stats(con: Any, namespace: str | None) -> dict[str, Any]:
     where = "" if namespace is None else "WHERE namespace = $1"
     params = [] if namespace is None else [namespace]

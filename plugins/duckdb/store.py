@@ -651,6 +651,11 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return reads.document_chunks(self._db, namespace, document_ids)
 
+    def document_chunk_window(self, namespace: str, document_id: str, start: int, stop: int
+                              ) -> tuple[list[ChunkRecord], int]:
+        with self._lock:
+            return reads.document_chunk_window(self._db, namespace, document_id, start, stop)
+
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
         with self._lock:
             return reads.stats(self._db, namespace)

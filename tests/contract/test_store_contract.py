@@ -274,6 +274,21 @@ class StoreContract:
             assert helper(store, "document_titles")(["notes", "none"], namespace) == {"notes": title}
 
     @HELPER
+    def test_a_document_chunk_window_is_its_chunks_by_ordinal_and_its_count(self, store, graph, helper):
+        window = helper(store, "document_chunk_window")
+        texts = [f"Passage {i}." for i in range(5)]
+        five = store.write(chunk_document("default", "Notes", texts, [unit(1)] * 5)).chunk_ids["notes"]
+        chunks, total = window("default", "notes", 1, 3)
+        assert [(c.id, c.ordinal, c.text, c.document_id) for c in chunks] == [
+            (five[1], 1, "Passage 1.", "notes"), (five[2], 2, "Passage 2.", "notes")]
+        assert total == 5
+        assert [c.id for c in window("default", "notes", 0, 100)[0]] == five
+        assert window("default", "notes", 5, 9) == ([], 5)  # past its end: none, still counted
+        other, count = window("other", "notes", 0, 9)  # the same id in another namespace is another document
+        assert ([c.id for c in other], count) == (graph.other_chunks, 1)
+        assert window("default", "no such document", 0, 9) == ([], 0)
+
+    @HELPER
     def test_edge_types_are_read_from_the_records(self, store, graph, helper):
         edges = store.edges_among(list(graph.nodes.values()), "default")
         ids = [e.id for e in edges]

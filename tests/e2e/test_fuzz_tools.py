@@ -87,6 +87,8 @@ SHAPED: dict[str, st.SearchStrategy] = {
     "communities_to_summarize": st.fixed_dictionaries({}, optional={"limit": NUMBER}),
     "save_community_report": st.fixed_dictionaries({"id": NUMBER, "title": HOSTILE_TEXT, "summary": HOSTILE_TEXT}),
     "delete_documents": st.fixed_dictionaries({"ids": st.lists(HOSTILE_TEXT, max_size=3)}),
+    "read_document": st.fixed_dictionaries({"document_id": HOSTILE_TEXT}, optional={
+        "chunk_id": NUMBER, "before": NUMBER, "after": NUMBER}),
 }
 CALLS = st.one_of(
     *(st.tuples(st.just(name), shaped) for name, shaped in SHAPED.items()),

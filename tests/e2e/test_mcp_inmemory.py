@@ -31,10 +31,10 @@ pytestmark = pytest.mark.model
 TOOLS = {
     "add_knowledge_graph", "add_documents", "search", "get_entities", "update_entity", "merge_entities",
     "delete_entities", "delete_relations", "find_paths", "graph_stats", "end_relations", "recent_changes",
-    "list_namespaces", "delete_namespace", "add_urls", "global_search", "build_communities",
+    "list_namespaces", "delete_namespace", "add_urls", "global_search", "build_communities", "read_document",
 }
 READ_ONLY = {"search", "get_entities", "find_paths", "graph_stats", "recent_changes", "list_namespaces",
-             "global_search"}
+             "global_search", "read_document"}
 DESTRUCTIVE = {"update_entity", "merge_entities", "delete_entities", "delete_relations", "end_relations",
                "delete_namespace"}
 
@@ -263,6 +263,7 @@ async def test_every_time_in_a_result_matches_its_schema_as_strict_clients_check
         ("end_relations", {"relations": [{"source": "Vera Rubin", "type": "EMPLOYED_BY",
                                           "target": "Carnegie Institution for Science", "ended_at": "2016-12-25"}]}),
         ("recent_changes", {"since": "2000-01-01"}),
+        ("read_document", {"document_id": "doc-rubin"}),
     ]
     async with Client(build_server(services)) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
@@ -275,6 +276,7 @@ async def test_every_time_in_a_result_matches_its_schema_as_strict_clients_check
         "search": [p["time"] for p in results["search"]["passages"]] + [e["valid_from"] for e in results["search"]["edges"]],
         "end_relations": [results["end_relations"]["ended"][0]["valid_until"]],
         "recent_changes": [c["at"] for c in results["recent_changes"]["changes"]],
+        "read_document": [results["read_document"]["time"]],
     }
     assert all(times.values()) and "1965-01-01T00:00:00Z" in times["search"]
     assert "2026-03-04T00:00:00Z" in times["search"] and times["end_relations"] == ["2016-12-25T00:00:00Z"]

@@ -38,6 +38,8 @@ def no_settings(no_settings: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Monke
     (["communities", "write"], "--limit", "0", "from 1 to 50"),
     (["communities", "write"], "--limit", "51", "from 1 to 50"),
     (["communities", "build"], "--level", "99", "from 0 to 20"),  # refused whatever the action
+    (["documents", "show", "notes.md"], "--before", "101", "from 0 to 100"),
+    (["documents", "show", "notes.md"], "--after", "-1", "from 0 to 100"),
 ])
 def test_a_number_beyond_the_tools_limits_is_a_usage_error_and_nothing_is_done(
         no_settings, capsys, argv: list[str], flag: str, value: str, allowed: str) -> None:

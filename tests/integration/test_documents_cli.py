@@ -89,3 +89,52 @@ def test_a_file_ingested_in_parts_is_deleted_whole(tmp_path: Path) -> None:
         assert done.deleted == ["notes/long.md", "notes/long.md#part-2", "notes/long.md#part-3"]
         left = sorted(d.id for d in kb.store.list_documents(kb.resolve_namespace(None), limit=100))
         assert left == ["notes/long.md#part-two", "notes/long.md.bak", "notes/other.md"]
+
+
+# -- documents show ---------------------------------------------------------------------------------------------
+
+def test_show_reads_a_document_around_a_passage_as_the_tool_does(tmp_path: Path, env: dict[str, str]) -> None:
+    """`documents show ID --around CHUNK_ID`: the passages before and after it, in order, with their places, and
+    the command that reads on; from the start without --around; the tool's structured result with --json."""
+    path = tmp_path / "report.duckdb"
+    paragraphs = [f"Paragraph {i} says something of its own. " + "More words fill the paragraph out. " * 22
+                  for i in range(8)]
+    with KnowledgeBase(DuckDBStore(path), HashingEmbedder()) as kb:
+        [stored] = kb.add_documents([DocumentInput(id="my report.md", title="Report",
+                                                   text="# Findings\n\n" + "\n\n".join(paragraphs))]).documents
+    ids = stored.chunk_ids
+    assert len(ids) == 8
+
+    shown = run(env, "documents", "show", "my report.md", "--around", str(ids[4]), "--before", "1", "--after", "1",
+                "--db", str(path))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[:2] == ["Document my report.md: Report. Shown: passages 4 to 6 of 8.",
+                         f"(Passages 1 to 3 come before: read back with duckgraph documents show 'my report.md' "
+                         f"--around {ids[2]} --after 0.)"]
+    assert [line.split(":")[0] for line in lines[2:5]] == [
+        f"[my report.md#{ids[3]}] passage 4 of 8 § Findings", f"[my report.md#{ids[4]}] passage 5 of 8",
+        f"[my report.md#{ids[5]}] passage 6 of 8"]
+    assert "Paragraph 4 says something of its own." in lines[3]
+    assert lines[5] == (f"(Passages 7 to 8 follow: read on with duckgraph documents show 'my report.md' --around "
+                        f"{ids[6]} --before 0.)")
+
+    start = json.loads(run(env, "documents", "show", "my report.md", "--json", "--db", str(path)).stdout)
+    assert [p["chunk_id"] for p in start["passages"]] == ids[:6] and start["next_chunk_id"] == ids[6]
+
+
+def test_show_refuses_what_it_cannot_read_and_delete_its_options(db: Path, env: dict[str, str]) -> None:
+    elsewhere = run(env, "documents", "show", "roadmap", "--db", str(db), "--namespace", "work")
+    assert elsewhere.returncode == 1 and elsewhere.stdout == ""
+    assert elsewhere.stderr == ("duckgraph: 'roadmap' is a document of the namespace 'default', not of 'work': give "
+                                "that namespace to read it there\n")
+    stray = run(env, "documents", "show", "roadmap", "--around", "999", "--db", str(db))
+    assert stray.returncode == 1 and "duckgraph: no passage has chunk_id 999 in the namespace 'default'" in stray.stderr
+
+    for args, said in ((["show", "roadmap", "hr-note-17"], "documents show takes one ID, not 2"),
+                       (["show", "roadmap", "--after", "101"], "--after must be from 0 to 100, not 101"),
+                       (["delete", "roadmap", "--around", "3"], "documents delete takes no --around: they go with "
+                                                                "show; nothing was deleted")):
+        refused = run(env, "documents", *args, "--db", str(db))
+        assert refused.returncode == 2 and said in refused.stderr, (args, refused.stderr)
+    assert stats(env, db)["documents"] == 2

@@ -49,7 +49,7 @@ GRAPHRAG_TOOLS = frozenset({
     "add_knowledge_graph", "add_documents", "search", "get_entities", "update_entity", "merge_entities",
     "find_paths", "graph_stats", "delete_entities", "delete_relations", "list_namespaces", "delete_namespace",
     "end_relations", "recent_changes",
-    "global_search", "build_communities", "add_urls",
+    "global_search", "build_communities", "add_urls", "read_document",
 })
 
 

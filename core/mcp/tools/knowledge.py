@@ -8,6 +8,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from duckgraph.core.domain.document_reading import AFTER, BEFORE
+from duckgraph.core.domain.document_reading import read_document as _read_document
 from duckgraph.core.domain.history import MAX_CHANGES_OFFSET
 from duckgraph.core.domain.model import (
     MAX_DOCUMENTS_PER_CALL,
@@ -20,6 +22,7 @@ from duckgraph.core.domain.model import (
     ChangesResult,
     Description,
     DocumentInput,
+    DocumentRead,
     EdgeInput,
     EndRelationInput,
     EntitiesResult,
@@ -34,6 +37,7 @@ from duckgraph.core.domain.model import (
     Properties,
     RelationsEnded,
     SearchResult,
+    SourceId,
     TypeLabel,
 )
 from duckgraph.core.domain.limits import MAX_RELATIONS_OFFSET
@@ -118,6 +122,21 @@ def register_graphrag_tools(server: MCPServer) -> None:
             token_budget=token_budget, namespace=await call_namespace(ctx, namespace), as_of=as_of,
             include_history=include_history, after=after, before=before,
         )
+        return with_text(result, result.text)
+
+    @server.tool(title="Read document", annotations=titled(READ_ONLY, "Read document"))
+    async def read_document(
+        ctx: Context,
+        document_id: SourceId,
+        chunk_id: int | None = None,
+        before: Annotated[int, within("read_document", "before")] = BEFORE,
+        after: Annotated[int, within("read_document", "after")] = AFTER,
+        namespace: NamespaceArg = None,
+    ) -> Annotated[CallToolResult, DocumentRead]:
+        """Read a document's passages in order: before and after a search passage [document_id#chunk_id], or from
+        the start."""
+        result = await call(_read_document, kb_of(ctx), document_id, await call_namespace(ctx, namespace),
+                            chunk_id=chunk_id, before=before, after=after)
         return with_text(result, result.text)
 
     @server.tool(title="Get entities", annotations=titled(READ_ONLY, "Get entities"))
