@@ -1,11 +1,13 @@
 """Splitting documents into passages small enough to embed well, and at their Markdown headings: each passage
 knows its section, the path of headings above it ("Installation > Linux"). A code or configuration file is no
-Markdown: its "#" lines are comments (`markdown_headings`)."""
+Markdown: its "#" lines are comments (`markdown_headings`). A Markdown table is cut between its rows, and each
+passage of it after the first starts with its header row and delimiter line (`_Table`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 #: all-MiniLM-L6-v2 reads 256 word pieces, roughly 1,000 characters of English.
 DEFAULT_CHUNK_CHARS = 1_000
@@ -15,6 +17,10 @@ SECTION_SEPARATOR = " > "
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+"), re.compile(r"\s+"))
+#: Where a sentence or a line starts: the overlap of the next passage starts there where it can (`chunk_text`).
+_OPENING = re.compile(r"(?<=[.!?])\s+|\n\s*")
+#: A Markdown table's delimiter line, below its header row: "|---|:--:|", "--- | ---".
+_TABLE_DELIMITER = re.compile(r"^ {0,3}(?=[^|]*\|)\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?\s*$")
 #: The suffixes of code and configuration files, whose "#" lines are comments ("  # production database" in YAML,
 #: "# Push to ECR" in a shell script), a preprocessor's ("# define") or code, never Markdown headings. Not the
 #: suffixes of web pages (".php", ".html"): a page fetched by its URL is converted to Markdown.
@@ -33,38 +39,108 @@ _MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 
 def chunk_text(text: str, max_chars: int = DEFAULT_CHUNK_CHARS, overlap: int = DEFAULT_OVERLAP_CHARS) -> list[str]:
-    """Passages of at most `max_chars`, cut at paragraph, then sentence, then word boundaries.
+    """Passages of at most `max_chars`, cut at paragraph, then sentence, then word boundaries; a Markdown table
+    between its rows, each passage of its rows after the first starting with its header row and delimiter line.
 
-    Consecutive passages share up to `overlap` characters so a fact split by a cut is still whole in one.
+    Consecutive passages share up to `overlap` characters so a fact split by a cut is still whole in one; the
+    shared part starts at a sentence or a line where one starts within it.
     """
     text = text.strip()
     if len(text) <= max_chars:
         return [text] if text else []
+    tables = _tables(text, max_chars)
     chunks: list[str] = []
     start = 0
     while start < len(text):
-        end = min(start + max_chars, len(text))
+        table = next((t for t in tables if t.body <= start < t.end), None)
+        head = text[table.start:table.body] if table else ""  # a table's rows are read by its header
+        end = min(start + max_chars - len(head), len(text))
         if end < len(text):
-            end = _best_cut(text, start, end)
+            end = _best_cut(text, start, end, tables)
         piece = text[start:end].strip()
         if piece:
-            chunks.append(piece)
+            chunks.append(head + piece)
         if end >= len(text):
             break
         next_start = max(end - overlap, start + 1)
-        # Start the overlap at a word boundary so no passage begins mid-word.
-        space = text.find(" ", next_start, end)
-        start = space + 1 if space != -1 else end
+        # Start the overlap at a sentence or a line where one starts within it, else at a word boundary: no
+        # passage begins mid-word, nor mid-sentence where it can help it; in a table, at a row.
+        opening = _OPENING.search(text, next_start, end)
+        if opening and opening.end() < end:
+            start = opening.end()
+        else:
+            space = text.find(" ", next_start, end)
+            start = space + 1 if space != -1 else end
+        start = next((t.row_start(text, start, end) for t in tables if t.start < start < t.end), start)
     return chunks
 
 
-def _best_cut(text: str, start: int, end: int) -> int:
+def _best_cut(text: str, start: int, end: int, tables: list[_Table]) -> int:
     window = text[start:end]
+    tables = [t for t in tables if t.start < end and t.end > start]  # those the window holds part of
     for pattern in _BREAKS:
-        cuts = [m.end() for m in pattern.finditer(window) if m.end() > len(window) // 2]
+        cuts = [m.end() for m in pattern.finditer(window)
+                if m.end() > len(window) // 2 and not any(t.inside_row(text, start + m.end()) for t in tables)]
         if cuts:
             return start + cuts[-1]
-    return end
+    if not tables:
+        return end
+    # Rows longer than half a passage: the end of one, or the start of the table, in the window's first half
+    # rather than a cut inside a row; a row longer than a passage is cut as prose is.
+    rows = [cut for t in tables for cut in [t.start, *range(max(start, t.body) + 1, min(end, t.end + 1))]
+            if start < cut < end and text[cut - 1] == "\n" and not t.inside_row(text, cut)]
+    return max(rows) if rows else _best_cut(text, start, end, [])
+
+
+@dataclass(frozen=True)
+class _Table:
+    """A Markdown table of a text: its header row and delimiter line from `start` to `body` (the start of its
+    first row), its rows to `end` (the end of the last one). A cut falls between two rows, not inside one nor in
+    the header, so that a passage of its rows holds them whole below the header repeated (`chunk_text`)."""
+
+    start: int
+    body: int
+    end: int
+
+    def inside_row(self, text: str, cut: int) -> bool:
+        """Whether cutting at `cut` splits the header or a row of the table, or leaves the header without rows."""
+        return self.start < cut <= self.body or (self.body < cut < self.end and text[cut - 1] != "\n")
+
+    def row_start(self, text: str, start: int, end: int) -> int:
+        """`start` moved to the start of the row it is in (the row after, not before it: no later than `end`), or
+        to the table's first row from its header."""
+        if start <= self.body:
+            return min(self.body, end) if start > self.start else start
+        if text[start - 1] == "\n":
+            return start
+        newline = text.find("\n", start, end)
+        return newline + 1 if newline != -1 else end
+
+
+def _tables(text: str, max_chars: int) -> list[_Table]:
+    """The Markdown tables of `text` outside fenced code blocks: a row with a "|" above a delimiter line, and the
+    lines with a "|" below it. Not a table whose header takes half a passage: repeated, it would crowd out the rows."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    found: list[_Table] = []
+    fenced = False
+    i = 0
+    while i + 2 < len(lines):
+        if _FENCE.match(lines[i]):
+            fenced = not fenced
+        elif (not fenced and "|" in lines[i] and _TABLE_DELIMITER.match(lines[i + 1])
+              and starts[i + 2] - starts[i] <= max_chars // 2):
+            last = i + 2  # the line after the last row
+            while last < len(lines) and "|" in lines[last] and lines[last].strip():
+                last += 1
+            if last > i + 2:
+                found.append(_Table(starts[i], starts[i + 2], starts[last - 1] + len(lines[last - 1].rstrip("\r"))))
+            i = last
+            continue
+        i += 1
+    return found
 
 
 def chunk_sections(text: str, max_chars: int = DEFAULT_CHUNK_CHARS, overlap: int = DEFAULT_OVERLAP_CHARS, *,

@@ -4,7 +4,8 @@ two look the same but are different strings, so an id is matched to the stored i
 normalised, and refused when two stored ids differ from it only that way: a citation in `source_ids` names that
 document, and `add_documents` (so also `duckgraph ingest`) replaces it rather than storing a second one that looks
 the same. Stored ids are never changed (a file's id is its path, which must still name the file), and a new id is
-stored as it came."""
+stored as it came. A document given without an id gets one made from its text, so an edited text given so is stored
+beside the old one: `edit_hints` names the stored id to give instead."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from duckgraph.ports import GraphStore, InvalidInputError
+from duckgraph.ports import GraphStore, InvalidInputError, terms
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.model import EdgeInput, NodeInput
@@ -20,6 +21,13 @@ if TYPE_CHECKING:
 #: Between a long file's id and the number of each of its parts after the first (`<id>#part-2`): ingest stores a
 #: file too long for one document as several, and deleting the file deletes them all.
 PART = "#part-"
+
+
+#: The share of their words (`ports.terms`, of either text) that a document given without an id and a stored one of
+#: its title have in common when it is taken for an edit of that one (`edit_hints`).
+EDIT_WORDS = 0.5
+#: The stored passages nearest a document's first one that its earlier version is looked for among (`edit_hints`).
+EDIT_CANDIDATES = 10
 
 
 def is_part_of(document_id: str, file_id: str) -> bool:
@@ -88,3 +96,33 @@ def cited_as_stored(store: GraphStore, nodes: Sequence[NodeInput], edges: Sequen
         return item.model_copy(update={"source_ids": [matched.get(i, i) for i in item.source_ids]})
 
     return [cited(n) for n in nodes], [cited(e) for e in edges]
+
+
+def edit_hints(store: GraphStore, namespace: str, added: Sequence[tuple[int, str, str, str, Any]],
+               call_ids: Iterable[str]) -> list[str]:
+    """For each new document of `added` (its place in the call, the id made from its text, its title, its text and
+    its first passage's vector), given without an id, a hint when it looks like an edit of a stored document of
+    `namespace` other than this call's (`call_ids`): one of its title, holding one of the passages nearest to its
+    first, that shares most of its words (`EDIT_WORDS`). Stored beside that one, both are found by search: the hint
+    names the stored id to give to replace it instead. The turns of a conversation share their title too, but not
+    their words."""
+    hints: list[str] = []
+    others = set(call_ids)
+    for position, new_id, title, text, vector in added:
+        if not title or vector is None:
+            continue
+        near = store.chunk_documents(c for c, _ in store.vector_search("chunk", vector, EDIT_CANDIDATES, namespace))
+        titled = [d for d, t in store.document_titles(set(near.values()) - others, namespace).items() if t == title]
+        words = set(terms(text))
+        shared: dict[str, float] = {}
+        for stored in store.get_documents(sorted(titled), namespace):
+            held = set(terms(stored.text))
+            shared[stored.id] = len(words & held) / max(len(words | held), 1)
+        edited = max(shared, key=shared.__getitem__, default=None)
+        if edited is not None and shared[edited] >= EDIT_WORDS:
+            hints.append(
+                f"documents[{position}] was stored as a new document, {new_id!r}, beside {edited!r}, which has its "
+                f"title and most of its words. If it is an edit of that one, add it again with id {edited!r} to "
+                f"replace it, and delete {new_id!r} (delete_documents in the `all` tool set, or `duckgraph documents "
+                "delete`); search shows both until then")
+    return hints

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from duckgraph.core.domain.chunking import chunk_sections, markdown_headings
-from duckgraph.core.domain.document_ids import as_stored
+from duckgraph.core.domain.document_ids import as_stored, edit_hints
 from duckgraph.core.domain.texts import fact_sentence, passage_text
 from duckgraph.ports import (
     ChunkRecord,
@@ -88,6 +88,10 @@ def add_documents(
         outcome.entities_removed, outcome.relations_removed = summary.nodes_deleted, summary.edges_deleted
         outcome.entities_kept, outcome.relations_kept = len(summary.nodes_kept), len(summary.edges_kept)
         outcome.to_review = _to_review(kb, summary.nodes_kept, summary.edges_kept)
+        first = {c.document_id: c.embedding for c in batch.chunks if c.ordinal == 0}
+        outcome.hints = edit_hints(kb.store, namespace, [
+            (i, r.id, r.title, doc.text, first.get(r.id)) for i, (doc, r) in enumerate(zip(documents, results))
+            if doc.id is None and not (r.unchanged or r.replaced)], ids)
     if extract:
         outcome.extractions = _extract(kb, kb.store.document_chunks(namespace, ids), namespace, progress)
         outcome.extraction_errors = sum(1 for e in outcome.extractions if e.error)

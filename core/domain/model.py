@@ -236,7 +236,8 @@ class ChangesResult(_Model):
 
 
 class DocumentInput(_Input):
-    id: SourceId | None = Field(None, description="Your id; generated when absent.")
+    id: SourceId | None = Field(None, description="From the text if absent; an edit reuses the stored id to "
+                                "replace it.")
     title: Title | None = Field(None, description="One title for the turns of one conversation, each its own "
                                 "document, stored in order: search then also shows the reply to a matching turn.")
     text: DocumentText
@@ -356,6 +357,9 @@ class AddDocumentsResult(_Model):
         default_factory=list, description="Per passage, when extraction was asked for."
     )
     extraction_errors: int = 0
+    hints: list[str] = Field(default_factory=list, description=(
+        "A document given without an id that looks like an edit of a stored one (its title and most of its words): "
+        "stored beside it; which id to pass to replace that one instead."))
 
 
 class FailedUrl(_Model):

@@ -1,19 +1,41 @@
 """Whether a passage's text names an entity: as a whole word, by its key or, guarded, by its loose form. What links
-a host's entities to the passages of the documents they cite (`source_ids`) and keeps them on a replaced
-document's passages that still name them (`WriteBatch.keep_named`)."""
+a host's entities to the passages of the documents they cite (`source_ids`), or where none names them the passages
+nearest to them (`nearest`), and keeps them on a replaced document's passages that still name them
+(`WriteBatch.keep_named`)."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
 
+from collections.abc import Sequence
+from typing import Any
+
+from duckgraph.plugins.duckdb.lazy_numpy import NumpyOnFirstUse
 from duckgraph.ports import loose_key
 from duckgraph.ports.names import INVISIBLE, unaccented
 
+np: Any = NumpyOnFirstUse(globals())
 
-def mentioning(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:
-    """Chunks whose text names one of `names`; all of them when none does (the fact came from the document)."""
-    return naming(chunks, names) or [chunk_id for chunk_id, _ in chunks]
+#: How much less similar to a fact than the nearest passage another passage may be and still be linked to it
+#: (`nearest`): a fact stated across two passages gets both, not the rest of its document.
+NEAREST_MARGIN = 0.05
+
+
+def nearest(chunk_ids: Sequence[int], vectors: dict[int, Any], vector: Any) -> list[int]:
+    """Of `chunk_ids`, those whose vector (`vectors`: chunk id -> vector) is nearest to `vector`, a fact's that
+    none of them names ("November batch" of a text that writes "the batch delivered in November"): the most
+    similar (cosine) and those within `NEAREST_MARGIN` of it, so that the fact goes with the passage it was read
+    from. All of them where there is nothing to compare: a store written without an embedder holds no vectors."""
+    held = [chunk_id for chunk_id in chunk_ids if chunk_id in vectors]
+    if vector is None or not held:
+        return list(chunk_ids)
+    matrix = np.stack([np.asarray(vectors[chunk_id], dtype=np.float32) for chunk_id in held])
+    fact = np.asarray(vector, dtype=np.float32)
+    lengths = np.linalg.norm(matrix, axis=1) * np.linalg.norm(fact)
+    similarity = matrix @ fact / np.where(lengths > 0, lengths, 1.0)
+    best = float(similarity.max())
+    return [chunk_id for chunk_id, score in zip(held, similarity.tolist()) if score >= best - NEAREST_MARGIN]
 
 
 def naming(chunks: list[tuple[int, str]], names: list[str]) -> list[int]:

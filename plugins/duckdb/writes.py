@@ -16,7 +16,8 @@ from typing import Any
 
 from duckgraph.plugins.duckdb import communities, deletions, periods, sql, vector_tables
 from duckgraph.plugins.duckdb.mirror.graph import GraphMirror
-from duckgraph.plugins.duckdb.name_matching import loose_text, mentioning, naming_loosely
+from duckgraph.plugins.duckdb.mirror.matrix import floats
+from duckgraph.plugins.duckdb.name_matching import loose_text, naming, naming_loosely, nearest
 from duckgraph.plugins.duckdb.schema import HOST_MARK, name_keys
 from duckgraph.plugins.duckdb.vector_tables import VECTOR_TABLES
 from duckgraph.ports import (
@@ -104,7 +105,7 @@ class Writer:
         deleted_nodes = self._delete_nodes([*batch.delete_nodes, *merged, *unsupported_nodes], now, merged, forgotten)
         node_ids, created, updated, nodes_unchanged = self._upsert_nodes(batch, now, dimensions)
         self._write_observations(batch, now)
-        self._link_node_sources(batch, node_ids)
+        self._link_node_sources(batch, dimensions)
         try:
             edge_ids, edges_created, edges_updated, edges_unchanged, versions = self._upsert_edges(
                 batch, now, dimensions)
@@ -635,17 +636,17 @@ class Writer:
                 self.con.execute(f"INSERT OR IGNORE INTO {table} SELECT DISTINCT unnest({sql.JSON_IDS % 1})",
                                  [sql.json_list(ids)])
 
-    def _link_node_sources(self, batch: WriteBatch, node_ids: dict[str, int]) -> None:
+    def _link_node_sources(self, batch: WriteBatch, dimensions: int | None) -> None:
         pairs = {(chunk_id, node.id) for node in batch.nodes for chunk_id in node.source_chunk_ids}
         wanted = [(node, doc_id) for node in batch.nodes for doc_id in node.source_ids]
         read: set[int] = set()
         if wanted:
-            chunks = self._chunks_of_documents({(node.namespace, doc) for node, doc in wanted})
             # The keys as written, not their loose forms (`name_keys`), which are matched against the text as it is:
             # the loose "c" of "C++" would link every passage saying "written in C".
-            names_of = {node.id: [node.key, *map(entity_key, node.aliases)] for node in batch.nodes}
-            for node, doc_id in wanted:
-                linked = mentioning(chunks[(node.namespace, doc_id)], names_of[node.id])
+            cited = self._cited_passages("node", [
+                (node.id, node.namespace, doc_id, [node.key, *map(entity_key, node.aliases)], node.embedding)
+                for node, doc_id in wanted], dimensions)
+            for (node, _), linked in zip(wanted, cited):
                 pairs.update((chunk_id, node.id) for chunk_id in linked)
                 if not node.source_chunk_ids:  # the host's write (an extractor's names its passage)
                     read.update(linked)
@@ -659,6 +660,32 @@ class Writer:
         already marked: the host LLM extracted the graph from them, so an extractor is not to read them again
         (`GraphStore.extracted_chunks`). Provenance moved by `keep_named` marks nothing: nobody read the new text."""
         mark_extracted(self.con, sorted(chunk_ids), HOST_MARK, unmarked_only=True)
+
+    def _cited_passages(self, kind: str, facts: list[tuple[int, str, str, list[str], Any]],
+                        dimensions: int | None) -> list[list[int]]:
+        """For each (id, namespace, document id, name keys, vector or None) of a node or edge (`kind`) that cites a
+        document (`source_ids`), the document's passages it is linked to: those that name it
+        (`name_matching.naming`), else those nearest to it (`name_matching.nearest`, by the vector it carries or,
+        written again unchanged, the stored one): not every passage, so that it goes with the passage it came from."""
+        chunks = self._chunks_of_documents({(namespace, doc) for _, namespace, doc, _, _ in facts})
+        linked = [naming(chunks[(namespace, doc)], names) for _, namespace, doc, names, _ in facts]
+        unnamed = [i for i, found in enumerate(linked) if not found]
+        if unnamed:
+            passages = self._stored_vectors("chunk", [chunk_id for i in unnamed
+                                                      for chunk_id, _ in chunks[(facts[i][1], facts[i][2])]],
+                                            dimensions)
+            stored = self._stored_vectors(kind, [facts[i][0] for i in unnamed if facts[i][4] is None], dimensions)
+            for i in unnamed:
+                fact_id, namespace, doc, _, vector = facts[i]
+                linked[i] = nearest([chunk_id for chunk_id, _ in chunks[(namespace, doc)]], passages,
+                                    vector if vector is not None else stored.get(fact_id))
+        return linked
+
+    def _stored_vectors(self, kind: str, ids: list[int], dimensions: int | None) -> dict[int, Any]:
+        """The float32 vectors of the ids of a kind as this transaction sees them; none before an embedder is bound."""
+        if not ids or dimensions is None or not self._has_vector_tables:
+            return {}
+        return {i: floats(v) for i, v in vector_tables.read_by_id(self.con, kind, sorted(set(ids)), dimensions).items()}
 
     def _chunks_of_documents(
         self, documents: set[tuple[str, str]]
@@ -787,7 +814,7 @@ class Writer:
             ids = [i for i in with_vectors if state[i][7] is is_new]
             if ids:  # a new edge has no vector yet: nothing to delete first
                 self.write_vectors("edge", ids, [with_vectors[i] for i in ids], dimensions, replace=not is_new)
-        self._link_edge_sources(batch, resolved, edge_id_of)
+        self._link_edge_sources(batch, resolved, edge_id_of, dimensions)
         self.changes.keywords["edge"].update(edge_id_of)
         return edge_id_of, created, len(matched - unchanged), len(matched & unchanged), versions
 
@@ -876,14 +903,16 @@ class Writer:
             found.setdefault((ns, s, t, ty), []).append([edge_id, description, weight, props, valid_from, valid_until])
         return found
 
-    def _link_edge_sources(self, batch: WriteBatch, resolved: list, edge_ids: list[int]) -> None:
+    def _link_edge_sources(self, batch: WriteBatch, resolved: list, edge_ids: list[int],
+                           dimensions: int | None) -> None:
         pairs = {(edge_id, chunk_id) for edge_id, (e, _, _) in zip(edge_ids, resolved) for chunk_id in e.source_chunk_ids}
         wanted = [(edge_id, e, doc) for edge_id, (e, _, _) in zip(edge_ids, resolved) for doc in e.source_ids]
         read: set[int] = set()
         if wanted:
-            chunks = self._chunks_of_documents({(e.namespace, doc) for _, e, doc in wanted})
-            for edge_id, edge, doc in wanted:
-                linked = mentioning(chunks[(edge.namespace, doc)], [edge.source_key, edge.target_key])
+            cited = self._cited_passages("edge", [
+                (edge_id, edge.namespace, doc, [edge.source_key, edge.target_key], edge.embedding)
+                for edge_id, edge, doc in wanted], dimensions)
+            for (edge_id, edge, _), linked in zip(wanted, cited):
                 pairs.update((edge_id, chunk_id) for chunk_id in linked)
                 if not edge.source_chunk_ids:  # the host's write (an extractor's names its passage)
                     read.update(linked)

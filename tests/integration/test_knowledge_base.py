@@ -289,8 +289,9 @@ def test_source_ids_link_nodes_to_the_chunks_naming_them(db_path: Path):
         mentioned = {chunk_id for chunk_id, node_id in kb.store.chunks_mentioning([curie.id]) if node_id == curie.id}
         assert mentioned == {i for i, text in chunks.items() if "marie curie" in text.casefold()}
         assert mentioned and mentioned < set(chunks)
-        # Not named anywhere: the fact came from the document, so every chunk of it supports the node.
-        assert {c for c, _ in kb.store.chunks_mentioning([pierre.id])} == set(chunks)
+        # Not named anywhere: linked to the passage nearest to him (by vector: the one sharing "Curie"), not to
+        # every passage of the document.
+        assert {c for c, _ in kb.store.chunks_mentioning([pierre.id])} == mentioned
         # The passages of a search about her come from the chunk naming her.
         result = kb.search("Marie Curie radium")
         assert result.passages and result.passages[0].chunk_id in mentioned

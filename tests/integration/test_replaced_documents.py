@@ -1,8 +1,9 @@
 """A replaced document keeps the passages whose text did not change (their ids, vectors, entities and extraction
 marks): only the changed ones are dropped, written and embedded. Stored without extraction, what only its changed
 passages supported stays while a new passage still names it (the host model extracted it, and nobody reads the
-new text); with extraction, it goes with them and the extractor reads the new passages. Real DuckDB files, the
-real default model (and FakeOllama as the extractor)."""
+new text); with extraction, it goes with them and the extractor reads the new passages. A fact its document names
+only in other words was linked to the passage nearest to it, and goes with that one. Real DuckDB files, the real
+default model (and FakeOllama as the extractor)."""
 
 from __future__ import annotations
 
@@ -285,4 +286,65 @@ def test_a_name_s_loose_form_that_is_another_word_does_not_link_a_passage(db_pat
     assert len(stored.chunk_ids) == 2
     kb.add_knowledge_graph([NodeInput(name="C++", type="Language", source_ids=SOURCE)], [])
     assert mentioning(kb, "C++") == {stored.chunk_ids[1]}
+    kb.close()
+
+
+PAPER = {"Methods": "Coin cells were assembled in an argon glovebox and cycled at 0.2 C between 3.0 and 4.3 V.",
+         "Results": "LLZO-Ta reached 0.82 mS/cm and lasted 412 cycles to 80% capacity.",
+         "Discussion": "The batch delivered in November had been sintered at 1,150 °C instead of the specified "
+                       "1,230 °C, which explains the hairline crack in the separator.",
+         "Conclusion": "Tantalum doping is the most promising route for garnet electrolytes."}
+
+
+def paper(*left_out: str) -> str:
+    return "\n\n".join(f"## {heading}\n\n{body}" for heading, body in PAPER.items() if heading not in left_out)
+
+
+def test_a_fact_its_document_names_in_other_words_goes_with_the_passage_nearest_to_it(db_path, minilm):
+    """Neither "November batch" nor "Separator crack" is written word for word: they and their relation are linked
+    to the passage nearest to them (by their vectors), and only it counts as read by the host; not to every passage,
+    which left them in memory, cited by Methods and Results, once their paragraph was deleted."""
+    kb = open_kb(db_path, minilm)
+    [doc] = kb.add_documents([DocumentInput(id="paper", title="Garnet electrolytes", text=paper())]).documents
+    section_of = {c.id: c.section for c in kb.store.get_chunks(doc.chunk_ids)}
+    assert sorted(section_of.values()) == sorted(PAPER)
+    kb.add_knowledge_graph(
+        [NodeInput(name="November batch", type="Batch", observations=["Sintered at 1,150 °C instead of 1,230 °C"],
+                   source_ids=["paper"]),
+         NodeInput(name="Separator crack", type="Defect", source_ids=["paper"])],
+        [EdgeInput(source="November batch", target="Separator crack", type="CAUSED", source_ids=["paper"])])
+    assert {section_of[c] for c in mentioning(kb, "November batch")} == {"Discussion"}
+    assert {section_of[c] for c in mentioning(kb, "Separator crack")} == {"Discussion"}
+    kb.close()
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        assert [section_of[c] for (c,) in con.execute("SELECT chunk_id FROM edge_evidence").fetchall()] == [
+            "Discussion"]
+        assert dict(con.execute("SELECT section, extracted_by FROM chunks").fetchall()) == {
+            "Methods": None, "Results": None, "Discussion": "host", "Conclusion": None}
+    finally:
+        con.close()
+
+    kb = open_kb(db_path, minilm)
+    gone = kb.add_documents([DocumentInput(id="paper", title="Garnet electrolytes", text=paper("Discussion"))])
+    assert (gone.entities_removed, gone.relations_removed, gone.to_review) == (2, 1, [])
+    assert graph(kb) == (set(), set())
+    kb.close()
+
+
+def test_an_entity_written_again_unchanged_is_linked_by_its_stored_vector(db_path, minilm):
+    """Written again as stored (no new vector computed), citing another document that does not name it: linked to
+    that document's passage nearest to it, by the vector stored for it."""
+    kb = open_kb(db_path, minilm)
+    kb.add_documents([DocumentInput(id="paper", title="Garnet electrolytes", text=paper())])
+    batch = NodeInput(name="November batch", type="Batch", observations=["Sintered at 1,150 °C instead of 1,230 °C"],
+                      source_ids=["paper"])
+    kb.add_knowledge_graph([batch], [])
+    [log] = kb.add_documents([DocumentInput(id="furnace-log", title="Furnace log", text=sections(
+        "Calibration of the thermocouples was checked on Monday.",
+        "Sintering ran at 1,150 °C for the lot shipped in November, below the 1,230 °C specified.",
+        "Cleaning of the kiln shelves is due next week."))]).documents
+    written = kb.add_knowledge_graph([batch.model_copy(update={"source_ids": ["furnace-log"]})], [])
+    assert written.nodes_unchanged == 1
+    assert mentioning(kb, "November batch") & set(log.chunk_ids) == {log.chunk_ids[1]}
     kb.close()

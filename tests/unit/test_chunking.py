@@ -126,3 +126,57 @@ def test_newline_separated_words_are_not_split() -> None:
     text = "\n".join(f"line{i}" for i in range(200))
     chunks = chunk_text(text, max_chars=90, overlap=20)
     _check_cover(text, chunks, 90)
+
+
+def test_the_overlap_starts_at_a_sentence_where_one_starts_within_it() -> None:
+    sentences = [f"Sentence {i} says that work on part {i} is needed." for i in range(40)]
+    chunks = chunk_text(" ".join(sentences), max_chars=200, overlap=60)
+    assert len(chunks) > 5
+    # Cut at sentence ends, the next passage repeats the last sentence whole (it is shorter than the overlap),
+    # not its last words ("part 3 is needed."), which began passages mid-sentence.
+    for previous, current in zip(chunks, chunks[1:]):
+        assert current.startswith("Sentence "), current
+        assert previous.endswith(current.split(" is needed. ", 1)[0] + " is needed."), (previous, current)
+
+
+def test_the_overlap_starts_at_a_line_where_one_starts_within_it() -> None:
+    lines = [f"step {i}: check the valve and log the pressure" for i in range(30)]
+    chunks = chunk_text("\n".join(lines), max_chars=150, overlap=60)
+    assert all(chunk.startswith("step ") for chunk in chunks), chunks
+
+
+TABLE_HEAD = "| Station ID | Location | Commissioned | Sensor |\n|---|:---|---:|---|"
+TABLE_ROWS = [f"| ST-{i:04d} | Site {i}. See note {i} | {1990 + i % 30} | Lufft WS600 |" for i in range(1, 121)]
+
+
+@pytest.mark.parametrize("max_chars, overlap", [(300, 0), (1000, 150), (400, 60)])
+def test_a_long_table_is_cut_between_rows_and_each_passage_repeats_its_header(max_chars: int, overlap: int) -> None:
+    text = "Stations of the network.\n\n" + TABLE_HEAD + "\n" + "\n".join(TABLE_ROWS) + "\n\nAll were inspected in 2024."
+    chunks = chunk_text(text, max_chars=max_chars, overlap=overlap)
+    assert len(chunks) > 3 and all(len(chunk) <= max_chars for chunk in chunks)
+    held = [line for chunk in chunks for line in chunk.splitlines()]
+    assert set(TABLE_ROWS) <= set(held)
+    for chunk in chunks:
+        rows = [line for line in chunk.splitlines() if line.startswith("| ST-")]
+        # Whole rows only, never a piece of one ("Lufft WS600 | ..." began a passage).
+        assert all(row in TABLE_ROWS for row in rows), chunk
+        if rows:
+            assert chunk.startswith(TABLE_HEAD + "\n") or chunk.startswith("Stations"), chunk
+    assert chunks[0].startswith("Stations of the network.\n\n" + TABLE_HEAD)
+    assert chunks[-1].endswith("All were inspected in 2024.")
+
+
+def test_a_table_row_longer_than_a_passage_is_still_cut_and_kept() -> None:
+    rows = [f"| r{i} | " + " ".join(f"w{i}x{j}" for j in range(60)) + " |" for i in range(4)]
+    text = "| id | words |\n|---|---|\n" + "\n".join(rows)
+    chunks = chunk_text(text, max_chars=200, overlap=0)
+    assert all(len(chunk) <= 200 and chunk.startswith("| id | words |\n|---|---|\n") for chunk in chunks[1:])
+    # Cut inside a row only at a word boundary, each piece below the header.
+    assert [w for chunk in chunks for w in chunk.split()[6 if chunk is not chunks[0] else 0:]] == text.split()
+
+
+def test_pipes_in_prose_or_in_a_code_block_make_no_table() -> None:
+    rows = "\n".join(f"| {i} | {i * i} |" for i in range(40))
+    text = f"```\n| a | b |\n|---|---|\n{rows}\n```\nUse a | b to pipe. " + "Words follow here. " * 30
+    assert chunk_text(text, max_chars=200, overlap=0) == [
+        chunk.replace("/", "|") for chunk in chunk_text(text.replace("|", "/"), max_chars=200, overlap=0)]

@@ -81,9 +81,9 @@ def register_graphrag_tools(server: MCPServer) -> None:
         extract: bool = False,
         namespace: NamespaceArg = None,
     ) -> AddDocumentsResult:
-        """Store source texts (notes, pages, transcripts) for search to cite as passages. The same id with new
-        text replaces it. extract: the server's extractor, if configured, also stores their entities and
-        relations; otherwise extract them yourself and call add_knowledge_graph."""
+        """Store source texts (notes, pages, transcripts) for search to cite as passages. extract: the server's
+        extractor, if configured, also stores their entities and relations; otherwise extract them yourself and
+        call add_knowledge_graph."""
         return await call(kb_of(ctx).add_documents, documents, extract=extract, progress=progress_reporter(ctx),
                            namespace=await call_namespace(ctx, namespace))
 
