@@ -456,9 +456,10 @@ def _check_namespace_held(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
 
 
 def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[str, Any]], int, bool]:
-    """Groups of entities of one namespace whose names are one but for case, accents, punctuation and spacing, or
-    look the same but use letters of other scripts (one `resolution.skeleton`, spaces left out: "OrdersDB",
-    "orders_db" and "orders-db"; "Maya Chen" and a Maya Chen written with a Cyrillic a), or one of which has
+    """Groups of entities of one namespace whose names are one but for case, accents, punctuation, spacing and
+    markdown emphasis around the name, or look the same but use letters of other scripts (one `resolution.skeleton`
+    of the `resolution.unemphasised` name, spaces left out: "OrdersDB", "orders_db" and "orders-db"; "Alice" and
+    "**Alice**"; "Maya Chen" and a Maya Chen written with a Cyrillic a), or one of which has
     another's name (so written) as an alias: renamed in one memory, the old name kept as an alias, and imported
     into another that still has an entity of the old name. Whatever their types.
     One pass over the entities, a page at a time, keeping each one's name, type and id: no vector is compared
@@ -466,13 +467,13 @@ def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[s
     Each group: {"namespace", "names" (the first stored first), "types", "target", "sources", "reasons"}; with how
     many entities were compared, and whether that was all of them (at most `limit`, the first stored first;
     default `DUPLICATES_SCANNED`)."""
-    from duckgraph.core.domain.resolution import looks_the_same, skeleton
+    from duckgraph.core.domain.resolution import looks_the_same, skeleton, unemphasised
     from duckgraph.ports import loose_key
 
     limit = DUPLICATES_SCANNED if limit is None else limit
 
     def shape_of(name: str) -> str:
-        return skeleton(name).replace(" ", "")
+        return skeleton(unemphasised(name)).replace(" ", "")
 
     groups: list[dict[str, Any]] = []
     scanned, complete = 0, True
@@ -518,12 +519,17 @@ def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[s
                 continue
             names = [entity[i][0] for i in ids]
             # The target: the first stored of those that have another's name as an alias (the rename's side), else
-            # of all; of those, the first written in plain letters (a look-alike is the copy).
+            # of all; of those, the first written in plain letters and without emphasis (a look-alike, or a name
+            # copied with its markdown, is the copy).
             holders = [i for i in ids if i in alias_of] or ids
-            plain = [entity[i][0] for i in holders if skeleton(entity[i][0]) == loose_key(entity[i][0])]
+            plain = [name for i in holders if skeleton(name := entity[i][0]) == loose_key(name)
+                     and unemphasised(name) == name]
             target = plain[0] if plain else entity[holders[0]][0]
             sources = [name for name in names if name != target]
-            reasons = [looks_the_same(name, target) for name in sources if skeleton(name) != loose_key(name)]
+            reasons = [f"{name!r} is {bare!r} in markdown emphasis" for name in sources
+                       if (bare := unemphasised(name)) != name]
+            reasons += [looks_the_same(name, target) for name in sources
+                        if skeleton(name) != loose_key(name)]
             reasons += [f"{entity[i][0]!r} has {other!r} as an alias" for i in ids for other in alias_of.get(i, [])]
             groups.append({"namespace": namespace, "names": names, "types": sorted({entity[i][1] for i in ids}),
                            "target": target, "sources": sources, "reasons": reasons})

@@ -34,7 +34,7 @@ from duckgraph.core.domain.model import (
 )
 from duckgraph.core.domain.namespaces import check_namespace, empty_namespace_hint
 from duckgraph.core.domain.observations import absent_observations, named_observations, new_observations
-from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys
+from duckgraph.core.domain.resolution import NameKeys, NameResolver, is_unknown_type, lookup_keys
 from duckgraph.core.domain.texts import edge_text
 from duckgraph.ports import (
     EdgeRecord,
@@ -410,6 +410,12 @@ class GraphCuration:
             into, merged_from = self.merging(sources, target, namespace)
             observations = self.store.get_observations([into.id, *(n.id for n in merged_from)])
             result = replace(into, source_ids=(), source_chunk_ids=())
+            # A target of type 'unknown' (a relation's placeholder end) takes the first source's real type: what
+            # the merge knows of the entity, where 'unknown' says nothing.
+            typed = (next((o for o in merged_from if not is_unknown_type(o.type)), None)
+                     if is_unknown_type(into.type) else None)
+            if typed is not None:
+                result.type = typed.type
             description = into.description
             for other in merged_from:
                 if other.description and other.description.casefold() not in description.casefold():
@@ -453,6 +459,8 @@ class GraphCuration:
         hints = [f"{o.name}'s {k}: {_value(v)} was not kept as a property ({into.name!r} keeps "
                  f"{_value(result.properties[k])}); it is an observation of {into.name!r} now: "
                  "update_entity changes either" for o, k, v in differing]
+        if typed is not None:
+            hints.append(f"{into.name!r} had type {into.type!r}: it takes {result.type!r} from {typed.name!r}")
         if len(every) > len(loops):
             count = len(every) - len(loops)
             hints.append(f"{count:,} relation{'s' if count > 1 else ''} moved to {into.name!r}, "

@@ -28,6 +28,7 @@ from duckgraph.core.domain.observations import new_observations
 from duckgraph.core.domain.fact_order import in_time_order
 from duckgraph.core.domain.moments import now, parse_moment, period, short
 from duckgraph.core.domain.restated_facts import restate_ended
+from duckgraph.core.domain.replaced_facts import replaced_hints
 from duckgraph.core.domain.relation_types import VAGUE_HINT, is_vague
 from duckgraph.core.domain.cancellation import commit_of_call, unless_cancelled
 from duckgraph.core.domain.document_ids import cited_as_stored
@@ -326,6 +327,7 @@ class KnowledgeBase:
             if self.changed_since(mark):  # names resolved before may have been stored, merged or deleted since
                 plan = self._plan_graph(nodes, edges, namespace, tuple(source_chunk_ids), vectors)
             restated = restate_ended(self.store, plan.edges, plan.records, namespace)  # under the lock: the periods as committed
+            replaced = replaced_hints(self.store, plan.edges, plan.records, namespace)  # what held before this write
             summary = writer.commit(WriteBatch(nodes=plan.records, edges=plan.edges.writes))
         edges_found = plan.edges
         return AddGraphResult(
@@ -342,7 +344,7 @@ class KnowledgeBase:
             possible_duplicates=plan.duplicates,
             skipped_edges=edges_found.skipped,
             vague_edges=edges_found.vague,
-            hints=[*edges_found.hints(), *_full_hint(plan.full), *restated,
+            hints=[*edges_found.hints(), *_full_hint(plan.full), *restated, *replaced,
                    *_versioned_hints(summary, edges_found)],
         )
 

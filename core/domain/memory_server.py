@@ -33,14 +33,30 @@ from duckgraph.core.domain.limits import MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.memory_pages import Entry, fill, note
 from duckgraph.core.domain.moments import short
 from duckgraph.core.domain.node_merge import with_aliases
-from duckgraph.core.domain.observations import named_observations, new_observations
-from duckgraph.core.domain.resolution import NameKeys, NameResolver, look_alike_note, look_alikes, lookup_keys
+from duckgraph.core.domain.observations import (
+    absent_observations,
+    named_observations,
+    nearest_observation,
+    new_observations,
+)
+from duckgraph.core.domain.replaced_facts import Rival, rivals
+from duckgraph.core.domain.resolution import (
+    PLACEHOLDER_TYPE,
+    NameKeys,
+    NameResolver,
+    is_unknown_type,
+    look_alike_note,
+    look_alikes,
+    lookup_keys,
+    same_type,
+)
 from duckgraph.core.domain.model import (
     ORIGINAL_TYPE,
     AddedObservations,
     CreatedEntity,
     CreatedRelation,
     GraphRelation,
+    MemoryEntities,
     MemoryEntity,
     MemoryEntityInput,
     MemoryGraph,
@@ -49,6 +65,7 @@ from duckgraph.core.domain.model import (
     ObservationsDeleted,
     RelationInput,
     RemovedObservations,
+    UnmatchedObservation,
     edge_properties,
 )
 from duckgraph.ports import (
@@ -65,14 +82,13 @@ from duckgraph.ports import (
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase, Writer
 
-#: The type of an entity create_relations made for an end that did not exist (see create_relations and
-#: `_is_placeholder`: a user's own entity may have this type too).
-PLACEHOLDER_TYPE = "unknown"
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1_000
 #: Relations read for a read_graph page, or for one entity of a search_nodes or open_nodes page, at most: more than
 #: an answer holds (memory_pages.TEXT_TOKENS), so only a hub's relations are cut by it.
 MAX_RELATIONS = 5_000
+#: Observations delete_observations looks for the nearest stored text of, and names in its hint, at most.
+NEAREST_LOOKED_UP = 10
 #: Entities whose observations and relations a page reads at a time: a page takes them until one does not fit.
 ENTRIES_READ = 100
 
@@ -82,17 +98,19 @@ ENTRIES_READ = 100
 
 def create_entities(
     kb: KnowledgeBase, entities: Sequence[MemoryEntityInput], *, namespace: str | None = None
-) -> list[CreatedEntity]:
+) -> MemoryEntities:
     """Create the entities whose names are new, in one transaction, and return them as the reference does.
 
-    An entity named exactly as a stored one is skipped, as in the reference. One named as a stored (or earlier
-    in the call) entity but for case or spacing, or named as add_knowledge_graph resolves a new name onto a stored
-    entity of its type (an alias of it, or its name up to accents and punctuation), is one entity in duckgraph,
-    where the reference keeps two: its observations are added to the existing entity and it is returned with
-    `merged_into`, so nothing the caller sent is lost. A spelling merged other than by case or spacing becomes an
-    alias of the entity (its `note` says so), so later calls by that spelling reach it. A placeholder (made by
-    create_relations for a missing end, see `_is_placeholder`) is filled in: it takes the given type and
-    observations, and counts as created.
+    An entity named exactly as a stored one (the very string sent) is skipped, as in the reference; the result's
+    `note` says when it came with observations the stored one lacks, which were not added. One named as a stored
+    (or earlier in the call) entity but for case, spacing or invisible characters, or named as add_knowledge_graph
+    resolves a new name onto a stored entity of its type (an alias of it, or its name up to accents and
+    punctuation), is one entity in duckgraph, where the reference keeps two: its observations are added to the
+    existing entity and it is returned with `merged_into`, so nothing the caller sent is lost. A spelling merged
+    other than by case or spacing becomes an alias of the entity, and a type given other than the stored one is not
+    applied (its `note` says either). A placeholder (made by create_relations for a missing end, see
+    `_is_placeholder`) is filled in: it takes the given type and observations, and counts as created; so does any
+    entity of type 'unknown' take the type of a name merged into it.
     """
     namespace = kb.resolve_namespace(namespace)
     with kb.writing() as writer:
@@ -121,6 +139,7 @@ def create_entities(
         changed: dict[str, NodeRecord] = {}
         fresh: set[str] = set()  # keys created (or placeholders filled) by this call
         results: list[CreatedEntity] = []
+        skipped: dict[str, int] = {}  # stored name -> observations of a skipped exact repeat it lacks
         for entity, key in zip(entities, keys):
             given = new_observations((), entity.observations)
             record = changed.get(key) or stored.get(key)
@@ -130,13 +149,20 @@ def create_entities(
                 fresh.add(key)
                 results.append(CreatedEntity(name=entity.name, entityType=entity.entityType, observations=given))
                 continue
-            exact = record.name == entity.name
+            # The name as sent: "Alice " or "Al<ZERO WIDTH SPACE>ice" is stored as "Alice" but is another name to the
+            # reference, which would keep its observations; so it is merged, as "alice" is.
+            exact = record.name == entity.sent_name
             current = list(record.observations) if record.observations is not None else texts[record.id]
             placeholder = key not in fresh and _is_placeholder(record, current, by_hand)
             if exact and key not in fresh and not placeholder:
-                continue  # the reference's rule for a stored name
+                # The reference's rule for a stored name, said when it drops what the entity lacks.
+                if lacking := new_observations(current, given):
+                    skipped[record.name] = skipped.get(record.name, 0) + len(lacking)
+                continue
             added = new_observations(current, given)
-            kind = entity.entityType if placeholder else record.type
+            # An entity of type 'unknown' says nothing of what it is: the type given is what is known.
+            retyped = placeholder or (is_unknown_type(record.type) and not is_unknown_type(entity.entityType))
+            kind = entity.entityType if retyped else record.type
             # A spelling merged by rule 2 (accents, punctuation) becomes an alias, as add_knowledge_graph records
             # it: every later call naming the entity that way (add_observations, create_relations, the deletes,
             # which match by key or alias only) then reaches it rather than missing it or making a second one.
@@ -145,12 +171,13 @@ def create_entities(
                                    source_ids=(), source_chunk_ids=(), by_hand=True)
             if placeholder:
                 fresh.add(key)
-            if placeholder and exact:
+            if placeholder and record.name == entity.name:  # the reference never stored it: created, however sent
                 results.append(CreatedEntity(name=entity.name, entityType=kind, observations=given))
             else:
-                note = _alias_note(entity.name, record.name) if len(aliases) > len(record.aliases) else None
+                alias = _alias_note(entity.name, record.name) if len(aliases) > len(record.aliases) else None
+                notes = [_cleaned_note(entity), alias, _type_note(entity.entityType, record.name, kind)]
                 results.append(CreatedEntity(name=entity.name, entityType=kind, observations=added,
-                                             merged_into=record.name, note=note))
+                                             merged_into=record.name, note="; ".join(filter(None, notes)) or None))
         # A new name that looks the same as a stored one but uses other letters stays apart (it may be written so
         # on purpose) and is said: a reader could not tell the two apart (resolution.look_alikes).
         alike = look_alikes(kb.store, namespace, [r.name for r in results if r.merged_into is None])
@@ -163,7 +190,7 @@ def create_entities(
         if records:
             kb.embed_records(namespace, records)
             writer.commit(WriteBatch(nodes=records))
-    return results
+    return MemoryEntities(entities=results, note=_skipped_note(skipped))
 
 
 def create_relations(
@@ -208,6 +235,7 @@ def create_relations(
                 ended[identity] = max(e.valid_until, ended.get(identity, e.valid_until))
         results: list[CreatedRelation] = []
         writes: list[EdgeWrite] = []
+        written: list[CreatedRelation] = []  # the result of each of `writes`
         spellings: dict[str, list[str]] = {}  # entity key -> the ends taken as it, to record as its aliases
         for relation in relations:
             source, target = found[relation.from_], found[relation.to]
@@ -227,9 +255,15 @@ def create_relations(
             notes = [_taken_note(taken, found) if taken else None, _placeholder_note(new, alike),
                      _reopened_note(ended.get(identity))]
             results.append(_created(relation, "; ".join(n for n in notes if n) or None))
+            written.append(results[-1])
             writes.append(EdgeWrite(namespace=namespace, source_key=source.key, target_key=target.key,
                                     type=identity[2], properties={ORIGINAL_TYPE: relation.relationType},
                                     by_hand=True))
+        # A second relation of a type its source held once: the caller may have meant it to replace the first.
+        for rival in rivals(kb.store, writes, {n.key: n.id for n in ends.values() if n.id is not None}, namespace):
+            result = written[rival.index]
+            source = ends[writes[rival.index].source_key].name
+            result.note = "; ".join(filter(None, [result.note, _rival_note(rival, source)]))
         used = {key for w in writes for key in (w.source_key, w.target_key)}
         nodes = [n for key, n in new_ends.items() if key in used]
         # The same store write as add_knowledge_graph's for a resolved name: the spelling joins the aliases.
@@ -312,6 +346,38 @@ def _reopened_note(ended_on: datetime | None) -> str | None:
             "this new period; the ended one stays as history)")
 
 
+def _cleaned_note(entity: MemoryEntityInput) -> str | None:
+    """A merged entity's note when its name was sent with spaces around it or invisible characters: why a name the
+    same as the stored one was merged rather than skipped (repr: what was dropped shows, escaped)."""
+    if entity.sent_name == entity.name:
+        return None
+    return (f"sent as {entity.sent_name!r}, which is {entity.name!r} once extra spaces and invisible characters are "
+            "dropped, as they are from every name")
+
+
+def _type_note(given: str, name: str, kind: str) -> str | None:
+    """A merged entity's note when the type given is another than the one it keeps (`same_type`)."""
+    if is_unknown_type(given) or same_type(given, kind):
+        return None
+    return (f"the entityType {given!r} was not applied: {name!r} keeps its type {kind!r} (if it is another entity, "
+            "create it under a name of its own)")
+
+
+def _skipped_note(skipped: dict[str, int]) -> str | None:
+    """The result's note for the exact repeats of stored names skipped with observations they lack (`skipped`)."""
+    if not skipped:
+        return None
+    listed = "; ".join(f"{name!r} exists, so it was skipped: {count} observation{'s' if count > 1 else ''} it does "
+                       f"not hold {'were' if count > 1 else 'was'} not added" for name, count in skipped.items())
+    return f"{listed}. Add them with add_observations."
+
+
+def _rival_note(rival: Rival, source: str) -> str:
+    held = memory_relation(rival.held, {rival.held.source_id: source, rival.held.target_id: rival.held_target})
+    return (f"{held.from_!r} -{held.relationType}-> {held.to!r} holds too: if this relation replaces it, remove that "
+            "one (end_relations keeps it as history, where it is served; delete_relations deletes it)")
+
+
 def _alias_note(spelling: str, name: str) -> str:
     return (f"{spelling!r} is now an alias of {name!r} (the same name but for accents and punctuation), so later "
             "calls with either name reach this entity")
@@ -364,28 +430,46 @@ def add_observations(
 def delete_observations(
     kb: KnowledgeBase, deletions: Sequence[ObservationDeletion], *, namespace: str | None = None
 ) -> ObservationsDeleted:
-    """Remove the given observations; entities that do not exist are ignored (and listed), as in the reference."""
+    """Remove the given observations; entities that do not exist are ignored (and listed), as in the reference.
+    A text that names none of its entity's observations is ignored too, as in the reference, and listed in
+    `unmatched` with the entity's observation most like it: the fact it meant to remove is still stored."""
     namespace = kb.resolve_namespace(namespace)
     with kb.writing() as writer:
         found, missing = kb.curation.resolve([d.entityName for d in deletions], namespace)
         current, state = _observation_state(kb, found.values())
         removed: dict[int, list[str]] = {}
+        unmatched: list[UnmatchedObservation] = []
         for deletion in deletions:
             if deletion.entityName not in found:
                 continue
-            node_id = found[deletion.entityName].id
+            record = found[deletion.entityName]
             # By the text as a reader sees it: one stored decomposed or with other spacing is found too.
-            doomed = named_observations(state[node_id], deletion.observations)
-            removed.setdefault(node_id, []).extend(doomed)
+            doomed = named_observations(state[record.id], deletion.observations)
+            # Against what was stored: a text removed by an earlier deletion of the call is no miss.
+            for text in absent_observations(current[record.id], deletion.observations):
+                near = nearest_observation(state[record.id], text) if len(unmatched) < NEAREST_LOOKED_UP else None
+                unmatched.append(UnmatchedObservation(entity=record.name, observation=text, nearest=near))
+            removed.setdefault(record.id, []).extend(doomed)
             gone = set(doomed)
-            state[node_id] = [t for t in state[node_id] if t not in gone]
+            state[record.id] = [t for t in state[record.id] if t not in gone]
         _commit_observations(kb, writer, found.values(), current, state, namespace)
     names = {r.id: r.name for r in found.values()}
     return ObservationsDeleted(
         success=True, message="Observations deleted successfully",
         removed=[RemovedObservations(entity=names[i], removed=texts) for i, texts in removed.items() if texts],
-        not_found=list(dict.fromkeys(missing)),
+        not_found=list(dict.fromkeys(missing)), unmatched=unmatched, hints=_unmatched_hints(unmatched),
     )
+
+
+def _unmatched_hints(unmatched: Sequence[UnmatchedObservation]) -> list[str]:
+    """delete_observations' hint for the texts that named no observation of their entity: what is still stored."""
+    if not unmatched:
+        return []
+    listed = "; ".join(f"{u.observation!r} of {u.entity!r}" + (f" (stored: {u.nearest!r})" if u.nearest else "")
+                       for u in unmatched[:NEAREST_LOOKED_UP])
+    more = f" and {len(unmatched) - NEAREST_LOOKED_UP} more" if len(unmatched) > NEAREST_LOOKED_UP else ""
+    return [f"Not stored, so nothing was removed for: {listed}{more} (see unmatched). Delete an observation by its "
+            "text as stored (open_nodes lists them)."]
 
 
 def _observation_state(

@@ -5,8 +5,8 @@ from datetime import datetime, timezone
 from typing import Annotated, Any
 
 from pydantic import (
-    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, StringConstraints, WithJsonSchema,
-    model_validator)
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PrivateAttr, StringConstraints,
+    WithJsonSchema, model_validator)
 
 from duckgraph.core.domain.limits import (
     MAX_DESCRIPTION_CHARS, MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS, MAX_PROPERTIES_BYTES, MAX_SUMMARY_CHARS,
@@ -514,7 +514,7 @@ class MergeResult(_Model):
         "Relations between the merged entities, deleted since they would join the target to itself."))
     hints: list[str] = Field(default_factory=list, description=(
         "What the merge did not keep as it was: a source's property value the target's replaced (kept as an "
-        "observation), the relations deleted."))
+        "observation), the relations deleted, the target's type 'unknown' replaced by a source's."))
 
 
 class ObservationResult(_Model):
@@ -571,6 +571,22 @@ class MemoryEntityInput(_Model):
     observations: list[StoredObservation] = Field(
         max_length=MAX_OBSERVATIONS, description="An array of observation contents associated with the entity"
     )
+    # The name as sent, before it was cleaned: the reference skips a stored name only when it is that very string,
+    # and keeps "Alice " (a new name there) with its observations; create_entities adds them to "Alice".
+    _sent_name: str | None = PrivateAttr(None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_sent_name(cls, data: Any, handler: Any) -> "MemoryEntityInput":
+        entity = handler(data)
+        sent = data.get("name") if isinstance(data, dict) else None
+        entity._sent_name = sent if isinstance(sent, str) else None
+        return entity
+
+    @property
+    def sent_name(self) -> str:
+        """The name as the caller sent it (the cleaned name, for one built otherwise)."""
+        return self.name if self._sent_name is None else self._sent_name
 
 
 class ObservationAddition(_Model):
@@ -622,8 +638,9 @@ class CreatedEntity(MemoryEntity):
     )
     note: str | None = Field(
         None, description="Present when the name was merged other than by case or spacing: it is now an alias of "
-                          "the entity, so later calls with it reach that entity; or when the name looks the same as "
-                          "a stored entity's but uses other letters: it was stored apart.",
+                          "the entity, so later calls with it reach that entity; when the entityType given differs "
+                          "from the stored entity's, which was kept; or when the name looks the same as a stored "
+                          "entity's but uses other letters: it was stored apart.",
     )
 
 
@@ -633,13 +650,18 @@ class CreatedRelation(MemoryRelation):
     note: str | None = Field(
         None, description="Present when an end did not exist and was created with entityType 'unknown', when "
                           "an end was taken as the one entity of that name but for accents and punctuation (now "
-                          "its alias), when the relation was not stored because both ends are one entity, or when "
-                          "it had ended and holds again from now.",
+                          "its alias), when the relation was not stored because both ends are one entity, when "
+                          "it had ended and holds again from now, or when its source holds another relation of "
+                          "its type that this one may replace.",
     )
 
 
 class MemoryEntities(_Model):
     entities: list[CreatedEntity]
+    note: str | None = Field(
+        None, description="Present when an entity named exactly as a stored one was skipped (as the reference "
+                          "skips it) with observations the stored one lacks: they were not added; add them with "
+                          "add_observations.")
 
 
 class MemoryRelations(_Model):
@@ -692,13 +714,25 @@ class RemovedObservations(_Model):
     removed: list[str]
 
 
+class UnmatchedObservation(_Model):
+    entity: str = Field(description="The entity's stored name.")
+    observation: str = Field(description="The text given, which none of its observations is.")
+    nearest: str | None = Field(None, description="Its stored observation most like the text, if one is alike.")
+
+
 class ObservationsDeleted(_Model):
-    """The reference's {success, message}, with what was removed and the entities that were not found."""
+    """The reference's {success, message}, with what was removed, what matched nothing, and the entities that were
+    not found."""
 
     success: bool
     message: str
     removed: list[RemovedObservations] = Field(default_factory=list, description="Per entity, what was removed.")
     not_found: list[str] = Field(default_factory=list, description="Entity names that match nothing (ignored).")
+    unmatched: list[UnmatchedObservation] = Field(
+        default_factory=list, description="Observations given that the entity does not hold: nothing was removed "
+                                          "for them, so what they meant is still stored.")
+    hints: list[str] = Field(default_factory=list, description="When an observation matched nothing: which, and "
+                                                                "the nearest stored one to delete instead.")
 
 
 # -- namespaces (core/domain/namespaces.py) ------------------------------------------------------------------

@@ -11,10 +11,16 @@ is kept: "US" and "us", "May" and "may" can be other facts.
 
 from __future__ import annotations
 
+import difflib
 import unicodedata
 from collections.abc import Iterable, Sequence
 
 from duckgraph.ports.text import one_line
+
+#: How alike (difflib's ratio of the case-folded texts, 0 to 1) a stored observation must be to a text that names
+#: none to be offered in its place: "Lives in Berlin." and "lives in Berlin" are 0.97 alike, "lives in Berlin" and
+#: "lives in Bern" 0.93, "likes tea" and "lives in Berlin" 0.5.
+NEAR_OBSERVATION = 0.75
 
 
 def observation_text(text: str) -> str:
@@ -48,3 +54,11 @@ def absent_observations(current: Sequence[str], texts: Iterable[str]) -> list[st
     """Those of `texts` that name none of `current`, each once."""
     held = {observation_key(t) for t in current}
     return [t for t in dict.fromkeys(texts) if observation_key(t) not in held]
+
+
+def nearest_observation(current: Sequence[str], text: str) -> str | None:
+    """The observation of `current` most like `text` (which names none of them), compared case-folded, if one is at
+    least `NEAR_OBSERVATION` alike: what a caller that misremembered a stored text likely meant."""
+    folded = {observation_key(t).casefold(): t for t in reversed(current)}  # the first stored of equal ones
+    near = difflib.get_close_matches(observation_key(text).casefold(), list(folded), n=1, cutoff=NEAR_OBSERVATION)
+    return folded[near[0]] if near else None

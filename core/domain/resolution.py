@@ -16,6 +16,8 @@ one costs a duplicate that `merge_entities` folds in one call:
    whatever the types.
 
 "Of the same type" is up to case, spacing and number (`same_type`): "Person", "persons" and "people" are one type.
+An entity of type 'unknown' (`PLACEHOLDER_TYPE`: the end create_relations made for a name no entity had) is of every
+type to rule 2 (`types_agree`), as its exact name is: "Acme Inc" (a company) is the placeholder "Acme Inc.".
 
 Rule 2 looks at stored entities only, and never resolves a name onto an entity that another node of the same call
 names (or that another name of the call was resolved to): nodes a caller gives as distinct stay distinct, however
@@ -34,6 +36,9 @@ from dataclasses import dataclass, field
 from duckgraph.ports import GraphStore, NodeRecord, entity_key, loose_key
 from duckgraph.ports.text import stemmed
 
+#: The type of an entity whose type is not known: the placeholder create_relations makes for a relation's missing end
+#: (memory_server.py), or a memory file's entity given none. It says nothing of what the entity is.
+PLACEHOLDER_TYPE = "unknown"
 #: Cosine similarity of node vectors above which a new entity is reported as a possible duplicate.
 NEAR_DUPLICATE_SIMILARITY = 0.92
 #: Calls creating more entities than this skip the similarity check (bulk loads; one vector search per entity).
@@ -43,6 +48,11 @@ NEAR_DUPLICATE_CHECK_LIMIT = 200
 _PLURAL_OF = {"people": "person"}
 #: The last run of letters of a type's key: the word whose number a type may be written in ("purchase_orders").
 _LAST_WORD = re.compile(r"[^\W\d_]+$")
+#: Markdown emphasis around a whole name (`unemphasised`): the same asterisks on both sides, and a name inside that
+#: starts and ends with neither an asterisk nor a space.
+_EMPHASIS = re.compile(r"(\*{1,3})(?![\s*])(.*?[^\s*])\1")
+#: `type_key(PLACEHOLDER_TYPE)`: the type written so already (lower case, singular), without loading lemminflect.
+_UNKNOWN = PLACEHOLDER_TYPE
 
 
 @functools.lru_cache(maxsize=8192)
@@ -94,6 +104,17 @@ def type_key(type_: str) -> str:
 def same_type(a: str, b: str) -> bool:
     """Whether two entity types are one, up to case, spacing and number (`type_key`)."""
     return type_key(a) == type_key(b)
+
+
+def types_agree(a: str, b: str) -> bool:
+    """Whether rule 2 may take an entity of type `a` for one of type `b`: one type (`same_type`), or either of them
+    `PLACEHOLDER_TYPE`, which says nothing of what the entity is."""
+    return type_key(a) in (type_key(b), _UNKNOWN) or type_key(b) == _UNKNOWN
+
+
+def is_unknown_type(type_: str) -> bool:
+    """Whether `type_` is `PLACEHOLDER_TYPE` (in any case or number): a type given by a write or a merge replaces it."""
+    return type_key(type_) == _UNKNOWN
 
 
 class NameKeys:
@@ -155,8 +176,8 @@ class NameResolver:
             found = table.get(key)
             if not found:
                 continue
-            wanted = keys.type(type_)  # same_type, with the keys computed once
-            owners = [r for r in found if keys.type(r.type) == wanted]
+            wanted = keys.type(type_)  # types_agree, with the keys computed once
+            owners = [r for r in found if keys.type(r.type) in (wanted, _UNKNOWN) or wanted == _UNKNOWN]
             if len(owners) == 1:
                 return owners[0]
             if owners:
@@ -175,6 +196,15 @@ class NameResolver:
 def lookup_keys(names: Sequence[str], keys: NameKeys) -> set[str]:
     """The keys `GraphStore.find_nodes` needs to see every stored entity rule 1 or 2 could match."""
     return {keys.key(n) for n in names} | {k for n in names if (k := keys.loose(n))}
+
+
+def unemphasised(name: str) -> str:
+    """`name` without markdown emphasis around the whole of it, as a name copied out of a chat answer or a note
+    arrives ("**Alice**", "*Alice*", "***Alice***": "Alice"): the same run of one to three asterisks on both sides.
+    Any other name as it is: "A*", "*nix" and "C**" keep their asterisks (symbols of a name, as `loose_key` keeps
+    them). Underscores are left alone: code names are written so ("__init__"), and `loose_key` drops them anyway."""
+    found = _EMPHASIS.fullmatch(name)
+    return found[2] if found else name
 
 
 def skeleton(name: str) -> str:

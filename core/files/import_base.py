@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from duckgraph.core.domain.ingest import Progress, embed_in_batches
-from duckgraph.core.domain.resolution import NameResolver, same_type
+from duckgraph.core.domain.resolution import NameResolver, types_agree
 from duckgraph.core.files.import_summary import ImportSummary, add_written
 from duckgraph.ports import InvalidInputError, NodeRecord, Snapshot, WriteSummary
 
@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 
 
 def ambiguous(resolver: NameResolver, name: str, type_: str) -> list[str]:
-    """The stored entities of `type_` that `name` could each be by resolution's rule 2 (an alias, or the name or an
-    alias up to accents and punctuation), when there are several: `NameResolver.match` then finds none."""
-    owners = sorted({r.name for r in resolver.candidates(name) if same_type(r.type, type_)})
+    """The stored entities of `type_` (or 'unknown', `types_agree`) that `name` could each be by resolution's rule 2
+    (an alias, or the name or an alias up to accents and punctuation), when there are several: `NameResolver.match`
+    then finds none."""
+    owners = sorted({r.name for r in resolver.candidates(name) if types_agree(r.type, type_)})
     return owners if len(owners) > 1 else []
 
 

@@ -48,7 +48,7 @@ SCENARIO: list[tuple[str, dict[str, Any]]] = [
         {"name": "Bob", "entityType": "person", "observations": ["plays chess"]},
         {"name": "Acme Corp", "entityType": "organization", "observations": ["makes widgets"]},
     ]}),
-    # Alice exists: only Carol is created and returned.
+    # Alice exists: only Carol is created and returned (and a note, duckgraph's own, says "ignored" was dropped).
     ("create_entities", {"entities": [
         {"name": "Alice", "entityType": "person", "observations": ["ignored"]},
         {"name": "Carol", "entityType": "person", "observations": ["speaks French"]},
@@ -88,8 +88,9 @@ class Step:
     tool: str
     arguments: dict[str, Any]
     is_error: bool
-    text: str
+    text: str  # the first text block: the reference's, which clients parse
     structured: dict[str, Any] | None
+    notes: list[str]  # duckgraph's further text blocks, for the model (the reference has none)
 
 
 @pytest.fixture
@@ -101,8 +102,8 @@ async def run_scenario(client: Client) -> list[Step]:
     steps = []
     for tool, arguments in SCENARIO:
         result = await client.call_tool(tool, json.loads(json.dumps(arguments)))
-        text = "\n".join(block.text for block in result.content if block.type == "text")
-        steps.append(Step(tool, arguments, bool(result.is_error), text, result.structured_content))
+        [text, *notes] = [block.text for block in result.content if block.type == "text"]
+        steps.append(Step(tool, arguments, bool(result.is_error), text, result.structured_content, notes))
     return steps
 
 
@@ -241,6 +242,8 @@ def check_expected_content(steps: list[Step]) -> None:
     """What the scenario must produce, independently of the reference."""
     by_index = {i: s.structured for i, s in enumerate(steps)}
     assert [e["name"] for e in by_index[1]["entities"]] == ["Carol"]
+    assert steps[1].notes == [by_index[1]["note"]] and "'Alice' exists" in by_index[1]["note"]
+    assert all(s.notes == [] for i, s in enumerate(steps) if i != 1)
     assert by_index[3]["relations"] == [{"from": "Carol", "to": "Acme Corp", "relationType": "works_at"}]
     assert by_index[4]["results"] == [{"entityName": "Alice", "addedObservations": ["speaks Spanish"]},
                                       {"entityName": "Bob", "addedObservations": ["plays go"]}]
@@ -280,7 +283,8 @@ def schema_shape(schema: dict[str, Any], root: dict[str, Any] | None = None) -> 
 
 #: The optional fields duckgraph's results add to the reference's (left out when they say nothing).
 OPTIONAL_EXTRAS = {"merged_into", "note", "next_offset", "relations_truncated", "entities_truncated", "removed",
-                   "not_found", "deleted", "edges_deleted", "hints", "properties", "observations_truncated"}
+                   "not_found", "deleted", "edges_deleted", "hints", "properties", "observations_truncated",
+                   "unmatched"}
 
 
 def assert_extends(mine: Any, ref: Any, where: str) -> None:

@@ -87,10 +87,13 @@ async def test_a_user_s_own_entity_of_type_unknown_is_no_placeholder(tmp_path, m
     async with Client(build_server(make_services(tmp_path, "memory", minilm))) as client:
         await call_ok(client, "create_entities", {"entities": [E("Mystery Caller", "unknown", ["called on Monday"]),
                                                                E("Blank Slate", "unknown", [])]})
-        # Both exist: skipped, as the reference skips a stored name; their type stays.
+        # Both exist: skipped, as the reference skips a stored name (a note says what was not added); their type
+        # stays.
         again, text = await call_ok(client, "create_entities", {"entities": [
             E("Mystery Caller", "person", ["guess: a recruiter"]), E("Blank Slate", "idea", [])]})
-        assert again == {"entities": []} and text == "[]"
+        assert again == {"entities": [], "note": "'Mystery Caller' exists, so it was skipped: 1 observation it does "
+                                                 "not hold was not added. Add them with add_observations."}
+        assert text == "[]"
         # A relation's missing end is a placeholder, which create_entities fills in (and reports as created).
         created, _ = await call_ok(client, "create_relations", {"relations": [R("Mystery Caller", "Acme", "works at")]})
         assert "'Acme' did not exist" in created["relations"][0]["note"]

@@ -221,3 +221,65 @@ async def test_names_told_apart_by_a_symbol_are_other_entities_through_both_tool
         spelt = await call_ok(client, "add_knowledge_graph", {"nodes": [{"name": "C++.", "type": "Language"},
                                                                          {"name": "(.NET)", "type": "Language"}]})
         assert spelt["resolved"] == [{"name": "C++.", "into": "C++"}, {"name": "(.NET)", "into": ".NET"}]
+
+
+@pytest.mark.anyio
+async def test_a_name_sent_with_spaces_around_it_adds_its_observations_and_a_skipped_repeat_says_what_it_dropped(
+        services):
+    async with Client(build_server(services)) as client:
+        await call_ok(client, "create_entities", {"entities": [E("Alice", "person", ["lives in Berlin"])]})
+        # The reference keeps "Alice " as a new name, with its observation: here it is Alice, as "alice" is.
+        created = await call_ok(client, "create_entities", {"entities": [
+            E("Alice ", "person", ["moved to Paris"]), E("alice", "person", ["likes tea"])]})
+        assert created["entities"] == [
+            {"name": "Alice", "entityType": "person", "observations": ["moved to Paris"], "merged_into": "Alice",
+             "note": "sent as 'Alice ', which is 'Alice' once extra spaces and invisible characters are dropped, as "
+                     "they are from every name"},
+            {"name": "alice", "entityType": "person", "observations": ["likes tea"], "merged_into": "Alice"}]
+        # The exact name is skipped, as the reference skips it: its first text block is the reference's JSON, and
+        # a second one (the note, in the structured content too) says what was not added.
+        result = await client.call_tool("create_entities", {"entities": [E("Alice", "person", ["has a dog"])]})
+        assert [block.text for block in result.content] == [
+            "[]", "'Alice' exists, so it was skipped: 1 observation it does not hold was not added. Add them with "
+                  "add_observations."]
+        assert result.structured_content == {"entities": [], "note": result.content[1].text}
+        assert await graph(client) == ([("Alice", "person", ["lives in Berlin", "moved to Paris", "likes tea"])], [])
+
+
+@pytest.mark.anyio
+async def test_a_placeholder_end_is_the_entity_its_name_spelt_otherwise_creates_whatever_its_type(services):
+    async with Client(build_server(services)) as client:
+        await call_ok(client, "create_relations", {"relations": [R("Alice", "Acme Inc.", "works_at")]})
+        created = await call_ok(client, "create_entities", {"entities": [
+            E("Acme Inc", "company", ["makes robots"]), E("alice", "organization", ["a person"])]})
+        assert created["entities"] == [
+            {"name": "Acme Inc", "entityType": "company", "observations": ["makes robots"], "merged_into": "Acme Inc.",
+             "note": "'Acme Inc' is now an alias of 'Acme Inc.' (the same name but for accents and punctuation), so "
+                     "later calls with either name reach this entity"},
+            # A placeholder (Alice, made by create_relations) takes the type given.
+            {"name": "alice", "entityType": "organization", "observations": ["a person"], "merged_into": "Alice"}]
+        # Another type for a typed entity is not applied, and the note says so.
+        retyped = await call_ok(client, "create_entities", {"entities": [E("ALICE", "person", [])]})
+        assert retyped["entities"] == [
+            {"name": "ALICE", "entityType": "organization", "observations": [], "merged_into": "Alice",
+             "note": "the entityType 'person' was not applied: 'Alice' keeps its type 'organization' (if it is "
+                     "another entity, create it under a name of its own)"}]
+        assert await graph(client) == ([("Alice", "organization", ["a person"]),
+                                        ("Acme Inc.", "company", ["makes robots"])],
+                                       [("Alice", "Acme Inc.", "works_at")])
+
+
+@pytest.mark.anyio
+async def test_deleting_an_observation_spelt_otherwise_than_stored_says_it_is_still_there(services):
+    async with Client(build_server(services)) as client:
+        await call_ok(client, "create_entities", {"entities": [E("Alice", "person", ["lives in Berlin"])]})
+        result = await client.call_tool("delete_observations", {"deletions": [
+            {"entityName": "Alice", "observations": ["Lives in Berlin."]}]})
+        note = ("Not stored, so nothing was removed for: 'Lives in Berlin.' of 'Alice' (stored: 'lives in Berlin') "
+                "(see unmatched). Delete an observation by its text as stored (open_nodes lists them).")
+        assert [block.text for block in result.content] == ["Observations deleted successfully", note]
+        assert result.structured_content == {
+            "success": True, "message": "Observations deleted successfully", "removed": [], "not_found": [],
+            "unmatched": [{"entity": "Alice", "observation": "Lives in Berlin.", "nearest": "lives in Berlin"}],
+            "hints": [note]}
+        assert await graph(client) == ([("Alice", "person", ["lives in Berlin"])], [])

@@ -77,6 +77,20 @@ def test_merge_moves_edges_collapses_duplicates_and_keeps_aliases(kb):
     assert health["vectors"]["node"] == 4 and health["vectors"]["edge"] == kb.stats()["edges"]
 
 
+def test_a_merge_into_an_entity_of_type_unknown_gives_it_the_source_s_type(kb):
+    # What doctor proposes for a relation's placeholder end and the entity created later under another spelling.
+    kb.add_knowledge_graph([NodeInput(name="Acme Inc.", type="unknown"), NodeInput(name="Acme Inc", type="Company"),
+                            NodeInput(name="Acme Labs", type="unknown")], [])
+    result = kb.curation.merge_entities(["Acme Labs", "Acme Inc"], "Acme Inc.", NS)
+    assert result.hints == ["'Acme Inc.' had type 'unknown': it takes 'Company' from 'Acme Inc'"]
+    [merged] = kb.curation.get_entities(["Acme Inc."], NS)[0]
+    assert merged.type == "Company"
+    # A typed target keeps its own type.
+    kb.add_knowledge_graph([NodeInput(name="Bobby Tables", type="unknown")], [])
+    assert kb.curation.merge_entities(["Bobby Tables"], "Bob", NS).hints == []
+    assert kb.curation.get_entities(["Bob"], NS)[0][0].type == "Person"
+
+
 def test_a_merge_or_a_write_that_would_go_over_an_entity_s_limits_is_refused_and_changes_nothing(kb):
     # Each part within the limits, the two together over them: they used to be cut without a word.
     half = MAX_OBSERVATIONS // 2 + 50

@@ -65,6 +65,24 @@ def test_doctor_lists_entities_named_alike_with_the_call_that_merges_them(env, t
     assert "warning:   possible duplicate entities: 3 group(s)" in printed and "no problems found" not in printed
 
 
+def test_doctor_lists_a_name_in_markdown_emphasis_with_the_plain_name_as_the_target(env, tmp_path: Path, capsys):
+    db = tmp_path / "kb.duckdb"
+    with FakeOllama() as ollama:
+        with KnowledgeBase(DuckDBStore(db), OllamaEmbedder(base_url=ollama.base_url)) as kb:
+            # Stored first, the emphasised copy is still the source; asterisks that are part of a name stay.
+            kb.add_knowledge_graph([NodeInput(name="**Alice**", type="Person"), NodeInput(name="Alice", type="Person"),
+                                    NodeInput(name="*Bob*", type="Person"), NodeInput(name="C", type="Language"),
+                                    NodeInput(name="C**", type="Language"), NodeInput(name="*nix", type="OS"),
+                                    NodeInput(name="nix", type="OS")], [])
+        use_ollama(env, ollama.base_url)
+        code, report = doctor(capsys, db)
+    assert code == 0, report
+    [warning] = duplicate_warnings(report)
+    assert warning.endswith(
+        "rename one with update_entity: '**Alice**', 'Alice' [Person] ('**Alice**' is 'Alice' in markdown emphasis): "
+        "merge_entities(sources=[\"**Alice**\"], target=\"Alice\", namespace=\"default\")")
+
+
 def test_doctor_lists_the_first_groups_and_counts_the_rest(env, tmp_path: Path, capsys):
     db = tmp_path / "kb.duckdb"
     with FakeOllama() as ollama:

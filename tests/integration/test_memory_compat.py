@@ -37,7 +37,7 @@ def test_an_exact_name_is_skipped_and_a_case_variant_merged_and_reported(kb):
         entity("alice", "likes tea", "plays go"),  # the reference keeps a second entity: merged here
         entity("Carol", "a", "a", "b"),
         entity("CAROL", "b", "c"),  # a variant of one created in the call
-    ])
+    ]).entities
     assert [(e.name, e.entityType, e.observations, e.merged_into) for e in created] == [
         ("alice", "person", ["plays go"], "Alice"),
         ("Carol", "person", ["a", "b"], None),
@@ -47,6 +47,53 @@ def test_an_exact_name_is_skipped_and_a_case_variant_merged_and_reported(kb):
     assert [(e.name, e.observations) for e in opened] == [("Alice", ["likes tea", "plays go"]),
                                                           ("Carol", ["a", "b", "c"])]
     assert kb.stats()["nodes"] == 4
+
+
+def test_a_name_sent_with_spaces_around_it_is_merged_as_a_case_variant_and_a_skipped_repeat_says_what_it_dropped(kb):
+    # "Alice " and "Alice\n" are stored as "Alice", but the reference keeps them as new names, with their observations.
+    result = memory.create_entities(kb, [entity("Alice ", "moved to Paris"), entity("Alice\n", "likes tea", "has a dog")])
+    sent = "sent as {!r}, which is 'Alice' once extra spaces and invisible characters are dropped, as they are from " \
+           "every name"
+    assert [(e.name, e.observations, e.merged_into, e.note) for e in result.entities] == [
+        ("Alice", ["moved to Paris"], "Alice", sent.format("Alice ")),
+        ("Alice", ["has a dog"], "Alice", sent.format("Alice\n"))]
+    assert result.note is None
+    # The exact stored name is skipped, as the reference skips it, and the result says what was not added.
+    repeat = memory.create_entities(kb, [entity("Alice", "plays go", "likes tea", "owns a bike"), entity("Bob")])
+    assert repeat.entities == []
+    assert repeat.note == ("'Alice' exists, so it was skipped: 2 observations it does not hold were not added. Add "
+                           "them with add_observations.")
+    assert memory.create_entities(kb, [entity("Alice", "likes tea")]).note is None  # nothing dropped
+    assert memory.open_nodes(kb, ["Alice"]).entities[0].observations == [
+        "likes tea", "moved to Paris", "has a dog"]
+
+
+def test_a_name_merged_with_another_type_keeps_the_stored_one_and_says_so(kb):
+    [merged] = memory.create_entities(kb, [entity("alice", "a company", type="organization")]).entities
+    assert (merged.entityType, merged.merged_into) == ("person", "Alice")
+    assert merged.note == ("the entityType 'organization' was not applied: 'Alice' keeps its type 'person' (if it is "
+                           "another entity, create it under a name of its own)")
+    # The same type in another case or number is no conflict.
+    [same] = memory.create_entities(kb, [entity("ALICE", "a person", type="People")]).entities
+    assert same.note is None
+    assert [(e.name, e.entityType) for e in memory.open_nodes(kb, ["Alice"]).entities] == [("Alice", "person")]
+    # An entity of type 'unknown' (the user's own, with an observation: no placeholder) takes the type given.
+    memory.create_entities(kb, [entity("Mystery Caller", "called on Monday", type="unknown")])
+    [typed] = memory.create_entities(kb, [entity("mystery caller", "a recruiter", type="person")]).entities
+    assert (typed.entityType, typed.merged_into, typed.note) == ("person", "Mystery Caller", None)
+    assert [(e.name, e.entityType) for e in memory.open_nodes(kb, ["Mystery Caller"]).entities] == [
+        ("Mystery Caller", "person")]
+
+
+def test_a_placeholder_is_the_entity_a_spelling_of_its_name_of_any_type_names(kb):
+    memory.create_relations(kb, [relation("Alice", "Acme Inc.", "works at")])
+    [filled] = memory.create_entities(kb, [entity("Acme Inc", "makes robots", type="company")]).entities
+    assert (filled.entityType, filled.observations, filled.merged_into) == ("company", ["makes robots"], "Acme Inc.")
+    opened = memory.open_nodes(kb, ["Acme Inc."])
+    assert [(e.name, e.entityType, e.observations) for e in opened.entities] == [
+        ("Acme Inc.", "company", ["makes robots"])]
+    assert [(r.from_, r.to) for r in opened.relations] == [("Alice", "Acme Inc.")]
+    assert kb.stats()["nodes"] == 4  # Alice, Bob, Acme and Acme Inc.: no second one
 
 
 def test_relations_keep_their_spelling_and_are_not_duplicated_by_another_one(kb):
@@ -67,10 +114,10 @@ def test_an_unknown_end_becomes_a_placeholder_that_create_entities_fills_in(kb):
     assert [(e.name, e.entityType) for e in graph.entities][-2:] == [("Dana", "unknown"), ("Erin", "unknown")]
     assert len(graph.relations) == 3
     # Creating it afterwards, as a reference user would, gives the placeholder its type and observations.
-    [filled] = memory.create_entities(kb, [entity("Dana", "a mentor")])
+    [filled] = memory.create_entities(kb, [entity("Dana", "a mentor")]).entities
     assert (filled.name, filled.entityType, filled.observations, filled.merged_into) == (
         "Dana", "person", ["a mentor"], None)
-    [variant] = memory.create_entities(kb, [entity("ERIN", "an engineer", type="engineer")])
+    [variant] = memory.create_entities(kb, [entity("ERIN", "an engineer", type="engineer")]).entities
     assert (variant.entityType, variant.merged_into) == ("engineer", "Erin")
     assert [(e.name, e.entityType, e.observations) for e in memory.open_nodes(kb, ["Dana", "Erin"]).entities] == [
         ("Dana", "person", ["a mentor"]), ("Erin", "engineer", ["an engineer"])]
@@ -116,6 +163,23 @@ def test_deleting_observations_ignores_unknown_entities(kb):
     assert result.success and result.not_found == ["Nobody"]
     assert [(r.entity, r.removed) for r in result.removed] == [("Alice", ["likes tea"])]
     assert memory.open_nodes(kb, ["Alice"]).entities[0].observations == []
+
+
+def test_deleting_an_observation_not_stored_says_so_with_the_stored_one_most_like_it(kb):
+    memory.add_observations(kb, [ObservationAddition(entityName="Alice", contents=["lives in Berlin"])])
+    result = memory.delete_observations(kb, [
+        ObservationDeletion(entityName="alice", observations=["Lives in Berlin.", "likes tea", "owns a boat"]),
+        ObservationDeletion(entityName="Alice", observations=["likes tea"])])  # removed just before: no miss
+    assert result.success and [(r.entity, r.removed) for r in result.removed] == [("Alice", ["likes tea"])]
+    assert [(u.entity, u.observation, u.nearest) for u in result.unmatched] == [
+        ("Alice", "Lives in Berlin.", "lives in Berlin"), ("Alice", "owns a boat", None)]
+    assert result.hints == ["Not stored, so nothing was removed for: 'Lives in Berlin.' of 'Alice' (stored: 'lives "
+                            "in Berlin'); 'owns a boat' of 'Alice' (see unmatched). Delete an observation by its text "
+                            "as stored (open_nodes lists them)."]
+    assert memory.open_nodes(kb, ["Alice"]).entities[0].observations == ["lives in Berlin"]
+    everything = memory.delete_observations(kb, [ObservationDeletion(entityName="Alice",
+                                                                     observations=["lives in Berlin"])])
+    assert everything.unmatched == [] and everything.hints == []
 
 
 def test_pages_list_every_relation_once_and_open_nodes_takes_relations_with_one_end_named(kb):
@@ -173,7 +237,7 @@ NFC, NFD = "cr\u00e8me br\u00fbl\u00e9e served", "cre\u0300me bru\u0302le\u0301e
 
 
 def test_observations_in_another_unicode_form_or_spacing_are_one_and_removed_by_the_text_shown(kb):
-    created = memory.create_entities(kb, [entity("Cafe Noir", NFD, "open late", type="place")])
+    created = memory.create_entities(kb, [entity("Cafe Noir", NFD, "open late", type="place")]).entities
     assert created[0].observations == [NFC, "open late"]
     added = memory.add_observations(kb, [ObservationAddition(entityName="Cafe Noir",
                                                              contents=[NFC, "open late ", "open  late", "Open late"])])
@@ -200,7 +264,7 @@ def test_an_imported_memory_file_s_observations_are_stored_normalised(fake_kb):
 
 
 def test_an_empty_observation_is_kept_by_the_memory_tools_as_the_reference_keeps_it_and_refused_by_graphrag_s(kb):
-    created = memory.create_entities(kb, [entity("Dave", "", "  ")])  # blank is empty once trimmed: one
+    created = memory.create_entities(kb, [entity("Dave", "", "  ")]).entities  # blank is empty once trimmed: one
     assert created[0].observations == [""]
     assert memory.add_observations(kb, [ObservationAddition(entityName="Bob", contents=[""])])[0].addedObservations \
         == [""]

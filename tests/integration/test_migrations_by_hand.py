@@ -72,7 +72,7 @@ def after_replacing_the_document(path: Path) -> tuple[set[str], set[str], dict[s
         kent = nodes["Kent Ford"].id if "Kent Ford" in nodes else None
         observations = kb.store.get_observations([kent]) if kent is not None else {}
         ghost = memory_server.create_entities(kb, [MemoryEntityInput(name="Ghost Entity", entityType="Person",
-                                                                     observations=["Seen once."])])
+                                                                     observations=["Seen once."])]).entities
         return set(nodes), types, {"Kent Ford": observations.get(kent, [])}, ghost[0].merged_into if ghost else "skipped"
     finally:
         kb.close()

@@ -69,13 +69,13 @@ def test_create_entities_says_when_a_new_name_looks_like_a_stored_one(fake_kb) -
     memory_server.create_entities(fake_kb, [MemoryEntityInput(name="Maya Chen", entityType="person",
                                                               observations=["plain"])])
     [created] = memory_server.create_entities(fake_kb, [MemoryEntityInput(name=CYRILLIC_MAYA, entityType="person",
-                                                                          observations=["cyrillic a"])])
+                                                                          observations=["cyrillic a"])]).entities
     assert created.merged_into is None and created.observations == ["cyrillic a"]
     assert created.note == (f"{REASON}: stored as an entity of its own; if both are one, delete this one "
                             "(delete_entities) and add its observations to 'Maya Chen'")
     assert set(stored(fake_kb)) == {"Maya Chen", CYRILLIC_MAYA}
     [plain] = memory_server.create_entities(fake_kb, [MemoryEntityInput(name="Maya Chan", entityType="person",
-                                                                        observations=[])])
+                                                                        observations=[])]).entities
     assert plain.note is None
 
 

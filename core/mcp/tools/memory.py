@@ -51,13 +51,14 @@ def register_memory_tools(server: MCPServer) -> None:
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, MemoryEntities]:
         """Create multiple new entities in the knowledge graph. An entity whose exact name exists already is
-        skipped; one whose name differs from a stored one only in case or spacing, or (for one stored entity of
+        skipped (a note says when it came with observations the stored one lacks: add them with add_observations);
+        one whose name differs from a stored one only in case or spacing, or (for one stored entity of
         the same type) only in accents and punctuation, is the same entity here: its observations are added to it,
         and it is returned with merged_into (the stored name); a spelling of the second kind becomes an alias of
         it, and its note says so."""
         created = await call(memory_compat.create_entities, kb_of(ctx), entities,
                               namespace=await call_namespace(ctx, namespace))
-        return json_result(MemoryEntities(entities=created), "entities")
+        return noted(json_result(created, "entities"), created.note)
 
     @server.tool(title="Create Relations", annotations=titled(ADDITIVE, "Create Relations"))
     async def create_relations(
@@ -94,10 +95,11 @@ def register_memory_tools(server: MCPServer) -> None:
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, ObservationsDeleted]:
         """Delete specific observations from entities in the knowledge graph. Entities that do not exist are
-        ignored (and listed in not_found)."""
+        ignored (and listed in not_found); so are observations an entity does not hold (listed in unmatched, with
+        the stored one most like each)."""
         result = await call(memory_compat.delete_observations, kb_of(ctx), deletions,
                              namespace=await call_namespace(ctx, namespace))
-        return with_text(result, result.message)
+        return noted(with_text(result, result.message), "\n".join(result.hints))
 
     @server.tool(title="Read Graph", annotations=titled(READ_ONLY, "Read Graph"))
     async def read_graph(
@@ -150,7 +152,12 @@ def register_memory_tools(server: MCPServer) -> None:
 def graph_result(graph: MemoryGraph) -> CallToolResult:
     """read_graph's, search_nodes' and open_nodes' result: the reference's JSON as the first text block (clients
     parse it), and the note, when something was left out, as a second one, which the model reads."""
-    result = json_result(graph)
-    if graph.note:
-        result.content.append(TextContent(type="text", text=graph.note))
+    return noted(json_result(graph), graph.note)
+
+
+def noted(result: CallToolResult, note: str | None) -> CallToolResult:
+    """`result` with `note`, when there is one, as a second text block: the first stays the reference's text, which
+    clients parse, and the model reads the note."""
+    if note:
+        result.content.append(TextContent(type="text", text=note))
     return result
