@@ -452,6 +452,18 @@ def _says_when(word: str) -> bool:
     return word in _WHEN_WORDS or _WHEN_DIGITS.fullmatch(word) is not None
 
 
+def tells_time(word: str) -> bool:
+    """Whether a word (as `tokens` gives it) says when (`_says_when`) or names a span of time or places one
+    (`_PERIOD_WORDS`: "this month", "last week"): for global_search's question about what changed."""
+    return _says_when(word) or stemmed([word])[0] in _period_terms()
+
+
+@functools.cache
+def _period_terms() -> frozenset[str]:
+    """The terms of `_PERIOD_WORDS` (stemmed on first use, as `_asking_terms`)."""
+    return frozenset(terms(_PERIOD_WORDS))
+
+
 def _typed(store: GraphStore, query_text: str, words: WordMatches, namespace: str, limit: int) -> frozenset[int]:
     """The entities of the stored types that the query asks about with no other word besides `_ASKING_WORDS` and
     `_LISTING_WORDS`, in any case and number ("How many incidents have we had?", "List all teams": Incident, Team;

@@ -66,8 +66,8 @@ def test_numbers_at_the_limits_are_taken(no_settings, capsys) -> None:
     with KnowledgeBase(DuckDBStore(Path("fresh.duckdb")), HashingEmbedder()):
         pass  # an empty memory: communities refuses a file that is not there
     # Each option with the action it belongs to (another action refuses it: test_cli_ignored_options.py).
-    assert main(["communities", "build", "--db", "fresh.duckdb"]) == 0
-    assert "communities: 0" in capsys.readouterr().out
+    assert main(["communities", "build", "--db", "fresh.duckdb"]) == 1  # nothing to build from: said, not "0"
+    assert "holds nothing to build communities from" in capsys.readouterr().err
     assert main(["communities", "search", "themes", "--db", "fresh.duckdb", "--level", "20", "--token-budget",
                  "50000"]) == 0
     capsys.readouterr()

@@ -460,11 +460,11 @@ def no_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DUCKGRAPH_CONFIG", str(tmp_path / "config.toml"))
 
 
-def test_the_build_command_prints_no_empty_fields(no_settings, db_path, capsys):
+def test_the_build_command_prints_no_empty_fields(no_settings, db_path, capsys, minilm):
     from duckgraph.core.cli import main
 
-    with KnowledgeBase(DuckDBStore(db_path), HashingEmbedder()):
-        pass  # an empty memory: communities refuses a file that is not there
+    with KnowledgeBase(DuckDBStore(db_path), minilm) as kb:  # communities refuses a file not there
+        kb.add_knowledge_graph([NodeInput(name="Lonely", type="Thing")], [])  # and a namespace that holds nothing
     assert main(["communities", "build", "--db", str(db_path)]) == 0
     out = capsys.readouterr().out
     assert "communities: 0" in out and "None" not in out  # "sampling: None": only MCP sampling writes it

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from duckgraph.core.domain.communities.global_search import WITHHELD
+from duckgraph.core.domain.communities.global_search import RECENT_CHANGES, WITHHELD
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE
 from duckgraph.core.domain.model import EdgeInput, EndRelationInput, NodeInput
@@ -19,6 +19,7 @@ from duckgraph.core.domain.render import estimate_tokens
 from duckgraph.core.mcp.warmup import WarmUp
 from duckgraph.plugins.duckdb import DuckDBStore
 from duckgraph.plugins.leiden import LeidenDetector
+from duckgraph.ports import NotFoundError
 
 from tests.fakes import HashingEmbedder
 
@@ -112,6 +113,29 @@ def test_a_topical_question_gets_its_topic_first_and_a_broad_one_the_largest_com
     broad = memory.communities.global_search("What are the main themes?", "default")
     assert [r.size for r in broad.reports] == sorted((r.size for r in broad.reports), reverse=True)
     assert "payments platform" in first_names(broad) and len(broad.reports) == 4
+
+
+def test_words_about_the_whole_or_about_how_to_answer_match_no_report(memory):
+    # "going" stems to "go": the report of a skill named Go matched it, and ranked first for a question about the
+    # kids (the keyword channel matched the question's words, broad ones included).
+    memory.add_knowledge_graph(*topic_graph({"skills": [
+        ("Go", "Skill", "Programming language we write services in"), ("Rust", "Skill", "Systems language"),
+        ("Kotlin", "Skill", "Language of the Android app"), ("Backend guild", "Group", "Engineers sharing skills")]}))
+    memory.communities.build("default")
+    children = memory.communities.global_search("What's going on with our children?", "default")
+    assert "Lena" in first_names(children)
+    # Words that say how to answer name no topic: the question stays broad, the largest first.
+    broad = memory.communities.global_search("What are the main themes?", "default")
+    asked = memory.communities.global_search("What are the main themes? Answer in detail please", "default")
+    assert [r.id for r in asked.reports] == [r.id for r in broad.reports]
+    assert [r.size for r in asked.reports] == sorted((r.size for r in asked.reports), reverse=True)
+
+
+def test_a_question_about_what_changed_is_pointed_to_recent_changes(memory):
+    for query in ("What changed this month?", "What happened last week?"):
+        found = memory.communities.global_search(query, "default")
+        assert found.hint == RECENT_CHANGES and RECENT_CHANGES in found.text, query
+    assert memory.communities.global_search("What happened at work?", "default").hint is None
 
 
 def test_the_text_says_how_many_reports_were_left_out_and_cuts_a_report_to_the_budget(memory):
@@ -211,6 +235,9 @@ def test_the_warm_up_rebuilds_a_build_made_out_of_date_while_no_server_ran(db_pa
 def test_a_misspelt_namespace_is_said_to_be_empty_not_to_want_a_build(memory):
     hint = EMPTY_NAMESPACE.format(namespace="defualt")
     assert memory.communities.global_search("What are the main themes?", "defualt").hint == hint
-    memory.communities.build("defualt")  # builds nothing
+    with pytest.raises(NotFoundError, match=r"^the namespace 'defualt' holds nothing to build communities from: did "
+                                            r"you mean 'default'\? .*; nothing was built$"):
+        memory.communities.build("defualt")  # it would build nothing: said, and no build is recorded
+    assert memory.store.community_build("defualt") is None
     found = memory.communities.global_search("What are the main themes?", "defualt")
     assert found.hint == found.text == hint and found.reports == []

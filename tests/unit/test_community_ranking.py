@@ -1,6 +1,6 @@
 """Community reports' distinctive terms, and the level global_search chooses by default."""
 
-from duckgraph.core.domain.communities.global_search import choose_level, is_specific
+from duckgraph.core.domain.communities.global_search import asks_what_changed, choose_level, is_specific, topical
 from duckgraph.core.domain.communities.terms import distinctive_terms
 from duckgraph.ports.communities import CommunityRecord
 
@@ -44,6 +44,29 @@ def test_a_question_is_broad_by_its_words_not_by_how_similar_the_reports_are():
     for query in ("What are the main themes?", "Summarise what we know", "Give me an overview", "What is in here?",
                   "What topics does the memory cover?"):
         assert not is_specific(query, {}), query
+
+
+def test_words_that_say_how_to_answer_name_no_topic():
+    for query in ("What are the main themes? Answer in detail please", "Briefly, give me an overview",
+                  "Summarise what we know, thanks, a detailed reply"):
+        assert not is_specific(query, {}) and topical(query) == "", query
+    assert is_specific("What are the main themes of the garden? Answer briefly", {})
+
+
+def test_the_keyword_query_keeps_the_topic_only():
+    # "going" stems to "go": matched by a report about the programming language Go, it ranked that one first.
+    assert topical("What's going on with the kids?") == "kids?"
+    assert topical("What data do I have about my children?") == "children?"
+    assert topical("main-theme of the film") == "main-theme film"  # a joined run stays unless all of it is broad
+
+
+def test_a_question_about_what_changed_is_told_apart_from_one_about_a_topic():
+    for query in ("What changed this month?", "What happened last week?", "Anything new?", "What changed recently?",
+                  "What was added yesterday?", "What changed on Monday?"):
+        assert asks_what_changed(query), query
+    for query in ("What happened at work?", "What are the main themes?", "What did I do last week?",
+                  "What changed in the payments team?", "Tell me everything"):
+        assert not asks_what_changed(query), query
 
 
 def test_an_extractive_summary_ends_each_sentence_once():

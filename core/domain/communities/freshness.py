@@ -47,15 +47,28 @@ class Freshness:
     rebuilding: bool
 
 
+@dataclass(frozen=True)
+class Unreported:
+    """The entities with a relation valid now (to another entity) that no community of the last build holds: written
+    or linked since it, no report names them, and a build puts each in a community. `apart`: some of them form a
+    group with no relation to a member, a topic of its own that no report speaks of, however small. `example`: the
+    one of them with the most relations among those."""
+    ids: tuple[int, ...] = ()
+    apart: bool = False
+    example: int | None = None
+
+
 class Keeper:
     """Wakes after each commit (`written`), waits for the writes to settle, and rebuilds (through `rebuild`) the
     built namespaces whose changed share exceeds `share`, one at a time, on its own daemon thread."""
 
     def __init__(self, store: GraphStore, rebuild: Callable[[str], Any], *, share: float = REBUILD_SHARE,
-                 settle: float = SETTLE_SECONDS, shrunk: Callable[[str], bool] = lambda namespace: False) -> None:
+                 settle: float = SETTLE_SECONDS, shrunk: Callable[[str], bool] = lambda namespace: False,
+                 members: Callable[[str], set[int]] = lambda namespace: set()) -> None:
         self._store = store
         self._rebuild = rebuild
         self._shrunk = shrunk  # whether a report of the namespace is withheld: what it was written from was deleted
+        self._members = members  # the entities of the namespace's communities (of its last build) now
         self.share = share
         self.settle = settle
         self._wake = threading.Event()
@@ -70,6 +83,7 @@ class Keeper:
         self._moments: dict[str, tuple[tuple[datetime, int], datetime, datetime | None]] = {}
         self._counted: dict[str, tuple[tuple[datetime, int, datetime], int]] = {}
         self._touched: dict[str, tuple[tuple[datetime, int, datetime], Touched | None]] = {}
+        self._unreported: dict[str, tuple[tuple[datetime, int, datetime], Unreported]] = {}
 
     def freshness(self, namespace: str, build: CommunityBuild | None = None) -> Freshness | None:
         """How fresh the namespace's build is (`build`: its record, when the caller has just read it)."""
@@ -98,6 +112,32 @@ class Keeper:
                 build.namespace, build).changed else Touched()  # nothing written since: no read of the changes
             held = self._touched[build.namespace] = (key, found)
         return held[1]
+
+    def unreported(self, namespace: str, build: CommunityBuild) -> Unreported:
+        """The entities no report holds though a build would (see `Unreported`), read again after a write."""
+        key = self.key(namespace, build)
+        held = self._unreported.get(namespace)
+        if held is None or held[0] != key:
+            found = unreported(self._store, namespace, self._members(namespace), key[2]) if self.freshness(
+                namespace, build).changed else Unreported()  # nothing written since: the build holds them all
+            held = self._unreported[namespace] = (key, found)
+        return held[1]
+
+    def due(self, namespace: str, build: CommunityBuild) -> bool:
+        """Whether the namespace's communities are to be rebuilt: more changed than the share; or a report is
+        withheld, as knowledge it was written from was deleted (it must leave the reports soon, whatever the share:
+        global_search withholds such texts meanwhile); or entities written since form a group apart (a new topic,
+        which no report speaks of however small it is: written below the share, it would stay out of every answer
+        until the share is reached)."""
+        freshness = self.freshness(namespace, build)
+        return freshness is not None and (freshness.stale or self._shrunk(namespace)
+                                          or self.unreported(namespace, build).apart)
+
+    def pending(self, namespace: str, build: CommunityBuild) -> bool:
+        """Whether a rebuild of the namespace runs, or is due and this process's thread will start it once writes
+        settle (it was woken and has not looked yet)."""
+        return namespace in self.rebuilding or (
+            not self.idle.is_set() and not self.stopped() and self.due(namespace, build))
 
     def key(self, namespace: str, build: CommunityBuild) -> tuple[datetime, int, datetime]:
         """What the changes since `build` depend on: the build, the commits seen, and the moment they are counted
@@ -165,10 +205,8 @@ class Keeper:
         try:
             namespaces = self._store.namespaces()
             for namespace in namespaces:
-                freshness = self.freshness(namespace)
-                # A report that lost members, facts, passages or observations may state them: deleted knowledge
-                # must leave the reports soon, whatever the share (global_search withholds such texts meanwhile).
-                if freshness is None or not (freshness.stale or self._shrunk(namespace)):
+                build = self._store.community_build(namespace)
+                if build is None or not self.due(namespace, build):
                     continue
                 self.rebuilding.add(namespace)
                 try:
@@ -212,6 +250,37 @@ def touched_since(store: GraphStore, namespace: str, since: datetime, until: dat
         return Touched()
     nodes = store.get_nodes(set(last))
     return Touched({node.id: node.name for node in nodes}, {node.id: last[node.id] for node in nodes})
+
+
+def unreported(store: GraphStore, namespace: str, members: set[int], at: datetime) -> Unreported:
+    """See `Unreported`: from the relations valid at `at` (those a build reads) and the build's `members` now."""
+    import numpy as np  # the store's arrays are numpy's
+
+    _, sources, targets, _ = store.edge_arrays(namespace, at)
+    other = sources != targets  # a relation to itself puts an entity in no community (the detector skips it)
+    sources, targets = sources[other], targets[other]
+    known = np.fromiter(members, dtype=np.int64, count=len(members))
+    source_out, target_out = ~np.isin(sources, known), ~np.isin(targets, known)
+    ends = np.concatenate([sources[source_out], targets[target_out]])
+    if not len(ends):
+        return Unreported()
+    left, degree = np.unique(ends, return_counts=True)
+    # Groups of them, joined by the relations between two of them; one is apart when none of its entities has a
+    # relation to a member.
+    group = {node: node for node in left.tolist()}
+
+    def root(node: int) -> int:
+        while group[node] != node:
+            group[node] = node = group[group[node]]
+        return node
+
+    both = source_out & target_out
+    for source, target in zip(sources[both].tolist(), targets[both].tolist()):
+        group[root(source)] = root(target)
+    linked = {root(node) for node in (sources[source_out & ~target_out].tolist()
+                                      + targets[target_out & ~source_out].tolist())}
+    apart = any(root(node) not in linked for node in group)
+    return Unreported(tuple(left.tolist()), apart, int(left[np.argmax(degree)]))
 
 
 def written_at(community: CommunityRecord) -> datetime | None:

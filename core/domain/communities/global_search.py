@@ -15,9 +15,10 @@ from duckgraph.core.domain.communities.reports import (
     title_of,
 )
 from duckgraph.core.domain.render import NOTE_TOKENS, cut_to_tokens, estimate_tokens
+from duckgraph.core.domain.retrieval import tells_time
 from duckgraph.core.domain.search_options import TOOL_LIMITS
 from duckgraph.ports.communities import CommunityRecord
-from duckgraph.ports.text import one_line, stemmed, terms
+from duckgraph.ports.text import one_line, stemmed, terms, tokens
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.model import CommunityReport
@@ -89,17 +90,52 @@ overview summary summarise summarize sum recap gist highlight everything anythin
 entire memory memories knowledge know known remember stored store hold contain cover include tell give show list
 describe explain say talk mention discuss far please kind sort type common recurring information info data
 content note record learn happen new recent lately go going""".split()
+#: Words that say how to answer, not what about ("What are the main themes? Answer in detail please", "Briefly,
+#: ..."): no more a topic than BROAD_WORDS are.
+REQUEST_WORDS = """answer reply respond response detail detailed brief briefly concise thorough thoroughly please
+thanks thank kindly""".split()
+#: Words of a question about what changed in the memory, not about a topic ("What changed this month?", "What
+#: happened last week?", "Anything new?"): no report says when things were written; recent_changes does.
+CHANGE_WORDS = "change update add edit new happen latest recent recently lately".split()
+#: The hint for such a question (search's text says it too, render.NOTHING_RELEVANT).
+RECENT_CHANGES = ("For what changed recently, call recent_changes: it lists what was written, newest first (since and "
+                  "until bound the span). These reports say what the memory holds, not when it was written.")
 
 
 @functools.cache
 def _broad_terms() -> frozenset[str]:
-    return frozenset(stemmed(BROAD_WORDS))
+    return frozenset(stemmed(BROAD_WORDS + REQUEST_WORDS))
+
+
+@functools.cache
+def _change_terms() -> frozenset[str]:
+    return frozenset(stemmed(CHANGE_WORDS))
 
 
 def is_specific(query: str, keyword: dict[int, float]) -> bool:
     """Whether the query is about something in particular: a word of it matches a report, or it has a word that
-    is not about the memory as a whole (see BROAD_WORDS). Not so for "what are the main themes?"."""
+    is not about the memory as a whole nor says how to answer (see BROAD_WORDS, REQUEST_WORDS). Not so for "what
+    are the main themes?"."""
     return bool(keyword) or any(term not in _broad_terms() for term in terms(query))
+
+
+def topical(query: str) -> str:
+    """The query without its words about the memory as a whole or about how to answer (`is_specific`): what the
+    keyword channel matches the reports by, so that "going" of "What's going on with the kids?" matches no report
+    of the skill "Go". A word is what lies between spaces: a joined run ("main-theme") goes only when all its terms
+    do."""
+    return " ".join(word for word in query.split() if any(term not in _broad_terms() for term in terms(word)))
+
+
+def asks_what_changed(query: str) -> bool:
+    """Whether the query asks what changed in the memory: a word of CHANGE_WORDS, and besides it only words about
+    the memory as a whole or how to answer (`is_specific`) and words that say when ("What changed this month?",
+    "What happened last week?", "Anything new?"); not "What happened at work?", which is about work."""
+    written = tokens(query)
+    found = stemmed(written)
+    return (any(term in _change_terms() for term in found)
+            and all(term in _change_terms() or term in _broad_terms() or tells_time(word)
+                    for word, term in zip(written, found)))
 
 
 def rank(view: Sequence[CommunityRecord], similarity: dict[int, float], keyword: dict[int, float],

@@ -23,10 +23,11 @@ from duckgraph.core.domain.communities.reports import (
 from duckgraph.core.domain.limits import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS
 from duckgraph.core.domain.moments import iso_utc
 from duckgraph.core.domain.moments import now as now_utc
-from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE
+from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE, namespace_hint
 from duckgraph.ports import ExtractionError, InvalidInputError, NotFoundError, StoreError
 from duckgraph.ports.communities import CommunityBuild, CommunityDetector, CommunityRecord
 from duckgraph.ports.names import entity_key, name_candidates
+from duckgraph.ports.text import one_line
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.ingest import Progress
@@ -41,6 +42,20 @@ NO_COMMUNITIES = ("No communities are built for this namespace yet: call build_c
 NO_RELATIONS = ("No communities: the last build found no relation between this namespace's entities, and communities "
                 "group related entities. Nothing to build until relations are stored (a running server then builds "
                 "them on its own; else run `duckgraph communities build`).")
+#: Before a build or after one that found nothing: documents, and no entity for communities to group.
+NO_ENTITIES = ("No communities: this namespace holds documents but no entities, as they were stored without "
+               "extraction (no extractor read them), and communities group related entities. To get entities, "
+               "configure an extractor (DUCKGRAPH_EXTRACTOR=ollama, or an [extractor] section in the config file; "
+               "docs/ollama.md) and run `duckgraph ingest --extract` on the same files again, or have the host "
+               "extract them (the extract_knowledge prompt: add_knowledge_graph with the documents' ids in "
+               "source_ids). Meanwhile search finds their passages.")
+#: After a build that found no relation, when relations were stored since: a build of them is under way (this
+#: process's keeper will start it once writes settle), or none is.
+BUILD_PENDING = ("No communities yet: the last build found no relation between this namespace's entities, and "
+                 "relations were stored since; a build of them is under way: ask again in a moment.")
+BUILD_DUE = ("No communities yet: the last build found no relation between this namespace's entities, and relations "
+             "were stored since: call build_communities (or run `duckgraph communities build`), then global_search "
+             "again.")
 NONE_LEFT = ("No communities left: every entity of the last build's communities was deleted since. A running server "
              "builds them again once writes settle; else call build_communities.")
 BROAD_HINT = ("This question seems to be about the memory as a whole (its best matches are weak or spread over "
@@ -54,13 +69,16 @@ SPREAD_COMMUNITIES = 3
 NEAR_BEST = 0.8
 #: The closing line names at most these of the entities changed since the reports shown were built.
 CHANGED_NAMED = 5
+#: The closing line on the entities no report holds yet (see freshness.Unreported): how many, one by name, and
+#: whether a rebuild that includes them is under way.
+UNREPORTED = "({count} written or linked since the last build {are} in no report yet{example}; {then}.)"
 
 
 class CommunityService:
     def __init__(self, kb: KnowledgeBase, detector: CommunityDetector | None) -> None:
         self.kb = kb
         self.detector = detector
-        self.keeper = Keeper(kb.store, self._rebuild_quietly, shrunk=self._shrunk)
+        self.keeper = Keeper(kb.store, self._rebuild_quietly, shrunk=self._shrunk, members=self._members)
         #: namespace -> (key, its communities, the keeper's count of writes when their facts were last checked,
         #: the same communities by id)
         self._catalog: dict[str, tuple[Any, list[CommunityRecord], int, dict[int, CommunityRecord]]] = {}
@@ -73,8 +91,15 @@ class CommunityService:
     # -- building ------------------------------------------------------------------------------------------
 
     def build(self, namespace: str, progress: Progress | None = None) -> BuildCommunitiesResult:
+        """build_communities, `duckgraph communities build`: a namespace that holds nothing and was never built (a
+        misspelt one) is refused, naming those there are: a build there would report success with nothing."""
         from duckgraph.core.domain.model import BuildCommunitiesResult
 
+        self.kb.open()
+        held = self.kb.store.namespaces()
+        if namespace not in held and self.kb.store.community_build(namespace) is None:
+            raise NotFoundError(f"the namespace {namespace!r} holds nothing to build communities from: "
+                                f"{namespace_hint(namespace, held)}; nothing was built")
         outcome = self._build(namespace, progress)
         return BuildCommunitiesResult(**outcome.__dict__)
 
@@ -94,6 +119,10 @@ class CommunityService:
         one, an observation of an entity it names), since the report was written (the Keeper then rebuilds:
         global_search withholds such a report's text until then)."""
         return any(ranking.withheld(c) for c in self._communities(namespace))
+
+    def _members(self, namespace: str) -> set[int]:
+        """The entities of the namespace's communities now (the keeper's `unreported`)."""
+        return {node for community in self._communities(namespace) for node in community.members}
 
     def _changed(self) -> None:
         self._version += 1
@@ -168,11 +197,7 @@ class CommunityService:
         self.kb.prepare_write()  # binds the file's embedder, refusing another, as search does
         build_mark, found = self._catalog_of(namespace)
         if not found:
-            # A namespace that never held anything (a misspelt one) is said to be empty, as search says it, not
-            # to want a build: building it would find nothing.
-            empty = (build_mark is None or not build_mark.nodes) and namespace not in self.kb.store.namespaces()
-            why = (EMPTY_NAMESPACE.format(namespace=namespace) if empty else NO_COMMUNITIES if build_mark is None
-                   else NO_RELATIONS if not build_mark.nodes else NONE_LEFT)
+            why = self._why_none(namespace, build_mark)
             return GlobalSearchResult(query=query, level=None, levels=0, reports=[], text=why, truncated=False,
                                       hint=why, freshness=self.freshness(namespace, build_mark))
         current = self._as_now(namespace, build_mark)
@@ -180,7 +205,9 @@ class CommunityService:
         if level is not None and level not in levels:
             raise InvalidInputError(f"level {level} does not exist: this namespace has levels 0 to {levels[-1]}")
         vector = self.kb.embedder.embed_query(query)
-        similarity, keyword = self.kb.store.search_reports(namespace, vector, query, [c.id for c in found])
+        # The vector reads the whole question; the words match its topic only.
+        similarity, keyword = self.kb.store.search_reports(namespace, vector, ranking.topical(query),
+                                                           [c.id for c in found])
         keyword = self._naming_members(query, namespace, found, keyword)
         level = ranking.choose_level(found, token_budget, set(keyword), current) if level is None else level
         specific = ranking.is_specific(query, keyword)
@@ -188,12 +215,51 @@ class CommunityService:
         freshness = self.freshness(namespace, build_mark)
         # An extractive report is shown as the graph is now (`_as_now`): only written ones may be behind it.
         changed = self._changed_entities(build_mark, [c for c, _ in ranked if c.author != "extractive"])
+        hint = ranking.RECENT_CHANGES if ranking.asks_what_changed(query) else None
+        # Stale reports are said to be out of date as a whole; else which entities no report holds yet.
+        unreported = "" if freshness is not None and freshness.stale else self._unreported_note(namespace, build_mark)
+        closing = "\n".join(filter(None, (hint, _freshness_note(freshness, changed, ranked), unreported)))
         kept, text, truncated = ranking.within_budget(
-            ranked, token_budget, changed=changed, closing=_freshness_note(freshness, changed, ranked),
+            ranked, token_budget, changed=changed, closing=closing,
             order="most relevant" if specific else "largest", current=current)
         return GlobalSearchResult(
             query=query, level=level, levels=len(levels), text=text, truncated=truncated,
-            reports=[ranking.as_report(c, score, changed.get(c.id, ())) for c, score in kept], freshness=freshness)
+            reports=[ranking.as_report(c, score, changed.get(c.id, ())) for c, score in kept], freshness=freshness,
+            hint=hint)
+
+    def _why_none(self, namespace: str, build_mark: CommunityBuild | None) -> str:
+        """What global_search says when there is no community to rank: a namespace that never held anything (a
+        misspelt one) is empty, as search says it, not to be built (building it would find nothing); one of
+        documents alone has no entity to group, and says how to get them; else before the first build how to build,
+        after one that found no relation that none was found or, when relations were stored since, that a build of
+        them is under way or to be asked for; after a build whose entities were all deleted since that none is
+        left."""
+        if build_mark is not None and build_mark.nodes:
+            return NONE_LEFT
+        if namespace not in self.kb.store.namespaces():
+            return EMPTY_NAMESPACE.format(namespace=namespace)
+        stats = self.kb.store.stats(namespace)
+        if stats["documents"] and not stats["nodes"]:
+            return NO_ENTITIES
+        if build_mark is None:
+            return NO_COMMUNITIES
+        if not stats["edges"]:
+            return NO_RELATIONS
+        return BUILD_PENDING if self.keeper.pending(namespace, build_mark) else BUILD_DUE
+
+    def _unreported_note(self, namespace: str, build_mark: CommunityBuild) -> str:
+        """The closing line on the entities written or linked since the build that no report holds (see
+        freshness.Unreported), "" when there are none."""
+        found = self.keeper.unreported(namespace, build_mark)
+        if not found.ids:
+            return ""
+        named = [f", e.g. {one_line(node.name)}" for node in self.kb.store.get_nodes([found.example])]
+        count = len(found.ids)
+        then = ("a rebuild that includes them is under way: ask again in a moment"
+                if self.keeper.pending(namespace, build_mark)
+                else "build_communities includes them, and search finds them meanwhile")
+        return UNREPORTED.format(count=f"{count} entit{'ies' if count > 1 else 'y'}", are="are" if count > 1 else "is",
+                                 example="".join(named), then=then)
 
     def _as_now(self, namespace: str, build_mark: CommunityBuild) -> Callable[[CommunityRecord], CommunityRecord]:
         """What global_search shows of a community: a written report as stored; an extractive one whose members
@@ -377,7 +443,7 @@ class CommunityService:
         pointed question fall anywhere ("Who is on call for the Payments Team right now?"). A title is the one
         global_search shows (`_shown_titles`)."""
         try:
-            if self.kb.store.community_build(namespace) is None:
+            if not self._communities(namespace):  # no report to answer from: global_search would say why
                 return {}, None
             found = self.kb.store.node_communities([a.id for a in anchors], namespace)
             shown = self._shown_titles(namespace, {chain[-1][0] for chain in found.values() if chain})
