@@ -549,7 +549,8 @@ class KnowledgeBase:
 
     def search(self, query: str, *, namespace: str | None = None, token_budget: int = 2_000, **options: Any) -> SearchResult:
         """Anchor & expand: the subgraph around the entities the query is about, and supporting passages."""
-        from duckgraph.core.domain.model import Passage, ScoredEdge, ScoredNode, SearchResult, edge_properties
+        from duckgraph.core.domain.model import (
+            Passage, ScoredEdge, ScoredNode, SearchResult, TypeCount, edge_properties)
 
         namespace = self.resolve_namespace(namespace)
         query = query.strip()
@@ -602,6 +603,9 @@ class KnowledgeBase:
             nothing_relevant=found.nothing_relevant,
             empty_window=_window_words(settings.after, settings.before) if found.empty_window else None,
             not_stored=found.not_stored,
+            more_facts=found.more_facts,
+            type_count=TypeCount(**found.type_count._asdict()) if found.type_count else None,
+            dates_not_applied=found.dates_not_applied,
             ended_not_shown=ended,
             planned_not_shown=planned,
         )
@@ -612,9 +616,9 @@ class KnowledgeBase:
         # An id the query names that nothing stored holds comes first: what follows must not read as about it.
         note = NOT_STORED.format(ids=", ".join(found.not_stored)) if found.not_stored else ""
         not_shown = _not_shown_note(ended, planned)
-        room = token_budget - estimate_tokens(note) - estimate_tokens(not_shown)
-        result.text, result.truncated = render_search(result, max(room, 1), more=passages[len(found.passages):],
-                                                      hint=result.hint, communities=communities)
+        result.text, result.truncated = render_search(result, token_budget, more=passages[len(found.passages):],
+                                                      hint=result.hint, communities=communities,
+                                                      set_aside=estimate_tokens(note) + estimate_tokens(not_shown))
         result.text = "\n".join(filter(None, [note, result.text, not_shown]))
         return result
 

@@ -424,6 +424,17 @@ class Passage(_Model):
     )
 
 
+class TypeCount(_Model):
+    """The entities of the type a query asks about ("How many incidents?"): how many the result holds, of how many."""
+
+    type: str
+    shown: int
+    stored: int
+    k_anchors: int | None = Field(
+        default=None, description="The k_anchors that shows them all (with max_nodes at least as large); null when "
+        "more are stored than a search's anchors.")
+
+
 class SearchResult(_Model):
     """A connected, on-topic subgraph and the passages that support it."""
 
@@ -444,8 +455,17 @@ class SearchResult(_Model):
         default_factory=dict, description="Anchor name -> its community (see global_search).")
     hint: str | None = None
     not_stored: list[str] = Field(
-        default_factory=list, description="Ids the query names (letters and digits joined: INC-199, v2.7) that "
-        "nothing stored mentions: the result is related content, not about them.")
+        default_factory=list, description="Ids (letters and digits joined: INC-199, v2.7) and capitalised names "
+        "(Tokyo) the query names that nothing stored mentions: the result is related content, not about them.")
+    more_facts: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="Entity -> relation type -> how many more of its facts of that type are "
+        "stored than edges holds, where max_nodes cut the list short: get_entities lists them all.")
+    type_count: TypeCount | None = Field(
+        default=None, description="When the query asks for the entities of a type and the result holds fewer than "
+        "are stored: graph_stats counts them.")
+    dates_not_applied: list[str] = Field(
+        default_factory=list, description="Dates the query names (March 2025) while no after, before or as_of was "
+        "given: the search was not limited to them.")
     ended_not_shown: int = Field(
         default=0, description="Facts of the anchors that ended, left out because the search asked for what holds "
         "now: include_history adds them, as_of shows what held then.")

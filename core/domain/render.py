@@ -73,8 +73,11 @@ _ID_DELIMITERS = ("[", "]")
 #: What starts each line of a passage shown line by line (code or configuration, `chunking.keeps_lines`): its
 #: indentation kept after it, and none of its lines reads as one of the text's own ("Relations:", "- Dave [person]").
 CODE_LINE = "  | "
-#: Room kept for the closing note when something is left out.
+#: Room kept for the closing note when something is left out, at least (`_render` keeps the room of the longest one
+#: its lines may need, which names the caller's budget and says that a larger one shows more).
 NOTE_TOKENS = 30
+#: The most entities whose facts `max_nodes` cut short the text names (`_left_out`; the structured result has all).
+NAMED_LISTS = 3
 #: Facts shown before the anchors, and before the best passage: what answers a question is usually a fact.
 FIRST_FACTS = 3
 #: Facts and passages shown before the other entities.
@@ -169,7 +172,7 @@ class _Line:
 
 
 def render_search(result: SearchResult, token_budget: int, more: Sequence[Passage] = (), *, hint: str | None = None,
-                  communities: str = "") -> tuple[str, bool]:
+                  communities: str = "", set_aside: int = 0) -> tuple[str, bool]:
     """The result as grouped lines, the most useful kept first within `token_budget`; and whether some were
     left out or cut. When the whole result fits, the room left shows the passages ranked next (`more`, best
     first, under their own heading; the last one perhaps cut short): the budget is the host's, and the answer to
@@ -179,12 +182,21 @@ def render_search(result: SearchResult, token_budget: int, more: Sequence[Passag
     it takes at most half the budget, or when nothing else is shown: its room is set aside first, as it tells the
     model what to call instead. `communities` (the line naming the
     anchors' communities, which the structured result holds too) comes last of all: shown only in the room
-    everything else, the passages ranked next included, leaves; leaving it out is no truncation either."""
+    everything else, the passages ranked next included, leaves; leaving it out is no truncation either.
+    `set_aside`: the tokens of the caller's own lines around the text, taken from `token_budget`, which the closing
+    note names all the same (it is the budget the caller asked for)."""
+    stated, token_budget = token_budget, max(token_budget - set_aside, 1)
     alone = result.nothing_relevant or not (result.nodes or result.edges or result.passages)
     closing = f"\n{hint}" if hint and (alone or _cost(hint) <= max(token_budget, 1) // 2) else ""
-    text, truncated = _render(result, max(token_budget - estimate_tokens(closing), 1), more, token_budget,
+    # What the search itself left out (`_left_out`) is said with its room set aside too, while the notes take at
+    # most half the budget: a list shown in part reads as whole.
+    notes = ""
+    for note in _left_out(result):
+        if _cost(notes + closing) + _cost(note) <= max(token_budget, 1) // 2:
+            notes += f"\n{note}"
+    text, truncated = _render(result, max(token_budget - estimate_tokens(notes + closing), 1), more, stated,
                               communities)
-    return text + closing, truncated
+    return text + notes + closing, truncated
 
 
 def _render(result: SearchResult, budget: int, more: Sequence[Passage], token_budget: int,
@@ -199,7 +211,10 @@ def _render(result: SearchResult, budget: int, more: Sequence[Passage], token_bu
         kept, used = _fit([*lines, *extra], budget)
         text = _printed(kept)
         return text + (f"\n{communities}" if communities and _cost(communities) <= budget - used else ""), False
-    kept, used = _fit(lines, max(budget - NOTE_TOKENS, 0))
+    # The room of the longest note these lines may need (each count at most all of its kind), so that what is left
+    # out is said with the budget and the advice a larger one shows more, not in the short form that lacks them.
+    longest = _notes(token_budget, Counter(line.kind for line in lines))[0]
+    kept, used = _fit(lines, max(budget - max(_cost(longest), NOTE_TOKENS), 0))
     left_out = Counter(line.kind for line in lines if line not in kept)
     # What was left out is said in as many words as fit: a small budget still learns how much it missed.
     notes = _notes(token_budget, left_out)
@@ -314,6 +329,29 @@ def _notes(token_budget: int, left_out: Counter[str]) -> list[str]:
     if parts:
         return [*notes, f"(truncated; not shown: {parts})", f"(truncated: {left_out.total()} more not shown)"]
     return [*notes, f"(truncated to about {token_budget} tokens)"]  # only cut short
+
+
+def _left_out(result: SearchResult) -> list[str]:
+    """The notes on what the search left out of the result, not the text (its `more_facts`, `type_count` and
+    `dates_not_applied`), each one line and what to call for the rest."""
+    notes = []
+    if result.more_facts:
+        lists = [f"{as_field(name, KEY_DELIMITERS)}: "
+                 + ", ".join(f"{count} more {type_}" for type_, count in types.items()) + " facts"
+                 for name, types in result.more_facts.items()]
+        others = len(lists) - NAMED_LISTS
+        named = "; ".join(lists[:NAMED_LISTS]) + (f"; those of {others} more entities" if others > 0 else "")
+        notes.append(f"(not shown, max_nodes reached: {named}. get_entities lists an entity's facts; a larger "
+                     "max_nodes shows more)")
+    if count := result.type_count:
+        how = (f"k_anchors={count.k_anchors} shows them all, with max_nodes at least {count.k_anchors}"
+               if count.k_anchors else "more than a search shows")
+        notes.append(f"({count.shown} of {count.stored} {count.type} entities shown: {how}; graph_stats counts each "
+                     "type)")
+    if result.dates_not_applied:
+        notes.append(f"(not applied as a time window: {', '.join(result.dates_not_applied)}; give after and before "
+                     "(dates) to search that period only)")
+    return notes
 
 
 def _clip(text: str, limit: int = LINE_CHARS) -> str:

@@ -22,17 +22,19 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from duckgraph.core.domain.passage_ranking import rank_passages
 from duckgraph.core.domain.resolution import noun_form, noun_variants
 from duckgraph.core.domain.search_options import (
-    SearchOptions, edge_filter, keyword_passages, nearest_passages, timed, windowed)
+    CALLER_LIMITS, SearchOptions, edge_filter, keyword_passages, nearest_passages, timed, windowed)
 from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import (
     ChunkRecord, EdgeRecord, Embedder, GraphStore, NodeRecord, inflections, isin_ids, loose_key, name_candidates, terms,
     tokens)
+from duckgraph.ports.names import unaccented
 from duckgraph.ports.text import WORD_RUN, stemmed
 
 if TYPE_CHECKING:
@@ -85,11 +87,18 @@ _HELD_CHECKED = 20
 #: Where a passage's sentences end: also at a semicolon, whose clause often answers alone.
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
 #: The most words (besides `_ASKING_WORDS` and `_LISTING_WORDS`) a query names a type with for `_typed` to look
-#: its entities up in the other number too: types are a word or two ("Incident", "Purchase Order").
+#: its entities up in the other number too, and for `_type_count` to count them: types are a word or two
+#: ("Incident", "Purchase Order").
 _TYPE_WORDS = 3
 #: How many of the entities the keyword channel ranks best for a word are asked whether their name holds it (see
 #: `_names_held`): as many as a search takes as anchor candidates by default (`_anchor_candidates`).
 _NAMES_CHECKED = 20
+#: The most facts of one entity counted for `_more_facts` (a hub's count stops there).
+_FACTS_COUNTED = 10_000
+#: Where a sentence of a query ends: its next word starts with a capital whatever it is.
+_SENTENCE_BREAK = re.compile(r"[.!?:;\n]\s*$")
+#: A date written with digits (2026-03-15, 2026-03, 15/03/2026): a day or a month, unlike a year or a time of day.
+_DATE = re.compile(r"\d{4}[-/]\d{1,2}(?:[-/]\d{1,2})?|\d{1,2}/\d{1,2}(?:/\d{2,4})?")
 
 
 @dataclass
@@ -122,8 +131,26 @@ class Subgraph:
     #: True with `nothing_relevant` when a window (after, before) was given that holds no passage (the namespace
     #: holding something): nothing stored is timed in it.
     empty_window: bool = False
-    #: The ids the query names that nothing stored holds (`_ids_not_stored`): what is above is not about them.
+    #: The ids and names the query names that nothing stored holds (`_ids_not_stored`, `_names_not_stored`): what is
+    #: above is not about them.
     not_stored: list[str] = field(default_factory=list)
+    #: Kept entity's name -> relation type -> how many more of its facts of that type the search could show than
+    #: `edges` holds, where `max_nodes` cut that list short (`_more_facts`).
+    more_facts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: The type the query asks for the entities of, when the result holds fewer than are stored (`_type_count`).
+    type_count: TypeCount | None = None
+    #: The query's words that say when, which no time argument applied (`_dates_not_applied`).
+    dates_not_applied: list[str] = field(default_factory=list)
+
+
+class TypeCount(NamedTuple):
+    """The entities of the type a query asks about (`_type_count`): its name, how many the result holds, how many
+    are stored."""
+
+    type: str
+    shown: int
+    stored: int
+    k_anchors: int | None  # the k_anchors that shows them all; None above the most a caller may ask for
 
 
 class Relevance(NamedTuple):
@@ -188,7 +215,8 @@ def anchor_and_expand(
     if relevance is None:  # a window that holds no passage tells nothing of its period, not of the query's topic
         return Subgraph(anchors=[], nodes=[], records={}, edges=[], passages=[], nothing_relevant=True,
                         nothing_stored=nothing_stored,
-                        empty_window=windowed(options) and nearest_chunks == [] and not nothing_stored)
+                        empty_window=windowed(options) and nearest_chunks == [] and not nothing_stored,
+                        dates_not_applied=[] if nothing_stored else _dates_not_applied(query_text, options))
     fact_ends = _fact_ends(words.facts, query_text)
     candidates, keyword_nodes = nearest, words.nodes
     if relevance.typed:  # a query about the entities of a type ("List all incidents"): they are its anchors
@@ -210,11 +238,12 @@ def anchor_and_expand(
     kept_ids = {r.node_id for r in kept}
     records = {n.id: n for n in store.get_nodes(kept_ids)}
     kept = [r for r in kept if r.node_id in records]
-    facts = _rank_facts(store, query_text, query, edges, kept, options)
+    facts, capped = _rank_facts(store, query_text, query, edges, kept, options)
     fetched = {e.id: e for e in store.get_edges(list(facts))}
     far_ends = {i for e in fetched.values() for i in (e.source_id, e.target_id)} - records.keys()
     records.update({n.id: n for n in store.get_nodes(far_ends)})
-    result_edges, kept = _join_far_ends([(fetched[i], *facts[i]) for i in facts if i in fetched], kept, records, options)
+    result_edges, kept, dropped = _join_far_ends([(fetched[i], *facts[i]) for i in facts if i in fetched], kept,
+                                                 records, options)
     passages = rank_passages(store, query_text, query, namespace, named, nearest[: options.fact_seed_nodes],
                              nearest_chunks or [], words.chunks, options,
                              _holding_ids(store, "chunk", ids, namespace, options.max_passages) if nearest_chunks
@@ -222,7 +251,13 @@ def anchor_and_expand(
     return Subgraph(anchors=[r for r in kept if r.hop == 0], nodes=kept, records=records, edges=result_edges,
                     passages=passages[: options.max_passages], more_passages=passages[options.max_passages:],
                     nothing_stored=nothing_stored,
-                    not_stored=_ids_not_stored(store, ids, namespace, words.named))
+                    not_stored=[*_ids_not_stored(store, ids, namespace, words.named),
+                                *_names_not_stored(store, query_text, namespace, ids,
+                                                   _shown_texts(records, result_edges, passages))],
+                    more_facts=_more_facts(store, namespace, options, _left_out_links(reached, anchors, kept, options)
+                                           + capped + dropped, kept, records, result_edges),
+                    type_count=_type_count(store, query_text, namespace, [records[r.node_id] for r in kept]),
+                    dates_not_applied=_dates_not_applied(query_text, options))
 
 
 def _anchor_candidates(options: SearchOptions) -> int:
@@ -272,7 +307,8 @@ def _relevant(
         best = max(best, max((s for _, s in nearest_chunks[:1]), default=-1.0))
     if best >= highest:
         return Relevance(True, {})
-    if nearest_chunks and _asks_for_window(query_text, options):
+    if nearest_chunks and (_asks_for_window(query_text, options)
+                           or _window_holds_words(store, query_text, namespace, options)):
         # Its vector says little of what the window holds ("What did I do that week?": 0.23 from the week's notes):
         # the window's passages are what is asked, not an entity near that vector.
         return Relevance(False, {})
@@ -447,6 +483,23 @@ def _asks_for_window(query_text: str, options: SearchOptions) -> bool:
                for word, term in zip(written, stemmed(written)))
 
 
+def _window_holds_words(store: GraphStore, query_text: str, namespace: str, options: SearchOptions) -> bool:
+    """Whether a given window (`after`, `before`) holds a passage with each of the query's words that
+    `_asks_for_window` does not pass over (and the words that ask for a count: `_LISTING_WORDS`), in any form the
+    keyword channel matches, and the query has one: "How many weekly syncs did we have?" of a window of notes that
+    each read "Weekly sync on ...". A question that counts or lists what a period holds is far from each of its
+    passages by vector (that one answered "Nothing relevant" over three such notes); its words say that the window
+    holds what it asks about. One word the window does not hold ("What did I cook that week?") keeps the floor."""
+    if not windowed(options):
+        return False
+    written = tokens(query_text)
+    dated = not _MONTHS.isdisjoint(written)
+    passed = _window_terms() | _listing_terms()
+    asked = [word for word, term in zip(written, stemmed(written))
+             if term not in passed and not _says_when(word) and not (dated and _DAY.fullmatch(word))]
+    return bool(asked) and all(keyword_passages(store, word, 1, namespace, options) for word in dict.fromkeys(asked))
+
+
 def _says_when(word: str) -> bool:
     """Whether a word (as `tokens` gives it) says when, not what: `_WHEN_WORDS`, `_WHEN_DIGITS`."""
     return word in _WHEN_WORDS or _WHEN_DIGITS.fullmatch(word) is not None
@@ -471,24 +524,65 @@ def _typed(store: GraphStore, query_text: str, words: WordMatches, namespace: st
     checkout?"). Among those the keyword channel found (it indexes types) and, when a word of the query has a
     number form of another stem ("people", "person"; "children", "child"), at most `limit` more that the keyword
     channel finds for those forms: an entity typed Person holds no word "people"."""
-    written = tokens(query_text)
-    skipped = _asking_terms() | _listing_terms()
-    asked = [(word, term) for word, term in zip(written, stemmed(written)) if term not in skipped]
-    if not asked:
+    asked = _asked_type(query_text)
+    if asked is None:
         return frozenset()
-    stems = frozenset(term for _, term in asked)
     # Forms the keyword channel did not look for: it matches a word's stem, and "person" is no form of "peopl".
     # Not for a longer query: a type is a word or two, and such a query would pay a keyword search for nothing.
-    forms = sorted({form for word, _ in asked for form in noun_variants(word)}) if len(asked) <= _TYPE_WORDS else []
-    other = [form for form, term in zip(forms, stemmed(forms)) if term not in stems]
+    forms = (sorted({form for word in asked.words for form in noun_variants(word)})
+             if len(asked.words) <= _TYPE_WORDS else [])
+    other = [form for form, term in zip(forms, stemmed(forms)) if term not in asked.stems]
     ids = dict.fromkeys(i for i, _ in words.nodes)
     if other:
         ids.update(dict.fromkeys(i for i, _ in store.keyword_search("node", " ".join(other), limit, namespace)))
     if not ids:
         return frozenset()
-    singular = frozenset(noun_form(word) for word, _ in asked)
-    return frozenset(n.id for n in store.get_nodes(list(ids))
-                     if _type_words(n.type)[0] == stems or _type_words(n.type)[1] == singular)
+    return frozenset(n.id for n in store.get_nodes(list(ids)) if asked.names(n.type))
+
+
+class _AskedType(NamedTuple):
+    """The words a query asks for the entities of a type with (`_asked_type`), their terms and singular forms."""
+
+    words: list[str]
+    stems: frozenset[str]
+    singular: frozenset[str]
+
+    def names(self, type_: str) -> bool:
+        """Whether a stored type is the one asked about, by its words' stems or singular forms (`_type_words`)."""
+        stems, singular = _type_words(type_)
+        return stems == self.stems or singular == self.singular
+
+
+def _asked_type(query_text: str, most: int | None = None) -> _AskedType | None:
+    """The query's words besides `_ASKING_WORDS` and `_LISTING_WORDS` (as `tokens` gives them), which name a type
+    when the query asks for its entities ("How many incidents have we had?": "incidents"); None when it has none, or
+    more than `most`."""
+    written = tokens(query_text)
+    skipped = _asking_terms() | _listing_terms()
+    asked = [(word, term) for word, term in zip(written, stemmed(written)) if term not in skipped]
+    if not asked or (most is not None and len(asked) > most):
+        return None
+    return _AskedType([word for word, _ in asked], frozenset(term for _, term in asked),
+                      frozenset(noun_form(word) for word, _ in asked))
+
+
+def _type_count(store: GraphStore, query_text: str, namespace: str, kept: list[NodeRecord]) -> TypeCount | None:
+    """How many entities of the type the query asks for the entities of (`_asked_type`) the result holds (`kept`),
+    and how many the namespace stores, when it holds fewer: a search shows at most `k_anchors` of them ("How many
+    incidents have we had?" showed 5 of 9, and a model counted 5). The type is named as most of its entities
+    spell it. Counted only when the result holds one: most queries name no type."""
+    asked = _asked_type(query_text, _TYPE_WORDS)  # a type is a word or two
+    if asked is None:
+        return None
+    shown = [n for n in kept if asked.names(n.type)]
+    if not shown:
+        return None
+    spellings = {type_: count for type_, count in store.stats(namespace)["node_types"].items() if asked.names(type_)}
+    stored = sum(spellings.values())
+    if stored <= len(shown):
+        return None
+    return TypeCount(max(spellings, key=spellings.__getitem__), len(shown), stored,
+                     stored if stored <= CALLER_LIMITS["k_anchors"][1] else None)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -507,6 +601,75 @@ def _ids_not_stored(store: GraphStore, ids: dict[str, str], namespace: str, name
     parts), or is merely related ("getUserById": the vectors of two ids differing by a word are close).
     `named`: the entities the query names (`match_words`)."""
     return [written for written, word in ids.items() if not _held(store, word, namespace, named)]
+
+
+def _names_not_stored(
+    store: GraphStore, query_text: str, namespace: str, ids: dict[str, str], shown: list[str],
+) -> list[str]:
+    """The words the query writes like names (a capital: "Tokyo" of "Who is based in Tokyo?"), as written, that
+    nothing stored holds in any form the keyword channel matches (`_stored`: no entity's name, alias, type,
+    description, observation or property value, no fact, no passage). What a search finds for such a question is
+    about something else (the people based in other cities), and read as the answer it misleads. A sentence's
+    first word has a capital whatever it is: it counts only when it is no common English word (`_common_word`:
+    "Kubernetes version?", not "List all teams"). Not the ids (`_ids`, which `_ids_not_stored` reports), words of a
+    joined run or holding a digit, stop words, nor words that say when (`_dates_not_applied`); nor one that a text
+    the result shows (`shown`) holds inside a longer word: the keyword channel matches whole words, and a writer
+    spells a name several ways ("Postgres" of a runbook that writes "PostgreSQL")."""
+    found: list[str] = []
+    for run in WORD_RUN.finditer(query_text):
+        written, word = run[0], (tokens(run[0]) or [""])[0]
+        if (not written[0].isupper() or not written.isalpha() or written in ids or not word or _says_when(word)
+                or _stored(store, word, namespace)):
+            continue
+        if not (_sentence_start(query_text, run.start()) and _common_word(word)):
+            found.append(written)
+    if found:
+        texts = unaccented("\n".join(shown))
+        found = [written for written in found if (tokens(written) or [""])[0] not in texts]
+    return list(dict.fromkeys(found))
+
+
+def _shown_texts(records: dict[int, NodeRecord], edges: list[tuple[EdgeRecord, float]],
+                 passages: list[tuple[ChunkRecord, float]]) -> list[str]:
+    """The texts a search result shows: its entities' names, aliases and descriptions, its facts' descriptions and
+    its passages (the ranked next ones too)."""
+    return [*(text for n in records.values() for text in (n.name, *n.aliases, n.description)),
+            *(edge.description for edge, _ in edges), *(chunk.text for chunk, _ in passages)]
+
+
+def _sentence_start(text: str, at: int) -> bool:
+    """Whether the word at `at` of `text` starts it or a sentence of it, where a capital says nothing."""
+    return not text[:at].strip() or _SENTENCE_BREAK.search(text[:at]) is not None
+
+
+def _dates_not_applied(query_text: str, options: SearchOptions) -> list[str]:
+    """The dates and months the query names, as written ("March 2025", "2026-03-15", "June 10"), when no time argument
+    (`as_of`, `after`, `before`) was given: a search compares them as words, not as a time window, and shows what
+    holds of any time ("Which meetings did we have in March 2025?" showed other months' notes first, and a model
+    read them as March's). A month's name counts next to a day or a year, or written with a capital past a
+    sentence's first word ("may" is a verb, "May I ...?" a question); a year alone does not (it is often what is
+    asked about: "born in 1990"), nor a weekday or "today" (relative to when the question was asked)."""
+    if timed(options):
+        return []
+    groups: list[list[re.Match[str]]] = []
+    previous: re.Match[str] | None = None
+    for run in WORD_RUN.finditer(query_text):
+        word = run[0].casefold()
+        if not (word in _MONTHS or _WHEN_DIGITS.fullmatch(word) or _DAY.fullmatch(word)):
+            previous = None
+            continue
+        if previous is not None and not query_text[previous.end():run.start()].strip(" ,"):
+            groups[-1].append(run)  # "June 10, 2025": one date
+        else:
+            groups.append([run])
+        previous = run
+    found = []
+    for group in groups:
+        months = [run for run in group if run[0].casefold() in _MONTHS]
+        if any(_DATE.fullmatch(run[0]) for run in group) or (months and (
+                len(group) > 1 or (months[0][0][0].isupper() and not _sentence_start(query_text, months[0].start())))):
+            found.append(query_text[group[0].start():group[-1].end()])
+    return found
 
 
 def _ids(query_text: str) -> dict[str, str]:
@@ -804,12 +967,13 @@ def _edges_touching(
 def _rank_facts(
     store: GraphStore, query_text: str, query: np.ndarray, walked: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
     kept: list[Reached], options: SearchOptions,
-) -> dict[int, tuple[float, float]]:
+) -> tuple[dict[int, tuple[float, float]], list[tuple[int, int, int]]]:
     """The facts (edges) that best answer the query, best first, each with its score and its own similarity
     to the query: those among the kept
     nodes, and those from a kept node to one left out that score as high as a node needs to be kept ("Payments
     Team owns Checkout Service" for "which team owned the service hit by INC-142?": the team alone is far from
-    the question). At most `FACTS_PER_NODE` per kept node.
+    the question). At most `FACTS_PER_NODE` per kept node; those that cap leaves out come second, as (id, source,
+    target), for `_more_facts`.
 
     A fact scores the geometric mean of its own similarity to the query and of its context: the mean
     relevance of the chain that reached the kept end it extends (the anchor's relevance, then each fact
@@ -823,7 +987,7 @@ def _rank_facts(
     nodes = np.fromiter(sorted(r.node_id for r in kept), np.int64, len(kept))
     ids, sources, targets = _edges_touching(walked, nodes)
     if not len(ids):
-        return {}
+        return {}, []
     similarity = np.maximum(np.nan_to_num(store.similarity_array("edge", ids, query), nan=0.0), 0.0)
     context, via = (np.array([column[n] for n in nodes.tolist()]) for column in _chains(kept, ids, similarity))
     best_context = np.zeros(len(ids))
@@ -838,8 +1002,10 @@ def _rank_facts(
     score = np.sqrt(best_context * _with_fact_words(store, query_text, ids, similarity, options))
     threshold = _keep_threshold([r for r in kept if r.hop == 0], options)
     chosen = np.flatnonzero(both_kept | (score >= threshold))
-    best = chosen[np.argsort(-score[chosen], kind="stable")[: FACTS_PER_NODE * options.max_nodes]]
-    return dict(zip(ids[best].tolist(), zip(score[best].tolist(), similarity[best].tolist())))
+    ranked = chosen[np.argsort(-score[chosen], kind="stable")]
+    best, capped = ranked[: FACTS_PER_NODE * options.max_nodes], ranked[FACTS_PER_NODE * options.max_nodes:]
+    return (dict(zip(ids[best].tolist(), zip(score[best].tolist(), similarity[best].tolist()))),
+            list(zip(ids[capped].tolist(), sources[capped].tolist(), targets[capped].tolist())))
 
 
 def _with_fact_words(
@@ -872,22 +1038,71 @@ def _relation_terms(relation: str) -> frozenset[str]:
 def _join_far_ends(
     facts: list[tuple[EdgeRecord, float, float]], kept: list[Reached], records: dict[int, NodeRecord],
     options: SearchOptions,
-) -> tuple[list[tuple[EdgeRecord, float]], list[Reached]]:
+) -> tuple[list[tuple[EdgeRecord, float]], list[Reached], list[tuple[int, int, int]]]:
     """The facts (best first, with their scores) and the nodes: a fact leading out of the kept nodes brings
     its far end in while fewer than `max_nodes` are kept (reached through the fact, as relevant as the fact),
-    and is dropped otherwise, so the result stays a connected subgraph of at most `max_nodes`."""
+    and is dropped otherwise, so the result stays a connected subgraph of at most `max_nodes`. Third, the facts
+    dropped for `max_nodes` alone, as (id, source, target), for `_more_facts`."""
     by_id = {r.node_id: r for r in kept}
     shown: list[tuple[EdgeRecord, float]] = []
+    capped: list[tuple[int, int, int]] = []
     for edge, score, similarity in facts:
         far = [i for i in (edge.source_id, edge.target_id) if i not in by_id]
         if far and (len(by_id) >= options.max_nodes or far[0] not in records or len(far) > 1):
+            if len(far) == 1 and far[0] in records:
+                capped.append((edge.id, edge.source_id, edge.target_id))
             continue
         if far:
             near = by_id[edge.target_id if far[0] == edge.source_id else edge.source_id]
             by_id[far[0]] = Reached(far[0], near.hop + 1, near.proximity * options.hop_decay, similarity,
                                     parent=near.node_id, via_edge=edge.id)
         shown.append((edge, score))
-    return shown, sorted(by_id.values(), key=lambda r: (r.hop > 0, -r.score))
+    return shown, sorted(by_id.values(), key=lambda r: (r.hop > 0, -r.score)), capped
+
+
+def _left_out_links(
+    reached: dict[int, Reached], anchors: list[Reached], kept: list[Reached], options: SearchOptions,
+) -> list[tuple[int, int, int]]:
+    """The facts that lead from the kept nodes towards the nodes `max_nodes` left out (`_keepable` ones not kept),
+    as (id, kept end, other end): a team's 40 members are reached, relevant enough, and 29 of them are kept."""
+    kept_ids = {r.node_id for r in kept}
+    links: dict[int, tuple[int, int, int]] = {}
+    for item in _keepable(reached, anchors, options):
+        if item.node_id in kept_ids:
+            continue
+        while item.parent is not None and item.parent not in kept_ids and item.parent in reached:
+            item = reached[item.parent]
+        if item.parent in kept_ids and item.via_edge is not None:
+            links.setdefault(item.via_edge, (item.via_edge, item.parent, item.node_id))
+    return list(links.values())
+
+
+def _more_facts(
+    store: GraphStore, namespace: str, options: SearchOptions, capped: list[tuple[int, int, int]],
+    kept: list[Reached], records: dict[int, NodeRecord], shown: list[tuple[EdgeRecord, float]],
+) -> dict[str, dict[str, int]]:
+    """Kept entity's name -> relation type -> how many more of its facts of that type the search could show (those
+    `edge_filter` reads) than `shown` holds, for the lists the caps cut short: a type of which `shown` holds at
+    least two facts of the entity (one is no list: a hub's one fact on a multi-hop path) and a cap (`capped`:
+    `max_nodes`, `FACTS_PER_NODE` x it) left out another. A list shown in part reads as whole ("Who is on the
+    Support team?" showed 29 of 40 members, and a model counted 29); facts left out as less relevant are no part
+    of a list the result shows. The entities missing most come first."""
+    if not capped:
+        return {}
+    kept_ids = {r.node_id for r in kept}
+    types = store.edge_types(sorted({edge_id for edge_id, _, _ in capped}))
+    in_result = Counter((end, edge.type) for edge, _ in shown for end in (edge.source_id, edge.target_id))
+    cut = {(end, types[edge_id]) for edge_id, *ends in capped if edge_id in types for end in ends
+           if end in kept_ids and in_result[end, types[edge_id]] >= 2}
+    more: dict[int, dict[str, int]] = {}
+    for node_id in sorted({node_id for node_id, _ in cut}):
+        edge_ids = store.neighbor_ends([node_id], namespace, as_of=edge_filter(options), limit=_FACTS_COUNTED)[0]
+        stored = Counter(store.edge_types(edge_ids.tolist()).values())
+        for type_ in sorted(type_ for end, type_ in cut if end == node_id):
+            if (count := stored[type_] - in_result[node_id, type_]) > 0:
+                more.setdefault(node_id, {})[type_] = count
+    ranked = sorted(more, key=lambda node_id: -sum(more[node_id].values()))
+    return {records[node_id].name: more[node_id] for node_id in ranked}
 
 
 def _chains(kept: list[Reached], ids: np.ndarray, similarity: np.ndarray) -> tuple[dict[int, float], dict[int, int]]:
@@ -913,15 +1128,19 @@ def _keep_threshold(anchors: list[Reached], options: SearchOptions) -> float:
     return options.keep_ratio * max((a.relevance for a in anchors), default=0.0)
 
 
+def _keepable(reached: dict[int, Reached], anchors: list[Reached], options: SearchOptions) -> list[Reached]:
+    """The reached nodes that may be kept, best first: the anchors and the nodes relevant enough (`_keep_threshold`;
+    the nodes on their paths are added from `reached`). All of them are kept but for `max_nodes`."""
+    threshold = _keep_threshold(anchors, options)
+    return sorted((r for r in reached.values() if r.hop == 0 or r.relevance >= threshold),
+                  key=lambda r: (r.hop > 0, -r.score))
+
+
 def _prune(reached: dict[int, Reached], anchors: list[Reached], options: SearchOptions) -> list[Reached]:
     if not anchors:
         return []
-    threshold = _keep_threshold(anchors, options)
-    # Only anchors and nodes relevant enough can be kept (nodes on their paths are added from `reached`).
-    candidates = sorted((r for r in reached.values() if r.hop == 0 or r.relevance >= threshold),
-                        key=lambda r: (r.hop > 0, -r.score))
     kept: dict[int, Reached] = {}
-    for item in candidates:
+    for item in _keepable(reached, anchors, options):
         if len(kept) >= options.max_nodes:
             break
         chain = [item]

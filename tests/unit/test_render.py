@@ -331,3 +331,46 @@ def test_a_passage_that_does_not_fit_whole_is_cut_before_weaker_ones_take_its_ro
         assert shown.startswith(before.rstrip("…"))
         before = shown
     assert shown_at[0] < 70 and shown_at == list(range(shown_at[0], 500, 3))
+
+
+@pytest.mark.parametrize("budget", range(300, 801, 50))
+def test_the_closing_note_keeps_its_room_for_the_budget_and_the_advice(budget: int) -> None:
+    """With every kind of line left out, the note fell back to "(truncated; not shown: 30 relations, 24 entities,
+    ...)" at 300-800 tokens: the room kept for it was that of a shorter note, so the caller never read its budget
+    nor that a larger one shows more. The room of the longest note the lines may need is kept."""
+    full = result(40, observations=4, passage_words=60)
+    for node in full.nodes:
+        node.properties = {"role": "engineer", "team": "payments"}
+    text, truncated = render_search(full, budget)
+    assert truncated and estimate_tokens(text) <= budget
+    note = text.splitlines()[-1]
+    assert note.startswith(f"(truncated to about {budget} tokens; not shown: ") and note.endswith(
+        "; a larger token_budget shows more)"), note
+
+
+def test_what_the_search_left_out_is_said_in_its_room_whatever_the_budget() -> None:
+    """The notes on what the search itself left out (a list max_nodes cut short, the entities of the type asked
+    about, a date not applied) close the text with their room set aside, shown whole or not at all."""
+    from duckgraph.core.domain.model import TypeCount
+
+    full = result(10, observations=2).model_copy(update={
+        "more_facts": {"Support Team": {"MEMBER_OF": 11}, "Entity 1": {"LINKED_TO": 2, "OWNS": 1}},
+        "type_count": TypeCount(type="Incident", shown=5, stored=9, k_anchors=9),
+        "dates_not_applied": ["March 2025"]})
+    notes = ["(not shown, max_nodes reached: Support Team: 11 more MEMBER_OF facts; Entity 1: 2 more LINKED_TO, 1 "
+             "more OWNS facts. get_entities lists an entity's facts; a larger max_nodes shows more)",
+             "(5 of 9 Incident entities shown: k_anchors=9 shows them all, with max_nodes at least 9; graph_stats "
+             "counts each type)",
+             "(not applied as a time window: March 2025; give after and before (dates) to search that period only)"]
+    text, truncated = render_search(full, 10**9, hint="Use global_search.")
+    assert not truncated and text.splitlines()[-4:] == [*notes, "Use global_search."]
+    for budget in (250, 400, 800):
+        text, truncated = render_search(full, budget)
+        assert truncated and estimate_tokens(text) <= budget and text.endswith("\n" + "\n".join(notes)), budget
+        assert text.splitlines()[-4].startswith(f"(truncated to about {budget} tokens; not shown: ")
+    # Past half a small budget the answer comes first: the notes that do not fit in that half are left out.
+    text, _ = render_search(full, 100)
+    assert notes[0] in text and notes[1] not in text and notes[2] not in text and estimate_tokens(text) <= 100
+    many = full.model_copy(update={"more_facts": {f"Team {i}": {"MEMBER_OF": 10 - i} for i in range(5)}})
+    assert ("Team 2: 8 more MEMBER_OF facts; those of 2 more entities. get_entities"
+            in render_search(many, 10**9)[0])
