@@ -289,6 +289,9 @@ class WriteSummary:
     #: Nodes and edges that only dropped chunks supported, kept by `WriteBatch.keep_named` (their ids).
     nodes_kept: list[int] = field(default_factory=list)
     edges_kept: list[int] = field(default_factory=list)
+    #: Nodes that only dropped or deleted chunks supported, kept because edges ever written by hand (their ids, the
+    #: values) have them as an end: they would go with them. Those `nodes_kept` lists are not among them.
+    nodes_held: dict[int, list[int]] = field(default_factory=dict)
     node_ids: dict[str, int] = field(default_factory=dict)
     #: Document id -> the ids of all its chunks in the batch (kept and inserted), in the batch's order.
     chunk_ids: dict[str, list[int]] = field(default_factory=dict)

@@ -396,6 +396,20 @@ class GraphStore(ABC):
             offset += len(page)
         return sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
 
+    def types_held_many(self, namespace: str, types: Iterable[str]) -> set[str]:
+        """Of the edge `types`, those some node of `namespace` holds now to two or more other nodes: types the
+        memory shows to have many ends (HAS_CHILD, SPEAKS). This default reads every edge; a store should answer it
+        with one query."""
+        wanted = set(types)
+        ends: dict[tuple[int, str], set[int]] = {}
+        offset = 0
+        while page := self.list_edges(namespace, offset=offset, limit=10_000):
+            for edge in page:
+                if edge.type in wanted:
+                    ends.setdefault((edge.source_id, edge.type), set()).add(edge.target_id)
+            offset += len(page)
+        return {kind for (_, kind), targets in ends.items() if len(targets) > 1}
+
     # -- bulk reads and restore (export and import) ------------------------------------------------------
 
     @abstractmethod

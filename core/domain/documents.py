@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.document_ids import PART, all_ids, as_stored, is_part_of, unambiguous_forms
 from duckgraph.core.domain.namespaces import empty_namespace_hint
-from duckgraph.ports import InvalidInputError, WriteBatch
+from duckgraph.core.domain.texts import fact_sentence
+from duckgraph.ports import GraphStore, InvalidInputError, WriteBatch
 
 if TYPE_CHECKING:
     from duckgraph.core.domain.knowledge_base import KnowledgeBase
@@ -69,8 +70,31 @@ def delete_documents(kb: KnowledgeBase, ids: Sequence[str], namespace: str | Non
         entities_removed=summary.nodes_deleted if summary else 0,
         relations_removed=summary.edges_deleted if summary else 0,
         hints=not_found_hints(kb, missing, namespace, any_found=bool(deleted),
-                              name_other_namespaces=name_other_namespaces),
+                              name_other_namespaces=name_other_namespaces)
+        + (held_by_relations(kb.store, summary.nodes_held) if summary else []),
     )
+
+
+def held_by_relations(store: GraphStore, held: dict[int, list[int]]) -> list[str]:
+    """The entities a write kept though no passage supports them any more (`WriteSummary.nodes_held`: ends of
+    relations written by hand, which would have gone with them), each with one of those relations: "entity: Voltra
+    [Company] (no passage supports it now; kept for the relation written by hand Dr. Lee audited Voltra)"."""
+    shown = dict(list(held.items())[:HINTED_IDS])
+    edges = {e.id: e for e in store.get_edges({ids[0] for ids in shown.values()})}
+    names = {n.id: n for n in store.get_nodes({*shown, *(i for e in edges.values()
+                                                         for i in (e.source_id, e.target_id))})}
+    lines = []
+    for node, (first, *others) in shown.items():
+        edge = edges.get(first)
+        if edge is None or not {node, edge.source_id, edge.target_id} <= names.keys():
+            continue
+        fact = fact_sentence(names[edge.source_id].name, edge.type, names[edge.target_id].name)
+        more = f" and {len(others)} more" if others else ""
+        lines.append(f"entity: {names[node].name} [{names[node].type}] (no passage supports it now; kept for the "
+                     f"relation written by hand {fact}{more})")
+    if len(held) > len(shown):
+        lines.append(f"... and {len(held) - len(shown)} more entities kept for relations written by hand")
+    return lines
 
 
 def not_found_hints(kb: KnowledgeBase, missing: Sequence[str], namespace: str, *, any_found: bool,

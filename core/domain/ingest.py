@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from duckgraph.core.domain.chunking import chunk_sections, markdown_headings
 from duckgraph.core.domain.document_ids import as_stored, edit_hints
+from duckgraph.core.domain.documents import held_by_relations
 from duckgraph.core.domain.texts import fact_sentence, passage_text
 from duckgraph.ports import (
     ChunkRecord,
@@ -87,7 +88,8 @@ def add_documents(
         outcome.chunks_written, outcome.chunks_kept = summary.chunks_written, summary.chunks_kept
         outcome.entities_removed, outcome.relations_removed = summary.nodes_deleted, summary.edges_deleted
         outcome.entities_kept, outcome.relations_kept = len(summary.nodes_kept), len(summary.edges_kept)
-        outcome.to_review = _to_review(kb, summary.nodes_kept, summary.edges_kept)
+        outcome.to_review = (_to_review(kb, summary.nodes_kept, summary.edges_kept)
+                             + held_by_relations(kb.store, summary.nodes_held))
         first = {c.document_id: c.embedding for c in batch.chunks if c.ordinal == 0}
         outcome.hints = edit_hints(kb.store, namespace, [
             (i, r.id, r.title, doc.text, first.get(r.id)) for i, (doc, r) in enumerate(zip(documents, results))

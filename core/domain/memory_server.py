@@ -39,7 +39,7 @@ from duckgraph.core.domain.observations import (
     nearest_observation,
     new_observations,
 )
-from duckgraph.core.domain.replaced_facts import Rival, rivals
+from duckgraph.core.domain.replaced_facts import Rival, rivals, two_current
 from duckgraph.core.domain.resolution import (
     PLACEHOLDER_TYPE,
     NameKeys,
@@ -261,9 +261,9 @@ def create_relations(
                                     by_hand=True))
         # A second relation of a type its source held once: the caller may have meant it to replace the first.
         for rival in rivals(kb.store, writes, {n.key: n.id for n in ends.values() if n.id is not None}, namespace):
-            result = written[rival.index]
-            source = ends[writes[rival.index].source_key].name
-            result.note = "; ".join(filter(None, [result.note, _rival_note(rival, source)]))
+            result, write = written[rival.index], writes[rival.index]
+            note = _rival_note(rival, result, ends[write.source_key].name, ends[write.target_key].name)
+            result.note = "; ".join(filter(None, [result.note, note]))
         used = {key for w in writes for key in (w.source_key, w.target_key)}
         nodes = [n for key, n in new_ends.items() if key in used]
         # The same store write as add_knowledge_graph's for a resolved name: the spelling joins the aliases.
@@ -372,10 +372,10 @@ def _skipped_note(skipped: dict[str, int]) -> str | None:
     return f"{listed}. Add them with add_observations."
 
 
-def _rival_note(rival: Rival, source: str) -> str:
-    held = memory_relation(rival.held, {rival.held.source_id: source, rival.held.target_id: rival.held_target})
-    return (f"{held.from_!r} -{held.relationType}-> {held.to!r} holds too: if this relation replaces it, remove that "
-            "one (end_relations keeps it as history, where it is served; delete_relations deletes it)")
+def _rival_note(rival: Rival, relation: CreatedRelation, source: str, target: str) -> str:
+    # delete_relations: the memory tools have no end_relations.
+    return (two_current(source, relation.relationType, rival.held_target, target)
+            + "delete_relations removes it")
 
 
 def _alias_note(spelling: str, name: str) -> str:
@@ -413,7 +413,7 @@ def add_observations(
             # The reference's message, then what the name likely meant: create_entities with it could otherwise
             # make a second entity beside the one meant (a spelling of another type is not merged).
             meant = kb.curation.did_you_mean(missing[:1], namespace).get(missing[0])
-            advice = (f"did you mean {' or '.join(map(repr, meant))}? Otherwise create it with create_entities first"
+            advice = (f"{_did_you_mean(meant)} Otherwise create it with create_entities first"
                       if meant else "create it with create_entities first")
             raise NotFoundError(f"Entity with name {missing[0]} not found; {advice}")
         current, state = _observation_state(kb, found.values())
@@ -457,8 +457,27 @@ def delete_observations(
     return ObservationsDeleted(
         success=True, message="Observations deleted successfully",
         removed=[RemovedObservations(entity=names[i], removed=texts) for i, texts in removed.items() if texts],
-        not_found=list(dict.fromkeys(missing)), unmatched=unmatched, hints=_unmatched_hints(unmatched),
+        not_found=list(dict.fromkeys(missing)), unmatched=unmatched,
+        hints=_missing_hints(kb, list(dict.fromkeys(missing)), namespace) + _unmatched_hints(unmatched),
     )
+
+
+def _did_you_mean(meant: Sequence[str]) -> str:
+    return f"did you mean {' or '.join(map(repr, meant))}?"
+
+
+def _missing_hints(kb: KnowledgeBase, missing: Sequence[str], namespace: str) -> list[str]:
+    """delete_observations' hint for the entity names that matched nothing: the stored names each likely meant, as
+    add_observations' error gives them."""
+    if not missing:
+        return []
+    shown = missing[:NEAREST_LOOKED_UP]
+    meant = kb.curation.did_you_mean(shown, namespace)
+    listed = " or ".join(f"{name!r}" + (f" ({_did_you_mean(meant[name])})" if meant.get(name) else "")
+                         for name in shown)
+    more = f" or {len(missing) - len(shown)} more names" if len(missing) > len(shown) else ""
+    return [f"No entity is named {listed}{more}: nothing was removed for {'it' if len(missing) == 1 else 'them'} "
+            "(see not_found). Give each name as stored (search_nodes finds it)."]
 
 
 def _unmatched_hints(unmatched: Sequence[UnmatchedObservation]) -> list[str]:

@@ -352,7 +352,8 @@ class AddDocumentsResult(_Model):
     to_review: list[str] = Field(default_factory=list, description=(
         "The kept entities and relations by name: the new text names them, which does not say they still hold "
         "(\"not Kafka\" names Kafka). Check each against the new text; end_relations or delete_relations what no "
-        "longer holds."))
+        "longer holds. Also an entity no new passage names that stays because a relation written by hand has it as an "
+        "end (with that relation)."))
     extractions: list[ChunkExtraction] = Field(
         default_factory=list, description="Per passage, when extraction was asked for."
     )
@@ -751,8 +752,8 @@ class ObservationsDeleted(_Model):
     unmatched: list[UnmatchedObservation] = Field(
         default_factory=list, description="Observations given that the entity does not hold: nothing was removed "
                                           "for them, so what they meant is still stored.")
-    hints: list[str] = Field(default_factory=list, description="When an observation matched nothing: which, and "
-                                                                "the nearest stored one to delete instead.")
+    hints: list[str] = Field(default_factory=list, description="When an entity name or an observation matched "
+                             "nothing: which, and the stored names it likely meant or the nearest stored observation.")
 
 
 # -- namespaces (core/domain/namespaces.py) ------------------------------------------------------------------
@@ -786,7 +787,9 @@ class DocumentsDeleted(_Model):
     not_found: list[str] = Field(default_factory=list, description="Ids (as given) that name no document.")
     entities_removed: int = Field(0, description="Entities only these documents supported, deleted with them.")
     relations_removed: int = Field(0, description="Relations only these documents supported, deleted with them.")
-    hints: list[str] = Field(default_factory=list, description="Why an id not found named nothing.")
+    hints: list[str] = Field(default_factory=list, description=(
+        "Why an id not found named nothing; an entity only these documents supported that stays because a relation "
+        "written by hand has it as an end (with that relation)."))
 
 
 class DocumentPassage(_Model):

@@ -1,7 +1,8 @@
 """A relation written beside the one relation of its type its source held: maybe a new fact replacing the old one
 ("Alice LIVES_IN Paris" written while "Alice LIVES_IN Berlin" holds), which nothing in the write tells apart from a
-second end of a type that has many (WORKS_ON). Both are kept, and the write's answer names the older one, so the
-caller ends it if it was replaced (`rivals`)."""
+second end of a type that has many (WORKS_ON, HAS_CHILD). Both are kept, and the write's answer says the source now
+has two, as a question of fact: the caller ends one if it no longer holds (`rivals`, `two_current`). A type some
+entity of the namespace already holds to several ends has many by nature: not said."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def rivals(store: GraphStore, writes: Sequence[EdgeWrite], ids: dict[str, int], 
     """Of a call's `writes`, before it commits (`ids`: the stored id of each entity key they name; a new entity has
     none), each that gives its source a second relation of its type holding now: the source held exactly one of that
     type, to another end and with no end planned, and the call gives it exactly one new end of that type. A type the
-    source held to several ends already, or that the call gives several new ends, has many by nature: not said.
-    A write that does not hold now (ended, or planned) replaces nothing."""
+    source, or any entity of the namespace, holds to several ends already, or that the call gives several new ends,
+    has many by nature: not said. A write that does not hold now (ended, or planned) replaces nothing."""
     moment = now()
     current = [(i, w) for i, w in enumerate(writes) if w.source_key in ids
                and (w.valid_from is None or w.valid_from <= moment)
@@ -55,9 +56,18 @@ def rivals(store: GraphStore, writes: Sequence[EdgeWrite], ids: dict[str, int], 
     found = [(index, before[0]) for pair, targets in new.items() if len(targets) == 1
              and len(before := held.get(pair, ())) == 1 and before[0].valid_until is None
              for index in targets.values()]
+    many = store.types_held_many(namespace, {edge.type for _, edge in found}) if found else set()
+    found = [(index, edge) for index, edge in found if edge.type not in many]
     names = {n.id: n.name for n in store.get_nodes({edge.target_id for _, edge in found})}
     return [Rival(index=index, held=edge, held_target=names[edge.target_id]) for index, edge in sorted(found)
             if edge.target_id in names]
+
+
+def two_current(source: str, kind: str, held_target: str, new_target: str) -> str:
+    """The start of a rival's line, the remedy (which the tool set says) after it: "'Alice' now has two current
+    LIVES_IN relations (to 'Berlin' and 'Paris'); if one no longer holds, "."""
+    return (f"{source!r} now has two current {kind} relations (to {held_target!r} and {new_target!r}); if one no "
+            "longer holds, ")
 
 
 def replaced_hints(store: GraphStore, edges: Any, records: Sequence[Any], namespace: str) -> list[str]:
@@ -71,8 +81,7 @@ def replaced_hints(store: GraphStore, edges: Any, records: Sequence[Any], namesp
     for rival in rivals(store, edges.writes, ids, namespace):
         write = edges.writes[rival.index]
         source = edges.names.get(write.source_key, write.source_key)
-        hints.append(f"{source} -{write.type}-> {edges.names.get(write.target_key, write.target_key)} holds beside "
-                     f"{source} -{write.type}-> {rival.held_target}: if the new one replaces it, end that one with "
-                     "end_relations (it stays as history)")
-    return hints[:LISTED] + ([f"... and {len(hints) - LISTED} more relations hold beside an older one of their type"]
-                             if len(hints) > LISTED else [])
+        target = edges.names.get(write.target_key, write.target_key)
+        hints.append(two_current(source, write.type, rival.held_target, target) + "end it with end_relations")
+    return hints[:LISTED] + ([f"... and {len(hints) - LISTED} more entities now have two current relations of a "
+                              "type they held once"] if len(hints) > LISTED else [])

@@ -176,6 +176,18 @@ def most_connected(con: Any, namespace: str, limit: int) -> list[tuple[int, int]
     return [(int(node), int(n)) for node, n in rows]
 
 
+def types_held_many(con: Any, namespace: str, types: list[str]) -> set[str]:
+    """`GraphStore.types_held_many`: of `types`, those a source holds now to two or more targets."""
+    if not types:
+        return set()
+    rows = con.execute(
+        f"SELECT DISTINCT type FROM edges WHERE namespace = $1 AND type IN (SELECT unnest({sql.JSON_NAMES % 2})) "
+        f"AND {sql.holds_at('$3')} GROUP BY type, source_id HAVING count(DISTINCT target_id) > 1",
+        [namespace, sql.json_list(types), sql.now()],
+    ).fetchall()
+    return {row[0] for row in rows}
+
+
 def namespaces(con: Any) -> list[str]:
     rows = con.execute(
         "SELECT namespace FROM nodes UNION SELECT namespace FROM edges UNION SELECT namespace FROM documents "

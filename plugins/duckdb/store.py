@@ -672,6 +672,10 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return reads.most_connected(self._db, namespace, limit)
 
+    def types_held_many(self, namespace: str, types: Iterable[str]) -> set[str]:
+        with self._lock:
+            return reads.types_held_many(self._db, namespace, sorted(set(types)))
+
     def namespaces(self) -> list[str]:
         with self._lock:
             return reads.namespaces(self._db)

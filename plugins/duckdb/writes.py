@@ -87,11 +87,12 @@ class Writer:
         # A replaced text keeps its passages that did not change (`WriteBatch.chunks`); what only its other old
         # passages supported goes with them, as on a delete, unless its new passages still name it (`keep_named`).
         dropped = self._replaced_chunks(batch)
-        replaced_nodes, replaced_edges = self._supported_only_by(f"SELECT unnest({sql.JSON_IDS % 1})",
-                                                                 [sql.json_list(dropped)]) if dropped else ([], [])
+        replaced_nodes, replaced_edges, replaced_held = self._supported_only_by(
+            f"SELECT unnest({sql.JSON_IDS % 1})", [sql.json_list(dropped)]) if dropped else ([], [], {})
         held = self._provenance_in(dropped) if batch.keep_named else ([], [])
         removed_chunks = self.replace_documents(batch, now, dropped)
-        gone_documents, gone_chunks, unsupported_nodes, unsupported_edges = self._delete_documents(batch, now)
+        gone_documents, gone_chunks, unsupported_nodes, unsupported_edges, by_hand_ends = self._delete_documents(
+            batch, now)
         removed_chunks += gone_chunks
         inserted = [c for c in batch.chunks if c.id is None]
         chunk_ids = self.insert_chunks(batch, dimensions)
@@ -134,7 +135,9 @@ class Writer:
             chunks_kept=len(batch.chunks) - len(inserted),
             nodes_deleted=len(deleted_nodes[0]), edges_deleted=len(dropped_edges), documents_deleted=gone_documents,
             edges_ended=len(batch.end_edges), edges_versioned=versions, deletions_forgotten=forgotten_lines,
-            nodes_kept=sorted(set(replaced_nodes) & named_nodes - set(deleted_nodes[0])),
+            nodes_kept=sorted({*replaced_nodes, *replaced_held} & named_nodes - set(deleted_nodes[0])),
+            nodes_held={n: edges for n, edges in sorted({**replaced_held, **by_hand_ends}.items())
+                        if n not in named_nodes and n not in deleted_nodes[0]},
             edges_kept=sorted(set(replaced_edges) & named_edges - set(dropped_edges)),
             node_ids=node_ids,
             chunk_ids=chunk_ids,
@@ -403,18 +406,20 @@ class Writer:
             self.changes.keywords["chunk"].update(removed)
         return removed
 
-    def _delete_documents(self, batch: WriteBatch, now: datetime) -> tuple[int, list[int], list[int], list[int]]:
+    def _delete_documents(
+        self, batch: WriteBatch, now: datetime
+    ) -> tuple[int, list[int], list[int], list[int], dict[int, list[int]]]:
         """Delete `batch.delete_documents` and their chunks (recorded as deleted); return how many were stored, the
-        chunks' ids, and the nodes and edges that only those chunks supported (deleted with the batch's other
-        deletions)."""
+        chunks' ids, the nodes and edges that only those chunks supported (deleted with the batch's other
+        deletions), and the nodes kept for relations written by hand (`_supported_only_by`)."""
         documents = sorted(set(batch.delete_documents))
         if not documents:
-            return 0, [], [], []
+            return 0, [], [], [], {}
         keys, key_params = sql.rows(1, ns=("VARCHAR", [ns for ns, _ in documents]), id=("VARCHAR", [i for _, i in documents]))
         deletions.record(self.con, "document deleted", "SELECT d.namespace, d.id AS position, d.id AS label FROM "
                          f"documents d JOIN {keys} ON d.namespace = w.ns AND d.id = w.id", key_params, now,
                          deletions.document_label)
-        nodes, edges = self._supported_only_by(
+        nodes, edges, by_hand_ends = self._supported_only_by(
             f"SELECT c.id FROM chunks c JOIN {keys} ON c.namespace = w.ns AND c.document_id = w.id", key_params)
         stored = self.con.execute(f"SELECT count(*) FROM documents d JOIN {keys} ON d.namespace = w.ns AND d.id = w.id",
                                   key_params).fetchone()[0]
@@ -424,12 +429,15 @@ class Writer:
         self.con.execute(f"DELETE FROM documents USING {keys} WHERE documents.namespace = w.ns AND documents.id = w.id",
                          key_params)
         self._note(self._graph.drop_documents, documents)
-        return stored, removed, nodes, edges
+        return stored, removed, nodes, edges, by_hand_ends
 
-    def _supported_only_by(self, chunks: str, key_params: list[Any]) -> tuple[list[int], list[int]]:
+    def _supported_only_by(
+        self, chunks: str, key_params: list[Any]
+    ) -> tuple[list[int], list[int], dict[int, list[int]]]:
         """The nodes and edges whose provenance is all in the passages the query `chunks` selects (with the
         parameters `key_params`). Provenance other passages also give keeps a node or an edge; one without any, or
-        ever written by hand (`NodeRecord.by_hand`), is never among them."""
+        ever written by hand (`NodeRecord.by_hand`), is never among them. Nor is a node that is an end of an edge
+        ever written by hand, which would go with it: those are returned apart, each with those edges' ids."""
         nodes = [row[0] for row in self.con.execute(
             f"SELECT node_id FROM mentions WHERE node_id IN (SELECT node_id FROM mentions WHERE chunk_id IN ({chunks})) "
             "AND node_id NOT IN (SELECT node_id FROM nodes_by_hand) "
@@ -438,7 +446,16 @@ class Writer:
             f"SELECT edge_id FROM edge_evidence WHERE edge_id IN (SELECT edge_id FROM edge_evidence WHERE chunk_id IN "
             f"({chunks})) AND edge_id NOT IN (SELECT edge_id FROM edges_by_hand) "
             f"GROUP BY edge_id HAVING bool_and(chunk_id IN ({chunks}))", key_params).fetchall()]
-        return nodes, edges
+        held: dict[int, list[int]] = {}
+        if nodes:
+            listed = [sql.json_list(nodes)]
+            for node, edge in self.con.execute(
+                    f"SELECT source_id, id FROM edges WHERE source_id IN (SELECT unnest({sql.JSON_IDS % 1})) "
+                    "AND id IN (SELECT edge_id FROM edges_by_hand) UNION ALL "
+                    f"SELECT target_id, id FROM edges WHERE target_id IN (SELECT unnest({sql.JSON_IDS % 1})) "
+                    "AND id IN (SELECT edge_id FROM edges_by_hand) ORDER BY ALL", listed).fetchall():
+                held.setdefault(node, []).append(edge)
+        return [n for n in nodes if n not in held], edges, held
 
     def insert_chunks(self, batch: WriteBatch, dimensions: int | None) -> dict[str, list[int]]:
         """Insert the batch's chunks but those it keeps (with an `id`: see `replace_documents`), with their vectors;

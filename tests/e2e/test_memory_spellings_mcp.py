@@ -283,3 +283,19 @@ async def test_deleting_an_observation_spelt_otherwise_than_stored_says_it_is_st
             "unmatched": [{"entity": "Alice", "observation": "Lives in Berlin.", "nearest": "lives in Berlin"}],
             "hints": [note]}
         assert await graph(client) == ([("Alice", "person", ["lives in Berlin"])], [])
+
+
+@pytest.mark.anyio
+async def test_deleting_observations_of_an_entity_no_one_has_names_the_ones_it_likely_meant(services):
+    async with Client(build_server(services)) as client:
+        await call_ok(client, "create_entities", {"entities": [E("Priya Raman", "person", ["lives in Berlin"])]})
+        result = await client.call_tool("delete_observations", {"deletions": [
+            {"entityName": "Priya", "observations": ["lives in Berlin"]},
+            {"entityName": "Nobody", "observations": ["x"]}]})
+        note = ("No entity is named 'Priya' (did you mean 'Priya Raman'?) or 'Nobody': nothing was removed for them "
+                "(see not_found). Give each name as stored (search_nodes finds it).")
+        assert [block.text for block in result.content] == ["Observations deleted successfully", note]
+        assert result.structured_content == {
+            "success": True, "message": "Observations deleted successfully", "removed": [],
+            "not_found": ["Priya", "Nobody"], "unmatched": [], "hints": [note]}
+        assert await graph(client) == ([("Priya Raman", "person", ["lives in Berlin"])], [])

@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 
 from duckgraph.core.domain import memory_server
+from duckgraph.core.domain.documents import delete_documents
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput, ObservationAddition
 from duckgraph.core.files.export import export_jsonl
@@ -68,6 +69,43 @@ def test_an_extracted_entity_curated_by_hand_stays_and_one_only_extracted_goes(t
 
     assert replace_doc1(kb) == (1, 1)  # Zenith Labs and the relation: nobody wrote them by hand
     assert names(kb) == {"Zara Quinn"} and relations(kb) == set()
+    kb.close()
+
+
+STUDY = ("## Methods\n\nThe batch delivered in November came from supplier Voltra.\n\n"
+         "## Conclusion\n\nCoatings reduce fade.")
+AUDITED = ("entity: Voltra [Company] (no passage supports it now; kept for the relation written by hand Dr. Lee "
+           "audited Voltra)")
+
+
+def study_with_a_relation_by_hand(path: Path) -> KnowledgeBase:
+    """Voltra read from the study's Methods, and a relation to it written by hand (no source_ids)."""
+    kb = open_kb(path)
+    kb.add_documents([DocumentInput(id="study.md", text=STUDY)])
+    kb.add_knowledge_graph([NodeInput(name="Voltra", type="Company", source_ids=["study.md"]),
+                            NodeInput(name="Dr. Lee", type="Person")],
+                           [EdgeInput(source="Dr. Lee", target="Voltra", type="AUDITED")])
+    return kb
+
+
+def test_deleting_a_document_keeps_the_end_of_a_relation_written_by_hand_and_says_why(tmp_path):
+    kb = study_with_a_relation_by_hand(tmp_path / "kb.duckdb")
+    deleted = delete_documents(kb, ["study.md"])
+    assert (deleted.entities_removed, deleted.relations_removed, deleted.hints) == (0, 0, [AUDITED])
+    assert names(kb) == {"Voltra", "Dr. Lee"} and relations(kb) == {"AUDITED"}
+    kb.close()
+
+
+def test_an_edit_dropping_the_passage_keeps_the_end_of_a_relation_written_by_hand_and_says_why(tmp_path):
+    kb = study_with_a_relation_by_hand(tmp_path / "kb.duckdb")
+    edited = kb.add_documents([DocumentInput(id="study.md", text="## Conclusion\n\nCoatings reduce fade.")])
+    assert (edited.entities_removed, edited.relations_removed, edited.to_review) == (0, 0, [AUDITED])
+    assert names(kb) == {"Voltra", "Dr. Lee"} and relations(kb) == {"AUDITED"}
+    # A passage that still names it keeps it as any named entity, listed once, as such.
+    kb.add_documents([DocumentInput(id="study.md", text=STUDY)])
+    kb.add_knowledge_graph([NodeInput(name="Voltra", type="Company", source_ids=["study.md"])], [])
+    renamed = kb.add_documents([DocumentInput(id="study.md", text=STUDY.replace("November", "December"))])
+    assert renamed.to_review == ["entity: Voltra [Company]"]
     kb.close()
 
 

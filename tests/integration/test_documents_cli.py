@@ -77,6 +77,18 @@ def test_ids_naming_nothing_are_said_and_a_bad_id_deletes_nothing(db: Path, env:
     assert absent.returncode == 1 and not (db.parent / "absent.duckdb").exists()
 
 
+def test_an_entity_a_relation_written_by_hand_needs_stays_and_is_said(db: Path, env: dict[str, str]) -> None:
+    with KnowledgeBase(DuckDBStore(db), HashingEmbedder()) as kb:  # Priya Raman: only the HR note supports her
+        kb.add_knowledge_graph([NodeInput(name="Ada Park", type="Person")],
+                               [EdgeInput(source="Ada Park", target="Priya Raman", type="MENTORS")])
+    done = run(env, "documents", "delete", "hr-note-17", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("deleted 1 documents, with 0 entities and 1 relations only they supported\n")
+    assert done.stderr == ("duckgraph: entity: Priya Raman [Person] (no passage supports it now; kept for the relation "
+                           "written by hand Ada Park mentors Priya Raman)\n")
+    assert stats(env, db)["nodes"] == 3
+
+
 def test_a_file_ingested_in_parts_is_deleted_whole(tmp_path: Path) -> None:
     """A long file is stored as `<id>`, `<id>#part-2`...: deleting the file's id deletes its parts, and only its."""
     from duckgraph.core.domain.documents import delete_documents
