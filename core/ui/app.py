@@ -11,6 +11,9 @@ model's calls do) and the reads of core/domain/browse.py.
     GET  /api/community?id=              one community's report and its entities to draw
     GET  /api/document?id=&namespace=    the whole document a passage's document is part of: what deleting it
                                          deletes (a long file's parts, their passages)
+    GET  /api/read?id=&chunk_id=&before=&after=&namespace=
+                                         read_document: the document's passages in order around one (or from its
+                                         start), each with its place and section, and the ids to read back and on
     GET  /api/fields?name=&namespace=    an entity's id and fields as stored now and their fingerprint: what Edit
                                          shows, and sends back with its save (update_entity's expected_fingerprint)
     GET  /api/merge?target=&source=...   what merging the sources into the target adds, and the property values
@@ -58,6 +61,8 @@ TOOLS = frozenset({
 SEARCH_OPTIONS = ("max_nodes", "hops", "k_anchors", "max_passages")
 #: The search tool's time arguments, passed on as given (the tool parses and checks the dates).
 TIME_OPTIONS = ("as_of", "after", "before")
+#: read_document's numbers the page may give: the passage to read around, and how many before and after it.
+READ_OPTIONS = ("chunk_id", "before", "after")
 STATIC = resources.files("duckgraph.core.ui").joinpath("static")
 
 
@@ -83,6 +88,7 @@ def build_app(calls: DirectCalls) -> Starlette:
         Route("/api/communities", api.communities),
         Route("/api/community", api.community),
         Route("/api/document", api.document),
+        Route("/api/read", api.read),
         Route("/api/fields", api.fields),
         Route("/api/merge", api.merge),
         Route("/api/tool/{name}", api.tool, methods=["POST"]),
@@ -177,9 +183,18 @@ class _Api:
 
     async def document(self, request: Request) -> Response:
         async def answer(namespace: str) -> dict[str, Any]:
-            if not (id := request.query_params.get("id", "")):
-                raise InvalidInputError("give the document's id: id=, a passage's document_id")
-            return await self.calls.browse("document", namespace, {"id": id})
+            return await self.calls.browse("document", namespace, {"id": _document_id(request)})
+
+        return await self._answer(request, answer)
+
+    async def read(self, request: Request) -> Response:
+        async def answer(namespace: str) -> dict[str, Any]:
+            given = request.query_params
+            arguments = {"document_id": _document_id(request),
+                         **{key: _whole(request, key) for key in READ_OPTIONS if key in given}}
+            result = await self._tool("read_document", arguments, namespace)
+            # Its text words how a model reads on (read_document calls); the page reads on by the ids beside it.
+            return {key: value for key, value in result.items() if key != "text"}
 
         return await self._answer(request, answer)
 
@@ -280,6 +295,12 @@ async def _marked(passages: list[dict[str, Any]], wanted: set[str]) -> list[dict
         return [{**p, "marks": _marks_of(p["text"], wanted)} for p in passages]
 
     return await anyio.to_thread.run_sync(mark)
+
+
+def _document_id(request: Request) -> str:
+    if not (id := request.query_params.get("id", "")):
+        raise InvalidInputError("give the document's id: id=, a passage's document_id")
+    return id
 
 
 def _whole(request: Request, key: str) -> int:

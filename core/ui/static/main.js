@@ -1,6 +1,7 @@
-// The page: four views chosen by the address (#/ browse, #/search?q=&as_of=&history=&after=&before=,
-// #/entity?name=, #/community?id=; each with ns= for a namespace other than the default), each drawn from the JSON
-// API of core/ui/app.py, and the curation actions of an entity's page and of a passage's document.
+// The page: five views chosen by the address (#/ browse, #/search?q=&as_of=&history=&after=&before=,
+// #/entity?name=, #/community?id=, #/document?id=&chunk=; each with ns= for a namespace other than the default),
+// each drawn from the JSON API of core/ui/app.py, and the curation actions of an entity's page and of a passage's
+// document.
 
 import { append, clear, errorText, h, isolated, isolatedList, marked, typeBadge, visible } from "./dom.js";
 import { drawGraph } from "./graph.js";
@@ -82,7 +83,8 @@ async function render() {
   try {
     // The start page reads its counts again each time it is shown, as its recent changes are: other clients (an
     // agent) write meanwhile. Other views keep the overview read last (its namespaces and tools).
-    const start = path === "/search" ? !params.get("q")?.trim() : !["/entity", "/community"].includes(path);
+    const start = path === "/search" ? !params.get("q")?.trim()
+      : !["/entity", "/community", "/document"].includes(path);
     if (start || !state.overview || state.overview.namespace !== (state.namespace || state.overview.default_namespace)) {
       const overview = await api("overview");
       if (!live()) return;
@@ -91,6 +93,7 @@ async function render() {
     if (path === "/search") await showSearch(params, live);
     else if (path === "/entity") await showEntity(params.get("name") || "", live);
     else if (path === "/community") await showCommunity(params.get("id") || "", live);
+    else if (path === "/document") await showDocument(params.get("id") || "", params.get("chunk"), live);
     else showBrowse();
   } catch (error) {
     if (live()) clear(view, h("p", { class: "error" }, errorText(error)), helpOf(error.body));
@@ -300,6 +303,11 @@ function entityLink(name) {
   return h("a", { href: `#/entity?${new URLSearchParams(nsParams({ name }))}`, class: "entity-link", dir: "auto" }, name);
 }
 
+// The address of a document's page, read around the passage `chunk` (a chunk_id), or from its start.
+function documentHref(id, chunk = null) {
+  return `#/document?${new URLSearchParams(nsParams(chunk === null ? { id } : { id, chunk }))}`;
+}
+
 function nsParams(params) {
   return state.namespace && state.namespace !== state.defaultNamespace ? { ...params, ns: state.namespace } : params;
 }
@@ -388,6 +396,8 @@ function passage(p) {
   return h("article", { class: "passage", "data-document": p.document_id },
     h("header", {}, h("strong", { dir: "auto" }, p.title || p.document_id),
       p.score !== undefined ? h("span", { class: "count" }, `score ${p.score}`) : null,
+      h("a", { href: documentHref(p.document_id, p.chunk_id), class: "read-document",
+        "aria-label": `Read the document ${p.document_id} at this passage` }, "Read the document"),
       available("delete_documents") ? h("button", { type: "button", class: "danger delete-document",
         "aria-label": `Delete document ${p.document_id}`,
         title: "Delete the document this passage comes from, with all its passages", onclick: () => deleteDocument(p) },
@@ -412,6 +422,108 @@ function period(edge, future = false) {
 function timeTag(isEnded, isPlanned) {
   if (isEnded) return h("span", { class: "ended-tag" }, "ended");
   return isPlanned ? h("span", { class: "planned-tag", title: "this fact has not begun yet" }, "planned") : null;
+}
+
+// -- a document's page ----------------------------------------------------------------------------------
+
+// Passages asked for around the one opened, and at each step back or on; an answer holds at most 4,000 tokens
+// (read_document's bound), so a document of long passages comes fewer at a time.
+const AROUND = { before: 2, after: 6 };
+const STEP = 8;
+
+// A document read in order (read_document, through /api/read): its passages around the one opened (`opened`, a
+// passage's chunk_id as the address holds it, from a search or an entity's page; null: from its start), each with
+// its place ("passage 12 of 101") and, where it changes, its section as a heading; the one opened marked, and
+// focused. Earlier and Later passages add the passages before and after those shown in place, the focus on the
+// first added; at the document's first or last passage, a link to the document its text goes on from or in (a
+// conversation's turn, a file's part).
+async function showDocument(id, opened, live) {
+  const read = await api("read", { id, ...(opened === null ? {} : { chunk_id: opened }), ...AROUND });
+  if (!live()) return;
+  const documentId = read.document_id;  // as stored
+  document.title = `${visible(read.title || documentId)} — duckgraph`;
+  const passages = [...read.passages];  // those shown, in document order
+  let first = read, last = read;  // the answers that read the first and the last of them: how to read back and on
+  let total = read.passages_total;
+  const title = h("h1", { dir: "auto", id: "document-title" }, read.title || documentId);
+  const about = h("p", { class: "muted", id: "document-about" });
+  const from = h("p", { class: "muted", id: "document-before" });
+  const to = h("p", { class: "muted", id: "document-after" });
+  const list = h("div", { class: "document-passages" });
+  const back = h("button", { type: "button", id: "read-back" });
+  const on = h("button", { type: "button", id: "read-on" });
+  const draw = () => {
+    const [low, high] = passages.length ? [passages[0].position, passages.at(-1).position] : [1, total];
+    const shown = low === 1 && high === total ? "" : low === high ? ` · shown: passage ${low}`
+      : ` · shown: passages ${low} to ${high}`;
+    clear(about, isolated(documentId), read.time ? ` · ${String(read.time).slice(0, 10)}` : "",
+      ` · ${plural(total, "passage")}${shown}`);
+    let section = null;
+    clear(list, passages.length ? passages.map((p) => {
+      const heading = p.section !== section && p.section ? h("h2", { class: "section", dir: "auto" }, p.section) : null;
+      section = p.section;
+      return [heading, documentPassage(documentId, p, total, String(p.chunk_id) === opened)];
+    }) : h("p", { class: "muted" }, "It holds no passages."));
+    const before = passages.length ? passages[0].position - 1 : 0;
+    back.hidden = first.previous_chunk_id == null;
+    clear(back, `Earlier passages (${before === 1 ? "passage 1" : `1 to ${before}`})`);
+    const after = passages.length ? passages.at(-1).position + 1 : total;
+    on.hidden = last.next_chunk_id == null;
+    clear(on, `Later passages (${after === total ? `passage ${total}` : `${after} to ${total}`})`);
+    clear(from, back.hidden && first.previous_document
+      ? ["Its text goes on from the document ", documentLink(first.previous_document), "."] : null);
+    clear(to, on.hidden && last.next_document
+      ? ["Its text goes on in the document ", documentLink(last.next_document), "."] : null);
+  };
+  // One step back or on: the passages read are added in place (one shown already, after an edit, is not shown
+  // twice), and the focus moves to the first added.
+  const step = async (button, args, done) => {
+    button.disabled = true;
+    try {
+      await act(() => api("read", { id: documentId, ...args }), (more) => {
+        const known = new Set(passages.map((p) => p.chunk_id));
+        const added = more.passages.filter((p) => !known.has(p.chunk_id));
+        done(more, added);
+        total = more.passages_total;
+        draw();
+        if (added.length) list.querySelector(`[data-chunk="${added[0].chunk_id}"]`)?.focus();
+      });
+    } finally {
+      button.disabled = false;
+    }
+  };
+  back.onclick = () => step(back, { chunk_id: first.previous_chunk_id, before: STEP - 1, after: 0 }, (more, added) => {
+    passages.unshift(...added);
+    first = more;
+  });
+  on.onclick = () => step(on, { chunk_id: last.next_chunk_id, before: 0, after: STEP - 1 }, (more, added) => {
+    passages.push(...added);
+    last = more;
+  });
+  draw();
+  clear(view, h("article", { class: "document", "data-document": documentId, "aria-labelledby": "document-title" },
+    title, about, from, back, h("section", { "aria-label": "passages" }, list), on, to));
+  // Opened from a passage: that passage, in view.
+  const target = opened === null ? null : list.querySelector(".passage.opened");
+  if (target) {
+    target.focus({ preventScroll: true });
+    target.scrollIntoView({ block: "center" });
+  }
+}
+
+function documentLink(id) {
+  return h("a", { href: documentHref(id), class: "document-link", dir: "auto" }, id);
+}
+
+// A passage of a document's page: its place, its id as search shows it ([document_id#chunk_id]), its text; the one
+// opened marked as such (also for a screen reader). Focusable, for the focus to move to it.
+function documentPassage(documentId, p, total, opened) {
+  return h("article", { class: opened ? "passage opened" : "passage", "data-chunk": p.chunk_id, tabindex: "-1",
+    "aria-current": opened ? "true" : null },
+  h("header", {}, h("strong", {}, `passage ${p.position} of ${total}`), " ",
+    h("code", { class: "muted", dir: "auto" }, `[${documentId}#${p.chunk_id}]`),
+    opened ? h("span", { class: "opened-tag" }, "the passage opened") : null),
+  h("p", { dir: "auto" }, p.text));
 }
 
 // -- an entity's page ------------------------------------------------------------------------------------
