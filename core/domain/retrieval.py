@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -255,9 +256,10 @@ def anchor_and_expand(
                                 *_names_not_stored(store, query_text, namespace, ids,
                                                    _shown_texts(records, result_edges, passages))],
                     more_facts=_more_facts(store, namespace, options, _left_out_links(reached, anchors, kept, options)
-                                           + capped + dropped, kept, records, result_edges),
+                                           + capped + dropped, kept, records, result_edges, named),
                     type_count=_type_count(store, query_text, namespace, [records[r.node_id] for r in kept]),
-                    dates_not_applied=_dates_not_applied(query_text, options))
+                    dates_not_applied=_dates_not_applied(query_text, options, [
+                        spelling for r in kept for spelling in (records[r.node_id].name, *records[r.node_id].aliases)]))
 
 
 def _anchor_candidates(options: SearchOptions) -> int:
@@ -376,9 +378,10 @@ def _parts_near(
     """The similarity to the query of the `limit` parts of what the keyword channel found that share most of its
     words (at least one besides the names it gives, which `_names_stored` weighs: "Sam's partner" says nothing of
     Sam's blood type): an entity's observations, each after its name ("Tomas: Borrowed Sam's drill in October"),
-    and the sentences of a passage of several, each after its title as the passage is embedded. A vector of a
-    whole (an entity with its first observations together, a passage of several sentences) dilutes the one part
-    that answers; a part alone reads like the short passages the floor was calibrated on. A fact the keyword
+    and the sentences of a passage (one of a single sentence too), each after its title as the passage is
+    embedded, and alone. A vector of a whole (an entity with its first observations together, a passage of several
+    sentences, or a title longer than the sentence) dilutes the one part that answers; a part alone reads like the
+    short passages the floor was calibrated on. A fact the keyword
     channel found whose own words (`_fact_terms`) share such a word is a part too, embedded alone already: it
     counts for both its ends.
     `names`: the query's `_name_words`, when found already.
@@ -393,9 +396,8 @@ def _parts_near(
     titles = store.document_titles({c.document_id for c in chunks}, namespace)
     for chunk in chunks:
         sentences = [t for t in _SENTENCE_END.split(chunk.text) if t.strip()]
-        if len(sentences) > 1:  # a passage of one sentence is its own vector already
-            title = titles.get(chunk.document_id, "")
-            parts += [(None, sentence, passage_text(title, sentence, chunk.section)) for sentence in sentences]
+        title = titles.get(chunk.document_id, "")
+        parts += [(None, sentence, passage_text(title, sentence, chunk.section)) for sentence in sentences]
     shared = [len(wanted.intersection(terms(part))) for _, part, _ in parts]
     chosen = sorted((i for i in range(len(parts)) if shared[i]), key=lambda i: -shared[i])[:limit]
     facts = {edge.id: edge for edge, _ in words.facts if wanted.intersection(_fact_terms(edge))}
@@ -406,11 +408,17 @@ def _parts_near(
             observed[node_id] = max(observed.get(node_id, -1.0), similarity)
     sentence = -1.0
     if chosen:
-        texts = [parts[i][2] for i in chosen]
-        for i, similarity in zip(chosen, (embedder.embed_documents(texts) @ query).tolist()):
+        # A sentence is compared alone too: under a long title (as its passage is embedded) the one that answers
+        # reads as far ("At what temperature was the November batch sintered?": 0.21 after the paper's title,
+        # 0.44 alone). An observation keeps its entity's name: it is what the observation is about.
+        alone = [i for i in chosen if parts[i][0] is None]
+        texts = [parts[i][2] for i in chosen] + [parts[i][1] for i in alone]
+        similarities = (embedder.embed_documents(texts) @ query).tolist()
+        best = dict(zip(alone, similarities[len(chosen):]))
+        for i, similarity in zip(chosen, similarities):
             node_id = parts[i][0]
             if node_id is None:
-                sentence = max(sentence, similarity)
+                sentence = max(sentence, similarity, best[i])
             else:
                 observed[node_id] = max(observed.get(node_id, -1.0), similarity)
     return observed, sentence
@@ -501,8 +509,10 @@ def _window_holds_words(store: GraphStore, query_text: str, namespace: str, opti
 
 
 def _says_when(word: str) -> bool:
-    """Whether a word (as `tokens` gives it) says when, not what: `_WHEN_WORDS`, `_WHEN_DIGITS`."""
-    return word in _WHEN_WORDS or _WHEN_DIGITS.fullmatch(word) is not None
+    """Whether a word (as `tokens` gives it) says when, not what: `_WHEN_WORDS` (or its plural: "on Fridays"),
+    `_WHEN_DIGITS`."""
+    return (word in _WHEN_WORDS or (word.endswith("s") and word[:-1] in _WHEN_WORDS)
+            or _WHEN_DIGITS.fullmatch(word) is not None)
 
 
 def tells_time(word: str) -> bool:
@@ -642,13 +652,14 @@ def _sentence_start(text: str, at: int) -> bool:
     return not text[:at].strip() or _SENTENCE_BREAK.search(text[:at]) is not None
 
 
-def _dates_not_applied(query_text: str, options: SearchOptions) -> list[str]:
+def _dates_not_applied(query_text: str, options: SearchOptions, names: Sequence[str] = ()) -> list[str]:
     """The dates and months the query names, as written ("March 2025", "2026-03-15", "June 10"), when no time argument
     (`as_of`, `after`, `before`) was given: a search compares them as words, not as a time window, and shows what
     holds of any time ("Which meetings did we have in March 2025?" showed other months' notes first, and a model
     read them as March's). A month's name counts next to a day or a year, or written with a capital past a
     sentence's first word ("may" is a verb, "May I ...?" a question); a year alone does not (it is often what is
-    asked about: "born in 1990"), nor a weekday or "today" (relative to when the question was asked)."""
+    asked about: "born in 1990"), nor a weekday or "today" (relative to when the question was asked). A month's
+    name alone that is a word of one of `names` (the entities found: "March Patel", "May Lin") is that name."""
     if timed(options):
         return []
     groups: list[list[re.Match[str]]] = []
@@ -669,7 +680,8 @@ def _dates_not_applied(query_text: str, options: SearchOptions) -> list[str]:
         if any(_DATE.fullmatch(run[0]) for run in group) or (months and (
                 len(group) > 1 or (months[0][0][0].isupper() and not _sentence_start(query_text, months[0].start())))):
             found.append(query_text[group[0].start():group[-1].end()])
-    return found
+    named = {word for name in names for word in tokens(name)}
+    return [date for date in found if not (date.casefold() in _MONTHS and date.casefold() in named)]
 
 
 def _ids(query_text: str) -> dict[str, str]:
@@ -1080,16 +1092,20 @@ def _left_out_links(
 def _more_facts(
     store: GraphStore, namespace: str, options: SearchOptions, capped: list[tuple[int, int, int]],
     kept: list[Reached], records: dict[int, NodeRecord], shown: list[tuple[EdgeRecord, float]],
+    named: Sequence[NodeRecord] = (),
 ) -> dict[str, dict[str, int]]:
-    """Kept entity's name -> relation type -> how many more of its facts of that type the search could show (those
+    """Anchor's name -> relation type -> how many more of its facts of that type the search could show (those
     `edge_filter` reads) than `shown` holds, for the lists the caps cut short: a type of which `shown` holds at
     least two facts of the entity (one is no list: a hub's one fact on a multi-hop path) and a cap (`capped`:
     `max_nodes`, `FACTS_PER_NODE` x it) left out another. A list shown in part reads as whole ("Who is on the
     Support team?" showed 29 of 40 members, and a model counted 29); facts left out as less relevant are no part
-    of a list the result shows. The entities missing most come first."""
+    of a list the result shows. Only the anchors' lists, and of those the query names (`named`) when it names
+    any: the query is about them, not about another team whose members were reached on the way ("Who is in the
+    Support Team?" kept some Platform Team members too). The entities missing most come first."""
     if not capped:
         return {}
-    kept_ids = {r.node_id for r in kept}
+    kept_ids = {r.node_id for r in kept if r.hop == 0}
+    kept_ids = ({n.id for n in named} & kept_ids) or kept_ids
     types = store.edge_types(sorted({edge_id for edge_id, _, _ in capped}))
     in_result = Counter((end, edge.type) for edge, _ in shown for end in (edge.source_id, edge.target_id))
     cut = {(end, types[edge_id]) for edge_id, *ends in capped if edge_id in types for end in ends

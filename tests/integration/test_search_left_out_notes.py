@@ -141,3 +141,49 @@ def test_a_name_nothing_stored_mentions_is_said_before_the_related_content(kb: K
     # word is stored as it is written there ("Postgres" of "PostgreSQL").
     assert kb.search("Weekly syncs on Fraud Scoring?").not_stored == []
     assert kb.search("Which Postgres replica must never be promoted?").not_stored == []
+
+
+def test_the_list_counted_is_the_named_team_s_not_a_neighbour_s(real_kb: KnowledgeBase) -> None:
+    """Two teams of 20, both anchors of "Who is in the Support Team?": only the team the query names has its list
+    counted (the other's members reached on the way are no list it asked for)."""
+    members = {team: [f"{first} {team[0]}. {last}" for first, last in zip(FIRST[:20], LAST[:20])]
+               for team in ("Support Team", "Platform Team")}
+    real_kb.add_knowledge_graph(
+        [NodeInput(name=team, type="Team") for team in members]
+        + [NodeInput(name=name, type="Person") for names in members.values() for name in names],
+        [EdgeInput(source=name, target=team, type="MEMBER_OF") for team, names in members.items() for name in names])
+    result = real_kb.search("Who is in the Support Team?", max_nodes=15)
+    shown = sum(1 for e in result.edges if e.target == "Support Team")
+    assert result.more_facts == {"Support Team": {"MEMBER_OF": 20 - shown}}
+    # Every Support member shown, and some of Platform's: nothing the query asked for is left out.
+    every = real_kb.search("Who is in the Support Team?", max_nodes=30)
+    assert sum(1 for e in every.edges if e.target == "Support Team") == 20
+    assert 0 < sum(1 for e in every.edges if e.target == "Platform Team") < 20
+    assert every.more_facts == {} and "Platform Team:" not in every.text
+
+
+def test_a_month_that_is_a_stored_name_is_no_date(real_kb: KnowledgeBase) -> None:
+    real_kb.add_knowledge_graph([
+        NodeInput(name="March Patel", type="Person", description="Designer of the checkout page."),
+        NodeInput(name="May Lin", type="Person", description="Designs the mobile app's screens.")], [])
+    for question in ("What does March Patel do?", "What did May design?"):
+        result = real_kb.search(question)
+        assert result.dates_not_applied == [] and "not applied as a time window" not in result.text, question
+    # A month with a year is a date whoever is named.
+    assert real_kb.search("What did May Lin design in March 2025?").dates_not_applied == ["March 2025"]
+
+
+def test_a_plural_weekday_is_no_name(kb: KnowledgeBase) -> None:
+    assert kb.search("Who works with Kira Tanaka on Fridays?").not_stored == []
+
+
+def test_a_one_sentence_passage_under_a_long_title_passes_the_floor(real_kb: KnowledgeBase) -> None:
+    """The floor compares the sentences the keyword channel found with the query alone too: under a long title (as
+    the passage is embedded) the one sentence that answers read as far (0.21 against 0.44 alone)."""
+    sentence = ("The anomalous capacity fade at cycle 317 was traced to a hairline crack in the ceramic separator; "
+                "scanning electron microscopy showed lithium dendrites growing along the grain boundaries of the "
+                "batch delivered in November, which had been sintered at 1,150 °C instead of the specified 1,230 °C.")
+    real_kb.add_documents([DocumentInput(id="paper", title="Solid-State Electrolyte Degradation in Lithium-Metal Cells",
+                                         text="## Discussion\n\n" + sentence)])
+    result = real_kb.search("At what temperature was the November separator batch sintered?")
+    assert not result.nothing_relevant and [p.document_id for p in result.passages] == ["paper"]

@@ -329,7 +329,7 @@ def test_the_parts_compared_near_the_floor_are_the_sentences_and_observations_th
     fake_kb.add_documents([
         DocumentInput(id="ci", title="CI notes", text="Run the tests with make test; the suite needs a database. "
                       "Deploys are frozen on Fridays.\nNobody likes flaky tests."),
-        DocumentInput(id="one", title="Short", text="Run the linter before each test."),  # one sentence: its vector
+        DocumentInput(id="one", title="Short", text="Run the linter before each test."),  # one sentence: a part too
     ])
     memory_server.create_entities(fake_kb, [MemoryEntityInput(
         name="Tomas", entityType="person", observations=["Borrowed the test rig", "Lives in Utrecht"])])
@@ -349,19 +349,22 @@ def test_the_parts_compared_near_the_floor_are_the_sentences_and_observations_th
     observed, sentence = retrieval._parts_near(fake_kb.store, query, vector, fake_kb.namespace, words, embed, 8)
     [texts] = embedded  # one batch
     # Most shared words first ("run" and "test"), then one each; a sentence after its passage's title, an
-    # observation after its entity's name.
-    assert texts[0] == "CI notes\nRun the tests with make test;"
-    assert set(texts[1:]) == {"CI notes\nNobody likes flaky tests.", "Tomas: Borrowed the test rig"}
+    # observation after its entity's name; then each sentence alone.
+    assert set(texts[:2]) == {"CI notes\nRun the tests with make test;", "Short\nRun the linter before each test."}
+    assert set(texts[2:4]) == {"CI notes\nNobody likes flaky tests.", "Tomas: Borrowed the test rig"}
+    assert set(texts[4:]) == {"Run the tests with make test;", "Run the linter before each test.",
+                              "Nobody likes flaky tests."}
     tomas = fake_kb.store.find_nodes(fake_kb.namespace, ["tomas"])[0].id
     assert set(observed) == {tomas} and -1.0 <= sentence <= 1.0
 
-    # However many share a word, one search embeds at most `limit` of them.
+    # However many share a word, one search compares at most `limit` of them (the sentences among them alone too).
     memory_server.create_entities(fake_kb, [MemoryEntityInput(
         name="Lab", entityType="place", observations=[f"Test bench {n}" for n in range(12)])])
     words = retrieval.match_words(fake_kb.store, query, fake_kb.namespace, SearchOptions())
     retrieval._parts_near(fake_kb.store, query, vector, fake_kb.namespace, words, embed, 8)
-    assert len(embedded) == 2 and len(embedded[1]) == 8
+    assert len(embedded) == 2 and len(embedded[1]) == 8 + 2
     assert embedded[1][0] == "CI notes\nRun the tests with make test;"
+    assert embedded[1][8:] == ["Run the tests with make test;", "Run the linter before each test."]
     # A name the query gives is weighed by the floor itself: a part that shares only it is not compared.
     retrieval._parts_near(fake_kb.store, "What is Tomas's blood type?", vector, fake_kb.namespace,
                           retrieval.match_words(fake_kb.store, "What is Tomas's blood type?", fake_kb.namespace,
