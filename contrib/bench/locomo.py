@@ -265,10 +265,13 @@ def observations_shown(result: SearchResult, ids: dict[tuple[str, str], str]) ->
 
 def rankings(kb: KnowledgeBase, bm25: BM25, documents: Sequence[Document], question: str,
              result: SearchResult) -> dict[str, list[str]]:
-    """Document ids in rank order, by method: search's passages as returned, and the three baselines."""
+    """Document ids in rank order, by method: search's passages as returned (those of a passage's text shown once,
+    its `also_in`, after it), and the three baselines."""
     dense = dense_top(kb, question, len(documents))  # every document, by its best chunk
     lexical = [documents[i].id for i in bm25.ranking(question)]
-    return {"search": list(dict.fromkeys(p.document_id for p in result.passages)), "dense": dense,
+    shown = (document_id for p in result.passages
+             for document_id in (p.document_id, *(other.rpartition("#")[0] for other in p.also_in)))
+    return {"search": list(dict.fromkeys(shown)), "dense": dense,
             "bm25": lexical, "rrf": fuse(dense, lexical)}
 
 

@@ -368,10 +368,11 @@ def dense_top(kb: KnowledgeBase, question: str, k: int) -> list[str]:
 
 
 async def search_top(client: Client, question: str, k: int) -> tuple[list[str], dict[str, Any]]:
-    """Documents of the passages the search tool returns, in rank order, and the whole result (its text within
-    the default token budget, its entities)."""
+    """Documents of the passages the search tool returns, in rank order (those of a passage's text shown once, its
+    `also_in`, after it), and the whole result (its text within the default token budget, its entities)."""
     result = await call_tool(client, "search", {"query": question, "max_passages": k})
-    return list(dict.fromkeys(p["document_id"] for p in result["passages"])), result
+    return list(dict.fromkeys(document_id for p in result["passages"] for document_id in (
+        p["document_id"], *(other.rpartition("#")[0] for other in p["also_in"])))), result
 
 
 def entity_names(kb: KnowledgeBase, result: dict[str, Any]) -> list[str]:

@@ -35,6 +35,7 @@ from duckgraph.core.domain.document_ids import cited_as_stored
 from duckgraph.core.domain.render import estimate_tokens, render_search
 from duckgraph.core.domain.resolution import (
     NameKeys, NameResolver, lookup_keys, possible_duplicates, same_type, type_key)
+from duckgraph.core.domain.passage_ranking import without_repeats
 from duckgraph.core.domain.retrieval import anchor_and_expand, match_words
 from duckgraph.core.domain.search_options import SearchOptions
 from duckgraph.core.domain.texts import edge_text, node_text
@@ -579,13 +580,15 @@ class KnowledgeBase:
                               observations=observations.get(record.id, [])[:OBSERVATIONS_SHOWN])
 
         names = {node_id: record.name for node_id, record in found.records.items()}
-        every_passage = [*found.passages, *found.more_passages]
-        titles = self.store.document_titles({chunk.document_id for chunk, _ in every_passage}, namespace)
-        times = self.store.chunk_times([chunk.id for chunk, _ in every_passage], namespace) if every_passage else {}
+        # A passage folded into a better one with its text frees its place for the next (`without_repeats`).
+        every_passage = without_repeats([*found.passages, *found.more_passages])
+        titles = self.store.document_titles({chunk.document_id for chunk, _, _ in every_passage}, namespace)
+        times = self.store.chunk_times([chunk.id for chunk, _, _ in every_passage], namespace) if every_passage else {}
         passages = [
             Passage(document_id=chunk.document_id, chunk_id=chunk.id, title=titles.get(chunk.document_id, ""),
-                    section=chunk.section, text=chunk.text, time=times.get(chunk.id), score=round(score, 4))
-            for chunk, score in every_passage
+                    section=chunk.section, text=chunk.text, time=times.get(chunk.id), score=round(score, 4),
+                    also_in=[f"{other.document_id}#{other.id}" for other in repeats])
+            for chunk, score, repeats in every_passage
         ]
         ended, planned = self._facts_not_shown([a.node_id for a in found.anchors], namespace, settings)
         result = SearchResult(

@@ -423,6 +423,9 @@ class Passage(_Model):
         description="Relevance to the query, comparable across queries: the best passage scores the best "
         "passage-to-query cosine similarity, the others in proportion to their graph-walk score."
     )
+    also_in: list[str] = Field(
+        default_factory=list, description="Other passages with the same text (a copy of the file stored under "
+        "another id), as 'document_id#chunk_id': not shown again.")
 
 
 class TypeCount(_Model):

@@ -14,6 +14,8 @@ passage mentions ("United States") spread their weight thin. The entities the wa
 steps left. The passage that follows each of the best in reading order (a conversation's reply) is lifted; the
 chunks just before and after each of the best in reading order join the passages ranked next: a passage cut from a
 longer text goes on there. Of the best, those that hold an id the query names (an error code, an option) come first.
+A passage whose text a better-ranked one holds (a copy of a file stored under another id) is then not shown again
+(`without_repeats`): the next one takes its place.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING
 from duckgraph.core.domain.search_options import SearchOptions, edge_filter, in_window, timed
 from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import ChunkRecord, GraphStore, NodeRecord, entity_key, isin_ids, loose_key, name_candidates
+from duckgraph.ports.text import one_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -88,6 +91,22 @@ def rank_passages(
         if score >= options.more_passages_share * ranked[0][1]]
     lifted = bool(shown) and shown[0][0].id == lead
     return list(zip([chunk for chunk, _ in shown], _absolute_scores(store, shown, top_similarity, lifted, query)))
+
+
+def without_repeats(
+    ranked: list[tuple[ChunkRecord, float]]
+) -> list[tuple[ChunkRecord, float, list[ChunkRecord]]]:
+    """The passages a search shows (`rank_passages`'s, best first) less each whose text, its whitespace collapsed
+    (`one_line`), a better-ranked one holds already, each with those folded into it (`Passage.also_in`): a file
+    stored twice (a copy, a backup folder ingested too) had its passages shown in turn from both, the same text
+    read twice in the room of another. Headings, titles and dates may differ; the documents stay stored apart."""
+    kept: dict[str, tuple[ChunkRecord, float, list[ChunkRecord]]] = {}
+    for chunk, score in ranked:
+        if (key := one_line(chunk.text)) in kept:
+            kept[key][2].append(chunk)
+        else:
+            kept[key] = (chunk, score, [])
+    return list(kept.values())
 
 
 def _led_by_best_match(

@@ -403,12 +403,13 @@ def _passage_line(heading: str, i: int, passage: Passage) -> _Line:
 
 
 def _passage(passage: Passage) -> tuple[str, str]:
-    """A passage's header (id, date, title and section, each said once) and its text. The date is left out
-    where the title gives it, the clock kept; a first heading that is the title, written with the date or without
-    ("Architecture sync, 14 September 2026" under the title "Architecture sync 2026-09-14"), is left out of the
-    section: "[mtg-09#2] (10:00) Architecture sync 2026-09-14 § Decisions: ...". Prose is shown on the header's
-    line (`one_line`); code or configuration (`chunking.keeps_lines`) below it, each of its lines after `CODE_LINE`:
-    folded onto one line, a script or a YAML file loses the indentation and line breaks that are its meaning.
+    """A passage's header (id, the passages of the same text not shown again, date, title and section, each said
+    once) and its text. The date is left out where the title gives it, the clock kept; a first heading that is
+    the title, written with the date or without ("Architecture sync, 14 September 2026" under the title
+    "Architecture sync 2026-09-14"), is left out of the section: "[mtg-09#2] (10:00) Architecture sync 2026-09-14
+    § Decisions: ...". Prose is shown on the header's line (`one_line`); code or configuration
+    (`chunking.keeps_lines`) below it, each of its lines after `CODE_LINE`: folded onto one line, a script or a YAML
+    file loses the indentation and line breaks that are its meaning.
     """
     text = one_line(passage.text)
     title = one_line(passage.title)
@@ -424,10 +425,17 @@ def _passage(passage: Passage) -> tuple[str, str]:
     if when and title and when[:10] in title:  # the title gives the date: the clock alone, if any
         when = when[11:]
     when = f"({when}) " if when else ""
-    head = f"[{_shown_id(passage.document_id)}#{passage.chunk_id}] {when}{named}"
+    head = f"[{_shown_id(passage.document_id)}#{passage.chunk_id}] {_also_in(passage)}{when}{named}"
     if keeps_lines(passage.document_id, passage.title, passage.text):
         return head.rstrip(), "".join(f"\n{CODE_LINE}{line}".rstrip() for line in passage.text.splitlines())
     return head, text
+
+
+def _also_in(passage: Passage) -> str:
+    """The other passages of the same text, not shown again (`Passage.also_in`): "(also in [notes (1).md#7]) "."""
+    others = (other.rpartition("#") for other in passage.also_in)
+    shown = ", ".join(f"[{_shown_id(document_id)}#{chunk_id}]" for document_id, _, chunk_id in others)
+    return f"(also in {shown}) " if shown else ""
 
 
 def _shown_id(id_: str) -> str:

@@ -296,3 +296,28 @@ def test_the_passage_that_matches_the_question_best_comes_first(tmp_path, minilm
         assert passages[1].score == pytest.approx(own["architecture"], abs=1e-4)
         assert passages[1].score < passages[0].score
         assert [p.score for p in passages] == sorted((p.score for p in passages), reverse=True)
+
+
+def test_a_passage_stored_twice_is_shown_once_and_names_the_other(tmp_path, minilm) -> None:
+    """A notes file ingested twice (a copy, "notes (1).md", in a backup folder), one copy under a heading: its
+    passage was shown from both documents in turn, the same text read twice in the room of another. It is shown
+    once, naming the copy (`also_in`, and in the text); the next passage takes the freed place; both documents stay
+    stored."""
+    text = "The staging database is backed up every night at 02:00 to the eu-west bucket, kept for 30 days."
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        kb.add_documents([
+            document("notes.md", text),
+            document("backup/notes (1).md", f"# Backups\n\n{text}"),
+            document("restore.md", "To restore the staging database, fetch the nightly dump from the bucket."),
+            document("lunch.md", "The team lunch is on Friday at the Thai place."),
+        ])
+        copy = kb.store.document_chunks(kb.namespace, ["backup/notes (1).md"])
+        assert len(copy) == 1 and copy[0].text == text and copy[0].section == "Backups"  # the set-up
+        result = kb.search("When is the staging database backed up?", max_passages=2)
+        assert [p.document_id for p in result.passages] == ["notes.md", "restore.md"]
+        assert result.passages[0].also_in == [f"backup/notes (1).md#{copy[0].id}"]
+        assert result.passages[1].also_in == []
+        assert f"(also in [backup/notes (1).md#{copy[0].id}])" in result.text
+        assert result.text.count("02:00") == 1
+        assert {c.document_id for c in kb.store.document_chunks(kb.namespace, ["notes.md", "backup/notes (1).md"])} \
+            == {"notes.md", "backup/notes (1).md"}
