@@ -20,7 +20,7 @@ _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+"), re.compile(r"\s
 #: Where a sentence or a line starts: the overlap of the next passage starts there where it can (`chunk_text`).
 _OPENING = re.compile(r"(?<=[.!?])\s+|\n\s*")
 #: A Markdown table's delimiter line, below its header row: "|---|:--:|", "--- | ---".
-_TABLE_DELIMITER = re.compile(r"^ {0,3}(?=[^|]*\|)\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?\s*$")
+TABLE_DELIMITER = re.compile(r"^ {0,3}(?=[^|]*\|)\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?\s*$")
 #: The suffixes of code and configuration files, whose "#" lines are comments ("  # production database" in YAML,
 #: "# Push to ECR" in a shell script), a preprocessor's ("# define") or code, never Markdown headings. Not the
 #: suffixes of web pages (".php", ".html"): a page fetched by its URL is converted to Markdown.
@@ -130,7 +130,7 @@ def _tables(text: str, max_chars: int) -> list[_Table]:
     while i + 2 < len(lines):
         if _FENCE.match(lines[i]):
             fenced = not fenced
-        elif (not fenced and "|" in lines[i] and _TABLE_DELIMITER.match(lines[i + 1])
+        elif (not fenced and "|" in lines[i] and TABLE_DELIMITER.match(lines[i + 1])
               and starts[i + 2] - starts[i] <= max_chars // 2):
             last = i + 2  # the line after the last row
             while last < len(lines) and "|" in lines[last] and lines[last].strip():

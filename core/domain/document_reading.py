@@ -1,9 +1,11 @@
 """Reading a stored document beyond the one passage a search shows: the `read_document` tool and `duckgraph
 documents show`. Its passages come in document order, around one (a search's hit, named by its chunk_id: ids are
 global, and an edited passage gets a new one, so a neighbour's id cannot be guessed) or from its start, each with
-its place ("passage 12 of 101") and its section, within a token bound. The answer says how to read on or back, and,
-at the document's first or last passage, which document the text goes on from or in (the turn before or after in a
-conversation kept one turn per document, the part before or after of a long file: `GraphStore.adjacent_chunks`)."""
+its place ("passage 12 of 101") and its section, within a token bound. Consecutive passages overlap (`chunk_text`):
+each shown after another leaves out what it repeats of it, so that the text reads once. The answer says how to read on
+or back, and, at the document's first or last passage, which document the text goes on from or in (the turn before
+or after in a conversation kept one turn per document, the part before or after of a long file:
+`GraphStore.adjacent_chunks`)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from duckgraph.core.domain.chunking import keeps_lines
+from duckgraph.core.domain.chunking import TABLE_DELIMITER, keeps_lines
 from duckgraph.core.domain.document_ids import as_stored
 from duckgraph.core.domain.documents import not_found_hints
 from duckgraph.core.domain.moments import short
@@ -89,13 +91,17 @@ def read_document(kb: KnowledgeBase, document_id: str, namespace: str | None = N
     result = DocumentRead(
         document_id=stored, title=title, passages_total=total,
         time=store.chunk_times([first.id], namespace).get(first.id) if first else None,
-        passages=[_passage(c, cut if c is first else None) for c in shown],
+        passages=[_passage(c, before, cut if c is first else None, kb.chunk_overlap)
+                  for before, c in zip([None, *shown], shown)],
         previous_chunk_id=previous_id, next_chunk_id=next_id,
         previous_document=documents.get(before_it) if before_it is not None else None,
+        previous_document_chunk_id=before_it if before_it in documents else None,
         next_document=documents.get(after_it) if after_it is not None else None,
         truncated=len(shown) < len(window) or cut is not None, text="")
-    result.text = _text(result, (window[0].ordinal + 1, window[-1].ordinal + 1) if window else (0, 0),
-                        cut is not None, before_it, read_on)
+    # Whether a passage is code is read from its whole text: the fence of its block may be in what it repeats.
+    lines_kept = {c.id for c in shown if keeps_lines(stored, title, c.text)}
+    result.text = _text(result, (window[0].ordinal + 1, window[-1].ordinal + 1) if window else (0, 0), lines_kept,
+                        read_on)
     return result
 
 
@@ -155,18 +161,47 @@ def _cost(chunk: ChunkRecord) -> int:
     return estimate_tokens(chunk.section + chunk.text) + 20
 
 
-def _passage(chunk: ChunkRecord, room: int | None) -> DocumentPassage:
+def _passage(chunk: ChunkRecord, before: ChunkRecord | None, room: int | None, overlap: int) -> DocumentPassage:
+    """`chunk` as shown after `before` (None: the first shown, whole), cut to `room` tokens if given."""
     from duckgraph.core.domain.model import DocumentPassage
 
-    text = chunk.text if room is None else cut_to_tokens(chunk.text, room - 20 - estimate_tokens(chunk.section))
-    return DocumentPassage(chunk_id=chunk.id, position=chunk.ordinal + 1, section=chunk.section, text=text)
+    repeats = _repeats(before, chunk, overlap)
+    text = chunk.text[repeats:]
+    if room is not None:
+        text = cut_to_tokens(text, room - 20 - estimate_tokens(chunk.section))
+    return DocumentPassage(chunk_id=chunk.id, position=chunk.ordinal + 1, section=chunk.section, text=text,
+                           repeats=repeats, cut=room is not None)
 
 
-def _text(read: DocumentRead, asked: tuple[int, int], cut: bool, before_it: int | None, read_on: ReadOn) -> str:
+def _repeats(before: ChunkRecord | None, chunk: ChunkRecord, overlap: int) -> int:
+    """How many characters at the start of `chunk`'s text repeat `before`, the passage shown before it, as
+    `chunk_text` makes passages overlap: a table's header row and delimiter line, where `before` holds them too (a
+    passage of the same table), then the longest start of the rest that `before` ends with, of at most `overlap`
+    characters and from a word's start (where chunking starts one), with the line breaks after it. None from a
+    passage of another section: a passage never spans two, so theirs never overlap."""
+    if before is None or before.section != chunk.section:
+        return 0
+    previous, text = before.text, chunk.text
+    lines = text.split("\n", 2)
+    table = len(lines) == 3 and "|" in lines[0] and TABLE_DELIMITER.match(lines[1])
+    head = f"{lines[0]}\n{lines[1]}\n" if table else ""
+    skip = len(head) if head and (previous.startswith(head) or f"\n{head}" in previous) else 0
+    rest = text[skip:]
+    skip += next((len(previous) - i for i in range(max(len(previous) - overlap, 0), len(previous))
+                  if (i == 0 or previous[i - 1].isspace()) and rest.startswith(previous[i:])), 0)
+    if not skip:
+        return 0
+    # The line breaks between the repeated text and the new go with it; a code line's indentation stays.
+    after = text[skip:]
+    space = after[:len(after) - len(after.lstrip())]
+    return skip + space.rfind("\n") + 1 if "\n" in space else skip + len(space)
+
+
+def _text(read: DocumentRead, asked: tuple[int, int], lines_kept: set[int], read_on: ReadOn) -> str:
     """The answer as text: a header (id, title, time, which passages of how many), the passages, each with its id
     as search shows it, its place and (where it changes) its section, and how to read back and on. `asked`: the
-    places of the first and last passage asked for; `cut`: the one shown was cut to the bound; `before_it`: the
-    passage of another document the text goes on from."""
+    places of the first and last passage asked for; `lines_kept`: the ids of those that are code or configuration,
+    shown line by line."""
     time = f" ({short(read.time)})" if read.time else ""
     title = f": {one_line(read.title)}" if read.title else ""
     head = f"Document {as_field(read.document_id, DOCUMENT_ID_DELIMITERS)}{title}{time}"
@@ -182,19 +217,19 @@ def _text(read: DocumentRead, asked: tuple[int, int], cut: bool, before_it: int 
                      f"{read_on(read.document_id, read.previous_chunk_id, 'after')}.)")
     elif read.previous_document is not None:
         lines.append(f"(The text goes on from the document {as_field(read.previous_document, DOCUMENT_ID_DELIMITERS)}"
-                     f": read its end with {read_on(read.previous_document, before_it, 'after')}.)")
+                     f": read its end with {read_on(read.previous_document, read.previous_document_chunk_id, 'after')}"
+                     ".)")
     section = ""
     shown_id = as_field(read.document_id, _ID_DELIMITERS)
     for passage in read.passages:
         named = f" § {one_line(passage.section)}" if passage.section and passage.section != section else ""
         section = passage.section
-        header = f"[{shown_id}#{passage.chunk_id}] passage {passage.position} of {total}{named}:"
-        if keeps_lines(read.document_id, read.title, passage.text):  # code or configuration: its lines kept
+        cut = f" (cut short: alone it takes more than an answer's {READ_TOKENS:,} tokens)" if passage.cut else ""
+        header = f"[{shown_id}#{passage.chunk_id}] passage {passage.position} of {total}{named}{cut}:"
+        if passage.chunk_id in lines_kept:  # code or configuration: its lines kept
             lines.append(header + "".join(f"\n{CODE_LINE}{line}".rstrip() for line in passage.text.splitlines()))
         else:
             lines.append(f"{header} {one_line(passage.text)}")
-    if cut:
-        lines.append(f"(Passage {last} is cut short{bound}.)")
     if read.next_chunk_id is not None:
         rest = f"Passage {total} follows" if last == total - 1 else f"Passages {last + 1} to {total} follow"
         lines.append(f"({rest}{bound if last < asked[1] else ''}: read on with "

@@ -799,7 +799,11 @@ class DocumentPassage(_Model):
     chunk_id: int
     position: int = Field(description="Its place in the document: 1 for the first passage.")
     section: str = Field("", description="Headings above it: 'Install > Linux'.")
-    text: str
+    text: str = Field(description="Its text, without its first `repeats` characters.")
+    repeats: int = Field(0, description="How many characters of its start `text` leaves out: those repeating the end "
+                         "of the passage shown just before it (passages overlap; a table's passages each repeat its "
+                         "header). 0 for the first passage shown, which is whole.")
+    cut: bool = Field(False, description="True when it alone takes more than the answer's bound: `text` is cut short.")
 
 
 class DocumentRead(_Model):
@@ -817,6 +821,8 @@ class DocumentRead(_Model):
     previous_document: str | None = Field(
         None, description="Shown from its first passage: the document whose text it goes on from (the turn before "
         "in a conversation kept one turn per document, the part before of a long file).")
+    previous_document_chunk_id: int | None = Field(
+        None, description="The last passage of `previous_document`: read its end from there.")
     next_document: str | None = Field(
         None, description="Shown to its last passage: the document its text goes on in (the next turn, the next part).")
     truncated: bool = Field(description="True when the answer's token bound left out passages asked for.")

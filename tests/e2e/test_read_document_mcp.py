@@ -1,9 +1,11 @@
 """Reading a document beyond the passage a search shows, through the official MCP client on the real server, a real
 DuckDB file and the real default model: `read_document` (in the default set) gives the passages before and after a
 search's hit in document order, each with its place ("passage 7 of 12") and section, from the start without a
-chunk_id, within its token bound and with the call that reads on; at a document's end, the document the text goes
-on in (the next turn of a conversation); and an unknown id, a passage's header given as the id, a passage of another
-document or one edited since, each refused with what to give instead."""
+chunk_id, within its token bound and with the call that reads on; each passage after the first shown without what
+it repeats of the one before it (the overlap chunking keeps, a table's header); a passage longer than the bound cut
+and marked; at a document's ends, the document the text goes on from (its last passage) or in (the turn before or
+after in a conversation); and an unknown id, a passage's header given as the id, a passage of another document or one
+edited since, each refused with what to give instead."""
 
 from __future__ import annotations
 
@@ -14,8 +16,11 @@ import pytest
 from mcp import Client
 
 from duckgraph.core.domain.document_reading import READ_TOKENS
+from duckgraph.core.domain.knowledge_base import KnowledgeBase
+from duckgraph.core.domain.model import DocumentInput
 from duckgraph.core.domain.render import estimate_tokens
 from duckgraph.core.mcp.server import build_server
+from duckgraph.plugins.duckdb import DuckDBStore
 from tests.e2e.test_delete_documents_mcp import serve
 from tests.e2e.test_mcp_inmemory import call_ok, error_text
 
@@ -38,6 +43,11 @@ REPORT = {"id": "observatory-report.md", "title": "Observatory annual report", "
                               for heading, topics in TOPICS.items())}
 CHAT = [{"id": f"chat-{i}", "title": "Chat with Ana, 3 May", "text": text}
         for i, text in enumerate(["Did the camera survive the cold?", "No, it cracked in January.", "Too bad."])]
+#: A table of three passages: each of its rows after the first repeats its header row and delimiter line.
+HEADER = "| Host | Rack | State |\n|---|---|---|\n"
+HOSTS = {"id": "hosts.md", "title": "Rack inventory", "text": "Hosts by rack, checked weekly.\n\n" + HEADER + "\n".join(
+    f"| host-{i:02d} | rack {i % 4} | {'ok' if i % 3 else 'degraded'} since the {i}th of May |" for i in range(40))
+    + "\n\nThe degraded hosts are replaced in June."}
 
 
 async def refusal(client: Client, arguments: dict) -> str:
@@ -114,6 +124,81 @@ async def test_an_answer_stays_within_its_bound_and_says_where_it_stopped(servic
         assert read["text"].endswith(f"(Passages {last + 2} to 48 follow (an answer takes at most 4,000 tokens): "
                                      f"read on with read_document(document_id=\"long\", chunk_id={ids[last + 1]}, "
                                      "before=0).)")
+
+
+@pytest.mark.anyio
+async def test_each_passage_shown_after_another_leaves_out_what_it_repeats_of_it(services):
+    async with Client(build_server(services)) as client:
+        await call_ok(client, "add_documents", {"documents": [REPORT, HOSTS]})
+        read = await call_ok(client, "read_document", {"document_id": REPORT["id"], "after": 100})
+        passages = read["passages"]
+        assert len(passages) == 12 and not read["truncated"]
+        # Read in order, the passages hold the document's text once (its headings are their sections).
+        body = [w for line in REPORT["text"].splitlines() if not line.startswith("#") for w in line.split()]
+        assert " ".join(p["text"] for p in passages).split() == body
+        assert passages[0]["repeats"] == 0 and passages[0]["text"].startswith("We ground the telescope mirror")
+        assert passages[1]["text"].startswith(TOPICS["Methods"][1]) and passages[1]["repeats"] > 0
+        assert f"[{REPORT['id']}#{passages[1]['chunk_id']}] passage 2 of 12: {TOPICS['Methods'][1]} The team" \
+            in read["text"]
+        assert passages[8]["repeats"] == 0  # the first of its section: passages of two sections never overlap
+
+        # What it leaves out is the start of the passage, whole when shown first, that repeats the one before.
+        alone = await call_ok(client, "read_document", {"document_id": REPORT["id"],
+                                                        "chunk_id": passages[1]["chunk_id"], "before": 0, "after": 0})
+        [whole] = alone["passages"]
+        assert whole["repeats"] == 0 and whole["text"].endswith(passages[1]["text"])
+        repeated = whole["text"][:passages[1]["repeats"]].strip()
+        assert repeated.startswith("down what it measured") and passages[0]["text"].endswith(repeated)
+        assert f"passage 2 of 12 § Methods: {repeated}" in alone["text"]
+
+        # A table's later passages leave out its header row and delimiter line too, and the rows they repeat.
+        table = await call_ok(client, "read_document", {"document_id": HOSTS["id"]})
+        assert [p["position"] for p in table["passages"]] == [1, 2, 3]
+        assert " ".join(p["text"] for p in table["passages"]).split() == HOSTS["text"].split()
+        assert table["text"].count("| Host | Rack | State |") == 1
+        later = table["passages"][1]
+        assert later["text"].startswith("| host-") and later["repeats"] > len(HEADER)
+        again = await call_ok(client, "read_document", {"document_id": HOSTS["id"], "chunk_id": later["chunk_id"],
+                                                        "before": 0, "after": 0})
+        assert again["passages"][0]["text"].startswith(HEADER)  # shown first: whole, its header with it
+
+
+@pytest.mark.anyio
+async def test_a_passage_longer_than_an_answer_is_cut_and_said_to_be(tmp_path: Path, plugin_manager, minilm):
+    # A file written with passages of up to 40,000 characters: one passage alone takes more than an answer's bound.
+    ledger = {"id": "ledger.md", "text": " ".join(f"Entry {i}: the hall paid {i * 7} crowns for lamp oil."
+                                                    for i in range(700))}
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm, chunk_chars=40_000) as kb:
+        kb.add_documents([DocumentInput(**ledger), DocumentInput(**CHAT[0])])
+    async with Client(build_server(serve(tmp_path, plugin_manager, minilm, tools="graphrag"))) as client:
+        read = await call_ok(client, "read_document", {"document_id": "ledger.md"})
+        [passage] = read["passages"]
+        assert passage["cut"] and read["truncated"] and estimate_tokens(read["text"]) <= READ_TOKENS
+        assert passage["text"].endswith("…") and ledger["text"].startswith(passage["text"][:-1])
+        assert read["text"].splitlines()[1].startswith(
+            f"[ledger.md#{passage['chunk_id']}] passage 1 of 1 (cut short: alone it takes more than an answer's 4,000 "
+            "tokens): Entry 0: the hall paid 0 crowns")
+        whole = await call_ok(client, "read_document", {"document_id": "chat-0"})
+        assert not whole["passages"][0]["cut"] and "cut short" not in whole["text"]
+
+
+@pytest.mark.anyio
+async def test_a_turn_names_the_last_passage_of_the_turn_it_goes_on_from(services):
+    # The first turn takes three passages: read back from the next one's start, its end.
+    question = {**CHAT[0], "text": "\n\n".join(f"{topic}{FILLER}" for topic in TOPICS["Methods"])}
+    async with Client(build_server(services)) as client:
+        stored = (await call_ok(client, "add_documents", {"documents": [question, CHAT[1]]}))["documents"]
+        first = stored[0]["chunk_ids"]
+        assert len(first) == 4
+        answer = await call_ok(client, "read_document", {"document_id": "chat-1"})
+        assert (answer["previous_document"], answer["previous_document_chunk_id"]) == ("chat-0", first[-1])
+        assert answer["text"].splitlines()[1] == (
+            "(The text goes on from the document chat-0: read its end with read_document(document_id=\"chat-0\", "
+            f"chunk_id={first[-1]}, after=0).)")
+        end = await call_ok(client, "read_document", {"document_id": "chat-0", "chunk_id": first[-1], "after": 0})
+        assert [p["position"] for p in end["passages"]] == [2, 3, 4] and end["next_document"] == "chat-1"
+        start = await call_ok(client, "read_document", {"document_id": "chat-0"})
+        assert start["previous_document"] is None and start["previous_document_chunk_id"] is None
 
 
 @pytest.mark.anyio

@@ -1,7 +1,8 @@
 """Reading a passage's document in a real browser (`duckgraph ui` as a child process on a real DuckDB file, driven in
 headless Chromium as tests/e2e/test_ui_browser.py drives it): from a search's passage and from an entity's, the
 document's page shows its passages in order around the one opened (marked, and focused), each with its place and
-its section, reads back and on in place, links the turns of a conversation, and shows a document's markup as text.
+its section and without what it repeats of the one before it, reads back and on in place (the text still read once),
+links the turns of a conversation (the one before opened at its end), and shows a document's markup as text.
 
 The embedder is the hashing fake of tests/fakes.py: what is checked here is the page."""
 
@@ -18,7 +19,7 @@ from selenium.webdriver.common.keys import Keys
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import DocumentInput, NodeInput
 from duckgraph.plugins.duckdb import DuckDBStore
-from tests.e2e.test_read_document_mcp import CHAT, REPORT
+from tests.e2e.test_read_document_mcp import CHAT, FILLER, REPORT, TOPICS
 from tests.e2e.test_ui_browser import (  # noqa: F401 (browser, screenshots: fixtures)
     browser,
     open_entity_page,
@@ -60,6 +61,12 @@ def passage_texts(driver) -> list[str]:
     return [p.text for p in driver.find_elements(By.CSS_SELECTOR, ".document article.passage p")]
 
 
+def report_words(first: int, last: int) -> list[str]:
+    """The words of the report's passages `first` to `last` (1-based; its sections' paragraphs), each once."""
+    paragraphs = [f"{topic}{FILLER}" for topics in TOPICS.values() for topic in topics][first - 1:last]
+    return " ".join(paragraphs).split()
+
+
 def places(ids: list[int], first: int, last: int) -> list[tuple[int, str, str]]:
     """The report's passages `first` to `last` (1-based), as the page draws them."""
     return [(ids[i - 1], f"passage {i} of 12", f"[{REPORT['id']}#{ids[i - 1]}]") for i in range(first, last + 1)]
@@ -86,8 +93,12 @@ def test_a_searched_passage_opens_its_document_which_reads_back(
     assert int(opened.get_attribute("data-chunk")) == hit["chunk_id"]
     assert opened.get_attribute("aria-current") == "true" and "the passage opened" in opened.text
     assert focused_chunk(browser) == hit["chunk_id"]  # the focus is on it, in view
-    assert opened.find_element(By.CSS_SELECTOR, "p").text == hit["text"].strip()
+    # Shown after passage 9: without the sentences it repeats of it, which search shows with it.
+    shown_text = opened.find_element(By.CSS_SELECTOR, "p").text
+    assert shown_text.startswith(TOPICS["Discussion"][1]) and hit["text"].strip().endswith(shown_text)
+    assert not hit["text"].startswith(TOPICS["Discussion"][1])
     assert shown_passages(browser) == places(ids, 8, 12)
+    assert " ".join(passage_texts(browser)[1:]).split() == report_words(9, 12)  # the first shown: whole
     assert [s.text for s in browser.find_elements(By.CSS_SELECTOR, ".document h2.section")] == ["Results", "Discussion"]
     assert browser.find_element(By.ID, "document-about").text == (
         f"{REPORT['id']} · 2024-12-20 · 12 passages · shown: passages 8 to 12")
@@ -100,6 +111,7 @@ def test_a_searched_passage_opens_its_document_which_reads_back(
     back.send_keys(Keys.ENTER)
     wait_for(browser, lambda d: len(shown_passages(d)) == 12, "the earlier passages")
     assert shown_passages(browser) == places(ids, 1, 12)
+    assert " ".join(passage_texts(browser)).split() == report_words(1, 12)  # passage 8 now follows 7: as the rest
     assert focused_chunk(browser) == ids[0]
     assert [s.text for s in browser.find_elements(By.CSS_SELECTOR, ".document h2.section")] == [
         "Methods", "Results", "Discussion"]
@@ -132,15 +144,21 @@ def test_an_entitys_passage_opens_its_document_and_one_read_from_its_start_reads
     assert later.text == "Later passages (8 to 12)"
     later.click()
     wait_for(browser, lambda d: shown_passages(d) == places(ids, 1, 12), "passages 1 to 12")
+    assert " ".join(passage_texts(browser)).split() == report_words(1, 12)  # passage 8 follows 7 shown before
     assert focused_chunk(browser) == ids[7]
     assert not browser.find_element(By.ID, "read-on").is_displayed()
 
-    # A conversation kept one turn per document: the turns before and after, as links.
+    # A conversation kept one turn per document: the turns before (opened at its end) and after, as links.
     visit(browser, url, "#/document?id=chat-1")
     assert shown(browser, "#document-before").text == "Its text goes on from the document chat-0."
     assert browser.find_element(By.ID, "document-after").text == "Its text goes on in the document chat-2."
     browser.find_element(By.CSS_SELECTOR, "#document-after a.document-link").click()
     wait_for(browser, lambda d: passage_texts(d) == ["Too bad."], "the next turn")
+    visit(browser, url, "#/document?id=chat-1")
+    [end] = get_json(f"{url}api/read?id=chat-0")["passages"]
+    shown(browser, "#document-before a.document-link").click()
+    assert int(shown(browser, ".document .passage.opened").get_attribute("data-chunk")) == end["chunk_id"]
+    assert passage_texts(browser) == [CHAT[0]["text"]] and focused_chunk(browser) == end["chunk_id"]
 
 
 def test_a_documents_markup_is_shown_as_text(stored, browser, screenshots: Path) -> None:  # noqa: F811

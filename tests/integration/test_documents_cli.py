@@ -107,7 +107,8 @@ def test_a_file_ingested_in_parts_is_deleted_whole(tmp_path: Path) -> None:
 
 def test_show_reads_a_document_around_a_passage_as_the_tool_does(tmp_path: Path, env: dict[str, str]) -> None:
     """`documents show ID --around CHUNK_ID`: the passages before and after it, in order, with their places, and
-    the command that reads on; from the start without --around; the tool's structured result with --json."""
+    the command that reads on; each passage after the first without the sentences it repeats of the one before it;
+    from the start without --around; the tool's structured result with --json."""
     path = tmp_path / "report.duckdb"
     paragraphs = [f"Paragraph {i} says something of its own. " + "More words fill the paragraph out. " * 22
                   for i in range(8)]
@@ -127,12 +128,17 @@ def test_show_reads_a_document_around_a_passage_as_the_tool_does(tmp_path: Path,
     assert [line.split(":")[0] for line in lines[2:5]] == [
         f"[my report.md#{ids[3]}] passage 4 of 8 § Findings", f"[my report.md#{ids[4]}] passage 5 of 8",
         f"[my report.md#{ids[5]}] passage 6 of 8"]
-    assert "Paragraph 4 says something of its own." in lines[3]
+    # Passage 5 starts with the last sentences of passage 4 (the overlap chunking keeps): shown after it, without;
+    # passage 4, shown first, whole.
+    assert lines[3] == (f"[my report.md#{ids[4]}] passage 5 of 8: " + paragraphs[4].strip())
+    assert lines[2].endswith(paragraphs[3].strip()) and lines[2].split(": ", 1)[1].startswith("More words fill")
     assert lines[5] == (f"(Passages 7 to 8 follow: read on with duckgraph documents show 'my report.md' --around "
                         f"{ids[6]} --before 0.)")
 
     start = json.loads(run(env, "documents", "show", "my report.md", "--json", "--db", str(path)).stdout)
     assert [p["chunk_id"] for p in start["passages"]] == ids[:6] and start["next_chunk_id"] == ids[6]
+    assert start["passages"][0]["repeats"] == 0 and all(p["repeats"] > 0 for p in start["passages"][1:])
+    assert [p["text"] for p in start["passages"]] == [p.strip() for p in paragraphs[:6]]
 
 
 def test_show_refuses_what_it_cannot_read_and_delete_its_options(db: Path, env: dict[str, str]) -> None:

@@ -434,9 +434,10 @@ const STEP = 8;
 // A document read in order (read_document, through /api/read): its passages around the one opened (`opened`, a
 // passage's chunk_id as the address holds it, from a search or an entity's page; null: from its start), each with
 // its place ("passage 12 of 101") and, where it changes, its section as a heading; the one opened marked, and
-// focused. Earlier and Later passages add the passages before and after those shown in place, the focus on the
-// first added; at the document's first or last passage, a link to the document its text goes on from or in (a
-// conversation's turn, a file's part).
+// focused. Each passage after another is shown without what it repeats of it (read_document's `repeats`). Earlier
+// and Later passages add the passages before and after those shown in place, the focus on the first added; at the
+// document's first or last passage, a link to the document its text goes on from (opened at its last passage) or in
+// (a conversation's turn, a file's part).
 async function showDocument(id, opened, live) {
   const read = await api("read", { id, ...(opened === null ? {} : { chunk_id: opened }), ...AROUND });
   if (!live()) return;
@@ -471,12 +472,14 @@ async function showDocument(id, opened, live) {
     on.hidden = last.next_chunk_id == null;
     clear(on, `Later passages (${after === total ? `passage ${total}` : `${after} to ${total}`})`);
     clear(from, back.hidden && first.previous_document
-      ? ["Its text goes on from the document ", documentLink(first.previous_document), "."] : null);
+      ? ["Its text goes on from the document ",
+        documentLink(first.previous_document, first.previous_document_chunk_id), "."] : null);
     clear(to, on.hidden && last.next_document
       ? ["Its text goes on in the document ", documentLink(last.next_document), "."] : null);
   };
   // One step back or on: the passages read are added in place (one shown already, after an edit, is not shown
-  // twice), and the focus moves to the first added.
+  // twice), and the focus moves to the first added. Each step reads from the passage shown at that end, so that
+  // the answer shows the passage after the seam without what it repeats of the one before it.
   const step = async (button, args, done) => {
     button.disabled = true;
     try {
@@ -492,11 +495,14 @@ async function showDocument(id, opened, live) {
       button.disabled = false;
     }
   };
-  back.onclick = () => step(back, { chunk_id: first.previous_chunk_id, before: STEP - 1, after: 0 }, (more, added) => {
+  back.onclick = () => step(back, { chunk_id: passages[0].chunk_id, before: STEP, after: 0 }, (more, added) => {
+    // The passage first until now follows the ones added: as this answer shows it, without what it repeats.
+    const seam = more.passages.find((p) => p.chunk_id === passages[0].chunk_id);
+    if (seam) passages[0] = seam;
     passages.unshift(...added);
     first = more;
   });
-  on.onclick = () => step(on, { chunk_id: last.next_chunk_id, before: 0, after: STEP - 1 }, (more, added) => {
+  on.onclick = () => step(on, { chunk_id: passages.at(-1).chunk_id, before: 0, after: STEP }, (more, added) => {
     passages.push(...added);
     last = more;
   });
@@ -511,8 +517,9 @@ async function showDocument(id, opened, live) {
   }
 }
 
-function documentLink(id) {
-  return h("a", { href: documentHref(id), class: "document-link", dir: "auto" }, id);
+// A link to the document `id`, opened at its passage `chunk` (a chunk_id), or from its start.
+function documentLink(id, chunk = null) {
+  return h("a", { href: documentHref(id, chunk), class: "document-link", dir: "auto" }, id);
 }
 
 // A passage of a document's page: its place, its id as search shows it ([document_id#chunk_id]), its text; the one
