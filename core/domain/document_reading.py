@@ -166,10 +166,13 @@ def _passage(chunk: ChunkRecord, before: ChunkRecord | None, room: int | None, o
     from duckgraph.core.domain.model import DocumentPassage
 
     repeats = _repeats(before, chunk, overlap)
-    text = chunk.text[repeats:]
+    text, section = chunk.text[repeats:], chunk.section
     if room is not None:
-        text = cut_to_tokens(text, room - 20 - estimate_tokens(chunk.section))
-    return DocumentPassage(chunk_id=chunk.id, position=chunk.ordinal + 1, section=chunk.section, text=text,
+        # A heading longer than a quarter of the room is cut too: the text is what is read, and a heading of
+        # thousands of words would leave it none and the answer past its bound.
+        section = cut_to_tokens(section, room // 4)
+        text = cut_to_tokens(text, room - 20 - estimate_tokens(section))
+    return DocumentPassage(chunk_id=chunk.id, position=chunk.ordinal + 1, section=section, text=text,
                            repeats=repeats, cut=room is not None)
 
 

@@ -183,6 +183,20 @@ async def test_a_passage_longer_than_an_answer_is_cut_and_said_to_be(tmp_path: P
 
 
 @pytest.mark.anyio
+async def test_a_heading_longer_than_an_answer_is_cut_too(tmp_path: Path, plugin_manager, minilm):
+    # A heading of some 5,000 tokens: the passage under it is cut, and so is the heading, within the bound.
+    heading = " ".join(f"word{i}" for i in range(3_000))
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm, chunk_chars=40_000) as kb:
+        kb.add_documents([DocumentInput(id="odd.md", text=f"# {heading}\n\nThe lamp oil cost 7 crowns.")])
+    async with Client(build_server(serve(tmp_path, plugin_manager, minilm, tools="graphrag"))) as client:
+        read = await call_ok(client, "read_document", {"document_id": "odd.md"})
+        [passage] = read["passages"]
+        assert passage["cut"] and estimate_tokens(read["text"]) <= READ_TOKENS
+        assert passage["section"].endswith("…") and heading.startswith(passage["section"][:-1])
+        assert passage["text"] == "The lamp oil cost 7 crowns."
+
+
+@pytest.mark.anyio
 async def test_a_turn_names_the_last_passage_of_the_turn_it_goes_on_from(services):
     # The first turn takes three passages: read back from the next one's start, its end.
     question = {**CHAT[0], "text": "\n\n".join(f"{topic}{FILLER}" for topic in TOPICS["Methods"])}
