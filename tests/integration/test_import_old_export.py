@@ -126,11 +126,13 @@ def test_an_older_export_imports_the_marks_the_upgrade_infers_and_a_delete_keeps
 
     done = duckgraph("documents", "delete", "launch-memo", "--db", str(db), env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    # Only what was read from the memo and never curated goes with it (Project Kestrel, with its relations).
-    assert "deleted 1 documents, with 1 entities and 2 relations only they supported" in done.stdout
+    # Only what was read from the memo and never curated goes with it (Maya Chen's LEADS); Project Kestrel stays
+    # as the end of a relation curated by hand (Bob Ortiz BUILDS it, with properties), and the command says so.
+    assert "deleted 1 documents, with 0 entities and 1 relations only they supported" in done.stdout
+    assert "kept for the relation written by hand Bob Ortiz builds Project Kestrel" in done.stderr
     with duckdb.connect(str(db), read_only=True) as con:
         assert {row[0] for row in con.execute("SELECT name FROM nodes").fetchall()} == {
-            "Maya Chen", "Bob Ortiz", "Lisbon", "Quince"}
+            "Maya Chen", "Bob Ortiz", "Lisbon", "Quince", "Project Kestrel"}
         assert con.execute("SELECT count(*) FROM observations").fetchone() == (1,)
 
 
