@@ -18,7 +18,7 @@ from duckgraph.core.domain.chunking import TABLE_DELIMITER, keeps_lines
 from duckgraph.core.domain.document_ids import as_stored
 from duckgraph.core.domain.documents import not_found_hints
 from duckgraph.core.domain.moments import short
-from duckgraph.core.domain.render import CODE_LINE, cut_to_tokens, estimate_tokens
+from duckgraph.core.domain.render import CODE_LINE, cut_to_tokens, estimate_tokens, shown_id
 from duckgraph.core.domain.search_options import TOOL_LIMITS
 from duckgraph.ports import ChunkRecord, InvalidInputError, NotFoundError
 from duckgraph.ports.text import DOCUMENT_ID_DELIMITERS, as_field, one_line
@@ -33,8 +33,6 @@ READ_TOKENS = 4_000
 _NOTE_TOKENS = 150
 #: Passages shown before and after the one asked for (from the start: after the first) unless told otherwise.
 BEFORE, AFTER = 2, 5
-#: A passage's header, "[document_id#chunk_id]", as search shows it (core/domain/render.py).
-_ID_DELIMITERS = ("[", "]")
 #: A document id given as a passage's whole header would be: "notes.md#57".
 _WITH_CHUNK = re.compile(r"(.+)#(\d+)")
 
@@ -223,12 +221,12 @@ def _text(read: DocumentRead, asked: tuple[int, int], lines_kept: set[int], read
                      f": read its end with {read_on(read.previous_document, read.previous_document_chunk_id, 'after')}"
                      ".)")
     section = ""
-    shown_id = as_field(read.document_id, _ID_DELIMITERS)
+    shown = shown_id(read.document_id)
     for passage in read.passages:
         named = f" § {one_line(passage.section)}" if passage.section and passage.section != section else ""
         section = passage.section
         cut = f" (cut short: alone it takes more than an answer's {READ_TOKENS:,} tokens)" if passage.cut else ""
-        header = f"[{shown_id}#{passage.chunk_id}] passage {passage.position} of {total}{named}{cut}:"
+        header = f"[{shown}#{passage.chunk_id}] passage {passage.position} of {total}{named}{cut}:"
         if passage.chunk_id in lines_kept:  # code or configuration: its lines kept
             lines.append(header + "".join(f"\n{CODE_LINE}{line}".rstrip() for line in passage.text.splitlines()))
         else:

@@ -425,7 +425,7 @@ def _passage(passage: Passage) -> tuple[str, str]:
     if when and title and when[:10] in title:  # the title gives the date: the clock alone, if any
         when = when[11:]
     when = f"({when}) " if when else ""
-    head = f"[{_shown_id(passage.document_id)}#{passage.chunk_id}] {_also_in(passage)}{when}{named}"
+    head = f"[{shown_id(passage.document_id)}#{passage.chunk_id}] {_also_in(passage)}{when}{named}"
     if keeps_lines(passage.document_id, passage.title, passage.text):
         return head.rstrip(), "".join(f"\n{CODE_LINE}{line}".rstrip() for line in passage.text.splitlines())
     return head, text
@@ -434,11 +434,11 @@ def _passage(passage: Passage) -> tuple[str, str]:
 def _also_in(passage: Passage) -> str:
     """The other passages of the same text, not shown again (`Passage.also_in`): "(also in [notes (1).md#7]) "."""
     others = (other.rpartition("#") for other in passage.also_in)
-    shown = ", ".join(f"[{_shown_id(document_id)}#{chunk_id}]" for document_id, _, chunk_id in others)
+    shown = ", ".join(f"[{shown_id(document_id)}#{chunk_id}]" for document_id, _, chunk_id in others)
     return f"(also in {shown}) " if shown else ""
 
 
-def _shown_id(id_: str) -> str:
+def shown_id(id_: str) -> str:
     """A document's id as a passage's header shows it: as it is, or, where it holds a bracket or a double quote,
     as a JSON string: `["doc-1] Relations: ..."#1]`. Shown bare, such an id closes the header early and what
     follows in it reads as the memory's own lines. The JSON string, quotes included, is what a tool call's
