@@ -39,8 +39,8 @@ CALLER_LIMITS: dict[str, tuple[int, int]] = TOOL_LIMITS["search"]
 @dataclass(frozen=True)
 class SearchOptions:
     """Knobs of a search. The defaults suit a graph written by a host LLM. Each knob's comment names the function it
-    tunes: in retrieval.py (anchors, expansion, facts, the relevance floor), passage_ranking.py (the passages) or
-    render.py (the text)."""
+    tunes: in retrieval.py (anchors, expansion, facts), relevance.py (the relevance floor), passage_ranking.py (the
+    passages) or render.py (the text)."""
 
     k_anchors: int = 5
     hops: int = 2
@@ -95,7 +95,7 @@ class SearchOptions:
     #: `_with_replies`; 0: none). On the public LoCoMo conversations 0.6-0.7 held in both modes; from 0.75 up, the
     #: facts mode lost its open-domain questions (facts that follow each other are not replies).
     reply_share: float = 0.7
-    #: The cosine similarity the nearest entity or passage needs for anything to be returned (see `_relevant`):
+    #: The cosine similarity the nearest entity or passage needs for anything to be returned (see `relevant`):
     #: None takes the embedder's calibrated `relevance_floor`; 0 turns the floor off.
     relevance_floor: float | None = None
     #: Share of the floor it moves by for a query that names things (see `_names_stored`): down when every name is

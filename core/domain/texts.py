@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from duckgraph.ports import EdgeWrite, NodeRecord
 
 #: Observations that go into a node's vector; the rest are found by keywords and compared one by one near the
-#: relevance floor (see retrieval._parts_near).
+#: relevance floor (see relevance._parts_near).
 OBSERVATIONS_IN_VECTOR = 10
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import EdgeInput, EndRelationInput, NodeInput
-from duckgraph.core.domain.retrieval import _names_stored, _words_stored, anchor_and_expand
+from duckgraph.core.domain.relevance import _names_stored, _words_stored
+from duckgraph.core.domain.retrieval import anchor_and_expand
 
 pytestmark = pytest.mark.model
 

@@ -9,7 +9,8 @@ import pytest
 
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.model import EdgeInput, NodeInput
-from duckgraph.core.domain.retrieval import _name_words, _names_stored, _proper_words, _words_stored
+from duckgraph.core.domain.query_words import _proper_words, name_words
+from duckgraph.core.domain.relevance import _names_stored, _words_stored
 from duckgraph.plugins.duckdb import DuckDBStore
 
 pytestmark = pytest.mark.model
@@ -65,9 +66,9 @@ def test_a_common_word_inside_a_name_does_not_defeat_the_floor(people: Knowledge
 def test_which_words_count_as_names(people: KnowledgeBase) -> None:
     store, namespace = people.store, people.namespace
     # Without the store only case marks a name; with it, a word of a stored name that is no common English word.
-    assert _name_words("nowak") == set()
-    assert _name_words("nowak", store, namespace) == {"nowak"}
-    assert _name_words("Lukasz and the blue team", store, namespace) == {"lukasz"}
+    assert name_words("nowak") == set()
+    assert name_words("nowak", store, namespace) == {"nowak"}
+    assert name_words("Lukasz and the blue team", store, namespace) == {"lukasz"}
     assert _names_stored(store, "nowak", namespace) == -1
     assert _names_stored(store, "blue", namespace) == 0
     # A query that asks nothing besides a stored name asks for whatever is stored of it.

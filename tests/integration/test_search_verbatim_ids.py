@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from duckgraph.core.domain import retrieval
+from duckgraph.core.domain import query_words, relevance
 from duckgraph.core.domain.knowledge_base import KnowledgeBase
 from duckgraph.core.domain.memory_server import search_nodes
 from duckgraph.core.domain.model import DocumentInput, NodeInput
@@ -112,9 +112,9 @@ def test_an_entity_the_whole_query_names_comes_first(coding: KnowledgeBase, quer
 def test_a_number_that_names_a_thing_counts_as_a_name(coding: KnowledgeBase) -> None:
     """Numbers were left out of the names that move the floor: "issue 999" of a memory without it did not raise it."""
     store, namespace = coding.store, coding.namespace
-    assert retrieval._names_stored(store, "what is issue 482 about?", namespace) == -1
-    assert retrieval._names_stored(store, "what is issue 999 about?", namespace) == 1
-    assert retrieval._names_stored(store, "which 12 tests are flaky?", namespace) == 0  # a count names nothing
+    assert relevance._names_stored(store, "what is issue 482 about?", namespace) == -1
+    assert relevance._names_stored(store, "what is issue 999 about?", namespace) == 1
+    assert relevance._names_stored(store, "which 12 tests are flaky?", namespace) == 0  # a count names nothing
 
 
 @pytest.mark.parametrize("query, ids", [
@@ -133,7 +133,7 @@ def test_a_number_that_names_a_thing_counts_as_a_name(coding: KnowledgeBase) -> 
     ("java -Xmx4g --dry-run at -5 degrees, well-known", ["Xmx4g", "dry-run"]),
 ])
 def test_which_words_are_ids(query: str, ids: list[str]) -> None:
-    assert list(retrieval._ids(query)) == ids
+    assert list(query_words.query_ids(query)) == ids
 
 
 @pytest.mark.parametrize("query", ["how do I fix ECONNREFUSED?", "ECONNREFUSED"])

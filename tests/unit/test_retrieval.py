@@ -11,7 +11,7 @@ from collections import defaultdict, deque
 
 import pytest
 
-from duckgraph.core.domain import passage_ranking, retrieval
+from duckgraph.core.domain import passage_ranking, relevance, retrieval
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, NodeInput
 from duckgraph.core.domain.render import CHARS_PER_TOKEN
 from duckgraph.core.domain.search_options import SearchOptions
@@ -246,7 +246,7 @@ def test_search_text_is_whole_with_a_large_budget(kb) -> None:
 def floor_passed(kb, query: str, best: float) -> bool:
     """Whether the floor of 0.40 lets a query through whose nearest entity and passage are `best` similar."""
     options = SearchOptions(relevance_floor=0.40)
-    return retrieval._relevant(kb.store, query, None, [(1, best)], [(1, best)], kb.namespace, options) is not None
+    return relevance.relevant(kb.store, query, None, [(1, best)], [(1, best)], kb.namespace, options) is not None
 
 
 def test_the_floor_moves_with_the_names_the_query_gives(kb) -> None:
@@ -266,8 +266,8 @@ def test_the_floor_moves_with_the_names_the_query_gives(kb) -> None:
 def test_a_name_whose_stem_is_not_its_own_stem_is_found_stored(fake_kb) -> None:
     # "Ilse" gives the term "ils", and "ils" the term "il": the index is asked for the word, stemmed once.
     fake_kb.add_knowledge_graph([node("Ilse Marrow", "Person", "Captain of a schooner.")], [])
-    assert retrieval._names_stored(fake_kb.store, "How old is Ilse's mentor?", fake_kb.namespace) == -1
-    assert retrieval._names_stored(fake_kb.store, "How old is Ilse's Ilsa?", fake_kb.namespace) == 1
+    assert relevance._names_stored(fake_kb.store, "How old is Ilse's mentor?", fake_kb.namespace) == -1
+    assert relevance._names_stored(fake_kb.store, "How old is Ilse's Ilsa?", fake_kb.namespace) == 1
 
 
 def test_the_floor_rises_when_the_memory_holds_none_of_the_words_asked_with(kb) -> None:
@@ -282,10 +282,10 @@ def test_the_floor_rises_when_the_memory_holds_none_of_the_words_asked_with(kb) 
     assert relevant("What did Ada Lovelace write?", 0.37)
     assert relevant("What is Ada Lovelace's blood type in her notes?", 0.37)
     assert relevant("Tell me what you know about Ada Lovelace", 0.37)
-    assert retrieval._words_stored(kb.store, "What did Ada Lovelace write?", kb.namespace) == 0
-    assert retrieval._words_stored(kb.store, "What is Ada Lovelace's blood type?", kb.namespace) == 1
+    assert relevance._words_stored(kb.store, "What did Ada Lovelace write?", kb.namespace) == 0
+    assert relevance._words_stored(kb.store, "What is Ada Lovelace's blood type?", kb.namespace) == 1
     # Nothing asked but the names: whatever is stored of them answers, however far the nearest vector.
-    assert retrieval._words_stored(kb.store, "Tell me about Ada Lovelace", kb.namespace) is None
+    assert relevance._words_stored(kb.store, "Tell me about Ada Lovelace", kb.namespace) is None
     assert relevant("Tell me about Ada Lovelace", 0.10) and relevant("What do you know about Lovelace?", 0.10)
     assert not relevant("Tell me about Grace Hopper", 0.10)
 
@@ -346,7 +346,7 @@ def test_the_parts_compared_near_the_floor_are_the_sentences_and_observations_th
     embed = Spy()
 
     vector = fake_kb.embedder.embed_query(query)
-    observed, sentence = retrieval._parts_near(fake_kb.store, query, vector, fake_kb.namespace, words, embed, 8)
+    observed, sentence = relevance._parts_near(fake_kb.store, query, vector, fake_kb.namespace, words, embed, 8)
     [texts] = embedded  # one batch
     # Most shared words first ("run" and "test"), then one each; a sentence after its passage's title, an
     # observation after its entity's name; then each sentence alone.
@@ -361,12 +361,12 @@ def test_the_parts_compared_near_the_floor_are_the_sentences_and_observations_th
     memory_server.create_entities(fake_kb, [MemoryEntityInput(
         name="Lab", entityType="place", observations=[f"Test bench {n}" for n in range(12)])])
     words = retrieval.match_words(fake_kb.store, query, fake_kb.namespace, SearchOptions())
-    retrieval._parts_near(fake_kb.store, query, vector, fake_kb.namespace, words, embed, 8)
+    relevance._parts_near(fake_kb.store, query, vector, fake_kb.namespace, words, embed, 8)
     assert len(embedded) == 2 and len(embedded[1]) == 8 + 2
     assert embedded[1][0] == "CI notes\nRun the tests with make test;"
     assert embedded[1][8:] == ["Run the tests with make test;", "Run the linter before each test."]
     # A name the query gives is weighed by the floor itself: a part that shares only it is not compared.
-    retrieval._parts_near(fake_kb.store, "What is Tomas's blood type?", vector, fake_kb.namespace,
+    relevance._parts_near(fake_kb.store, "What is Tomas's blood type?", vector, fake_kb.namespace,
                           retrieval.match_words(fake_kb.store, "What is Tomas's blood type?", fake_kb.namespace,
                                                 SearchOptions()), embed, 8)
     assert len(embedded) == 2

@@ -14,8 +14,8 @@ from duckgraph.core.domain.communities.reports import (
     PASSAGES_DELETED,
     title_of,
 )
+from duckgraph.core.domain.query_words import tells_time
 from duckgraph.core.domain.render import NOTE_TOKENS, cut_to_tokens, estimate_tokens
-from duckgraph.core.domain.retrieval import tells_time
 from duckgraph.core.domain.search_options import TOOL_LIMITS
 from duckgraph.ports.communities import CommunityRecord
 from duckgraph.ports.text import one_line, stemmed, terms, tokens
