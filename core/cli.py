@@ -133,8 +133,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_demo)
 
     ingest = sub.add_parser("ingest", parents=[common], help="add files, folders and web pages as documents: text, "
-                                                             "Markdown, PDF, HTML, DOCX, PPTX, EPUB (again: changed "
-                                                             "ones replaced, unchanged skipped)")
+                                                             "Markdown, PDF, HTML, DOCX, PPTX, EPUB, email (again: "
+                                                             "changed ones replaced, unchanged skipped)")
     ingest.add_argument("paths", nargs="+", metavar="PATH",
                         help="files, folders (searched recursively) or http(s) URLs; a document's id is the file's "
                              "absolute path or the URL")

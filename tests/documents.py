@@ -1,5 +1,6 @@
 """Real documents of each format, written by the tests: a PDF with two sections (fpdf2), a Word file with headings
-(python-docx), an HTML page with navigation and a footer around its article, Markdown with front matter."""
+(python-docx), an HTML page with navigation and a footer around its article, Markdown with front matter, and email
+messages as a mail program saves them (the standard library's `email`)."""
 
 from __future__ import annotations
 
@@ -109,4 +110,27 @@ def write_epub(path: Path, title: str, chapters: dict[str, str]) -> Path:
     book.add_item(epub.EpubNcx())
     book.add_item(epub.EpubNav())
     epub.write_epub(str(path), book)
+    return path
+
+
+def write_eml(path: Path, headers: dict[str, str], *, plain: str | None = None, html: str | None = None,
+              attachments: tuple[tuple[str, str, bytes], ...] = (), charset: str = "utf-8",
+              encoding: str = "base64") -> Path:
+    """An .eml file: `headers` (non-ASCII ones RFC 2047-encoded), a text/plain body in `charset` and the transfer
+    `encoding`, an HTML part (the plain body's alternative, or the body alone), and attachments (name, media type,
+    bytes)."""
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    for name, value in headers.items():
+        message[name] = value
+    if plain is not None:
+        message.set_content(plain, charset=charset, cte=encoding)
+    if html is not None:
+        add = message.add_alternative if plain is not None else message.set_content
+        add(html, subtype="html", cte=encoding)
+    for name, media_type, data in attachments:
+        maintype, subtype = media_type.split("/")
+        message.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
+    path.write_bytes(message.as_bytes())
     return path

@@ -58,6 +58,7 @@ from pydantic import ValidationError
 from duckgraph.core.domain.argument_errors import readable
 from duckgraph.core.domain.chunking import markdown_headings, open_headings
 from duckgraph.core.domain.document_ids import PART, all_ids, is_part_of, unambiguous_forms
+from duckgraph.core.files.front_matter import read_markdown
 from duckgraph.ports import DuckgraphError, InvalidInputError, WriteBatch, part_title
 from duckgraph.ports.names import INVISIBLE
 
@@ -76,10 +77,6 @@ NO_SUFFIX = "(no suffix)"
 TRASH = (".trash", ".Trash", ".Trashes", ".Trash-*", "**/logseq/.recycle", "**/logseq/bak")
 #: Documents per `add_documents` call: a failed batch costs no more than this many files' work.
 BATCH = 20
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
-#: A top-level YAML field, `key: value` or `key:` (a list or nested value below it): as YAML, a colon starts a
-#: value only before a space or the line's end ("9:30", "https://" are no fields).
-_FIELD = re.compile(r"^([^\s#:'\"-][^:]*?)[ \t]*:(?:[ \t]+(.*?))?[ \t]*$")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # a crawled site's prefix, not a folder's
 
 
@@ -348,20 +345,6 @@ def read_documents(file: FileDocument) -> Contents:
     return as_documents(file.id, title or file.path.stem, text, time, metadata, fallback_time=modified)
 
 
-def read_markdown(text: str, *, front_matter: bool = True) -> tuple[str, str, str | None, dict[str, str]]:
-    """(title, text, time, metadata) of a Markdown text: its front matter, when present, gives the title, the
-    date (also kept in the metadata) and its other one-line fields as metadata, and is left out of the text. A
-    leading byte order mark (Notepad and some editors write one) is no text and would hide the front matter.
-    A leading `---` block is front matter only when it is all YAML fields (see `_front_matter`): else it is the
-    note's text (a note may start with a horizontal rule, and have another below), kept whole."""
-    text = text.removeprefix("\ufeff")
-    match = _FRONT_MATTER.match(text) if front_matter else None
-    if match is None or (fields := _front_matter(match.group(1))) is None:
-        return "", text, None, {}
-    title = fields.pop("title", "")
-    return title, text[match.end():], fields.get("date") or None, fields
-
-
 def as_documents(document_id: str, title: str, text: str, time: str | None, metadata: dict[str, str], *,
                  fallback_time: str | None = None) -> Contents:
     """`text` as one document, or several when it is longer than a document may be (see the module); none when it
@@ -407,25 +390,6 @@ def _split(text: str, limit: int, *, headings: bool) -> list[str]:
             above = open_headings(text[:cut], above)
         text = text[cut:]
     return parts
-
-
-def _front_matter(block: str) -> dict[str, str] | None:
-    """The top-level `key: value` lines of a YAML front matter block, values unquoted (no YAML parser needed for
-    one-line fields; nested or list values are ignored). None when the block is not all YAML fields: a line that
-    is neither a field, nor a comment, nor below a field (indented, or a `- ` list item) is prose, so the block is
-    text, not front matter (leaving out what it is not sure of would lose the note's words)."""
-    fields: dict[str, str] = {}
-    keys = 0
-    for line in block.splitlines():
-        if match := _FIELD.match(line):
-            keys += 1
-            if (value := match.group(2)) and value[0] not in "|>":  # "|", ">": a block of text below, ignored
-                if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                    value = value[1:-1]
-                fields[match.group(1).lower()] = value
-        elif line.strip() and not line.startswith("#") and not (keys and (line[0] in " \t" or line.startswith("-"))):
-            return None
-    return fields if keys else None
 
 
 def ingest(kb: KnowledgeBase, files: Sequence[Source], *, extract: bool, prune: Sequence[str] = (),

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urldefrag, urlsplit
 from urllib.robotparser import RobotFileParser
 
-from duckgraph.core.files.folder import SUFFIXES, Contents, as_documents, longest_suffix, read_markdown
+from duckgraph.core.files.folder import SUFFIXES, Contents, as_documents, longest_suffix
+from duckgraph.core.files.front_matter import read_markdown
 from duckgraph.core.web.fetch import USER_AGENT, Fetcher, FetchError, Response
 from duckgraph.ports import DuckgraphError
 

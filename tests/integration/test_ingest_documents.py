@@ -15,7 +15,7 @@ import pytest
 
 from duckgraph.core.cli import main
 from duckgraph.plugins.duckdb import DuckDBStore
-from tests.documents import ARTICLE, write_mixed_folder, write_pdf, write_scanned_pdf
+from tests.documents import ARTICLE, write_eml, write_mixed_folder, write_pdf, write_scanned_pdf
 from tests.site_server import serve
 
 pytestmark = pytest.mark.model
@@ -58,7 +58,7 @@ def test_a_folder_of_mixed_documents_keeps_text_sections_titles_and_times(env):
     folder = write_mixed_folder(env / "docs")
     db = env / "kb.duckdb"
     code, summary, _ = run(db, "ingest", str(folder))
-    assert (code, summary) == (0, "4 documents stored, 0 unchanged, 0 skipped, 9 passages")
+    assert (code, summary) == (0, "4 documents stored, 0 unchanged, 0 skipped, 10 passages")
     documents, chunks = stored(db)
     pdf, docx, html, md = (documents[(folder / name).resolve().as_posix()]
                            for name in ("manual.pdf", "guide.docx", "flange.html", "release.md"))
@@ -74,7 +74,9 @@ def test_a_folder_of_mixed_documents_keeps_text_sections_titles_and_times(env):
     assert [s for s, _ in chunks[html.id]] == ["Flange News", "Flange News > Early years", "Flange News > Adoption"]
     assert (md.title, md.time, md.metadata) == ("Release notes", datetime(2024, 5, 2),
                                                 {"date": "2024-05-02", "author": "Kim"})
-    assert [s for s, _ in chunks[md.id]] == ["Release 2 > Fixes", "Release 2 > Known issues"]
+    # Its front matter's author, which ingest does not read, starts its text (a passage before the headings).
+    assert chunks[md.id] == [("", "author: Kim"), ("Release 2 > Fixes", "The parrot no longer squawks at midnight."),
+                             ("Release 2 > Known issues", "The kettle whistles twice.")]
 
     # Again: nothing changed, nothing replaced; a changed file is replaced.
     assert run(db, "ingest", str(folder))[1] == "0 documents stored, 4 unchanged, 0 skipped, 0 passages"
@@ -129,6 +131,46 @@ def test_bad_files_are_reported_with_why_and_the_rest_is_stored(env, monkeypatch
     assert (code, summary) == (0, "0 documents stored, 0 unchanged, 1 skipped, 0 passages")
     assert "manual.pdf: converter 'pdf': reading PDF needs the documents extra" in err
     assert "pip install 'duckgraph[documents]'" in err
+
+
+def test_a_folder_of_email_messages_is_stored_as_mail_and_found(env):
+    """`duckgraph ingest mail/` skipped every .eml ("to read a file as text, give it by name"), and one given by name
+    was stored as raw MIME (base64 and quoted-printable bodies, the HTML part, the attachment's bytes) with the
+    ingest's time, not the Date header's (probe 39 bug 1)."""
+    folder = env / "mail"
+    folder.mkdir()
+    write_eml(folder / "deck.eml", {
+        "From": "Sarah Kim <sarah.kim@northwind.example>", "To": "Alex Rivera <alex.rivera@northwind.example>",
+        "Subject": "Q4 budget deck for Thursday", "Date": "Tue, 24 Nov 2026 08:47:00 -0500"},
+        plain="Hi Alex,\n\nPlease update the Q4 budget deck. The budget review with the CFO is on Thursday December "
+              "3, 2026 at 2pm in the large conference room.\n\n-- \nSarah Kim\n",
+        html="<p>Hi Alex,</p><p>Please update the Q4 budget deck.</p>",
+        attachments=(("Q4-budget-draft.xlsx", "application/octet-stream", b"PK" + bytes(318)),))
+    write_eml(folder / "pricing.eml", {"From": "Zoë Müller <zoe.mueller@acme.example>", "Subject": "Re: pricing",
+                                       "Date": "Fri, 23 Oct 2026 05:30:00 -0500"},
+              plain="I spoke with our CFO, José Núñez: €37 per seat per month.\n", encoding="quoted-printable")
+    (folder / "notes.eml").write_text("Just some words, saved with the wrong suffix.\n", encoding="utf-8")
+    db = env / "kb.duckdb"
+    code, summary, err = run(db, "ingest", str(folder))
+    assert code == 0 and summary.startswith("2 documents stored, 0 unchanged, 1 skipped, ")  # passages: chunking's
+    assert "notes.eml: converter 'eml': not a readable EML file (no email headers" in err
+    documents, chunks = stored(db)
+    deck, pricing = (documents[(folder / name).resolve().as_posix()] for name in ("deck.eml", "pricing.eml"))
+    assert (deck.title, deck.time) == ("Q4 budget deck for Thursday", datetime(2026, 11, 24, 13, 47))
+    assert deck.text.startswith("From: Sarah Kim <sarah.kim@northwind.example>\n"
+                                "To: Alex Rivera <alex.rivera@northwind.example>\n"
+                                "Date: Tue, 24 Nov 2026 08:47:00 -0500\n\nHi Alex,\n\nPlease update the Q4 budget")
+    assert deck.text.endswith("-- \nSarah Kim\n\nAttachments:\n- Q4-budget-draft.xlsx (application/octet-stream, "
+                              "320 bytes)")
+    for raw in ("Content-Transfer-Encoding", "base64", "<p>", "UEsAAA"):
+        assert raw not in deck.text
+    assert (pricing.title, pricing.time) == ("Re: pricing", datetime(2026, 10, 23, 10, 30))
+    assert "José Núñez: €37 per seat" in pricing.text and "=C3=" not in pricing.text
+
+    code, text, _ = run(db, "search", "When is the budget review with the CFO?", "--max-passages", "1")
+    assert code == 0
+    passage = text.split("Passages:\n", 1)[1].splitlines()[0]
+    assert passage.startswith(f"[{deck.id}#") and "The budget review with the CFO is on Thursday December 3" in passage
 
 
 def site_pages(other: str) -> dict[str, tuple[str, str]]:

@@ -38,12 +38,16 @@ def notes(tmp_path: Path, monkeypatch) -> Path:
 
 
 def ingest(db: Path, *args: str) -> tuple[int, str]:
+    return command(db, "ingest", *args)
+
+
+def command(db: Path, *args: str) -> tuple[int, str]:
     import contextlib
     import io
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["ingest", *args, "--db", str(db)])
+        code = main([*args, "--db", str(db)])
     return code, out.getvalue().strip()
 
 
@@ -273,9 +277,35 @@ def test_markdown_front_matter_gives_the_title_and_the_date(notes, db_path):
     title, text, metadata = stored[(notes / "meeting.md").resolve().as_posix()]
     assert title == "Design review: the engine"
     assert metadata == {"date": "2024-05-02"}
-    assert text == "We chose the Analytical Engine.\n"
+    assert text == "tags: engine\n\nWe chose the Analytical Engine.\n"  # the fields ingest does not read start it
     assert stored[(notes / "ada.md").resolve().as_posix()][0] == "ada"  # no front matter: the file's name
     assert stored[(notes / "plain.md").resolve().as_posix()][:2] == ("plain", "---\nnot: front matter\n")
+
+
+def test_front_matter_fields_are_searched_and_shown_with_the_note(notes, db_path):
+    """The attendees of an Obsidian meeting note, in its front matter, were kept in the metadata alone: "Who
+    attended the March 3 planning meeting?" was answered "Nothing relevant" (probe 39 bug 2)."""
+    meetings = notes / "meetings"
+    meetings.mkdir()
+    (meetings / "2026-03-03-planning.md").write_text(
+        "---\ntitle: Q2 planning meeting\ndate: 2026-03-03\nattendees: Sarah Kim, Alex Rivera, Raj Patel, Mei Lin\n"
+        "---\n# Q2 planning meeting\n\n## Decisions\n- We will evaluate Acme Corp and Globex as collaboration "
+        "vendors; decision by end of April.\n", encoding="utf-8")
+    (meetings / "2026-03-10-retro.md").write_text(
+        "---\ntitle: Sprint retro\ndate: 2026-03-10\nattendees:\n  - Priya Shah\n  - Tom Becker\n---\n"
+        "# Sprint retro\n\n- Deploys were slow; Tom will look at the CI cache.\n", encoding="utf-8")
+    ingest(db_path, "notes/meetings")
+    planning = (meetings / "2026-03-03-planning.md").resolve().as_posix()
+    title, text, metadata = documents(db_path)[planning]
+    assert text.startswith("attendees: Sarah Kim, Alex Rivera, Raj Patel, Mei Lin\n\n# Q2 planning meeting\n")
+    assert metadata == {"date": "2026-03-03", "attendees": "Sarah Kim, Alex Rivera, Raj Patel, Mei Lin"}
+    retro = documents(db_path)[(meetings / "2026-03-10-retro.md").resolve().as_posix()]
+    assert retro[1].startswith("attendees: Priya Shah, Tom Becker\n\n") and retro[2] == {"date": "2026-03-10"}
+
+    code, answer = command(db_path, "search", "Who attended the March 3 planning meeting?", "--max-passages", "1")
+    first = answer.split("Passages:\n", 1)[1].splitlines()[0]
+    assert first.startswith(f"[{planning}#") and "attendees: Sarah Kim, Alex Rivera, Raj Patel, Mei Lin" in first
+    assert code == 0 and "attendees: Sarah Kim, Alex Rivera" in command(db_path, "documents", "show", planning)[1]
 
 
 K8S = ("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: payments\n---\napiVersion: apps/v1\n"

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from duckgraph.plugins.converters.eml import EmlConverter
 from duckgraph.plugins.converters.epub import EpubConverter
 from duckgraph.plugins.converters.html import HtmlConverter
 from duckgraph.plugins.converters.office import DocxConverter, PptxConverter
 from duckgraph.plugins.converters.pdf import PdfConverter
 from duckgraph.ports.converter import ConversionError
-from tests.documents import ARTICLE, write_docx, write_epub, write_pdf, write_pptx, write_scanned_pdf
+from tests.documents import ARTICLE, write_docx, write_eml, write_epub, write_pdf, write_pptx, write_scanned_pdf
 
 
 def test_pdf_headings_title_and_date(tmp_path: Path):
@@ -70,6 +71,48 @@ def test_html_main_text_without_navigation():
     assert (converted.title, converted.time) == ("Flange News", "2023-06-01")
 
 
+SARAH = {"From": "Sarah Kim <sarah.kim@northwind.example>", "To": "Alex Rivera <alex.rivera@northwind.example>",
+         "Cc": "Zoë Müller <zoe.mueller@acme.example>", "Subject": "Q4 budget deck – Thursday",
+         "Date": "Tue, 24 Nov 2026 08:47:00 -0500", "Message-ID": "<1@northwind.example>"}
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+
+def test_eml_headers_the_plain_body_in_its_charset_and_attachments_by_name(tmp_path: Path):
+    """An .eml was skipped in a folder, and given by name stored as raw MIME: header lines, base64 bodies, the HTML
+    part and the attachment's bytes, timed at the ingest (probe 39 bug 1)."""
+    plain = ("Hi Alex,\n\nThe budget review with the CFO is on Thursday December 3 at 2pm.\n# of seats: 350\n\n"
+             "-- \nSarah Kim\n\nOn Mon, Nov 23, 2026 Alex Rivera wrote:\n> Is the review still on?\n")
+    path = write_eml(tmp_path / "deck.eml", SARAH, plain=plain, html="<p>Hi Alex, <b>the HTML twin</b></p>",
+                     attachments=(("Q4-budget.xlsx", XLSX, b"PK" + bytes(2046)),))
+    converted = EmlConverter().convert(path.read_bytes(), str(path))
+    assert converted.text == (
+        "From: Sarah Kim <sarah.kim@northwind.example>\nTo: Alex Rivera <alex.rivera@northwind.example>\n"
+        "Cc: Zoë Müller <zoe.mueller@acme.example>\nDate: Tue, 24 Nov 2026 08:47:00 -0500\n\n"
+        "Hi Alex,\n\nThe budget review with the CFO is on Thursday December 3 at 2pm.\n\\# of seats: 350\n\n"
+        "-- \nSarah Kim\n\nOn Mon, Nov 23, 2026 Alex Rivera wrote:\n> Is the review still on?\n\n"
+        f"Attachments:\n- Q4-budget.xlsx ({XLSX}, 2.0 KB)")
+    assert (converted.title, converted.time) == ("Q4 budget deck – Thursday", "2026-11-24T13:47:00+00:00")
+    # Quoted-printable in a charset of its own, decoded to text.
+    path = write_eml(tmp_path / "cfo.eml", {"From": "zoe@acme.example", "Subject": "Re: pricing"},
+                     plain="I spoke with our CFO, José Núñez.\n", charset="iso-8859-1", encoding="quoted-printable")
+    assert b"Jos=E9 N=FA=F1ez" in path.read_bytes()
+    converted = EmlConverter().convert(path.read_bytes(), str(path))
+    assert (converted.text, converted.title, converted.time) == (
+        "From: zoe@acme.example\n\nI spoke with our CFO, José Núñez.", "Re: pricing", None)
+
+
+def test_eml_without_a_plain_part_reads_its_html_and_one_without_text_says_so(tmp_path: Path):
+    path = write_eml(tmp_path / "news.eml", {"From": "news@example.com", "Subject": "Flange News"}, html=ARTICLE)
+    converted = EmlConverter().convert(path.read_bytes(), str(path))
+    assert converted.text == "From: news@example.com\n\n" + HtmlConverter().convert(ARTICLE.encode(), "x").text
+    assert "The blue flange was invented" in converted.text and "<p>" not in converted.text
+    path = write_eml(tmp_path / "scan.eml", {"From": "scanner@example.com", "Subject": "Scan"},
+                     attachments=(("scan.pdf", "application/pdf", b"%PDF" * 600),))
+    assert EmlConverter().convert(path.read_bytes(), str(path)).text == (
+        "From: scanner@example.com\n\nThis message has no text part.\n\n"
+        "Attachments:\n- scan.pdf (application/pdf, 2.3 KB)")
+
+
 def test_docx_and_pptx(tmp_path: Path):
     path = write_docx(tmp_path / "g.docx", "Ops Guide", {"Backups": "Nightly.", "Restores": "Ask twice."},
                       created=datetime(2022, 1, 10, tzinfo=timezone.utc))
@@ -92,7 +135,10 @@ def test_epub_chapters(tmp_path: Path):
 
 
 @pytest.mark.parametrize("converter, damaged", [(PdfConverter(), b"%PDF-1.4 nothing"), (DocxConverter(), b"PK no"),
-                                                (PptxConverter(), b"PK no"), (EpubConverter(), b"PK no")])
+                                                (PptxConverter(), b"PK no"), (EpubConverter(), b"PK no"),
+                                                (EmlConverter(), b"PK no"),
+                                                (EmlConverter(), b"Subject: x\nContent-Type: text/plain; "
+                                                                 b"charset=x-unknown\n\nHi\n")])
 def test_every_converter_names_its_format_for_a_damaged_file(converter, damaged):
     with pytest.raises(ConversionError, match=rf"^not a readable {converter.id.upper()} file \(\w+"):
         converter.convert(damaged, "x")

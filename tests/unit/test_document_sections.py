@@ -9,7 +9,8 @@ import pytest
 
 from duckgraph.core.domain.chunking import chunk_sections, markdown_headings, sections
 from duckgraph.core.files.converters import load_converters
-from duckgraph.core.files.folder import find_files, read_markdown
+from duckgraph.core.files.folder import find_files
+from duckgraph.core.files.front_matter import read_markdown
 from duckgraph.core.plugin_manager import build_plugin_manager
 from duckgraph.core.web.fetch import FetchError, check_url
 from duckgraph.plugins.converters.support import pdf_date
@@ -53,7 +54,7 @@ def test_markdown_and_other_documents_keep_their_headings(document_id, title):
 
 def test_front_matter_gives_title_time_and_metadata():
     assert read_markdown("---\ntitle: 'A: b'\ndate: 2024-05-02\nauthor: Kim\ntags:\n  - x\n---\nBody\n") == (
-        "A: b", "Body\n", "2024-05-02", {"date": "2024-05-02", "author": "Kim"})
+        "A: b", "author: Kim\ntags: x\n\nBody\n", "2024-05-02", {"date": "2024-05-02", "author": "Kim"})
     assert read_markdown("---\ntitle: x\n---\nBody", front_matter=False) == ("", "---\ntitle: x\n---\nBody", None, {})
 
 
@@ -70,7 +71,25 @@ def test_a_leading_block_that_is_not_all_fields_is_the_note_s_text(text):
 def test_front_matter_may_hold_comments_lists_blocks_and_names_with_spaces():
     text = ("---\n# Obsidian properties\ntitle: Plan\ndue date: 2024-05-01\ntags:\n- a\n- b\nsummary: >\n"
             "  folded\n  lines\nurl: https://example.com\n---\nBody\n")
-    assert read_markdown(text) == ("Plan", "Body\n", None, {"due date": "2024-05-01", "url": "https://example.com"})
+    assert read_markdown(text) == (
+        "Plan", "due date: 2024-05-01\ntags: a, b\nsummary: folded lines\nurl: https://example.com\n\nBody\n", None,
+        {"due date": "2024-05-01", "url": "https://example.com"})
+
+
+def test_front_matter_fields_ingest_does_not_read_start_the_text():
+    """An Obsidian meeting note's attendees were kept only in the metadata: neither embedded, indexed nor shown, so
+    "Who attended the planning meeting?" found nothing (probe 39 bug 2). They start the text, a line each in the
+    file's order, a list's items joined; the title and date give the title and time, and are not repeated."""
+    text = ("---\nattendees: [Ana Lima, \"Ben Ode, Jr.\", 'Cy']\ntitle: Q2 planning\nproject: \"[[Apollo]]\"\n"
+            "Date: 2026-03-03\ntags:\n  - meeting  \n  # a comment\n  - q2\nempty:\nnone: []\nroom:\n  name: 4B\n"
+            "  floors:\n    - 4\n---\n# Q2 planning\n\nWe chose Acme.\n")
+    assert read_markdown(text) == (
+        "Q2 planning", "attendees: Ana Lima, Ben Ode, Jr., Cy\nproject: [[Apollo]]\ntags: meeting, q2\n"
+                       "room: name: 4B, 4\n\n# Q2 planning\n\nWe chose Acme.\n", "2026-03-03",
+        {"attendees": "[Ana Lima, \"Ben Ode, Jr.\", 'Cy']", "project": "[[Apollo]]", "date": "2026-03-03",
+         "none": "[]"})
+    # Only the title and date: the text is the note's alone, as before.
+    assert read_markdown("---\ntitle: Plan\ndate: 2024-05-02\n---\nBody\n")[1] == "Body\n"
 
 
 def test_a_part_of_a_long_note_starts_under_the_headings_it_was_cut_under(monkeypatch):
