@@ -1,12 +1,16 @@
-"""HTML through trafilatura: the main text without navigation, footers and ads, its headings kept as Markdown,
-and the title and date the page states (htmldate reads them from the metadata and the page). A line of text that
-would read as a heading is escaped (`\\# of open bugs`, see `support.markdown`). What a reader of the page does
-not see is dropped first (`_hidden_dropped`): hidden text is where a page plants instructions for a model."""
+"""HTML through trafilatura: the main text without navigation, footers and ads, its headings and tables kept as
+Markdown, a short page's as a long one's; and the title and the date the page states (htmldate reads the date from
+its meta tags, JSON-LD, <time> elements and URL, else from a full date written in it; it does not guess one from a
+year). A line of text that would read as a heading is escaped (`\\# of open bugs`, see `support.markdown`). What a
+reader of the page does not see is dropped first (`_hidden_dropped`): hidden text is where a page plants
+instructions for a model."""
 
 from __future__ import annotations
 
 import re
+from configparser import ConfigParser
 from copy import deepcopy
+from functools import cache
 from typing import Any
 
 from duckgraph.plugins.converters.support import escaped, require
@@ -29,13 +33,35 @@ class HtmlConverter(DocumentConverter):
         url = name if name.startswith(("http://", "https://")) else None
         options = dict(url=url, output_format="markdown", include_formatting=True, include_comments=False)
         page = _line_starts_escaped(deepcopy(tree))  # a copy: the metadata is read from the page as it is
-        # A short page may not look like an article: then recall is favoured over cutting boilerplate.
-        text = trafilatura.extract(page, **options) or trafilatura.extract(page, favor_recall=True, **options)
+        # A page with no main text at all (only a list of links, say) is kept whole rather than refused.
+        text = (trafilatura.extract(page, config=_short_main_text_accepted(), **options)
+                or trafilatura.extract(page, favor_recall=True, **options))
         if not text or not text.strip():
             raise ConversionError("no main text found in the page")
-        meta = trafilatura.extract_metadata(tree, default_url=url)
+        # Not htmldate's extensive search: it guesses from any year in the text, a footer's "© 2019" (or "valid from
+        # March 2025") giving a page that states no date 1 January of that year.
+        meta = trafilatura.extract_metadata(_copyright_year_dropped(tree), default_url=url, extensive=False)
         return ConvertedDocument(text=text, title=(meta.title or "").strip() if meta else "",
                                  time=meta.date if meta and meta.date else None)
+
+
+@cache
+def _short_main_text_accepted() -> ConfigParser:
+    """trafilatura's settings without a MIN_EXTRACTED_SIZE: a main text shorter than it (250 characters) counts as
+    a failed extraction, and its fallbacks take over, the last of them the text of the whole page as plain lines (the
+    menu, the sidebar, a table one cell a line). A short page's main text is short: it is kept, as a long page's."""
+    config = require("trafilatura.settings", "HTML").use_config()
+    config.set("DEFAULT", "MIN_EXTRACTED_SIZE", "0")
+    return config
+
+
+def _copyright_year_dropped(tree: Any) -> Any:
+    """`tree` without its `<meta itemprop="copyrightYear">`: htmldate takes that year (its 1 January) for the page's
+    date when no other meta tag states one, before it reads the page's JSON-LD and <time> elements; but it is the
+    year of the rights, not the date of the text."""
+    for meta in [meta for meta in tree.iter("meta") if (meta.get("itemprop") or "").lower() == "copyrightyear"]:
+        meta.drop_tree()
+    return tree
 
 
 def _line_starts_escaped(tree: Any) -> Any:

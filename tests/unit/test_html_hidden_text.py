@@ -50,8 +50,8 @@ def test_the_fixture_article_converts_as_before():
 
 @pytest.mark.parametrize("hidden", HIDDEN.values(), ids=HIDDEN.keys())
 def test_hidden_text_is_dropped_and_the_visible_text_is_unchanged(hidden):
-    # A short page goes through trafilatura's recall-favouring pass, which kept all of these; an article's
-    # main-text pass dropped some of them already.
+    # A short page was read whole (trafilatura's fallback for a short main text), which kept all of these; an
+    # article's main-text pass dropped some of them already.
     assert text_of(SHORT.format(hidden)) == "Gaskets last ten years away from sunlight."
     assert text_of(ARTICLE.replace("<h2>Adoption</h2>", hidden + "<h2>Adoption</h2>")) == ARTICLE_TEXT
 
