@@ -8,7 +8,7 @@ import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -186,10 +186,12 @@ class GraphStore(ABC):
         documents = {c.document_id for c in near}
         here = {c.id: c for c in self.document_chunks(namespace, documents)}  # the namespace's own only
         titles = self.document_titles(documents, namespace)
+        times = self.chunk_times(list(here), namespace)
 
-        def place(chunk_id: int) -> tuple[str, int, str] | None:
+        def place(chunk_id: int) -> tuple[str, int, str, datetime | None] | None:
             chunk = here.get(chunk_id)
-            return None if chunk is None else (chunk.document_id, chunk.ordinal, titles.get(chunk.document_id, ""))
+            return None if chunk is None else (chunk.document_id, chunk.ordinal, titles.get(chunk.document_id, ""),
+                                               times.get(chunk_id))
 
         return {i: (i - 1 if reads_on(place(i - 1), place(i)) else None, i + 1 if reads_on(place(i), place(i + 1))
                     else None) for i in ids if i in here}
@@ -540,16 +542,36 @@ class GraphStore(ABC):
         raise self._no_communities()
 
 
-def reads_on(before: tuple[str, int, str] | None, after: tuple[str, int, str] | None) -> bool:
+#: The longest pause between two turns of one sitting of a conversation kept one turn per document, each timed:
+#: a sitting's turns come seconds to minutes apart, and half an hour without one ends a visit as web analytics
+#: count them. Documents of one title timed further apart are not one text: an email and another of the same
+#: subject days later, a weekly (daily, hourly) meeting's notes, one per meeting.
+SITTING_PAUSE = timedelta(minutes=30)
+
+
+def reads_on(before: tuple[str, int, str, datetime | None] | None,
+             after: tuple[str, int, str, datetime | None] | None) -> bool:
     """Whether the chunk `after`, stored just after the chunk `before` (each given as its document's id, its
-    ordinal and its document's title), goes on with its text: the next chunk of the same document, or the first
-    chunk of another document of the same title (not empty), the next turn of a conversation kept one turn per
-    document, or of the next part of a text stored as several documents (`part_title`)."""
+    ordinal, its document's title and its document's time, None if untimed), goes on with its text: the next chunk
+    of the same document, or the first chunk of another document, the next turn of a conversation kept one turn per
+    document (of the same title, not empty, and of one sitting: `_one_sitting`), or of the next part of a text
+    stored as several documents (`part_title`, whatever their times)."""
     if before is None or after is None:
         return False
     if before[0] == after[0]:
         return after[1] == before[1] + 1
-    return bool(before[2]) and after[1] == 0 and (after[2] == before[2] or _next_part(before[2], after[2]))
+    return bool(before[2]) and after[1] == 0 and (
+        (after[2] == before[2] and _one_sitting(before[3], after[3])) or _next_part(before[2], after[2]))
+
+
+def _one_sitting(before: datetime | None, after: datetime | None) -> bool:
+    """Whether documents timed `before` and, stored next, `after` (None: untimed) can be turns of one sitting: both
+    untimed (a transcript's turns, as LoCoMo's, dated by their title if at all), or `after` at most SITTING_PAUSE
+    past `before` (the same time: turns dated by their session's day). One timed and the other not were not written
+    as one conversation's turns are, nor was a turn timed before the one it would follow."""
+    if before is None or after is None:
+        return before is None and after is None
+    return timedelta(0) <= after - before <= SITTING_PAUSE
 
 
 def part_title(title: str, n: int, parts: int) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 
@@ -29,7 +29,9 @@ from duckgraph.ports import (
     WriteBatch,
     entity_key,
     loose_key,
+    part_title,
 )
+from duckgraph.ports.store import SITTING_PAUSE
 
 DIMS = 4
 
@@ -330,6 +332,37 @@ class StoreContract:
         assert adjacent(list(ids.values()), "default") == {
             chunk_id: ((ids["a1"], None) if doc == "a2" else (None, ids["a2"]) if doc == "a1" else (None, None))
             for doc, chunk_id in ids.items()}
+
+    @HELPER
+    def test_documents_of_one_title_read_on_only_within_one_sitting(self, store, graph, helper):
+        """Across a document's end, the next stored document of the same title goes on with its text when both are
+        untimed or it was written at most SITTING_PAUSE after it (turns of one sitting); not when they are days or a
+        week apart (emails of one subject line, a weekly meeting's notes), one is untimed, or it is timed before.
+        The next part of a text reads on whatever their times."""
+        day = datetime(2026, 11, 20, 9)
+        pairs = {  # title: (the first document's time, the second's, whether the second reads on from the first)
+            "Chat with Ana": (day, day.replace(minute=2), True),
+            "Session 1, 20 November": (day.replace(hour=0), day.replace(hour=0), True),  # turns dated by the day
+            "Transcript": (None, None, True),
+            "Lunch plans": (day, day + SITTING_PAUSE, True),
+            "Coffee": (day, day + SITTING_PAUSE + timedelta(minutes=1), False),
+            "Quick question": (day, datetime(2026, 11, 25, 15), False),
+            "Ops weekly sync": (day, day + timedelta(weeks=1), False),
+            "Status": (day, None, False),
+            "Status update": (None, day, False),
+            "Reminder": (day, day - timedelta(minutes=5), False),
+        }
+        documents = [DocumentRecord(id=f"{title}/{which}", namespace="default", text=title, title=title, time=time)
+                     for title, times in pairs.items() for which, time in zip(("first", "second"), times[:2])]
+        documents += [DocumentRecord(id=f"Manual/{which}", namespace="default", text="Manual", title=part_title(
+                          "Manual", n, 2), time=datetime(year, 1, 1))  # parts of one text, timed years apart
+                      for n, which, year in ((1, "first", 2020), (2, "second", 2026))]
+        store.write(WriteBatch(documents=documents, chunks=[ChunkRecord(d.id, 0, d.text) for d in documents]))
+        ids = {c.document_id: c.id for c in store.document_chunks("default", [d.id for d in documents])}
+        adjacent = helper(store, "adjacent_chunks")(list(ids.values()), "default")
+        expected = {**{title: reads for title, (_, _, reads) in pairs.items()}, "Manual": True}
+        assert {title: adjacent[ids[f"{title}/first"]][1] is not None for title in expected} == expected
+        assert {title: adjacent[ids[f"{title}/second"]][0] is not None for title in expected} == expected
 
     # -- restore and validity ------------------------------------------------------------------------------
 

@@ -230,6 +230,26 @@ async def test_at_a_turns_end_the_answer_names_the_next_turn_of_the_conversation
 
 
 @pytest.mark.anyio
+async def test_a_document_of_the_same_title_goes_on_from_another_only_within_one_sitting(services):
+    # Two emails of one subject line, days apart: each read alone. A reply five minutes after the first: named.
+    mails = [{"id": "mail:a", "title": "Quick question", "time": "2026-11-20T09:00:00Z",
+              "text": "From: Dana (HR)\n\nDo you still need the parking permit for the Clarendon garage?"},
+             {"id": "mail:b", "title": "Quick question", "time": "2026-11-25T15:00:00Z",
+              "text": "From: Zoë Müller (Acme)\n\nNo, we cancelled it last month."},
+             {"id": "mail:c", "title": "Quick question", "time": "2026-11-25T15:05:00Z",
+              "text": "From: Dana (HR)\n\nThanks, I will ignore the invoice then."}]
+    async with Client(build_server(services)) as client:
+        await call_ok(client, "add_documents", {"documents": mails})
+        first, asked, reply = [await call_ok(client, "read_document", {"document_id": mail["id"]}) for mail in mails]
+        assert (first["previous_document"], first["next_document"]) == (None, None)
+        assert first["text"].splitlines()[-1].startswith("[mail:a#") and "goes on" not in first["text"]
+        assert (asked["previous_document"], asked["next_document"]) == (None, "mail:c")
+        assert (reply["previous_document"], reply["next_document"]) == ("mail:b", None)
+        assert asked["text"].splitlines()[-1] == (
+            "(The text goes on in the document mail:c: read_document(document_id=\"mail:c\").)")
+
+
+@pytest.mark.anyio
 async def test_a_wrong_id_or_passage_is_refused_with_what_to_give_instead(services):
     async with Client(build_server(services)) as client:
         [report] = (await call_ok(client, "add_documents", {"documents": [REPORT]}))["documents"]

@@ -245,7 +245,8 @@ def test_the_reply_to_a_matching_turn_is_shown(tmp_path, minilm) -> None:
         "Session 3, 15 March 2026": ["Omar: I baked bread this morning.", "Maya: Nice, what kind?"],
     }
     with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
-        kb.add_documents([DocumentInput(id=f"s{s}t{t}", title=title, text=text, time=f"2026-03-{2 * s + t:02d}")
+        kb.add_documents([DocumentInput(id=f"s{s}t{t}", title=title, text=text,
+                                        time=f"2026-03-{6 * s - 3:02d}T19:{t:02d}:00")
                           for s, (title, turns) in enumerate(sessions.items(), 1) for t, text in enumerate(turns, 1)])
         question = "Did Omar go to the climbing gym with his brother on Saturday?"
 
@@ -257,8 +258,35 @@ def test_the_reply_to_a_matching_turn_is_shown(tmp_path, minilm) -> None:
         assert dense[0] == "s1t1" and dense.index("s1t2") >= 3, dense
         assert "s1t2" in shown(), shown()
         assert "s1t2" not in shown(reply_share=0), shown(reply_share=0)
-        # Asked as of the day of the question, before the reply was given: the reply is not lifted into view.
-        assert "s1t2" not in shown(as_of=datetime(2026, 3, 3, 12)), shown(as_of=datetime(2026, 3, 3, 12))
+        # Asked as of the minute of the question, before the reply was given: the reply is not lifted into view.
+        asked = datetime(2026, 3, 3, 19, 1, 30)
+        assert "s1t2" not in shown(as_of=asked), shown(as_of=asked)
+
+
+@pytest.mark.parametrize(("answered", "lifted"), [("2026-11-20T09:05:00", True), ("2026-11-25T15:00:00", False)],
+                         ids=["five minutes later", "five days later"])
+def test_a_document_of_the_same_title_is_a_reply_only_within_one_sitting(tmp_path, minilm, answered, lifted) -> None:
+    """Two emails of one subject line stored one after the other, the second sharing no word with the question:
+    written five minutes after the first, it reads as its reply and is shown ahead of notes nearer the question;
+    written five days later (another sender's email of a common subject), it is not lifted as one."""
+    notes = ["Parking at the Clarendon garage costs 12 pounds a day.", "The garage permit office opens at nine.",
+             "Permits for the staff car park are renewed every January.",
+             "Visitors need a parking permit from the front desk.", "The Clarendon garage closes at midnight."]
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        kb.add_documents([
+            DocumentInput(id="mail:a", title="Quick question", time="2026-11-20T09:00:00",
+                          text="From: Dana (HR). Do you still need the parking permit for the Clarendon garage? It "
+                               "expires on December 31."),
+            DocumentInput(id="mail:b", title="Quick question", time=answered,
+                          text="From: Zoë Müller (Acme). No, we cancelled it last month. The invoice for the renewal "
+                               "can be ignored."),
+            *(document(f"note{i}", text) for i, text in enumerate(notes))])
+        question = "Do I still need the parking permit for the Clarendon garage?"
+        dense = [kb.store.chunk_documents([c])[c] for c, _ in kb.store.vector_search(
+            "chunk", kb.embedder.embed_query(question), 10, kb.namespace)]
+        assert dense[0] == "mail:a" and dense.index("mail:b") >= 4, dense
+        shown = [p.document_id for p in kb.search(question, max_passages=4).passages]
+        assert ("mail:b" in shown) is lifted, shown
 
 
 def test_the_passage_that_matches_the_question_best_comes_first(tmp_path, minilm) -> None:

@@ -139,15 +139,16 @@ class PassageMirror:
                                    after if reads_on(here, self._place(after, namespace)) else None)
         return found
 
-    def _place(self, chunk_id: int, namespace: str) -> tuple[str, int, str] | None:
-        """(document id, ordinal, title) of a live chunk of a current document of `namespace`, else None."""
+    def _place(self, chunk_id: int, namespace: str) -> tuple[str, int, str, Any] | None:
+        """(document id, ordinal, title, time or None) of a live chunk of a current document of `namespace`, else
+        None."""
         if not 0 <= chunk_id < len(self.chunk_live) or not self.chunk_live[chunk_id]:
             return None
         code = int(self.chunk_document[chunk_id])
         if code < 0 or self.document_codes.get((namespace, self.documents[code][0])) != code:
             return None
         document_id, title = self.documents[code]
-        return document_id, int(self.chunk_ordinal[chunk_id]), title
+        return document_id, int(self.chunk_ordinal[chunk_id]), title, self.document_time[code].item()  # NaT: None
 
     def chunk_times(self, ids: Iterable[int]) -> dict[int, Any]:
         """The time of each stored one of the chunk `ids` whose document has one."""
