@@ -16,8 +16,13 @@ from duckgraph.ports.text import WORD_RUN, stemmed
 
 #: Words that ask for whatever a memory holds of a thing, not for one fact of it ("Tell me about Tomas", "What do
 #: you know about Atlas?", "What happened on 11 October?"): they say nothing of whether the memory holds the answer.
-_ASKING_WORDS = ("tell know remember remind recall summarise summarize summary describe explain recap overview details "
-                 "information anything everything something happened mention talk say show give find")
+_ASKING_WORDS = ("tell told know remember remind recall summarise summarize summary describe explain recap overview "
+                 "details information anything everything something happened mention talk say said show give find")
+#: Verbs that report what someone said or asked for ("What did Sarah ask me to do?", "What did José offer?", "What
+#: did the vet recommend?"): what is asked is what was said ("Could you please update the deck..."), which a memory
+#: seldom holds in the verb that reports it. They count as `_ASKING_WORDS` do, except in `asked_type`: there they
+#: may name a type ("How many requests do we have?": Request, Offer, Proposal).
+_SAYING_WORDS = "ask request want offer suggest propose recommend advise promise agree reply"
 #: Words that ask for a list or a count of things ("How many incidents have we had?", "List all teams"): with
 #: nothing but a stored entity type besides them (and `_ASKING_WORDS`), a query is about that type's entities.
 _LISTING_WORDS = "list count many number total"
@@ -88,6 +93,12 @@ def asking_terms() -> frozenset[str]:
 
 
 @functools.cache
+def saying_terms() -> frozenset[str]:
+    """The terms of `_SAYING_WORDS` (stemmed on first use, as `asking_terms`)."""
+    return frozenset(terms(_SAYING_WORDS))
+
+
+@functools.cache
 def listing_terms() -> frozenset[str]:
     """The terms of `_LISTING_WORDS` (stemmed on first use, as `asking_terms`)."""
     return frozenset(terms(_LISTING_WORDS))
@@ -95,8 +106,9 @@ def listing_terms() -> frozenset[str]:
 
 @functools.cache
 def window_terms() -> frozenset[str]:
-    """The terms of `_ASKING_WORDS`, `_PERIOD_WORDS` and `_DOING_WORDS` (stemmed on first use, as `asking_terms`)."""
-    return asking_terms() | frozenset(terms(f"{_PERIOD_WORDS} {_DOING_WORDS}"))
+    """The terms of `_ASKING_WORDS`, `_SAYING_WORDS`, `_PERIOD_WORDS` and `_DOING_WORDS` (stemmed on first use, as
+    `asking_terms`)."""
+    return asking_terms() | saying_terms() | frozenset(terms(f"{_PERIOD_WORDS} {_DOING_WORDS}"))
 
 
 def says_when(word: str) -> bool:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
+from duckgraph.core.domain.chunking import SECTION_SEPARATOR
 from duckgraph.core.domain.query_words import (
     DAY, ID, MONTHS, NAMING_DIGITS, TYPE_WORDS, WordMatches, anchor_candidates, asked_type, asking_terms, fact_terms,
-    held, is_stored, listing_terms, name_terms, name_words, query_ids, says_when, window_terms)
+    held, is_stored, listing_terms, name_terms, name_words, query_ids, saying_terms, says_when, window_terms)
 from duckgraph.core.domain.resolution import noun_variants
 from duckgraph.core.domain.search_options import SearchOptions, keyword_passages, nearest_passages, windowed
 from duckgraph.core.domain.texts import passage_text
@@ -131,24 +132,34 @@ def _parts_near(
     and the sentences of a passage (one of a single sentence too), each after its title as the passage is
     embedded, and alone. A vector of a whole (an entity with its first observations together, a passage of several
     sentences, or a title longer than the sentence) dilutes the one part that answers; a part alone reads like the
-    short passages the floor was calibrated on. A fact the keyword
-    channel found whose own words (`fact_terms`) share such a word is a part too, embedded alone already: it
-    counts for both its ends.
+    short passages the floor was calibrated on. A passage's section heading is a part too, chosen by the words it
+    adds to those above it (`_heading_part`): a heading that is the query's subject says that its section answers
+    ("What are my open action items?": 0.54 from "Ops weekly sync 2026-11-26 > Action items", 0.30 from a line
+    under it), though none of its sentences holds the query's words. A fact the keyword channel found whose own words
+    (`fact_terms`) share such a word is a part too, embedded alone already: it counts for both its ends.
     `names`: the query's `name_words`, when found already.
-    Returns each entity's best observation's or fact's similarity, and the best sentence's (-1 when none)."""
+    Returns each entity's best observation's or fact's similarity, and the best sentence's or heading's (-1 when
+    none)."""
     wanted = set(terms(query_text)) - name_terms(query_text, store, namespace, names)
     ids = [node_id for node_id, _ in words.nodes]
     stored = store.get_observations(ids)
     labels = {n.id: n.name for n in store.get_nodes([i for i in ids if stored.get(i)])}
-    parts: list[tuple[int | None, str, str]] = [(i, text, f"{labels[i]}: {text}") for i in ids if i in labels
-                                                 for text in stored[i]]
+    # Each part: its entity (None for a passage's part), the words that choose it, its text as embedded, and its
+    # text alone ("" for a part not compared alone).
+    parts: list[tuple[int | None, set[str], str, str]] = [
+        (i, set(terms(text)), f"{labels[i]}: {text}", "") for i in ids if i in labels for text in stored[i]]
     chunks = store.get_chunks([chunk_id for chunk_id, _ in words.chunks])
     titles = store.document_titles({c.document_id for c in chunks}, namespace)
+    headings: dict[str, set[str]] = {}  # a section's passages share its heading: it is compared once
     for chunk in chunks:
         sentences = [t for t in _SENTENCE_END.split(chunk.text) if t.strip()]
         title = titles.get(chunk.document_id, "")
-        parts += [(None, sentence, passage_text(title, sentence, chunk.section)) for sentence in sentences]
-    shared = [len(wanted.intersection(terms(part))) for _, part, _ in parts]
+        parts += [(None, set(terms(sentence)), passage_text(title, sentence, chunk.section), sentence)
+                  for sentence in sentences]
+        if heading := _heading_part(title, chunk.section):
+            headings.setdefault(*heading)
+    parts += [(None, added, text, "") for text, added in headings.items()]
+    shared = [len(wanted.intersection(part)) for _, part, _, _ in parts]
     chosen = sorted((i for i in range(len(parts)) if shared[i]), key=lambda i: -shared[i])[:limit]
     facts = {edge.id: edge for edge, _ in words.facts if wanted.intersection(fact_terms(edge))}
     observed: dict[int, float] = {}
@@ -161,17 +172,30 @@ def _parts_near(
         # A sentence is compared alone too: under a long title (as its passage is embedded) the one that answers
         # reads as far ("At what temperature was the November batch sintered?": 0.21 after the paper's title,
         # 0.44 alone). An observation keeps its entity's name: it is what the observation is about.
-        alone = [i for i in chosen if parts[i][0] is None]
-        texts = [parts[i][2] for i in chosen] + [parts[i][1] for i in alone]
+        alone = [i for i in chosen if parts[i][3]]
+        texts = [parts[i][2] for i in chosen] + [parts[i][3] for i in alone]
         similarities = (embedder.embed_documents(texts) @ query).tolist()
         best = dict(zip(alone, similarities[len(chosen):]))
         for i, similarity in zip(chosen, similarities):
             node_id = parts[i][0]
             if node_id is None:
-                sentence = max(sentence, similarity, best[i])
+                sentence = max(sentence, similarity, best.get(i, -1.0))
             else:
                 observed[node_id] = max(observed.get(node_id, -1.0), similarity)
     return observed, sentence
+
+
+def _heading_part(title: str, section: str) -> tuple[str, set[str]] | None:
+    """A passage's section heading as a part (`_parts_near`): the heading under its document's title and the
+    headings above it, as its passage is embedded, and the words its own heading (the last of the section's path)
+    adds to them. None for a passage of no section, or one whose heading has nothing above it: a heading alone is a
+    word or two ("Notes", "Summary") that reads close to any question holding it ("What notes did I take about
+    cooking?": 0.45 from "Notes" alone, 0.24 from "Ops weekly sync 2026-11-26 > Notes"). A heading that only
+    repeats the title adds no word: a title names its whole document, no part that answers."""
+    above, _, own = section.rpartition(SECTION_SEPARATOR)
+    if not own or not (title or above):
+        return None
+    return passage_text(title, section), set(terms(own)) - set(terms(f"{title} {above}"))
 
 
 def _names_stored(store: GraphStore, query_text: str, namespace: str, names: set[str] | None = None) -> int:
@@ -196,13 +220,14 @@ def _names_stored(store: GraphStore, query_text: str, namespace: str, names: set
 
 
 def _words_stored(store: GraphStore, query_text: str, namespace: str, names: set[str] | None = None) -> int | None:
-    """+1 when none of the words the query asks with (besides its names and `_ASKING_WORDS`) is a word of something
-    stored in any of its forms ("write" is stored as "wrote"), 0 when one is, None when it asks with no other word
-    ("Who is Kirsty?", "What happened on 11 October?"). A question none of whose words the memory holds asks about
-    what it never stored ("Sam's blood type" in a memory without blood or type); one that shares a word may still
-    not, so the floor comes down for names only. A word that says when (`says_when`) and is not stored counts as
-    no word: "in march" says nothing of what is asked. `names`: the query's `name_words`, when found already."""
-    skipped = name_terms(query_text, store, namespace, names) | asking_terms()
+    """+1 when none of the words the query asks with (besides its names, `_ASKING_WORDS` and `_SAYING_WORDS`) is a
+    word of something stored in any of its forms ("write" is stored as "wrote"), 0 when one is, None when it asks
+    with no other word ("Who is Kirsty?", "What happened on 11 October?", "What did Sarah ask me to do?"). A
+    question none of whose words the memory holds asks about what it never stored ("Sam's blood type" in a memory
+    without blood or type); one that shares a word may still not, so the floor comes down for names only. A word
+    that says when (`says_when`) and is not stored counts as no word: "in march" says nothing of what is asked.
+    `names`: the query's `name_words`, when found already."""
+    skipped = name_terms(query_text, store, namespace, names) | asking_terms() | saying_terms()
     written = tokens(query_text)
     words = {word for word, term in zip(written, stemmed(written)) if term not in skipped}
     if any(is_stored(store, " ".join(inflections(word)), namespace) for word in words):
@@ -212,9 +237,10 @@ def _words_stored(store: GraphStore, query_text: str, namespace: str, names: set
 
 def _asks_for_window(query_text: str, options: SearchOptions) -> bool:
     """Whether the query asks for whatever a given window (`after`, `before`) holds: it has no word besides
-    `_ASKING_WORDS`, words that say when (`says_when`, and the days of a month it names: `DAY`), `_PERIOD_WORDS`
-    and `_DOING_WORDS` ("What did I do that week?", "What happened last month?", "What did I work on between June
-    10 and June 16?"); its subject is the window itself. A name or any other word keeps it to the floor."""
+    `_ASKING_WORDS` and `_SAYING_WORDS`, words that say when (`says_when`, and the days of a month it names: `DAY`),
+    `_PERIOD_WORDS` and `_DOING_WORDS` ("What did I do that week?", "What happened last month?", "What did I work on
+    between June 10 and June 16?"); its subject is the window itself. A name or any other word keeps it to the
+    floor."""
     if not windowed(options):
         return False
     written = tokens(query_text)
