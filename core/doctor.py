@@ -421,8 +421,11 @@ def _store_health(diagnosis: Diagnosis, path: Path) -> dict[str, Any] | None:
         try:
             health = store.health()
             groups, scanned, complete = likely_duplicates(store)
+            apart = [g for g in groups if g.get("types_differ")]
+            groups = [g for g in groups if not g.get("types_differ")]
             health["duplicates"] = {"groups": len(groups), "entities": sum(len(g["names"]) for g in groups),
-                                    "first": groups[:DUPLICATES_LISTED], "scanned": scanned, "complete": complete}
+                                    "first": groups[:DUPLICATES_LISTED], "scanned": scanned, "complete": complete,
+                                    "types_differ": {"groups": len(apart), "first": apart[:DUPLICATES_LISTED]}}
             return health
         finally:
             store.close()
@@ -461,13 +464,17 @@ def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[s
     of the `resolution.unemphasised` name, spaces left out: "OrdersDB", "orders_db" and "orders-db"; "Alice" and
     "**Alice**"; "Maya Chen" and a Maya Chen written with a Cyrillic a), or one of which has
     another's name (so written) as an alias: renamed in one memory, the old name kept as an alias, and imported
-    into another that still has an entity of the old name. Whatever their types.
+    into another that still has an entity of the old name.
+    Entities named alike but of different known types ("Jordan" a Country, "Jordan Lee" a Person whose alias is
+    "Jordan") are likely different things of one name: no merge is offered for them. Such a group is listed apart
+    ("types_differ": true, "types": each name's), and its entities of one type, two or more, are a group of their
+    own (one of type 'unknown', which says nothing of what it is, joins the group only where one type is known).
     One pass over the entities, a page at a time, keeping each one's name, type and id: no vector is compared
     (near vectors, "K8s" and "Kubernetes", are what `possible_duplicates` reports when such an entity is written).
     Each group: {"namespace", "names" (the first stored first), "types", "target", "sources", "reasons"}; with how
     many entities were compared, and whether that was all of them (at most `limit`, the first stored first;
     default `DUPLICATES_SCANNED`)."""
-    from duckgraph.core.domain.resolution import looks_the_same, skeleton, unemphasised
+    from duckgraph.core.domain.resolution import is_unknown_type, looks_the_same, skeleton, type_key, unemphasised
     from duckgraph.ports import loose_key
 
     limit = DUPLICATES_SCANNED if limit is None else limit
@@ -514,25 +521,37 @@ def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[s
         members: dict[int, list[int]] = {}
         for node_id in sorted(entity):
             members.setdefault(root(node_id), []).append(node_id)
+        def aliases(ids: list[int]) -> list[str]:
+            names = {entity[i][0] for i in ids}
+            return [f"{entity[i][0]!r} has {other!r} as an alias" for i in ids for other in alias_of.get(i, [])
+                    if other in names]
+
         for ids in sorted(members.values()):
             if len(ids) < 2:
                 continue
-            names = [entity[i][0] for i in ids]
-            # The target: the first stored of those that have another's name as an alias (the rename's side), else
-            # of all; of those, the first written in plain letters and without emphasis (a look-alike, or a name
-            # copied with its markdown, is the copy).
-            holders = [i for i in ids if i in alias_of] or ids
-            plain = [name for i in holders if skeleton(name := entity[i][0]) == loose_key(name)
-                     and unemphasised(name) == name]
-            target = plain[0] if plain else entity[holders[0]][0]
-            sources = [name for name in names if name != target]
-            reasons = [f"{name!r} is {bare!r} in markdown emphasis" for name in sources
-                       if (bare := unemphasised(name)) != name]
-            reasons += [looks_the_same(name, target) for name in sources
-                        if skeleton(name) != loose_key(name)]
-            reasons += [f"{entity[i][0]!r} has {other!r} as an alias" for i in ids for other in alias_of.get(i, [])]
-            groups.append({"namespace": namespace, "names": names, "types": sorted({entity[i][1] for i in ids}),
-                           "target": target, "sources": sources, "reasons": reasons})
+            by_type: dict[str, list[int]] = {}
+            for i in ids:
+                if not is_unknown_type(entity[i][1]):
+                    by_type.setdefault(type_key(entity[i][1]), []).append(i)
+            if len(by_type) > 1:
+                groups.append({"namespace": namespace, "names": [entity[i][0] for i in ids],
+                               "types": [entity[i][1] for i in ids], "reasons": aliases(ids), "types_differ": True})
+            for part in [ids] if len(by_type) <= 1 else [p for p in by_type.values() if len(p) > 1]:
+                names = [entity[i][0] for i in part]
+                # The target: the first stored of those that have another's name as an alias (the rename's side),
+                # else of all; of those, the first written in plain letters and without emphasis (a look-alike, or a
+                # name copied with its markdown, is the copy).
+                holders = [i for i in part if any(o in names for o in alias_of.get(i, []))] or part
+                plain = [name for i in holders if skeleton(name := entity[i][0]) == loose_key(name)
+                         and unemphasised(name) == name]
+                target = plain[0] if plain else entity[holders[0]][0]
+                sources = [name for name in names if name != target]
+                reasons = [f"{name!r} is {bare!r} in markdown emphasis" for name in sources
+                           if (bare := unemphasised(name)) != name]
+                reasons += [looks_the_same(name, target) for name in sources
+                            if skeleton(name) != loose_key(name)]
+                groups.append({"namespace": namespace, "names": names, "types": sorted({entity[i][1] for i in part}),
+                               "target": target, "sources": sources, "reasons": reasons + aliases(part)})
         if not complete:
             break
     return groups, scanned, complete
@@ -549,13 +568,15 @@ def _check_duplicates(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
         return
     # A huge file: the first entities only were compared (`DUPLICATES_SCANNED`).
     partial = "" if found.get("complete", True) else f" among the first {found['scanned']:,} entities stored"
+    apart = _types_differ(found.get("types_differ"))
     if not found["groups"]:
-        diagnosis.check("duplicates", True, "no two entities of a namespace are named alike but for case, "
-                                            "accents, punctuation, spacing or look-alike letters, nor is one "
-                                            f"named as another's alias{partial}")
+        none = "no likely duplicate entities" if apart else (
+            "no two entities of a namespace are named alike but for case, accents, punctuation, spacing or "
+            "look-alike letters, nor is one named as another's alias")
+        diagnosis.check("duplicates", True, f"{none}{partial}{apart}")
         return
     diagnosis.check("duplicates", True, f"{found['groups']} group(s) of likely duplicate entities "
-                                        f"({found['entities']} entities){partial}, below")
+                                        f"({found['entities']} entities){partial}, below{apart}")
     listed = []
     for group in found["first"]:
         call = (f"merge_entities(sources={json.dumps(group['sources'], ensure_ascii=False)}, "
@@ -570,6 +591,23 @@ def _check_duplicates(diagnosis: Diagnosis, store: dict[str, Any]) -> None:
         "one thing whose facts search and the reads split between them. If they are one, merge each group with the "
         "merge_entities tool (or \"Merge duplicates into this\" on the target's page in `duckgraph ui`); if not, "
         f"rename one with update_entity: {' | '.join(listed)}" + (f"; and {more} more group(s)" if more else ""))
+
+
+def _types_differ(found: dict[str, Any] | None) -> str:
+    """The duplicates check's words for the groups of entities named alike but of different types
+    (`likely_duplicates`): likely different things of one name, so listed with their types, no merge offered."""
+    if not found or not found["groups"]:
+        return ""
+    listed = []
+    for group in found["first"]:
+        named = ", ".join(f"{name!r} [{type_}]" for name, type_ in zip(group["names"], group["types"]))
+        why = f" ({'; '.join(group['reasons'])})" if group["reasons"] else ""
+        listed.append(f"{named}{why} in namespace {json.dumps(group['namespace'], ensure_ascii=False)}")
+    more = found["groups"] - len(found["first"])
+    return (f"; {found['groups']} group(s) of entities named alike but of different types, likely different "
+            f"things of one name, so not offered as duplicates: {' | '.join(listed)}"
+            + (f"; and {more} more group(s)" if more else "")
+            + ". If two of them are one thing, give them one type with update_entity, and doctor lists their merge")
 
 
 def _check_aliases_apart(diagnosis: Diagnosis, store: dict[str, Any]) -> None:

@@ -305,10 +305,11 @@ class ChangeRecord:
     """One thing a write did, for a list of what changed: `kind` is "entity created", "entity updated", "fact added",
     "fact updated", "fact ended" or "document added", with the id of what changed; "observations added" (to a stored
     entity, with the entity's id and `label`); or, for what a write took away, "entity deleted", "entity merged",
-    "fact deleted", "observations deleted", "properties changed" (the values replaced), "document deleted" or
-    "document replaced" (its text: the document then holds another one), with `label`, the thing as it was in
-    words (cut short; one label may count the things of a large deletion not named one by one) and, for a document
-    replaced, its id. `at` is when it was written (naive UTC)."""
+    "fact deleted", "observations deleted", "properties changed" (the values replaced), "type changed" (the type
+    replaced), "document deleted" or "document replaced" (its text: the document then holds another one), with
+    `label`, the thing as it was in words (cut short; one label may count the things of a large deletion not named
+    one by one) and, for a document replaced, its id. `at` is when it was written (naive UTC). An entity created with another type than it has now
+    has `label` too: its name and the type it was created with ("Jordan [Country]")."""
 
     at: datetime
     kind: str

@@ -105,6 +105,8 @@ def import_command(args: argparse.Namespace) -> int:
               "file nor the knowledge base has such an entity", file=sys.stderr)
     for reason in summary.partly_imported:
         print(f"duckgraph: imported in part {reason}", file=sys.stderr)
+    for reason in summary.homonyms_merged:
+        print(f"duckgraph: {reason}", file=sys.stderr)
     if summary.documents_values_replaced:  # the same id: the file's document replaced the stored one
         count = summary.documents_values_replaced
         more = count - len(summary.documents_replaced)

@@ -30,6 +30,7 @@ from duckgraph.core.domain.model import (
     RelationsDeleted,
     RelationToDelete,
     ResultEdge,
+    UpdatedEntity,
     edge_properties,
 )
 from duckgraph.core.domain.namespaces import check_namespace, empty_namespace_hint
@@ -204,7 +205,7 @@ class GraphCuration:
         # In a namespace that holds nothing (a misspelt one), searching there would not help: say so.
         if not any_found and (empty := empty_namespace_hint(self.kb, namespace, memory_tools=memory_tools)):
             return f"{named}. {empty}"
-        owners = self._alias_owners(shown, namespace)
+        owners = self.alias_owners(shown, namespace)
         advice = [f"{'it' if len(missing) == 1 else repr(m)} is an alias of several entities "
                   f"({', '.join(map(repr, owners[m]))}): use the exact name of one" for m in shown if m in owners]
         rest = [m for m in shown if m not in owners]
@@ -218,7 +219,7 @@ class GraphCuration:
             advice.append(f"{look_up} first to find the exact name")
         return "; ".join([named, *advice])
 
-    def _alias_owners(self, names: Sequence[str], namespace: str) -> dict[str, list[str]]:
+    def alias_owners(self, names: Sequence[str], namespace: str) -> dict[str, list[str]]:
         """Of `names`, those that are an alias of several entities (so none is meant), with those entities' names."""
         keys = NameKeys()
         records = self.store.find_nodes(namespace, {keys.key(n) for n in names})
@@ -229,6 +230,22 @@ class GraphCuration:
             if len(having) > 1:
                 owners[name] = having
         return owners
+
+    def aliased_elsewhere(self, found: dict[str, NodeRecord], namespace: str) -> dict[str, list[NodeRecord]]:
+        """Of the names `resolve` found by an entity's own name, those that are an alias of other entities too, with
+        those entities: the name reached the entity it names (a name comes first), where the caller may have meant
+        another (`aliased_elsewhere_note`)."""
+        keys = NameKeys()
+        named = {name: record for name, record in found.items() if keys.key(name) == record.key}
+        if not named:
+            return {}
+        records = self.store.find_nodes(namespace, {keys.key(n) for n in named})
+        others: dict[str, list[NodeRecord]] = {}
+        for name, record in named.items():
+            key = keys.key(name)
+            if having := [r for r in records if r.id != record.id and key in {entity_key(a) for a in r.aliases}]:
+                others[name] = having
+        return others
 
     def get_entities(
         self, names: Sequence[str], namespace: str, *, max_edges: int = 50, relations_offset: int = 0
@@ -321,13 +338,16 @@ class GraphCuration:
         add_observations: Sequence[str] = (),
         remove_observations: Sequence[str] = (),
         expected_fingerprint: str | None = None,
-    ) -> EntityDetail:
+    ) -> UpdatedEntity:
         """Change an entity in place; a rename keeps every edge and the old name as an alias. Observations to
         remove must be the entity's (else nothing changes and the error lists them). `expected_fingerprint`: the
         entity's `entity_fingerprint` when the caller read it; checked under the write lock, in the same step as
-        the commit, so a change another client wrote since is never replaced (nothing changes, the error says so)."""
+        the commit, so a change another client wrote since is never replaced (nothing changes, the error says so).
+        A name that is another entity's alias too names the entity whose name it is: the answer's `hint` says so."""
         with self.kb.writing() as writer:
-            record = self.require([name], namespace)[name]
+            found = self.require([name], namespace)
+            record = found[name]
+            elsewhere = self.aliased_elsewhere(found, namespace).get(name)
             updated = replace(record, source_ids=(), source_chunk_ids=())
             current = self.store.get_observations([record.id]).get(record.id, [])
             if expected_fingerprint is not None and entity_fingerprint(record, current) != expected_fingerprint:
@@ -369,7 +389,10 @@ class GraphCuration:
             # every fact of the entity as updated in recent_changes.
             renamed = [record.id] if updated.name != record.name else []
             self._commit_with_vectors(writer, WriteBatch(nodes=[updated]), namespace, renamed=renamed)
-        return self.get_entities([updated.name], namespace)[0][0]
+        detail = self.get_entities([updated.name], namespace)[0][0]
+        hint = aliased_elsewhere_note(name, record, elsewhere, "the change was made to", "give its exact name, and "
+                                      f"undo this change with update_entity on {updated.name!r}") if elsewhere else None
+        return UpdatedEntity(**detail.model_dump(), hint=hint)
 
     def _refuse_names_of_others(self, record: NodeRecord, updated: NodeRecord, namespace: str) -> None:
         """Refuse a name or alias `updated` gives `record` that another entity has as its name or alias, as a rename
@@ -503,6 +526,9 @@ class GraphCuration:
             summary = writer.commit(WriteBatch(delete_nodes=ids)) if ids else None
         hints = [self.not_found_message(missing, namespace, any_found=bool(found), memory_tools=memory_tools)
                  ] if missing else []
+        hints += [aliased_elsewhere_note(name, found[name], others, "what was deleted is",
+                                         "it was not deleted: give its exact name to delete it")
+                  for name, others in self.aliased_elsewhere(found, namespace).items()]
         return DeletedSummary(
             deleted=sorted({r.name for r in found.values()}), not_found=missing,
             edges_deleted=summary.edges_deleted if summary else 0,
@@ -775,6 +801,17 @@ def _sent(moment: datetime | None) -> str:
     if moment is None:
         return "null"
     return f'"{short(moment)}"' if moment == datetime(moment.year, moment.month, moment.day) else f'"{iso_utc(moment)}"'
+
+
+def aliased_elsewhere_note(name: str, record: NodeRecord, others: Sequence[NodeRecord], done: str,
+                           then: str = "give its exact name") -> str:
+    """What a call by `name` did (`done`, to `record`, the entity it names) where `name` is an alias of `others` too
+    (`GraphCuration.aliased_elsewhere`), and what to do (`then`) if one of them was meant: "'Paris' is the name of
+    'Paris' (City) and an alias of 'Paris Dubois' (Person): it was deleted ..."."""
+    listed = " and ".join(f"{o.name!r} ({o.type})" for o in others)
+    which = repr(others[0].name) if len(others) == 1 else "one of them"
+    return (f"{name!r} is the name of {record.name!r} ({record.type}) and an alias of {listed}: {done} "
+            f"{record.name!r}, the entity it names; if {which} was meant, {then}")
 
 
 def _refuse_aliases(found: dict[str, NodeRecord], *, memory_tools: bool = False) -> None:

@@ -23,7 +23,7 @@ from duckgraph.core.domain.history import check_window
 from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE, check_namespace, empty_namespace_hint
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
-from duckgraph.core.domain.node_merge import appended, with_aliases
+from duckgraph.core.domain.node_merge import OtherType, appended, other_type_hints, with_aliases
 from duckgraph.core.domain.observations import new_observations
 from duckgraph.core.domain.fact_order import in_time_order
 from duckgraph.core.domain.moments import now, parse_moment, period, short
@@ -34,7 +34,7 @@ from duckgraph.core.domain.cancellation import commit_of_call, unless_cancelled
 from duckgraph.core.domain.document_ids import cited_as_stored
 from duckgraph.core.domain.render import estimate_tokens, render_search
 from duckgraph.core.domain.resolution import (
-    NameKeys, NameResolver, lookup_keys, possible_duplicates, same_type, type_key)
+    NameKeys, NameResolver, lookup_keys, possible_duplicates, same_type, type_key, types_agree)
 from duckgraph.core.domain.passage_ranking import without_repeats
 from duckgraph.core.domain.retrieval import anchor_and_expand, match_words
 from duckgraph.core.domain.search_options import SearchOptions
@@ -345,8 +345,8 @@ class KnowledgeBase:
             possible_duplicates=plan.duplicates,
             skipped_edges=edges_found.skipped,
             vague_edges=edges_found.vague,
-            hints=[*edges_found.hints(), *_full_hint(plan.full), *restated, *replaced,
-                   *_versioned_hints(summary, edges_found)],
+            hints=[*other_type_hints(plan.other_types), *edges_found.hints(), *_full_hint(plan.full), *restated,
+                   *replaced, *_versioned_hints(summary, edges_found)],
         )
 
     def _plan_graph(
@@ -355,7 +355,7 @@ class KnowledgeBase:
     ) -> _GraphPlan:
         """What `add_knowledge_graph` writes, read from the store as it is now, its vectors computed."""
         keys = NameKeys()  # the edges name the nodes of the call again: their keys are computed once
-        merged, key_of, resolved, full = self._merge_nodes(nodes, namespace, keys, chunk_ids)
+        merged, key_of, resolved, full, other_types = self._merge_nodes(nodes, namespace, keys, chunk_ids)
         observations_added = self._add_observations(nodes, merged, key_of, keys, chunk_ids)
         edges_found = self._resolve_edges(edges, merged, namespace, key_of, keys)
         for item in [*(node for node, _ in merged.values()), *edges_found.writes]:
@@ -368,7 +368,7 @@ class KnowledgeBase:
         return _GraphPlan(
             records=records, edges=edges_found, resolved=resolved, observations_added=observations_added,
             duplicates=possible_duplicates(self.store, namespace, created), created={n.key for n in created},
-            full=full,
+            full=full, other_types=other_types,
         )
 
     def embed_records(
@@ -397,10 +397,11 @@ class KnowledgeBase:
 
     def _merge_nodes(
         self, nodes: Sequence[NodeInput], namespace: str, keys: NameKeys, chunk_ids: tuple[int, ...]
-    ) -> tuple[dict[str, tuple[NodeRecord, bool]], dict[str, str], list[dict[str, str]], list[str]]:
+    ) -> tuple[dict[str, tuple[NodeRecord, bool]], dict[str, str], list[dict[str, str]], list[str], list[OtherType]]:
         """Node records to write by key, each with whether its embedded text changed; the key each input name
-        went to; the names merged into an entity of another name (see `duckgraph.core.domain.resolution`); and
-        the entities whose description was full, so a new one was not appended.
+        went to; the names merged into an entity of another name or known type (see
+        `duckgraph.core.domain.resolution`); the entities whose description was full, so a new one was not
+        appended; and the nodes merged into an entity of another known type.
 
         Names are resolved against stored entities only, and never onto an entity another node of the call
         names or another name of the call was resolved to: nodes given as distinct stay distinct."""
@@ -416,11 +417,17 @@ class KnowledgeBase:
         key_of: dict[str, str] = {}
         resolved: list[dict[str, str]] = []
         full: dict[str, None] = {}
+        other_types: list[OtherType] = []
         for node in nodes:
             key = keys.key(node.name)
             if key not in key_of:
                 key_of[key] = key
-                match = None if key in existing else resolver.match(node.name, node.type)
+                if key not in existing:
+                    match = resolver.match(node.name, node.type)
+                elif not types_agree(existing[key].type, node.type):  # rule 1b
+                    match = resolver.alias_owner(node.name, node.type)
+                else:
+                    match = None
                 if match is not None and match.key not in claimed:
                     key_of[key] = match.key
                     claimed.add(match.key)
@@ -437,8 +444,11 @@ class KnowledgeBase:
             update, appended = _merge_node(base, node, keys.key, keep_curated=keep)
             if not appended:
                 full[update.name] = None
+            if not types_agree(base.type, node.type):  # rule 1: the same name, maybe another thing
+                other_types.append(OtherType(node.name, node.type, base.name, base.type, update.type == base.type))
+                resolved.append({"name": node.name, "into": base.name})
             merged[target] = (update, changed or node_text(update) != before)
-        return merged, key_of, resolved, list(full)
+        return merged, key_of, resolved, list(full), other_types
 
     def _add_observations(
         self, nodes: Sequence[NodeInput], merged: dict[str, tuple[NodeRecord, bool]], key_of: dict[str, str],
@@ -787,6 +797,7 @@ class _GraphPlan:
     duplicates: list[Any]
     created: set[str]  # keys of the nodes the call creates
     full: list[str]  # entities whose description was full: the new text was not appended
+    other_types: list[OtherType]  # nodes merged into an entity of another known type
 
 
 @dataclass

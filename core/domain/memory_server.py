@@ -29,6 +29,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from duckgraph.core.domain.curation import aliased_elsewhere_note
 from duckgraph.core.domain.limits import MAX_OBSERVATION_CHARS, MAX_OBSERVATIONS
 from duckgraph.core.domain.memory_pages import Entry, fill, note
 from duckgraph.core.domain.moments import short
@@ -53,6 +54,7 @@ from duckgraph.core.domain.resolution import (
 from duckgraph.core.domain.model import (
     ORIGINAL_TYPE,
     AddedObservations,
+    AddObservationsResult,
     CreatedEntity,
     CreatedRelation,
     GraphRelation,
@@ -139,7 +141,9 @@ def create_entities(
         changed: dict[str, NodeRecord] = {}
         fresh: set[str] = set()  # keys created (or placeholders filled) by this call
         results: list[CreatedEntity] = []
-        skipped: dict[str, int] = {}  # stored name -> observations of a skipped exact repeat it lacks
+        # Stored name -> the observations skipped exact repeats of it came with that it lacks, the other type one
+        # was given with (`_other_type`), and its type.
+        skipped: dict[str, tuple[int, str | None, str]] = {}
         for entity, key in zip(entities, keys):
             given = new_observations((), entity.observations)
             record = changed.get(key) or stored.get(key)
@@ -155,9 +159,13 @@ def create_entities(
             current = list(record.observations) if record.observations is not None else texts[record.id]
             placeholder = key not in fresh and _is_placeholder(record, current, by_hand)
             if exact and key not in fresh and not placeholder:
-                # The reference's rule for a stored name, said when it drops what the entity lacks.
-                if lacking := new_observations(current, given):
-                    skipped[record.name] = skipped.get(record.name, 0) + len(lacking)
+                # The reference's rule for a stored name, said when it drops what the entity lacks, or when the type
+                # given is another: following "add them with add_observations" would put them on another thing.
+                lacking = new_observations(current, given)
+                other = entity.entityType if _other_type(entity.entityType, record.type) else None
+                if lacking or other:
+                    count, given_type, _ = skipped.get(record.name, (0, None, record.type))
+                    skipped[record.name] = (count + len(lacking), given_type or other, record.type)
                 continue
             added = new_observations(current, given)
             # An entity of type 'unknown' says nothing of what it is: the type given is what is known.
@@ -175,7 +183,7 @@ def create_entities(
                 results.append(CreatedEntity(name=entity.name, entityType=kind, observations=given))
             else:
                 alias = _alias_note(entity.name, record.name) if len(aliases) > len(record.aliases) else None
-                notes = [_cleaned_note(entity), alias, _type_note(entity.entityType, record.name, kind)]
+                notes = [_cleaned_note(entity), alias, _type_note(entity, record.name, kind, added)]
                 results.append(CreatedEntity(name=entity.name, entityType=kind, observations=added,
                                              merged_into=record.name, note="; ".join(filter(None, notes)) or None))
         # A new name that looks the same as a stored one but uses other letters stays apart (it may be written so
@@ -215,6 +223,7 @@ def create_relations(
                                     "the relationType must contain letters or digits, e.g. works_at")
     with kb.writing() as writer:
         found, missing = kb.curation.resolve([n for r in relations for n in (r.from_, r.to)], namespace)
+        elsewhere = kb.curation.aliased_elsewhere(found, namespace)
         # A placeholder for an end that names one stored entity but for accents and punctuation would split that
         # entity in two (open_nodes, a read, already finds it by that spelling): the end is that entity.
         near, alike = _near_ends(kb, missing, namespace)
@@ -253,7 +262,11 @@ def create_relations(
                 spellings.setdefault(found[name].key, []).append(name)
             new = [n.name for n in (source, target) if n.id is None]
             notes = [_taken_note(taken, found) if taken else None, _placeholder_note(new, alike),
-                     _reopened_note(ended.get(identity))]
+                     _reopened_note(ended.get(identity)),
+                     *(aliased_elsewhere_note(name, found[name], elsewhere[name], "the relation was stored with",
+                                              "delete_relations removes this one: create it again with the exact "
+                                              "name of the one meant")
+                       for name in dict.fromkeys((relation.from_, relation.to)) if name in elsewhere)]
             results.append(_created(relation, "; ".join(n for n in notes if n) or None))
             written.append(results[-1])
             writes.append(EdgeWrite(namespace=namespace, source_key=source.key, target_key=target.key,
@@ -290,10 +303,10 @@ def placeholders(kb: KnowledgeBase, missing: Sequence[str], namespace: str) -> d
     keys: dict[str, str] = {}
     for name in missing:
         keys.setdefault(entity_key(name), name)
-    for record in kb.store.find_nodes(namespace, keys):
-        shared = [keys[k] for k in keys if k in {entity_key(a) for a in record.aliases}]
-        if shared:
-            raise InvalidInputError(f"{shared[0]!r} is an alias of several entities; use the exact name of one")
+    if shared := kb.curation.alias_owners(list(keys.values()), namespace):
+        name, owners = next(iter(shared.items()))
+        raise InvalidInputError(f"{name!r} is an alias of several entities ({', '.join(map(repr, owners))}): use the "
+                                "exact name of one")
     return {key: NodeRecord(namespace=namespace, key=key, name=name, type=PLACEHOLDER_TYPE, observations=())
             for key, name in keys.items()}
 
@@ -355,21 +368,53 @@ def _cleaned_note(entity: MemoryEntityInput) -> str | None:
             "dropped, as they are from every name")
 
 
-def _type_note(given: str, name: str, kind: str) -> str | None:
-    """A merged entity's note when the type given is another than the one it keeps (`same_type`)."""
-    if is_unknown_type(given) or same_type(given, kind):
+def _other_type(given: str, stored: str) -> bool:
+    """Whether an entity given with type `given` is said to be another kind of thing than one stored with `stored`:
+    both known (not 'unknown') and not one type (`same_type`)."""
+    return not is_unknown_type(given) and not is_unknown_type(stored) and not same_type(given, stored)
+
+
+def _own_name(name: str, kind: str) -> str:
+    """A name of its own for an entity of type `kind` whose name another entity has: "Paris (person)"."""
+    return f"{name} ({kind})"
+
+
+def _type_note(entity: MemoryEntityInput, name: str, kind: str, added: Sequence[str]) -> str | None:
+    """A merged entity's note when the type given is another than the one it keeps (`same_type`): what was added to
+    the stored entity `name`, and how to undo it if the entity given is another one."""
+    if is_unknown_type(entity.entityType) or same_type(entity.entityType, kind):
         return None
-    return (f"the entityType {given!r} was not applied: {name!r} keeps its type {kind!r} (if it is another entity, "
-            "create it under a name of its own)")
+    own = _own_name(entity.name, entity.entityType)
+    undo = (f"undo this: delete_observations with entityName {name!r} and the {len(added)} observation"
+            f"{'s' if len(added) > 1 else ''} listed here removes {'them' if len(added) > 1 else 'it'} from {name!r}; "
+            f"then create it under a name of its own, such as {own!r}") if added else (
+            f"nothing was added to {name!r}: create it under a name of its own, such as {own!r}")
+    return (f"the entityType {entity.entityType!r} was not applied: {name!r} keeps its type {kind!r}. If "
+            f"{entity.name!r} is another entity, not this {kind}, {undo}")
 
 
-def _skipped_note(skipped: dict[str, int]) -> str | None:
-    """The result's note for the exact repeats of stored names skipped with observations they lack (`skipped`)."""
+def _skipped_note(skipped: dict[str, tuple[int, str | None, str]]) -> str | None:
+    """The result's note for the exact repeats of stored names skipped (`skipped`: with how many observations they
+    lack, the other type given, if one was, and the stored type), each with what to do."""
     if not skipped:
         return None
-    listed = "; ".join(f"{name!r} exists, so it was skipped: {count} observation{'s' if count > 1 else ''} it does "
-                       f"not hold {'were' if count > 1 else 'was'} not added" for name, count in skipped.items())
-    return f"{listed}. Add them with add_observations."
+
+    def lacking(count: int) -> str:
+        return (f"{count} observation{'s' if count > 1 else ''} it does not hold {'were' if count > 1 else 'was'} "
+                "not added")
+
+    same = [f"{name!r} exists, so it was skipped: {lacking(count)}" for name, (count, other, _) in skipped.items()
+            if other is None]
+    said = [f"{'; '.join(same)}. Add them with add_observations."] if same else []
+    # Another type given: the entity sent is likely another thing of the same name, which the stored one is not.
+    for name, (count, other, kind) in skipped.items():
+        if other is not None:
+            dropped, add = (f": {lacking(count)}", f"; if it is that {kind}, add them with add_observations") \
+                if count else ("", "")
+            said.append(f"{name!r} exists with entityType {kind!r}, not {other!r}, so it was skipped{dropped}. If it "
+                        f"is another entity, create it under a name of its own, such as {_own_name(name, other)!r}"
+                        f"{add}.")
+    return " ".join(said)
 
 
 def _rival_note(rival: Rival, relation: CreatedRelation, source: str, target: str) -> str:
@@ -403,9 +448,10 @@ def _check_observation_count(record: NodeRecord, count: int) -> None:
 
 def add_observations(
     kb: KnowledgeBase, additions: Sequence[ObservationAddition], *, namespace: str | None = None
-) -> list[AddedObservations]:
+) -> AddObservationsResult:
     """Add observations to existing entities, skipping ones they already have; one transaction. An unknown
-    entity fails the whole call, as in the reference."""
+    entity fails the whole call, as in the reference. A name that is one entity's name and others' alias adds to
+    the entity it names, and the `note` says so, with how to move them to another."""
     namespace = kb.resolve_namespace(namespace)
     with kb.writing() as writer:
         found, missing = kb.curation.resolve([a.entityName for a in additions], namespace)
@@ -424,7 +470,12 @@ def add_observations(
             texts.extend(added)
             results.append(AddedObservations(entityName=addition.entityName, addedObservations=added))
         _commit_observations(kb, writer, found.values(), current, state, namespace)
-    return results
+        elsewhere = kb.curation.aliased_elsewhere(found, namespace)
+    notes = [aliased_elsewhere_note(name, found[name], others, "the observations were added to",
+                                    f"move them: delete_observations with entityName {found[name].name!r} and the "
+                                    "observations added, then add_observations with the exact name of the one meant")
+             for name, others in elsewhere.items()]
+    return AddObservationsResult(results=results, note="; ".join(notes) or None)
 
 
 def delete_observations(
@@ -596,14 +647,20 @@ def open_nodes(
     among them, as in the reference: a page of them from `offset`, in creation order (memory_pages.py). A name is
     matched as duckgraph stores it (case and spacing ignored, a unique alias) and, failing that, by the one entity
     it names up to punctuation and accents ("Dr Patel": "Dr. Patel"): a read, so a near miss finds what the caller
-    meant rather than nothing."""
+    meant rather than nothing. The note names what a name not found likely meant: the entities it is an alias of
+    (several, so none was opened), or the stored names it is likely a spelling of (`not_found_message`)."""
     if offset < 0:
         raise InvalidInputError("offset must be 0 or more")
     namespace = kb.resolve_namespace(namespace)
-    found, _ = kb.curation.resolve(names, namespace, loose=True)
+    found, missing = kb.curation.resolve(names, namespace, loose=True)
     records = sorted({r.id: r for r in found.values()}.values(), key=lambda r: r.id)
-    return _page(kb, records, offset, namespace,
-                 again="call open_nodes with the same names and offset={next}, or open fewer names at a time")
+    graph = _page(kb, records, offset, namespace,
+                  again="call open_nodes with the same names and offset={next}, or open fewer names at a time")
+    # A blank name (allowed, as in the reference) names nothing anyone meant.
+    if missing := [name for name in dict.fromkeys(missing) if name.strip()]:
+        skipped = kb.curation.not_found_message(missing, namespace, any_found=bool(found), memory_tools=True)
+        graph.note = " ".join(filter(None, [graph.note, f"Skipped: {skipped}."]))
+    return graph
 
 
 def _page(kb: KnowledgeBase, records: Sequence[NodeRecord], offset: int, namespace: str, again: str) -> MemoryGraph:

@@ -291,7 +291,8 @@ class AddGraphResult(_Model):
     resolved: list[ResolvedName] = Field(
         default_factory=list,
         description="Names merged into a stored entity of the same type that has them as an alias or spells them "
-        "with other accents or punctuation.",
+        "with other accents or punctuation, or into an entity of the same name (up to case) and another type (see "
+        "hints).",
     )
     possible_duplicates: list[PossibleDuplicate] = Field(
         default_factory=list,
@@ -306,7 +307,8 @@ class AddGraphResult(_Model):
     vague_edges: list[RelationRef] = Field(
         default_factory=list, description="Edges stored with a vague type such as RELATED_TO (see hints).")
     hints: list[str] = Field(default_factory=list,
-                             description="What to do about skipped or vague edges, or a description that is full.")
+                             description="What to do about skipped or vague edges, a description that is full, or "
+                             "a node merged into an entity of another type.")
 
 
 class StoredDocument(_Model):
@@ -496,6 +498,13 @@ class EntityDetail(_Model):
     next_relations_offset: int | None = None
 
 
+class UpdatedEntity(EntityDetail):
+    """update_entity's answer: the entity as changed, and `hint` when the name given is another entity's alias too."""
+
+    hint: str | None = Field(None, description="Present when the name given is also an alias of other entities: "
+                                               "the change was made to the entity it names; which they are.")
+
+
 class EntitiesResult(_Model):
     entities: list[EntityDetail]
     not_found: list[str] = Field(default_factory=list)
@@ -675,8 +684,9 @@ class CreatedRelation(MemoryRelation):
         None, description="Present when an end did not exist and was created with entityType 'unknown', when "
                           "an end was taken as the one entity of that name but for accents and punctuation (now "
                           "its alias), when the relation was not stored because both ends are one entity, when "
-                          "it had ended and holds again from now, or when its source holds another relation of "
-                          "its type that this one may replace.",
+                          "it had ended and holds again from now, when its source holds another relation of "
+                          "its type that this one may replace, or when an end is the name of one entity and an "
+                          "alias of others.",
     )
 
 
@@ -684,8 +694,8 @@ class MemoryEntities(_Model):
     entities: list[CreatedEntity]
     note: str | None = Field(
         None, description="Present when an entity named exactly as a stored one was skipped (as the reference "
-                          "skips it) with observations the stored one lacks: they were not added; add them with "
-                          "add_observations.")
+                          "skips it) with observations the stored one lacks, which were not added, or with another "
+                          "entityType: what to do.")
 
 
 class MemoryRelations(_Model):
@@ -699,6 +709,9 @@ class AddedObservations(_Model):
 
 class AddObservationsResult(_Model):
     results: list[AddedObservations]
+    note: str | None = Field(
+        None, description="Present when a name given is one entity's name and other entities' alias: the "
+                          "observations were added to the entity it names; how to move them to another.")
 
 
 class MemoryGraph(_Model):

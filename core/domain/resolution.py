@@ -4,7 +4,13 @@ The policy is conservative, because a wrong merge mixes two entities' facts and 
 one costs a duplicate that `merge_entities` folds in one call:
 
 1. The same key (case, width and spacing ignored: "Journal of Mathematical Physics" and "journal of  mathematical
-   physics") is the same entity, always.
+   physics") is the same entity, whatever the types (but see 1b): "apple" written as an Ingredient over the stored
+   Organization "Apple" is "Apple", and the newest type wins. A known type changed so (`types_agree` false) may be
+   a correction ("Person" to "Researcher") or another thing of the same name, which only the caller can tell:
+   `KnowledgeBase.add_knowledge_graph` lists the name under `resolved`, with a hint naming both types.
+1b. A name written with a type other than its same-key entity's known type goes to the one stored entity of the
+   written type that has the name as an alias, when exactly one has: with the City "Paris" and the Person "Paris
+   Dubois" (alias "Paris") stored, "Paris" written as a Person is "Paris Dubois" (`NameResolver.alias_owner`).
 2. A name that, for exactly one stored entity of the same type, equals one of its aliases or equals its name or an
    alias up to accents and punctuation ("Aschenbrodel" / "Aschenbrödel", "Jean Luc Picard" / "Jean-Luc Picard")
    is merged into that entity; the new spelling becomes an alias. With two such entities nothing is merged.
@@ -19,10 +25,10 @@ one costs a duplicate that `merge_entities` folds in one call:
 An entity of type 'unknown' (`PLACEHOLDER_TYPE`: the end create_relations made for a name no entity had) is of every
 type to rule 2 (`types_agree`), as its exact name is: "Acme Inc" (a company) is the placeholder "Acme Inc.".
 
-Rule 2 looks at stored entities only, and never resolves a name onto an entity that another node of the same call
-names (or that another name of the call was resolved to): nodes a caller gives as distinct stay distinct, however
-alike their names ("Cherry Creek, Colorado" and "Cherry Creek (Colorado)"). A relation whose ends resolution
-still makes one entity is skipped and reported by `KnowledgeBase.add_knowledge_graph`, never an error.
+Rules 1b and 2 look at stored entities only, and never resolve a name onto an entity that another node of the same
+call names (or that another name of the call was resolved to): nodes a caller gives as distinct stay distinct,
+however alike their names ("Cherry Creek, Colorado" and "Cherry Creek (Colorado)"). A relation whose ends
+resolution still makes one entity is skipped and reported by `KnowledgeBase.add_knowledge_graph`, never an error.
 """
 
 from __future__ import annotations
@@ -184,6 +190,13 @@ class NameResolver:
                 return None  # ambiguous: leave it to the caller
         return None
 
+    def alias_owner(self, name: str, type_: str) -> NodeRecord | None:
+        """Rule 1b: the one stored entity of the type `type_` (`same_type`) that has `name` as an alias; None when
+        none or several have."""
+        wanted = self.keys.type(type_)
+        owners = [r for r in self.by_alias.get(self.keys.key(name), ()) if self.keys.type(r.type) == wanted]
+        return owners[0] if len(owners) == 1 else None
+
     def candidates(self, name: str) -> list[NodeRecord]:
         """Every stored entity, of any type, that `name` could denote under rule 2: an alias of it, or its name or an
         alias up to accents and punctuation (for reads and suggestions, where no type is given)."""
@@ -196,6 +209,12 @@ class NameResolver:
 def lookup_keys(names: Sequence[str], keys: NameKeys) -> set[str]:
     """The keys `GraphStore.find_nodes` needs to see every stored entity rule 1 or 2 could match."""
     return {keys.key(n) for n in names} | {k for n in names if (k := keys.loose(n))}
+
+
+def qualified(name: str, type_: str) -> str:
+    """`name` told apart by its type ("apple (ingredient)"): the name to suggest for another thing than the entity
+    `name` is (rule 1 makes one name up to case one entity)."""
+    return f"{name} ({type_.lower()})"
 
 
 def unemphasised(name: str) -> str:

@@ -78,6 +78,12 @@ class ImportSummary(BaseModel):
         description=f"The first {MAX_REPLACED_LISTED} of those names, with the stored entity each went to: "
                     "\"Bob Smith -> Robert Smith\".",
     )
+    homonyms_merged: list[str] = Field(
+        default_factory=list,
+        description="Entity lines of a memory server file merged into an entity of another type whose name differs "
+                    "from theirs only in case or spacing (an earlier line's, or a stored entity's): the reference "
+                    "server keeps such names apart; each says how to keep them apart (rename it in the file).",
+    )
     placeholders: list[str] = Field(
         default_factory=list,
         description=f"Entities created with type {PLACEHOLDER_TYPE!r} for the missing end of a relation of a memory "

@@ -17,7 +17,7 @@ from duckgraph.core.domain.argument_errors import readable
 from duckgraph.core.domain.limits import MAX_OBSERVATIONS
 from duckgraph.core.domain.memory_server import ORIGINAL_TYPE, PLACEHOLDER_TYPE, placeholders
 from duckgraph.core.domain.model import MemoryEntityInput, RelationInput, StoredObservation
-from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys
+from duckgraph.core.domain.resolution import NameKeys, NameResolver, lookup_keys, qualified, types_agree
 from duckgraph.core.domain.texts import edge_text, node_text
 from duckgraph.core.files.import_base import Import, Plan, ambiguous, ambiguous_message
 from duckgraph.core.files.import_summary import ImportSummary, note_resolved
@@ -50,6 +50,15 @@ def _observations(positions: list[int]) -> str:
     parts = [str(a) if a == b else f"{a} to {b}" for a, b in runs]
     listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
     return f"observation{'s' if len(positions) > 1 else ''} {listed}"
+
+
+def _note_homonym(summary: ImportSummary, number: int, name: str, type_: str, into: str) -> None:
+    """Say that the entity line `number` went, by its name up to case and spacing, to an entity of another type
+    (`into`, in words): the reference server keeps such names apart, so they may well be two things."""
+    summary.homonyms_merged.append(
+        f"line {number}: {name!r} ({type_}) was merged into {into}: names that differ only in case or spacing are "
+        "one entity in duckgraph, while the reference server kept them apart; to keep them apart, rename it in the "
+        f"file before importing it (such as {qualified(name, type_)!r})")
 
 
 def _by_line(reasons: list[str]) -> None:
@@ -121,6 +130,9 @@ class MemoryImport(Import):
                 # "Alice" and "alice" are one entity in duckgraph: the first line's name and type are kept, as
                 # create_entities keeps them, and the observations of both gathered.
                 entity = entities.setdefault(entity_key(name), _FileEntity(name, entity_type, number))
+                if name != entity.name and not types_agree(entity.type, entity_type):
+                    _note_homonym(summary, number, name, entity_type, f"{entity.name!r} ({entity.type}, line "
+                                  f"{entity.number})")
                 for text, position in texts:
                     entity.observations.setdefault(text, (number, position))
             elif kind == "relation":
@@ -156,6 +168,9 @@ class MemoryImport(Import):
                     plan.to_embed.append((record, node_text(record, merged)))
                     plan.snapshot.nodes.append(record)
                     continue
+                if old.key == key and old.name != entity.name and not types_agree(old.type, entity.type):
+                    _note_homonym(summary, entity.number, entity.name, entity.type,
+                                  f"the stored {old.name!r} ({old.type})")
                 # A stored entity keeps its fields and gains the file's observations; a placeholder (made for the
                 # end of a relation) takes the file's type, as create_entities fills one in.
                 kind = entity.type if old.type == PLACEHOLDER_TYPE else old.type
@@ -228,6 +243,7 @@ class MemoryImport(Import):
                     summary.placeholders.append(record.name)
             _by_line(summary.skipped)
             _by_line(summary.partly_imported)
+            _by_line(summary.homonyms_merged)
             return self._embed_and_restore(restore, plan, summary)
 
     def _resolve_entities(self, entities: dict[str, _FileEntity], stored: dict[str, NodeRecord], namespace: str,

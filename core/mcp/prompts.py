@@ -37,7 +37,8 @@ INSTRUCTIONS = """\
 duckgraph is a long-term memory organised as a knowledge graph with source passages.
 - Store what you learn with add_knowledge_graph: specific entity types (Person, Organization, Drug) and specific
   relation types (FOUNDED, EMPLOYED_BY, TREATS), never a vague RELATED_TO. Reuse the exact names of entities
-  that already exist.
+  that already exist; one name in any case is one entity, so qualify the name of another thing that shares it
+  ("Apple (fruit)").
 - Store source texts with add_documents, then pass their ids as source_ids of the entities and relations
   you extract from them.
 - Before answering from memory, call search: it returns the relevant entities, how they connect, and the
@@ -52,7 +53,8 @@ MEMORY_INSTRUCTIONS = """\
 duckgraph is a long-term memory organised as a knowledge graph of entities, relations and observations.
 - Store what you learn with create_entities (specific entity types such as person, organization) and
   create_relations between existing entities (specific relation types in active voice, e.g. works_at); add
-  facts about an entity with add_observations. Reuse the exact names of entities that already exist.
+  facts about an entity with add_observations. Reuse the exact names of entities that already exist; one name
+  in any case is one entity, so qualify the name of another thing that shares it ("Apple (fruit)").
 - Before answering from memory, call search_nodes: it searches by meaning and returns the relevant entities
   and the relations among them. open_nodes reads entities by name; read_graph reads the graph page by page.
 - The tools' optional `namespace` picks one of several separate memories; leave it out to use this client's own.
@@ -73,6 +75,7 @@ Read the text below and store the knowledge it contains in duckgraph, the long-t
    its source_ids, so search can later show the passage that backs each fact.
 2. Look before you write. Call search with the names the text mentions. When an entity is already stored,
    use its stored name exactly as written there, so the new facts attach to it instead of creating a twin.
+   A stored name in any case is that entity: qualify the name of another thing that shares it ("Apple (fruit)").
 3. Pick out the entities: the people, organizations, places, products, works, events and ideas the text is
    about. Give each a precise type such as Person, Organization, City, Drug, Paper or Award (not Thing or
    Entity) and a one-sentence description drawn from the text. List other names the text uses for the same
@@ -91,7 +94,8 @@ MEMORY_EXTRACTION_GUIDE = """\
 Read the text below and store the knowledge it contains in the memory graph.
 
 1. Look before you write. Call search_nodes with the names the text mentions. When an entity is already
-   stored, use its stored name exactly, so the new facts attach to it instead of creating a twin.
+   stored, use its stored name exactly, so the new facts attach to it instead of creating a twin. A stored
+   name in any case is that entity: qualify the name of another thing that shares it ("Apple (fruit)").
 2. Pick out the entities: the people, organizations, places, products, works, events and ideas the text is
    about. Give each a precise entityType such as Person, Organization, City, Drug, Paper or Award (not Thing
    or Entity), and put what the text says about it into observations, one short fact per observation.

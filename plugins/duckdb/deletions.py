@@ -28,7 +28,11 @@ from duckgraph.ports.text import (
 #: The lines that tell what an entity held (the texts of its observations and property values, which no other line
 #: keeps): deleting the entity deletes them (`forget_contents`). Its "entity deleted" line stays, and so do the lines
 #: of its facts and merges, which name it.
-CONTENTS = ("properties changed", "observations deleted")
+CONTENTS = ("properties changed", "type changed", "observations deleted")
+#: The type an entity was created with, recorded (row of this kind, label "<node id> <type>") by the first write that
+#: changes it, so that its "entity created" line names the type it was created with: no line of its own
+#: (reads.py `changes` leaves it out), and it goes with its entity (`forget_created_types`).
+CREATED_TYPE = "type at creation"
 #: The name at the head of a line of `CONTENTS` ("Name [Type]: ..."): the JSON string `entity_header` wrote, else
 #: the text before " [" (bare, as older versions wrote every name); "" where the line was cut before its type.
 _HEAD = ("CASE WHEN starts_with(label, '\"') THEN regexp_extract(label, $1, 1) "
@@ -67,10 +71,13 @@ def forget(con: Any, spans: Sequence[tuple[str, datetime | None, datetime | None
     values). Returns how many lines went."""
     gone = 0
     for namespace, since, until in spans:
-        gone += con.execute(
-            "DELETE FROM deletions WHERE namespace = $1 AND deleted_at >= coalesce($2::TIMESTAMP, '-infinity'::TIMESTAMP) "
-            "AND deleted_at < coalesce($3::TIMESTAMP, 'infinity'::TIMESTAMP)",
-            [namespace, sql.naive_utc(since), sql.naive_utc(until)]).fetchone()[0]
+        # The types entities were created with go too (their lines then name the type they have), uncounted: no
+        # line of the log shows them.
+        span = ("FROM deletions WHERE namespace = $1 AND deleted_at >= coalesce($2::TIMESTAMP, "
+                "'-infinity'::TIMESTAMP) AND deleted_at < coalesce($3::TIMESTAMP, 'infinity'::TIMESTAMP)")
+        params = [namespace, sql.naive_utc(since), sql.naive_utc(until)]
+        gone += con.execute(f"SELECT count(*) {span} AND kind <> $4", [*params, CREATED_TYPE]).fetchone()[0]
+        con.execute(f"DELETE {span}", params)
     return gone
 
 
@@ -164,6 +171,31 @@ def property_changes(name: str, type_: str, before: dict[str, Any], after: dict[
     return f"{entity_header(name, type_)}: " + "; ".join(
         f"{as_field(key, KEY_DELIMITERS)}: {_value(before.get(key, _NONE))} -> {_value(after.get(key, _NONE))}"
         for key in keys)
+
+
+def type_change(name: str, before: str, after: str) -> str:
+    """The type a write replaces, as the log names it, as a property's: "Jordan [Person]: Country -> Person"."""
+    return f"{entity_header(name, after)}: {_value(before)} -> {_value(after)}"
+
+
+def record_created_types(con: Any, changed: Sequence[tuple[str, int, str]], now: datetime) -> None:
+    """Record the type each of `changed` (namespace, node id, its type before this write) was created with: the
+    type before its first change, so only where none was recorded yet (`CREATED_TYPE`). A change an older duckgraph
+    made was not recorded: for an entity it changed, this is the type before the first change recorded."""
+    if not changed:
+        return
+    rows, params = sql.rows(3, ns=("VARCHAR", [ns for ns, _, _ in changed]),
+                            label=("VARCHAR", [f"{node} {type_}" for _, node, type_ in changed]))
+    con.execute(f"INSERT INTO deletions SELECT ns, $1, $2, label FROM {rows} WHERE NOT EXISTS (SELECT 1 FROM "
+                "deletions d WHERE d.kind = $2 AND d.namespace = w.ns AND split_part(d.label, ' ', 1) = "
+                "split_part(w.label, ' ', 1))", [now, CREATED_TYPE, *params])
+
+
+def forget_created_types(con: Any, ids: list[int]) -> None:
+    """Delete the types the nodes `ids`, which this write deletes, were created with (`CREATED_TYPE`)."""
+    if ids:
+        con.execute(f"DELETE FROM deletions WHERE kind = $2 AND split_part(label, ' ', 1) IN (SELECT unnest("
+                    f"{sql.JSON_IDS % 1})::VARCHAR)", [sql.json_list(ids), CREATED_TYPE])
 
 
 def _value(value: Any) -> str:

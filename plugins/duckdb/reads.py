@@ -10,9 +10,10 @@ from datetime import datetime
 from typing import Any
 
 from duckgraph.plugins.duckdb import sql
-from duckgraph.plugins.duckdb.deletions import observations_label
+from duckgraph.plugins.duckdb.deletions import CREATED_TYPE, observations_label
 from duckgraph.plugins.duckdb.schema import LABEL_CHARS
 from duckgraph.ports import ChangeRecord, ChunkRecord, DocumentRecord, EdgeRecord, NodeRecord
+from duckgraph.ports.text import entity_header
 
 _NODE_COLUMNS = "id, namespace, key, name, type, description, aliases, properties, created_at, updated_at"
 _EDGE_COLUMNS = (
@@ -253,41 +254,55 @@ def changes(con: Any, namespace: str, since: Any, until: Any, limit: int) -> lis
                 f"AND {column} < coalesce($3::TIMESTAMP, 'infinity'::TIMESTAMP)")
 
     rows = con.execute(
-        "SELECT * FROM (SELECT created_at AS moment, 'entity created' AS kind, id AS node, NULL::BIGINT AS edge, "
-        "NULL::VARCHAR AS doc, NULL::VARCHAR AS label, NULL::VARCHAR[] AS added FROM nodes WHERE namespace = $1 "
-        f"AND {span('created_at')} "
-        "UNION ALL SELECT updated_at, 'entity updated', id, NULL, NULL, NULL, NULL FROM nodes WHERE namespace = $1 "
-        f"AND updated_at > created_at AND {span('updated_at')} "
+        # An entity whose type a later write changed is listed as created with the type it had then, as recorded
+        # (deletions.CREATED_TYPE), under its name now ("created_as": its name and that type).
+        "SELECT * FROM (SELECT n.created_at AS moment, 'entity created' AS kind, n.id AS node, NULL::BIGINT AS edge, "
+        "NULL::VARCHAR AS doc, NULL::VARCHAR AS label, NULL::VARCHAR[] AS added, "
+        "CASE WHEN t.label IS NOT NULL THEN [n.name, t.label[strpos(t.label, ' ') + 1:]] END AS created_as "
+        "FROM nodes n LEFT JOIN deletions t ON t.kind = $5 AND t.namespace = n.namespace "
+        f"AND split_part(t.label, ' ', 1) = n.id::VARCHAR WHERE n.namespace = $1 AND {span('n.created_at')} "
+        "UNION ALL SELECT updated_at, 'entity updated', id, NULL, NULL, NULL, NULL, NULL FROM nodes "
+        f"WHERE namespace = $1 AND updated_at > created_at AND {span('updated_at')} "
         # Observations a later write added to a stored entity, one line per entity and write, as deleted ones are
         # listed ("Ada [Person]: text; text", worded below as the log words those): "entity updated" alone leaves
         # the reader with the old text. Those written with the entity come with "entity created"; an import (newer
         # rows than its entities' last update) adds none.
         "UNION ALL SELECT o.created_at, 'observations added', n.id, NULL, NULL, NULL, "
-        "list_concat([n.name, n.type], list(o.text ORDER BY o.rowid)) FROM observations o JOIN nodes n "
+        "list_concat([n.name, n.type], list(o.text ORDER BY o.rowid)), NULL FROM observations o JOIN nodes n "
         f"ON n.id = o.node_id WHERE n.namespace = $1 AND o.created_at > n.created_at AND o.created_at <= "
         f"n.updated_at AND {span('o.created_at')} GROUP BY n.id, n.name, n.type, o.created_at "
-        "UNION ALL SELECT created_at, 'fact added', NULL, id, NULL, NULL, NULL FROM edges WHERE namespace = $1 "
+        "UNION ALL SELECT created_at, 'fact added', NULL, id, NULL, NULL, NULL, NULL FROM edges WHERE namespace = $1 "
         f"AND {span('created_at')} "
         # A fact's last write after its creation: it ended it when the fact had ended by then (end_relations, or
         # an end given in the past); else it changed a fact that still held (an end to come is not an end yet).
         "UNION ALL SELECT updated_at, CASE WHEN valid_until <= updated_at THEN 'fact ended' ELSE 'fact updated' END, "
-        f"NULL, id, NULL, NULL, NULL FROM edges WHERE namespace = $1 AND updated_at > created_at "
+        f"NULL, id, NULL, NULL, NULL, NULL FROM edges WHERE namespace = $1 AND updated_at > created_at "
         f"AND {span('updated_at')} "
         # A document whose write replaced another text of it is listed once, as replaced (below).
-        "UNION ALL SELECT created_at, 'document added', NULL, NULL, id, NULL, NULL FROM documents d "
+        "UNION ALL SELECT created_at, 'document added', NULL, NULL, id, NULL, NULL, NULL FROM documents d "
         "WHERE namespace = $1 "
         f"AND {span('created_at')} AND NOT EXISTS (SELECT 1 FROM deletions x WHERE x.namespace = d.namespace "
         "AND x.deleted_at = d.created_at AND x.kind = 'document replaced' AND x.label = d.id) "
         # What writes deleted: the rows are gone, their labels were recorded (deletions.py `record`). A
         # replaced document still stored is named by its id, so that its title can be shown.
         "UNION ALL SELECT deleted_at, kind, NULL, NULL, CASE WHEN kind = 'document replaced' THEN label END, label, "
-        f"NULL FROM deletions WHERE namespace = $1 AND {span('deleted_at')}) AS c "
+        f"NULL, NULL FROM deletions WHERE namespace = $1 AND kind <> $5 AND {span('deleted_at')}) AS c "
         "ORDER BY moment DESC, kind, node, edge, doc, label LIMIT $4",
-        [namespace, since, until, limit],
+        [namespace, since, until, limit, CREATED_TYPE],
     ).fetchall()
-    return [ChangeRecord(at=at, kind=kind, node_id=node, edge_id=edge, document_id=doc, label=label if added is None
-                         else observations_label(added[0], added[1], added[2:])[:LABEL_CHARS])
-            for at, kind, node, edge, doc, label, added in rows]
+    return [ChangeRecord(at=at, kind=kind, node_id=node, edge_id=edge, document_id=doc, label=_label(label, added,
+                                                                                                    created_as))
+            for at, kind, node, edge, doc, label, added, created_as in rows]
+
+
+def _label(label: str | None, added: list[str] | None, created_as: list[str] | None) -> str | None:
+    """A change's words where the row says more than its ids: the observations added to an entity ("Ada [Person]:
+    text; text"), an entity created with another type than it has now ("Jordan [Country]"), else the log's."""
+    if added is not None:
+        return observations_label(added[0], added[1], added[2:])[:LABEL_CHARS]
+    if created_as is not None:
+        return entity_header(created_as[0], created_as[1])
+    return label
 
 
 def _edge(row: tuple) -> EdgeRecord:

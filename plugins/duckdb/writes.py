@@ -269,6 +269,7 @@ class Writer:
                 self.con, "entity deleted", "SELECT namespace, id AS position, name, type FROM nodes "
                 f"WHERE id IN (SELECT unnest({sql.JSON_IDS % 1}))", [sql.json_list(deleted)], now, entity_header)
             deletions.forget_contents(self.con, deleted, existing, forgotten)
+        deletions.forget_created_types(self.con, existing)
         self._record_facts_deleted(edges, now)
         for table, column in (("mentions", "node_id"), ("node_names", "node_id"), ("observations", "node_id"),
                               ("community_members", "node_id"), ("nodes_by_hand", "node_id"),
@@ -548,7 +549,7 @@ class Writer:
         old = [n for n in batch.nodes if n.id is not None]
         self._note_renamed_edges(old)
         changed = self._changed_nodes(old, batch)
-        self._record_properties_changed(changed, now)
+        self._record_values_replaced(changed, now)
         if new:
             ids = [r[0] for r in self.con.execute("SELECT nextval('node_ids') FROM range(?)", [len(new)]).fetchall()]
             for node, node_id in zip(new, ids):
@@ -621,21 +622,31 @@ class Writer:
 
         return [n for n in nodes if not same(n, stored.get(n.id))]
 
-    def _record_properties_changed(self, nodes: list[NodeRecord], now: datetime) -> None:
-        """Record in the log (as what a write takes away: the values it replaced) the properties this write
-        changes, one row per entity: "Ada [Person]: role: SRE -> lead". recent_changes lists them, so that a
-        reader of "entity updated" learns what changed (the mirror still holds the nodes as before the write)."""
-        stored = {record.id: record.properties for record in self._graph.node_records([n.id for n in nodes])}
-        labels: list[tuple[str, int, str]] = []
+    def _record_values_replaced(self, nodes: list[NodeRecord], now: datetime) -> None:
+        """Record in the log (as what a write takes away: the values it replaced) the properties and the types this
+        write changes, one row of each per entity: "Ada [Person]: role: SRE -> lead", "Jordan [Person]: Country ->
+        Person". recent_changes lists them, so that a reader of "entity updated" learns what changed (the mirror
+        still holds the nodes as before the write); and the type an entity was created with, before its first
+        change (`deletions.record_created_types`), which its "entity created" line names."""
+        stored = {record.id: record for record in self._graph.node_records([n.id for n in nodes])}
+        properties: list[tuple[str, int, str]] = []
+        types: list[tuple[str, int, str]] = []
+        retyped: list[tuple[str, int, str]] = []  # (namespace, id, the type before)
         for node in nodes:
-            if changes := deletions.property_changes(node.name, node.type, stored.get(node.id, {}), node.properties):
-                labels.append((node.namespace, node.id, changes))
-        if labels:
-            rows, params = sql.rows(1, namespace=("VARCHAR", [a for a, _, _ in labels]),
-                                    position=("BIGINT", [b for _, b, _ in labels]),
-                                    label=("VARCHAR", [c for _, _, c in labels]))
-            deletions.record(self.con, "properties changed", f"SELECT namespace, position, label FROM {rows}",
-                             params, now, str)
+            before = stored.get(node.id)
+            if changes := deletions.property_changes(node.name, node.type, before.properties if before else {},
+                                                     node.properties):
+                properties.append((node.namespace, node.id, changes))
+            if before is not None and before.type != node.type:
+                types.append((node.namespace, node.id, deletions.type_change(node.name, before.type, node.type)))
+                retyped.append((node.namespace, node.id, before.type))
+        for kind, labels in (("properties changed", properties), ("type changed", types)):
+            if labels:
+                rows, params = sql.rows(1, namespace=("VARCHAR", [a for a, _, _ in labels]),
+                                        position=("BIGINT", [b for _, b, _ in labels]),
+                                        label=("VARCHAR", [c for _, _, c in labels]))
+                deletions.record(self.con, kind, f"SELECT namespace, position, label FROM {rows}", params, now, str)
+        deletions.record_created_types(self.con, retyped, now)
 
     def _note_renamed_edges(self, nodes: list[NodeRecord]) -> None:
         """The edges of the nodes whose name the batch changes: their sentences name the node (the mirror still

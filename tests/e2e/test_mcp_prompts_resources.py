@@ -115,6 +115,18 @@ async def test_the_extraction_prompt_teaches_specific_types_and_provenance(tmp_p
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("tools", ["graphrag", "memory"])
+async def test_the_instructions_and_the_prompt_say_to_qualify_another_thing_s_name(tmp_path, db_path, tools):
+    async with Client(build_server(make_services(tmp_path, db_path, tools))) as client:
+        instructions = client.instructions or ""
+        prompt = await client.get_prompt("extract_knowledge")
+    # Before, both said only to reuse the exact names: "apple" the fruit was then merged into "Apple" the company.
+    for text in (instructions, prompt.messages[0].content.text):
+        assert "in any case is" in text and 'qualify the name of another thing that shares it ("Apple (fruit)")' in \
+            " ".join(text.split())
+
+
+@pytest.mark.anyio
 async def test_the_memory_tool_set_gets_the_reference_tools_in_the_prompt(tmp_path, db_path):
     async with Client(build_server(make_services(tmp_path, db_path, "memory"))) as client:
         prompt = await client.get_prompt("extract_knowledge", {"text": "Grace Hopper worked at Remington Rand."})

@@ -262,8 +262,9 @@ async def test_a_placeholder_end_is_the_entity_its_name_spelt_otherwise_creates_
         retyped = await call_ok(client, "create_entities", {"entities": [E("ALICE", "person", [])]})
         assert retyped["entities"] == [
             {"name": "ALICE", "entityType": "organization", "observations": [], "merged_into": "Alice",
-             "note": "the entityType 'person' was not applied: 'Alice' keeps its type 'organization' (if it is "
-                     "another entity, create it under a name of its own)"}]
+             "note": "the entityType 'person' was not applied: 'Alice' keeps its type 'organization'. If 'ALICE' is "
+                     "another entity, not this organization, nothing was added to 'Alice': create it under a name of "
+                     "its own, such as 'ALICE (person)'"}]
         assert await graph(client) == ([("Alice", "organization", ["a person"]),
                                         ("Acme Inc.", "company", ["makes robots"])],
                                        [("Alice", "Acme Inc.", "works_at")])

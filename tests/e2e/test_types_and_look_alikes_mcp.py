@@ -1,7 +1,9 @@
 """Entity types in another case or number, and names with look-alike letters, through the official MCP client on a
 real DuckDB file: "List all people" lists the entities typed Person (and person, Persons, people); a write typed
 "People" resolves onto the entity a "person" write made an alias; a name written with a Cyrillic a is reported in
-possible_duplicates (graphrag tools) and in create_entities' note (memory tools), never merged."""
+possible_duplicates (graphrag tools) and in create_entities' note (memory tools), never merged; a name written with
+another type than its entity's is said in resolved and hints, or goes to the one entity of that type that has it as
+an alias."""
 
 from __future__ import annotations
 
@@ -72,6 +74,32 @@ async def test_a_type_in_another_number_resolves_and_keeps_the_stored_spelling(t
         assert (duplicate["name"], duplicate["similar_to"], duplicate["reason"]) == (CYRILLIC_MAYA, "Maya Chen", REASON)
         both, _ = await call_ok(client, "get_entities", {"names": ["Maya Chen", CYRILLIC_MAYA]})
         assert [e["name"] for e in both["entities"]] == ["Maya Chen", CYRILLIC_MAYA]  # not merged
+
+
+@pytest.mark.model
+@pytest.mark.anyio
+async def test_a_same_name_of_another_type_is_said_or_goes_to_the_alias_of_that_type(tmp_path, minilm):
+    async with Client(build_server(make_services(tmp_path, "graphrag", minilm))) as client:
+        await call_ok(client, "add_knowledge_graph", {"nodes": [
+            {"name": "Apple", "type": "Organization", "description": "Apple Inc., the tech company."},
+            {"name": "Tim Cook", "type": "Person"}, {"name": "Paris", "type": "City"},
+            {"name": "Paris Dubois", "type": "Person", "aliases": ["Paris"], "description": "Product designer."}],
+            "edges": [{"source": "Tim Cook", "target": "Apple", "type": "CEO_OF"}]})
+        fruit, _ = await call_ok(client, "add_knowledge_graph", {"nodes": [
+            {"name": "apple", "type": "Ingredient", "description": "The fruit in grandma's pie."}], "edges": []})
+        person, _ = await call_ok(client, "add_knowledge_graph", {"nodes": [
+            {"name": "Paris", "type": "Person", "observations": ["on holiday next week"]}], "edges": []})
+        found, _ = await call_ok(client, "get_entities", {"names": ["Paris", "Paris Dubois"]})
+    # Before: resolved and hints empty, as for any write of the same type.
+    assert [(n["name"], n["type"], n["created"]) for n in fruit["nodes"]] == [("Apple", "Ingredient", False)]
+    assert fruit["resolved"] == [{"name": "apple", "into": "Apple"}]
+    [hint] = fruit["hints"]
+    assert hint.startswith("'apple' (Ingredient) was merged into the entity 'Apple' (Organization)")
+    assert "update_entity with type 'Organization'" in hint and "'apple (ingredient)'" in hint
+    # Before: merged into the City, which became a Person on holiday.
+    assert person["resolved"] == [{"name": "Paris", "into": "Paris Dubois"}] and person["hints"] == []
+    assert [(e["name"], e["type"], e["observations"]) for e in found["entities"]] == [
+        ("Paris", "City", []), ("Paris Dubois", "Person", ["on holiday next week"])]
 
 
 @pytest.mark.anyio

@@ -44,16 +44,20 @@ def test_doctor_lists_entities_named_alike_with_the_call_that_merges_them(env, t
         code, report = doctor(capsys, db)
         assert code == 0, report  # a warning: the file works
         assert checks(report)["duplicates"] is True
+        # OrdersDB, a Service, is likely another thing than the two Databases: listed apart, with no merge.
         assert [c["detail"] for c in report["checks"] if c["check"] == "duplicates"] == [
-            "3 group(s) of likely duplicate entities (7 entities), below"]
+            "3 group(s) of likely duplicate entities (6 entities), below; 1 group(s) of entities named alike but of "
+            "different types, likely different things of one name, so not offered as duplicates: 'orders-db' "
+            "[Database], 'orders_db' [Database], 'OrdersDB' [Service] in namespace \"default\". If two of them are "
+            "one thing, give them one type with update_entity, and doctor lists their merge"]
         assert duplicate_warnings(report) == [
             "possible duplicate entities: 3 group(s) of entities named alike but for case, accents, punctuation, "
             "spacing or look-alike letters of other scripts, or one named as another's alias, each likely one thing "
             "whose facts search and the reads split between them. If they are one, merge each group with the "
             "merge_entities tool (or \"Merge duplicates into this\" on the target's page in `duckgraph ui`); if not, "
             "rename one with update_entity: "
-            "'orders-db', 'orders_db', 'OrdersDB' [Database, Service]: merge_entities(sources=[\"orders_db\", "
-            "\"OrdersDB\"], target=\"orders-db\", namespace=\"default\") | "
+            "'orders-db', 'orders_db' [Database]: merge_entities(sources=[\"orders_db\"], target=\"orders-db\", "
+            "namespace=\"default\") | "
             f"'Maya Chen', '{CYRILLIC_MAYA}' [Person] (looks the same as 'Maya Chen' but uses other letters (CYRILLIC "
             f"SMALL LETTER A for 'a')): merge_entities(sources=[\"{CYRILLIC_MAYA}\"], target=\"Maya Chen\", "
             "namespace=\"default\") | "
@@ -61,7 +65,7 @@ def test_doctor_lists_entities_named_alike_with_the_call_that_merges_them(env, t
             "Dubois\", namespace=\"work\")"]
         assert main(["doctor", "--db", str(db)]) == 0
         printed = capsys.readouterr().out
-    assert "check duplicates: ok, 3 group(s) of likely duplicate entities (7 entities), below" in printed
+    assert "check duplicates: ok, 3 group(s) of likely duplicate entities (6 entities), below; 1 group(s)" in printed
     assert "warning:   possible duplicate entities: 3 group(s)" in printed and "no problems found" not in printed
 
 
@@ -161,3 +165,34 @@ def test_doctor_lists_an_entity_named_as_another_s_alias(env, tmp_path: Path, ca
     assert warning.endswith(
         "'Priya Raman', 'Priya R. Raman' [Person] ('Priya R. Raman' has 'Priya Raman' as an alias): "
         "merge_entities(sources=[\"Priya Raman\"], target=\"Priya R. Raman\", namespace=\"default\")")
+
+
+def test_entities_named_alike_of_different_types_are_listed_apart_without_a_merge(env, tmp_path: Path, capsys):
+    """A Country "Jordan" and a Person "Jordan Lee" whose alias is "Jordan" are likely two things of one name: no
+    merge is offered for them. One of type 'unknown' (a relation's placeholder end) says nothing of what it is."""
+    db = tmp_path / "kb.duckdb"
+    with FakeOllama() as ollama:
+        with KnowledgeBase(DuckDBStore(db), OllamaEmbedder(base_url=ollama.base_url)) as kb:
+            kb.add_knowledge_graph([NodeInput(name="Jordan", type="Country"),
+                                    NodeInput(name="Jordan Lee", type="Person", aliases=["Jordan"]),
+                                    NodeInput(name="Apple", type="Organization"),
+                                    NodeInput(name="**Apple**", type="Ingredient"),
+                                    NodeInput(name="Apple.", type="organizations"),
+                                    NodeInput(name="Acme-Corp", type="unknown"),
+                                    NodeInput(name="Acme Corp", type="Company")], [])
+        use_ollama(env, ollama.base_url)
+        code, report = doctor(capsys, db)
+    assert code == 0, report
+    assert [c["detail"] for c in report["checks"] if c["check"] == "duplicates"] == [
+        "2 group(s) of likely duplicate entities (4 entities), below; 2 group(s) of entities named alike but of "
+        "different types, likely different things of one name, so not offered as duplicates: 'Jordan' [Country], "
+        "'Jordan Lee' [Person] ('Jordan Lee' has 'Jordan' as an alias) in namespace \"default\" | 'Apple' "
+        "[Organization], '**Apple**' [Ingredient], 'Apple.' [organizations] in namespace \"default\". If two of "
+        "them are one thing, give them one type with update_entity, and doctor lists their merge"]
+    # Of one type (up to case and number), or one of them 'unknown': likely one thing, with the merge call.
+    [warning] = duplicate_warnings(report)
+    assert warning.endswith(
+        "rename one with update_entity: 'Apple', 'Apple.' [Organization, organizations]: merge_entities(sources="
+        "[\"Apple.\"], target=\"Apple\", namespace=\"default\") | 'Acme-Corp', 'Acme Corp' [Company, unknown]: "
+        "merge_entities(sources=[\"Acme Corp\"], target=\"Acme-Corp\", namespace=\"default\")")
+    assert "Jordan" not in warning

@@ -1,7 +1,8 @@
 """`duckgraph import` of files that hold what the tools refuse, on real DuckDB files with the instant hashing
 embedder: a reference memory.jsonl over the tools' limits keeps each entity with what fits and says what was left
-out (never a placeholder for an entity the file holds); a duckgraph export with an invalid namespace or an inverted
-period is refused as the tools refuse them."""
+out (never a placeholder for an entity the file holds), and which lines it merged into an entity of another type
+whose name differs only in case; a duckgraph export with an invalid namespace or an inverted period is refused as
+the tools refuse them."""
 
 from __future__ import annotations
 
@@ -126,6 +127,51 @@ def test_the_same_name_twice_keeps_the_first_type_as_create_entities_does(tmp_pa
     assert entities(kb) == entities(tool) == {"Alice": ("person", ["a", "b"])}
     tool.close()
     kb.close()
+
+
+HOMONYMS = lines(
+    entity("Apple", "organization", ["tech company, prospect"]),
+    entity("apple", "ingredient", ["6 Granny Smith for the pie"]),
+    entity("Grandma pie", "recipe", []),
+    entity("ALICE", "person", []), entity("alice", "people", []),  # one type in another number: nothing to say
+    relation("Grandma pie", "apple", "has_ingredient"),
+)
+APPLE_MERGED = ("line 2: 'apple' (ingredient) was merged into 'Apple' (organization, line 1): names that differ only "
+                "in case or spacing are one entity in duckgraph, while the reference server kept them apart; to keep "
+                "them apart, rename it in the file before importing it (such as 'apple (ingredient)')")
+
+
+def test_lines_whose_names_differ_only_in_case_and_whose_types_differ_are_said(tmp_path):
+    kb = open_kb(tmp_path / "kb.duckdb")
+    summary = import_lines(kb, HOMONYMS, source="memory.jsonl")
+    # Before: 3 entities created and nothing said, as if the file held no such pair.
+    assert (summary.nodes_created, summary.names_resolved) == (3, 0)
+    assert summary.homonyms_merged == [APPLE_MERGED]
+    assert entities(kb)["Apple"] == ("organization", ["tech company, prospect", "6 Granny Smith for the pie"])
+    kb.close()
+    # A line whose name is a stored entity's but for case, of another type, is said the same way.
+    kb = open_kb(tmp_path / "stored.duckdb")
+    memory_compat.create_entities(kb, [MemoryEntityInput(name="Mercury", entityType="planet", observations=[]),
+                                       MemoryEntityInput(name="Acme", entityType="unknown", observations=[])])
+    summary = import_lines(kb, lines(entity("mercury", "band", ["sang in Queen"]), entity("ACME", "company", []),
+                                     entity("Mercury", "element", [])))
+    assert summary.homonyms_merged == [
+        "line 1: 'mercury' (band) was merged into the stored 'Mercury' (planet): names that differ only in case or "
+        "spacing are one entity in duckgraph, while the reference server kept them apart; to keep them apart, "
+        "rename it in the file before importing it (such as 'mercury (band)')",
+        "line 3: 'Mercury' (element) was merged into 'mercury' (band, line 1): names that differ only in case or "
+        "spacing are one entity in duckgraph, while the reference server kept them apart; to keep them apart, "
+        "rename it in the file before importing it (such as 'Mercury (element)')"]
+    kb.close()
+
+
+def test_the_command_says_which_lines_it_merged_across_types(cli_env, tmp_path, capsys):
+    path = tmp_path / "memory.jsonl"
+    path.write_text("".join(HOMONYMS), encoding="utf-8")
+    assert main(["import", str(path), "--db", str(tmp_path / "kb.duckdb")]) == 0
+    assert f"duckgraph: {APPLE_MERGED}\n" in capsys.readouterr().err
+    assert main(["import", str(path), "--db", str(tmp_path / "again.duckdb"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["homonyms_merged"] == [APPLE_MERGED]
 
 
 def test_a_stored_placeholder_takes_the_type_the_file_gives(tmp_path):

@@ -70,9 +70,21 @@ def test_a_name_sent_with_spaces_around_it_is_merged_as_a_case_variant_and_a_ski
 
 def test_a_name_merged_with_another_type_keeps_the_stored_one_and_says_so(kb):
     [merged] = memory.create_entities(kb, [entity("alice", "a company", type="organization")]).entities
-    assert (merged.entityType, merged.merged_into) == ("person", "Alice")
-    assert merged.note == ("the entityType 'organization' was not applied: 'Alice' keeps its type 'person' (if it is "
-                           "another entity, create it under a name of its own)")
+    assert (merged.entityType, merged.merged_into, merged.observations) == ("person", "Alice", ["a company"])
+    assert merged.note == (
+        "the entityType 'organization' was not applied: 'Alice' keeps its type 'person'. If 'alice' is another "
+        "entity, not this person, undo this: delete_observations with entityName 'Alice' and the 1 observation "
+        "listed here removes it from 'Alice'; then create it under a name of its own, such as 'alice (organization)'")
+    # The note's advice, followed, undoes the merge and keeps the two apart.
+    memory.delete_observations(kb, [ObservationDeletion(entityName="Alice", observations=merged.observations)])
+    [own] = memory.create_entities(kb, [entity("alice (organization)", "a company", type="organization")]).entities
+    assert (own.merged_into, own.note) == (None, None)
+    assert [(e.name, e.entityType, e.observations) for e in memory.open_nodes(kb, ["Alice", "alice (organization)"])
+            .entities] == [("Alice", "person", ["likes tea"]), ("alice (organization)", "organization", ["a company"])]
+    # Nothing added (the observation is Alice's already): nothing to undo.
+    [again] = memory.create_entities(kb, [entity("ALICE", "likes tea", type="organization")]).entities
+    assert again.note.endswith("If 'ALICE' is another entity, not this person, nothing was added to 'Alice': create "
+                               "it under a name of its own, such as 'ALICE (organization)'")
     # The same type in another case or number is no conflict.
     [same] = memory.create_entities(kb, [entity("ALICE", "a person", type="People")]).entities
     assert same.note is None
@@ -143,7 +155,7 @@ def test_observations_accumulate_within_a_call_and_an_unknown_entity_fails_it(kb
     results = memory.add_observations(kb, [
         ObservationAddition(entityName="Alice", contents=["likes tea", "x"]),
         ObservationAddition(entityName="alice", contents=["x", "y"]),
-    ])
+    ]).results
     assert [(r.entityName, r.addedObservations) for r in results] == [("Alice", ["x"]), ("alice", ["y"])]
     with pytest.raises(NotFoundError, match="Entity with name Nobody not found"):
         memory.add_observations(kb, [ObservationAddition(entityName="Bob", contents=["z"]),
@@ -241,13 +253,14 @@ def test_observations_in_another_unicode_form_or_spacing_are_one_and_removed_by_
     assert created[0].observations == [NFC, "open late"]
     added = memory.add_observations(kb, [ObservationAddition(entityName="Cafe Noir",
                                                              contents=[NFC, "open late ", "open  late", "Open late"])])
-    assert added[0].addedObservations == ["Open late"]  # case is kept
+    assert added.results[0].addedObservations == ["Open late"]  # case is kept
     assert memory.open_nodes(kb, ["Cafe Noir"]).entities[0].observations == [NFC, "open late", "Open late"]
     # A file written before observations were normalised (as model_construct stores them) may hold them as typed.
     memory.create_entities(kb, [MemoryEntityInput.model_construct(name="Old Cafe", entityType="place",
                                                                   observations=[NFD, "open late "])])
     assert memory.add_observations(kb, [ObservationAddition(entityName="Old Cafe",
-                                                            contents=[NFC, "open late"])])[0].addedObservations == []
+                                                            contents=[NFC, "open late"])]).results[0] \
+        .addedObservations == []
     removed = memory.delete_observations(kb, [ObservationDeletion(entityName="Old Cafe",
                                                                   observations=[NFC, "open late"])])
     assert [(r.entity, r.removed) for r in removed.removed] == [("Old Cafe", [NFD, "open late "])]
@@ -266,7 +279,7 @@ def test_an_imported_memory_file_s_observations_are_stored_normalised(fake_kb):
 def test_an_empty_observation_is_kept_by_the_memory_tools_as_the_reference_keeps_it_and_refused_by_graphrag_s(kb):
     created = memory.create_entities(kb, [entity("Dave", "", "  ")]).entities  # blank is empty once trimmed: one
     assert created[0].observations == [""]
-    assert memory.add_observations(kb, [ObservationAddition(entityName="Bob", contents=[""])])[0].addedObservations \
-        == [""]
+    assert memory.add_observations(kb, [ObservationAddition(entityName="Bob", contents=[""])]).results[0] \
+        .addedObservations == [""]
     with pytest.raises(ValueError, match="at least 1 character"):
         NodeInput(name="Dave", type="person", observations=[""])

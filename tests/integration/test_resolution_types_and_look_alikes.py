@@ -1,11 +1,13 @@
 """Resolution with types written in another case or number, and names written with look-alike letters of other
 scripts, on a real DuckDB file: "people" is the type "Person" (resolution merges across them, and a write keeps the
-stored spelling); "Maya Chen" written with a Cyrillic a is stored apart and reported as a possible duplicate."""
+stored spelling); "Maya Chen" written with a Cyrillic a is stored apart and reported as a possible duplicate; a
+name written with another type than its entity's is said (resolved, and a hint naming both types), or goes to the
+one entity of that type that has it as an alias."""
 
 from __future__ import annotations
 
 from duckgraph.core.domain import memory_server
-from duckgraph.core.domain.model import MemoryEntityInput, NodeInput
+from duckgraph.core.domain.model import DocumentInput, EdgeInput, MemoryEntityInput, NodeInput
 
 CYRILLIC_MAYA = "M\u0430ya Chen"  # the second letter is U+0430 CYRILLIC SMALL LETTER A
 REASON = "looks the same as 'Maya Chen' but uses other letters (CYRILLIC SMALL LETTER A for 'a')"
@@ -38,6 +40,83 @@ def test_a_write_in_another_case_or_number_of_the_type_keeps_the_stored_spelling
     # Another type is a real change: the newest wins, as before.
     fake_kb.add_knowledge_graph([NodeInput(name="Maya Chen", type="Team")], [])
     assert stored(fake_kb) == {"Maya Chen": "Team"}
+
+
+def test_a_same_name_of_another_type_is_merged_and_said_with_both_types(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([NodeInput(name="Apple", type="Organization", description="The tech company."),
+                                 NodeInput(name="Tim Cook", type="Person")],
+                                [EdgeInput(source="Tim Cook", target="Apple", type="CEO_OF")])
+    result = fake_kb.add_knowledge_graph([NodeInput(name="apple", type="Ingredient", description="A fruit.")], [])
+    # Merged as documented (the newest type wins), but no longer silently: before, resolved and hints were empty.
+    assert (result.nodes_created, result.nodes_updated) == (0, 1)
+    assert [(n.name, n.type) for n in result.nodes] == [("Apple", "Ingredient")]
+    assert [(r.name, r.into) for r in result.resolved] == [("apple", "Apple")]
+    assert result.hints == [
+        "'apple' (Ingredient) was merged into the entity 'Apple' (Organization): one name up to case and spacing "
+        "is one entity, now of type Ingredient. If that corrects its type, nothing to do; if 'apple' is another "
+        "thing, give 'Apple' its type back (update_entity with type 'Organization'), take out what this call added "
+        "to 'Apple' (update_entity, delete_relations) and write it again under a qualified name, such as "
+        "'apple (ingredient)'."]
+    # The same name twice in one call, with two types: said too.
+    both = fake_kb.add_knowledge_graph([NodeInput(name="Mercury", type="Planet"), NodeInput(name="MERCURY",
+                                                                                            type="Band")], [])
+    assert [(r.name, r.into) for r in both.resolved] == [("MERCURY", "Mercury")]
+    assert both.hints[0].startswith("'MERCURY' (Band) was merged into the entity 'Mercury' (Planet)")
+
+
+def test_a_type_in_another_spelling_or_a_placeholder_type_is_no_other_type(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([NodeInput(name="Maya Chen", type="Person"), NodeInput(name="Acme", type="unknown")],
+                                [])
+    result = fake_kb.add_knowledge_graph([NodeInput(name="maya chen", type="people"),
+                                          NodeInput(name="ACME", type="Organization")], [])
+    assert (result.resolved, result.hints) == ([], [])
+    assert stored(fake_kb) == {"Maya Chen": "Person", "Acme": "Organization"}
+
+
+def test_an_extracted_write_of_another_type_keeps_the_type_set_by_hand_and_says_so(fake_kb) -> None:
+    fake_kb.add_documents([DocumentInput(id="pie.md", text="Grandma's pie takes six apples.")])
+    fake_kb.add_knowledge_graph([NodeInput(name="Apple", type="Organization")], [])
+    result = fake_kb.add_knowledge_graph([NodeInput(name="apple", type="Ingredient", source_ids=["pie.md"])], [])
+    assert stored(fake_kb) == {"Apple": "Organization"}
+    assert [(r.name, r.into) for r in result.resolved] == [("apple", "Apple")]
+    assert result.hints == [
+        "'apple' (Ingredient) was merged into the entity 'Apple' (Organization): one name up to case and spacing "
+        "is one entity, which keeps its type Organization (set by hand). If 'apple' is another thing, take out "
+        "what this call added to 'Apple' (update_entity, delete_relations) and write it again under a qualified "
+        "name, such as 'apple (ingredient)'."]
+
+
+def test_a_name_of_another_type_goes_to_the_one_entity_of_its_type_that_has_it_as_an_alias(fake_kb) -> None:
+    fake_kb.add_knowledge_graph([NodeInput(name="Paris", type="City", description="Capital of France."),
+                                 NodeInput(name="EU office", type="Office"),
+                                 NodeInput(name="Paris Dubois", type="Person", aliases=["Paris"])],
+                                [EdgeInput(source="EU office", target="Paris", type="LOCATED_IN")])
+    result = fake_kb.add_knowledge_graph([NodeInput(name="Paris", type="Person", observations=["on holiday"])],
+                                         [EdgeInput(source="Paris", target="EU office", type="WORKS_AT")])
+    # Before: merged into the City, which became a Person with the holiday and a WORKS_AT relation.
+    assert [(r.name, r.into) for r in result.resolved] == [("Paris", "Paris Dubois")] and not result.hints
+    assert stored(fake_kb) == {"Paris": "City", "EU office": "Office", "Paris Dubois": "Person"}
+    dubois, city = fake_kb.curation.read_entities(["Paris Dubois", "Paris"], fake_kb.namespace).entities
+    assert dubois.observations == ["on holiday"] and not city.observations
+    assert [(r.source, r.type, r.target) for r in dubois.relations] == [("Paris Dubois", "WORKS_AT", "EU office")]
+
+    # A type in another number is that type; the name itself, or a node the call names apart, stays as it was.
+    again = fake_kb.add_knowledge_graph([NodeInput(name="paris", type="people")], [])
+    assert [(r.name, r.into) for r in again.resolved] == [("paris", "Paris Dubois")]
+    named = fake_kb.add_knowledge_graph([NodeInput(name="Paris", type="Person"),
+                                         NodeInput(name="Paris Dubois", type="Person")], [])
+    assert [(r.name, r.into) for r in named.resolved] == [("Paris", "Paris")] and len(named.hints) == 1
+
+
+def test_a_name_of_another_type_that_several_entities_of_its_type_have_as_an_alias_stays_with_its_entity(
+        fake_kb) -> None:
+    fake_kb.add_knowledge_graph([NodeInput(name="Jordan", type="Country"),
+                                 NodeInput(name="Jordan Lee", type="Person", aliases=["Jordan"]),
+                                 NodeInput(name="Jordan Park", type="Person", aliases=["Jordan"])], [])
+    result = fake_kb.add_knowledge_graph([NodeInput(name="Jordan", type="Person")], [])
+    assert [(r.name, r.into) for r in result.resolved] == [("Jordan", "Jordan")]
+    assert result.hints[0].startswith("'Jordan' (Person) was merged into the entity 'Jordan' (Country)")
+    assert stored(fake_kb)["Jordan"] == "Person"
 
 
 def test_a_name_with_look_alike_letters_is_stored_apart_and_reported(fake_kb) -> None:

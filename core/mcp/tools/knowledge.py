@@ -26,7 +26,6 @@ from duckgraph.core.domain.model import (
     EdgeInput,
     EndRelationInput,
     EntitiesResult,
-    EntityDetail,
     GraphStats,
     MergeResult,
     Moment,
@@ -39,6 +38,7 @@ from duckgraph.core.domain.model import (
     SearchResult,
     SourceId,
     TypeLabel,
+    UpdatedEntity,
 )
 from duckgraph.core.domain.limits import MAX_RELATIONS_OFFSET
 from duckgraph.core.mcp.progress import progress_reporter
@@ -169,7 +169,7 @@ def register_graphrag_tools(server: MCPServer) -> None:
         expected_fingerprint: Annotated[str | None, Field(max_length=64, description=(
             "The entity's fingerprint when it was read (the web UI's); refused, nothing changed, if it changed "
             "since."))] = None,
-    ) -> EntityDetail:
+    ) -> UpdatedEntity:
         """Change one entity: rename it, replace its type, description, aliases or properties, add observations
         or remove them (exact text). For duplicates use merge_entities."""
         kb = kb_of(ctx)

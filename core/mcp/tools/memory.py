@@ -51,7 +51,7 @@ def register_memory_tools(server: MCPServer) -> None:
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, MemoryEntities]:
         """Create multiple new entities in the knowledge graph. An entity whose exact name exists already is
-        skipped (a note says when it came with observations the stored one lacks: add them with add_observations);
+        skipped (a note says when it came with observations the stored one lacks, or another type, and what to do);
         one whose name differs from a stored one only in case or spacing, or (for one stored entity of
         the same type) only in accents and punctuation, is the same entity here: its observations are added to it,
         and it is returned with merged_into (the stored name); a spelling of the second kind becomes an alias of
@@ -84,9 +84,9 @@ def register_memory_tools(server: MCPServer) -> None:
     ) -> Annotated[CallToolResult, AddObservationsResult]:
         """Add new observations to existing entities in the knowledge graph. Returns, per entity, the
         observations that were new; an entity that does not exist fails the call and nothing is added."""
-        results = await call(memory_compat.add_observations, kb_of(ctx), observations,
-                              namespace=await call_namespace(ctx, namespace))
-        return json_result(AddObservationsResult(results=results), "results")
+        added = await call(memory_compat.add_observations, kb_of(ctx), observations,
+                            namespace=await call_namespace(ctx, namespace))
+        return noted(json_result(added, "results"), added.note)
 
     @server.tool(title="Delete Observations", annotations=titled(DESTRUCTIVE, "Delete Observations"))
     async def delete_observations(
@@ -142,8 +142,9 @@ def register_memory_tools(server: MCPServer) -> None:
         namespace: NamespaceArg = None,
     ) -> Annotated[CallToolResult, MemoryGraph]:
         """Open specific nodes in the knowledge graph by their names: the entities found (names that match
-        nothing are skipped) and the relations with at least one end among them. An answer holds 20,000 tokens at
-        most: when they do not fit, next_offset and a note say how to read on."""
+        nothing are skipped, a note says what they likely meant) and the relations with at least one end among
+        them. An answer holds 20,000 tokens at most: when they do not fit, next_offset and a note say how to read
+        on."""
         graph = await call(memory_compat.open_nodes, kb_of(ctx), names, offset=offset,
                             namespace=await call_namespace(ctx, namespace))
         return graph_result(graph)
