@@ -55,7 +55,8 @@ def ingest_command(args: argparse.Namespace) -> int:
     prune = [folder.prefix(f) for f in given if f not in empty]
     if all(isinstance(f, folder.FileDocument) and f.unsupported for f in files) and not prune and not urls:
         print("duckgraph: no documents found in " + ", ".join(args.paths), file=sys.stderr)
-        _say_unsupported([(os.fsencode(f.path).decode("utf-8", "backslashreplace"), f.unsupported) for f in files])
+        _say_unsupported([(os.fsencode(f.path).decode("utf-8", "backslashreplace"), f.unsupported, f.binary)
+                          for f in files])
         return 1
     extract = services.knowledge_base.extractor is not None if args.extract is None else args.extract
     bar = ProgressBar()
@@ -90,7 +91,7 @@ def ingest_command(args: argparse.Namespace) -> int:
             print(for_stream(result.model_dump_json(), sys.stdout, json=True))
 
     def summarize(report: folder.IngestReport, stopped: bool) -> int:
-        unsupported = {path for path, _ in report.unsupported}  # said by suffix, below
+        unsupported = {path for path, _, _ in report.unsupported}  # said by suffix, below
         for path, why in report.skipped:  # a file name may hold anything, escape sequences included
             if path not in unsupported:
                 print(for_stream(f"duckgraph: skipped {path}: {why}", sys.stderr), file=sys.stderr)
@@ -200,22 +201,24 @@ def _say_trash(left_out: list[Path]) -> None:
                          sys.stderr), file=sys.stderr)
 
 
-def _say_unsupported(unsupported: list[tuple[str, str]]) -> None:
+def _say_unsupported(unsupported: list[tuple[str, str, bool]]) -> None:
     """The files in the folders given that no converter reads, on one line per suffix (a folder of photos beside
-    the notes would otherwise bury the other lines), each named at INFO."""
+    the notes would otherwise bury the other lines), each named at INFO; the binary ones (photos) on their own
+    line, which does not tell to read them as text."""
     from duckgraph.core.files.folder import NO_SUFFIX
-    by_suffix: dict[str, list[str]] = {}
-    for path, suffix in unsupported:
-        by_suffix.setdefault(suffix, []).append(path)
+    by_suffix: dict[tuple[str, bool], list[str]] = {}
+    for path, suffix, binary in unsupported:
+        by_suffix.setdefault((suffix, binary), []).append(path)
         logging.getLogger("duckgraph.ingest").info("skipped %s: no converter reads its suffix (%s)", path, suffix)
-    for suffix, paths in sorted(by_suffix.items()):
+    for (suffix, binary), paths in sorted(by_suffix.items()):
         shown = ", ".join(paths[:3])
         if len(paths) > 3:
             shown += f" and {len(paths) - 3} more (--log-level INFO names them all)"
         what = "without a suffix" if suffix == NO_SUFFIX else f"with the suffix {suffix}"
+        advice = "" if binary else "; to read a file as text, give it by name: duckgraph ingest FILE"
         print(for_stream(f"duckgraph: skipped {len(paths)} {'file' if len(paths) == 1 else 'files'} {what}, "
-                         "which no converter reads (a plugin can add one: docs/plugins.md; to read a file as text, "
-                         f"give it by name: duckgraph ingest FILE): {shown}", sys.stderr), file=sys.stderr)
+                         f"which no converter reads (a plugin can add one: docs/plugins.md{advice}): {shown}",
+                         sys.stderr), file=sys.stderr)
 
 
 def _ingest_summary(report: Any, *, pruned: bool, extract: bool,

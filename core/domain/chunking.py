@@ -22,12 +22,13 @@ _OPENING = re.compile(r"(?<=[.!?])\s+|\n\s*")
 #: A Markdown table's delimiter line, below its header row: "|---|:--:|", "--- | ---".
 TABLE_DELIMITER = re.compile(r"^ {0,3}(?=[^|]*\|)\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?\s*$")
 #: The suffixes of code and configuration files, whose "#" lines are comments ("  # production database" in YAML,
-#: "# Push to ECR" in a shell script), a preprocessor's ("# define") or code, never Markdown headings. Not the
-#: suffixes of web pages (".php", ".html"): a page fetched by its URL is converted to Markdown.
+#: "# Push to ECR" in a shell script), a preprocessor's ("# define") or code, never Markdown headings; and of data
+#: and log files (".csv", ".tsv", ".log"), a line a row or an event, which folded together run into each other.
+#: Not the suffixes of web pages (".php", ".html"): a page fetched by its URL is converted to Markdown.
 _CODE_SUFFIXES = frozenset(
-    ".bash .bat .c .cc .cfg .cjs .cmake .conf .cpp .cs .cxx .dockerfile .env .ex .exs .fish .go .gradle .h .hcl .hpp "
-    ".ini .java .jl .js .json .jsx .kt .kts .lua .mjs .mk .nim .nix .pl .pm .properties .ps1 .py .pyi .r .rb .rs "
-    ".scala .service .sh .sql .swift .tcl .tf .tfvars .toml .ts .tsx .yaml .yml .zsh".split())
+    ".bash .bat .c .cc .cfg .cjs .cmake .conf .cpp .cs .csv .cxx .dockerfile .env .ex .exs .fish .go .gradle .h .hcl "
+    ".hpp .ini .java .jl .js .json .jsx .kt .kts .log .lua .mjs .mk .nim .nix .pl .pm .properties .ps1 .py .pyi .r "
+    ".rb .rs .scala .service .sh .sql .swift .tcl .tf .tfvars .toml .ts .tsv .tsx .yaml .yml .zsh".split())
 #: Code and configuration files known by their whole name, and the start of the names of their variants
 #: (".env.local", "Dockerfile.dev").
 _CODE_NAMES = frozenset(

@@ -1,6 +1,7 @@
-"""`duckgraph ingest`: files and folders kept as documents (text and Markdown read here; PDF, HTML, DOCX and the
-other formats by the converters plugins register, see core/files/converters.py), a folder mirrored (changed files
-replaced, with `prune` the documents of files that are gone deleted).
+"""`duckgraph ingest`: files and folders kept as documents (text and Markdown read here, and a CSV or TSV file
+given by name as a Markdown table; PDF, HTML, DOCX and the other formats by the converters plugins register, see
+core/files/converters.py), a folder mirrored (changed files replaced, with `prune` the documents of files that are
+gone deleted).
 
 A file's document id is its canonical absolute path: the folder given, resolved (`notes/`, `./notes`,
 `~/notes` and `/home/me/notes/` are one folder, symlinks followed), then the file's path inside it. So a folder
@@ -19,11 +20,12 @@ skipped and reported, unless `follow_symlinks` (then its files are named by the 
 inside leads to a file or folder that has a path of its own there: its files are named by that path, whichever
 path the walk takes first, so that a file reached two ways is stored once, and always under the same id (and a
 document stored under a link's path by an older version is pruned once its file is read under its own). A link
-that leads nowhere is skipped and reported. What an `exclude` pattern matches (`duckgraph ingest` leaves out
-`TRASH` unless asked: what notes apps keep of deleted notes) is left out of the walk, and pruning deletes what was
-stored of it. A file longer than one document may be (MAX_DOCUMENT_CHARS) is stored as several, cut at paragraph
-or line breaks: the first keeps the file's id, the others are `<id>#part-2`, `<id>#part-3`..., each after the
-first starting with the Markdown headings it was cut under. And one file never stops the rest: a file that
+that leads nowhere or in a loop, and what is no regular file (a named pipe, a socket), is skipped and reported.
+What an `exclude` pattern matches (`duckgraph ingest` leaves out `TRASH` unless asked: what notes apps keep of
+deleted notes) is left out of the walk, and pruning deletes what was stored of it. A file longer than one
+document may be (MAX_DOCUMENT_CHARS) is stored as several, cut at paragraph or line breaks: the first keeps the
+file's id, the others are `<id>#part-2`, `<id>#part-3`..., each after the first starting with the Markdown
+headings it was cut under (a CSV's, with its table's header). And one file never stops the rest: a file that
 cannot be read or stored is skipped with the reason, and the rest of the folder is stored. A file whose name is
 not UTF-8, or holds a control character (a line break would cut every line that shows its id in two), is
 skipped too: it has no id to be stored under until it is renamed.
@@ -42,6 +44,7 @@ is left as it is.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -58,7 +61,9 @@ from pydantic import ValidationError
 from duckgraph.core.domain.argument_errors import readable
 from duckgraph.core.domain.chunking import markdown_headings, open_headings
 from duckgraph.core.domain.document_ids import PART, all_ids, is_part_of, unambiguous_forms
+from duckgraph.core.files.csv_table import TABLE_SUFFIXES, markdown_table
 from duckgraph.core.files.front_matter import read_markdown
+from duckgraph.core.files.plain_text import HEAD, binary, text_of
 from duckgraph.ports import DuckgraphError, InvalidInputError, WriteBatch, part_title
 from duckgraph.ports.names import INVISIBLE
 
@@ -113,6 +118,7 @@ class FileDocument:
     refused: str = ""
     converter: Converter | None = None
     unsupported: str = ""  # a file in a folder that no converter reads: its suffix (NO_SUFFIX when it has none)
+    binary: bool = False  # of those: binary data (an image, an archive), which reading as text does not help
     gone: bool = False  # a link that leads nowhere: what it led to is gone
 
     def read(self) -> Contents:
@@ -125,7 +131,8 @@ class IngestReport:
     unchanged: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)  # among `stored`: an older text was replaced
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
-    unsupported: list[tuple[str, str]] = field(default_factory=list)  # among `skipped`: (path, its suffix)
+    #: Among `skipped`: (path, its suffix, whether it is binary data).
+    unsupported: list[tuple[str, str, bool]] = field(default_factory=list)
     partly: list[tuple[str, str]] = field(default_factory=list)  # (path, which parts hold its new text and why)
     split: dict[str, int] = field(default_factory=dict)  # path of a file stored as several documents -> how many
     pruned: list[str] = field(default_factory=list)
@@ -147,7 +154,8 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
     A file given by name is read wherever it is (by its converter, else as text); in a folder, a symbolic link
     that leads out of the folders given is returned `refused` unless `follow_symlinks`, and so is a file of
     another suffix, with `unsupported` set (but not a hidden one, or one in a hidden folder: see the module), and
-    a link that leads nowhere. A file reached in the folders under several paths (a link to it, or to a folder
+    a link that leads nowhere or in a loop, and what is no regular file. Given by name, such a path is refused
+    saying what it is. A file reached in the folders under several paths (a link to it, or to a folder
     above it) is returned once, under its own path. The files and folders of a folder that one of the `exclude`
     patterns matches (see `excluded_by`) are left out, each in `left_out`, with the pattern."""
     converters = converters or {}
@@ -159,10 +167,10 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
             folder = given.resolve()
             walk = _walk(folder, roots, follow_symlinks, SUFFIXES | converters.keys(), exclude,
                          {} if left_out is None else left_out)
-            for path, refused, unsupported, gone in walk:
+            for path, refused, unsupported, binary_data, gone in walk:
                 document_id = path.as_posix()
                 file = FileDocument(document_id, path, refused or _unfit_id(document_id), _converter(path, converters),
-                                    unsupported, gone)
+                                    unsupported, binary_data, gone)
                 # Reached twice (a link `notes.md` to `log.txt`): read where either path lets it be read.
                 if found.setdefault(document_id, file).refused and not file.refused:
                     found[document_id] = file
@@ -173,8 +181,49 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
             if found.setdefault(named.id, named).refused:  # a folder given before refused it: named, it is read
                 found[named.id] = named
         else:
-            raise DuckgraphError(f"{argument} does not exist")
+            why, _ = _not_read(given)
+            raise DuckgraphError(f"{argument} is {why}" if why else f"{argument} does not exist")
     return sorted(found.values(), key=lambda f: f.id)
+
+
+def _not_read(path: Path, gone: str = "") -> tuple[str, bool]:
+    """Why `path`, which is no file nor folder, is not read ("" when it is not there at all), and whether it is a
+    link that leads nowhere (its file gone): a link to nothing (`gone` ends the parenthesis of why) or in a loop
+    (`a.md` to `b.md`, `b.md` to `a.md`), or what is no regular file (a named pipe: reading it waits for a writer,
+    maybe for ever)."""
+    try:
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISLNK(mode):
+            return _not_regular(mode), False
+        return _not_regular(os.stat(path).st_mode, f"a symbolic link to {os.readlink(path)}, which is "), False
+    except (FileNotFoundError, NotADirectoryError):  # not there, or a link to something not there
+        if not os.path.islink(path):
+            return "", False
+        return (f"a symbolic link to {os.readlink(path)}, which does not exist (moved, deleted, or on a drive not "
+                f"mounted{gone}): fix or remove the link"), True
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return ("a symbolic link in a loop (it leads back to itself through other links), so it leads to no "
+                    "file: fix or remove the link"), False
+        return f"a path that cannot be looked at ({exc.strerror})", False
+
+
+def _not_regular(mode: int, what: str = "") -> str:
+    """Why a path of `mode` (no folder) is not read: it is no regular file; `what` starts the reason (a link's "a
+    symbolic link to X, which is ")."""
+    kind = ("a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "no file")
+    return f"{what}not a regular file but {kind}: only files and folders are read"
+
+
+def _binary(path: Path) -> bool:
+    """Whether the file starts with binary data (`plain_text.binary`); not when it cannot be read: reading it by
+    name says why."""
+    try:
+        with path.open("rb") as file:
+            return binary(file.read(HEAD))
+    except OSError:
+        return False
 
 
 def _unfit_id(document_id: str) -> str:
@@ -216,12 +265,12 @@ def _converter(path: Path, converters: Mapping[str, Converter]) -> Converter | N
 
 
 def _walk(folder: Path, roots: Sequence[Path], follow_symlinks: bool, suffixes: Collection[str],
-          exclude: Sequence[str], left_out: dict[Path, str]) -> Iterator[tuple[Path, str, str, bool]]:
+          exclude: Sequence[str], left_out: dict[Path, str]) -> Iterator[tuple[Path, str, str, bool, bool]]:
     """The files under `folder`, each with why it is not read ("" when it is), for one of none of `suffixes` its
-    suffix, and whether it is gone; the links to folders that are not entered, and the links that lead nowhere
-    (gone: what they led to, moved or deleted, is pruned as a file gone is), with why. A file of none
-    of `suffixes` that is hidden or in a hidden folder is left out, and so is what `exclude` matches (added to
-    `left_out`). A file or folder that a link inside the folders leads to is named by its own path, so that the
+    suffix and whether it is binary data, and whether it is gone; the links to folders that are not entered, the
+    links that lead nowhere (gone: what they led to, moved or deleted, is pruned as a file gone is), and what is
+    no file to read (a link in a loop, a named pipe), with why. A file of none of `suffixes` that is hidden or in
+    a hidden folder is left out, and so is what `exclude` matches (added to `left_out`). A file or folder that a link inside the folders leads to is named by its own path, so that the
     order of the walk never decides its id; a real folder is entered once, so a link loop ends."""
     seen = {folder}
     for top, dirs, names in os.walk(folder, followlinks=True):
@@ -229,11 +278,11 @@ def _walk(folder: Path, roots: Sequence[Path], follow_symlinks: bool, suffixes: 
         hidden = any(part.startswith(".") for part in here.relative_to(folder).parts)
         entered = []
         for name in sorted(dirs):
-            path, real = here / name, (here / name).resolve()
+            path, real = here / name, _resolved(here / name)
             if _left_out(path, real, folder, roots, exclude, left_out):
                 continue
             if refused := _outside(path, real, roots, follow_symlinks):
-                yield path, refused, "", False
+                yield path, refused, "", False, False
             elif real not in seen:
                 seen.add(real)
                 entered.append(name)
@@ -243,26 +292,31 @@ def _walk(folder: Path, roots: Sequence[Path], follow_symlinks: bool, suffixes: 
             readable = longest_suffix(name, suffixes) is not None
             if not readable and (hidden or name.startswith(".")):
                 continue  # hidden and not read: machinery, left out unsaid (see the module)
-            if not (path.is_file() or path.is_symlink()):
-                continue  # a socket, a pipe: no file
-            real = path.resolve()
+            real = _resolved(path)
             if _left_out(path, real, folder, roots, exclude, left_out):
                 continue
             own = real if _inside(real, roots) else path  # its id: a link inside leads to a file of its own path
-            if not path.exists():  # a link that leads nowhere: moved, deleted, or on a drive not mounted
-                yield path, (f"a symbolic link to {os.readlink(path)}, which does not exist (moved, deleted, or on a "
-                             "drive not mounted; with --prune, what was stored of it is deleted): fix or remove the "
-                             "link"), "", True
-            elif not path.is_file():
-                continue
+            if not path.is_file():  # a link that leads nowhere or in a loop, a named pipe: no file to read
+                why, gone = _not_read(path, "; with --prune, what was stored of it is deleted")
+                if why:  # else it went since the folder was listed
+                    yield (path if gone else own), why, "", False, gone
             elif readable:
-                yield own, _outside(path, real, roots, follow_symlinks), "", False
+                yield own, _outside(path, real, roots, follow_symlinks), "", False, False
             else:
                 suffix = path.suffix.lower() or NO_SUFFIX
                 kind = "files without a suffix" if suffix == NO_SUFFIX else f"{suffix} files"
-                yield own, (
-                    f"no converter reads {kind} (a plugin can add one: docs/plugins.md); to read it as text, give the "
-                    "file by name (duckgraph ingest FILE)"), suffix, False
+                binary_data = _binary(path)
+                advice = "" if binary_data else "; to read it as text, give the file by name (duckgraph ingest FILE)"
+                yield (own, f"no converter reads {kind} (a plugin can add one: docs/plugins.md){advice}", suffix,
+                       binary_data, False)
+
+
+def _resolved(path: Path) -> Path:
+    """`path` resolved, links followed; itself when they lead in a loop (`_not_read` says so)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: Python 3.11 and 3.12's "Symlink loop"
+        return path
 
 
 def _left_out(path: Path, real: Path, folder: Path, roots: Sequence[Path], exclude: Sequence[str],
@@ -325,31 +379,33 @@ def _outside(path: Path, target: Path, roots: Sequence[Path], follow_symlinks: b
 
 
 def read_documents(file: FileDocument) -> Contents:
-    """The file as documents (none when it holds no text), through its converter, else as text or Markdown (front
-    matter read only in Markdown: not in a .txt, code or configuration file). The time is the one it states, else
+    """The file as documents (none when it holds no text), through its converter, else as text (UTF-8, see
+    core/files/plain_text.py) or Markdown (front matter read only in Markdown: not in a .txt, code or configuration
+    file), a CSV or TSV file as a Markdown table (core/files/csv_table.py). The time is the one it states, else
     its modification time. A text longer than a document may be is cut into several (see the module)."""
+    head = ""  # a table's header, which starts each part of a long CSV
     if file.converter is not None:
         converted = file.converter.convert(file.path.read_bytes(), str(file.path))
         title, text, time, metadata = converted.title, converted.text, converted.time, dict(converted.metadata)
     else:
-        try:
-            content = file.path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:  # say who read it, and as what
-            raise DuckgraphError(f"duckgraph reads {file.path.suffix.lower()} files as UTF-8 text, and this one is "
-                                 f"not ({exc}): convert it to UTF-8") from exc
+        suffix = file.path.suffix.lower()
+        content = text_of(file.path.read_bytes(), file.path, text_suffix=suffix in SUFFIXES)
         # Front matter is a Markdown note's. In a code or configuration file (chunking.markdown_headings) a leading
         # "---" is its own text: a YAML file's first document, which front matter would take for metadata.
-        markdown = file.path.suffix.lower() != ".txt" and markdown_headings(file.id, "", content)
+        markdown = suffix != ".txt" and markdown_headings(file.id, "", content)
         title, text, time, metadata = read_markdown(content, front_matter=markdown)
+        if suffix in TABLE_SUFFIXES:
+            text, head = markdown_table(text, suffix)
     modified = datetime.fromtimestamp(file.path.stat().st_mtime, timezone.utc).isoformat()
-    return as_documents(file.id, title or file.path.stem, text, time, metadata, fallback_time=modified)
+    return as_documents(file.id, title or file.path.stem, text, time, metadata, fallback_time=modified, head=head)
 
 
 def as_documents(document_id: str, title: str, text: str, time: str | None, metadata: dict[str, str], *,
-                 fallback_time: str | None = None) -> Contents:
-    """`text` as one document, or several when it is longer than a document may be (see the module); none when it
-    is blank. Their time is `time`, the one the source states, else `fallback_time`. A time that is not ISO 8601
-    is left out (a front matter's "May 2nd"); the metadata keeps it."""
+                 fallback_time: str | None = None, head: str = "") -> Contents:
+    """`text` as one document, or several when it is longer than a document may be (see the module), each after
+    the first starting with `head` (a table's header and delimiter lines); none when it is blank. Their time is
+    `time`, the one the source states, else `fallback_time`. A time that is not ISO 8601 is left out (a front
+    matter's "May 2nd"); the metadata keeps it."""
     from duckgraph.core.domain.model import MAX_DOCUMENT_CHARS, DocumentInput
     from duckgraph.core.domain.moments import parse_moment
 
@@ -360,7 +416,7 @@ def as_documents(document_id: str, title: str, text: str, time: str | None, meta
         moment = parse_moment(time or fallback_time) if time or fallback_time else None
     except ValueError:
         moment = None
-    parts = _split(text, MAX_DOCUMENT_CHARS, headings=markdown_headings(document_id, title, text))
+    parts = _split(text, MAX_DOCUMENT_CHARS, headings=markdown_headings(document_id, title, text), head=head)
     if len(parts) == 1:
         return Contents([DocumentInput(id=document_id, title=title, text=parts[0], metadata=metadata, time=moment)],
                         stated)
@@ -370,16 +426,17 @@ def as_documents(document_id: str, title: str, text: str, time: str | None, meta
                      for n, part in enumerate(parts, start=1)], stated)
 
 
-def _split(text: str, limit: int, *, headings: bool) -> list[str]:
+def _split(text: str, limit: int, *, headings: bool, head: str = "") -> list[str]:
     """The pieces of `text` that hold more than blanks, each of at most `limit` characters, cut at the last paragraph
     break, else line break, else space in its second half (else at the limit). With `headings` (Markdown's, see
     chunking.markdown_headings), a piece after the first starts with the heading lines it was cut under, so that
-    its passages keep their section ("Big archive > Day 1405", not "")."""
+    its passages keep their section ("Big archive > Day 1405", not ""); and with `head`, with those lines (a
+    table's header, so that its rows keep their columns' names)."""
     parts = []
     above: list[tuple[int, str]] = []  # the headings open where the next piece starts
     while text:
-        carried = "".join(f"{'#' * level} {heading}\n" for level, heading in above)
-        if len(carried) > limit // 4:  # headings as long as a book's chapter are no headings to repeat
+        carried = "".join(f"{'#' * level} {heading}\n" for level, heading in above) + (head if parts else "")
+        if len(carried) > limit // 4:  # headings as long as a book's chapter (or a header) are none to repeat
             carried = ""
         room = limit - len(carried)
         cut = len(text) if len(text) <= room else next(
@@ -520,7 +577,7 @@ def _contents(file: Source, report: IngestReport) -> Contents | None:
         shown = os.fsencode(file.path).decode("utf-8", "backslashreplace")
         report.skipped.append((shown, file.refused))
         if isinstance(file, FileDocument) and file.unsupported:
-            report.unsupported.append((shown, file.unsupported))
+            report.unsupported.append((shown, file.unsupported, file.binary))
         return None
     try:
         contents = file.read()
