@@ -10,7 +10,10 @@
    most promising by proximity x relevance). Proximity decays per hop and with weak edges. A reached node's
    relevance is the better of its own similarity to the query and that of the fact (edge) that reached it:
    "Harvard University" alone is far from "which university did Bill Gates drop out of?", the fact
-   "Bill Gates dropped out of Harvard University" is close.
+   "Bill Gates dropped out of Harvard University" is close. A step to what replaced a node ("ADR-7 SUPERSEDES
+   ADR-3"), or one that goes on with the chain of one relation type that reached it from an entity the query names
+   ("billing-service DEPENDS_ON auth-service DEPENDS_ON Redis"), lends the node it reaches the relevance of the one
+   it leaves (`_lending`).
 3. Pruning: a reached node is kept when its relevance is at least `keep_ratio` times the best relevance
    among the anchors; the nodes on the path that reached it are kept too, so the result stays connected.
 4. Passages: a walk over entities and passages from the query's seeds (`passage_ranking`).
@@ -30,6 +33,7 @@ from duckgraph.core.domain.left_out import (
 from duckgraph.core.domain.passage_ranking import rank_passages
 from duckgraph.core.domain.query_words import (
     ID, WordMatches, anchor_candidates, called, fact_terms, holding_ids, query_ids, relation_terms)
+from duckgraph.core.domain.relation_types import replaced_end
 from duckgraph.core.domain.relevance import relevant
 from duckgraph.core.domain.search_options import (
     SearchOptions, edge_filter, keyword_passages, nearest_passages, timed, windowed)
@@ -52,6 +56,8 @@ class Reached:
     relevance: float = 0.0
     parent: int | None = None
     via_edge: int | None = None
+    #: Whether the step over `via_edge` lent this node `parent`'s relevance (`_lending`).
+    lent: bool = False
 
     @property
     def score(self) -> float:
@@ -143,7 +149,7 @@ def anchor_and_expand(
     if not relevance.whole:  # no whole reached the floor: a vector below it alone does not make an anchor
         backed = {n.id for n in named} | {i for i, _ in words.nodes} | relevance.observed.keys() | set(fact_ends)
         anchors = [a for a in anchors if a.node_id in backed]
-    reached, edges = _expand(store, query, namespace, anchors, options)
+    reached, edges = _expand(store, query, namespace, anchors, options, frozenset(n.id for n in named))
     kept = _prune(reached, anchors, options)
     kept_ids = {r.node_id for r in kept}
     records = {n.id: n for n in store.get_nodes(kept_ids)}
@@ -246,14 +252,16 @@ def _series(identifier: str) -> str:
 
 
 def _expand(
-    store: GraphStore, query: np.ndarray, namespace: str, anchors: list[Reached], options: SearchOptions
+    store: GraphStore, query: np.ndarray, namespace: str, anchors: list[Reached], options: SearchOptions,
+    named: frozenset[int] = frozenset(),
 ) -> tuple[dict[int, Reached], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
     """The nodes reached from the anchors that can be kept (relevant enough) or that led further, and the
-    (ids, sources, targets) of the edges walked, hop by hop.
+    (ids, sources, targets) of the edges walked, hop by hop; `named`: the anchors the query names.
 
     A hop reaches thousands of nodes in a big graph, so it is computed over arrays: every walked edge in both
     directions is a candidate step; a node keeps the step that brings the most proximity (the first such step,
-    edges in `neighbor_ends` order, on a tie) and the best similarity among the facts that reached it.
+    edges in `neighbor_ends` order, on a tie) and the best relevance among the steps that reached it: the fact's
+    similarity, or the relevance of the node it left where the step lends it (`_lending`).
     """
     import numpy as np  # see passage_ranking._walk
 
@@ -262,6 +270,7 @@ def _expand(
     threshold = _keep_threshold(anchors, options)
     edges: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     frontier = [a.node_id for a in anchors]
+    chains: dict[int, tuple[str, bool]] = {}  # node -> (type, forwards) of the chain from a named anchor it ends
     for hop in range(1, options.hops + 1):
         if not frontier:
             break
@@ -275,16 +284,23 @@ def _expand(
         here = np.stack([sources, targets], axis=1).ravel()
         there = np.stack([targets, sources], axis=1).ravel()
         edge_at = np.repeat(np.arange(len(edge_ids)), 2)
+        forwards = np.tile([True, False], len(edge_ids))
         sorted_frontier = np.sort(np.asarray(frontier, dtype=np.int64))
         position = np.minimum(np.searchsorted(sorted_frontier, here), len(sorted_frontier) - 1)
         step = (sorted_frontier[position] == here) & ~isin_ids(there, reached_ids)
-        here, there, edge_at, position = here[step], there[step], edge_at[step], position[step]
+        here, there, edge_at, position, forwards = (
+            here[step], there[step], edge_at[step], position[step], forwards[step])
         if not len(there):
             break
         frontier_proximity = np.array([reached[n].proximity for n in sorted_frontier.tolist()])
+        frontier_relevance = np.array([reached[n].relevance for n in sorted_frontier.tolist()])
         proximity = frontier_proximity[position] * options.hop_decay * np.minimum(weights[edge_at].astype(float), 1.0)
-        # Per reached node: its best step (most proximity, then the earliest) and its best fact, the nodes in the
-        # order they were first reached (so that ties in the frontier's ranking fall the same way every time).
+        types = store.edge_types(edge_ids.tolist())
+        kinds = [types.get(i, "") for i in edge_ids.tolist()]
+        lends = _lending(kinds, here, edge_at, forwards, chains)
+        step_relevance = np.where(lends, np.maximum(fact[edge_at], frontier_relevance[position]), fact[edge_at])
+        # Per reached node: its best step (most proximity, then the earliest) and its best relevance, the nodes in
+        # the order they were first reached (so that ties in the frontier's ranking fall the same way every time).
         sequence = np.arange(len(there))
         by_node = np.lexsort((sequence, -proximity, there))
         starts = np.flatnonzero(np.r_[True, there[by_node][1:] != there[by_node][:-1]])
@@ -293,7 +309,7 @@ def _expand(
         found = there[best]
         relevance = np.maximum(
             np.nan_to_num(store.similarity_array("node", found, query), nan=0.0),
-            np.maximum.reduceat(fact[edge_at][by_node], starts)[in_order],
+            np.maximum.reduceat(step_relevance[by_node], starts)[in_order],
         )
         score = proximity[best] * np.maximum(relevance, 0.0)
         carried = np.argsort(-score, kind="stable")[: options.frontier]
@@ -301,13 +317,43 @@ def _expand(
         wanted = relevance >= threshold
         wanted[carried] = True
         step_of = best[wanted]  # converted to lists at once: indexing arrays item by item costs more than the rest
-        for node_id, node_proximity, node_relevance, parent, via_edge in zip(
+        for node_id, node_proximity, node_relevance, parent, at, forward, lent in zip(
                 found[wanted].tolist(), proximity[step_of].tolist(), relevance[wanted].tolist(),
-                here[step_of].tolist(), edge_ids[edge_at[step_of]].tolist()):
-            reached[node_id] = Reached(node_id, hop, node_proximity, node_relevance, parent=parent, via_edge=via_edge)
+                here[step_of].tolist(), edge_at[step_of].tolist(), forwards[step_of].tolist(),
+                lends[step_of].tolist()):
+            reached[node_id] = Reached(node_id, hop, node_proximity, node_relevance, parent=parent,
+                                       via_edge=int(edge_ids[at]), lent=lent)
+            if parent in named or chains.get(parent) == (kinds[at], forward):
+                chains[node_id] = (kinds[at], forward)
         reached_ids = np.concatenate([reached_ids, found])
         frontier = found[carried].tolist()
     return reached, edges
+
+
+def _lending(
+    kinds: list[str], here: np.ndarray, edge_at: np.ndarray, forwards: np.ndarray,
+    chains: dict[int, tuple[str, bool]],
+) -> np.ndarray:
+    """Which steps (from `here` over the edge of type `kinds[edge_at]`, `forwards` from its source) lend the node
+    they reach the relevance of the node they leave, whatever the fact's own similarity to the query:
+    - a step to what replaced it (`replaced_end`: "ADR-7 SUPERSEDES ADR-3", from ADR-3): the successor stands where
+      it stood, and "What caching layer did we choose?" is answered by ADR-7's choice, not ADR-3's;
+    - a step that goes on with the type and direction of the chain of facts that reached `here` from an anchor the
+      query names (`chains`): "billing-service DEPENDS_ON auth-service" after "auth-service DEPENDS_ON Redis" for
+      "What would break if we drop Redis?", a fact whose words share nothing with the question.
+    """
+    import numpy as np  # see passage_ranking._walk
+
+    replaced = [replaced_end(kind) for kind in kinds]
+    source_replaced = np.fromiter((end == "source" for end in replaced), bool, len(replaced))
+    target_replaced = np.fromiter((end == "target" for end in replaced), bool, len(replaced))
+    lends = np.where(forwards, source_replaced[edge_at], target_replaced[edge_at])
+    if chains:
+        ongoing = np.flatnonzero(isin_ids(here, np.fromiter(chains, np.int64, len(chains))))
+        lends[ongoing] |= np.fromiter(
+            (chains[h] == (kinds[e], f) for h, e, f in zip(
+                here[ongoing].tolist(), edge_at[ongoing].tolist(), forwards[ongoing].tolist())), bool, len(ongoing))
+    return lends
 
 
 def _edges_touching(
@@ -328,8 +374,8 @@ def _rank_facts(
     store: GraphStore, query_text: str, query: np.ndarray, walked: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
     kept: list[Reached], options: SearchOptions,
 ) -> tuple[dict[int, tuple[float, float]], list[tuple[int, int, int]]]:
-    """The facts (edges) that best answer the query, best first, each with its score and its own similarity
-    to the query: those among the kept
+    """The facts (edges) that best answer the query, best first, each with its score and the relevance it lends
+    a far end (its own similarity to the query, or what it lent: `_with_lent`): those among the kept
     nodes, and those from a kept node to one left out that score as high as a node needs to be kept ("Payments
     Team owns Checkout Service" for "which team owned the service hit by INC-142?": the team alone is far from
     the question). At most `FACTS_PER_NODE` per kept node; those that cap leaves out come second, as (id, source,
@@ -340,7 +386,9 @@ def _rank_facts(
     walked). Both must be high: for "who leads the team that owns X?", "Omar leads Discovery Team", next to
     "Discovery Team owns X", outranks "Lena leads Platform Team", though the two facts alone are about as close
     to the question; and a weak fact hanging off a strong chain stays weak. A fact's own similarity is lifted by
-    its words (`_with_fact_words`) for this score, not for the relevance it lends a far end.
+    its words (`_with_fact_words`) for this score, not for the relevance it lends a far end; it is raised, for
+    both and in the chains, to the relevance the fact lent (`_with_lent`). The facts of what replaced a kept entity
+    stand beside that entity's (`_with_successors`).
     """
     import numpy as np  # see passage_ranking._walk
 
@@ -349,7 +397,9 @@ def _rank_facts(
     if not len(ids):
         return {}, []
     similarity = np.maximum(np.nan_to_num(store.similarity_array("edge", ids, query), nan=0.0), 0.0)
-    context, via = (np.array([column[n] for n in nodes.tolist()]) for column in _chains(kept, ids, similarity))
+    types = store.edge_types(ids.tolist())
+    lent = _with_lent(kept, ids, sources, targets, types, similarity)
+    context, via = (np.array([column[n] for n in nodes.tolist()]) for column in _chains(kept, ids, lent))
     best_context = np.zeros(len(ids))
     both_kept = np.ones(len(ids), dtype=bool)
     for ends in (sources, targets):
@@ -359,17 +409,19 @@ def _rank_facts(
         # The fact that reached an end is the last link of that end's chain: it extends the other end's.
         extends = inside & (via[at] != ids)
         best_context = np.where(extends, np.maximum(best_context, context[at]), best_context)
-    score = np.sqrt(best_context * _with_fact_words(store, query_text, ids, similarity, options))
+    score = np.sqrt(best_context * np.maximum(_with_fact_words(query_text, ids, types, similarity, options), lent))
     threshold = _keep_threshold([r for r in kept if r.hop == 0], options)
-    chosen = np.flatnonzero(both_kept | (score >= threshold))
+    shown = both_kept | (score >= threshold)
+    _with_successors(kept, ids, sources, targets, types, score, shown)
+    chosen = np.flatnonzero(shown)
     ranked = chosen[np.argsort(-score[chosen], kind="stable")]
     best, capped = ranked[: FACTS_PER_NODE * options.max_nodes], ranked[FACTS_PER_NODE * options.max_nodes:]
-    return (dict(zip(ids[best].tolist(), zip(score[best].tolist(), similarity[best].tolist()))),
+    return (dict(zip(ids[best].tolist(), zip(score[best].tolist(), lent[best].tolist()))),
             list(zip(ids[capped].tolist(), sources[capped].tolist(), targets[capped].tolist())))
 
 
 def _with_fact_words(
-    store: GraphStore, query_text: str, ids: np.ndarray, similarity: np.ndarray, options: SearchOptions,
+    query_text: str, ids: np.ndarray, types: dict[int, str], similarity: np.ndarray, options: SearchOptions,
 ) -> np.ndarray:
     """The facts' similarities, each plus `keyword_weight` x the best one x the query's words its relation type
     holds (not its ends' names) over the most any of them holds. A fact's sentence is short and its vector mostly
@@ -382,12 +434,63 @@ def _with_fact_words(
     wanted = set(terms(query_text))
     if options.keyword_weight <= 0 or not wanted:
         return similarity
-    types = store.edge_types(ids.tolist())
     held = {relation: len(wanted.intersection(relation_terms(relation))) for relation in set(types.values())}
     words = np.fromiter((held.get(types.get(i, ""), 0) for i in ids.tolist()), np.float64, len(ids))
     if not words.max():
         return similarity
     return similarity + options.keyword_weight * similarity.max() * words / words.max()
+
+
+def _with_lent(
+    kept: list[Reached], ids: np.ndarray, sources: np.ndarray, targets: np.ndarray, types: dict[int, str],
+    similarity: np.ndarray,
+) -> np.ndarray:
+    """The facts' similarities, each raised to the relevance it lends: that of the kept node a step over it left
+    where the step lent it (`_lending`), and, for a fact that says a kept node was replaced (`replaced_end`),
+    that node's, whether or not the walk reached the successor through it. A kept entity another replaced reads as
+    current without that fact, and a chain of one type from a named entity answers as its first fact does; their
+    own words may share nothing with the query ("ADR-7 SUPERSEDES ADR-3", "billing-service DEPENDS_ON
+    auth-service")."""
+    relevance = {r.node_id: r.relevance for r in kept}
+    lent_by = {r.via_edge: relevance[r.parent] for r in kept if r.lent and r.parent in relevance}
+    lent = similarity.copy()
+    for position, (edge, source, target) in enumerate(zip(ids.tolist(), sources.tolist(), targets.tolist())):
+        end = replaced_end(types.get(edge, ""))
+        replaced = source if end == "source" else target if end == "target" else None
+        lent[position] = max(lent[position], lent_by.get(edge, 0.0), relevance.get(replaced, 0.0))
+    return lent
+
+
+def _with_successors(
+    kept: list[Reached], ids: np.ndarray, sources: np.ndarray, targets: np.ndarray, types: dict[int, str],
+    score: np.ndarray, shown: np.ndarray,
+) -> None:
+    """Show (in `shown`, scoring in `score`) each fact of an entity that replaced a kept one (`replaced_end`) of a
+    type and direction the replaced one's shown facts have, scoring at least as the best of those: what holds in
+    their place ("ADR-7 CHOSE Redis" beside "ADR-3 CHOSE Memcached", once "ADR-7 SUPERSEDES ADR-3"). The oldest
+    replaced first, so that a successor's successor follows."""
+    hop = {r.node_id: r.hop for r in kept}
+    facts: dict[int, list[int]] = {}  # node -> positions of the facts (not of replacement) it is an end of
+    successions = []  # (replaced, successor)
+    for position, (edge, source, target) in enumerate(zip(ids.tolist(), sources.tolist(), targets.tolist())):
+        end = replaced_end(types.get(edge, ""))
+        if end is None:
+            if source != target:
+                facts.setdefault(source, []).append(position)
+                facts.setdefault(target, []).append(position)
+        elif (replaced := source if end == "source" else target) in hop:
+            successions.append((replaced, target if end == "source" else source))
+    for replaced, successor in sorted(successions, key=lambda pair: hop[pair[0]]):
+        best: dict[tuple[str, bool], float] = {}  # (type, from the entity) -> best score of a shown fact
+        for position in facts.get(replaced, ()):
+            if shown[position]:
+                key = (types.get(int(ids[position]), ""), int(sources[position]) == replaced)
+                best[key] = max(best.get(key, 0.0), float(score[position]))
+        for position in facts.get(successor, ()):
+            key = (types.get(int(ids[position]), ""), int(sources[position]) == successor)
+            if key in best:
+                score[position] = max(float(score[position]), best[key])
+                shown[position] = True
 
 
 def _join_far_ends(

@@ -311,6 +311,22 @@ def test_one_written_report_goes_to_one_community_and_a_community_takes_one():
     assert [(c.title, c.stale) for c in new] == [("Split", True), ("", False), ("Whole", True), ("", False)]
 
 
+def test_a_reports_key_facts_of_equal_weight_are_the_newest_first(db_path: Path, minilm):
+    # A log of decisions, each written after the one it revisits: of two facts of equal weight the older is the one
+    # a later one superseded, and a report names only its first 6 facts (its summary, 3).
+    chosen = ["Memcached", "RabbitMQ", "Redis", "Kafka", "Kubernetes", "ClickHouse", "PostgreSQL"]
+    with knowledge_base(db_path, minilm) as kb:
+        for technology in chosen:
+            kb.add_knowledge_graph([NodeInput(name="Platform Team", type="Team"),
+                                    NodeInput(name=technology, type="Technology")],
+                                   [EdgeInput(source="Platform Team", target=technology, type="CHOSE")])
+        kb.communities.build("default")
+        [community] = [c for c in kb.store.communities("default") if c.level == 0]
+        newest = [f"Platform Team chose {technology}" for technology in reversed(chosen)]
+        assert community.details["facts"] == newest[:6]
+        assert f"Facts: {'; '.join(newest[:3])}." in community.summary
+
+
 def test_after_a_build_that_found_no_relation_global_search_says_so(db_path: Path):
     with knowledge_base(db_path, HashingEmbedder()) as kb:
         kb.add_knowledge_graph([NodeInput(name="Lonely", type="Thing"), NodeInput(name="Alone", type="Thing")], [])

@@ -15,8 +15,9 @@ pytestmark = pytest.mark.model
 
 #: topic_graph()'s entities and relations: what the build covered.
 COVERED = 35 + 36
-#: The garden report's first fact, in its summary (relations to the hub, the lowest ids first).
-GARDEN_FACT = "San Marzano tomatoes part of plot 14"
+#: The garden report's first fact, in its summary (relations to the hub of equal weight, the newest first).
+GARDEN_SOURCE = "compost bay"
+GARDEN_FACT = f"{GARDEN_SOURCE} part of plot 14"
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def garden(result):
 def test_an_extractive_report_citing_a_deleted_fact_is_shown_without_it_at_once(memory):
     before = memory.communities.global_search("What do we know about the garden?", "default")
     assert GARDEN_FACT in garden(before).summary and not garden(before).stale
-    delete(memory, "San Marzano tomatoes")
+    delete(memory, GARDEN_SOURCE)
     found = memory.communities.global_search("What do we know about the garden?", "default")
     assert GARDEN_FACT not in found.text and GARDEN_FACT not in found.model_dump_json()
     report = garden(found)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from duckgraph.core.domain import passage_ranking, retrieval
+from duckgraph.core.domain.relation_types import replaced_end
 from duckgraph.core.domain.retrieval import Reached
 from duckgraph.core.domain.search_options import SearchOptions
 from duckgraph.plugins.duckdb import DuckDBStore
@@ -18,30 +19,44 @@ from duckgraph.ports import ChunkRecord, DocumentRecord, EdgeWrite, NodeRecord, 
 DIMS = 8
 
 
-def reference_expand(store, query, namespace, anchors, options):
-    """Breadth-first: a node keeps the first step that brings it the most proximity, and the best fact."""
+def reference_expand(store, query, namespace, anchors, options, named=frozenset()):
+    """Breadth-first: a node keeps the first step that brings it the most proximity, and the best relevance of a
+    step: the fact's, or the node's it leaves when the fact says that node was replaced, or goes on with the type
+    and direction of the chain that reached that node from a named anchor."""
     reached = {a.node_id: a for a in anchors}
     frontier = [a.node_id for a in anchors]
+    chains: dict[int, tuple[str, bool]] = {}
     for hop in range(1, options.hops + 1):
         if not frontier:
             break
         found: dict[int, Reached] = {}
         fact: dict[int, float] = {}
+        chain_of: dict[int, tuple[str, bool]] = {}
         walked = list(zip(*(column.tolist() for column in store.neighbor_ends(
             frontier, namespace, limit=options.frontier * 20))))
         similarity = store.similarities("edge", [e for e, _, _, _ in walked], query)
+        types = store.edge_types([e for e, _, _, _ in walked])
         for edge_id, source, target, weight in walked:
-            for here, there in ((source, target), (target, source)):
+            for here, there, forwards in ((source, target, True), (target, source, False)):
                 if here not in frontier or there in reached:
                     continue
+                step = (types[edge_id], forwards)
+                lends = (replaced_end(types[edge_id]) == ("source" if forwards else "target")
+                         or chains.get(here) == step)
+                value = similarity.get(edge_id, -1.0)
+                value = max(value, reached[here].relevance) if lends else value
                 proximity = reached[here].proximity * options.hop_decay * min(weight, 1.0)
                 if there not in found or proximity > found[there].proximity:
-                    found[there] = Reached(there, hop, proximity, parent=here, via_edge=edge_id)
-                fact[there] = max(fact.get(there, -1.0), similarity.get(edge_id, -1.0))
+                    found[there] = Reached(there, hop, proximity, parent=here, via_edge=edge_id, lent=lends)
+                    chain_of[there] = step
+                fact[there] = max(fact.get(there, -1.0), value)
         for node_id, value in store.similarities("node", list(found), query).items():
             found[node_id].relevance = value
         for node_id, value in fact.items():
             found[node_id].relevance = max(found[node_id].relevance, value)
+        for node_id, item in found.items():
+            if item.parent in named or chains.get(item.parent) == chain_of[node_id]:
+                chains[node_id] = chain_of[node_id]
         reached.update(found)
         frontier = [r.node_id for r in sorted(found.values(), key=lambda r: -r.score)[: options.frontier]]
     return reached
@@ -94,11 +109,12 @@ def graph(request, tmp_path):
     nodes = [NodeRecord(namespace="default", key=name, name=name, type="Thing", embedding=vectors[i]) for i, name in
              enumerate(names)]
     store.write(WriteBatch(nodes=nodes, documents=documents, chunks=chunks))
-    # Heavy-tailed targets (hubs), a few weights per edge so that proximities tie and differ.
+    # Heavy-tailed targets (hubs), a few weights per edge so that proximities tie and differ; types that say one end
+    # replaced the other, either way, and chains of one type.
     edges, seen = [], set()
     for i in range(1_500):
         source, target = int(rng.integers(n)), int(n * rng.random() ** 3)
-        relation = ("A", "B")[i % 2]
+        relation = ("A", "B", "A", "B", "SUPERSEDES", "REPLACED_BY")[i % 6]
         if source == target or (source, target, relation) in seen:
             continue
         seen.add((source, target, relation))
@@ -120,22 +136,26 @@ def graph(request, tmp_path):
 
 def test_expansion_matches_the_loop(graph):
     store, rng, node_ids, _ = graph
+    lent: set[str] = set()  # the types of the steps that lent a node its parent's relevance
     for frontier, hops in ((100, 2), (7, 3), (1, 2)):
         options = SearchOptions(frontier=frontier, hops=hops)
         for _ in range(8):
             query = normalize(rng.standard_normal(DIMS).astype(np.float32))
             picked = rng.choice(node_ids, size=int(rng.integers(1, 6)), replace=False).tolist()
+            named = frozenset(picked[: int(rng.integers(0, len(picked) + 1))])
             similarity = store.similarities("node", picked, query)
             anchors = [Reached(i, 0, 1.0, similarity[i]) for i in picked]
             want = reference_expand(store, query, "default", [Reached(a.node_id, 0, 1.0, a.relevance) for a in anchors],
-                                    options)
-            got, _ = retrieval._expand(store, query, "default", anchors, options)
+                                    options, named)
+            got, _ = retrieval._expand(store, query, "default", anchors, options, named)
             threshold = retrieval._keep_threshold(anchors, options)
             # Every record it keeps is the loop's; it leaves out only nodes that can be neither kept nor carried.
             assert {k: vars(v) for k, v in got.items()} == {k: vars(want[k]) for k in got}
             assert all(r.relevance < threshold for k, r in want.items() if k not in got)
             assert [r.node_id for r in retrieval._prune(got, anchors, options)] == [
                 r.node_id for r in retrieval._prune(want, anchors, options)]
+            lent |= set(store.edge_types([r.via_edge for r in got.values() if r.lent]).values())
+    assert lent >= {"A", "SUPERSEDES", "REPLACED_BY"}  # both kinds of lending were compared
 
 
 def test_walk_matches_the_loop(graph):

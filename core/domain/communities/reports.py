@@ -67,7 +67,8 @@ class EdgeTable:
     def key_parts(self, communities: Sequence[CommunityRecord], entities: int, facts: int
                   ) -> dict[int, tuple[list[int], list[int]]]:
         """Community ref -> (its `entities` members of largest weighted degree inside it, then lowest id; the ids of
-        its `facts` strongest internal edges, those between two of its central members first)."""
+        its `facts` strongest internal edges, those between two of its central members first, then the newest
+        (highest id): in a log of decisions the older of two equal facts is the one a later one superseded)."""
         found: dict[int, tuple[list[int], list[int]]] = {c.ref: ([], []) for c in communities}
         for level in sorted({c.level for c in communities}):
             self._level_parts([c for c in communities if c.level == level], entities, facts, found)
@@ -95,7 +96,7 @@ class EdgeTable:
             found[int(refs[position])][0].append(node)
         edge_owner = source_label[inside]
         between = central[self.sources[inside]] & central[self.targets[inside]]
-        order = np.lexsort((inside, -self.weights[inside], ~between, edge_owner))
+        order = np.lexsort((-self.ids[inside], -self.weights[inside], ~between, edge_owner))
         inside, edge_owner = inside[order], edge_owner[order]
         chosen = _first_of_each(np, edge_owner, facts)
         for position, edge in zip(edge_owner[chosen].tolist(), self.ids[inside[chosen]].tolist()):
