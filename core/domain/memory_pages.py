@@ -17,7 +17,7 @@ import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from duckgraph.core.domain.model import GraphRelation, MemoryEntity, MemoryGraph
+from duckgraph.core.domain.model import GraphEntity, GraphRelation, MemoryGraph
 from duckgraph.core.domain.render import estimate_tokens
 from duckgraph.ports.text import shortened
 
@@ -39,7 +39,7 @@ class Entry:
     """An entity of an answer, with the relations that come with it (edge id, relation), in creation order.
     `more_relations`: it has more than were read, so it comes alone on a page, cut."""
 
-    entity: MemoryEntity
+    entity: GraphEntity
     relations: list[tuple[int, GraphRelation]]
     more_relations: bool = False
 
@@ -70,7 +70,7 @@ class Page:
     """The entries a page takes (`taken`, the cut one included), as entities and relations; `bounded`: it ended
     before an entry because of the bound (or cut one), not because the entries ended."""
 
-    entities: list[MemoryEntity] = field(default_factory=list)
+    entities: list[GraphEntity] = field(default_factory=list)
     relations: list[tuple[int, GraphRelation]] = field(default_factory=list)
     taken: int = 0
     bounded: bool = False
@@ -106,7 +106,7 @@ def fill(entries: Iterable[Entry], room: int = TEXT_TOKENS - NOTE_TOKENS) -> Pag
     return page
 
 
-def _cut(entry: Entry, room: int) -> tuple[list[MemoryEntity], list[tuple[int, GraphRelation]], Cut]:
+def _cut(entry: Entry, room: int) -> tuple[list[GraphEntity], list[tuple[int, GraphRelation]], Cut]:
     """An entry that alone does not fit in `room`: the observations that fit, then the relations."""
     entity = entry.entity
     used = _cost(entity.model_copy(update={"observations": []})) + 3  # "[]" opened on lines of its own
@@ -129,7 +129,7 @@ def _cut(entry: Entry, room: int) -> tuple[list[MemoryEntity], list[tuple[int, G
     return [entity.model_copy(update={"observations": observations})], relations, cut
 
 
-def _cost(item: MemoryEntity | GraphRelation) -> int:
+def _cost(item: GraphEntity | GraphRelation) -> int:
     """The tokens `item` takes in the answer's JSON, on its lines and with the comma after it."""
     text = json.dumps(item.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2, ensure_ascii=False)
     return estimate_tokens(textwrap.indent(text, _ITEM_INDENT) + ",\n")

@@ -18,6 +18,10 @@ edges. Where duckgraph's model differs, the difference is deliberate and small:
   finds relevant by meaning (its anchors, not the neighbours it walks to).
 - read_graph, search_nodes and open_nodes answer a page within a token bound (memory_pages.py), with
   `next_offset` when more remain; the reference's answers have no bound, which hosts cut.
+- An entity's or a relation's description (add_knowledge_graph and extraction write them; the reference has
+  none) is an extra `description` key of it in those answers, not an observation: the reference's keys stay as
+  they are, and no text is listed as an observation that delete_observations cannot remove or that a client
+  copying the graph would store as one.
 
 Results have the reference's shape; the few extra fields are optional and only present when they say something.
 """
@@ -57,9 +61,9 @@ from duckgraph.core.domain.model import (
     AddObservationsResult,
     CreatedEntity,
     CreatedRelation,
+    GraphEntity,
     GraphRelation,
     MemoryEntities,
-    MemoryEntity,
     MemoryEntityInput,
     MemoryGraph,
     ObservationAddition,
@@ -719,16 +723,18 @@ def _entries(
     names.update({n.id: n.name for n in kb.store.get_nodes(others)})
     for record in records:
         mine = sorted(owned.get(record.id, ()), key=lambda e: e.id)
-        yield Entry(entity=MemoryEntity(name=record.name, entityType=record.type,
-                                        observations=observations.get(record.id, [])),
+        yield Entry(entity=GraphEntity(name=record.name, entityType=record.type,
+                                       observations=observations.get(record.id, []),
+                                       description=record.description or None),
                     relations=[(e.id, memory_relation(e, names)) for e in mine
                                if e.source_id in names and e.target_id in names],
                     more_relations=record.id in unread)
 
 
 def memory_relation(edge: EdgeRecord, names: dict[int, str]) -> GraphRelation:
-    """An edge as {from, to, relationType}, with the type as the caller spelt it when it was recorded."""
+    """An edge as {from, to, relationType}, with the type as the caller spelt it when it was recorded, and its
+    description and properties when it has them."""
     original = edge.properties.get(ORIGINAL_TYPE)
     spelled = original if isinstance(original, str) and relation_type(original) == edge.type else edge.type
     return GraphRelation(from_=names[edge.source_id], to=names[edge.target_id], relationType=spelled,
-                         properties=edge_properties(edge.properties) or None)
+                         description=edge.description or None, properties=edge_properties(edge.properties) or None)

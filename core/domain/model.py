@@ -653,9 +653,21 @@ class MemoryRelation(_Model):
     relationType: str  # noqa: N815
 
 
-class GraphRelation(MemoryRelation):
-    """A relation as read_graph, search_nodes and open_nodes return it: the reference's shape, plus `properties`."""
+class GraphEntity(MemoryEntity):
+    """An entity as read_graph, search_nodes and open_nodes return it: the reference's shape, plus `description`."""
 
+    description: str | None = Field(
+        None, description="Present only when the entity has a description (add_knowledge_graph and extraction "
+                          "write one): what it is, in addition to its observations.")
+
+
+class GraphRelation(MemoryRelation):
+    """A relation as read_graph, search_nodes and open_nodes return it: the reference's shape, plus `description`
+    and `properties`."""
+
+    description: str | None = Field(
+        None, description="Present only when the relation has a description (add_knowledge_graph and extraction "
+                          "write one): what the relation says beyond its type, such as the reason for a choice.")
     properties: dict[str, Any] | None = Field(
         None, description="Present only when the relation has properties (add_knowledge_graph stores them).")
 
@@ -718,7 +730,7 @@ class MemoryGraph(_Model):
     """Entities and relations, as read_graph, search_nodes and open_nodes return them (core/domain/memory_pages.py:
     a page within a token bound)."""
 
-    entities: list[MemoryEntity]
+    entities: list[GraphEntity]
     relations: list[GraphRelation]
     next_offset: int | None = Field(
         None, description="Present when more entities remain: pass it as offset to read on."

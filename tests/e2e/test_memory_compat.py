@@ -284,7 +284,7 @@ def schema_shape(schema: dict[str, Any], root: dict[str, Any] | None = None) -> 
 #: The optional fields duckgraph's results add to the reference's (left out when they say nothing).
 OPTIONAL_EXTRAS = {"merged_into", "note", "next_offset", "relations_truncated", "entities_truncated", "removed",
                    "not_found", "deleted", "edges_deleted", "hints", "properties", "observations_truncated",
-                   "unmatched"}
+                   "unmatched", "description"}
 
 
 def assert_extends(mine: Any, ref: Any, where: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from duckgraph.core.domain.memory_pages import TEXT_TOKENS, Entry, fill, note
-from duckgraph.core.domain.model import GraphRelation, MemoryEntity
+from duckgraph.core.domain.model import GraphEntity, GraphRelation
 from duckgraph.core.domain.render import estimate_tokens
 
 RELATION_IDS = iter(range(1, 1_000_000))
@@ -14,7 +14,7 @@ RELATION_IDS = iter(range(1, 1_000_000))
 
 def entry(name: str, observations: int = 2, relations: int = 1, *, more: bool = False) -> Entry:
     facts = [f"{name} fact {i}: " + "likes hiking, jazz and long walks by the river; " * 4 for i in range(observations)]
-    return Entry(entity=MemoryEntity(name=name, entityType="person", observations=facts),
+    return Entry(entity=GraphEntity(name=name, entityType="person", observations=facts),
                  relations=[(next(RELATION_IDS), GraphRelation(from_=name, to=f"Friend {i}", relationType="knows"))
                             for i in range(relations)], more_relations=more)
 
@@ -84,7 +84,7 @@ def test_an_entity_whose_relations_were_not_all_read_starts_a_page_of_its_own():
 
 def test_the_bound_holds_for_scripts_that_cost_more_a_character():
     name = "한국어이름" * 60  # 300 characters, the longest name, of a script estimated at 1.5 tokens a character
-    big = Entry(entity=MemoryEntity(name=name, entityType="사람", observations=["관찰 기록입니다 " * 250] * 40),
+    big = Entry(entity=GraphEntity(name=name, entityType="사람", observations=["관찰 기록입니다 " * 250] * 40),
                 relations=[(i, GraphRelation(from_=name, to=f"친구 {i}", relationType="안다")) for i in range(50)])
     page = fill([big])
     said = note(page, first=0, found=3, next_offset=1, again="call open_nodes with the same names and offset={next}")
