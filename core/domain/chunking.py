@@ -1,7 +1,9 @@
 """Splitting documents into passages small enough to embed well, and at their Markdown headings: each passage
 knows its section, the path of headings above it ("Installation > Linux"). A code or configuration file is no
 Markdown: its "#" lines are comments (`markdown_headings`). A Markdown table is cut between its rows, and each
-passage of it after the first starts with its header row and delimiter line (`_Table`)."""
+passage of it after the first starts with its header row and delimiter line (`_Table`). An email's quoted messages
+and its signature start passages of their own (`mail_blocks`), so that a reply's own words are one: its vector is
+not taken over by the history it quotes, nor by a legal disclaimer."""
 
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ DEFAULT_OVERLAP_CHARS = 150
 SECTION_SEPARATOR = " > "
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
-_BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+"), re.compile(r"\s+"))
+#: Where a sentence ends: the space after its final stop.
+SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
+_BREAKS = (re.compile(r"\n\s*\n"), SENTENCE_BREAK, re.compile(r"\s+"))
 #: Where a sentence or a line starts: the overlap of the next passage starts there where it can (`chunk_text`).
 _OPENING = re.compile(r"(?<=[.!?])\s+|\n\s*")
 #: A Markdown table's delimiter line, below its header row: "|---|:--:|", "--- | ---".
@@ -37,6 +41,18 @@ _CODE_NAMES = frozenset(
     "rakefile requirements.txt vagrantfile".split())
 _CODE_NAME_STARTS = (".env.", "dockerfile.", "containerfile.", "makefile.")
 _MARKDOWN_SUFFIXES = (".md", ".markdown")
+#: The quote markers that start a line of a quoted message: "> ", "> > ", or ">>" as RFC 3676 writes them.
+_QUOTE_MARKERS = re.compile(r"^[ \t]{0,3}(?:>[ \t]?)+")
+#: The line that introduces a quoted message: "On Tue, Mar 3, 2026 at 10:02 Sarah <sarah@x.com> wrote:", which a
+#: mail program may wrap, its "On ..." a line or two above.
+_ATTRIBUTION = re.compile(r"\bwrote:\s*$", re.IGNORECASE)
+_ATTRIBUTION_START = re.compile(r"^\s*On\s")
+#: The line above a forwarded or Outlook-quoted message, and the first two lines of its header block.
+_SEPARATOR = re.compile(r"^\s*-{2,}\s*(?:Original Message|Forwarded message)\s*-{2,}\s*$", re.IGNORECASE)
+_HEADER_FROM = re.compile(r"^\s*From:\s*\S", re.IGNORECASE)
+_HEADER_SENT = re.compile(r"^\s*(?:Sent|Date):\s*\S", re.IGNORECASE)
+#: The signature delimiter line: "-- " (RFC 3676), often written without its space.
+_SIGNATURE = re.compile(r"^--[ \t]?$")
 
 
 def chunk_text(text: str, max_chars: int = DEFAULT_CHUNK_CHARS, overlap: int = DEFAULT_OVERLAP_CHARS) -> list[str]:
@@ -148,9 +164,85 @@ def chunk_sections(text: str, max_chars: int = DEFAULT_CHUNK_CHARS, overlap: int
                    headings: bool = True) -> list[tuple[str, str]]:
     """(section, passage) pairs: `text` cut at its Markdown headings, then each section as `chunk_text` cuts it.
     A passage never spans two sections; the heading lines themselves are left out (the section names them). Without
-    `headings` (a code or configuration file: `markdown_headings`), the text is one section, "", every line kept."""
+    `headings` (a code or configuration file: `markdown_headings`), the text is one section, "", every line kept.
+    Quoted messages and signatures start passages of their own (`mail_blocks`), not in a code or configuration
+    file, whose ">" and "--" lines are code."""
     parts = sections(text) if headings else [("", text)]
-    return [(section, passage) for section, body in parts for passage in chunk_text(body, max_chars, overlap)]
+    return [(section, passage) for section, body in parts for block in (mail_blocks(body) if headings else [body])
+            for passage in chunk_text(block, max_chars, overlap)]
+
+
+def mail_blocks(text: str) -> list[str]:
+    """`text` cut into blocks where an email's quoted message starts (its lines starting with ">", with the
+    attribution line above them: "On ... Sarah wrote:"; a forwarded or Outlook-quoted message's header block,
+    "From: ..." then "Sent: ..." or "Date: ...", with the "-----Original Message-----" line above it) and where a
+    signature starts (its "-- " delimiter line), outside fenced code blocks. A quote starts a block after a blank
+    line or an attribution only: a ">" line right below text (a Python prompt's ">>>" below its output) goes on
+    with it. The lines that hold nothing but quote markers at either end of a block are left out."""
+    lines = text.split("\n")
+    depth = [_quote_depth(line) for line in lines]
+    content = [_QUOTE_MARKERS.sub("", line) for line in lines]
+    cuts = [0]
+    fenced = False
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            fenced = not fenced
+        if fenced or i == 0:
+            continue
+        start = None
+        if _SIGNATURE.match(content[i].rstrip("\r")) or _SEPARATOR.match(content[i]):
+            start = i
+        elif _HEADER_FROM.match(content[i]) and i + 1 < len(lines) and _HEADER_SENT.match(content[i + 1]):
+            start = i - 1 if _SEPARATOR.match(content[i - 1]) else i
+        elif depth[i] > depth[i - 1]:
+            start = _quote_start(depth, content, i)
+        if start is not None and start > cuts[-1]:
+            cuts.append(start)
+    blocks = []
+    for first, end in zip(cuts, [*cuts[1:], len(lines)]):
+        while first < end and not content[first].strip():
+            first += 1
+        while end > first and not content[end - 1].strip():
+            end -= 1
+        if first < end:
+            blocks.append("\n".join(lines[first:end]))
+    return blocks
+
+
+def _quote_depth(line: str) -> int:
+    markers = _QUOTE_MARKERS.match(line)
+    return markers.group().count(">") if markers else 0
+
+
+def _quote_start(depth: list[int], content: list[str], i: int) -> int | None:
+    """Where the quote whose first line is `i` starts its block: at its attribution line (with the "On ..." line
+    or two above a wrapped one), else at `i` when a blank line is above it, else nowhere (None)."""
+    above = i - 1
+    while above >= 0 and depth[above] < depth[i] and not content[above].strip():
+        above -= 1
+    if above < 0 or depth[above] >= depth[i]:
+        return i if above < i - 1 else None
+    if not _ATTRIBUTION.search(content[above]):
+        return i if above < i - 1 else None
+    for start in range(above, max(above - 3, -1), -1):
+        if depth[start] != depth[above] or not content[start].strip():
+            break
+        if _ATTRIBUTION_START.match(content[start]):
+            return start
+    return above
+
+
+def is_signature(text: str) -> bool:
+    """Whether a passage is an email's signature, its own or a quoted one: it starts with the "-- " delimiter line,
+    as `mail_blocks` starts one."""
+    return bool(_SIGNATURE.match(_QUOTE_MARKERS.sub("", text.lstrip().split("\n", 1)[0]).rstrip("\r")))
+
+
+def unquoted(text: str) -> str:
+    """A passage's words as a reply that quotes them holds them: each line without its quote markers, the lines
+    that only introduce a quote (an attribution, "-----Original Message-----") left out, whitespace collapsed."""
+    return " ".join(word for line in text.splitlines() if not _ATTRIBUTION.search(line)
+                    and not _SEPARATOR.match(content := _QUOTE_MARKERS.sub("", line)) for word in content.split())
 
 
 def markdown_headings(document_id: str, title: str, text: str) -> bool:

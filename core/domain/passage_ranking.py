@@ -14,8 +14,8 @@ passage mentions ("United States") spread their weight thin. The entities the wa
 steps left. The passage that follows each of the best in reading order (a conversation's reply) is lifted; the
 chunks just before and after each of the best in reading order join the passages ranked next: a passage cut from a
 longer text goes on there. Of the best, those that hold an id the query names (an error code, an option) come first.
-A passage whose text a better-ranked one holds (a copy of a file stored under another id) is then not shown again
-(`without_repeats`): the next one takes its place.
+A passage whose sentences a better-ranked one holds (a copy of a file stored under another id, an email's quote of
+an earlier one) is then not shown again (`without_repeats`): the next one takes its place.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from duckgraph.core.domain.chunking import SENTENCE_BREAK, is_signature, unquoted
 from duckgraph.core.domain.search_options import SearchOptions, edge_filter, in_window, timed
 from duckgraph.core.domain.texts import passage_text
 from duckgraph.ports import ChunkRecord, GraphStore, NodeRecord, entity_key, isin_ids, loose_key, name_candidates
@@ -96,17 +97,38 @@ def rank_passages(
 def without_repeats(
     ranked: list[tuple[ChunkRecord, float]]
 ) -> list[tuple[ChunkRecord, float, list[ChunkRecord]]]:
-    """The passages a search shows (`rank_passages`'s, best first) less each whose text, its whitespace collapsed
-    (`one_line`), a better-ranked one holds already, each with those folded into it (`Passage.also_in`): a file
-    stored twice (a copy, a backup folder ingested too) had its passages shown in turn from both, the same text
-    read twice in the room of another. Headings, titles and dates may differ; the documents stay stored apart."""
-    kept: dict[str, tuple[ChunkRecord, float, list[ChunkRecord]]] = {}
+    """The passages a search shows (`rank_passages`'s, best first) less each all of whose sentences another one
+    holds, read without quote markers and whitespace collapsed (`chunking.unquoted`), each with those folded into it
+    (`Passage.also_in`): a file stored twice (a copy, a backup folder ingested too) had its passages shown in turn
+    from both, and an email thread stored a message per document the quotes of its first message in each reply, the
+    same text read several times in the room of another. A passage is folded into the first better-ranked one that
+    holds it; one that holds better-ranked ones (the message that a reply's quote, ranked above it, quotes) takes
+    the first one's place and score: the text is shown once, in full. Headings, titles and dates may differ; the
+    documents stay stored apart, whole."""
+    kept: list[tuple[ChunkRecord, float, list[ChunkRecord]]] = []
+    texts: list[tuple[str, list[str]]] = []  # each kept passage's words between spaces, and its sentences
     for chunk, score in ranked:
-        if (key := one_line(chunk.text)) in kept:
-            kept[key][2].append(chunk)
-        else:
-            kept[key] = (chunk, score, [])
-    return list(kept.values())
+        words = unquoted(chunk.text) or one_line(chunk.text)  # a passage that only introduces a quote: its own words
+        spaced, sentences = f" {words} ", SENTENCE_BREAK.split(words)
+        holder = next((i for i, (text, _) in enumerate(texts) if _holds(text, sentences)), None)
+        if holder is not None:
+            kept[holder][2].append(chunk)
+            continue
+        inner = [i for i, (_, held) in enumerate(texts) if _holds(spaced, held)]
+        if not inner:
+            kept.append((chunk, score, []))
+            texts.append((spaced, sentences))
+            continue
+        folded = [other for i in inner for other in (kept[i][0], *kept[i][2])]
+        kept[inner[0]], texts[inner[0]] = (chunk, kept[inner[0]][1], folded), (spaced, sentences)
+        for i in reversed(inner[1:]):
+            del kept[i], texts[i]
+    return kept
+
+
+def _holds(text: str, sentences: list[str]) -> bool:
+    """Whether `text` (words between spaces) holds each of `sentences` whole, not as the end of a longer word."""
+    return all(f" {sentence} " in text for sentence in sentences)
 
 
 def _led_by_best_match(
@@ -275,8 +297,40 @@ def _one_per_document(
 ) -> list[tuple[ChunkRecord, float]]:
     """The best `max_passages` of the ranked `candidates`, at most one per document while other documents have
     some, then the `more_passages` ranked next by the same rule with the chunks next to the best in reading order
-    (`_with_adjacent`), each part best first."""
-    document_of = store.chunk_documents([chunk_id for chunk_id, _ in candidates])
+    (`_with_adjacent`), each part best first.
+
+    A passage that one picked before it holds (`without_repeats`: a copy, an email's quote of an earlier message)
+    takes neither a place nor its document's turn: the passages are picked again without it, and it comes last, to
+    be folded into that one. The reply that quotes the first message of a thread is shown by its own words."""
+    scores = dict(candidates)
+    document_of: dict[int, str] = {}
+    chunks: dict[int, ChunkRecord] = {}
+    folded: list[tuple[ChunkRecord, float]] = []
+    left_out: set[int] = set()
+    while True:
+        document_of.update(store.chunk_documents([chunk_id for chunk_id in scores if chunk_id not in document_of]))
+        order = sorted(((i, score) for i, score in scores.items() if i not in left_out), key=lambda item: -item[1])
+        picked = _picked(store, order, document_of, left_out, namespace, options)
+        chunks.update((c.id, c) for c in store.get_chunks([i for i, _ in picked if i not in chunks]))
+        shown = [(chunks[chunk_id], score) for chunk_id, score in picked if chunk_id in chunks]
+        kept = without_repeats(shown)
+        repeats = {repeat.id for _, _, held in kept for repeat in held}
+        if not repeats:
+            return shown + folded
+        folded += [(chunk, score) for chunk, score in shown if chunk.id in repeats]
+        left_out |= repeats
+        # A passage that holds a better-ranked one takes its rank, not the score of a chunk next to the best.
+        for chunk, _, held in kept:
+            ranks = [scores[i] for i in (chunk.id, *(other.id for other in held)) if i in scores]
+            if ranks:
+                scores[chunk.id] = max(ranks)
+
+
+def _picked(
+    store: GraphStore, candidates: list[tuple[int, float]], document_of: dict[int, str], left_out: set[int],
+    namespace: str, options: SearchOptions,
+) -> list[tuple[int, float]]:
+    """`_one_per_document`'s choice among `candidates`, none of `left_out` among the chunks next to the best."""
     seen: set[str] = set()
     first, repeats = [], []
     for chunk_id, score in candidates:
@@ -287,14 +341,12 @@ def _one_per_document(
     limit = options.max_passages
     best = sorted(order[:limit], key=lambda item: -item[1])
     next_ones = order[limit : limit + options.more_passages_wanted]
-    picked = [*best, *_with_adjacent(store, best, next_ones, namespace, options)]
-    chunks = {c.id: c for c in store.get_chunks([chunk_id for chunk_id, _ in picked])}
-    return [(chunks[chunk_id], score) for chunk_id, score in picked if chunk_id in chunks]
+    return [*best, *_with_adjacent(store, best, next_ones, left_out, namespace, options)]
 
 
 def _with_adjacent(
-    store: GraphStore, best: list[tuple[int, float]], next_ones: list[tuple[int, float]], namespace: str,
-    options: SearchOptions,
+    store: GraphStore, best: list[tuple[int, float]], next_ones: list[tuple[int, float]], left_out: set[int],
+    namespace: str, options: SearchOptions,
 ) -> list[tuple[int, float]]:
     """The passages ranked next (`next_ones`) and the chunks just before and after each of the `best` in reading
     order (`_neighbours`), each such chunk scored as the best passage beside it: at most `more_passages`, best
@@ -308,7 +360,7 @@ def _with_adjacent(
     scores, shown = dict(next_ones), dict(best)
     for chunk_id, adjacent in _neighbours(store, list(shown), namespace, options).items():
         for other in adjacent:
-            if other is not None and other not in shown:
+            if other is not None and other not in shown and other not in left_out:
                 scores[other] = max(scores.get(other, 0.0), shown[chunk_id])
     return sorted(scores.items(), key=lambda item: -item[1])[: options.more_passages_wanted]
 
@@ -317,12 +369,14 @@ def _neighbours(
     store: GraphStore, ids: list[int], namespace: str, options: SearchOptions
 ) -> dict[int, tuple[int | None, int | None]]:
     """The chunks before and after each of `ids` in reading order (`GraphStore.adjacent_chunks`), less those the
-    search's time window leaves out: a conversation's next turn may be timed after `as_of`."""
+    search's time window leaves out (a conversation's next turn may be timed after `as_of`) and an email's
+    signatures (`chunking.is_signature`): a name and a legal disclaimer are no reply, nor what a passage goes on
+    with."""
     adjacent = store.adjacent_chunks(ids, namespace)
-    if not timed(options):
-        return adjacent
     others = [other for pair in adjacent.values() for other in pair if other is not None]
-    kept = {other for other, keep in zip(others, in_window(store, others, namespace, options).tolist()) if keep}
+    kept = {chunk.id for chunk in store.get_chunks(others) if not is_signature(chunk.text)}
+    if timed(options):
+        kept &= {other for other, keep in zip(others, in_window(store, others, namespace, options).tolist()) if keep}
     return {i: (before if before in kept else None, after if after in kept else None)
             for i, (before, after) in adjacent.items()}
 

@@ -226,16 +226,16 @@ def test_the_chunks_next_to_a_shown_passage_follow_it(tmp_path, minilm, monkeypa
 
         shown, text = search()
         assert chunks[1].id in shown and chunks[0].id not in shown and "6.8 inches" in text
-        monkeypatch.setattr(passage_ranking, "_with_adjacent", lambda store, best, next_ones, namespace, options:
-                            next_ones)
+        monkeypatch.setattr(passage_ranking, "_with_adjacent",
+                            lambda store, best, next_ones, left_out, namespace, options: next_ones)
         assert "6.8 inches" not in search()[1]
 
 
 def test_the_reply_to_a_matching_turn_is_shown(tmp_path, minilm) -> None:
-    """A chat kept one turn per document, each session's turns under its title: the question's words match the
-    turn that asks about the gym, the answer is in the reply (which shares no word with the question), ahead of
-    other sessions' turns about climbing that are nearer the question than the reply is. With `reply_share` 0
-    the reply is not among the passages."""
+    """A chat kept one turn per document, each session's turns under its title, a minute apart on its day: the
+    question's words match the turn that asks about the gym, the answer is in the reply (which shares no word with
+    the question), ahead of other sessions' turns about climbing that are nearer the question than the reply is.
+    With `reply_share` 0 the reply is not among the passages."""
     sessions = {
         "Session 1, 3 March 2026": ["Maya: Did you go to the climbing gym with your brother on Saturday?",
                                     "Omar: Yes! Four tries, but I made it to the top of the purple wall."],

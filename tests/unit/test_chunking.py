@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from duckgraph.core.domain.chunking import DEFAULT_CHUNK_CHARS, chunk_text
+from duckgraph.core.domain.chunking import DEFAULT_CHUNK_CHARS, chunk_sections, chunk_text, unquoted
 
 VOCAB = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "omicron", "sigma"]
 
@@ -180,3 +180,60 @@ def test_pipes_in_prose_or_in_a_code_block_make_no_table() -> None:
     text = f"```\n| a | b |\n|---|---|\n{rows}\n```\nUse a | b to pipe. " + "Words follow here. " * 30
     assert chunk_text(text, max_chars=200, overlap=0) == [
         chunk.replace("/", "|") for chunk in chunk_text(text.replace("|", "/"), max_chars=200, overlap=0)]
+
+
+SIGNATURE = ("--\nSarah Kim\nDirector of Operations | Northwind Traders\n\nCONFIDENTIALITY NOTICE: This e-mail "
+             "message is for the sole use of the intended recipient(s).")
+
+
+def _quoted(text: str) -> str:
+    return "\n".join(f"> {line}".rstrip() for line in text.split("\n"))
+
+
+def test_a_reply_s_own_words_its_signature_and_each_quoted_message_are_passages_of_their_own() -> None:
+    """A reply that quotes the thread below it, as mail programs write it: its own words, its signature (from the
+    "-- " line) and each quoted message (from its attribution line, one level deeper each) are separate passages,
+    though the whole fits in one; the lines of nothing but quote markers between them are left out, no other."""
+    first = "Hi all,\n\nThe move date is Saturday, December 12.\n\n" + SIGNATURE
+    second = ("Who handles the server rack?\n\nOn Tue, Nov 10, 2026 at 09:02 Sarah Kim <sarah.kim@northwind.example>"
+              "\nwrote:\n" + _quoted(first))  # an attribution wrapped by the mail program
+    reply = ("Update: the move slips to Tuesday December 15.\n\n" + SIGNATURE
+             + "\n\nOn Tue, Nov 10, 2026 at 11:40 Alex Rivera wrote:\n" + _quoted(second))
+    assert len(reply) < DEFAULT_CHUNK_CHARS
+    assert [passage for _, passage in chunk_sections(reply)] == [
+        "Update: the move slips to Tuesday December 15.",
+        SIGNATURE,
+        "On Tue, Nov 10, 2026 at 11:40 Alex Rivera wrote:\n> Who handles the server rack?",
+        "> On Tue, Nov 10, 2026 at 09:02 Sarah Kim <sarah.kim@northwind.example>\n> wrote:\n> > Hi all,\n>"
+        " >\n> > The move date is Saturday, December 12.",
+        _quoted(_quoted(SIGNATURE)),
+    ]
+
+
+@pytest.mark.parametrize("separator", ["-----Original Message-----", "---------- Forwarded message ---------",
+                                       None])
+def test_an_outlook_quote_or_a_forwarded_message_starts_a_passage(separator: str | None) -> None:
+    """Outlook and forwarding quote a message under its header block ("From:" then "Sent:" or "Date:"), without
+    quote markers, below a separator line or not: the reply's own words are a passage of their own."""
+    header = "From: Sarah Kim <sarah.kim@northwind.example>\nSent: Tuesday, March 3, 2026 10:02 AM\nSubject: Move"
+    quote = f"{separator}\n{header}" if separator else header
+    text = f"Agreed, Thursday works.\n\n{quote}\n\nThe move date is Saturday, December 12."
+    assert [passage for _, passage in chunk_sections(text)] == [
+        "Agreed, Thursday works.", f"{quote}\n\nThe move date is Saturday, December 12."]
+
+
+def test_quote_markers_and_dashes_that_are_no_email_stay_in_their_passage() -> None:
+    """A ">>>" prompt right below its output (a Python session), ">" and "--" lines in a fenced code block or a
+    code file, a header-like "From:" line alone: one passage each, as before."""
+    prompt = "The session:\n>>> 1 + 1\n2\n>>> len('ab')\n2"
+    fenced = "Run this:\n\n```\n$ cat notes\n> first line\n--\n```\n\nThen restart."
+    sql = "SELECT 1;\n\n> not a quote\n--\n-- a comment\nSELECT 2;"
+    header = "Trip plan.\n\nFrom: Boston\nTo: Seattle"
+    for text in (prompt, fenced, header):
+        assert [passage for _, passage in chunk_sections(text)] == [text]
+    assert [passage for _, passage in chunk_sections(sql, headings=False)] == [sql]
+
+
+def test_unquoted_reads_a_quote_as_the_words_it_quotes() -> None:
+    assert unquoted("On Tue, Nov 10, 2026 at 09:02 Sarah Kim wrote:\n> > Hi all,\n> >\n>>  The move is   on\n"
+                    "-----Original Message-----\n> Saturday.") == "Hi all, The move is on Saturday."
