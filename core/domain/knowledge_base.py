@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -24,6 +22,7 @@ from duckgraph.core.domain.ingest import Progress
 from duckgraph.core.domain.namespaces import EMPTY_NAMESPACE, check_namespace, empty_namespace_hint
 from duckgraph.core.domain.limits import MAX_DESCRIPTION_CHARS, MAX_OBSERVATIONS, over_limits
 from duckgraph.core.domain.node_merge import OtherType, appended, other_type_hints, with_aliases
+from duckgraph.core.domain.observation_order import by_relevance
 from duckgraph.core.domain.observations import new_observations
 from duckgraph.core.domain.fact_order import in_time_order
 from duckgraph.core.domain.moments import now, parse_moment, period, short
@@ -57,7 +56,6 @@ from duckgraph.ports import (
     entity_key,
     relation_type,
 )
-from duckgraph.ports.text import terms
 
 # The pydantic models are imported by the methods that build them, when first called: a server answers tools/list
 # without them (see core/mcp/tools/).
@@ -78,7 +76,8 @@ log = logging.getLogger(__name__)
 
 #: How many of the anchors' facts are read to count those that ended (a hub's count stops there).
 RELATIONS_COUNTED = 10_000
-#: Observations a search result lists per entity at most, the most relevant first (get_entities lists all).
+#: Observations a search result lists per entity at most, the most relevant first (`observation_order`); the
+#: rest are counted (`observations_not_shown`) and the text says so (get_entities lists all).
 OBSERVATIONS_SHOWN = 20
 #: The first line of a search's text when the query names ids that nothing stored holds (`not_stored`).
 NOT_STORED = "Nothing stored mentions {ids}; what follows is related content."
@@ -581,13 +580,16 @@ class KnowledgeBase:
         words = _query_threads().submit(match_words, self.store, query, namespace, settings)
         vector = self.embedder.embed_query(query)
         found = anchor_and_expand(self.store, query, vector, namespace, settings, words.result(), self.embedder)
-        observations = _by_query_words(query, self.store.get_observations([r.node_id for r in found.nodes]))
+        observations = by_relevance(query, self.store.get_observations([r.node_id for r in found.nodes]),
+                                    {i: (record.name, *record.aliases) for i, record in found.records.items()})
 
         def scored(reached) -> ScoredNode:
             record = found.records[reached.node_id]
+            held = observations.get(record.id, [])
             return ScoredNode(id=record.id, name=record.name, type=record.type, description=record.description,
                               score=round(reached.score, 4), hop=reached.hop, properties=record.properties,
-                              observations=observations.get(record.id, [])[:OBSERVATIONS_SHOWN])
+                              observations=held[:OBSERVATIONS_SHOWN],
+                              observations_not_shown=max(len(held) - OBSERVATIONS_SHOWN, 0))
 
         names = {node_id: record.name for node_id, record in found.records.items()}
         # A passage folded into a better one with its text frees its place for the next (`without_repeats`).
@@ -760,30 +762,6 @@ def _not_shown_note(ended: int, planned: int) -> str:
 def _query_threads() -> ThreadPoolExecutor:
     """Threads that look up queries' words while they are embedded (a few: concurrent searches each need one)."""
     return ThreadPoolExecutor(max_workers=4, thread_name_prefix="duckgraph-query")
-
-
-def _by_query_words(query: str, observations: dict[int, list[str]]) -> dict[int, list[str]]:
-    """Each node's observations, those that share the query's rarer words first (in stored order on a tie), then
-    those that share none, the newest first: stored order is the order they were written in, and a later one
-    corrects an earlier one ("Moved to Seattle" after "Lives in Portland"), so a small budget must not cut it and
-    leave the old one to read as current. (Newest first among matched ones too cost the public LoCoMo
-    observations mode 3.7 points of R@5: there the matched words, not recency, pick the evidence.) Words are the
-    keyword index's terms (stemmed: "play" matches "Plays cello"), as the keyword channel matches them.
-
-    A word weighs log(1 + n / m) when m of the n observations at hand hold it: a word only one observation holds
-    tells it apart, one most hold ("team" in a team's notes) barely does. Observations carry no vector of their
-    own, and embedding them per search would cost more than the whole search; their words cost microseconds.
-    """
-    wanted = set(terms(query))
-    words = {node_id: [wanted.intersection(terms(text)) for text in texts] for node_id, texts in observations.items()}
-    held = Counter(word for found in words.values() for shared in found for word in shared)
-    total = sum(len(texts) for texts in observations.values())
-    weight = {word: math.log(1 + total / count) for word, count in held.items()}
-    ranked: dict[int, list[str]] = {}
-    for node_id, texts in observations.items():
-        score = [sum(weight[word] for word in shared) for shared in words[node_id]]
-        ranked[node_id] = [texts[i] for i in sorted(range(len(texts)), key=lambda i: (-score[i], i if score[i] else -i))]
-    return ranked
 
 
 @dataclass

@@ -390,9 +390,12 @@ class ScoredNode(_Model):
     properties: dict[str, Any] = Field(default_factory=dict)
     observations: list[str] = Field(
         default_factory=list,
-        description="Its observations, those sharing the query's rarer words first (at most 20; get_entities "
-        "lists all).",
+        description="Its observations, those sharing the query's rarer words first, each after the later one that "
+        "names what it names (at most 20; get_entities lists all).",
     )
+    observations_not_shown: int = Field(
+        default=0, description="How many more observations it holds than observations lists (those least related "
+        "to the query): get_entities lists them all.")
 
 
 class ResultEdge(_Model):

@@ -4,7 +4,8 @@ A search result is rendered by priority, not section by section: the lines are c
 best facts, the anchors, the best passage, the anchors' details, more facts, more passages, the other entities,
 their details, last the entities known only by a name that a fact already shows) until the budget is spent, so a
 small budget cuts weak entities and late observations, never every fact. A passage or entity that does not fit
-whole leaves out those ranked below it under its heading, and the room left goes to it, cut short.
+whole leaves out those ranked below it under its heading, and the room left goes to it, cut short; an entity's
+detail (its properties, an observation) that does not fit leaves out its details ranked below it.
 The chosen lines are then printed grouped under their headings, each group in rank order. When all of them fit,
 the room left shows the passages ranked next, under a heading of their own, and last the communities of the anchors.
 """
@@ -76,7 +77,8 @@ CODE_LINE = "  | "
 #: Room kept for the closing note when something is left out, at least (`_render` keeps the room of the longest one
 #: its lines may need, which names the caller's budget and says that a larger one shows more).
 NOTE_TOKENS = 30
-#: The most entities whose facts `max_nodes` cut short the text names (`_left_out`; the structured result has all).
+#: The most entities whose facts `max_nodes` cut short, or whose observations the result lists in part, the text
+#: names (`_left_out`; the structured result has all).
 NAMED_LISTS = 3
 #: Facts shown before the anchors, and before the best passage: what answers a question is usually a fact.
 FIRST_FACTS = 3
@@ -262,12 +264,14 @@ def _by_priority(result: SearchResult) -> list[_Line]:
 def _fit(lines: list[_Line], budget: int) -> tuple[dict[_Line, str], int]:
     """The lines kept (each with its text) and the tokens they take with their headings: whole lines going down
     the priority order (one that does not fit is left out and the next ones are tried, but a passage or entity left
-    out leaves out those ranked below it under its heading: a weaker, shorter one never takes its room), then the
-    room left goes to the first passage or entity left out, cut short: whole facts tell more than the rest of a
-    passage. What a budget shows of a heading's passages is thus what a larger one shows, the last cut shorter."""
+    out leaves out those ranked below it under its heading, and an entity's detail left out its details ranked
+    below it: a weaker, shorter one never takes its room), then the room left goes to the first passage or entity
+    left out, cut short: whole facts tell more than the rest of a passage. What a budget shows of a heading's
+    passages, or of an entity's observations, is thus what a larger one shows, the last passage cut shorter."""
     kept: dict[_Line, str] = {}
     headings: set[str] = set()
     left_out: dict[str, _Line] = {}  # by heading, the first passage or entity that did not fit whole
+    stopped: set[_Line] = set()  # the entities one of whose details did not fit
     used = 0
 
     def room(line: _Line) -> tuple[int, int]:
@@ -276,7 +280,7 @@ def _fit(lines: list[_Line], budget: int) -> tuple[dict[_Line, str], int]:
 
     for cut in (False, True):
         for line in lines:
-            if line in kept or (line.owner is not None and line.owner not in kept):
+            if line in kept or (line.owner is not None and (line.owner not in kept or line.owner in stopped)):
                 continue
             left, heading = room(line)
             text = line.text
@@ -291,6 +295,8 @@ def _fit(lines: list[_Line], budget: int) -> tuple[dict[_Line, str], int]:
             elif _cost(text) > left:
                 if line.head is not None:
                     left_out[line.heading] = line
+                elif line.owner is not None:
+                    stopped.add(line.owner)
                 continue
             kept[line] = text
             headings.add(line.heading)
@@ -332,17 +338,15 @@ def _notes(token_budget: int, left_out: Counter[str]) -> list[str]:
 
 
 def _left_out(result: SearchResult) -> list[str]:
-    """The notes on what the search left out of the result, not the text (its `more_facts`, `type_count` and
-    `dates_not_applied`), each one line and what to call for the rest."""
+    """The notes on what the search left out of the result, not the text (its `more_facts`, `type_count`,
+    `dates_not_applied` and the nodes' `observations_not_shown`), each one line and what to call for the rest."""
     notes = []
     if result.more_facts:
         lists = [f"{as_field(name, KEY_DELIMITERS)}: "
                  + ", ".join(f"{count} more {type_}" for type_, count in types.items()) + " facts"
                  for name, types in result.more_facts.items()]
-        others = len(lists) - NAMED_LISTS
-        named = "; ".join(lists[:NAMED_LISTS]) + (f"; those of {others} more entities" if others > 0 else "")
-        notes.append(f"(not shown, max_nodes reached: {named}. get_entities lists an entity's facts; a larger "
-                     "max_nodes shows more)")
+        notes.append(f"(not shown, max_nodes reached: {_first_named(lists)}. get_entities lists an entity's facts; "
+                     "a larger max_nodes shows more)")
     if count := result.type_count:
         how = (f"k_anchors={count.k_anchors} shows them all, with max_nodes at least {count.k_anchors}"
                if count.k_anchors else "more than a search shows")
@@ -351,7 +355,19 @@ def _left_out(result: SearchResult) -> list[str]:
     if result.dates_not_applied:
         notes.append(f"(not applied as a time window: {', '.join(result.dates_not_applied)}; give after and before "
                      "(dates) to search that period only)")
+    if capped := [node for node in result.nodes if node.observations_not_shown]:
+        # A result lists an entity's most relevant observations only: the rest may hold what answers (a decision
+        # replaced later, in words the query does not share).
+        lists = [f"{as_field(node.name, KEY_DELIMITERS)}: {node.observations_not_shown} more" for node in capped]
+        notes.append(f"(not shown, the observations least related to the query: {_first_named(lists)}. "
+                     "get_entities lists all of an entity's observations)")
     return notes
+
+
+def _first_named(lists: list[str]) -> str:
+    """The first `NAMED_LISTS` of `lists` (one an entity, each naming it), and how many more entities have one."""
+    others = len(lists) - NAMED_LISTS
+    return "; ".join(lists[:NAMED_LISTS]) + (f"; those of {others} more entities" if others > 0 else "")
 
 
 def _clip(text: str, limit: int = LINE_CHARS) -> str:

@@ -93,6 +93,39 @@ def test_an_observation_is_never_shown_without_its_entity() -> None:
     assert truncated and "short" not in text
 
 
+def test_a_budget_shows_an_entitys_first_observations_never_a_shorter_later_one_in_the_place_of_one_cut() -> None:
+    # The order is the order of use (the newer before the one it replaces, then the rest): a line that does not
+    # fit leaves out those below it, as a larger budget would show them, not a shorter, less useful one.
+    order = ["2023-02-14: switched to Redis, replacing Memcached (persistence, pub/sub for session invalidation)",
+             "2022-05-02: chose Memcached as the caching layer because it is simpler to operate",
+             "2024-01-22: replaced RabbitMQ with Kafka", "2022-11-03: deploy on EC2", "moved to EKS"]
+    full = result(1)
+    full.nodes[0].description, full.nodes[0].observations = "", order
+    full.passages, full.edges = [], []
+    assert render_search(full, 10**9)[0].splitlines()[2:] == [f"  - {text}" for text in order]
+    counts = set()
+    for budget in range(1, 200):
+        text, _ = render_search(full, budget)
+        shown = [line[4:] for line in text.splitlines() if line.startswith("  - ")]
+        assert shown == order[:len(shown)], (budget, shown)
+        counts.add(len(shown))
+    assert {1, len(order)} < counts  # some budgets show the first alone, where the shorter ones would have fitted
+
+
+def test_the_text_says_how_many_observations_of_an_entity_the_result_left_out() -> None:
+    full = result(3, observations=2)
+    full.nodes[1].observations_not_shown = 62
+    text, truncated = render_search(full, 10**9)
+    assert not truncated and text.splitlines()[-1] == (
+        "(not shown, the observations least related to the query: Entity 1: 62 more. get_entities lists all of "
+        "an entity's observations)")
+    many = result(6, observations=2)
+    for node in many.nodes[1:]:
+        node.observations_not_shown = 10 + node.id
+    assert ("Entity 1: 11 more; Entity 2: 12 more; Entity 3: 13 more; those of 2 more entities. get_entities"
+            in render_search(many, 10**9)[0])
+
+
 def test_the_room_left_goes_to_the_best_passage_cut_short() -> None:
     text, truncated = render_search(result(2, passage_words=400), 300)
     assert truncated

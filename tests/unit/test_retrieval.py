@@ -308,19 +308,6 @@ def test_the_names_inside_a_name(name: str, parts: list[str]) -> None:
     assert passage_ranking._name_parts(name) == parts
 
 
-def test_an_entitys_observations_that_share_a_form_of_the_querys_words_come_first() -> None:
-    from duckgraph.core.domain.knowledge_base import _by_query_words
-
-    ana = ["Sam's partner", "Works as a pediatric nurse", "Plays cello in a community orchestra"]
-    assert _by_query_words("What instrument does Ana play?", {1: ana})[1][0] == "Plays cello in a community orchestra"
-    assert _by_query_words("Where does Ana work?", {1: ana})[1][0] == "Works as a pediatric nurse"
-    # No shared word: the newest first (a later observation corrects an earlier one); those that share the same
-    # words keep stored order (on LoCoMo's observations the words, not recency, pick the evidence).
-    assert _by_query_words("Who is Ana?", {1: ana})[1] == ana[::-1]
-    assert _by_query_words("Does Ana play?", {1: [*ana, "Plays piano now"]})[1] == [
-        "Plays cello in a community orchestra", "Plays piano now", "Works as a pediatric nurse", "Sam's partner"]
-
-
 def test_the_parts_compared_near_the_floor_are_the_sentences_and_observations_that_share_the_querys_words(
         fake_kb) -> None:
     from duckgraph.core.domain.model import MemoryEntityInput
