@@ -246,7 +246,13 @@ def _with_feedback(
     cosine taken to the query vector moved towards their mean vector (Rocchio, `feedback_weight`) and its BM25
     score joined by `feedback_keyword_weight` x its score for their words (each over its best). A conversation
     says one thing over several turns in other words than the question's; the turns that match best bring in
-    their words and their meaning. Passages that mention entities have the graph for that."""
+    their words and their meaning. Passages that mention entities have the graph for that.
+
+    Feedback orders these candidates among themselves, within the range they scored before it: the best of them
+    keeps its score and the others follow in proportion. The moved query is nearer the feedback passages by
+    construction and their words echo their own, so their new scores are no evidence against the passages that
+    mention entities, which keep their cosine: unscaled, a one-line "Rejected." of another decision led "why was
+    Keycloak rejected?" over the passage that names Keycloak."""
     import numpy as np  # see _walk
 
     unlinked = [i for i in fused if i not in linked]
@@ -269,7 +275,10 @@ def _with_feedback(
     words = {i: found.get(i, 0.0) / top_found + options.feedback_keyword_weight * echoed.get(i, 0.0) / top_echoed
              for i in unlinked}
     lift = options.keyword_weight * max(float(cosine.max()), 0.0) / (max(words.values()) or 1.0)
-    return {**fused, **{i: c + lift * words[i] for i, c in zip(ids.tolist(), cosine.tolist())}}
+    again = {i: c + lift * words[i] for i, c in zip(ids.tolist(), cosine.tolist())}
+    top_before, top_again = max(fused[i] for i in unlinked), max(again.values())
+    scale = top_before / top_again if top_before > 0 and top_again > 0 else 1.0
+    return {**fused, **{i: score * scale for i, score in again.items()}}
 
 
 def _absolute_scores(
@@ -279,15 +288,18 @@ def _absolute_scores(
     """Walk scores made comparable across queries: the best passage scores the best similarity of any passage to
     the query (a cosine), the others in proportion, so the ranking stays the walk's while an off-topic query, whose
     nearest passage is far, gets low scores. When the first passage is there only as the best match
-    (`_led_by_best_match`, `lifted`), the walk's own best comes next scoring its own similarity, the rest in
-    proportion: it is not scored as the best match's equal."""
+    (`_led_by_best_match`, `lifted`), it scores its own similarity, and the walk's own best comes next scoring its
+    own similarity, the rest in proportion: neither shows another passage's score (a passage lifted by its words
+    may then score below the one after it)."""
     if not ranked:
         return []
     scores = [score for _, score in ranked]
-    if lifted and len(ranked) > 1 and scores[1] > 0:
-        own = float(store.similarity_array("chunk", [ranked[1][0].id], query)[0])
-        follow = max(min(0.0 if math.isnan(own) else own, top_similarity), 0.0) / scores[1]
-        return [max(top_similarity, 0.0)] + [score * follow for score in scores[1:]]
+    if lifted:
+        ids = [chunk.id for chunk, _ in ranked[:2]]
+        own = [max(min(0.0 if math.isnan(s) else s, top_similarity), 0.0)
+               for s in store.similarity_array("chunk", ids, query).tolist()]
+        follow = own[1] / scores[1] if len(ranked) > 1 and scores[1] > 0 else 0.0
+        return [own[0]] + [score * follow for score in scores[1:]]
     scale = max(top_similarity, 0.0) / scores[0] if scores[0] > 0 else 0.0
     return [score * scale for score in scores]
 

@@ -349,3 +349,50 @@ def test_a_passage_stored_twice_is_shown_once_and_names_the_other(tmp_path, mini
         assert result.text.count("02:00") == 1
         assert {c.document_id for c in kb.store.document_chunks(kb.namespace, ["notes.md", "backup/notes (1).md"])} \
             == {"notes.md", "backup/notes (1).md"}
+
+
+def _decision_log(kb: KnowledgeBase) -> None:
+    """Architecture decisions, one document each: the entities are those the decisions name."""
+    kb.add_documents([
+        DocumentInput(id="adr-4", title="ADR-4: Authentication", text=(
+            "We will build our own auth-service issuing JWTs. Auth0 was rejected because of per-user pricing at our "
+            "projected scale; Keycloak was rejected because of its operational burden and Java footprint.")),
+        DocumentInput(id="adr-9", title="ADR-9: Orchestration", text=(
+            "Autoscaling, self-healing and uniform deployments. Nomad was rejected for its smaller ecosystem.")),
+        DocumentInput(id="adr-12", title="ADR-12: GraphQL gateway", text="Rejected. We keep REST behind api-gateway."),
+        DocumentInput(id="adr-12-status", title="ADR-12: GraphQL gateway",
+                      text="Status: Rejected\nDate: 2024-06-10\nDeciders: Maya Chen"),
+        DocumentInput(id="adr-10-status", title="ADR-10: Observability",
+                      text="Status: Accepted\nDate: 2024-01-22\nSupersedes: ADR-5"),
+        DocumentInput(id="adr-1-status", title="ADR-1: Monorepo", text="Status: Accepted\nDate: 2022-03-10"),
+    ])
+    kb.add_knowledge_graph([entity("auth-service", "adr-4"), entity("Auth0", "adr-4"), entity("Keycloak", "adr-4"),
+                            entity("Nomad", "adr-9")], [])
+
+
+@pytest.mark.parametrize("question", ["Why was Keycloak rejected?", "Why was Nomad rejected?"])
+def test_a_short_passage_that_shares_only_a_common_word_does_not_lead(tmp_path, minilm, question) -> None:
+    """Another decision's one line, "Rejected. We keep REST behind api-gateway.", names none of the question's
+    entities: its words and the feedback of passages like it (`_with_feedback`) led the passage that names the
+    rejected tool, and at a small budget it was the only one shown."""
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        _decision_log(kb)
+        passages = kb.search(question, max_passages=3).passages
+        named = "adr-4" if "Keycloak" in question else "adr-9"
+        assert passages[0].document_id == named, [(p.document_id, p.score) for p in passages]
+
+
+def test_a_passage_lifted_as_the_best_match_scores_its_own_similarity(tmp_path, minilm) -> None:
+    """The passage led only as the best match (`_led_by_best_match`) shows its own cosine, not the best cosine of
+    any passage (another passage's), and the walk's best after it its own."""
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        _decision_log(kb)
+        query = kb.embedder.embed_query("Why was Keycloak rejected?")
+        hits = kb.store.vector_search("chunk", query, 6, kb.namespace)
+        chunks = {c.id: c for c in kb.store.get_chunks([chunk_id for chunk_id, _ in hits])}
+        own = {chunks[chunk_id].document_id: similarity for chunk_id, similarity in hits}
+        by_document = {c.document_id: c for c in chunks.values()}
+        ranked = [(by_document["adr-12"], 2.0), (by_document["adr-4"], 1.0), (by_document["adr-9"], 0.5)]
+        scores = passage_ranking._absolute_scores(kb.store, ranked, max(own.values()), True, query)
+        assert own["adr-12"] < max(own.values())
+        assert scores == pytest.approx([own["adr-12"], own["adr-4"], own["adr-4"] / 2], abs=1e-4)
