@@ -154,10 +154,11 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
     A file given by name is read wherever it is (by its converter, else as text); in a folder, a symbolic link
     that leads out of the folders given is returned `refused` unless `follow_symlinks`, and so is a file of
     another suffix, with `unsupported` set (but not a hidden one, or one in a hidden folder: see the module), and
-    a link that leads nowhere or in a loop, and what is no regular file. Given by name, such a path is refused
-    saying what it is. A file reached in the folders under several paths (a link to it, or to a folder
-    above it) is returned once, under its own path. The files and folders of a folder that one of the `exclude`
-    patterns matches (see `excluded_by`) are left out, each in `left_out`, with the pattern."""
+    a link that leads nowhere or in a loop, and what is no regular file. Given by name, such a path is returned
+    `refused` too, saying what it is; a path that is not there at all raises (nothing is read). A file reached in
+    the folders under several paths (a link to it, or to a folder above it) is returned once, under its own path.
+    The files and folders of a folder that one of the `exclude` patterns matches (see `excluded_by`) are left out,
+    each in `left_out`, with the pattern."""
     converters = converters or {}
     found: dict[str, FileDocument] = {}
     roots = folders(paths)
@@ -181,8 +182,14 @@ def find_files(paths: Sequence[str], *, follow_symlinks: bool = False,
             if found.setdefault(named.id, named).refused:  # a folder given before refused it: named, it is read
                 found[named.id] = named
         else:
-            why, _ = _not_read(given)
-            raise DuckgraphError(f"{argument} is {why}" if why else f"{argument} does not exist")
+            why, gone = _not_read(given)
+            if not why:  # a typo, more often than not: refused before anything is read
+                raise DuckgraphError(f"{argument} does not exist: check the path; nothing was read")
+            # Skipped with why, as in a folder: one path that cannot be read never stops the others. Named by the
+            # path itself when its link leads nowhere or round (no file of its own).
+            itself = _resolved(given.parent.absolute()) / given.name
+            path = itself if gone else _resolved(itself)
+            found.setdefault(path.as_posix(), FileDocument(path.as_posix(), path, why, gone=gone))
     return sorted(found.values(), key=lambda f: f.id)
 
 

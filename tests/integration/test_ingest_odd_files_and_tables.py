@@ -3,9 +3,10 @@ Windows-1252, binary files, and CSV, TSV and log files. Real files in tmp_path (
 the real DuckDB file and the real default model.
 
 A link loop stopped the whole ingest with a traceback; a pipe given by name "did not exist", and in a folder was
-passed over without a word; UTF-16 without a byte order mark, and text with NUL bytes, were stored as
-"M\\x00e\\x00e\\x00t..."; a photo was advised to be read as text; a CSV was stored as prose, so that its rows after
-the first passage said no column's name, and search folded its rows onto one line."""
+passed over without a word; given by name, a pipe or a link loop stopped the other paths given too (probe 39 V);
+UTF-16 without a byte order mark, and text with NUL bytes, were stored as "M\\x00e\\x00e\\x00t..."; a photo was
+advised to be read as text; a CSV was stored as prose, so that its rows after the first passage said no column's
+name, and search folded its rows onto one line."""
 
 from __future__ import annotations
 
@@ -33,9 +34,9 @@ def test_a_link_loop_is_skipped_with_why_and_the_rest_is_stored(notes, db_path, 
                 "links), so it leads to no file: fix or remove the link\n") in err
     assert sorted(Path(d).name for d in documents(db_path)) == ["ada.md", "babbage.txt", "turing.md"]
 
-    # Given by name, it is refused saying so, not "does not exist".
-    assert ingest(db_path, "notes/a.md")[0] == 1
-    assert "duckgraph: notes/a.md is a symbolic link in a loop" in capsys.readouterr().err
+    # Given by name, it is skipped saying so, not "does not exist".
+    assert ingest(db_path, "notes/a.md") == (0, "0 documents stored, 0 unchanged, 1 skipped, 0 passages")
+    assert f"skipped {notes.resolve() / 'a.md'}: a symbolic link in a loop" in capsys.readouterr().err
 
 
 def test_a_named_pipe_is_said_to_be_no_regular_file(notes, db_path, capsys):
@@ -44,9 +45,32 @@ def test_a_named_pipe_is_said_to_be_no_regular_file(notes, db_path, capsys):
     assert (f"skipped {notes.resolve() / 'pipe.txt'}: not a regular file but a named pipe: only files and folders "
             "are read\n") in capsys.readouterr().err
 
-    assert ingest(db_path, "notes/pipe.txt")[0] == 1
-    assert ("duckgraph: notes/pipe.txt is not a regular file but a named pipe: only files and folders are read\n"
-            in capsys.readouterr().err)
+    assert ingest(db_path, "notes/pipe.txt") == (0, "0 documents stored, 0 unchanged, 1 skipped, 0 passages")
+    assert (f"skipped {notes.resolve() / 'pipe.txt'}: not a regular file but a named pipe: only files and folders "
+            "are read\n") in capsys.readouterr().err
+
+
+def test_paths_given_by_name_that_cannot_be_read_are_skipped_and_the_others_stored(notes, db_path, capsys):
+    # Probe 39 V: `ingest contacts.csv pipe` stored nothing, not even the CSV, and exited 1.
+    (notes / "contacts.csv").write_text("name,city\nAda,London\nAlan,Wilmslow\n", encoding="utf-8")
+    os.mkfifo(notes / "pipe")
+    (notes / "loop1").symlink_to("loop2")
+    (notes / "loop2").symlink_to("loop1")
+    (notes / "moved.md").symlink_to("gone.md")
+    code, summary = ingest(db_path, "notes/contacts.csv", "notes/pipe", "notes/loop1", "notes/moved.md", "notes/ada.md")
+    assert (code, summary) == (0, "2 documents stored, 0 unchanged, 3 skipped, 2 passages")
+    err = capsys.readouterr().err
+    root = notes.resolve()
+    assert f"skipped {root / 'pipe'}: not a regular file but a named pipe: only files and folders are read\n" in err
+    assert f"skipped {root / 'loop1'}: a symbolic link in a loop (it leads back to itself through other links)" in err
+    assert (f"skipped {root / 'moved.md'}: a symbolic link to gone.md, which does not exist (moved, deleted, or on a "
+            "drive not mounted): fix or remove the link\n") in err
+    assert sorted(Path(d).name for d in documents(db_path)) == ["ada.md", "contacts.csv"]
+
+    # A path that is not there at all is a typo: refused before anything is read, the other paths too.
+    assert ingest(db_path, "notes/babbage.txt", "notes/nothere.md")[0] == 1
+    assert "duckgraph: notes/nothere.md does not exist: check the path; nothing was read\n" in capsys.readouterr().err
+    assert sorted(Path(d).name for d in documents(db_path)) == ["ada.md", "contacts.csv"]
 
 
 def _advised(err: str, path: Path) -> str:
