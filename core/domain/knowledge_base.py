@@ -560,7 +560,7 @@ class KnowledgeBase:
     def search(self, query: str, *, namespace: str | None = None, token_budget: int = 2_000, **options: Any) -> SearchResult:
         """Anchor & expand: the subgraph around the entities the query is about, and supporting passages."""
         from duckgraph.core.domain.model import (
-            Passage, ScoredEdge, ScoredNode, SearchResult, TypeCount, edge_properties)
+            ChainGoesOn, Passage, ScoredEdge, ScoredNode, SearchResult, TypeCount, edge_properties)
 
         namespace = self.resolve_namespace(namespace)
         query = query.strip()
@@ -621,6 +621,7 @@ class KnowledgeBase:
             more_facts=found.more_facts,
             type_count=TypeCount(**found.type_count._asdict()) if found.type_count else None,
             dates_not_applied=found.dates_not_applied,
+            chains_go_on=[ChainGoesOn(**chain._asdict()) for chain in found.chains_go_on],
             ended_not_shown=ended,
             planned_not_shown=planned,
         )

@@ -1,6 +1,7 @@
 """Notes on what a search result leaves out or could not apply, so that it is not read as a whole answer: the ids
 and names nothing stored holds, the dates no time window applied, the entities of an asked type beyond those shown
-(`TypeCount`), and the facts the caps cut from a list (`more_facts`)."""
+(`TypeCount`), the facts the caps cut from a list (`more_facts`), and the chains of one relation type that go on past
+the last hop (`ChainGoesOn`)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,54 @@ def type_count(store: GraphStore, query_text: str, namespace: str, kept: list[No
         return None
     return TypeCount(max(spellings, key=spellings.__getitem__), len(shown), stored,
                      stored if stored <= CALLER_LIMITS["k_anchors"][1] else None)
+
+
+class ChainGoesOn(NamedTuple):
+    """A chain of facts of one relation type from an entity the query names that goes on past the last hop walked
+    (`chains_go_on`): its type, the entity it starts from, the hops walked, the names of its entities at the last
+    hop that have a fact of its type further on, how many entities those facts lead to, and the hops that shows
+    them (None: more than a caller may ask for)."""
+
+    type: str
+    start: str
+    past: int
+    ends: list[str]
+    more: int
+    hops: int | None
+
+
+def chains_go_on(
+    store: GraphStore, namespace: str, options: SearchOptions, reached: dict[int, Reached], kept: list[Reached],
+    records: dict[int, NodeRecord],
+) -> list[ChainGoesOn]:
+    """The chains of one relation type from an entity the query names (`Reached.chain`) that the result shows up to
+    the last hop, where an entity at that hop has a fact of the chain's type, in its direction, to an entity the
+    search did not reach: "What would break if we drop Redis?" showed auth-service and billing-service (DEPENDS_ON
+    auth-service), not checkout-service (DEPENDS_ON billing-service) one hop further, and the list read as whole.
+    One read of those entities' facts."""
+    ends = {r.node_id: r for r in kept if r.chain is not None and r.hop == options.hops}
+    if not ends:
+        return []
+    edge_ids, sources, targets, _ = store.neighbor_ends(list(ends), namespace, as_of=edge_filter(options),
+                                                        limit=_FACTS_COUNTED)
+    types = store.edge_types(edge_ids.tolist())
+    seen = reached.keys() | records.keys()
+    going_on: dict[int, set[int]] = {}  # chain end -> the entities its chain goes on to
+    for edge_id, source, target in zip(edge_ids.tolist(), sources.tolist(), targets.tolist()):
+        for here, there, forwards in ((source, target, True), (target, source, False)):
+            if here in ends and there not in seen and ends[here].chain == (types.get(edge_id), forwards):
+                going_on.setdefault(here, set()).add(there)
+    chains: dict[tuple[int, str, bool], tuple[list[str], set[int]]] = {}
+    for node_id, further in going_on.items():
+        first = ends[node_id]
+        while first.parent is not None and reached[first.parent].chain == ends[node_id].chain:
+            first = reached[first.parent]
+        found = chains.setdefault((first.parent, *ends[node_id].chain), ([], set()))
+        found[0].append(records[node_id].name)
+        found[1].update(further)
+    hops = options.hops + 1 if options.hops < CALLER_LIMITS["hops"][1] else None
+    return [ChainGoesOn(type_, records[start].name, options.hops, sorted(names), len(further), hops)
+            for (start, type_, _), (names, further) in chains.items()]
 
 
 def ids_not_stored(store: GraphStore, ids: dict[str, str], namespace: str, named: list[NodeRecord]) -> list[str]:

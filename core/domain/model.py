@@ -444,6 +444,20 @@ class TypeCount(_Model):
         "more are stored than a search's anchors.")
 
 
+class ChainGoesOn(_Model):
+    """A chain of facts of one relation type from an entity the query names (X DEPENDS_ON Redis, Y DEPENDS_ON X)
+    that goes on past the last hop searched: the entities further along it are not shown."""
+
+    type: str
+    start: str = Field(description="The entity the query names that the chain starts from.")
+    past: int = Field(description="The hops searched.")
+    ends: list[str] = Field(description="The chain's entities at the last hop that it goes on from.")
+    more: int = Field(description="The entities one hop further along it, not shown.")
+    hops: int | None = Field(
+        default=None, description="The hops that shows them; null when more than a search may walk: search for "
+        "the ends.")
+
+
 class SearchResult(_Model):
     """A connected, on-topic subgraph and the passages that support it."""
 
@@ -475,6 +489,9 @@ class SearchResult(_Model):
     dates_not_applied: list[str] = Field(
         default_factory=list, description="Dates the query names (March 2025) while no after, before or as_of was "
         "given: the search was not limited to them.")
+    chains_go_on: list[ChainGoesOn] = Field(
+        default_factory=list, description="Chains of one relation type from an entity the query names that go on "
+        "past the last hop searched: a larger hops shows more.")
     ended_not_shown: int = Field(
         default=0, description="Facts of the anchors that ended, left out because the search asked for what holds "
         "now: include_history adds them, as_of shows what held then.")

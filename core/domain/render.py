@@ -339,7 +339,8 @@ def _notes(token_budget: int, left_out: Counter[str]) -> list[str]:
 
 def _left_out(result: SearchResult) -> list[str]:
     """The notes on what the search left out of the result, not the text (its `more_facts`, `type_count`,
-    `dates_not_applied` and the nodes' `observations_not_shown`), each one line and what to call for the rest."""
+    `chains_go_on`, `dates_not_applied` and the nodes' `observations_not_shown`), each one line and what to call
+    for the rest."""
     notes = []
     if result.more_facts:
         lists = [f"{as_field(name, KEY_DELIMITERS)}: "
@@ -352,6 +353,12 @@ def _left_out(result: SearchResult) -> list[str]:
                if count.k_anchors else "more than a search shows")
         notes.append(f"({count.shown} of {count.stored} {count.type} entities shown: {how}; graph_stats counts each "
                      "type)")
+    for chain in result.chains_go_on:
+        ends = ", ".join(as_field(name, KEY_DELIMITERS) for name in chain.ends)
+        notes.append(f"(not shown, hops reached: the {chain.type} chain from {as_field(chain.start, KEY_DELIMITERS)} "
+                     f"goes on past {chain.past} hops, from {ends} to {chain.more} more "
+                     f"{'entity' if chain.more == 1 else 'entities'}; "
+                     + (f"hops={chain.hops} shows more)" if chain.hops else f"a search for {ends} shows more)"))
     if result.dates_not_applied:
         notes.append(f"(not applied as a time window: {', '.join(result.dates_not_applied)}; give after and before "
                      "(dates) to search that period only)")

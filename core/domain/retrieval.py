@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from duckgraph.core.domain.left_out import (
-    TypeCount, dates_not_applied, ids_not_stored, more_facts, names_not_stored, shown_texts, type_count)
+    ChainGoesOn, TypeCount, chains_go_on, dates_not_applied, ids_not_stored, more_facts, names_not_stored,
+    shown_texts, type_count)
 from duckgraph.core.domain.passage_ranking import rank_passages
 from duckgraph.core.domain.query_words import (
     ID, WordMatches, anchor_candidates, called, fact_terms, holding_ids, query_ids, relation_terms)
@@ -58,6 +59,9 @@ class Reached:
     via_edge: int | None = None
     #: Whether the step over `via_edge` lent this node `parent`'s relevance (`_lending`).
     lent: bool = False
+    #: The (type, forwards from the source) of the chain of facts of one relation type, from an entity the query
+    #: names, that this node ends (`_expand`); None when it ends none.
+    chain: tuple[str, bool] | None = None
 
     @property
     def score(self) -> float:
@@ -90,6 +94,9 @@ class Subgraph:
     type_count: TypeCount | None = None
     #: The query's words that say when, which no time argument applied (`left_out.dates_not_applied`).
     dates_not_applied: list[str] = field(default_factory=list)
+    #: The chains of one relation type from an entity the query names that go on past the last hop
+    #: (`left_out.chains_go_on`).
+    chains_go_on: list[ChainGoesOn] = field(default_factory=list)
 
 
 def match_words(store: GraphStore, query_text: str, namespace: str, options: SearchOptions) -> WordMatches:
@@ -174,7 +181,8 @@ def anchor_and_expand(
                                           + capped + dropped, kept, records, result_edges, named),
                     type_count=type_count(store, query_text, namespace, [records[r.node_id] for r in kept]),
                     dates_not_applied=dates_not_applied(query_text, options, [
-                        spelling for r in kept for spelling in (records[r.node_id].name, *records[r.node_id].aliases)]))
+                        spelling for r in kept for spelling in (records[r.node_id].name, *records[r.node_id].aliases)]),
+                    chains_go_on=chains_go_on(store, namespace, options, reached, kept, records))
 
 
 def _fact_ends(facts: list[tuple[EdgeRecord, float]], query_text: str) -> list[int]:
@@ -270,7 +278,6 @@ def _expand(
     threshold = _keep_threshold(anchors, options)
     edges: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     frontier = [a.node_id for a in anchors]
-    chains: dict[int, tuple[str, bool]] = {}  # node -> (type, forwards) of the chain from a named anchor it ends
     for hop in range(1, options.hops + 1):
         if not frontier:
             break
@@ -297,6 +304,7 @@ def _expand(
         proximity = frontier_proximity[position] * options.hop_decay * np.minimum(weights[edge_at].astype(float), 1.0)
         types = store.edge_types(edge_ids.tolist())
         kinds = [types.get(i, "") for i in edge_ids.tolist()]
+        chains = {n: reached[n].chain for n in frontier if reached[n].chain is not None}
         lends = _lending(kinds, here, edge_at, forwards, chains)
         step_relevance = np.where(lends, np.maximum(fact[edge_at], frontier_relevance[position]), fact[edge_at])
         # Per reached node: its best step (most proximity, then the earliest) and its best relevance, the nodes in
@@ -321,10 +329,10 @@ def _expand(
                 found[wanted].tolist(), proximity[step_of].tolist(), relevance[wanted].tolist(),
                 here[step_of].tolist(), edge_at[step_of].tolist(), forwards[step_of].tolist(),
                 lends[step_of].tolist()):
+            step = (kinds[at], forward)
             reached[node_id] = Reached(node_id, hop, node_proximity, node_relevance, parent=parent,
-                                       via_edge=int(edge_ids[at]), lent=lent)
-            if parent in named or chains.get(parent) == (kinds[at], forward):
-                chains[node_id] = (kinds[at], forward)
+                                       via_edge=int(edge_ids[at]), lent=lent,
+                                       chain=step if parent in named or chains.get(parent) == step else None)
         reached_ids = np.concatenate([reached_ids, found])
         frontier = found[carried].tolist()
     return reached, edges

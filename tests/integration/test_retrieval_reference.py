@@ -22,7 +22,7 @@ DIMS = 8
 def reference_expand(store, query, namespace, anchors, options, named=frozenset()):
     """Breadth-first: a node keeps the first step that brings it the most proximity, and the best relevance of a
     step: the fact's, or the node's it leaves when the fact says that node was replaced, or goes on with the type
-    and direction of the chain that reached that node from a named anchor."""
+    and direction of the chain that reached that node from a named anchor (the chain a node ends, its `chain`)."""
     reached = {a.node_id: a for a in anchors}
     frontier = [a.node_id for a in anchors]
     chains: dict[int, tuple[str, bool]] = {}
@@ -56,7 +56,7 @@ def reference_expand(store, query, namespace, anchors, options, named=frozenset(
             found[node_id].relevance = max(found[node_id].relevance, value)
         for node_id, item in found.items():
             if item.parent in named or chains.get(item.parent) == chain_of[node_id]:
-                chains[node_id] = chain_of[node_id]
+                chains[node_id] = item.chain = chain_of[node_id]
         reached.update(found)
         frontier = [r.node_id for r in sorted(found.values(), key=lambda r: -r.score)[: options.frontier]]
     return reached
@@ -137,6 +137,7 @@ def graph(request, tmp_path):
 def test_expansion_matches_the_loop(graph):
     store, rng, node_ids, _ = graph
     lent: set[str] = set()  # the types of the steps that lent a node its parent's relevance
+    chained = 0  # the nodes compared that end a chain from a named anchor past its first hop
     for frontier, hops in ((100, 2), (7, 3), (1, 2)):
         options = SearchOptions(frontier=frontier, hops=hops)
         for _ in range(8):
@@ -155,7 +156,9 @@ def test_expansion_matches_the_loop(graph):
             assert [r.node_id for r in retrieval._prune(got, anchors, options)] == [
                 r.node_id for r in retrieval._prune(want, anchors, options)]
             lent |= set(store.edge_types([r.via_edge for r in got.values() if r.lent]).values())
+            chained += sum(r.chain is not None and r.hop > 1 for r in got.values())
     assert lent >= {"A", "SUPERSEDES", "REPLACED_BY"}  # both kinds of lending were compared
+    assert chained
 
 
 def test_walk_matches_the_loop(graph):

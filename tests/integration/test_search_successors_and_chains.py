@@ -80,6 +80,52 @@ def test_a_chain_of_one_relation_type_from_the_named_entity_is_followed(real_kb:
     assert "Sofia Alvarez" not in nodes
 
 
+def store_dependencies(kb: KnowledgeBase) -> None:
+    """checkout-service DEPENDS_ON billing-service DEPENDS_ON auth-service DEPENDS_ON Redis, and a fact of
+    another type at the end of the chain."""
+    kb.add_knowledge_graph(
+        [NodeInput(name=name, type="Service") for name in ("auth-service", "billing-service", "checkout-service")]
+        + [NodeInput(name="Redis", type="Technology"), NodeInput(name="Sofia Alvarez", type="Person")],
+        [EdgeInput(source="auth-service", target="Redis", type="DEPENDS_ON"),
+         EdgeInput(source="billing-service", target="auth-service", type="DEPENDS_ON"),
+         EdgeInput(source="checkout-service", target="billing-service", type="DEPENDS_ON"),
+         EdgeInput(source="Sofia Alvarez", target="checkout-service", type="MAINTAINS")])
+
+
+def test_a_chain_that_goes_on_past_the_last_hop_is_said(real_kb: KnowledgeBase) -> None:
+    store_dependencies(real_kb)
+    result = real_kb.search("What would break if we drop Redis?")
+    assert "checkout-service" not in {n.name for n in result.nodes}  # two hops: auth-service, billing-service
+    # The list of what depends on Redis is not whole: billing-service has a DEPENDS_ON fact one hop further.
+    assert [chain.model_dump() for chain in result.chains_go_on] == [{
+        "type": "DEPENDS_ON", "start": "Redis", "past": 2, "ends": ["billing-service"], "more": 1, "hops": 3}]
+    assert ("(not shown, hops reached: the DEPENDS_ON chain from Redis goes on past 2 hops, from billing-service "
+            "to 1 more entity; hops=3 shows more)") in result.text.splitlines()
+    # hops=3 shows it, and the chain's end then has no fact of its type further on (a MAINTAINS fact is no chain).
+    longer = real_kb.search("What would break if we drop Redis?", hops=3)
+    assert "checkout-service" in {n.name for n in longer.nodes}
+    assert longer.chains_go_on == []
+    assert "hops reached" not in longer.text
+
+
+def test_a_chain_past_the_most_hops_names_where_to_search_next(real_kb: KnowledgeBase) -> None:
+    store_dependencies(real_kb)
+    real_kb.add_knowledge_graph([NodeInput(name="storefront", type="Service")],
+                                [EdgeInput(source="storefront", target="checkout-service", type="DEPENDS_ON")])
+    result = real_kb.search("What would break if we drop Redis?", hops=3)
+    assert [(c.ends, c.more, c.hops) for c in result.chains_go_on] == [(["checkout-service"], 1, None)]
+    assert any(line.endswith("a search for checkout-service shows more)") for line in result.text.splitlines())
+
+
+def test_a_chain_whose_next_entity_is_shown_is_not_said_to_go_on(real_kb: KnowledgeBase) -> None:
+    # checkout-service depends on Redis too: it is shown (one hop), so the chain past billing-service adds nothing.
+    store_dependencies(real_kb)
+    real_kb.add_knowledge_graph([], [EdgeInput(source="checkout-service", target="Redis", type="DEPENDS_ON")])
+    result = real_kb.search("What would break if we drop Redis?")
+    assert "checkout-service" in {n.name for n in result.nodes}
+    assert result.chains_go_on == []
+
+
 @pytest.mark.parametrize(("relation", "replaced"), [
     ("SUPERSEDES", "target"), ("supersedes", "target"), ("Superseded by", "source"), ("WAS_SUPERSEDED_BY", "source"),
     ("REPLACES", "target"), ("REPLACED", "target"), ("REPLACED_BY", "source"), ("REPLACED_WITH", "source"),
