@@ -53,6 +53,9 @@ _HEADER_FROM = re.compile(r"^\s*From:\s*\S", re.IGNORECASE)
 _HEADER_SENT = re.compile(r"^\s*(?:Sent|Date):\s*\S", re.IGNORECASE)
 #: The signature delimiter line: "-- " (RFC 3676), often written without its space.
 _SIGNATURE = re.compile(r"^--[ \t]?$")
+#: The list of an email's attached files below its text, as the email converter writes it ("Attachments:", then a
+#: "- name (type, size)" line each): it is no part of the signature above it.
+_ATTACHMENTS = re.compile(r"^Attachments:[ \t\r]*$")
 
 
 def chunk_text(text: str, max_chars: int = DEFAULT_CHUNK_CHARS, overlap: int = DEFAULT_OVERLAP_CHARS) -> list[str]:
@@ -176,9 +179,10 @@ def mail_blocks(text: str) -> list[str]:
     """`text` cut into blocks where an email's quoted message starts (its lines starting with ">", with the
     attribution line above them: "On ... Sarah wrote:"; a forwarded or Outlook-quoted message's header block,
     "From: ..." then "Sent: ..." or "Date: ...", with the "-----Original Message-----" line above it) and where a
-    signature starts (its "-- " delimiter line), outside fenced code blocks. A quote starts a block after a blank
-    line or an attribution only: a ">" line right below text (a Python prompt's ">>>" below its output) goes on
-    with it. The lines that hold nothing but quote markers at either end of a block are left out."""
+    signature starts (its "-- " delimiter line) and ends (an email's attachments list below it), outside fenced
+    code blocks. A quote starts a block after a blank line or an attribution only: a ">" line right below text (a
+    Python prompt's ">>>" below its output) goes on with it. The lines that hold nothing but quote markers at
+    either end of a block are left out."""
     lines = text.split("\n")
     depth = [_quote_depth(line) for line in lines]
     content = [_QUOTE_MARKERS.sub("", line) for line in lines]
@@ -196,6 +200,8 @@ def mail_blocks(text: str) -> list[str]:
             start = i - 1 if _SEPARATOR.match(content[i - 1]) else i
         elif depth[i] > depth[i - 1]:
             start = _quote_start(depth, content, i)
+        elif _ATTACHMENTS.match(line) and not lines[i - 1].strip() and is_signature(content[cuts[-1]]):
+            start = i
         if start is not None and start > cuts[-1]:
             cuts.append(start)
     blocks = []

@@ -103,24 +103,27 @@ def without_repeats(
     from both, and an email thread stored a message per document the quotes of its first message in each reply, the
     same text read several times in the room of another. A passage is folded into the first better-ranked one that
     holds it; one that holds better-ranked ones (the message that a reply's quote, ranked above it, quotes) takes
-    the first one's place and score: the text is shown once, in full. Headings, titles and dates may differ; the
-    documents stay stored apart, whole."""
+    the first one's place and score: the text is shown once, in full. So does a message ranked below a quote of
+    it word for word (a thread's first message, ranked below the reply that quotes it): the original is shown
+    where the quote was, not the reverse. Headings, titles and dates may differ; the documents stay stored apart,
+    whole."""
     kept: list[tuple[ChunkRecord, float, list[ChunkRecord]]] = []
-    texts: list[tuple[str, list[str]]] = []  # each kept passage's words between spaces, and its sentences
+    texts: list[tuple[str, list[str], bool]] = []  # each kept passage's words between spaces, sentences, if quoted
     for chunk, score in ranked:
         words = unquoted(chunk.text) or one_line(chunk.text)  # a passage that only introduces a quote: its own words
-        spaced, sentences = f" {words} ", SENTENCE_BREAK.split(words)
-        holder = next((i for i, (text, _) in enumerate(texts) if _holds(text, sentences)), None)
+        spaced, sentences, quoted = f" {words} ", SENTENCE_BREAK.split(words), words != one_line(chunk.text)
+        holder = next((i for i, (text, _, quotes) in enumerate(texts)
+                       if _holds(text, sentences) and not (quotes and not quoted and text == spaced)), None)
         if holder is not None:
             kept[holder][2].append(chunk)
             continue
-        inner = [i for i, (_, held) in enumerate(texts) if _holds(spaced, held)]
+        inner = [i for i, (_, held, _) in enumerate(texts) if _holds(spaced, held)]
         if not inner:
             kept.append((chunk, score, []))
-            texts.append((spaced, sentences))
+            texts.append((spaced, sentences, quoted))
             continue
         folded = [other for i in inner for other in (kept[i][0], *kept[i][2])]
-        kept[inner[0]], texts[inner[0]] = (chunk, kept[inner[0]][1], folded), (spaced, sentences)
+        kept[inner[0]], texts[inner[0]] = (chunk, kept[inner[0]][1], folded), (spaced, sentences, quoted)
         for i in reversed(inner[1:]):
             del kept[i], texts[i]
     return kept
@@ -313,16 +316,22 @@ def _one_per_document(
 
     A passage that one picked before it holds (`without_repeats`: a copy, an email's quote of an earlier message)
     takes neither a place nor its document's turn: the passages are picked again without it, and it comes last, to
-    be folded into that one. The reply that quotes the first message of a thread is shown by its own words."""
+    be folded into that one. The reply that quotes the first message of a thread is shown by its own words.
+
+    An email's signature (`chunking.is_signature`) is about its sender, not what the message says: while another
+    passage of its document is a candidate, it takes not its document's turn but comes after the first passage of
+    each document, as a document's second passage does. The message's own words stand for it; a name, a phone
+    number or a disclaimer that matched the query's names is shown after them where there is room."""
     scores = dict(candidates)
-    document_of: dict[int, str] = {}
-    chunks: dict[int, ChunkRecord] = {}
+    document_of = store.chunk_documents(list(scores))
+    chunks = {chunk.id: chunk for chunk in store.get_chunks(list(scores))}
+    worded = {document_of.get(i) for i, chunk in chunks.items() if not is_signature(chunk.text)}
+    signatures = {i for i, chunk in chunks.items() if is_signature(chunk.text) and document_of.get(i) in worded}
     folded: list[tuple[ChunkRecord, float]] = []
     left_out: set[int] = set()
     while True:
-        document_of.update(store.chunk_documents([chunk_id for chunk_id in scores if chunk_id not in document_of]))
         order = sorted(((i, score) for i, score in scores.items() if i not in left_out), key=lambda item: -item[1])
-        picked = _picked(store, order, document_of, left_out, namespace, options)
+        picked = _picked(store, order, document_of, signatures, left_out, namespace, options)
         chunks.update((c.id, c) for c in store.get_chunks([i for i, _ in picked if i not in chunks]))
         shown = [(chunks[chunk_id], score) for chunk_id, score in picked if chunk_id in chunks]
         kept = without_repeats(shown)
@@ -339,15 +348,20 @@ def _one_per_document(
 
 
 def _picked(
-    store: GraphStore, candidates: list[tuple[int, float]], document_of: dict[int, str], left_out: set[int],
-    namespace: str, options: SearchOptions,
+    store: GraphStore, candidates: list[tuple[int, float]], document_of: dict[int, str], signatures: set[int],
+    left_out: set[int], namespace: str, options: SearchOptions,
 ) -> list[tuple[int, float]]:
-    """`_one_per_document`'s choice among `candidates`, none of `left_out` among the chunks next to the best."""
+    """`_one_per_document`'s choice among `candidates`, `signatures` among each document's later passages, none of
+    `left_out` among the chunks next to the best."""
     seen: set[str] = set()
     first, repeats = [], []
     for chunk_id, score in candidates:
-        if (document_id := document_of.get(chunk_id)) is not None:
-            (repeats if document_id in seen else first).append((chunk_id, score))
+        if (document_id := document_of.get(chunk_id)) is None:
+            continue
+        if document_id in seen or chunk_id in signatures:
+            repeats.append((chunk_id, score))
+        else:
+            first.append((chunk_id, score))
             seen.add(document_id)
     order = first + repeats
     limit = options.max_passages

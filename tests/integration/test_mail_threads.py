@@ -111,3 +111,49 @@ def test_a_signature_takes_no_place_among_the_passages_ranked_next(tmp_path, min
         assert result.passages[0].document_id == "mail:budget", result.text
         assert "CONFIDENTIALITY" not in result.text, result.text
         assert all(note in result.text for note in notes), result.text
+
+
+def test_a_signature_takes_not_its_mail_s_turn(tmp_path, minilm) -> None:
+    """The question names the sender, whom the signature names and the mail's own words do not: the signature
+    ranked first and took the mail's turn, its request only among the passages ranked lower. The request is the
+    mail's passage among the best; the signature comes after the other mails' own words."""
+    request = ("Hi,\n\nCould you please update the Q4 budget deck with the new travel numbers? The travel line is now "
+               "9500 euros.\n\nThanks,\nSarah\n\n-- \nSarah Lee | Finance Director | Acme Corp\nThis email and any "
+               "attachments are confidential and may be privileged. If you are not the intended recipient, delete it.")
+    others = {"Holiday party": "The holiday party is on December 18 at the Rooftop Bar. Please RSVP to Olga by "
+                               "December 1.",
+              "Office move": "Hi team,\n\nThe office move is scheduled for December 12. Please pack your desks by "
+                             "December 10.\n\nBest,\nTom"}
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        kb.add_documents([DocumentInput(id="sarah-1", title="Q4 budget review", text=request),
+                          *(DocumentInput(id=title, title=title, text=text) for title, text in others.items())])
+        signature = kb.store.document_chunks(kb.namespace, ["sarah-1"])[-1]
+        assert signature.text.startswith("-- \nSarah Lee")  # the set-up
+        result = kb.search("What did Sarah ask me to do?", max_passages=3)
+        mail = [p.text for p in result.passages if p.document_id == "sarah-1"]
+        assert len(mail) == 1 and "update the Q4 budget deck" in mail[0], result.text
+        assert "Finance Director" not in " ".join(p.text for p in result.passages), result.text
+
+
+def test_the_first_message_takes_the_place_of_its_quotes_in_a_longer_thread(tmp_path, minilm) -> None:
+    """Three messages, each reply quoting the one before whole: the reply's quote of the first message ranked
+    first and the first message, the same words, was folded into it, shown under the reply's title and time. The
+    first message is shown, naming both replies' quotes of it."""
+    first = "Hi all,\n\nThe vendor review is on Thursday at 10:00 in room Aurora. Please bring the SLA numbers.\n\n" \
+            "Thanks,\nMaria"
+
+    def quoted(text: str) -> str:
+        return "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
+
+    second = ("Maria, can we move it to Friday? I have a conflict on Thursday.\n\nOn Mon, Mar 2, 2026 at 9:00 AM "
+              "Maria Garcia <maria@acme.com> wrote:\n" + quoted(first))
+    third = ("Sure, Friday at 14:00 works. Moved to room Borealis.\n\nMaria\n\nOn Mon, Mar 2, 2026 at 11:00 AM Ben "
+             "Okafor <ben@acme.com> wrote:\n" + quoted(second))
+    with KnowledgeBase(DuckDBStore(tmp_path / "kb.duckdb"), minilm) as kb:
+        kb.add_documents([DocumentInput(id=f"mail-{i}", title=("Re: " if i > 1 else "") + "Vendor review",
+                                        time=f"2026-03-02T{8 + i:02d}:00:00Z", text=text)
+                          for i, text in enumerate((first, second, third), 1)])
+        result = kb.search("When is the vendor review?", max_passages=3)
+        shown = [p for p in result.passages if "room Aurora" in p.text]
+        assert len(shown) == 1 and shown[0].document_id == "mail-1", result.text
+        assert sorted(other.split("#")[0] for other in shown[0].also_in) == ["mail-2", "mail-3"]

@@ -237,3 +237,14 @@ def test_quote_markers_and_dashes_that_are_no_email_stay_in_their_passage() -> N
 def test_unquoted_reads_a_quote_as_the_words_it_quotes() -> None:
     assert unquoted("On Tue, Nov 10, 2026 at 09:02 Sarah Kim wrote:\n> > Hi all,\n> >\n>>  The move is   on\n"
                     "-----Original Message-----\n> Saturday.") == "Hi all, The move is on Saturday."
+
+
+def test_an_email_s_attachments_list_is_no_part_of_its_signature() -> None:
+    """The email converter lists the attached files below the message's text: below a signature they were read as
+    part of it (a passage search sets aside for the message's own words); they are a passage of their own. Below
+    the message's own words, with no signature between, they stay with them."""
+    attachments = "Attachments:\n- Q4-budget.xlsx (application/vnd.ms-excel, 5.0 KB)"
+    words = "Hi,\n\nCould you please update the Q4 budget deck?"
+    assert [passage for _, passage in chunk_sections(f"{words}\n\n{SIGNATURE}\n\n{attachments}")] == [
+        words, SIGNATURE, attachments]
+    assert [passage for _, passage in chunk_sections(f"{words}\n\n{attachments}")] == [f"{words}\n\n{attachments}"]

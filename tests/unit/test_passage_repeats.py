@@ -39,3 +39,14 @@ def test_a_passage_with_a_sentence_of_its_own_is_shown() -> None:
     more = QUOTE + "\n\nThe rack moves on Friday."
     assert folded(ORIGINAL, more) == [(0, 1.0, []), (1, 0.9, [])]
     assert folded("The removers arrive at 7am.", "movers arrive at 7am.") == [(0, 1.0, []), (1, 0.9, [])]
+
+
+def test_the_message_takes_the_place_of_a_quote_of_it_word_for_word() -> None:
+    """A thread's first message quoted whole by the reply and again, a level deeper, by the reply to the reply:
+    the quotes ranked above it hold its words and nothing more, as it holds theirs. The message is shown, in the
+    first quote's place and with its score, naming both quotes; a copy of it unquoted is still folded into it."""
+    message = "Hi all,\n\nThe vendor review is on Thursday at 10:00. Please bring the SLA numbers.\n\nThanks,\nMaria"
+    quote = "On Mon, Mar 2, 2026 at 9:00 AM Maria Garcia wrote:\n" + "\n".join(
+        f"> {line}".rstrip() for line in message.split("\n"))
+    nested = "\n".join(f"> {line}".rstrip() for line in quote.split("\n"))
+    assert folded(quote, nested, "Friday works.", message, message) == [(3, 1.0, [0, 1, 4]), (2, 0.8, [])]
