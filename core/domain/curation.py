@@ -34,6 +34,7 @@ from duckgraph.core.domain.model import (
     edge_properties,
 )
 from duckgraph.core.domain.namespaces import check_namespace, empty_namespace_hint
+from duckgraph.core.domain.node_merge import joined_sentences
 from duckgraph.core.domain.observations import absent_observations, named_observations, new_observations
 from duckgraph.core.domain.resolution import NameKeys, NameResolver, is_unknown_type, lookup_keys
 from duckgraph.core.domain.texts import edge_text
@@ -442,7 +443,7 @@ class GraphCuration:
             description = into.description
             for other in merged_from:
                 if other.description and other.description.casefold() not in description.casefold():
-                    description = _joined_sentences(description, other.description)
+                    description = joined_sentences(description, other.description)
             result.description = description
             result.aliases = _unique(
                 [*into.aliases, *(n for other in merged_from for n in (other.name, *other.aliases))], exclude=into.name
@@ -919,15 +920,6 @@ def merged_properties(
     properties = {**{k: v for o in merged_from for k, v in o.properties.items()}, **into.properties}
     differing = [(o, k, v) for o in merged_from for k, v in o.properties.items() if not _same_value(v, properties[k])]
     return properties, differing
-
-
-def _joined_sentences(first: str, second: str) -> str:
-    """Two descriptions as one text that still reads as two statements ("Engineering lead; Payments engineer"),
-    not as one phrase run together."""
-    first, second = first.strip(), second.strip()
-    if not first or not second:
-        return first or second
-    return f"{first} {second}" if first.endswith((".", "!", "?", ";")) else f"{first}; {second}"
 
 
 def _same_value(a: Any, b: Any) -> bool:

@@ -344,7 +344,8 @@ class KnowledgeBase:
             possible_duplicates=plan.duplicates,
             skipped_edges=edges_found.skipped,
             vague_edges=edges_found.vague,
-            hints=[*other_type_hints(plan.other_types), *edges_found.hints(), *_full_hint(plan.full), *restated,
+            hints=[*other_type_hints(plan.other_types, {n.key: n for n in plan.records}, plan.observations),
+                   *edges_found.hints(), *_full_hint(plan.full), *restated,
                    *replaced, *_versioned_hints(summary, edges_found)],
         )
 
@@ -355,7 +356,7 @@ class KnowledgeBase:
         """What `add_knowledge_graph` writes, read from the store as it is now, its vectors computed."""
         keys = NameKeys()  # the edges name the nodes of the call again: their keys are computed once
         merged, key_of, resolved, full, other_types = self._merge_nodes(nodes, namespace, keys, chunk_ids)
-        observations_added = self._add_observations(nodes, merged, key_of, keys, chunk_ids)
+        observations = self._add_observations(nodes, merged, key_of, keys, chunk_ids)
         edges_found = self._resolve_edges(edges, merged, namespace, key_of, keys)
         for item in [*(node for node, _ in merged.values()), *edges_found.writes]:
             item.source_chunk_ids = chunk_ids
@@ -365,7 +366,8 @@ class KnowledgeBase:
         records = [n for n, _ in merged.values()]
         created = [n for n in records if n.id is None]
         return _GraphPlan(
-            records=records, edges=edges_found, resolved=resolved, observations_added=observations_added,
+            records=records, edges=edges_found, resolved=resolved,
+            observations_added=sum(map(len, observations.values())), observations=observations,
             duplicates=possible_duplicates(self.store, namespace, created), created={n.key for n in created},
             full=full, other_types=other_types,
         )
@@ -444,7 +446,8 @@ class KnowledgeBase:
             if not appended:
                 full[update.name] = None
             if not types_agree(base.type, node.type):  # rule 1: the same name, maybe another thing
-                other_types.append(OtherType(node.name, node.type, base.name, base.type, update.type == base.type))
+                other_types.append(OtherType(node.name, node.type, base.name, base.type, update.type == base.type,
+                                             target, existing.get(target)))
                 resolved.append({"name": node.name, "into": base.name})
             merged[target] = (update, changed or node_text(update) != before)
         return merged, key_of, resolved, list(full), other_types
@@ -452,8 +455,8 @@ class KnowledgeBase:
     def _add_observations(
         self, nodes: Sequence[NodeInput], merged: dict[str, tuple[NodeRecord, bool]], key_of: dict[str, str],
         keys: NameKeys, chunk_ids: tuple[int, ...],
-    ) -> int:
-        """Append the nodes' new observations to their records (after the stored ones); returns how many.
+    ) -> dict[str, list[str]]:
+        """Append the nodes' new observations to their records (after the stored ones); returns them by key.
 
         Past the limit a call by hand is refused (its caller can fold some in); an extracted one adds those that
         fit: every later passage naming the entity would otherwise lose its whole graph, and a retry cannot help."""
@@ -466,7 +469,7 @@ class KnowledgeBase:
                 if node.source_ids or chunk_ids:
                     read.add(target)
         stored = self.store.get_observations([merged[k][0].id for k in given if merged[k][0].id is not None])
-        added = 0
+        added: dict[str, list[str]] = {}
         for target, texts in given.items():
             record, _ = merged[target]
             current = stored.get(record.id, []) if record.id is not None else []
@@ -482,7 +485,7 @@ class KnowledgeBase:
             if new:
                 record.observations = (*current, *new)
                 merged[target] = (record, True)  # the first observations are part of the embedded text
-                added += len(new)
+                added[target] = new
         return added
 
     def _resolve_edges(
@@ -773,6 +776,7 @@ class _GraphPlan:
     edges: _ResolvedEdges
     resolved: list[dict[str, str]]
     observations_added: int
+    observations: dict[str, list[str]]  # the observations added, by entity key
     duplicates: list[Any]
     created: set[str]  # keys of the nodes the call creates
     full: list[str]  # entities whose description was full: the new text was not appended

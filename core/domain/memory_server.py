@@ -29,7 +29,7 @@ Results have the reference's shape; the few extra fields are optional and only p
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -145,9 +145,7 @@ def create_entities(
         changed: dict[str, NodeRecord] = {}
         fresh: set[str] = set()  # keys created (or placeholders filled) by this call
         results: list[CreatedEntity] = []
-        # Stored name -> the observations skipped exact repeats of it came with that it lacks, the other type one
-        # was given with (`_other_type`), and its type.
-        skipped: dict[str, tuple[int, str | None, str]] = {}
+        skipped: dict[str, _Skipped] = {}  # by stored name
         for entity, key in zip(entities, keys):
             given = new_observations((), entity.observations)
             record = changed.get(key) or stored.get(key)
@@ -168,8 +166,13 @@ def create_entities(
                 lacking = new_observations(current, given)
                 other = entity.entityType if _other_type(entity.entityType, record.type) else None
                 if lacking or other:
-                    count, given_type, _ = skipped.get(record.name, (0, None, record.type))
-                    skipped[record.name] = (count + len(lacking), given_type or other, record.type)
+                    said = skipped.setdefault(record.name, _Skipped(record.type))
+                    said.lacking += len(lacking)
+                    if other and not said.other:
+                        # The name as an alias of one entity of the type given is that entity to
+                        # add_knowledge_graph (resolution.py's rule 1b): the one to add the observations to.
+                        said.other, owner = other, resolver.alias_owner(entity.name, other)
+                        said.owner = owner.name if owner is not None else None
                 continue
             added = new_observations(current, given)
             # An entity of type 'unknown' says nothing of what it is: the type given is what is known.
@@ -397,9 +400,18 @@ def _type_note(entity: MemoryEntityInput, name: str, kind: str, added: Sequence[
             f"{entity.name!r} is another entity, not this {kind}, {undo}")
 
 
-def _skipped_note(skipped: dict[str, tuple[int, str | None, str]]) -> str | None:
-    """The result's note for the exact repeats of stored names skipped (`skipped`: with how many observations they
-    lack, the other type given, if one was, and the stored type), each with what to do."""
+@dataclass
+class _Skipped:
+    """What the exact repeats of a stored name that create_entities skipped came with."""
+
+    kind: str  # the stored entity's type
+    lacking: int = 0  # observations given that it does not hold
+    other: str | None = None  # the other type given (`_other_type`), if one was
+    owner: str | None = None  # the one entity of type `other` that has the name as an alias (rule 1b), if one has
+
+
+def _skipped_note(skipped: dict[str, _Skipped]) -> str | None:
+    """The result's note for the exact repeats of stored names skipped, each with what to do."""
     if not skipped:
         return None
 
@@ -407,17 +419,25 @@ def _skipped_note(skipped: dict[str, tuple[int, str | None, str]]) -> str | None
         return (f"{count} observation{'s' if count > 1 else ''} it does not hold {'were' if count > 1 else 'was'} "
                 "not added")
 
-    same = [f"{name!r} exists, so it was skipped: {lacking(count)}" for name, (count, other, _) in skipped.items()
-            if other is None]
+    same = [f"{name!r} exists, so it was skipped: {lacking(it.lacking)}" for name, it in skipped.items()
+            if it.other is None]
     said = [f"{'; '.join(same)}. Add them with add_observations."] if same else []
     # Another type given: the entity sent is likely another thing of the same name, which the stored one is not.
-    for name, (count, other, kind) in skipped.items():
-        if other is not None:
-            dropped, add = (f": {lacking(count)}", f"; if it is that {kind}, add them with add_observations") \
-                if count else ("", "")
-            said.append(f"{name!r} exists with entityType {kind!r}, not {other!r}, so it was skipped{dropped}. If it "
-                        f"is another entity, create it under a name of its own, such as {_own_name(name, other)!r}"
-                        f"{add}.")
+    for name, it in skipped.items():
+        if it.other is None:
+            continue
+        dropped, add = (f": {lacking(it.lacking)}", f"; if it is that {it.kind}, add them with add_observations") \
+            if it.lacking else ("", "")
+        if it.owner is not None:  # that other thing is stored already: a qualified name would duplicate it
+            meant = (f"add them to it (add_observations with entityName {it.owner!r})" if it.lacking else
+                     f"it is stored already: name it {it.owner!r}")
+            said.append(f"{name!r} exists with entityType {it.kind!r}, not {it.other!r}, so it was skipped{dropped}. "
+                        f"{name!r} is an alias of the {it.other} {it.owner!r}: if that is the entity meant, {meant}, "
+                        f"rather than creating another{add}.")
+        else:
+            said.append(f"{name!r} exists with entityType {it.kind!r}, not {it.other!r}, so it was skipped{dropped}. "
+                        "If it is another entity, create it under a name of its own, such as "
+                        f"{_own_name(name, it.other)!r}{add}.")
     return " ".join(said)
 
 

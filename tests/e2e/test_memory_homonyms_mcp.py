@@ -63,6 +63,32 @@ async def test_a_stored_name_created_with_another_type_is_skipped_with_a_note_na
 
 
 @pytest.mark.anyio
+async def test_a_stored_name_created_with_the_type_of_the_one_entity_aliased_so_names_that_entity(services):
+    async with Client(build_server(services)) as client:
+        await paris_and_paris_dubois(client)
+        result = await client.call_tool("create_entities", {"entities": [E("Paris", "Person", ["plays the piano"])]})
+        # Before: "create it under a name of its own, such as 'Paris (Person)'", a second Paris Dubois, whom
+        # add_knowledge_graph would have written to (resolution rule 1b) and the note never named.
+        note = ("'Paris' exists with entityType 'City', not 'Person', so it was skipped: 1 observation it does not "
+                "hold was not added. 'Paris' is an alias of the Person 'Paris Dubois': if that is the entity meant, "
+                "add them to it (add_observations with entityName 'Paris Dubois'), rather than creating another; if "
+                "it is that City, add them with add_observations.")
+        assert texts(result) == ["[]", note]
+        # Without observations, the note still names the entity.
+        bare = await call_ok(client, "create_entities", {"entities": [E("Paris", "Person", [])]})
+        assert bare == {"entities": [], "note": (
+            "'Paris' exists with entityType 'City', not 'Person', so it was skipped. 'Paris' is an alias of the "
+            "Person 'Paris Dubois': if that is the entity meant, it is stored already: name it 'Paris Dubois', "
+            "rather than creating another.")}
+        # Followed, the advice puts the observation on Paris Dubois, and no third Paris is made.
+        await call_ok(client, "add_observations", {"observations": [
+            {"entityName": "Paris Dubois", "contents": ["plays the piano"]}]})
+        assert (await graph(client))[0] == [("Paris", "City", ["our EU office is here"]),
+                                            ("Paris Dubois", "Person", ["plays the piano"]),
+                                            ("Growth Team", "Team", [])]
+
+
+@pytest.mark.anyio
 async def test_a_name_merged_into_an_entity_of_another_type_says_what_was_added_and_how_to_undo_it(services):
     async with Client(build_server(services)) as client:
         await call_ok(client, "create_entities", {"entities": [E("Apple", "organization", ["tech company"])]})

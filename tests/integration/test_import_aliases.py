@@ -83,7 +83,7 @@ def test_another_host_s_export_lands_on_the_entity_its_name_is_an_alias_of(tmp_p
     rows = _rows(host2)
     assert [name for name, *_ in rows["nodes"]] == ["Alice", "Robert Smith"]
     robert = rows["nodes"][1]
-    assert robert[1] == "engineer likes tea"
+    assert robert[1] == "engineer; likes tea"  # joined as merge_entities joins descriptions
     assert robert[2] == ["Bob Smith", "Bobby"]
     assert json.loads(robert[3]) == {"team": "platform", "city": "Leeds"}
     assert rows["edges"] == [("Robert Smith", "KNOWS", "Alice")]

@@ -6,7 +6,7 @@ one entity of that type that has it as an alias."""
 
 from __future__ import annotations
 
-from duckgraph.core.domain import memory_server
+from duckgraph.core.domain import memory_server, node_merge
 from duckgraph.core.domain.model import DocumentInput, EdgeInput, MemoryEntityInput, NodeInput
 
 CYRILLIC_MAYA = "M\u0430ya Chen"  # the second letter is U+0430 CYRILLIC SMALL LETTER A
@@ -55,8 +55,8 @@ def test_a_same_name_of_another_type_is_merged_and_said_with_both_types(fake_kb)
         "'apple' (Ingredient) was merged into the entity 'Apple' (Organization): one name up to case and spacing "
         "is one entity, now of type Ingredient. If that corrects its type, nothing to do; if 'apple' is another "
         "thing, give 'Apple' its type back (update_entity with type 'Organization'), take out what this call added "
-        "to 'Apple' (update_entity, delete_relations) and write it again under a qualified name, such as "
-        "'apple (ingredient)'."]
+        "to 'Apple' (the description text 'A fruit.'; and its relations: update_entity, delete_relations) and write "
+        "it again under a qualified name, such as 'apple (ingredient)'."]
     # The same name twice in one call, with two types: said too.
     both = fake_kb.add_knowledge_graph([NodeInput(name="Mercury", type="Planet"), NodeInput(name="MERCURY",
                                                                                             type="Band")], [])
@@ -82,8 +82,41 @@ def test_an_extracted_write_of_another_type_keeps_the_type_set_by_hand_and_says_
     assert result.hints == [
         "'apple' (Ingredient) was merged into the entity 'Apple' (Organization): one name up to case and spacing "
         "is one entity, which keeps its type Organization (set by hand). If 'apple' is another thing, take out "
-        "what this call added to 'Apple' (update_entity, delete_relations) and write it again under a qualified "
-        "name, such as 'apple (ingredient)'."]
+        "what this call added to 'Apple' (its relations: update_entity, delete_relations) and write it again under "
+        "a qualified name, such as 'apple (ingredient)'."]
+
+
+def test_a_merge_into_another_type_joins_the_descriptions_as_merge_entities_and_lists_what_it_added(
+        fake_kb) -> None:
+    fake_kb.add_knowledge_graph([NodeInput(name="Apple", type="Organization", description="Tech company in Cupertino",
+                                           aliases=["AAPL"], properties={"hq": "Cupertino"},
+                                           observations=["Makes the iPhone"])], [])
+    result = fake_kb.add_knowledge_graph([NodeInput(
+        name="apple", type="Ingredient", description="A fruit used in pies", aliases=["malus", "AAPL"],
+        properties={"color": "red", "hq": "Cupertino"}, observations=["Grows in orchards", "Makes the iPhone"])], [])
+    # Before: "Tech company in Cupertino A fruit used in pies", one phrase, where merge_entities joins with "; ".
+    [apple] = fake_kb.curation.read_entities(["Apple"], fake_kb.namespace).entities
+    assert apple.description == "Tech company in Cupertino; A fruit used in pies"
+    # Only what this call added is listed (not the alias, property value and observation held already): before,
+    # the hint said "take out what this call added" and listed nothing.
+    [hint] = result.hints
+    assert ("take out what this call added to 'Apple' (the description text 'A fruit used in pies'; the observation "
+            "'Grows in orchards'; the alias 'malus'; the property color: 'red'; and its relations: update_entity, "
+            "delete_relations)") in hint
+
+    # A description the stored one says already is no addition.
+    said = fake_kb.add_knowledge_graph([NodeInput(name="APPLE", type="Organization",
+                                                  description="Tech company in Cupertino")], [])
+    assert "take out what this call added to 'Apple' (its relations: update_entity" in said.hints[0]
+
+    # However much a write adds, the hint quotes a bounded part of it.
+    many = [f"Observation number {i} about the orchard harvest, with enough words to be long" for i in range(200)]
+    big = fake_kb.add_knowledge_graph([NodeInput(name="APPLE", type="Fruit", description="x" * 3000,
+                                                 observations=many)], [])
+    [hint] = big.hints
+    listed = hint.split("take out what this call added to 'Apple' (", 1)[1].split("; and its relations", 1)[0]
+    assert listed.startswith("the description text 'xxx") and listed.endswith("…")
+    assert len(listed) <= node_merge.ADDED_CHARS
 
 
 def test_a_name_of_another_type_goes_to_the_one_entity_of_its_type_that_has_it_as_an_alias(fake_kb) -> None:
