@@ -114,9 +114,11 @@ def create_entities(
     punctuation), is one entity in duckgraph, where the reference keeps two: its observations are added to the
     existing entity and it is returned with `merged_into`, so nothing the caller sent is lost. A spelling merged
     other than by case or spacing becomes an alias of the entity, and a type given other than the stored one is not
-    applied (its `note` says either). A placeholder (made by create_relations for a missing end, see
-    `_is_placeholder`) is filled in: it takes the given type and observations, and counts as created; so does any
-    entity of type 'unknown' take the type of a name merged into it.
+    applied (its `note` says either). A name merged so by case or spacing but given another known type than the
+    entity's is, as to add_knowledge_graph (rule 1b), the one stored entity of the type given that has it as an
+    alias, if one has ("paris" as a Person is Paris Dubois, not the City "Paris"; its `note` says so). A placeholder
+    (made by create_relations for a missing end, see `_is_placeholder`) is filled in: it takes the given type and
+    observations, and counts as created; so does any entity of type 'unknown' take the type of a name merged into it.
     """
     namespace = kb.resolve_namespace(namespace)
     with kb.writing() as writer:
@@ -126,19 +128,32 @@ def create_entities(
         by_key = {n.key: n for n in found}
         # A new name that is the alias of one stored entity of its type (a merged duplicate's old name), or its
         # name up to accents and punctuation, is that entity, as add_knowledge_graph resolves it (resolution.py's
-        # rule 2): never one that another name of the call names, nor one another name was resolved to.
+        # rule 2); so is a stored name but for case or spacing written with another known type than that entity's,
+        # for the one stored entity of the type given that has it as an alias (rule 1b: "paris" as a Person is Paris
+        # Dubois, not the City "Paris"). Never one that another name of the call names, nor one another name was
+        # resolved to.
         resolver = NameResolver(keys=names)
         resolver.add(found)
         claimed = set(keys)
         into: dict[str, str] = {}
+        owners: dict[tuple[str, str], str] = {}  # rule 1b's entities, by key and type given
         for entity, key in zip(entities, keys):
-            if key in by_key or key in into:
+            if key in into:
+                continue
+            if key in by_key:
+                typed = (key, names.type(entity.entityType))
+                if typed not in owners and _another_type_merged(entity, by_key[key]):
+                    match = resolver.alias_owner(entity.name, entity.entityType)
+                    if match is not None and match.key not in claimed:
+                        owners[typed] = match.key
+                        claimed.add(match.key)
                 continue
             match = resolver.match(entity.name, entity.entityType)
             if match is not None and match.key not in claimed:
                 into[key] = match.key
                 claimed.add(match.key)
-        keys = [into.get(k, k) for k in keys]
+        keys = [owners.get((k, names.type(e.entityType)), k) if k in by_key and _another_type_merged(e, by_key[k])
+                else into.get(k, k) for e, k in zip(entities, keys)]
         stored = {k: by_key[k] for k in keys if k in by_key}
         texts = {r.id: list(t) for r, t in zip(stored.values(), _stored_observations(kb, stored.values()))}
         by_hand = kb.store.written_by_hand("node", [r.id for r in stored.values()])
@@ -190,7 +205,9 @@ def create_entities(
                 results.append(CreatedEntity(name=entity.name, entityType=kind, observations=given))
             else:
                 alias = _alias_note(entity.name, record.name) if len(aliases) > len(record.aliases) else None
-                notes = [_cleaned_note(entity), alias, _type_note(entity, record.name, kind, added)]
+                homonym = by_key.get(names.key(entity.name))
+                owned = _alias_owner_note(entity, homonym, record, added) if homonym and homonym.key != key else None
+                notes = [_cleaned_note(entity), alias, owned, _type_note(entity, record.name, kind, added)]
                 results.append(CreatedEntity(name=entity.name, entityType=kind, observations=added,
                                              merged_into=record.name, note="; ".join(filter(None, notes)) or None))
         # A new name that looks the same as a stored one but uses other letters stays apart (it may be written so
@@ -379,6 +396,26 @@ def _other_type(given: str, stored: str) -> bool:
     """Whether an entity given with type `given` is said to be another kind of thing than one stored with `stored`:
     both known (not 'unknown') and not one type (`same_type`)."""
     return not is_unknown_type(given) and not is_unknown_type(stored) and not same_type(given, stored)
+
+
+def _another_type_merged(entity: MemoryEntityInput, same: NodeRecord) -> bool:
+    """Whether `entity`, of the key of the stored `same`, would be merged into it (not an exact repeat, which is
+    skipped) though given another known type (`_other_type`): rule 1b's case, as add_knowledge_graph applies it."""
+    return same.name != entity.sent_name and _other_type(entity.entityType, same.type)
+
+
+def _alias_owner_note(entity: MemoryEntityInput, homonym: NodeRecord, owner: NodeRecord,
+                      added: Sequence[str]) -> str:
+    """A merged entity's note when rule 1b took its name as `owner`, not as `homonym`, the entity of its name: where
+    the observations went, and how to move them if `homonym` was meant."""
+    taken = (f"{entity.name!r} is {homonym.name!r} ({homonym.type}) but for case or spacing, and an alias of "
+             f"{owner.name!r} ({owner.type}): with entityType {entity.entityType!r} it is {owner.name!r}")
+    if not added:
+        return f"{taken}; nothing was added to it"
+    count = f"{len(added)} observation{'s' if len(added) > 1 else ''}"
+    return (f"{taken}, so the observations listed were added to {owner.name!r}. If the {homonym.type} "
+            f"{homonym.name!r} was meant, move them: delete_observations with entityName {owner.name!r} and the "
+            f"{count} listed here, then add_observations with entityName {homonym.name!r}")
 
 
 def _own_name(name: str, kind: str) -> str:

@@ -703,9 +703,10 @@ class CreatedEntity(MemoryEntity):
     )
     note: str | None = Field(
         None, description="Present when the name was merged other than by case or spacing: it is now an alias of "
-                          "the entity, so later calls with it reach that entity; when the entityType given differs "
-                          "from the stored entity's, which was kept; or when the name looks the same as a stored "
-                          "entity's but uses other letters: it was stored apart.",
+                          "the entity, so later calls with it reach that entity; when it was taken, by the "
+                          "entityType given, as the entity that has it as an alias rather than the one it names; "
+                          "when the entityType given differs from the stored entity's, which was kept; or when the "
+                          "name looks the same as a stored entity's but uses other letters: it was stored apart.",
     )
 
 

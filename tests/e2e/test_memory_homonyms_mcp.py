@@ -188,3 +188,34 @@ async def test_a_name_that_is_one_entity_s_name_and_another_s_alias_reaches_the_
         assert deleted["hints"] == [said + "what was deleted is 'Paris', the entity it names; if 'Paris Dubois' was "
                                            "meant, it was not deleted: give its exact name to delete it"]
         assert [name for name, _, _ in (await graph(client))[0]] == ["Paris Dubois", "Growth Team"]
+
+
+@pytest.mark.anyio
+async def test_a_stored_name_in_another_case_created_with_the_type_of_the_one_entity_aliased_so_goes_to_it(services):
+    async with Client(build_server(services)) as client:
+        await paris_and_paris_dubois(client)
+        created = await call_ok(client, "create_entities", {"entities": [E("paris", "Person", ["plays the piano"])]})
+        # Before: merged into the City 'Paris' ("the entityType 'Person' was not applied"), where add_knowledge_graph
+        # sends the same write to Paris Dubois (resolution rule 1b).
+        assert created == {"entities": [{
+            "name": "paris", "entityType": "Person", "observations": ["plays the piano"], "merged_into": "Paris Dubois",
+            "note": "'paris' is 'Paris' (City) but for case or spacing, and an alias of 'Paris Dubois' (Person): with "
+                    "entityType 'Person' it is 'Paris Dubois', so the observations listed were added to 'Paris "
+                    "Dubois'. If the City 'Paris' was meant, move them: delete_observations with entityName 'Paris "
+                    "Dubois' and the 1 observation listed here, then add_observations with entityName 'Paris'"}]}
+        # Without observations, the note still says which entity the name was taken as.
+        bare = await call_ok(client, "create_entities", {"entities": [E("PARIS", "person", [])]})
+        assert bare["entities"][0]["merged_into"] == "Paris Dubois"
+        assert bare["entities"][0]["note"] == (
+            "'PARIS' is 'Paris' (City) but for case or spacing, and an alias of 'Paris Dubois' (Person): with "
+            "entityType 'person' it is 'Paris Dubois'; nothing was added to it")
+        # add_knowledge_graph writes the same name to the same entity.
+        await call_ok(client, "add_knowledge_graph", {"nodes": [
+            {"name": "paris", "type": "Person", "observations": ["speaks French"]}]})
+        assert (await graph(client))[0] == [("Paris", "City", ["our EU office is here"]),
+                                            ("Paris Dubois", "Person", ["plays the piano", "speaks French"]),
+                                            ("Growth Team", "Team", [])]
+        # A call that names Paris Dubois too keeps its names apart: 'paris' is not taken as an entity the call names.
+        apart = await call_ok(client, "create_entities", {"entities": [
+            E("Paris Dubois", "Person", []), E("paris", "Person", ["likes jazz"])]})
+        assert apart["entities"][0]["merged_into"] == "Paris"
