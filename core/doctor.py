@@ -464,7 +464,9 @@ def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[s
     of the `resolution.unemphasised` name, spaces left out: "OrdersDB", "orders_db" and "orders-db"; "Alice" and
     "**Alice**"; "Maya Chen" and a Maya Chen written with a Cyrillic a), or one of which has
     another's name (so written) as an alias: renamed in one memory, the old name kept as an alias, and imported
-    into another that still has an entity of the old name.
+    into another that still has an entity of the old name. Entities named as the user ("me", "User":
+    `resolution.is_self_reference`) are one group with the one that says it is the user (`says_it_is_the_user`), its
+    target, whatever their types.
     Entities named alike but of different known types ("Jordan" a Country, "Jordan Lee" a Person whose alias is
     "Jordan") are likely different things of one name: no merge is offered for them. Such a group is listed apart
     ("types_differ": true, "types": each name's), and its entities of one type, two or more, are a group of their
@@ -474,7 +476,8 @@ def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[s
     Each group: {"namespace", "names" (the first stored first), "types", "target", "sources", "reasons"}; with how
     many entities were compared, and whether that was all of them (at most `limit`, the first stored first;
     default `DUPLICATES_SCANNED`)."""
-    from duckgraph.core.domain.resolution import is_unknown_type, looks_the_same, skeleton, type_key, unemphasised
+    from duckgraph.core.domain.resolution import (
+        is_self_reference, is_unknown_type, looks_the_same, says_it_is_the_user, skeleton, type_key, unemphasised)
     from duckgraph.ports import loose_key
 
     limit = DUPLICATES_SCANNED if limit is None else limit
@@ -487,6 +490,8 @@ def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[s
     for namespace in store.namespaces():
         by_shape: dict[str, list[tuple[int, str, str]]] = {}
         aliases: list[tuple[int, str]] = []  # (entity id, shape) of each alias
+        selves: list[tuple[int, str, str]] = []  # entities named "me", "User"... then those that say they are the user
+        owners: list[tuple[int, str, str]] = []
         offset = 0
         while page := store.list_nodes(namespace, offset=offset, limit=min(DUPLICATES_PAGE, limit - scanned + 1)):
             if scanned + len(page) > limit:
@@ -497,6 +502,8 @@ def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[s
                 if shape := shape_of(node.name):
                     by_shape.setdefault(shape, []).append((node.id, node.name, node.type))
                 aliases.extend((node.id, shape) for alias in node.aliases if (shape := shape_of(alias)))
+                if is_self_reference(node.name) or says_it_is_the_user(node):
+                    (selves if is_self_reference(node.name) else owners).append((node.id, node.name, node.type))
             if not complete:
                 break
         # Entities joined by a shared shape or an alias that is another's name, in groups (union-find by id).
@@ -526,7 +533,20 @@ def likely_duplicates(store: Any, limit: int | None = None) -> tuple[list[dict[s
             return [f"{entity[i][0]!r} has {other!r} as an alias" for i in ids for other in alias_of.get(i, [])
                     if other in names]
 
+        # The user written as "me", "I", "User" (resolution.SELF_REFERENCES) and under their name: one group, whatever
+        # the types (a relation's end made for "me" is of type 'unknown'), merged into the entity under their name.
+        user = [*owners, *selves] if selves and len(owners) + len(selves) > 1 else []
+        if user:
+            names = [name for _, name, _ in user]
+            said = [f"{', '.join(repr(name) for _, name, _ in selves)} stand(s) for the user (English "
+                    "self-references)"]
+            said += [f"{owners[0][1]!r} says it is the user (its description or an alias)"] if owners else [
+                f"give {names[0]!r} the user's name with update_entity once it is known"]
+            groups.append({"namespace": namespace, "names": names, "types": sorted({t for _, _, t in user}),
+                           "target": names[0], "sources": names[1:], "reasons": said})
+        apart = {node_id for node_id, _, _ in user}
         for ids in sorted(members.values()):
+            ids = [i for i in ids if i not in apart]
             if len(ids) < 2:
                 continue
             by_type: dict[str, list[int]] = {}

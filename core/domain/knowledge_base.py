@@ -33,7 +33,7 @@ from duckgraph.core.domain.cancellation import commit_of_call, unless_cancelled
 from duckgraph.core.domain.document_ids import cited_as_stored
 from duckgraph.core.domain.render import estimate_tokens, render_search
 from duckgraph.core.domain.resolution import (
-    NameKeys, NameResolver, lookup_keys, possible_duplicates, same_type, type_key, types_agree)
+    NameKeys, NameResolver, lookup_keys, possible_duplicates, same_type, self_reference_hint, type_key, types_agree)
 from duckgraph.core.domain.passage_ranking import without_repeats
 from duckgraph.core.domain.retrieval import anchor_and_expand, match_words
 from duckgraph.core.domain.search_options import SearchOptions
@@ -330,6 +330,7 @@ class KnowledgeBase:
             replaced = replaced_hints(self.store, plan.edges, plan.records, namespace)  # what held before this write
             summary = writer.commit(WriteBatch(nodes=plan.records, edges=plan.edges.writes))
         edges_found = plan.edges
+        selves = self_reference_hint(self.store, namespace, [n.name for n in plan.records if n.key in plan.created])
         return AddGraphResult(
             nodes_created=summary.nodes_created,
             nodes_updated=summary.nodes_updated,
@@ -346,7 +347,7 @@ class KnowledgeBase:
             vague_edges=edges_found.vague,
             hints=[*other_type_hints(plan.other_types, {n.key: n for n in plan.records}, plan.observations),
                    *edges_found.hints(), *_full_hint(plan.full), *restated,
-                   *replaced, *_versioned_hints(summary, edges_found)],
+                   *replaced, *_versioned_hints(summary, edges_found), *filter(None, [selves])],
         )
 
     def _plan_graph(

@@ -54,6 +54,8 @@ from duckgraph.core.domain.resolution import (
     look_alikes,
     lookup_keys,
     same_type,
+    is_self_reference,
+    self_reference_hint,
 )
 from duckgraph.core.domain.model import (
     ORIGINAL_TYPE,
@@ -222,6 +224,11 @@ def create_entities(
         if records:
             kb.embed_records(namespace, records)
             writer.commit(WriteBatch(nodes=records))
+    # An entity created as "me" or "User" is the user (resolution.SELF_REFERENCES): its note says so.
+    selves = self_reference_hint(kb.store, namespace, [r.name for r in results if r.merged_into is None], merge=False)
+    for result in results:
+        if selves and result.merged_into is None and is_self_reference(result.name):
+            result.note = "; ".join(filter(None, [result.note, selves]))
     return MemoryEntities(entities=results, note=_skipped_note(skipped))
 
 
@@ -310,6 +317,12 @@ def create_relations(
         if writes:
             kb.embed_records(namespace, nodes, edges=writes, names={n.key: n.name for n in ends.values()})
             writer.commit(WriteBatch(nodes=nodes, edges=writes))
+    # A placeholder made for "me" or "User" is the user (resolution.SELF_REFERENCES): its relations say so.
+    created = [n.name for n in new_ends.values() if n.key in used and is_self_reference(n.name)]
+    selves = self_reference_hint(kb.store, namespace, created, merge=False)
+    for result in results:
+        if selves and {result.from_, result.to} & set(created):
+            result.note = "; ".join(filter(None, [result.note, selves]))
     return results
 
 

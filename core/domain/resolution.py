@@ -34,6 +34,7 @@ resolution still makes one entity is skipped and reported by `KnowledgeBase.add_
 from __future__ import annotations
 
 import functools
+import json
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -336,3 +337,50 @@ def possible_duplicates(store: GraphStore, namespace: str, created: Sequence[Nod
             found.append({"name": record.name, "similar_to": other.name, "type": record.type,
                           "similarity": round(similarity, 3)})
     return found
+
+
+#: Names a writer gives the user, the one talking to the assistant, rather than their name; English only, compared
+#: by `loose_key` (any case, "me (user)" as "me user").
+SELF_REFERENCES = frozenset(loose_key(name) for name in (
+    "me", "I", "myself", "user", "the user", "me (user)", "user (me)", "I (user)", "myself (user)", "the user (me)"))
+#: A description that says its entity is the user: "The user", "the user, a nurse", "Is the user".
+_SAYS_THE_USER = re.compile(r"\W*(?:is\s+)?the\s+user\b", re.IGNORECASE)
+#: Entities a keyword search for "user" reads while looking for the one that says it is the user.
+_USER_CANDIDATES = 20
+
+
+def is_self_reference(name: str) -> bool:
+    """Whether `name` is one of `SELF_REFERENCES`: the user, not an entity of that name."""
+    return loose_key(name) in SELF_REFERENCES
+
+
+def says_it_is_the_user(record: NodeRecord) -> bool:
+    """An entity under a name of its own whose alias is a self-reference or whose description says "the user"."""
+    return not is_self_reference(record.name) and (
+        any(map(is_self_reference, record.aliases)) or bool(_SAYS_THE_USER.match(record.description or "")))
+
+
+def self_reference_hint(store: GraphStore, namespace: str, created: Sequence[str], *, merge: bool = True) -> str | None:
+    """What to do about the entities just created under a self-reference ("me", "User"): one entity for the user
+    under their name, these as its aliases. With `merge`, the merge_entities call into the stored entity that says
+    it is the user (`says_it_is_the_user`), or how to make one; without it (the memory tools have no merge), to
+    write the user's facts under their name."""
+    selves = [name for name in dict.fromkeys(created) if is_self_reference(name)]
+    if not selves:
+        return None
+    stored = store.find_nodes(namespace, SELF_REFERENCES)
+    stored += store.get_nodes(i for i, _ in store.keyword_search("node", "user", _USER_CANDIDATES, namespace))
+    sources = list(dict.fromkeys([*(r.name for r in stored if is_self_reference(r.name)), *selves]))
+    owner = next((r for r in stored if says_it_is_the_user(r)), None)
+    said = (f"{' and '.join(map(repr, selves))} stand(s) for the user (an English self-reference), not someone of "
+            "that name: the user is best one entity under their name, with such names as aliases")
+    if not merge:
+        name = repr(owner.name) if owner else "their name"
+        return (f"{said}; write the user's observations and relations under {name} instead (`duckgraph doctor` "
+                "lists the entities to merge)")
+    if owner is not None:
+        return (f"{said}: merge_entities(sources={json.dumps(sources, ensure_ascii=False)}, "
+                f"target={json.dumps(owner.name, ensure_ascii=False)})")
+    rest = ", then merge the others into it with merge_entities" if len(sources) > 1 else ""
+    return (f"{said}: once their name is known, update_entity(name={json.dumps(sources[0], ensure_ascii=False)}, "
+            f"new_name=\"<their name>\") (the old name stays an alias){rest}")

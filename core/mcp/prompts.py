@@ -38,7 +38,7 @@ duckgraph is a long-term memory organised as a knowledge graph with source passa
 - Store what you learn with add_knowledge_graph: specific entity types (Person, Organization, Drug) and specific
   relation types (FOUNDED, EMPLOYED_BY, TREATS), never a vague RELATED_TO. Reuse the exact names of entities
   that already exist; one name in any case is one entity, so qualify the name of another thing that shares it
-  ("Apple (fruit)").
+  ("Apple (fruit)"). The user is one entity under their name, with aliases such as "me".
 - Store source texts with add_documents, then pass their ids as source_ids of the entities and relations
   you extract from them.
 - Before answering from memory, call search: it returns the relevant entities, how they connect, and the
@@ -54,7 +54,8 @@ duckgraph is a long-term memory organised as a knowledge graph of entities, rela
 - Store what you learn with create_entities (specific entity types such as person, organization) and
   create_relations between existing entities (specific relation types in active voice, e.g. works_at); add
   facts about an entity with add_observations. Reuse the exact names of entities that already exist; one name
-  in any case is one entity, so qualify the name of another thing that shares it ("Apple (fruit)").
+  in any case is one entity, so qualify the name of another thing that shares it ("Apple (fruit)"). The user
+  is one entity under their name, not "me" or "user".
 - Before answering from memory, call search_nodes: it searches by meaning and returns the relevant entities
   and the relations among them. open_nodes reads entities by name; read_graph reads the graph page by page.
 - The tools' optional `namespace` picks one of several separate memories; leave it out to use this client's own.

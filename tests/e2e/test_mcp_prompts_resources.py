@@ -127,6 +127,14 @@ async def test_the_instructions_and_the_prompt_say_to_qualify_another_thing_s_na
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("tools", ["graphrag", "memory"])
+async def test_the_instructions_say_the_user_is_one_entity_under_their_name(tmp_path, db_path, tools):
+    async with Client(build_server(make_services(tmp_path, db_path, tools))) as client:
+        instructions = " ".join((client.instructions or "").split())
+    # Before, a model wrote the user as "me", "I", "User" and under their name: four entities, no path between them.
+    assert "The user is one entity under their name" in instructions and '"me"' in instructions
+
+@pytest.mark.anyio
 async def test_the_memory_tool_set_gets_the_reference_tools_in_the_prompt(tmp_path, db_path):
     async with Client(build_server(make_services(tmp_path, db_path, "memory"))) as client:
         prompt = await client.get_prompt("extract_knowledge", {"text": "Grace Hopper worked at Remington Rand."})

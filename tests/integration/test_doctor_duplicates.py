@@ -196,3 +196,28 @@ def test_entities_named_alike_of_different_types_are_listed_apart_without_a_merg
         "[\"Apple.\"], target=\"Apple\", namespace=\"default\") | 'Acme-Corp', 'Acme Corp' [Company, unknown]: "
         "merge_entities(sources=[\"Acme Corp\"], target=\"Acme-Corp\", namespace=\"default\")")
     assert "Jordan" not in warning
+
+
+def test_doctor_lists_the_user_written_as_me_and_under_their_name_as_one_group(env, tmp_path: Path, capsys):
+    """A model writes the user as "me", "I", "User" and as "Maria Santos" (described as the user) in different
+    sessions: four entities no name rule joins, listed as one group merged into the user's name."""
+    from duckgraph.core.domain.model import EdgeInput
+
+    db = tmp_path / "kb.duckdb"
+    with FakeOllama() as ollama:
+        with KnowledgeBase(DuckDBStore(db), OllamaEmbedder(base_url=ollama.base_url)) as kb:
+            kb.add_knowledge_graph([NodeInput(name="Mom", type="Person"), NodeInput(name="me", type="Person")],
+                                   [EdgeInput(source="Mom", target="me", type="MOTHER_OF")])
+            kb.add_knowledge_graph([NodeInput(name="I", type="Person"), NodeInput(name="User", type="Person")], [])
+            kb.add_knowledge_graph([NodeInput(name="Maria Santos", type="Person", description="The user")], [])
+            kb.add_knowledge_graph([NodeInput(name="Ana", type="Person", description="Sister of the user")], [])
+        use_ollama(env, ollama.base_url)
+        code, report = doctor(capsys, db)
+    assert code == 0, report
+    assert [c["detail"] for c in report["checks"] if c["check"] == "duplicates"] == [
+        "1 group(s) of likely duplicate entities (4 entities), below"]
+    [warning] = duplicate_warnings(report)
+    assert warning.endswith(
+        "'Maria Santos', 'me', 'I', 'User' [Person] ('me', 'I', 'User' stand(s) for the user (English "
+        "self-references); 'Maria Santos' says it is the user (its description or an alias)): "
+        "merge_entities(sources=[\"me\", \"I\", \"User\"], target=\"Maria Santos\", namespace=\"default\")")
