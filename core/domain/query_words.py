@@ -23,6 +23,11 @@ _ASKING_WORDS = ("tell told know remember remind recall summarise summarize summ
 #: seldom holds in the verb that reports it. They count as `_ASKING_WORDS` do, except in `asked_type`: there they
 #: may name a type ("How many requests do we have?": Request, Offer, Proposal).
 _SAYING_WORDS = "ask request want offer suggest propose recommend advise promise agree reply"
+#: Words that ask what a change to a thing would bring about ("What would break if we drop Redis?", "What is the
+#: impact of removing Redis?"): the conditionals, a closed class, and the few words that name an outcome. A list,
+#: for the vectors do not tell such a question from one about a missing attribute: both are mostly the name
+#: (`relevance._asks_for_relations`).
+_CONSEQUENCE_WORDS = "if unless without impact effect affect consequence"
 #: Words that ask for a list or a count of things ("How many incidents have we had?", "List all teams"): with
 #: nothing but a stored entity type besides them (and `_ASKING_WORDS`), a query is about that type's entities.
 _LISTING_WORDS = "list count many number total"
@@ -109,6 +114,18 @@ def window_terms() -> frozenset[str]:
     """The terms of `_ASKING_WORDS`, `_SAYING_WORDS`, `_PERIOD_WORDS` and `_DOING_WORDS` (stemmed on first use, as
     `asking_terms`)."""
     return asking_terms() | saying_terms() | frozenset(terms(f"{_PERIOD_WORDS} {_DOING_WORDS}"))
+
+
+@functools.cache
+def _consequence_terms() -> frozenset[str]:
+    """The stems of `_CONSEQUENCE_WORDS` (stemmed on first use, as `asking_terms`)."""
+    return frozenset(stemmed(_CONSEQUENCE_WORDS.split()))
+
+
+def asks_consequence(query_text: str) -> bool:
+    """Whether the query holds one of `_CONSEQUENCE_WORDS` in any form ("impacts", "affected"): read from its
+    words as written, for "if" is a stop word that `tokens` leaves out."""
+    return not _consequence_terms().isdisjoint(stemmed([run.casefold() for run in WORD_RUN.findall(query_text)]))
 
 
 def says_when(word: str) -> bool:

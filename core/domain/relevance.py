@@ -7,14 +7,15 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
-from duckgraph.core.domain.chunking import SECTION_SEPARATOR
+from duckgraph.core.domain.chunking import SECTION_SEPARATOR, TABLE_DELIMITER
 from duckgraph.core.domain.query_words import (
-    DAY, ID, MONTHS, NAMING_DIGITS, TYPE_WORDS, WordMatches, anchor_candidates, asked_type, asking_terms, fact_terms,
-    held, is_stored, listing_terms, name_terms, name_words, query_ids, saying_terms, says_when, window_terms)
+    DAY, ID, MONTHS, NAMING_DIGITS, TYPE_WORDS, WordMatches, anchor_candidates, asked_type, asking_terms,
+    asks_consequence, fact_terms, held, is_stored, listing_terms, name_terms, name_words, query_ids, saying_terms,
+    says_when, window_terms)
 from duckgraph.core.domain.resolution import noun_variants
 from duckgraph.core.domain.search_options import SearchOptions, keyword_passages, nearest_passages, windowed
 from duckgraph.core.domain.texts import passage_text
-from duckgraph.ports import Embedder, GraphStore, inflections, terms, tokens
+from duckgraph.ports import Embedder, GraphStore, NodeRecord, inflections, terms, tokens
 from duckgraph.ports.text import WORD_RUN, stemmed
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ def relevant(
 ) -> Relevance | None:
     """Whether anything stored is relevant enough to answer: the nearest entity or passage is at least
     `relevance_floor` similar to the query (moved by what the memory holds of the query's words), the query asks
-    for whatever is stored of names the memory holds ("Tell me about Kirsty"), an id it names (`query_ids`: "INC-142",
+    for whatever is stored of names the memory holds ("Tell me about Kirsty") or for what a change to entities it
+    names would bring about, when they hold relations (`_asks_for_relations`), an id it names (`query_ids`: "INC-142",
     "ECONNREFUSED", "5432") is stored whole (in an entity, passage or fact), or one observation, sentence or fact of
     what the keyword channel found is that similar on its own (`_parts_near`). Below it a search returns nothing
     (None here), so that the model says it does not know instead of reading noise. A query that asks for nothing but
@@ -69,7 +71,9 @@ def relevant(
     named = name_words(query_text, store, namespace)
     names, asked = (_names_stored(store, query_text, namespace, named),
                     _words_stored(store, query_text, namespace, named))
-    if names < 0 and asked is None:  # it asks for whatever is stored of things the memory holds: they anchor it
+    named_records = words.named if words is not None else []
+    # It asks for whatever is stored of things the memory holds, or for what a change to them reaches: they anchor it.
+    if names < 0 and (asked is None or _asks_for_relations(store, query_text, named_records, namespace)):
         return Relevance(False, {})
     # The query's words move the floor (the parts below are held to it too): `name_margin` of it down when every
     # name it gives is a word of something stored, up when one is not; `word_margin` of it up when none of the
@@ -82,7 +86,6 @@ def relevant(
     # and digits whose letters are stored, one of a series the memory holds ("INC-199" of INC-142: shown with
     # `not_stored`). Other parts do not count: "src" and "py" of "src/payments/refund.py" are in many paths.
     joined = [word for word in tokens(query_text) if any(joiner in word for joiner in "-._/") and not says_when(word)]
-    named_records = words.named if words is not None else []
     candidates = dict.fromkeys([*(query_ids(query_text) if ids is None else ids).values(), *joined])
     series = [part for word in candidates if ID.fullmatch(word) for part in tokens(word)[:-1] if not part.isdigit()]
     if ((series and is_stored(store, " ".join(series), namespace))
@@ -128,19 +131,23 @@ def _parts_near(
 ) -> tuple[dict[int, float], float]:
     """The similarity to the query of the `limit` parts of what the keyword channel found that share most of its
     words (at least one besides the names it gives, which `_names_stored` weighs: "Sam's partner" says nothing of
-    Sam's blood type): an entity's observations, each after its name ("Tomas: Borrowed Sam's drill in October"),
-    and the sentences of a passage (one of a single sentence too), each after its title as the passage is
-    embedded, and alone. A vector of a whole (an entity with its first observations together, a passage of several
-    sentences, or a title longer than the sentence) dilutes the one part that answers; a part alone reads like the
-    short passages the floor was calibrated on. A passage's section heading is a part too, chosen by the words it
-    adds to those above it (`_heading_part`): a heading that is the query's subject says that its section answers
-    ("What are my open action items?": 0.54 from "Ops weekly sync 2026-11-26 > Action items", 0.30 from a line
-    under it), though none of its sentences holds the query's words. A fact the keyword channel found whose own words
-    (`fact_terms`) share such a word is a part too, embedded alone already: it counts for both its ends.
+    Sam's blood type; of those that share as many, those that share its names first): an entity's observations,
+    each after its name ("Tomas: Borrowed Sam's drill in October"), and the sentences of a passage (one of a single
+    sentence too) and the rows of its tables, each under its table's header (`_table_rows`: "What is Maria Garcia's
+    phone number?" is 0.62 from "| name | email | phone |" over her row, which alone shares only her name), each
+    after its title as the passage is embedded, and alone. A vector of a whole (an entity with its first
+    observations together, a passage of several sentences, or a title longer than the sentence) dilutes the one part
+    that answers; a part alone reads like the short passages the floor was calibrated on. A passage's section
+    heading is a part too, chosen by the words it adds to those above it (`_heading_part`): a heading that is the
+    query's subject says that its section answers ("What are my open action items?": 0.54 from "Ops weekly sync
+    2026-11-26 > Action items", 0.30 from a line under it), though none of its sentences holds the query's words. A
+    fact the keyword channel found whose own words (`fact_terms`) share such a word is a part too, embedded alone
+    already: it counts for both its ends.
     `names`: the query's `name_words`, when found already.
     Returns each entity's best observation's or fact's similarity, and the best sentence's or heading's (-1 when
     none)."""
-    wanted = set(terms(query_text)) - name_terms(query_text, store, namespace, names)
+    named = name_terms(query_text, store, namespace, names)
+    wanted = set(terms(query_text)) - named
     ids = [node_id for node_id, _ in words.nodes]
     stored = store.get_observations(ids)
     labels = {n.id: n.name for n in store.get_nodes([i for i in ids if stored.get(i)])}
@@ -152,7 +159,15 @@ def _parts_near(
     titles = store.document_titles({c.document_id for c in chunks}, namespace)
     headings: dict[str, set[str]] = {}  # a section's passages share its heading: it is compared once
     for chunk in chunks:
-        sentences = [t for t in _SENTENCE_END.split(chunk.text) if t.strip()]
+        rows, prose = _table_rows(chunk.text)
+        sentences = [t for t in _SENTENCE_END.split(prose) if t.strip()]
+        # A row is chosen by its header's words only when it holds every name the query gives and one of its words:
+        # else every row of a table would tie on them, and another record's would answer for a name it shares
+        # ("Hugo Garcia's phone number" of Maria Garcia's row).
+        for header, row in rows:
+            cells = set(terms(row))
+            if named <= cells and not (wanted | named).isdisjoint(cells):
+                sentences.append(f"{header}\n{row}")
         title = titles.get(chunk.document_id, "")
         parts += [(None, set(terms(sentence)), passage_text(title, sentence, chunk.section), sentence)
                   for sentence in sentences]
@@ -160,7 +175,10 @@ def _parts_near(
             headings.setdefault(*heading)
     parts += [(None, added, text, "") for text, added in headings.items()]
     shared = [len(wanted.intersection(part)) for _, part, _, _ in parts]
-    chosen = sorted((i for i in range(len(parts)) if shared[i]), key=lambda i: -shared[i])[:limit]
+    # Of parts that share as many of its other words, those that share its names first: the rows of a table all
+    # share its header's ("phone"), and the row of the name asked about answers ("Maria Garcia's phone number").
+    chosen = sorted((i for i in range(len(parts)) if shared[i]),
+                    key=lambda i: (-shared[i], -len(named.intersection(parts[i][1]))))[:limit]
     facts = {edge.id: edge for edge, _ in words.facts if wanted.intersection(fact_terms(edge))}
     observed: dict[int, float] = {}
     for edge_id, similarity in store.similarities("edge", list(facts), query).items():
@@ -185,6 +203,24 @@ def _parts_near(
     return observed, sentence
 
 
+def _table_rows(text: str) -> tuple[list[tuple[str, str]], str]:
+    """A passage's Markdown table rows, each with its table's header row (the line above its delimiter line,
+    `TABLE_DELIMITER`: a passage of a table's rows starts with both, `chunk_text`), and its other lines. A row alone
+    does not say what its cells are ("| Maria Garcia | +34 612 345 678 | Madrid |"): read under its header, it is a
+    part as a sentence is (`_parts_near`)."""
+    rows: list[tuple[str, str]] = []
+    rest: list[str] = []
+    header = ""
+    lines = text.split("\n")
+    for above, line in zip(["", *lines], lines):
+        if header and "|" in line and line.strip():
+            rows.append((header, line))
+            continue
+        header = above if "|" in above and TABLE_DELIMITER.match(line) else ""
+        rest.append(line)
+    return rows, "\n".join(rest)
+
+
 def _heading_part(title: str, section: str) -> tuple[str, set[str]] | None:
     """A passage's section heading as a part (`_parts_near`): the heading under its document's title and the
     headings above it, as its passage is embedded, and the words its own heading (the last of the section's path)
@@ -196,6 +232,17 @@ def _heading_part(title: str, section: str) -> tuple[str, set[str]] | None:
     if not own or not (title or above):
         return None
     return passage_text(title, section), set(terms(own)) - set(terms(f"{title} {above}"))
+
+
+def _asks_for_relations(store: GraphStore, query_text: str, named: list[NodeRecord], namespace: str) -> bool:
+    """Whether the query asks what a change to the entities it names would bring about (`asks_consequence`: "What
+    would break if we drop Redis?", "What is the impact of removing Redis?") and one of them (`named`) holds a
+    relation: what such a change reaches is what they relate to ("auth-service depends on Redis"). Its other words
+    say what changes ("drop", "goes down", "removing"), which a memory seldom holds: they are no attribute it lacks
+    ("What is Kirsty's phone number?"), which `_words_stored` weighs. The facts, compared as parts, do not tell the
+    two apart: a fact's vector is mostly its ends' names (Redis's are as near to "What is Redis's license?")."""
+    return (bool(named) and asks_consequence(query_text)
+            and len(store.neighbor_ends([n.id for n in named], namespace, limit=1)[0]) > 0)
 
 
 def _names_stored(store: GraphStore, query_text: str, namespace: str, names: set[str] | None = None) -> int:

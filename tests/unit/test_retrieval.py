@@ -357,3 +357,28 @@ def test_the_parts_compared_near_the_floor_are_the_sentences_and_observations_th
                           retrieval.match_words(fake_kb.store, "What is Tomas's blood type?", fake_kb.namespace,
                                                 SearchOptions()), embed, 8)
     assert len(embedded) == 2
+
+
+def test_a_table_row_is_compared_under_its_header_the_row_of_the_name_asked_about_first(fake_kb) -> None:
+    rows = [f"| {name} | {name.split()[0].lower()}@example.com | +1 555 01{n:02d} |"
+            for n, name in enumerate(["Hugo Schulz", "Tara Petrov", "Maria Garcia", "Ines Rossi"])]
+    fake_kb.add_documents([DocumentInput(id="contacts", title="Contacts", text="\n".join(
+        ["| name | email | phone |", "| --- | --- | --- |", *rows]))])
+    query = "What is Maria Garcia's phone number?"
+    words = retrieval.match_words(fake_kb.store, query, fake_kb.namespace, SearchOptions())
+    embedded: list[list[str]] = []
+
+    class Spy:
+        @staticmethod
+        def embed_documents(texts):
+            embedded.append(list(texts))
+            return fake_kb.embedder.embed_documents(texts)
+
+    relevance._parts_near(fake_kb.store, query, fake_kb.embedder.embed_query(query), fake_kb.namespace, words, Spy(),
+                          8)
+    # Her row shares only her name, its header "phone": compared under the header, before the header alone (which
+    # shares as many of the other words and no name); the rows of other names are not.
+    header, maria = "| name | email | phone |", "| Maria Garcia | maria@example.com | +1 555 0102 |"
+    assert embedded == [[f"Contacts\n{header}\n{maria}", f"Contacts\n{header}", f"{header}\n{maria}", header]]
+    assert relevance._table_rows(f"Intro.\n{header}\n| --- | --- | --- |\n{maria}\n\nAfter.") == (
+        [(header, maria)], f"Intro.\n{header}\n| --- | --- | --- |\n\nAfter.")
