@@ -132,11 +132,6 @@ class GraphStore(ABC):
     def get_observations(self, node_ids: Iterable[int]) -> dict[int, list[str]]:
         """Observations of the given nodes, oldest first; nodes without any are left out."""
 
-    def observation_times(self, node_ids: Iterable[int]) -> dict[int, dict[str, datetime]]:
-        """When each observation of the given nodes was written (naive UTC), by node and text; nodes without any
-        are left out. A store that keeps no such times returns none, and search shows no dates."""
-        return {}
-
     @abstractmethod
     def nodes_containing(self, namespace: str, text: str, *, limit: int = 1_000) -> list[int]:
         """Ids, in id order, of the nodes whose name, type or one of whose observations contains `text`, ignoring

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -586,15 +586,13 @@ class KnowledgeBase:
         found = anchor_and_expand(self.store, query, vector, namespace, settings, words.result(), self.embedder)
         observations = by_relevance(query, self.store.get_observations([r.node_id for r in found.nodes]),
                                     {i: (record.name, *record.aliases) for i, record in found.records.items()})
-        written = self.store.observation_times([i for i, held in observations.items() if len(held) > 1])
 
         def scored(reached) -> ScoredNode:
             record = found.records[reached.node_id]
             held = observations.get(record.id, [])
-            shown = held[:OBSERVATIONS_SHOWN]
             return ScoredNode(id=record.id, name=record.name, type=record.type, description=record.description,
                               score=round(reached.score, 4), hop=reached.hop, properties=record.properties,
-                              observations=shown, observation_dates=_written_days(shown, written.get(record.id, {})),
+                              observations=held[:OBSERVATIONS_SHOWN],
                               observations_not_shown=max(len(held) - OBSERVATIONS_SHOWN, 0))
 
         names = {node_id: record.name for node_id, record in found.records.items()}
@@ -747,13 +745,6 @@ def _one_per_type(counted: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             found["count"] += entry["count"]
             found.setdefault("spellings", []).append(entry["type"])
     return sorted(types.values(), key=lambda entry: -entry["count"])  # stable: ties keep the store's order
-
-
-def _written_days(shown: Sequence[str], times: dict[str, datetime]) -> list[date]:
-    """The day each of an entity's `shown` observations was written, when they were written on different days
-    (else none): "is vegetarian" ranked above a later "eats fish again" must not read as the current one."""
-    days = [times[text].date() for text in shown if text in times]
-    return days if len(days) == len(shown) and len(set(days)) > 1 else []
 
 
 def _window_words(after: datetime | None, before: datetime | None) -> str:

@@ -1,7 +1,7 @@
 """The domain model as the outside world sees it: validated inputs and structured results."""
 
 import json
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from typing import Annotated, Any
 
 from pydantic import (
@@ -393,9 +393,6 @@ class ScoredNode(_Model):
         description="Its observations, those sharing the query's rarer words first, each after the later one that "
         "names what it names (at most 20; get_entities lists all).",
     )
-    observation_dates: list[date] = Field(
-        default_factory=list, description="The day (UTC) each of observations was written, in their order, when "
-        "they were written on different days; empty when on one.")
     observations_not_shown: int = Field(
         default=0, description="How many more observations it holds than observations lists (those least related "
         "to the query): get_entities lists them all.")

@@ -401,9 +401,7 @@ def _details(node: ScoredNode) -> list[tuple[str, str]]:
     lines = []
     if node.properties:
         lines.append(("  properties: " + _clip(_properties(node.properties)), "properties"))
-    # The day each was written, when they differ: which of two that disagree is the later one.
-    days = [f"({day.isoformat()}) " for day in node.observation_dates] or [""] * len(node.observations)
-    lines += [("  - " + _clip(day + text), "observations") for day, text in zip(days, node.observations)]
+    lines += [("  - " + _clip(text), "observations") for text in node.observations]
     return lines
 
 

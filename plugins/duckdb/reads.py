@@ -235,20 +235,6 @@ def written_by_hand(con: Any, kind: str, ids: Iterable[int]) -> set[int]:
         f"SELECT {kind}_id FROM {kind}s_by_hand WHERE {kind}_id IN (SELECT id FROM {wanted})", params).fetchall()}
 
 
-def observation_times(con: Any, node_ids: Iterable[int]) -> dict[int, dict[str, datetime]]:
-    """`DuckDBStore.observation_times`: the mirror holds the texts only."""
-    ids = list(set(node_ids))
-    if not ids:
-        return {}
-    wanted, params = sql.rows(1, id=("BIGINT", ids))
-    times: dict[int, dict[str, datetime]] = {}
-    for node_id, text, created_at in con.execute(
-            f"SELECT node_id, text, created_at FROM observations WHERE node_id IN (SELECT id FROM {wanted})",
-            params).fetchall():
-        times.setdefault(node_id, {})[text] = created_at
-    return times
-
-
 def edge_evidence(con: Any, edge_ids: Iterable[int]) -> list[tuple[int, int]]:
     ids = list(set(edge_ids))
     if not ids:

@@ -536,10 +536,6 @@ class DuckDBStore(GraphStore):
         with self._lock:
             return self._mirror().observations(node_ids)
 
-    def observation_times(self, node_ids: Iterable[int]) -> dict[int, dict[str, datetime]]:
-        with self._lock:
-            return reads.observation_times(self._db, node_ids)
-
     def nodes_containing(self, namespace: str, text: str, *, limit: int = 1_000) -> list[int]:
         # From the mirror's folded texts: ignoring accents as names do, without folding every text per query.
         with self._lock:

@@ -4,14 +4,12 @@ where a later observation replaces an earlier one in words the question does not
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import pytest
 from mcp import Client
 
 from duckgraph.core.mcp.server import build_server
-from duckgraph.plugins.duckdb import sql
 from tests.e2e.test_mcp_inmemory import call_ok
 from tests.e2e.test_time import anyio_backend, services  # noqa: F401 (fixtures: asyncio, the real model)
 from tests.unit.test_observation_order import DECISIONS
@@ -67,32 +65,3 @@ async def test_a_small_budget_never_shows_a_replaced_decision_without_its_revers
                 # What a budget shows is the start of what a larger one shows: the shorter, older, unrelated lines
                 # (EC2, Kubernetes) never take the place of one cut; the newer comes first, the old never alone.
                 assert cut["truncated"] and lines == whole[:len(lines)] and new in lines, (query, budget, text)
-
-
-@pytest.mark.anyio
-async def test_observations_written_on_different_days_each_show_the_day_they_were_written(services, monkeypatch):
-    # "is vegetarian" shares the query's word and comes first; without the days nothing says the other is newer.
-    async with Client(build_server(services, tool_set="all")) as client:
-        with monkeypatch.context() as earlier:
-            earlier.setattr(sql, "now", lambda: datetime(2026, 9, 2, 18, 30))
-            await call_ok(client, "create_entities", {"entities": [
-                {"name": "Ana", "entityType": "Person", "observations": ["Ana is vegetarian"]}]})
-        await call_ok(client, "update_entity", {"name": "Ana", "add_observations": [
-            "Ana eats fish again (pescatarian since October 2026)"]})
-        today = sql.now().date().isoformat()
-        found, _, lines = await search(client, {"query": "Is Ana vegetarian?"})
-        [ana] = [node for node in found["nodes"] if node["name"] == "Ana"]
-        assert ana["observations"] == ["Ana is vegetarian", "Ana eats fish again (pescatarian since October 2026)"]
-        assert ana["observation_dates"] == ["2026-09-02", today]
-        assert lines == ["(2026-09-02) Ana is vegetarian",
-                         f"({today}) Ana eats fish again (pescatarian since October 2026)"]
-
-
-@pytest.mark.anyio
-async def test_observations_written_on_one_day_show_no_day(services):
-    async with Client(build_server(services, tool_set="all")) as client:
-        await call_ok(client, "create_entities", {"entities": [
-            {"name": "Ana", "entityType": "Person", "observations": ["Ana is vegetarian", "Ana has a son"]}]})
-        found, _, lines = await search(client, {"query": "Is Ana vegetarian?"})
-        [ana] = [node for node in found["nodes"] if node["name"] == "Ana"]
-        assert ana["observation_dates"] == [] and lines == ["Ana is vegetarian", "Ana has a son"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import date
-
 import pytest
 
 from duckgraph.core.domain.model import Passage, ScoredEdge, ScoredNode, SearchResult
@@ -83,15 +81,6 @@ def test_an_entity_keeps_its_properties_and_most_relevant_observations_with_it()
     at = lines.index("- Entity 1 [Thing]: " + "word " * 29 + "word")
     assert lines[at + 1: at + 4] == [
         '  properties: language: python; tier: 1; tags: ["a", "b"]', "  - most relevant", "  - less relevant"]
-
-
-def test_observations_written_on_different_days_each_show_the_day_before_their_text() -> None:
-    full = result(2)
-    full.nodes[1].observations = ["Ana is vegetarian", "Ana eats fish again"]
-    full.nodes[1].observation_dates = [date(2026, 9, 2), date(2026, 10, 5)]
-    lines = render_search(full, 10**9)[0].splitlines()
-    at = lines.index("- Entity 1 [Thing]: " + "word " * 29 + "word")
-    assert lines[at + 1: at + 3] == ["  - (2026-09-02) Ana is vegetarian", "  - (2026-10-05) Ana eats fish again"]
 
 
 def test_an_observation_is_never_shown_without_its_entity() -> None:
