@@ -182,8 +182,8 @@ def render_search(result: SearchResult, token_budget: int, more: Sequence[Passag
 
     `hint` (which tool answers such a question better, or that the namespace holds nothing) closes the text when
     it takes at most half the budget, or when nothing else is shown: its room is set aside first, as it tells the
-    model what to call instead. `communities` (the line naming the
-    anchors' communities, which the structured result holds too) comes last of all: shown only in the room
+    model what to call instead. `communities` (the line naming the anchors' communities, which the structured
+    result holds too) comes last, after the notes on what was left out and before `hint`: shown only in the room
     everything else, the passages ranked next included, leaves; leaving it out is no truncation either.
     `set_aside`: the tokens of the caller's own lines around the text, taken from `token_budget`, which the closing
     note names all the same (it is the budget the caller asked for)."""
@@ -196,23 +196,24 @@ def render_search(result: SearchResult, token_budget: int, more: Sequence[Passag
     for note in _left_out(result):
         if _cost(notes + closing) + _cost(note) <= max(token_budget, 1) // 2:
             notes += f"\n{note}"
-    text, truncated = _render(result, max(token_budget - estimate_tokens(notes + closing), 1), more, stated,
-                              communities)
-    return text + notes + closing, truncated
+    text, truncated, room = _render(result, max(token_budget - estimate_tokens(notes + closing), 1), more, stated)
+    # The communities line stays last but for the closing hint: after the notes on what was left out.
+    shown = f"\n{communities}" if communities and _cost(communities) <= room else ""
+    return text + notes + shown + closing, truncated
 
 
-def _render(result: SearchResult, budget: int, more: Sequence[Passage], token_budget: int,
-            communities: str) -> tuple[str, bool]:
+def _render(result: SearchResult, budget: int, more: Sequence[Passage], token_budget: int) -> tuple[str, bool, int]:
+    """The text within `budget`, whether some was left out or cut, and the room left (none when some was)."""
     if result.nothing_relevant:
-        return NOTHING_IN_WINDOW.format(window=result.empty_window) if result.empty_window else NOTHING_RELEVANT, False
+        text = NOTHING_IN_WINDOW.format(window=result.empty_window) if result.empty_window else NOTHING_RELEVANT
+        return text, False, 0
     lines = _by_priority(result)
     if not lines:
-        return EMPTY, False
+        return EMPTY, False, 0
     if sum(_cost(line.text) for line in lines) + sum(_cost(h) for h in {line.heading for line in lines}) <= budget:
         extra = [_passage_line(MORE_PASSAGES, i, p) for i, p in enumerate(more)]
         kept, used = _fit([*lines, *extra], budget)
-        text = _printed(kept)
-        return text + (f"\n{communities}" if communities and _cost(communities) <= budget - used else ""), False
+        return _printed(kept), False, budget - used
     # The room of the longest note these lines may need (each count at most all of its kind), so that what is left
     # out is said with the budget and the advice a larger one shows more, not in the short form that lacks them.
     longest = _notes(token_budget, Counter(line.kind for line in lines))[0]
@@ -221,7 +222,7 @@ def _render(result: SearchResult, budget: int, more: Sequence[Passage], token_bu
     # What was left out is said in as many words as fit: a small budget still learns how much it missed.
     notes = _notes(token_budget, left_out)
     note = next((note for note in notes if _cost(note) <= budget - used), notes[-1])
-    return _printed(kept) + ("\n" if kept else "") + note, True
+    return _printed(kept) + ("\n" if kept else "") + note, True, 0
 
 
 def _cost(text: str) -> int:
