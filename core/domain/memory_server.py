@@ -54,6 +54,7 @@ from duckgraph.core.domain.resolution import (
     look_alikes,
     lookup_keys,
     same_type,
+    types_agree,
     is_self_reference,
     self_reference_hint,
 )
@@ -181,7 +182,7 @@ def create_entities(
                 # The reference's rule for a stored name, said when it drops what the entity lacks, or when the type
                 # given is another: following "add them with add_observations" would put them on another thing.
                 lacking = new_observations(current, given)
-                other = entity.entityType if _other_type(entity.entityType, record.type) else None
+                other = entity.entityType if not types_agree(entity.entityType, record.type) else None
                 if lacking or other:
                     said = skipped.setdefault(record.name, _Skipped(record.type))
                     said.lacking += len(lacking)
@@ -405,16 +406,10 @@ def _cleaned_note(entity: MemoryEntityInput) -> str | None:
             "dropped, as they are from every name")
 
 
-def _other_type(given: str, stored: str) -> bool:
-    """Whether an entity given with type `given` is said to be another kind of thing than one stored with `stored`:
-    both known (not 'unknown') and not one type (`same_type`)."""
-    return not is_unknown_type(given) and not is_unknown_type(stored) and not same_type(given, stored)
-
-
 def _another_type_merged(entity: MemoryEntityInput, same: NodeRecord) -> bool:
     """Whether `entity`, of the key of the stored `same`, would be merged into it (not an exact repeat, which is
-    skipped) though given another known type (`_other_type`): rule 1b's case, as add_knowledge_graph applies it."""
-    return same.name != entity.sent_name and _other_type(entity.entityType, same.type)
+    skipped) though given another known type (not `types_agree`): rule 1b's case, as add_knowledge_graph applies it."""
+    return same.name != entity.sent_name and not types_agree(entity.entityType, same.type)
 
 
 def _alias_owner_note(entity: MemoryEntityInput, homonym: NodeRecord, owner: NodeRecord,
@@ -456,7 +451,7 @@ class _Skipped:
 
     kind: str  # the stored entity's type
     lacking: int = 0  # observations given that it does not hold
-    other: str | None = None  # the other type given (`_other_type`), if one was
+    other: str | None = None  # the other type given (not `types_agree`), if one was
     owner: str | None = None  # the one entity of type `other` that has the name as an alias (rule 1b), if one has
 
 
